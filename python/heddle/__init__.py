@@ -1,0 +1,32 @@
+"""heddle: a JIT tensor fuser for pipelined matmul + epilogue kernels with a minimal, explained
+sync plan, compiled at run time with NVRTC.
+
+    import heddle
+    fd = heddle.Fusion()                       # define
+    ...
+    fd.auto_schedule("sm_80")                  # or split/parallelize/cache_after/circular_buffer
+    k = fd.compile("sm_80")                    # lower + NVRTC (no GPU needed)
+    print(k.explain())                         # every sync and why
+    y = k(a, b, bias)                          # run (CUDA tensors)
+
+    y = heddle.matmul(a, b, bias=bias, activation="gelu")   # automatic schedule, torch custom op
+"""
+from . import _C
+from . import ops
+from .api import matmul
+from .errors import CompileError, HeddleError, InputError, RuntimeUnavailable, ScheduleError
+from .fusion import Fusion, Tensor
+from .kernel import Kernel
+from .runtime import gpu_available, nvrtc_available
+
+__version__ = "0.1.0"
+
+known_targets = _C.known_targets
+target_info = _C.target_info
+pass_names = _C.pass_names
+
+__all__ = [
+    "Fusion", "Tensor", "Kernel", "matmul", "ops",
+    "HeddleError", "ScheduleError", "InputError", "CompileError", "RuntimeUnavailable",
+    "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",
+]

@@ -1,0 +1,179 @@
+"""heddle.matmul and the torch custom ops behind it.
+
+Each distinct problem signature (dtypes, N, K, layout, epilogue) becomes one fusion and one torch
+custom op `torch.ops.heddle.<name>` with a fake implementation, so it traces under torch.compile.
+M (and the batch) stay symbolic: varying them does not recompile. On CUDA tensors the op launches
+the heddle kernel; on CPU tensors it computes the same fusion with torch (float32), so models stay
+runnable anywhere.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import torch
+
+from . import reference
+from .errors import InputError, ScheduleError
+from .fusion import Fusion, ops_unary
+from .kernel import Kernel, _vec_for
+
+_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
+_DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    dtype: str
+    batched: bool
+    batched_b: bool
+    k: int
+    n: int
+    trans_a: bool
+    trans_b: bool
+    bias: Optional[Tuple[str, int]]          # (dtype, rank) of the bias, broadcast over rows
+    residual: Optional[Tuple[str, int]]      # (dtype, rank) of a residual added after activation
+    activation: Optional[str]
+    alpha: Optional[float]
+    out_dtype: str
+
+    def op_name(self) -> str:
+        h = hashlib.sha256(repr(self).encode()).hexdigest()[:10]
+        return f"mm_{self.dtype}_{'t' if self.trans_a else 'n'}{'t' if self.trans_b else 'n'}_{h}"
+
+    def build_fusion(self) -> Fusion:
+        fd = Fusion()
+        a_shape = (["B"] if self.batched else []) + ([self.k, "M"] if self.trans_a else ["M", self.k])
+        b_shape = (["B"] if self.batched_b else []) + ([self.n, self.k] if self.trans_b else [self.k, self.n])
+        a = fd.input("a", self.dtype, a_shape)
+        b = fd.input("b", self.dtype, b_shape)
+        y = fd.matmul(a, b, self.trans_a, self.trans_b)
+        if self.alpha is not None:
+            y = y * self.alpha
+        if self.bias is not None:
+            y = y + fd.input("bias", self.bias[0], [self.n] if self.bias[1] == 1 else [1, self.n])
+        if self.activation is not None:
+            y = ops_unary(self.activation, y)
+        if self.residual is not None:
+            rshape = (["B"] if self.residual[1] == 3 else []) + ["M", self.n]
+            y = y + fd.input("residual", self.residual[0], rshape)
+        fd.output(y.to(self.out_dtype))
+        return fd
+
+
+class FusedMatmul:
+    """One problem signature: its fusion, its torch op, and its compiled kernels per (target, vec)."""
+
+    def __init__(self, spec: MatmulSpec):
+        self.spec = spec
+        self.fusion = spec.build_fusion()
+        self.kernels: Dict[tuple, Kernel] = {}
+        self.compiles = 0
+        self._lock = threading.Lock()
+        self.op = _register_op(self)
+
+    def kernel(self, target: str, vec_a: int, vec_b: int, m_hint: int = -1) -> Kernel:
+        key = (target, vec_a, vec_b)
+        k = self.kernels.get(key)
+        if k is None:
+            with self._lock:
+                k = self.kernels.get(key)
+                if k is None:
+                    if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
+                        fd = _plain_schedule(self.spec, target)
+                    else:
+                        fd = self.spec.build_fusion()
+                        fd.auto_schedule(target, -1, self.spec.n, self.spec.k)
+                    k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b)
+                    self.kernels[key] = k
+                    self.compiles += 1
+        return k
+
+    def run(self, tensors):
+        a = tensors[0]
+        if a.device.type == "cuda":
+            from .runtime import target_for_device
+            target = target_for_device(a.device)
+            k = self.kernel(target, _vec_for(tensors[0]), _vec_for(tensors[1]))
+            return k(*tensors)
+        out = reference.evaluate(self.fusion, tensors, compute_dtype=torch.float32)
+        return out
+
+    def fake(self, tensors):
+        a, b = tensors[0], tensors[1]
+        M = a.shape[-1] if self.spec.trans_a else a.shape[-2]
+        shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[self.spec.out_dtype]
+        return a.new_empty(shape, dtype=dt)
+
+
+def _plain_schedule(spec: MatmulSpec, target: str) -> Fusion:
+    fd = spec.build_fusion()
+    for t in fd.inputs[:2]:
+        fd.cache_after(t, "plain")
+    fd.auto_schedule(target, -1, spec.n, spec.k)
+    return fd
+
+
+_ops: Dict[MatmulSpec, FusedMatmul] = {}
+_ops_lock = threading.Lock()
+
+
+def _register_op(fm: FusedMatmul):
+    names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
+    schema = "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> Tensor"
+    qual = f"heddle::{fm.spec.op_name()}"
+
+    def impl(*tensors):
+        return fm.run(tensors)
+
+    def fake(*tensors):
+        return fm.fake(tensors)
+
+    op = torch.library.custom_op(qual, impl, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    return op
+
+
+def fused_matmul_op(spec: MatmulSpec) -> FusedMatmul:
+    with _ops_lock:
+        fm = _ops.get(spec)
+        if fm is None:
+            fm = FusedMatmul(spec)
+            _ops[spec] = fm
+        return fm
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = None,
+           activation: Optional[str] = None, residual: Optional[torch.Tensor] = None,
+           alpha: Optional[float] = None, trans_a: bool = False, trans_b: bool = False,
+           out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """act(alpha * (a @ b) + bias) + residual in one kernel, with a schedule heddle picks itself.
+
+    trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
+    activation: relu | gelu | gelu_tanh | silu | sigmoid.
+    """
+    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
+        raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
+                         "bfloat16 (cast float32 operands first)")
+    if activation is not None and activation not in _ACTIVATIONS:
+        raise ScheduleError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(_ACTIVATIONS)}")
+    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
+        raise InputError(f"heddle.matmul: operands need rank 2 or 3, got {a.dim()} and {b.dim()}")
+    k = a.shape[-2] if trans_a else a.shape[-1]
+    n = b.shape[-2] if trans_b else b.shape[-1]
+    kb = b.shape[-1] if trans_b else b.shape[-2]
+    if k != kb:
+        raise InputError(f"heddle.matmul: a gives K={k} but b gives K={kb}")
+    spec = MatmulSpec(
+        dtype=_DT[a.dtype], batched=a.dim() == 3, batched_b=b.dim() == 3, k=int(k), n=int(n),
+        trans_a=trans_a, trans_b=trans_b,
+        bias=None if bias is None else (_DT[bias.dtype], bias.dim()),
+        residual=None if residual is None else (_DT[residual.dtype], residual.dim()),
+        activation=activation, alpha=None if alpha is None else float(alpha),
+        out_dtype=_DT[out_dtype or a.dtype])
+    fm = fused_matmul_op(spec)
+    args = [a, b] + [t for t in (bias, residual) if t is not None]
+    return fm.op(*args)

@@ -1,0 +1,194 @@
+"""Fusion definition and scheduling: a thin Python face over the C++ IR (heddle._C).
+
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", 4096])
+    b = fd.input("b", "bf16", [4096, 4096])
+    bias = fd.input("bias", "bf16", [4096])
+    acc = fd.matmul(a, b)                      # f32 accumulator, layouts via trans_a / trans_b
+    fd.output(heddle.ops.gelu(acc + bias).to("bf16"))
+
+Every rule (shapes, broadcast, schedule validity) is checked in C++ and raised as
+heddle.ScheduleError naming the tensor, axis or option.
+"""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+from . import _C
+
+Scalar = Union[int, float]
+
+
+class Tensor:
+    """A tensor of a Fusion. Arithmetic builds epilogue ops; the scheduling methods set attributes."""
+
+    __slots__ = ("_tv", "_fusion")
+
+    def __init__(self, tv: "_C.TensorView", fusion: "Fusion"):
+        self._tv = tv
+        self._fusion = fusion
+
+    # --- description -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._tv.name
+
+    @property
+    def dtype(self) -> str:
+        return self._tv.dtype
+
+    @property
+    def shape(self) -> list:
+        return self._tv.shape
+
+    @property
+    def axes(self) -> List[str]:
+        """Loop axes after split/reorder (the matmul tensor only)."""
+        return self._tv.axes
+
+    @property
+    def domain(self) -> str:
+        return self._tv.domain
+
+    def __repr__(self) -> str:
+        return repr(self._tv)
+
+    # --- epilogue arithmetic -----------------------------------------------------------------
+    def _bin(self, op: str, other, left: bool = False) -> "Tensor":
+        f = self._fusion
+        if isinstance(other, Tensor):
+            a, b = (other, self) if left else (self, other)
+            return f._wrap(f._f.binary(op, a._tv, b._tv))
+        if isinstance(other, (int, float)):
+            return f._wrap(f._f.binary_scalar(op, self._tv, float(other), left))
+        raise TypeError(f"heddle: cannot {op} tensor {self.name} and {type(other).__name__}; "
+                        "use a heddle tensor or a Python number")
+
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, left=True)
+    def __sub__(self, o): return self._bin("sub", o)
+    def __rsub__(self, o): return self._bin("sub", o, left=True)
+    def __mul__(self, o): return self._bin("mul", o)
+    def __rmul__(self, o): return self._bin("mul", o, left=True)
+    def __truediv__(self, o): return self._bin("div", o)
+    def __rtruediv__(self, o): return self._bin("div", o, left=True)
+    def __neg__(self): return self._fusion._wrap(self._fusion._f.unary("neg", self._tv))
+
+    def to(self, dtype: str) -> "Tensor":
+        """Cast (rounds through `dtype`)."""
+        return self._fusion._wrap(self._fusion._f.cast(self._tv, _dtype_name(dtype)))
+
+    # --- scheduling --------------------------------------------------------------------------
+    def split(self, axis: str, factor: int) -> "Tensor":
+        self._tv.split(axis, int(factor))
+        return self
+
+    def reorder(self, order: Sequence[str]) -> "Tensor":
+        self._tv.reorder(list(order))
+        return self
+
+    def parallelize(self, axis: str, parallel: str) -> "Tensor":
+        """Bind an axis: 'BIDx', 'BIDy', 'BIDz', 'warp', 'TIDx', 'serial', 'unroll'."""
+        self._tv.parallelize(axis, parallel)
+        return self
+
+    def circular_buffer(self, stages: int, prefetch: int = -1) -> "Tensor":
+        """Buffer this shared-memory cache over `stages` slots with `prefetch` loads ahead
+        (negative prefetch means stages + prefetch; -1 keeps stages-1 loads in flight)."""
+        self._tv.circular_buffer(int(stages), int(prefetch))
+        return self
+
+    def warp_specialize(self, roles: Dict[str, Union[int, dict]]) -> "Tensor":
+        """roles: {"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}}."""
+        self._tv.warp_specialize(dict(roles))
+        return self
+
+    @property
+    def circular(self):
+        """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""
+        return self._tv.circular
+
+
+def _dtype_name(dt) -> str:
+    s = str(dt)
+    return s.replace("torch.", "")
+
+
+class Fusion:
+    """A computation to fuse: one matmul with its pointwise epilogue."""
+
+    def __init__(self):
+        self._f = _C.Fusion()
+        self._tensors: Dict[str, Tensor] = {}
+
+    def _wrap(self, tv) -> Tensor:
+        t = self._tensors.get(tv.name)
+        if t is None:
+            t = Tensor(tv, self)
+            self._tensors[tv.name] = t
+        return t
+
+    def input(self, name: str, dtype, shape: Iterable[Union[int, str]]) -> Tensor:
+        """An input: dtype 'f16' | 'bf16' | 'f32' (or torch dtypes); sizes are ints or symbols ('M')."""
+        return self._wrap(self._f.add_input(name, _dtype_name(dtype), list(shape)))
+
+    def matmul(self, a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False) -> Tensor:
+        """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K]."""
+        return self._wrap(self._f.matmul(a._tv, b._tv, trans_a, trans_b))
+
+    def output(self, t: Tensor) -> Tensor:
+        self._f.add_output(t._tv)
+        return t
+
+    def cache_after(self, t: Tensor, kind: str = "cp_async") -> Tensor:
+        """A shared-memory copy of input `t`, filled with kind 'plain' | 'cp_async' | 'tma_load'."""
+        return self._wrap(self._f.cache_after(t._tv, kind))
+
+    def schedule(self) -> Tensor:
+        """Start a manual schedule: returns the matmul tensor with root axes [b,] m, n, k."""
+        mm = self.matmul_tensor
+        self._f.init_schedule(mm._tv)
+        return mm
+
+    def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1) -> "Fusion":
+        """The schedule heddle.matmul would pick for `target` (and problem size, when known)."""
+        self._f.auto_schedule(target, m, n, k)
+        return self
+
+    @property
+    def matmul_tensor(self) -> Tensor:
+        mm = self._f.find_matmul()
+        if mm is None:
+            raise _C.ScheduleError("this fusion has no matmul")
+        return self._wrap(mm)
+
+    @property
+    def inputs(self) -> List[Tensor]:
+        return [self._wrap(t) for t in self._f.inputs]
+
+    @property
+    def outputs(self) -> List[Tensor]:
+        return [self._wrap(t) for t in self._f.outputs]
+
+    def caches_of(self, t: Tensor) -> List[Tensor]:
+        return [self._wrap(c) for c in self._f.caches_of(t._tv)]
+
+    def exprs(self):
+        """The expressions in topological order, as plain tuples (used by the torch reference)."""
+        return self._f.exprs()
+
+    def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False):
+        """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source)."""
+        return _C.lower(self._f, target, vec_a, vec_b, dump_passes)
+
+    def compile(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, **rtc):
+        """Lower and compile with NVRTC (no GPU needed). Returns a heddle.Kernel."""
+        from .kernel import Kernel
+        return Kernel.build(self, target, vec_a=vec_a, vec_b=vec_b, **rtc)
+
+    def __str__(self) -> str:
+        return str(self._f)
+
+
+def ops_unary(name: str, x: Tensor) -> Tensor:
+    return x._fusion._wrap(x._fusion._f.unary(name, x._tv))

@@ -1,0 +1,181 @@
+"""A compiled fusion: lowering result + NVRTC binary, with input checks and the launch.
+
+The kernel is compiled at construction (no GPU needed); it is loaded into the CUDA context and
+launched on torch's current stream the first time it is called with CUDA tensors.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional
+
+from . import _C
+from .dump import dump
+from .errors import InputError
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+class Kernel:
+    def __init__(self, fusion, lowered, binary, target: str, vec_a: int, vec_b: int):
+        self.fusion = fusion
+        self.lowered = lowered
+        self.binary = binary
+        self.target = target
+        self.vec = (vec_a, vec_b)
+        self._loaded = None
+        self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
+        self._params = lowered.params
+        self._out = fusion.outputs[0]
+
+    @classmethod
+    def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
+              use_cache: bool = True, options: Optional[List[str]] = None) -> "Kernel":
+        dump("fusion", lambda: str(fusion))
+        lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"))
+        dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
+        dump("passes", lambda: "".join(f"--- after {n} ({ms:.3f} ms)\n{ir}" for n, ms, _, ir in lowered.passes))
+        dump("kernel_ir", lambda: lowered.kernel_ir)
+        dump("sync", lowered.explain)
+        dump("cuda", lambda: lowered.source)
+        from .runtime import ensure_search_dirs
+        ensure_search_dirs()
+        binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
+                                    isolate=isolate, want_ptx=True, use_cache=use_cache)
+        dump("ptx", lambda: binary.ptx)
+        dump("ptxas", lambda: binary.ptxas)
+        return cls(fusion, lowered, binary, target, vec_a, vec_b)
+
+    # --- what was produced ---------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.lowered.name
+
+    @property
+    def source(self) -> str:
+        return self.lowered.source
+
+    @property
+    def kernel_ir(self) -> str:
+        return self.lowered.kernel_ir
+
+    @property
+    def ptx(self) -> str:
+        return self.binary.ptx
+
+    @property
+    def ptxas(self) -> str:
+        return self.binary.ptxas
+
+    @property
+    def stats(self):
+        return self.binary.stats
+
+    def explain(self) -> str:
+        """Every sync op of the kernel with the hazard it orders and why this mechanism."""
+        return self.lowered.explain()
+
+    # --- run -----------------------------------------------------------------------------------
+    def bind(self, tensors) -> Dict[str, int]:
+        """Check inputs against the fusion and bind its symbolic sizes. Raises heddle.InputError."""
+        import torch
+        if len(tensors) != len(self._inputs):
+            names = ", ".join(n for n, _, _ in self._inputs)
+            raise InputError(f"{self.name}: expected {len(self._inputs)} tensors ({names}), got {len(tensors)}")
+        env: Dict[str, int] = {}
+        device = None
+        for (name, dt, shape), t in zip(self._inputs, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise InputError(f"input '{name}': expected a torch.Tensor, got {type(t).__name__}")
+            want = getattr(torch, _DTYPES[dt])
+            if t.dtype != want:
+                raise InputError(f"input '{name}': dtype {t.dtype} but the fusion declares {want}; "
+                                 f"cast it with .to({want}) or define the fusion with that dtype")
+            if device is None:
+                device = t.device
+            elif t.device != device:
+                raise InputError(f"input '{name}' is on {t.device} but earlier inputs are on {device}; "
+                                 "move all inputs to one device")
+            if t.dim() != len(shape):
+                raise InputError(f"input '{name}': rank {t.dim()} but the fusion declares {len(shape)} axes {shape}")
+            for ax, (want_s, got) in enumerate(zip(shape, t.shape)):
+                if isinstance(want_s, str):
+                    if env.setdefault(want_s, got) != got:
+                        raise InputError(f"input '{name}' axis {ax}: size {got} but symbol {want_s} is already "
+                                         f"bound to {env[want_s]} by an earlier input")
+                elif want_s != got:
+                    raise InputError(f"input '{name}' axis {ax}: size {got} but the fusion declares {want_s}")
+        return env
+
+    def __call__(self, *tensors):
+        import torch
+        env = self.bind(tensors)
+        if tensors[0].device.type != "cuda":
+            raise InputError(f"{self.name}: kernels run on CUDA tensors; got {tensors[0].device}. "
+                             "Use heddle.reference.evaluate(...) or the torch op for CPU tensors")
+        return self._launch(tensors, env)
+
+    def _launch(self, tensors, env):
+        import torch
+        by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
+        mm = self.fusion.exprs()
+        mexpr = next(e for e in mm if e["op"] == "matmul")
+        a, b = by_name[mexpr["inputs"][0]], by_name[mexpr["inputs"][1]]
+        ta, tb = mexpr["trans_a"], mexpr["trans_b"]
+        M = a.shape[-1] if ta else a.shape[-2]
+        K = a.shape[-2] if ta else a.shape[-1]
+        N = b.shape[-2] if tb else b.shape[-1]
+        batched = a.dim() == 3
+        batch = a.shape[0] if batched else 1
+        for nm, t, vec in ((mexpr["inputs"][0], a, self.vec[0]), (mexpr["inputs"][1], b, self.vec[1])):
+            if t.stride(-1) != 1:
+                raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
+                                 "contiguously — call .contiguous() or declare the operand transposed (trans_a/trans_b)")
+            ld = t.stride(-2)
+            if ld % vec or t.data_ptr() % (vec * t.element_size()):
+                raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
+                                 f"to the kernel's {vec}-element copies; recompile with vec={_vec_for(t)} "
+                                 "(heddle.matmul does this for you)")
+        out_dt = getattr(torch, _DTYPES[self._out.dtype])
+        shape = (batch, M, N) if batched else (M, N)
+        out = torch.empty(shape, dtype=out_dt, device=a.device)
+        genv = {"M": M, "N": N, "K": K, "batch": batch}
+        self.lowered.check_launch(genv)
+        args = []
+        for name, kind, _, tensor in self._params:
+            if name == "A": args.append(("ptr", a.data_ptr()))
+            elif name == "B": args.append(("ptr", b.data_ptr()))
+            elif name == "D": args.append(("ptr", out.data_ptr()))
+            elif name in ("M", "N", "K"): args.append(("i32", genv[name]))
+            elif name == "lda": args.append(("i64", a.stride(-2)))
+            elif name == "ldb": args.append(("i64", b.stride(-2)))
+            elif name == "ldd": args.append(("i64", N))
+            elif name == "batch_stride_a": args.append(("i64", a.stride(0)))
+            elif name == "batch_stride_b": args.append(("i64", b.stride(0) if b.dim() == 3 else 0))
+            elif name == "batch_stride_d": args.append(("i64", M * N))
+            elif name.startswith("E_") and kind == "ptr": args.append(("ptr", by_name[tensor].data_ptr()))
+            elif name.startswith("E_"):
+                tname, ax = name[2:].rsplit("_s", 1)
+                args.append(("i64", by_name[tname].stride(int(ax))))
+            else:
+                raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
+        if self._loaded is None:
+            self._loaded = _C.runtime.Kernel.load(self.binary, self.name)
+        if M == 0 or N == 0:
+            return out
+        grid = self.lowered.grid(genv)
+        stream = torch.cuda.current_stream(a.device).cuda_stream
+        self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
+        return out
+
+
+def _vec_for(t) -> int:
+    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows."""
+    es = t.element_size()
+    for vec in (16 // es, 8 // es, 4 // es, 1):
+        if vec >= 1 and t.stride(-2) % vec == 0 and t.data_ptr() % (vec * es) == 0:
+            return vec
+    return 1
+
+
+def _wants(stage: str) -> bool:
+    return stage in [s.strip() for s in os.environ.get("HEDDLE_DUMP", "").split(",")]

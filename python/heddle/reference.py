@@ -1,0 +1,45 @@
+"""Evaluate a Fusion with torch (float64 by default): the numerics reference for tests and the
+CPU implementation of heddle's torch ops."""
+from __future__ import annotations
+
+import torch
+
+_UNARY = {
+    "relu": torch.relu,
+    "gelu": lambda x: torch.nn.functional.gelu(x),
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+    "sigmoid": torch.sigmoid,
+    "neg": torch.neg,
+}
+_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
+_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
+    """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
+    round_casts is set. Returns the output tensor in the output's dtype."""
+    env = {t.name: x.to(compute_dtype) for t, x in zip(fusion.inputs, tensors)}
+    for e in fusion.exprs():
+        ins = [env[n] for n in e["inputs"]]
+        op = e["op"]
+        if op == "matmul":
+            a, b = ins
+            if e["trans_a"]:
+                a = a.transpose(-1, -2)
+            if e["trans_b"]:
+                b = b.transpose(-1, -2)
+            r = torch.matmul(a, b)
+        elif op in _BINARY:
+            if e["scalar"] is not None:
+                s = torch.tensor(e["scalar"], dtype=compute_dtype, device=ins[0].device)
+                r = _BINARY[op](s, ins[0]) if e["scalar_on_left"] else _BINARY[op](ins[0], s)
+            else:
+                r = _BINARY[op](ins[0], ins[1])
+        elif op == "cast":
+            r = ins[0].to(_DT[e["cast"]]).to(compute_dtype) if round_casts else ins[0]
+        else:
+            r = _UNARY[op](ins[0])
+        env[e["output"]] = r
+    out = fusion.outputs[0]
+    return env[out.name].to(_DT[out.dtype])

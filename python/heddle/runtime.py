@@ -1,0 +1,71 @@
+"""Where heddle finds NVRTC and the CUDA driver at run time (nothing CUDA is needed to build).
+
+NVRTC search order (first hit wins):
+  1. HEDDLE_NVRTC_PATH (a library file or a directory)
+  2. $CUDA_HOME / $CUDA_PATH lib64 and lib
+  3. /usr/local/cuda/lib64
+  4. the nvidia-* wheels CUDA builds of torch install (site-packages/nvidia/cu13/lib,
+     nvidia/cuda_nvrtc/lib, nvidia/cu12/lib) — registered here
+  5. the plain sonames through the dynamic loader (LD_LIBRARY_PATH, ldconfig)
+"""
+import os
+import site
+import sys
+
+from . import _C
+
+_done = False
+
+
+def wheel_dirs():
+    roots = []
+    try:
+        roots += site.getsitepackages()
+    except AttributeError:
+        pass
+    try:
+        roots.append(site.getusersitepackages())
+    except AttributeError:
+        pass
+    roots += [p for p in sys.path if p.endswith("site-packages")]
+    out = []
+    for r in roots:
+        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib"):
+            d = os.path.join(r, sub)
+            if os.path.isdir(d) and d not in out:
+                out.append(d)
+    return out
+
+
+def ensure_search_dirs():
+    global _done
+    if not _done:
+        _C.runtime.set_extra_search_dirs(wheel_dirs())
+        _done = True
+
+
+def nvrtc_available() -> bool:
+    ensure_search_dirs()
+    return _C.runtime.nvrtc_available()
+
+
+def gpu_available() -> bool:
+    """True when torch sees a CUDA device and heddle's driver loader works."""
+    try:
+        import torch
+        return torch.cuda.is_available() and _C.runtime.driver_available()
+    except Exception:
+        return False
+
+
+def target_for_device(device=None) -> str:
+    """The heddle target for a CUDA device: sm_80 for Ampere/Ada, sm_90a for Hopper, sm_100a for Blackwell."""
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    if major >= 10:
+        return "sm_100a"
+    if major == 9:
+        return "sm_90a"
+    if major == 8:
+        return "sm_80"
+    raise _C.ScheduleError(f"CUDA device with compute capability {major}.{minor}: heddle needs sm_80 or newer")

@@ -1,0 +1,168 @@
+// Python bindings for the Fusion IR and the scheduling operations. Thin: every rule lives in C++.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "heddle/ir/fusion.h"
+#include "heddle/schedule/schedule.h"
+#include "heddle/target/target.h"
+
+namespace py = pybind11;
+using namespace heddle;
+
+static std::vector<Size> toShape(const py::list& shape) {
+  std::vector<Size> s;
+  for (auto& d : shape) {
+    if (py::isinstance<py::str>(d)) s.push_back({-1, d.cast<std::string>()});
+    else s.push_back({d.cast<int64_t>(), ""});
+  }
+  return s;
+}
+
+static OpKind opFromName(const std::string& n) {
+  static const std::map<std::string, OpKind> m = {
+      {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
+      {"relu", OpKind::Relu}, {"gelu", OpKind::GeluErf}, {"gelu_erf", OpKind::GeluErf},
+      {"gelu_tanh", OpKind::GeluTanh}, {"silu", OpKind::Silu}, {"sigmoid", OpKind::Sigmoid}, {"neg", OpKind::Neg}};
+  auto it = m.find(n);
+  if (it == m.end())
+    fail<ScheduleError>("unknown op '", n, "'; heddle's epilogue ops are add, sub, mul, div, relu, gelu, gelu_tanh, "
+                        "silu, sigmoid, neg and cast");
+  return it->second;
+}
+
+static LoadKind loadKindFromName(const std::string& n) {
+  if (n == "plain") return LoadKind::Plain;
+  if (n == "cp_async" || n == "cpasync") return LoadKind::CpAsync;
+  if (n == "tma_load" || n == "tmaLoad" || n == "tma") return LoadKind::TmaLoad;
+  fail<ScheduleError>("cache_after: unknown load kind '", n, "'; use 'plain', 'cp_async' or 'tma_load'");
+}
+
+static std::vector<Role> toRoles(const py::dict& roles) {
+  std::vector<Role> r;
+  for (auto& [k, v] : roles) {
+    Role role;
+    role.name = k.cast<std::string>();
+    if (py::isinstance<py::int_>(v)) role.warps = v.cast<int>();
+    else {
+      auto d = v.cast<py::dict>();
+      for (auto& [kk, vv] : d) {
+        auto key = kk.cast<std::string>();
+        if (key == "warps") role.warps = vv.cast<int>();
+        else if (key == "warpgroups") role.warps = 4 * vv.cast<int>();
+        else if (key == "registers") role.registers = vv.cast<int>();
+        else
+          fail<ScheduleError>("warp_specialize: role '", role.name, "' has unknown option '", key,
+                              "'; a role takes warps=, warpgroups= and registers=");
+      }
+    }
+    r.push_back(role);
+  }
+  return r;
+}
+
+void bindIr(py::module_& m) {
+  py::class_<TensorView>(m, "TensorView")
+      .def_property_readonly("name", [](const TensorView& t) { return t.name; })
+      .def_property_readonly("dtype", [](const TensorView& t) { return std::string(dtypeName(t.dtype)); })
+      .def_property_readonly("shape",
+                             [](const TensorView& t) {
+                               py::list l;
+                               for (auto& s : t.shape) {
+                                 if (s.isSymbolic()) l.append(s.symbol);
+                                 else l.append(s.value);
+                               }
+                               return l;
+                             })
+      .def_property_readonly("is_input", [](const TensorView& t) { return t.isInput; })
+      .def_property_readonly("domain", [](const TensorView& t) { return t.domain.str(); })
+      .def_property_readonly("axes",
+                             [](const TensorView& t) {
+                               std::vector<std::string> r;
+                               for (auto& a : t.domain.axes) r.push_back(a.name);
+                               return r;
+                             })
+      .def_property_readonly("circular",
+                             [](const TensorView& t) { return std::make_pair(t.circular.stages, t.circular.prefetch); })
+      .def_property_readonly("load_kind", [](const TensorView& t) { return std::string(loadKindName(t.loadKind)); })
+      .def("split", &split, py::arg("axis"), py::arg("factor"))
+      .def("reorder", &reorder, py::arg("order"))
+      .def("parallelize", [](TensorView* t, const std::string& a, const std::string& p) { parallelize(t, a, parallelFromName(p)); },
+           py::arg("axis"), py::arg("parallel"))
+      .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1)
+      .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
+           py::arg("roles"))
+      .def("__repr__", &TensorView::str);
+
+  py::class_<Fusion>(m, "Fusion")
+      .def(py::init<>())
+      .def("add_input", [](Fusion& f, const std::string& n, const std::string& dt, const py::list& shape) {
+             return f.addInput(n, dtypeFromName(dt), toShape(shape));
+           }, py::return_value_policy::reference_internal)
+      .def("matmul", &Fusion::matmul, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
+           py::arg("trans_b") = false, py::return_value_policy::reference_internal)
+      .def("binary", [](Fusion& f, const std::string& op, TensorView* a, TensorView* b) {
+             return f.binary(opFromName(op), a, b);
+           }, py::return_value_policy::reference_internal)
+      .def("binary_scalar", [](Fusion& f, const std::string& op, TensorView* a, double s, bool left) {
+             return f.binaryScalar(opFromName(op), a, s, left);
+           }, py::arg("op"), py::arg("a"), py::arg("scalar"), py::arg("scalar_on_left") = false,
+           py::return_value_policy::reference_internal)
+      .def("unary", [](Fusion& f, const std::string& op, TensorView* a) { return f.unary(opFromName(op), a); },
+           py::return_value_policy::reference_internal)
+      .def("cast", [](Fusion& f, TensorView* a, const std::string& dt) { return f.cast(a, dtypeFromName(dt)); },
+           py::return_value_policy::reference_internal)
+      .def("add_output", &Fusion::addOutput)
+      .def("cache_after", [](Fusion& f, TensorView* t, const std::string& kind) {
+             return f.cacheAfter(t, loadKindFromName(kind));
+           }, py::arg("tensor"), py::arg("kind") = "cp_async", py::return_value_policy::reference_internal)
+      .def("init_schedule", [](Fusion& f, TensorView* t) { initLoopDomain(f, t); })
+      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k) {
+             autoScheduleMatmul(f, targetInfo(target), {m, n, k});
+           }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1)
+      .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
+             return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
+           }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)
+      .def_property_readonly("inputs", &Fusion::inputs, py::return_value_policy::reference_internal)
+      .def_property_readonly("outputs", &Fusion::outputs, py::return_value_policy::reference_internal)
+      .def("find_matmul", &Fusion::findMatmul, py::return_value_policy::reference_internal)
+      .def("caches_of", &Fusion::cachesOf, py::return_value_policy::reference_internal)
+      .def("exprs", [](const Fusion& f) {
+             py::list out;
+             for (auto* e : f.exprs()) {
+               py::dict d;
+               d["op"] = opName(e->kind);
+               std::vector<std::string> ins;
+               for (auto* t : e->inputs) ins.push_back(t->name);
+               d["inputs"] = ins;
+               d["scalar"] = e->scalar ? py::cast(*e->scalar) : py::none();
+               d["scalar_on_left"] = e->scalarOnLeft;
+               d["trans_a"] = e->transA;
+               d["trans_b"] = e->transB;
+               d["cast"] = std::string(dtypeName(e->castTo));
+               d["output"] = e->output->name;
+               d["dtype"] = std::string(dtypeName(e->output->dtype));
+               out.append(d);
+             }
+             return out;
+           })
+      .def("__str__", &Fusion::str);
+
+  m.def("validate_roles", [](const py::dict& roles) { validateRoles("roles", toRoles(roles)); });
+  m.def("known_targets", &knownTargets);
+  m.def("target_info", [](const std::string& n) {
+    auto& t = targetInfo(n);
+    py::dict d;
+    d["name"] = t.name;
+    d["backend"] = t.backend == Backend::Cuda ? "cuda" : "hip";
+    d["warp_size"] = t.warpSize;
+    d["smem_limit"] = t.smemLimit;
+    d["cp_async"] = t.cpAsync;
+    d["tma"] = t.tma;
+    d["wgmma"] = t.wgmma;
+    d["tcgen05"] = t.tcgen05;
+    d["split_barrier"] = t.splitBarrier;
+    d["rtc_arch"] = t.rtcArch;
+    d["describe"] = t.describe();
+    return d;
+  });
+}

@@ -1,0 +1,181 @@
+// Python bindings for lowering: the LoweredKernel object (kernel IR, sync plan, source, launch
+// geometry, launch-time checks). Thin: lowering, printing and checks are C++.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "heddle/codegen/printer.h"
+#include "heddle/lower/explain.h"
+#include "heddle/lower/lower.h"
+
+namespace py = pybind11;
+using namespace heddle;
+
+namespace {
+
+struct Lowered {
+  std::unique_ptr<LowerContext> ctx;
+  std::string source;
+  const kir::Kernel& k() const { return ctx->kernel; }
+};
+
+std::map<std::string, int64_t> toEnv(const py::dict& d) {
+  std::map<std::string, int64_t> env;
+  for (auto& [k, v] : d) env[k.cast<std::string>()] = v.cast<int64_t>();
+  return env;
+}
+
+int countSyncs(const kir::Block& b, kir::SyncKind kind) {
+  int n = 0;
+  kir::walk(b, [&](const kir::Node& x) {
+    n += x.kind == kir::NodeKind::Sync && static_cast<const kir::Sync&>(x).sync == kind;
+  });
+  return n;
+}
+
+// Structural view of the kernel IR for tests and tools: nested lists of dicts.
+py::list structure(const kir::Block& b) {
+  py::list out;
+  for (auto& s : b.stmts) {
+    py::dict d;
+    d["id"] = s->id;
+    d["text"] = kir::describe(*s);
+    switch (s->kind) {
+      case kir::NodeKind::For: {
+        auto& f = static_cast<const kir::ForLoop&>(*s);
+        d["kind"] = "for";
+        d["stage"] = kir::loopStageName(f.stage);
+        d["start"] = f.start.str();
+        d["stop"] = f.stop.str();
+        d["body"] = structure(f.body);
+        break;
+      }
+      case kir::NodeKind::Sync: {
+        auto& y = static_cast<const kir::Sync&>(*s);
+        d["kind"] = "sync";
+        d["sync"] = kir::syncKindName(y.sync);
+        d["arg"] = y.arg;
+        d["reason"] = y.reason;
+        break;
+      }
+      case kir::NodeKind::TileLoad: {
+        auto& t = static_cast<const kir::TileLoad&>(*s);
+        d["kind"] = "load";
+        d["buffer"] = t.dst->name;
+        d["stage"] = t.stage.str();
+        d["iter"] = t.iter.str();
+        d["load_kind"] = loadKindName(t.kind);
+        break;
+      }
+      case kir::NodeKind::MmaStep: {
+        auto& m = static_cast<const kir::MmaStep&>(*s);
+        d["kind"] = "mma";
+        d["stage"] = m.stageA.str();
+        d["iter"] = m.iter.str();
+        break;
+      }
+      case kir::NodeKind::EpilogueStore: d["kind"] = "epilogue"; break;
+      case kir::NodeKind::Alloc: d["kind"] = "alloc"; break;
+      default: d["kind"] = "other";
+    }
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+void bindLower(py::module_& m) {
+  py::class_<Lowered, std::shared_ptr<Lowered>>(m, "LoweredKernel")
+      .def_property_readonly("name", [](const Lowered& l) { return l.k().name; })
+      .def_property_readonly("target", [](const Lowered& l) { return l.ctx->target.name; })
+      .def_property_readonly("rtc_arch", [](const Lowered& l) { return l.ctx->target.rtcArch; })
+      .def_property_readonly("kernel_ir", [](const Lowered& l) { return l.k().str(); })
+      .def_property_readonly("source", [](const Lowered& l) { return l.source; })
+      .def_property_readonly("schedule", [](const Lowered& l) { return l.ctx->tiling.str(); })
+      .def_property_readonly("threads", [](const Lowered& l) { return l.k().launch.threads; })
+      .def_property_readonly("smem_bytes", [](const Lowered& l) { return l.k().launch.smemBytes; })
+      .def_property_readonly("structure", [](const Lowered& l) { return structure(l.k().body); })
+      .def("explain", [](const Lowered& l) { return explainSyncPlan(l.k()); })
+      .def_property_readonly("sync_summary", [](const Lowered& l) { return l.k().syncPlan.summary; })
+      .def_property_readonly("barriers_per_main_iteration",
+                             [](const Lowered& l) { return l.k().syncPlan.barriersPerMainIteration; })
+      .def("count_syncs", [](const Lowered& l, const std::string& kind) {
+             for (auto k : {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait})
+               if (kind == kir::syncKindName(k)) return countSyncs(l.k().body, k);
+             fail<HeddleError>("count_syncs: unknown sync kind '", kind, "'");
+           })
+      .def_property_readonly("sync_plan", [](const Lowered& l) {
+             py::list out;
+             for (auto& e : l.k().syncPlan.entries) {
+               py::dict d;
+               d["hazards"] = e.hazards;
+               d["producer"] = e.producer;
+               d["consumer"] = e.consumer;
+               d["buffer"] = e.buffer;
+               d["stage"] = e.stage;
+               d["mechanism"] = e.mechanism;
+               out.append(d);
+             }
+             return out;
+           })
+      .def_property_readonly("smem_plan", [](const Lowered& l) {
+             py::list out;
+             for (auto& s : l.k().smemPlan.slots) {
+               py::dict d;
+               d["buffer"] = s.buffer;
+               d["offset"] = s.offset;
+               d["bytes"] = s.bytes;
+               d["align"] = s.align;
+               d["alias_of"] = s.aliasOf;
+               out.append(d);
+             }
+             return out;
+           })
+      .def_property_readonly("params", [](const Lowered& l) {
+             py::list out;
+             for (auto& p : l.k().params) {
+               static const char* kinds[] = {"ptr", "i32", "i64", "f32"};
+               out.append(py::make_tuple(p.name, kinds[p.kind], std::string(dtypeName(p.dtype)), p.tensor));
+             }
+             return out;
+           })
+      .def_property_readonly("passes", [](const Lowered& l) {
+             py::list out;
+             for (auto& p : l.ctx->passes) out.append(py::make_tuple(p.name, p.ms, p.changed, p.irAfter));
+             return out;
+           })
+      .def("grid", [](const Lowered& l, const py::dict& env) {
+             auto e = toEnv(env);
+             auto& g = l.k().launch;
+             return py::make_tuple(g.gridX.eval(e), g.gridY.eval(e), g.gridZ.eval(e));
+           })
+      .def("check_launch", [](const Lowered& l, const py::dict& env) {
+             auto e = toEnv(env);
+             for (auto& c : l.k().tripChecks) {
+               int64_t n = c.trips.eval(e);
+               if (n < c.minTrips)
+                 fail<InputError>("K=", e.count("K") ? e.at("K") : -1, " gives ", n, " iteration(s) of the ", c.loop,
+                                  " loop (k-tile ", l.ctx->tiling.bk, "), but cache ", c.tensor,
+                                  " is circular-buffered with ", c.minTrips, " stages: ", c.rule,
+                                  ". Use circular_buffer(stages<=", std::max<int64_t>(n, 1), ") or a smaller k-tile, "
+                                  "or let heddle.matmul pick the schedule for this K");
+             }
+           });
+
+  m.def("lower", [](const Fusion& f, const std::string& target, int vecA, int vecB, bool dumpPasses) {
+          LowerOptions o;
+          o.vecA = vecA;
+          o.vecB = vecB;
+          o.dumpPasses = dumpPasses;
+          auto l = std::make_shared<Lowered>();
+          l->ctx = lower(f, targetInfo(target), o);
+          l->source = printKernel(l->ctx->kernel, l->ctx->target);
+          return l;
+        }, py::arg("fusion"), py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8,
+        py::arg("dump_passes") = false, py::keep_alive<0, 1>());
+  m.def("pass_names", [] {
+    std::vector<std::string> r;
+    for (auto& p : passList()) r.push_back(p.name);
+    return r;
+  });
+}

@@ -1,0 +1,24 @@
+// heddle._C: the pybind11 module. Maps the C++ error types (ir/errors.h) to Python exception
+// classes heddle._C.HeddleError (a RuntimeError) and its subclasses, then adds each submodule.
+#include <pybind11/pybind11.h>
+
+#include "heddle/ir/errors.h"
+
+namespace py = pybind11;
+
+void bindRuntime(py::module_& m);
+void bindIr(py::module_& m);
+void bindLower(py::module_& m);
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "heddle C++ core";
+  // Base first: pybind11 tries translators in reverse registration order, so subclasses win.
+  auto& base = py::register_exception<heddle::HeddleError>(m, "HeddleError", PyExc_RuntimeError);
+  py::register_exception<heddle::ScheduleError>(m, "ScheduleError", base);
+  py::register_exception<heddle::InputError>(m, "InputError", base);
+  py::register_exception<heddle::CompileError>(m, "CompileError", base);
+  py::register_exception<heddle::RuntimeUnavailable>(m, "RuntimeUnavailable", base);
+  bindIr(m);
+  bindLower(m);
+  bindRuntime(m);
+}

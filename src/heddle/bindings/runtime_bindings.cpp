@@ -1,0 +1,239 @@
+// heddle._C.runtime: thin Python bindings of src/heddle/runtime (NVRTC, kernel cache, CUDA driver,
+// kernel launch). No semantics live here; C++ exceptions propagate and module.cpp maps them.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "heddle/ir/errors.h"
+#include "heddle/runtime/cache.h"
+#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/dynlib.h"
+#include "heddle/runtime/launch.h"
+#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/rtc.h"
+#include "heddle/runtime/sha256.h"
+
+namespace py = pybind11;
+using namespace heddle::rt;
+
+namespace {
+
+const RtcResult& res(const CachedKernel& k) { return *k.result; }
+
+uint64_t pointerValue(const py::handle& v) {
+  if (py::hasattr(v, "data_ptr")) return v.attr("data_ptr")().cast<uint64_t>();  // torch.Tensor
+  return v.cast<uint64_t>();
+}
+
+KernelArg toKernelArg(const py::handle& item) {
+  auto t = item.cast<py::sequence>();
+  if (t.size() != 2) throw heddle::InputError("kernel arguments are (kind, value) pairs");
+  std::string kind = t[0].cast<std::string>();
+  py::handle v = t[1];
+  if (kind == "ptr") return KernelArg::ptr(pointerValue(v));
+  if (kind == "i32") return KernelArg::i32(v.cast<int32_t>());
+  if (kind == "i64") return KernelArg::i64(v.cast<int64_t>());
+  if (kind == "f32") return KernelArg::f32(v.cast<float>());
+  if (kind == "bytes") return KernelArg::bytes(v.cast<std::string>());
+  heddle::fail<heddle::InputError>("unknown kernel argument kind '", kind,
+                                   "': expected 'ptr', 'i32', 'i64', 'f32' or 'bytes'");
+}
+
+std::array<unsigned, 3> dim3(const py::sequence& t, const char* what) {
+  if (t.size() < 1 || t.size() > 3) heddle::fail<heddle::InputError>(what, " must have 1 to 3 entries");
+  std::array<unsigned, 3> d = {1, 1, 1};
+  for (size_t i = 0; i < t.size(); ++i) d[i] = t[i].cast<unsigned>();
+  return d;
+}
+
+py::dict kernelStatsDict(const PtxasKernelStats& k) {
+  py::dict d;
+  d["name"] = k.name;
+  d["registers"] = k.registers;
+  d["spill_stores"] = k.spillStoreBytes;
+  d["spill_loads"] = k.spillLoadBytes;
+  d["stack_frame"] = k.stackFrame;
+  d["smem"] = k.smemBytes;
+  return d;
+}
+
+void bindTypes(py::module_& rt) {
+  py::class_<PtxasStats>(rt, "PtxasStats", "Parsed ptxas -v report (worst case over kernels).")
+      .def_readonly("registers", &PtxasStats::registers)
+      .def_readonly("spill_stores", &PtxasStats::spillStoreBytes)
+      .def_readonly("spill_loads", &PtxasStats::spillLoadBytes)
+      .def_readonly("stack_frame", &PtxasStats::stackFrame)
+      .def_readonly("smem", &PtxasStats::smemBytes)
+      .def_readonly("setmaxnreg_ignored", &PtxasStats::setmaxnregIgnored)
+      .def_readonly("warnings", &PtxasStats::warnings)
+      .def_property_readonly("kernels",
+                             [](const PtxasStats& s) {
+                               py::list l;
+                               for (const auto& k : s.kernels) l.append(kernelStatsDict(k));
+                               return l;
+                             })
+      .def("__repr__", [](const PtxasStats& s) {
+        return "PtxasStats(registers=" + std::to_string(s.registers) + ", spill_stores=" +
+               std::to_string(s.spillStoreBytes) + ", spill_loads=" + std::to_string(s.spillLoadBytes) +
+               ", smem=" + std::to_string(s.smemBytes) + ", setmaxnreg_ignored=" +
+               (s.setmaxnregIgnored ? "True" : "False") + ")";
+      });
+
+  py::class_<CachedKernel>(rt, "RtcResult", "A compiled program (from NVRTC or the kernel cache).")
+      .def_property_readonly("cubin", [](const CachedKernel& k) { return py::bytes(res(k).cubin); })
+      .def_property_readonly("ptx", [](const CachedKernel& k) { return res(k).ptx; })
+      .def_property_readonly("log", [](const CachedKernel& k) { return res(k).log; })
+      .def_property_readonly("ptxas", [](const CachedKernel& k) { return res(k).ptxasReport; })
+      .def_property_readonly("stats", [](const CachedKernel& k) { return res(k).stats; })
+      .def_property_readonly("compile_ms", [](const CachedKernel& k) { return res(k).compileMs; })
+      .def_property_readonly("nvrtc_version", [](const CachedKernel& k) { return res(k).nvrtcVersion; })
+      .def_property_readonly("name", [](const CachedKernel& k) { return res(k).name; })
+      .def_property_readonly("arch", [](const CachedKernel& k) { return res(k).arch; })
+      .def_property_readonly("cache_source", [](const CachedKernel& k) { return cacheSourceName(k.source); })
+      .def_readonly("key", &CachedKernel::key)
+      .def("__repr__", [](const CachedKernel& k) {
+        return "RtcResult(name='" + res(k).name + "', arch='" + res(k).arch + "', cubin=" +
+               std::to_string(res(k).cubin.size()) + " B, cache_source='" + cacheSourceName(k.source) + "')";
+      });
+}
+
+void bindCompile(py::module_& rt) {
+  rt.def("set_extra_search_dirs", &setExtraSearchDirs, py::arg("dirs"),
+         "Directories searched for NVRTC after the CUDA toolkit and before the plain sonames.");
+  rt.def("extra_search_dirs", &extraSearchDirs);
+  rt.def("nvrtc_search_paths", &nvrtcCandidates, "NVRTC candidates in the order they would be tried now.");
+  rt.def("nvrtc_available", [] { return Nvrtc::available(); });
+  rt.def("nvrtc_info", [] {
+    const Nvrtc& n = Nvrtc::instance();
+    py::dict d;
+    d["path"] = n.libraryPath();
+    d["version"] = n.version();
+    d["supported_archs"] = n.supportedArchs();
+    return d;
+  });
+  rt.def(
+      "compile",
+      [](const std::string& source, const std::string& name, const std::string& arch,
+         const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx, bool useCache,
+         bool lineinfo, int maxRegisters, const std::map<std::string, std::string>& headers) {
+        CompileRequest req;
+        req.source = source;
+        req.name = name;
+        req.headers = headers;
+        req.options.arch = arch;
+        req.options.extraOptions = options;
+        req.options.isolate = isolate;
+        req.options.wantPtx = wantPtx;
+        req.options.lineinfo = lineinfo;
+        req.options.maxRegisters = maxRegisters;
+        req.useCache = useCache;
+        py::gil_scoped_release release;
+        return compile(req);
+      },
+      py::arg("source"), py::arg("name"), py::arg("arch"), py::arg("options") = std::vector<std::string>{},
+      py::arg("isolate") = py::none(), py::arg("want_ptx") = true, py::arg("use_cache") = true,
+      py::arg("lineinfo") = false, py::arg("max_registers") = 0,
+      py::arg("headers") = std::map<std::string, std::string>{},
+      "Compile CUDA source with NVRTC (through the kernel cache). Embedded heddle/*.cuh headers are available.");
+  rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
+}
+
+void bindCache(py::module_& rt) {
+  rt.def("cache_stats", [] {
+    CacheStats s = KernelCache::global().stats();
+    py::dict d;
+    d["memory_hits"] = s.memoryHits;
+    d["disk_hits"] = s.diskHits;
+    d["compiles"] = s.compiles;
+    d["corrupt"] = s.corrupt;
+    d["disk_write_errors"] = s.diskWriteErrors;
+    return d;
+  });
+  rt.def("cache_reset_stats", [] { KernelCache::global().resetStats(); });
+  rt.def(
+      "cache_clear",
+      [](bool memory, bool disk) -> size_t {
+        if (memory) KernelCache::global().clear();
+        return disk ? KernelCache::global().clearDisk() : 0;
+      },
+      py::arg("memory") = true, py::arg("disk") = false, "Returns the number of disk files removed.");
+  rt.def("cache_dir", [] { return KernelCache::global().diskDir(); });
+  rt.def(
+      "set_cache_dir", [](std::optional<std::string> dir) { KernelCache::global().setDiskDir(dir.value_or("")); },
+      py::arg("path"), "Override the disk cache directory; None restores the environment lookup.");
+  rt.def("cache_disk_enabled", [] { return KernelCache::global().diskEnabled(); });
+  rt.def("register_code_env_var", &KernelCache::registerCodeEnvVar, py::arg("name"),
+         "Make an environment variable's value part of every kernel cache key.");
+  rt.def("code_env_vars", &KernelCache::codeEnvVars);
+}
+
+void bindDriver(py::module_& rt) {
+  rt.def("driver_available", [] { return CudaDriver::instance().available(); });
+  rt.def("driver_unavailable_reason", [] { return CudaDriver::instance().unavailableReason(); });
+  rt.def("device_count", [] {
+    CudaDriver::instance().require();
+    return CudaDriver::instance().deviceCount();
+  });
+  rt.def(
+      "device_info",
+      [](int device) {
+        DeviceInfo info = CudaDriver::instance().deviceInfo(device);
+        py::dict d;
+        d["cc_major"] = info.ccMajor;
+        d["cc_minor"] = info.ccMinor;
+        d["sms"] = info.smCount;
+        d["smem_optin"] = info.smemOptin;
+        return d;
+      },
+      py::arg("device") = 0);
+  rt.def(
+      "encode_tensor_map_tiled",
+      [](int dataType, uint64_t globalAddress, std::vector<uint64_t> globalDim, std::vector<uint64_t> globalStrides,
+         std::vector<uint32_t> boxDim, std::vector<uint32_t> elementStrides, int interleave, int swizzle,
+         int l2Promotion, int oobFill) {
+        TiledTensorMapSpec s{dataType, globalAddress, std::move(globalDim), std::move(globalStrides),
+                             std::move(boxDim), std::move(elementStrides), interleave, swizzle, l2Promotion, oobFill};
+        TensorMap map = CudaDriver::instance().encodeTiledTensorMap(s);
+        return py::bytes(reinterpret_cast<const char*>(&map), sizeof map);
+      },
+      py::arg("data_type"), py::arg("global_address"), py::arg("global_dim"), py::arg("global_strides"),
+      py::arg("box_dim"), py::arg("element_strides"), py::arg("interleave") = 0, py::arg("swizzle") = 0,
+      py::arg("l2_promotion") = 0, py::arg("oob_fill") = 0,
+      "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument.");
+
+  py::class_<LoadedKernel>(rt, "Kernel", "A compiled kernel, loaded lazily into the current CUDA context.")
+      .def_static(
+          "load",
+          [](const CachedKernel& k, const std::string& name) {
+            return std::make_unique<LoadedKernel>(k.result, k.key, name);
+          },
+          py::arg("result"), py::arg("kernel_name"))
+      .def_property_readonly("name", &LoadedKernel::name)
+      .def_property_readonly("binary_key", &LoadedKernel::binaryKey)
+      .def("num_registers", &LoadedKernel::numRegisters, py::call_guard<py::gil_scoped_release>())
+      .def(
+          "launch",
+          [](LoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
+             const py::list& args) {
+            std::vector<KernelArg> packed;
+            for (const auto& a : args) packed.push_back(toKernelArg(a));
+            auto g = dim3(grid, "grid");
+            auto b = dim3(block, "block");
+            py::gil_scoped_release release;
+            k.launch(g, b, smem, stream, packed);
+          },
+          py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0,
+          py::arg("args") = py::list(),
+          "args: list of (kind, value), kind in 'ptr' (int or tensor), 'i32', 'i64', 'f32', 'bytes'.");
+}
+
+}  // namespace
+
+void bindRuntime(py::module_& m) {
+  py::module_ rt = m.def_submodule("runtime", "NVRTC, kernel cache, CUDA driver and kernel launch");
+  bindTypes(rt);
+  bindCompile(rt);
+  bindCache(rt);
+  bindDriver(rt);
+}

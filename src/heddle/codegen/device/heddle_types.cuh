@@ -1,0 +1,157 @@
+// heddle/heddle_types.cuh -- scalar storage types of the heddle device runtime.
+//
+// Embedded as a string at build time and #include'd by generated kernels compiled with NVRTC
+// (-std=c++17). It includes NO toolkit or libc header: NVRTC has none. Builtin integer types only.
+//
+//   f16  : IEEE binary16 bits.   bf16 : bfloat16 bits (upper half of a binary32).
+//   to_float(x)       exact widening (f16, bf16, float).
+//   from_float<T>(x)  round-to-nearest-even narrowing (f16, bf16, float); overflow -> inf,
+//                     NaN -> a quiet NaN (payload not preserved).
+//
+// Device conversions are single cvt instructions (cvt.rn.bf16.f32 needs sm_80; older arches take
+// the software path). Host emulation (HEDDLE_HOST_EMULATION, compiled by g++ -std=c++17 for the
+// tests in tests/emu/) uses the software path, which tests/emu checks against the compiler's
+// _Float16 for every f16 value and a sweep of binary32 values.
+//
+// Host emulation: __device__, __host__ and __forceinline__ are defined here (to nothing, nothing
+// and `inline`) so every heddle header compiles as plain C++17. All inline PTX in the runtime sits
+// behind a few primitives in heddle::detail, each with an #ifdef HEDDLE_HOST_EMULATION branch;
+// the code calling them is the same for device and host.
+#pragma once
+
+#ifdef HEDDLE_HOST_EMULATION
+#include <cmath>  // erff, tanhf, expf for heddle_math.cuh
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __host__
+#define __host__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#endif
+
+namespace heddle {
+
+struct f16 {
+  unsigned short bits;
+};
+struct bf16 {
+  unsigned short bits;
+};
+static_assert(sizeof(f16) == 2 && sizeof(bf16) == 2, "f16/bf16 must be 2-byte PODs");
+
+namespace detail {
+
+__host__ __device__ __forceinline__ unsigned float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  unsigned u;
+  __builtin_memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+
+__host__ __device__ __forceinline__ float bits_float(unsigned u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+
+// binary16 -> binary32, exact (normals, subnormals, inf, NaN).
+__host__ __device__ __forceinline__ float f16_to_float_sw(unsigned short h) {
+  unsigned sign = (unsigned)(h & 0x8000u) << 16;
+  unsigned e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return bits_float(sign | 0x7f800000u | (m << 13));  // inf / NaN
+  if (e != 0) return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+  if (m == 0) return bits_float(sign);
+  // subnormal: m * 2^-24, normalise
+  int shift = 0;
+  while ((m & 0x400u) == 0) { m <<= 1; ++shift; }
+  return bits_float(sign | ((unsigned)(113 - shift) << 23) | ((m & 0x3ffu) << 13));
+}
+
+// binary32 -> binary16, round to nearest even.
+__host__ __device__ __forceinline__ unsigned short float_to_f16_sw(float x) {
+  unsigned u = float_bits(x);
+  unsigned sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return (unsigned short)(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (a < 0x38800000u) {                                           // below 2^-14: subnormal half
+    int e = (int)(a >> 23);
+    if (e < 102) return (unsigned short)sign;  // < 2^-25 (2^-25 itself ties to even 0)
+    unsigned m = (a & 0x7fffffu) | 0x800000u;  // value = m * 2^(e-150) = q units of 2^-24
+    int shift = 126 - e;                       // 14..24
+    unsigned q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) ++q;
+    return (unsigned short)(sign | q);
+  }
+  unsigned h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu);
+  unsigned rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // carry may step into the exponent
+  return (unsigned short)(sign | h);
+}
+
+// binary32 -> bfloat16, round to nearest even.
+__host__ __device__ __forceinline__ unsigned short float_to_bf16_sw(float x) {
+  unsigned u = float_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+}  // namespace detail
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+
+__device__ __forceinline__ float to_float(bf16 x) {
+  return detail::bits_float((unsigned)x.bits << 16);
+}
+
+__device__ __forceinline__ float to_float(f16 x) {
+#if defined(__CUDA_ARCH__) && !defined(HEDDLE_HOST_EMULATION)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+#else
+  return detail::f16_to_float_sw(x.bits);
+#endif
+}
+
+template <typename T>
+__device__ T from_float(float x);
+
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+
+template <>
+__device__ __forceinline__ f16 from_float<f16>(float x) {
+  f16 r;
+#if defined(__CUDA_ARCH__) && !defined(HEDDLE_HOST_EMULATION)
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
+#else
+  r.bits = detail::float_to_f16_sw(x);
+#endif
+  return r;
+}
+
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) {
+  bf16 r;
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800) && !defined(HEDDLE_HOST_EMULATION)
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
+#else
+  r.bits = detail::float_to_bf16_sw(x);
+#endif
+  return r;
+}
+
+}  // namespace heddle

@@ -1,0 +1,181 @@
+// The C-like printer shared by the CUDA and HIP backends.
+#include "heddle/codegen/printer.h"
+
+#include <iomanip>
+
+namespace heddle {
+
+std::string CLikePrinter::paramDecl(const kir::Param& p) {
+  switch (p.kind) {
+    case kir::Param::TensorPtr:
+      return std::string(p.isConst ? "const " : "") + dtypeCudaName(p.dtype) + "* __restrict__ " + p.name;
+    case kir::Param::Int32: return "int " + p.name;
+    case kir::Param::Int64: return "long long " + p.name;
+    case kir::Param::Float: return "float " + p.name;
+  }
+  return "";
+}
+
+std::string CLikePrinter::bufferPtr(const kir::Buffer& b, const kir::IExpr& stage) {
+  std::string s = b.name;
+  if (!(stage.isConst() && stage.constValue() == 0))
+    s += " + (" + stage.str() + ") * " + std::to_string(b.rows * b.cols);
+  return s;
+}
+
+void CLikePrinter::node(const kir::Node& n, int d) {
+  switch (n.kind) {
+    case kir::NodeKind::For: {
+      auto& f = static_cast<const kir::ForLoop&>(n);
+      os_ << ind(d) << "// " << kir::loopStageName(f.stage) << " loop"
+          << (f.cbStages ? " (circular buffer: " + std::to_string(f.cbStages) + " stages, prefetch " +
+                               std::to_string(f.cbPrefetch) + ")"
+                         : "")
+          << "\n";
+      os_ << ind(d) << "for (int " << f.var << " = " << f.start.str() << "; " << f.var << " < " << f.stop.str()
+          << "; ++" << f.var << ") {\n";
+      block(f.body, d + 1);
+      os_ << ind(d) << "}\n";
+      break;
+    }
+    case kir::NodeKind::If: {
+      auto& i = static_cast<const kir::IfThenElse&>(n);
+      os_ << ind(d) << "if (" << i.cond.str() << ") {\n";
+      block(i.thenBody, d + 1);
+      if (!i.elseBody.stmts.empty()) {
+        os_ << ind(d) << "} else {\n";
+        block(i.elseBody, d + 1);
+      }
+      os_ << ind(d) << "}\n";
+      break;
+    }
+    case kir::NodeKind::Alloc: {
+      auto& b = *static_cast<const kir::Alloc&>(n).buf;
+      if (b.memory == MemoryType::Shared)
+        os_ << ind(d) << dtypeCudaName(b.dtype) << "* " << b.name << " = reinterpret_cast<" << dtypeCudaName(b.dtype)
+            << "*>(heddle_smem + " << b.offset << ");  // " << b.stages << " x " << b.rows << "x" << b.cols << "\n";
+      else
+        os_ << ind(d) << "Mma " << b.name << ";\n" << ind(d) << b.name << ".zero();\n";
+      break;
+    }
+    case kir::NodeKind::TileLoad: {
+      auto& t = static_cast<const kir::TileLoad&>(n);
+      const char* fn = t.kind == LoadKind::CpAsync ? "copy_tile_async" : "copy_tile_sync";
+      os_ << ind(d) << "heddle::" << fn << "<" << t.dst->rows << ", " << t.dst->cols << ", " << t.vec << ", "
+          << k_->launch.threads << ">(" << bufferPtr(*t.dst, t.stage) << ", " << t.src << ", " << t.ld << ", "
+          << t.row0.str() << ", " << t.col0.str() << ", " << t.rowsBound.str() << ", " << t.colsBound.str()
+          << ", tid);\n";
+      break;
+    }
+    case kir::NodeKind::MmaStep: {
+      auto& m = static_cast<const kir::MmaStep&>(n);
+      os_ << ind(d) << m.acc->name << ".step(" << bufferPtr(*m.a, m.stageA) << ", " << bufferPtr(*m.b, m.stageB)
+          << ", warp, lane);\n";
+      break;
+    }
+    case kir::NodeKind::EpilogueStore: epilogue(*k_, d); break;
+    case kir::NodeKind::Sync: {
+      auto& s = static_cast<const kir::Sync&>(n);
+      os_ << ind(d) << syncOp(s);
+      if (s.reason >= 0) os_ << "  // sync " << s.reason << ": " << k_->syncPlan.entries[s.reason].hazards;
+      os_ << "\n";
+      break;
+    }
+    case kir::NodeKind::Comment: os_ << ind(d) << "// " << static_cast<const kir::Comment&>(n).text << "\n"; break;
+    case kir::NodeKind::Block: block(static_cast<const kir::Block&>(n), d); break;
+  }
+}
+
+void CLikePrinter::block(const kir::Block& b, int d) {
+  for (auto& s : b.stmts) node(*s, d);
+}
+
+static std::string floatLit(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  std::string s = os.str();
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
+  std::string acc = "acc";
+  for (auto& b : k.buffers)
+    if (b->memory == MemoryType::Local) acc = b->name;
+  os_ << ind(d) << "// epilogue: per accumulator element, predicated on the tile edge\n";
+  os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm)\n";
+  os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < Mma::FN; ++fn)\n";
+  os_ << ind(d + 2) << "#pragma unroll\n" << ind(d + 2) << "for (int r = 0; r < 4; ++r) {\n";
+  int e = d + 3;
+  os_ << ind(e) << "const int row = m0 + Mma::row_of(warp, lane, fm, r);\n";
+  os_ << ind(e) << "const int col = n0 + Mma::col_of(warp, lane, fn, r);\n";
+  os_ << ind(e) << "if (row >= M || col >= N) continue;\n";
+  os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
+  for (auto& op : k.epilogue) {
+    std::string dst = "const float r" + std::to_string(op.dst) + " = ";
+    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
+    if (op.scalar) b = floatLit(*op.scalar);
+    if (op.scalar && op.scalarOnLeft) std::swap(a, b);
+    os_ << ind(e) << dst;
+    switch (op.op) {
+      case OpKind::Input: {
+        std::string idx;
+        auto term = [&](const std::string& var, const std::string& stride) {
+          if (stride.empty()) return;
+          idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
+        };
+        term("batch_idx", op.batchStride);
+        term("row", op.rowStride);
+        term("col", op.colStride);
+        os_ << "heddle::to_float(" << op.tensorParam << "[" << (idx.empty() ? "0" : idx) << "]);";
+        break;
+      }
+      case OpKind::Add: os_ << a << " + " << b << ";"; break;
+      case OpKind::Sub: os_ << a << " - " << b << ";"; break;
+      case OpKind::Mul: os_ << a << " * " << b << ";"; break;
+      case OpKind::Div: os_ << a << " / " << b << ";"; break;
+      case OpKind::Relu: os_ << "heddle::relu(" << a << ");"; break;
+      case OpKind::GeluErf: os_ << "heddle::gelu_erf(" << a << ");"; break;
+      case OpKind::GeluTanh: os_ << "heddle::gelu_tanh(" << a << ");"; break;
+      case OpKind::Silu: os_ << "heddle::silu(" << a << ");"; break;
+      case OpKind::Sigmoid: os_ << "heddle::sigmoid(" << a << ");"; break;
+      case OpKind::Neg: os_ << "-" << a << ";"; break;
+      case OpKind::Cast:
+        os_ << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));";
+        break;
+      default: os_ << "0.0f; // unsupported";
+    }
+    os_ << "\n";
+  }
+  os_ << ind(e) << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
+      << k.epilogueResult << ");\n";
+  os_ << ind(d + 2) << "}\n";
+}
+
+std::string CLikePrinter::print(const kir::Kernel& k) {
+  k_ = &k;
+  os_.str("");
+  os_ << prelude(k);
+  const auto& t = k.tile;
+  os_ << "using T = " << dtypeCudaName(t.inDtype) << ";\n";
+  os_ << "using Mma = " << mmaType(k) << ";\n\n";
+  os_ << kernelQualifiers(k) << " " << k.name << "(";
+  for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
+  os_ << ") {\n";
+  os_ << "  extern __shared__ __align__(128) unsigned char heddle_smem[];\n";
+  os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
+      << ";\n";
+  bool swap = k.launch.gridX.str() != ("heddle_ceil_div(N, " + std::to_string(t.bn) + ")");
+  os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx." << (swap ? "y" : "x")
+      << " * " << t.bn << ";\n";
+  os_ << "  const int batch_idx = blockIdx.z;\n";
+  if (t.batched) {
+    os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";
+    os_ << "  D += (long long)batch_idx * batch_stride_d;\n";
+  }
+  block(k.body, 1);
+  os_ << "}\n";
+  return os_.str();
+}
+
+}  // namespace heddle

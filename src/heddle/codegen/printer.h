@@ -1,0 +1,42 @@
+// Printers: a C-like base that prints kernel IR (loops, ifs, index math, the tile ops and the
+// epilogue program) and thin per-target subclasses that spell the target's qualifiers,
+// intrinsics and sync ops. Printing makes no decisions: every sync is already in the kernel IR.
+#pragma once
+
+#include <sstream>
+#include <string>
+
+#include "heddle/kir/kir.h"
+#include "heddle/target/target.h"
+
+namespace heddle {
+
+class CLikePrinter {
+ public:
+  explicit CLikePrinter(const TargetInfo& t) : target_(t) {}
+  virtual ~CLikePrinter() = default;
+  std::string print(const kir::Kernel& k);
+
+ protected:
+  // target spellings
+  virtual std::string prelude(const kir::Kernel& k) = 0;       // includes, helpers
+  virtual std::string kernelQualifiers(const kir::Kernel& k) = 0;
+  virtual std::string syncOp(const kir::Sync& s) = 0;
+  virtual std::string mmaType(const kir::Kernel& k) = 0;       // accumulator fragment type
+
+  void block(const kir::Block& b, int depth);
+  void node(const kir::Node& n, int depth);
+  void epilogue(const kir::Kernel& k, int depth);
+  std::string bufferPtr(const kir::Buffer& b, const kir::IExpr& stage);
+  std::string paramDecl(const kir::Param& p);
+  std::string ind(int d) { return std::string(2 * d, ' '); }
+
+  const TargetInfo& target_;
+  const kir::Kernel* k_ = nullptr;
+  std::ostringstream os_;
+};
+
+// Returns the CUDA (or HIP) source for a lowered kernel.
+std::string printKernel(const kir::Kernel& k, const TargetInfo& t);
+
+}  // namespace heddle

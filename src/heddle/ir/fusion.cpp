@@ -1,0 +1,290 @@
+// Fusion IR construction: tensors, expressions, shape inference and broadcast rules.
+#include "heddle/ir/fusion.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace heddle {
+
+const char* dtypeName(DType t) {
+  switch (t) {
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+  }
+  return "?";
+}
+const char* dtypeCudaName(DType t) {
+  switch (t) {
+    case DType::F16: return "heddle::f16";
+    case DType::BF16: return "heddle::bf16";
+    case DType::F32: return "float";
+  }
+  return "?";
+}
+int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+DType dtypeFromName(const std::string& s) {
+  if (s == "f16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
+  if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
+  if (s == "f32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
+  fail<ScheduleError>("unknown dtype '", s, "': heddle supports float16, bfloat16 and float32");
+}
+
+const char* opName(OpKind k) {
+  switch (k) {
+    case OpKind::Input: return "input";
+    case OpKind::Matmul: return "matmul";
+    case OpKind::Add: return "add";
+    case OpKind::Sub: return "sub";
+    case OpKind::Mul: return "mul";
+    case OpKind::Div: return "div";
+    case OpKind::Relu: return "relu";
+    case OpKind::GeluErf: return "gelu";
+    case OpKind::GeluTanh: return "gelu_tanh";
+    case OpKind::Silu: return "silu";
+    case OpKind::Sigmoid: return "sigmoid";
+    case OpKind::Neg: return "neg";
+    case OpKind::Cast: return "cast";
+  }
+  return "?";
+}
+bool isBinary(OpKind k) { return k == OpKind::Add || k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Div; }
+bool isUnary(OpKind k) { return !isBinary(k) && k != OpKind::Input && k != OpKind::Matmul; }
+
+const char* loadKindName(LoadKind k) {
+  switch (k) {
+    case LoadKind::None: return "none";
+    case LoadKind::Plain: return "plain";
+    case LoadKind::CpAsync: return "cp_async";
+    case LoadKind::TmaLoad: return "tma_load";
+  }
+  return "?";
+}
+
+std::string Size::str() const { return isSymbolic() ? symbol : std::to_string(value); }
+
+std::string TensorView::str() const {
+  std::ostringstream os;
+  os << name << " (" << dtypeName(dtype) << ")[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i].str();
+  os << "]";
+  return os.str();
+}
+
+TensorView* Fusion::newTensor(DType dt, std::vector<Size> shape, const std::string& prefix) {
+  auto tv = std::make_unique<TensorView>();
+  tv->id = (int)tvs_.size();
+  tv->name = prefix.empty() ? "T" + std::to_string(tv->id) : prefix;
+  tv->dtype = dt;
+  tv->shape = std::move(shape);
+  tvs_.push_back(std::move(tv));
+  return tvs_.back().get();
+}
+
+Expr* Fusion::newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out) {
+  auto e = std::make_unique<Expr>();
+  e->kind = k;
+  e->inputs = std::move(ins);
+  e->output = out;
+  for (auto* t : e->inputs) t->uses.push_back(e.get());
+  out->definition = e.get();
+  exprs_.push_back(std::move(e));
+  return exprs_.back().get();
+}
+
+TensorView* Fusion::addInput(const std::string& name, DType dt, std::vector<Size> shape) {
+  if (shape.empty() || shape.size() > 3)
+    fail<ScheduleError>("input '", name, "': rank ", shape.size(),
+                        " is not supported; inputs have rank 1 (a bias), 2 (a matrix) or 3 (a batch of matrices)");
+  for (auto& t : tvs_)
+    if (t->name == name) fail<ScheduleError>("input name '", name, "' is used twice; give each input its own name");
+  for (auto& s : shape)
+    if (!s.isSymbolic() && s.value <= 0)
+      fail<ScheduleError>("input '", name, "': size ", s.value, " must be positive (or a symbol such as 'M')");
+  auto* tv = newTensor(dt, std::move(shape), name);
+  tv->isInput = true;
+  inputs_.push_back(tv);
+  return tv;
+}
+
+static bool sameSize(const Size& a, const Size& b) {
+  if (a.isSymbolic() || b.isSymbolic()) return a.isSymbolic() && b.isSymbolic() ? a.symbol == b.symbol : true;
+  return a.value == b.value;
+}
+
+TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
+  if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
+                        dtypeName(b->dtype), "; heddle's tensor-core matmul takes two f16 or two bf16 operands "
+                        "(cast f32 operands to bf16 first)");
+  if (a->rank() < 2 || b->rank() < 2)
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands need rank 2 or 3, got ", a->rank(), " and ",
+                        b->rank());
+  if (b->rank() == 3 && a->rank() == 2)
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): a batched B needs a batched A; "
+                        "put the batch on A or make B rank 2");
+  auto dimsOf = [](TensorView* t, bool trans, bool isA) {
+    int r = t->rank();
+    Size rows = t->shape[r - 2], cols = t->shape[r - 1];
+    if (trans) std::swap(rows, cols);
+    return isA ? std::make_pair(rows, cols) : std::make_pair(rows, cols);  // A: (M,K)  B: (K,N)
+  };
+  auto [M, Ka] = dimsOf(a, transA, true);
+  auto [Kb, N] = dimsOf(b, transB, false);
+  if (!sameSize(Ka, Kb))
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): contraction sizes differ: ", a->name, " gives K=",
+                        Ka.str(), ", ", b->name, " gives K=", Kb.str(), (transA || transB ? " (after transposition)" : ""));
+  std::vector<Size> shape;
+  if (a->rank() == 3) {
+    if (b->rank() == 3 && !sameSize(a->shape[0], b->shape[0]))
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): batch sizes differ: ", a->shape[0].str(), " vs ",
+                          b->shape[0].str());
+    shape.push_back(a->shape[0]);
+  }
+  shape.push_back(M);
+  shape.push_back(N);
+  if (findMatmul())
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): this fusion already has a matmul; heddle fuses one "
+                        "matmul with its epilogue per kernel — split it into two fusions");
+  auto* out = newTensor(DType::F32, shape, "");
+  auto* e = newExpr(OpKind::Matmul, {a, b}, out);
+  e->transA = transA;
+  e->transB = transB;
+  return out;
+}
+
+std::vector<Size> broadcastShapes(const TensorView* a, const TensorView* b) {
+  int r = std::max(a->rank(), b->rank());
+  std::vector<Size> out(r);
+  for (int i = 0; i < r; ++i) {
+    int ia = i - (r - a->rank()), ib = i - (r - b->rank());
+    const Size* sa = ia >= 0 ? &a->shape[ia] : nullptr;
+    const Size* sb = ib >= 0 ? &b->shape[ib] : nullptr;
+    auto isOne = [](const Size* s) { return !s || (!s->isSymbolic() && s->value == 1); };
+    if (isOne(sa)) out[i] = sb ? *sb : Size{1, ""};
+    else if (isOne(sb)) out[i] = *sa;
+    else if (sameSize(*sa, *sb)) out[i] = sa->isSymbolic() ? *sb : *sa;
+    else
+      fail<ScheduleError>("cannot broadcast ", a->str(), " with ", b->str(), ": axis ", i, " has sizes ", sa->str(),
+                          " and ", sb->str(), "; sizes must match or one of them be 1");
+  }
+  return out;
+}
+
+static DType promote(DType a, DType b) { return (a == DType::F32 || b == DType::F32 || a != b) ? DType::F32 : a; }
+
+TensorView* Fusion::binary(OpKind k, TensorView* a, TensorView* b) {
+  if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
+  auto* out = newTensor(promote(a->dtype, b->dtype), broadcastShapes(a, b), "");
+  newExpr(k, {a, b}, out);
+  return out;
+}
+
+TensorView* Fusion::binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft) {
+  if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
+  auto* out = newTensor(a->dtype, a->shape, "");
+  auto* e = newExpr(k, {a}, out);
+  e->scalar = s;
+  e->scalarOnLeft = scalarOnLeft;
+  return out;
+}
+
+TensorView* Fusion::unary(OpKind k, TensorView* a) {
+  if (!isUnary(k) || k == OpKind::Cast) fail<ScheduleError>(opName(k), " is not a unary op");
+  auto* out = newTensor(a->dtype, a->shape, "");
+  newExpr(k, {a}, out);
+  return out;
+}
+
+TensorView* Fusion::cast(TensorView* a, DType dt) {
+  auto* out = newTensor(dt, a->shape, "");
+  auto* e = newExpr(OpKind::Cast, {a}, out);
+  e->castTo = dt;
+  return out;
+}
+
+void Fusion::addOutput(TensorView* t) {
+  if (t->isInput) fail<ScheduleError>("output ", t->name, " is an input; outputs must be computed by the fusion");
+  if (std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end())
+    fail<ScheduleError>("tensor ", t->name, " is already an output");
+  t->isOutput = true;
+  outputs_.push_back(t);
+}
+
+TensorView* Fusion::cacheAfter(TensorView* t, LoadKind kind) {
+  if (!t->isInput)
+    fail<ScheduleError>("cache_after(", t->name, "): only fusion inputs can be cached (", t->name,
+                        " is computed in registers); call it on a matmul operand");
+  if (kind == LoadKind::None) fail<ScheduleError>("cache_after(", t->name, "): load kind 'none' is not a load");
+  for (auto* c : cachesOf(t))
+    fail<ScheduleError>("cache_after(", t->name, "): ", t->name, " already has cache ", c->name,
+                        "; schedule that tensor instead of adding a second cache");
+  auto* c = newTensor(t->dtype, t->shape, t->name + "_smem");
+  c->cacheOf = t;
+  c->memory = MemoryType::Shared;
+  c->loadKind = kind;
+  return c;
+}
+
+std::vector<TensorView*> Fusion::cachesOf(TensorView* t) const {
+  std::vector<TensorView*> r;
+  for (auto& x : tvs_)
+    if (x->cacheOf == t) r.push_back(x.get());
+  return r;
+}
+
+std::vector<TensorView*> Fusion::allTensors() const {
+  std::vector<TensorView*> r;
+  for (auto& t : tvs_) r.push_back(t.get());
+  return r;
+}
+
+std::vector<Expr*> Fusion::exprs() const {
+  std::vector<Expr*> r;
+  for (auto& e : exprs_) r.push_back(e.get());  // creation order is topological
+  return r;
+}
+
+TensorView* Fusion::findMatmul() const {
+  for (auto& e : exprs_)
+    if (e->kind == OpKind::Matmul) return e->output;
+  return nullptr;
+}
+
+static std::string fmtScalar(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string Fusion::str() const {
+  std::ostringstream os;
+  os << "fusion {\n";
+  for (auto* t : inputs_) os << "  input  " << t->str() << "\n";
+  for (auto& e : exprs_) {
+    os << "  " << e->output->str() << " = " << opName(e->kind);
+    if (e->kind == OpKind::Matmul) {
+      os << "(" << e->inputs[0]->name << (e->transA ? "^T" : "") << ", " << e->inputs[1]->name << (e->transB ? "^T" : "")
+         << ")  // layout " << (e->transA ? "T" : "N") << (e->transB ? "T" : "N") << ", f32 accumulate";
+    } else if (e->kind == OpKind::Cast) {
+      os << "(" << e->inputs[0]->name << ", " << dtypeName(e->castTo) << ")";
+    } else if (e->scalar) {
+      os << "(" << (e->scalarOnLeft ? fmtScalar(*e->scalar) + ", " + e->inputs[0]->name
+                                     : e->inputs[0]->name + ", " + fmtScalar(*e->scalar)) << ")";
+    } else {
+      os << "(";
+      for (size_t i = 0; i < e->inputs.size(); ++i) os << (i ? ", " : "") << e->inputs[i]->name;
+      os << ")";
+    }
+    os << "\n";
+  }
+  for (auto& t : tvs_)
+    if (t->cacheOf)
+      os << "  cache  " << t->str() << " = " << loadKindName(t->loadKind) << "(" << t->cacheOf->name << ") in shared\n";
+  for (auto* t : outputs_) os << "  output " << t->name << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+}  // namespace heddle

@@ -1,0 +1,135 @@
+// Fusion IR: the user's computation as a small DAG of tensor expressions.
+//
+// A Fusion owns TensorViews (values) and Exprs (their definitions). Inputs carry a dtype and a
+// shape whose sizes are concrete or symbolic; ops are matmul (four layouts, optionally batched)
+// and pointwise epilogue ops. Scheduling attributes live on the TensorViews (schedule/).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "heddle/ir/errors.h"
+#include "heddle/ir/iter_domain.h"
+
+namespace heddle {
+
+enum class DType { F16, BF16, F32 };
+const char* dtypeName(DType t);        // "f16" | "bf16" | "f32"
+const char* dtypeCudaName(DType t);    // heddle::f16 | heddle::bf16 | float
+int dtypeBytes(DType t);
+DType dtypeFromName(const std::string& s);  // accepts float16/half/f16, bfloat16/bf16, float32/float/f32
+
+enum class OpKind {
+  Input,
+  Matmul,
+  Add, Sub, Mul, Div,           // binary (tensor or scalar operand)
+  Relu, GeluErf, GeluTanh, Silu, Sigmoid, Neg, Cast  // unary
+};
+const char* opName(OpKind k);
+bool isBinary(OpKind k);
+bool isUnary(OpKind k);
+
+class TensorView;
+
+// One size of a tensor: a concrete extent or a named symbol bound at launch.
+struct Size {
+  int64_t value = -1;      // >= 0 when concrete
+  std::string symbol;      // non-empty when symbolic
+  bool isSymbolic() const { return value < 0; }
+  std::string str() const;
+  bool operator==(const Size& o) const { return value == o.value && symbol == o.symbol; }
+};
+
+struct Expr {
+  OpKind kind = OpKind::Input;
+  std::vector<TensorView*> inputs;   // tensor operands (for binary with a scalar: one)
+  std::optional<double> scalar;      // scalar operand of a binary op
+  bool scalarOnLeft = false;         // e.g. 1.0 - x
+  bool transA = false, transB = false;  // matmul: operand stored transposed
+  DType castTo = DType::F32;         // Cast
+  TensorView* output = nullptr;
+};
+
+// Where a cached copy of a tensor lives and how it gets there (cache_after).
+enum class MemoryType { Global, Shared, Local };
+enum class LoadKind { None, Plain, CpAsync, TmaLoad };
+const char* loadKindName(LoadKind k);  // "plain" | "cp_async" | "tma_load"
+
+struct CircularBufferOptions {
+  int stages = 0;    // >= 2 when set
+  int prefetch = 0;  // normalised: 0 <= prefetch < stages
+  bool enabled() const { return stages > 0; }
+};
+
+// warp_specialize(roles): a named group of warps with an optional register budget.
+struct Role {
+  std::string name;
+  int warps = 0;
+  int registers = 0;  // 0 = not set; else 24..256, multiple of 8
+};
+
+class TensorView {
+ public:
+  int id = -1;
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<Size> shape;      // logical shape (row-major semantics)
+  Expr* definition = nullptr;   // null for inputs
+  std::vector<Expr*> uses;
+  bool isInput = false, isOutput = false;
+
+  // --- schedule attributes (set by schedule/, validated there) ---
+  LoopDomain domain;            // loop axes after split/reorder/parallelize
+  MemoryType memory = MemoryType::Global;
+  LoadKind loadKind = LoadKind::None;      // for cache tensors: how they are filled
+  TensorView* cacheOf = nullptr;           // cache_after: the tensor this one copies
+  CircularBufferOptions circular;          // circular_buffer(stages, prefetch)
+  std::vector<Role> roles;                 // warp_specialize(roles)
+  int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
+
+  int rank() const { return (int)shape.size(); }
+  std::string str() const;  // "T3 (bf16)[M, 4096]"
+};
+
+class Fusion {
+ public:
+  Fusion() = default;
+  Fusion(const Fusion&) = delete;
+  Fusion& operator=(const Fusion&) = delete;
+
+  TensorView* addInput(const std::string& name, DType dt, std::vector<Size> shape);
+  TensorView* matmul(TensorView* a, TensorView* b, bool transA, bool transB);
+  TensorView* binary(OpKind k, TensorView* a, TensorView* b);
+  TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
+  TensorView* unary(OpKind k, TensorView* a);
+  TensorView* cast(TensorView* a, DType dt);
+  void addOutput(TensorView* t);
+
+  // cache_after: a new tensor that holds a copy of `t` in `mem`, filled with `kind`.
+  TensorView* cacheAfter(TensorView* t, LoadKind kind);
+
+  const std::vector<TensorView*>& inputs() const { return inputs_; }
+  const std::vector<TensorView*>& outputs() const { return outputs_; }
+  std::vector<TensorView*> allTensors() const;
+  std::vector<Expr*> exprs() const;  // topological order
+  TensorView* tensor(int id) const { return tvs_.at(id).get(); }
+  TensorView* findMatmul() const;    // the matmul output, or null
+  std::vector<TensorView*> cachesOf(TensorView* t) const;
+
+  std::string str() const;  // readable IR, one line per expression
+
+ private:
+  TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
+  Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
+  std::vector<std::unique_ptr<TensorView>> tvs_;
+  std::vector<std::unique_ptr<Expr>> exprs_;
+  std::vector<TensorView*> inputs_, outputs_;
+};
+
+// Broadcast the shapes of two pointwise operands (numpy rules); errors name both tensors.
+std::vector<Size> broadcastShapes(const TensorView* a, const TensorView* b);
+
+}  // namespace heddle

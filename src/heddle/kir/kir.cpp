@@ -1,0 +1,162 @@
+// Kernel IR: traversal, access declarations, and the readable dump (HEDDLE_DUMP=kernel_ir).
+#include "heddle/kir/kir.h"
+
+#include <sstream>
+
+namespace heddle::kir {
+
+const char* loopStageName(LoopStage s) {
+  switch (s) {
+    case LoopStage::Serial: return "serial";
+    case LoopStage::Prologue: return "prologue";
+    case LoopStage::Main: return "main";
+    case LoopStage::Epilogue: return "epilogue";
+  }
+  return "?";
+}
+
+const char* syncKindName(SyncKind k) {
+  switch (k) {
+    case SyncKind::BlockSync: return "block_sync";
+    case SyncKind::CpAsyncCommit: return "cp.async.commit_group";
+    case SyncKind::CpAsyncWait: return "cp.async.wait_group";
+  }
+  return "?";
+}
+
+static void walkImpl(const Block& b, const std::function<void(const Node&)>& f) {
+  for (auto& s : b.stmts) {
+    f(*s);
+    if (s->kind == NodeKind::For) walkImpl(static_cast<const ForLoop&>(*s).body, f);
+    if (s->kind == NodeKind::If) {
+      walkImpl(static_cast<const IfThenElse&>(*s).thenBody, f);
+      walkImpl(static_cast<const IfThenElse&>(*s).elseBody, f);
+    }
+  }
+}
+void walk(const Block& b, const std::function<void(const Node&)>& f) { walkImpl(b, f); }
+
+void walkMut(Block& b, const std::function<void(Node&)>& f) {
+  for (auto& s : b.stmts) {
+    f(*s);
+    if (s->kind == NodeKind::For) walkMut(static_cast<ForLoop&>(*s).body, f);
+    if (s->kind == NodeKind::If) {
+      walkMut(static_cast<IfThenElse&>(*s).thenBody, f);
+      walkMut(static_cast<IfThenElse&>(*s).elseBody, f);
+    }
+  }
+}
+
+void Kernel::renumber() {
+  int id = 0;
+  walkMut(body, [&](Node& n) { n.id = id++; });
+}
+
+// Thread mappings. A tile copy splits its tile into VEC-element chunks, chunk c to thread
+// c % THREADS; the MMA reads whole k-slabs through warp fragments. Different strings mean a
+// thread may read what another thread wrote.
+static std::string copyMapping(const TileLoad& t) {
+  return "copy:linear/vec" + std::to_string(t.vec);
+}
+static const char* kMmaMapping = "mma:warp-fragments";
+
+std::vector<Access> accessesOf(const Node& n) {
+  std::vector<Access> r;
+  if (n.kind == NodeKind::TileLoad) {
+    auto& t = static_cast<const TileLoad&>(n);
+    r.push_back({t.dst, t.stage, true, copyMapping(t), t.kind == LoadKind::CpAsync ? AsyncKind::CpAsync : AsyncKind::None});
+  } else if (n.kind == NodeKind::MmaStep) {
+    auto& m = static_cast<const MmaStep&>(n);
+    r.push_back({m.a, m.stageA, false, kMmaMapping, AsyncKind::None});
+    r.push_back({m.b, m.stageB, false, kMmaMapping, AsyncKind::None});
+  }
+  return r;
+}
+
+std::string describe(const Node& n) {
+  std::ostringstream os;
+  switch (n.kind) {
+    case NodeKind::TileLoad: {
+      auto& t = static_cast<const TileLoad&>(n);
+      os << loadKindName(t.kind) << " " << t.src << " -> " << t.dst->name << "[" << t.stage.str() << "] (k-tile "
+         << t.iter.str() << ")";
+      break;
+    }
+    case NodeKind::MmaStep: {
+      auto& m = static_cast<const MmaStep&>(n);
+      os << "mma " << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
+         << m.stageB.str() << "] (k-tile " << m.iter.str() << ")";
+      break;
+    }
+    case NodeKind::Sync: {
+      auto& s = static_cast<const Sync&>(n);
+      os << syncKindName(s.sync);
+      if (s.sync == SyncKind::CpAsyncWait) os << "(" << s.arg << ")";
+      break;
+    }
+    case NodeKind::EpilogueStore: os << "epilogue store -> " << static_cast<const EpilogueStore&>(n).out; break;
+    case NodeKind::Alloc: os << "alloc " << static_cast<const Alloc&>(n).buf->name; break;
+    case NodeKind::For: {
+      auto& f = static_cast<const ForLoop&>(n);
+      os << "for " << f.var << " in [" << f.start.str() << ", " << f.stop.str() << ") " << loopStageName(f.stage);
+      break;
+    }
+    case NodeKind::If: os << "if (" << static_cast<const IfThenElse&>(n).cond.str() << ")"; break;
+    case NodeKind::Comment: os << "// " << static_cast<const Comment&>(n).text; break;
+    case NodeKind::Block: os << "block"; break;
+  }
+  return os.str();
+}
+
+static void dump(std::ostringstream& os, const Block& b, int depth, const Kernel& k) {
+  std::string ind(2 * depth, ' ');
+  for (auto& s : b.stmts) {
+    switch (s->kind) {
+      case NodeKind::For: {
+        auto& f = static_cast<const ForLoop&>(*s);
+        os << ind << describe(f);
+        if (f.cbStages) os << " (circular buffer stages=" << f.cbStages << " prefetch=" << f.cbPrefetch << ")";
+        os << " {\n";
+        dump(os, f.body, depth + 1, k);
+        os << ind << "}\n";
+        break;
+      }
+      case NodeKind::If: {
+        auto& i = static_cast<const IfThenElse&>(*s);
+        os << ind << describe(i) << " {\n";
+        dump(os, i.thenBody, depth + 1, k);
+        if (!i.elseBody.stmts.empty()) {
+          os << ind << "} else {\n";
+          dump(os, i.elseBody, depth + 1, k);
+        }
+        os << ind << "}\n";
+        break;
+      }
+      case NodeKind::Sync: {
+        auto& sy = static_cast<const Sync&>(*s);
+        os << ind << describe(sy);
+        if (sy.reason >= 0 && sy.reason < (int)k.syncPlan.entries.size())
+          os << "    # sync " << sy.reason << ": " << k.syncPlan.entries[sy.reason].hazards;
+        os << "\n";
+        break;
+      }
+      default: os << ind << describe(*s) << "\n";
+    }
+  }
+}
+
+std::string Kernel::str() const {
+  std::ostringstream os;
+  os << "kernel " << name << "(";
+  for (size_t i = 0; i < params.size(); ++i) os << (i ? ", " : "") << params[i].name;
+  os << ")  grid=(" << launch.gridX.str() << ", " << launch.gridY.str() << ", " << launch.gridZ.str()
+     << ") block=" << launch.threads << " smem=" << launch.smemBytes << "\n";
+  for (auto& b : buffers)
+    os << "  buffer " << b->name << ": " << (b->memory == MemoryType::Shared ? "shared" : "registers") << " "
+       << dtypeName(b->dtype) << "[" << b->stages << "][" << b->rows << "][" << b->cols << "]"
+       << (b->offset >= 0 ? " @" + std::to_string(b->offset) : "") << "\n";
+  dump(os, body, 1, *this);
+  return os.str();
+}
+
+}  // namespace heddle::kir

@@ -1,0 +1,230 @@
+// Kernel IR: what the printers print and the simulator runs. Every loop, allocation, predicate and
+// synchronisation is an explicit node here; nothing is implied by the printer.
+//
+// Data movement and math are tile-level nodes (TileLoad, MmaStep, EpilogueStore) whose per-thread
+// expansion lives in the device runtime headers (codegen/device/*.cuh). Each such node declares the
+// buffer accesses it makes and the thread mapping it makes them with (accesses()), which is all the
+// hazard analysis and the simulator need to know about it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "heddle/ir/fusion.h"
+#include "heddle/kir/expr.h"
+
+namespace heddle::kir {
+
+// ---------------------------------------------------------------------------------------------
+// Buffers and parameters
+
+struct Buffer {
+  std::string name;              // "sA", "sB", "acc"
+  MemoryType memory = MemoryType::Shared;
+  DType dtype = DType::F16;
+  int stages = 1;                // circular-buffer depth (1 = not circular)
+  int rows = 0, cols = 0;        // tile shape of one stage as stored (cols contiguous)
+  int align = 16;                // bytes; 128 for TMA / swizzled tiles, 8 for mbarriers
+  std::string role;              // "A" / "B" operand tile, "acc", "mbar", ...
+  std::string sourceTensor;      // fusion tensor it caches ("T0"), for messages
+  // filled by the smem planner
+  int64_t offset = -1;
+  int64_t bytesPerStage() const { return (int64_t)rows * cols * dtypeBytes(dtype); }
+  int64_t bytes() const { return bytesPerStage() * stages; }
+};
+
+struct Param {
+  enum Kind { TensorPtr, Int32, Int64, Float } kind = Int32;
+  std::string name;
+  DType dtype = DType::F32;  // element type for TensorPtr
+  bool isConst = true;       // read-only tensor
+  std::string tensor;        // fusion tensor name for TensorPtr
+};
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+
+enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, Sync, Comment };
+
+struct Node {
+  explicit Node(NodeKind k) : kind(k) {}
+  virtual ~Node() = default;
+  NodeKind kind;
+  int id = -1;  // stable id, assigned by Kernel::renumber()
+};
+using NodePtr = std::unique_ptr<Node>;
+
+struct Block : Node {
+  Block() : Node(NodeKind::Block) {}
+  std::vector<NodePtr> stmts;
+  template <typename T, typename... A>
+  T* add(A&&... a) {
+    stmts.push_back(std::make_unique<T>(std::forward<A>(a)...));
+    return static_cast<T*>(stmts.back().get());
+  }
+};
+
+enum class LoopStage { Serial, Prologue, Main, Epilogue };
+const char* loopStageName(LoopStage s);
+
+struct ForLoop : Node {
+  ForLoop() : Node(NodeKind::For) {}
+  std::string var;       // loop index name
+  IExpr start, stop;     // [start, stop), step 1
+  LoopStage stage = LoopStage::Serial;
+  int cbStages = 0, cbPrefetch = 0;  // the circular buffer it came from (0 = none)
+  Block body;
+};
+
+struct IfThenElse : Node {
+  IfThenElse() : Node(NodeKind::If) {}
+  IExpr cond;
+  Block thenBody, elseBody;
+};
+
+struct Alloc : Node {
+  explicit Alloc(Buffer* b) : Node(NodeKind::Alloc), buf(b) {}
+  Buffer* buf;
+};
+
+// A tile of a global operand copied into one stage of a shared buffer. Out-of-bounds elements
+// (rows >= rowsBound or cols >= colsBound) are zero-filled, which is how ragged M, N, K work.
+struct TileLoad : Node {
+  TileLoad() : Node(NodeKind::TileLoad) {}
+  Buffer* dst = nullptr;
+  IExpr stage;                // which stage of dst
+  IExpr iter;                 // the k-iteration whose data this is (for messages / simulator)
+  std::string src;            // global param name
+  IExpr row0, col0;           // tile origin in the source's storage order (cols contiguous)
+  IExpr rowsBound, colsBound; // valid extent of the source in storage order
+  std::string ld;             // leading-dimension param name (elements)
+  std::string batchStride;    // batch stride param name ("" when not batched)
+  LoadKind kind = LoadKind::CpAsync;
+  int vec = 8;                // elements per copy instruction
+};
+
+// One BK-deep slab of the CTA tile's MMA: acc += A[stageA] x B[stageB].
+struct MmaStep : Node {
+  MmaStep() : Node(NodeKind::MmaStep) {}
+  Buffer *a = nullptr, *b = nullptr, *acc = nullptr;
+  IExpr stageA, stageB;
+  IExpr iter;
+};
+
+// The fused epilogue: reads the accumulator fragment, applies the epilogue program, stores to
+// global memory with per-element predicates (row < M && col < N).
+struct EpilogueStore : Node {
+  EpilogueStore() : Node(NodeKind::EpilogueStore) {}
+  Buffer* acc = nullptr;
+  std::string out;  // output param
+};
+
+// Every synchronisation / async-protocol op. `arg` is the op's immediate (wait_group N, named
+// barrier id, parity expression index...). `reason` indexes Kernel::syncPlan.
+enum class SyncKind {
+  BlockSync,       // __syncthreads / bar.sync 0
+  CpAsyncCommit,   // cp.async.commit_group
+  CpAsyncWait,     // cp.async.wait_group arg
+};
+const char* syncKindName(SyncKind k);
+
+struct Sync : Node {
+  explicit Sync(SyncKind k, int a = 0) : Node(NodeKind::Sync), sync(k), arg(a) {}
+  SyncKind sync;
+  int arg = 0;
+  int reason = -1;  // index into Kernel::syncPlan.entries (-1 for structural ops like commit)
+};
+
+struct Comment : Node {
+  explicit Comment(std::string t) : Node(NodeKind::Comment), text(std::move(t)) {}
+  std::string text;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Accesses: what a node reads and writes, as the hazard analysis sees it.
+
+enum class AsyncKind { None, CpAsync };
+struct Access {
+  Buffer* buf = nullptr;
+  IExpr stage;
+  bool write = false;
+  std::string mapping;   // which thread touches which element; equal strings = same threads
+  AsyncKind async = AsyncKind::None;
+};
+std::vector<Access> accessesOf(const Node& n);
+
+// ---------------------------------------------------------------------------------------------
+// The sync plan: one entry per sync op the planner placed, with its reason.
+
+struct SyncReason {
+  std::string hazards;    // "RAW sA (cp.async -> mma), WAR sA (mma -> cp.async)"
+  std::string producer, consumer;  // node descriptions
+  std::string buffer;     // buffer name(s)
+  std::string stage;      // stage expression(s)
+  std::string mechanism;  // why this mechanism and argument
+};
+struct SyncPlan {
+  std::vector<SyncReason> entries;
+  int barriersPerMainIteration = 0;
+  std::string summary;
+};
+
+struct SmemPlan {
+  struct Slot { std::string buffer; int64_t offset, bytes; int align; std::string aliasOf; };
+  std::vector<Slot> slots;
+  int64_t total = 0;
+};
+
+// Epilogue program: straight-line SSA over per-element values (registers r0, r1, ...).
+struct EpiOp {
+  OpKind op = OpKind::Input;
+  int dst = -1;
+  int a = -1, b = -1;                 // source registers (-1 = unused)
+  std::optional<double> scalar;
+  bool scalarOnLeft = false;
+  std::string tensorParam;            // load of a broadcast/residual tensor (op == Input)
+  std::string rowStride, colStride;   // its strides params ("" = broadcast over that axis)
+  std::string batchStride;
+  DType dtype = DType::F32;           // element type of the loaded tensor / cast target
+};
+
+struct LaunchConfig {
+  int threads = 128;
+  int64_t smemBytes = 0;
+  IExpr gridX, gridY, gridZ;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Param> params;
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  Block body;
+  LaunchConfig launch;
+  SyncPlan syncPlan;
+  SmemPlan smemPlan;
+  std::vector<EpiOp> epilogue;   // acc value is register 0
+  int epilogueResult = 0;
+  DType outDtype = DType::F16;
+  // matmul template parameters the printer passes to the device headers
+  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; } tile;
+  // launch-time checks: loops whose trip count must be >= minTrips
+  struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };
+  std::vector<TripCheck> tripChecks;
+
+  Buffer* addBuffer(std::unique_ptr<Buffer> b) { buffers.push_back(std::move(b)); return buffers.back().get(); }
+  void renumber();                 // assign node ids in program order
+  std::string str() const;         // readable kernel IR (kir/printer.cpp)
+};
+
+// Walk every node in program order (pre-order).
+void walk(const Block& b, const std::function<void(const Node&)>& f);
+void walkMut(Block& b, const std::function<void(Node&)>& f);
+std::string describe(const Node& n);  // one-line description used in reasons and dumps
+// Deep copy of a node with index variables substituted (kir/clone.cpp).
+NodePtr clone(const Node& n, const std::map<std::string, IExpr>& subst);
+
+}  // namespace heddle::kir

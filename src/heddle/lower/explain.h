@@ -1,0 +1,14 @@
+// Readable explanation of a kernel's sync plan (kernel.explain(), HEDDLE_DUMP=sync).
+#pragma once
+
+#include <string>
+
+#include "heddle/kir/kir.h"
+
+namespace heddle {
+
+// One paragraph per sync op, in program order: where it stands, what it orders (hazard kind,
+// buffer, stage, producer, consumer) and why this mechanism and argument.
+std::string explainSyncPlan(const kir::Kernel& k);
+
+}  // namespace heddle

@@ -1,0 +1,57 @@
+// THE ordered pass list. Each pass lives in passes/<name>.cpp with a header showing the IR before
+// and after; each runs once, in this order, and can be dumped and timed (HEDDLE_DUMP=passes).
+//
+//   validate_schedule   Fusion + schedule attributes      -> MatmulTiling (or ScheduleError)
+//   build_matmul_loops  MatmulTiling                      -> kernel IR: serial k loop of TileLoad/MmaStep
+//   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
+//   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
+//   plan_smem           buffers                           -> offsets, aliasing, limit check
+//   insert_syncs        kernel IR without syncs           -> block syncs + cp.async waits, SyncPlan
+#include "heddle/lower/lower.h"
+
+#include <chrono>
+
+namespace heddle {
+
+const std::vector<Pass>& passList() {
+  static const std::vector<Pass> list = {
+      {"validate_schedule", passes::validateSchedule},
+      {"build_matmul_loops", passes::buildMatmulLoops},
+      {"build_epilogue", passes::buildEpilogue},
+      {"circular_buffer", passes::circularBuffer},
+      {"plan_smem", passes::planSmem},
+      {"insert_syncs", passes::insertSyncs},
+  };
+  return list;
+}
+
+std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const LowerOptions& o) {
+  auto ctx = std::unique_ptr<LowerContext>(new LowerContext{f, t, o, {}, {}, {}});
+  std::string before = ctx->kernel.str();
+  for (auto& p : passList()) {
+    auto t0 = std::chrono::steady_clock::now();
+    p.run(*ctx);
+    auto t1 = std::chrono::steady_clock::now();
+    ctx->kernel.renumber();
+    PassRecord r;
+    r.name = p.name;
+    r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    if (o.dumpPasses) {
+      std::string after = ctx->kernel.str();
+      r.changed = after != before;
+      r.irAfter = r.changed ? after : "(unchanged)\n";
+      before = after;
+    }
+    ctx->passes.push_back(std::move(r));
+  }
+  return ctx;
+}
+
+namespace passes {
+// validate_schedule: reads the schedule attributes off the tensors; nothing else may read them.
+void validateSchedule(LowerContext& c) {
+  c.tiling = validateMatmulSchedule(c.fusion, c.target, c.options.vecA, c.options.vecB);
+}
+}  // namespace passes
+
+}  // namespace heddle

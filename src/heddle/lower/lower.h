@@ -1,0 +1,55 @@
+// Lowering: Fusion IR + validated schedule -> kernel IR + sync plan + smem plan, through the
+// ordered pass list in lower.cpp. All state a pass sees travels in an explicit LowerContext; there
+// is no global "current lowering".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "heddle/ir/fusion.h"
+#include "heddle/kir/kir.h"
+#include "heddle/schedule/schedule.h"
+#include "heddle/target/target.h"
+
+namespace heddle {
+
+struct LowerOptions {
+  int vecA = 8, vecB = 8;      // copy widths the inputs' alignment allows
+  bool dumpPasses = false;     // keep the IR after each pass (HEDDLE_DUMP=passes)
+};
+
+struct PassRecord {
+  std::string name;
+  double ms = 0;
+  bool changed = false;
+  std::string irAfter;         // only with dumpPasses
+};
+
+struct LowerContext {
+  const Fusion& fusion;
+  const TargetInfo& target;
+  LowerOptions options;
+  MatmulTiling tiling;
+  kir::Kernel kernel;
+  std::vector<PassRecord> passes;
+};
+
+struct Pass {
+  const char* name;
+  void (*run)(LowerContext&);
+};
+const std::vector<Pass>& passList();
+
+// Runs the pass list. The returned context owns the kernel IR.
+std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const LowerOptions& o);
+
+namespace passes {
+void validateSchedule(LowerContext&);
+void buildMatmulLoops(LowerContext&);
+void buildEpilogue(LowerContext&);
+void circularBuffer(LowerContext&);
+void insertSyncs(LowerContext&);
+void planSmem(LowerContext&);
+}  // namespace passes
+
+}  // namespace heddle

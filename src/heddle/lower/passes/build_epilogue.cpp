@@ -1,0 +1,124 @@
+// build_epilogue: the pointwise ops after the matmul as a per-element register program.
+//
+// Before (fusion): T2 = matmul(a, b); T3 = add(T2, bias); T4 = gelu(T3); T5 = cast(T4, bf16); output T5
+// After (kernel.epilogue, register r0 holds the f32 accumulator of one output element):
+//   r1 = load bias[col]      (row stride: broadcast, col stride: bias_s1)
+//   r2 = add r0, r1
+//   r3 = gelu r2
+//   r4 = cast r3 -> bf16     (rounds through bf16, stays f32 in registers)
+//   store r4 -> D (bf16)
+// Broadcast operands index with stride params; an axis of size 1 (or missing) is not indexed.
+#include <map>
+
+#include "heddle/lower/lower.h"
+
+namespace heddle::passes {
+
+void buildEpilogue(LowerContext& c) {
+  auto& k = c.kernel;
+  auto& f = c.fusion;
+  auto* mm = c.tiling.mm;
+  if (f.outputs().size() != 1)
+    fail<ScheduleError>("this fusion has ", f.outputs().size(), " outputs; a matmul kernel stores one output tensor "
+                        "(split the fusion, or add the outputs in a later heddle release)");
+  std::map<const TensorView*, int> reg{{mm, 0}};
+  int next = 1;
+  const int rank = mm->rank();
+  auto operandLoad = [&](TensorView* x, const std::string& user) {
+    if (!x->isInput)
+      fail<ScheduleError>("epilogue op ", user, ": operand ", x->name, " does not depend on the matmul and is not an "
+                          "input; compute it outside the fusion and pass it as an input");
+    if (x->rank() > rank)
+      fail<ScheduleError>("epilogue op ", user, ": operand ", x->str(), " has more axes than the matmul result ",
+                          mm->str(), "; epilogue operands broadcast into the matmul's shape, never beyond it");
+    for (int ax = 0; ax < x->rank(); ++ax) {
+      auto& s = x->shape[ax];
+      auto& o = mm->shape[rank - x->rank() + ax];
+      bool one = !s.isSymbolic() && s.value == 1;
+      if (!one && !(s == o) && !(s.isSymbolic() || o.isSymbolic()))
+        fail<ScheduleError>("epilogue op ", user, ": operand ", x->str(), " axis ", ax, " has size ", s.str(),
+                            " but the matmul result has ", o.str(), "; it must match or be 1");
+    }
+    kir::EpiOp op;
+    op.op = OpKind::Input;
+    op.dst = next++;
+    op.tensorParam = "E_" + x->name;
+    op.dtype = x->dtype;
+    auto stride = [&](int fromRight) -> std::string {
+      int ax = x->rank() - fromRight;
+      if (ax < 0) return "";
+      auto& s = x->shape[ax];
+      if (!s.isSymbolic() && s.value == 1) return "";
+      return op.tensorParam + "_s" + std::to_string(ax);
+    };
+    op.colStride = stride(1);
+    op.rowStride = stride(2);
+    op.batchStride = rank == 3 ? stride(3) : "";
+    bool seen = false;
+    for (auto& p : k.params) seen |= p.name == op.tensorParam;
+    if (!seen) {
+      kir::Param p;
+      p.kind = kir::Param::TensorPtr;
+      p.name = op.tensorParam;
+      p.dtype = x->dtype;
+      p.tensor = x->name;
+      k.params.push_back(p);
+      for (auto* st : {&op.batchStride, &op.rowStride, &op.colStride})
+        if (!st->empty()) {
+          kir::Param sp;
+          sp.kind = kir::Param::Int64;
+          sp.name = *st;
+          k.params.push_back(sp);
+        }
+    }
+    k.epilogue.push_back(op);
+    reg[x] = op.dst;
+    return op.dst;
+  };
+  for (auto* e : f.exprs()) {
+    if (e->kind == OpKind::Matmul) continue;
+    bool fromMm = false;
+    for (auto* in : e->inputs) fromMm |= reg.count(in) && !in->isInput;
+    if (!fromMm)
+      fail<ScheduleError>("epilogue op ", opName(e->kind), " -> ", e->output->name, " does not consume the matmul "
+                          "result; heddle fuses pointwise ops that follow the matmul. Compute it outside the fusion");
+    kir::EpiOp op;
+    op.op = e->kind;
+    for (size_t i = 0; i < e->inputs.size(); ++i) {
+      auto* in = e->inputs[i];
+      int r = reg.count(in) ? reg[in] : operandLoad(in, std::string(opName(e->kind)) + " -> " + e->output->name);
+      (i == 0 ? op.a : op.b) = r;
+    }
+    op.scalar = e->scalar;
+    op.scalarOnLeft = e->scalarOnLeft;
+    op.dtype = e->kind == OpKind::Cast ? e->castTo : e->output->dtype;
+    op.dst = next++;
+    reg[e->output] = op.dst;
+    k.epilogue.push_back(op);
+  }
+  auto* out = f.outputs()[0];
+  if (!reg.count(out))
+    fail<ScheduleError>("output ", out->name, " is not computed from the matmul; mark the matmul or its epilogue "
+                        "result as the output");
+  k.epilogueResult = reg[out];
+  k.outDtype = out->dtype;
+  kir::Param d;
+  d.kind = kir::Param::TensorPtr;
+  d.name = "D";
+  d.dtype = out->dtype;
+  d.tensor = out->name;
+  d.isConst = false;
+  k.params.push_back(d);
+  kir::Param ldd;
+  ldd.kind = kir::Param::Int64;
+  ldd.name = "ldd";
+  k.params.push_back(ldd);
+  if (c.tiling.batched) {
+    kir::Param bs;
+    bs.kind = kir::Param::Int64;
+    bs.name = "batch_stride_d";
+    k.params.push_back(bs);
+  }
+}
+
+}  // namespace heddle::passes

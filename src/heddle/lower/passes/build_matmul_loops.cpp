@@ -1,0 +1,138 @@
+// build_matmul_loops: the matmul's loop nest as kernel IR, before any pipelining or syncs.
+//
+// Before: MatmulTiling (e.g. 128x128x32, warps 2x2, A row-major, B row-major, cp.async vec 8)
+// After:
+//   kernel heddle_mm_nn_f16_128x128x32(A, B, ..., D, M, N, K, lda, ldb, ldd)
+//     buffer sA: shared f16[1][128][32]   buffer sB: shared f16[1][32][128]   buffer acc: registers
+//     for kt in [0, ceil(K/32)) serial {
+//       cp_async A -> sA[0] (k-tile kt); cp_async B -> sB[0] (k-tile kt); cp.async.commit_group
+//       mma acc += sA[0] x sB[0] (k-tile kt)
+//     }
+//     epilogue store -> D
+// Tiles are described in storage order (cols contiguous), so a transposed operand is just a
+// different tile shape and origin; out-of-bounds elements are zero-filled by the copy, which is
+// what makes ragged M, N and K work without a separate tail loop.
+#include <sstream>
+
+#include "heddle/lower/lower.h"
+
+namespace heddle::passes {
+
+using kir::IExpr;
+
+void buildMatmulLoops(LowerContext& c) {
+  auto& t = c.tiling;
+  auto& k = c.kernel;
+  std::ostringstream name;
+  name << "heddle_mm_" << (t.transA ? "t" : "n") << (t.transB ? "t" : "n") << "_" << dtypeName(t.a->dtype) << "_"
+       << t.bm << "x" << t.bn << "x" << t.bk << "_w" << t.warpsM << "x" << t.warpsN << "_s" << t.stages << "p"
+       << t.prefetch << "_" << loadKindName(t.loadKind) << t.vecA << "v" << t.vecB;
+  k.name = name.str();
+  k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched};
+
+  auto ptr = [](const std::string& n, DType dt, const std::string& tensor, bool isConst) {
+    kir::Param p;
+    p.kind = kir::Param::TensorPtr;
+    p.name = n;
+    p.dtype = dt;
+    p.tensor = tensor;
+    p.isConst = isConst;
+    return p;
+  };
+  auto scalar = [](const std::string& n, kir::Param::Kind kind) {
+    kir::Param p;
+    p.kind = kind;
+    p.name = n;
+    return p;
+  };
+  k.params.push_back(ptr("A", t.a->dtype, t.a->name, true));
+  k.params.push_back(ptr("B", t.b->dtype, t.b->name, true));
+  for (auto* n : {"M", "N", "K"}) k.params.push_back(scalar(n, kir::Param::Int32));
+  for (auto* n : {"lda", "ldb"}) k.params.push_back(scalar(n, kir::Param::Int64));
+  if (t.batched) {
+    k.params.push_back(scalar("batch_stride_a", kir::Param::Int64));
+    k.params.push_back(scalar("batch_stride_b", kir::Param::Int64));
+  }
+
+  auto makeBuf = [&](const std::string& n, const std::string& role, int rows, int cols, TensorView* src) {
+    auto b = std::make_unique<kir::Buffer>();
+    b->name = n;
+    b->role = role;
+    b->memory = MemoryType::Shared;
+    b->dtype = t.a->dtype;
+    b->stages = t.stages;
+    b->rows = rows;
+    b->cols = cols;
+    b->align = 128;  // swizzled tiles
+    b->sourceTensor = src->name;
+    return k.addBuffer(std::move(b));
+  };
+  // storage-order tiles: A is [M][K] (k contiguous) unless transposed; B is [K][N] unless transposed
+  auto* sA = t.transA ? makeBuf("sA", "A", t.bk, t.bm, t.aCache) : makeBuf("sA", "A", t.bm, t.bk, t.aCache);
+  auto* sB = t.transB ? makeBuf("sB", "B", t.bn, t.bk, t.bCache) : makeBuf("sB", "B", t.bk, t.bn, t.bCache);
+  auto acc = std::make_unique<kir::Buffer>();
+  acc->name = "acc";
+  acc->role = "acc";
+  acc->memory = MemoryType::Local;
+  acc->dtype = DType::F32;
+  acc->rows = t.bm;
+  acc->cols = t.bn;
+  auto* accB = k.addBuffer(std::move(acc));
+
+  k.body.add<kir::Alloc>(sA);
+  k.body.add<kir::Alloc>(sB);
+  k.body.add<kir::Alloc>(accB);
+
+  IExpr kt = IExpr::var("kt"), m0 = IExpr::var("m0"), n0 = IExpr::var("n0");
+  IExpr M = IExpr::var("M"), N = IExpr::var("N"), K = IExpr::var("K");
+  auto* loop = k.body.add<kir::ForLoop>();
+  loop->var = "kt";
+  loop->start = 0;
+  loop->stop = ceilDiv(K, t.bk);
+  loop->stage = kir::LoopStage::Serial;
+  if (t.stages > 1) {
+    loop->cbStages = t.stages;
+    loop->cbPrefetch = t.prefetch;
+  }
+  auto addLoad = [&](kir::Buffer* dst, const std::string& src, IExpr r0, IExpr c0, IExpr rb, IExpr cb,
+                     const std::string& ld, const std::string& bstride, int vec) {
+    auto* l = loop->body.add<kir::TileLoad>();
+    l->dst = dst;
+    l->stage = 0;
+    l->iter = kt;
+    l->src = src;
+    l->row0 = r0;
+    l->col0 = c0;
+    l->rowsBound = rb;
+    l->colsBound = cb;
+    l->ld = ld;
+    l->batchStride = bstride;
+    l->kind = t.loadKind == LoadKind::CpAsync ? LoadKind::CpAsync : LoadKind::Plain;
+    l->vec = vec;
+  };
+  IExpr k0 = kt * t.bk;
+  std::string bsa = t.batched ? "batch_stride_a" : "", bsb = t.batched ? "batch_stride_b" : "";
+  if (t.transA) addLoad(sA, "A", k0, m0, K, M, "lda", bsa, t.vecA);
+  else addLoad(sA, "A", m0, k0, M, K, "lda", bsa, t.vecA);
+  if (t.transB) addLoad(sB, "B", n0, k0, N, K, "ldb", bsb, t.vecB);
+  else addLoad(sB, "B", k0, n0, K, N, "ldb", bsb, t.vecB);
+  if (t.loadKind == LoadKind::CpAsync) loop->body.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
+  auto* mma = loop->body.add<kir::MmaStep>();
+  mma->a = sA;
+  mma->b = sB;
+  mma->acc = accB;
+  mma->stageA = 0;
+  mma->stageB = 0;
+  mma->iter = kt;
+  auto* st = k.body.add<kir::EpilogueStore>();
+  st->acc = accB;
+  st->out = "D";
+
+  k.launch.threads = t.threads();
+  IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn);
+  k.launch.gridX = t.swapBlocks ? gm : gn;
+  k.launch.gridY = t.swapBlocks ? gn : gm;
+  k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
+}
+
+}  // namespace heddle::passes

@@ -1,0 +1,257 @@
+// insert_syncs: the hazard-driven sync planner for block barriers and cp.async waits.
+//
+// Before (k loop after circular_buffer, s=4 p=3; no syncs besides commits):
+//   for i in [0, 3) prologue { cp_async A -> sA[i%4]; cp_async B -> sB[i%4]; commit }
+//   for i in [0, nk-3) main  { cp_async A -> sA[(i+3)%4]; ...; commit; mma sA[i%4] x sB[i%4] }
+//   for i in [nk-3, nk) epilogue { mma sA[i%4] x sB[i%4] }
+// After:
+//   prologue ...; cp.async.wait_group(2); block_sync        # RAW sA/sB stage 0
+//   main { ...; commit; mma; cp.async.wait_group(2); block_sync }   # RAW next stage + WAR this stage
+//   cp.async.wait_group(0); block_sync                      # drain: epilogue reads the last stages
+//   epilogue { mma }
+//
+// Method. analyzeHazards() gives every hazard interval of the representative traces and, for each
+// static program point, whether one of its instances falls inside. Step 1 chooses the set of
+// barrier points with the fewest barrier executions that stabs every cross-thread interval (exact
+// search; existing barriers are free and reused). Step 2 assigns each async interval to the latest
+// barrier instance inside it and gives that point the largest wait_group argument all of its
+// intervals allow. A point inside a loop whose argument would be lowered by readers after the loop
+// gets a drain point at the loop exit instead (so the steady state keeps its prefetch depth).
+// Step 3 serves same-thread async reads with a wait just before the read. Every placed op records
+// its reason in the SyncPlan.
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "heddle/lower/analysis/hazards.h"
+#include "heddle/lower/lower.h"
+
+namespace heddle::passes {
+
+namespace {
+
+constexpr int kNoWait = 1 << 20;
+
+struct Plan {
+  std::set<int> barriers;        // point ids
+  std::map<int, int> wait;       // point id -> wait_group arg
+  std::map<int, std::vector<int>> served;  // point id -> hazard indices it serves
+};
+
+// Fewest barrier executions stabbing every cross-thread hazard. Branch on the first unstabbed
+// interval; points with an existing barrier cost nothing.
+std::set<int> chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixed) {
+  std::vector<int> cross;
+  for (int i = 0; i < (int)ha.hazards.size(); ++i)
+    if (ha.hazards[i].crossThread) cross.push_back(i);
+  // executions dominate; among equals prefer the shallower point (outside a loop rather than in it)
+  auto cost = [&](int p) {
+    return ha.points[p].hasBarrier ? int64_t(0)
+                                   : std::max<int64_t>(1, ha.points[p].executions) * 16 + ha.points[p].loopDepth;
+  };
+  int64_t best = INT64_MAX;
+  std::set<int> bestSet;
+  std::set<int> cur = fixed;
+  std::function<void(int64_t, int)> search = [&](int64_t c, int depth) {
+    if (c >= best || depth > 6) return;
+    int open = -1;
+    for (int h : cross) {
+      bool hit = false;
+      for (int p : cur)
+        if (ha.hazards[h].latestInstance[p] >= 0) { hit = true; break; }
+      if (!hit) { open = h; break; }
+    }
+    if (open < 0) {
+      best = c;
+      bestSet = cur;
+      return;
+    }
+    // candidates: points with an instance inside; cheapest first, then latest-in-program tie-break
+    std::vector<int> cand;
+    for (int p = 0; p < (int)ha.points.size(); ++p)
+      if (ha.hazards[open].latestInstance[p] >= 0 && !cur.count(p)) cand.push_back(p);
+    std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) { return cost(a) < cost(b); });
+    for (int p : cand) {
+      cur.insert(p);
+      search(c + cost(p), depth + 1);
+      cur.erase(p);
+    }
+  };
+  search(0, 0);
+  if (best == INT64_MAX) fail<HeddleError>("sync planner: no barrier placement stabs every hazard interval");
+  return bestSet;
+}
+
+// The latest barrier instance inside hazard h, among the chosen points.
+int servingPoint(const Hazard& h, const std::set<int>& barriers) {
+  int best = -1, bestInst = -1;
+  for (int p : barriers)
+    if (h.latestInstance[p] > bestInst) { bestInst = h.latestInstance[p]; best = p; }
+  return best;
+}
+
+// The point right after loop `l` in its parent block.
+int loopExitPoint(const HazardAnalysis& ha, const kir::ForLoop* l) {
+  for (int p = 0; p < (int)ha.points.size(); ++p) {
+    auto& pt = ha.points[p];
+    if (pt.index > 0 && pt.block->stmts[pt.index - 1].get() == l) return p;
+  }
+  return -1;
+}
+
+void assignWaits(const HazardAnalysis& ha, Plan& plan) {
+  for (int iter = 0; iter < 8; ++iter) {
+    plan.wait.clear();
+    plan.served.clear();
+    std::map<int, int> steady;      // wait allowed by readers inside the point's own loop
+    std::map<int, std::vector<int>> outside;
+    for (int h = 0; h < (int)ha.hazards.size(); ++h) {
+      auto& hz = ha.hazards[h];
+      if (!hz.crossThread) continue;
+      int p = servingPoint(hz, plan.barriers);
+      plan.served[p].push_back(h);
+      if (!hz.async) continue;
+      const kir::ForLoop* pl = ha.points[p].loop;
+      bool readerOutsideLoop = pl && hz.consumerLoop != pl;
+      if (readerOutsideLoop) outside[p].push_back(h);
+      else steady[p] = std::min(steady.count(p) ? steady[p] : kNoWait, hz.allowedWait[p]);
+    }
+    bool added = false;
+    for (auto& [p, hs] : outside) {
+      int need = kNoWait;
+      for (int h : hs) need = std::min(need, ha.hazards[h].allowedWait[p]);
+      if (steady.count(p) && need < steady[p]) {
+        int exitP = loopExitPoint(ha, ha.points[p].loop);
+        if (exitP >= 0 && !plan.barriers.count(exitP)) {
+          plan.barriers.insert(exitP);  // drain at the loop exit; the steady state keeps its depth
+          added = true;
+        }
+      }
+    }
+    if (added) continue;
+    for (auto& [p, hs] : plan.served)
+      for (int h : hs)
+        if (ha.hazards[h].async) plan.wait[p] = std::min(plan.wait.count(p) ? plan.wait[p] : kNoWait, ha.hazards[h].allowedWait[p]);
+    return;
+  }
+}
+
+// Same-thread async reads: a wait (no barrier) as late as possible, i.e. right before the read.
+void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
+  for (int h = 0; h < (int)ha.hazards.size(); ++h) {
+    auto& hz = ha.hazards[h];
+    if (hz.crossThread || !hz.async) continue;
+    bool covered = false;
+    for (auto& [p, w] : plan.wait)
+      if (hz.latestInstance[p] >= 0 && w <= hz.allowedWait[p]) covered = true;
+    if (covered) continue;
+    int best = -1;
+    for (int p = 0; p < (int)ha.points.size(); ++p)
+      if (hz.latestInstance[p] >= 0 && (best < 0 || hz.latestInstance[p] > hz.latestInstance[best])) best = p;
+    if (best < 0) fail<HeddleError>("sync planner: no place for a cp.async wait before ", kir::describe(*hz.consumer));
+    plan.wait[best] = std::min(plan.wait.count(best) ? plan.wait[best] : kNoWait, hz.allowedWait[best]);
+    plan.served[best].push_back(h);
+  }
+}
+
+std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
+  std::set<std::string> kinds, bufs, stages, prods, cons;
+  for (int h : hs) {
+    auto& z = ha.hazards[h];
+    kinds.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer);
+    bufs.insert(z.buffer);
+    stages.insert(z.stageExpr);
+    prods.insert(kir::describe(*z.producer));
+    cons.insert(kir::describe(*z.consumer));
+  }
+  auto join = [](const std::set<std::string>& s, size_t maxN = 4) {
+    std::string o;
+    size_t i = 0;
+    for (auto& x : s) {
+      if (i == maxN) { o += ", ..."; break; }
+      o += (i++ ? ", " : "") + x;
+    }
+    return o;
+  };
+  r.hazards = join(kinds, 8);
+  r.buffer = join(bufs);
+  r.stage = join(stages);
+  r.producer = join(prods, 3);
+  r.consumer = join(cons, 3);
+  return r.hazards;
+}
+
+}  // namespace
+
+void insertSyncs(LowerContext& c) {
+  auto& k = c.kernel;
+  auto& t = c.tiling;
+  HazardAnalysis ha = analyzeHazards(k, "K", t.bk, t.stages > 1 ? t.stages : 1, t.stages);
+  std::set<int> fixed;
+  for (int p = 0; p < (int)ha.points.size(); ++p)
+    if (ha.points[p].hasBarrier) fixed.insert(p);
+  Plan plan;
+  plan.barriers = chooseBarriers(ha, fixed);
+  assignWaits(ha, plan);
+  assignSameThreadWaits(ha, plan);
+
+  // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
+  std::map<kir::Block*, std::vector<int>> byBlock;
+  std::set<int> all(plan.barriers.begin(), plan.barriers.end());
+  for (auto& [p, w] : plan.wait) all.insert(p);
+  for (int p : all) byBlock[ha.points[p].block].push_back(p);
+  for (auto& [blk, ps] : byBlock) {
+    std::sort(ps.begin(), ps.end(), [&](int a, int b) { return ha.points[a].index > ha.points[b].index; });
+    for (int p : ps) {
+      std::vector<kir::NodePtr> ins;
+      auto& pt = ha.points[p];
+      bool barrier = plan.barriers.count(p) && !pt.hasBarrier;
+      kir::SyncReason base;
+      reasonText(ha, plan.served[p], base);
+      if (plan.wait.count(p) && plan.wait[p] < kNoWait) {
+        int n = plan.wait[p];
+        kir::SyncReason r = base;
+        std::ostringstream why;
+        why << "cp.async.wait_group(" << n << "): the producing copies' group must retire before "
+            << (plan.barriers.count(p) ? "the barrier publishes it" : "this thread reads it") << "; " << n
+            << " newer group(s) may stay in flight (the largest count every path allows)";
+        r.mechanism = why.str();
+        k.syncPlan.entries.push_back(r);
+        auto s = std::make_unique<kir::Sync>(kir::SyncKind::CpAsyncWait, n);
+        s->reason = (int)k.syncPlan.entries.size() - 1;
+        ins.push_back(std::move(s));
+      }
+      if (barrier) {
+        kir::SyncReason r = base;
+        r.mechanism = "block barrier: producer and consumer are different threads (copy chunks vs warp fragments); "
+                      "one barrier here serves " + std::to_string(plan.served[p].size()) +
+                      " hazard interval(s) of the walked traces";
+        k.syncPlan.entries.push_back(r);
+        auto s = std::make_unique<kir::Sync>(kir::SyncKind::BlockSync);
+        s->reason = (int)k.syncPlan.entries.size() - 1;
+        ins.push_back(std::move(s));
+      }
+      blk->stmts.insert(blk->stmts.begin() + pt.index, std::make_move_iterator(ins.begin()),
+                        std::make_move_iterator(ins.end()));
+    }
+  }
+  // summary
+  int perMain = 0;
+  kir::walk(k.body, [&](const kir::Node& n) {
+    if (n.kind != kir::NodeKind::For) return;
+    auto& f = static_cast<const kir::ForLoop&>(n);
+    if (f.stage != kir::LoopStage::Main && !(f.stage == kir::LoopStage::Serial && t.stages <= 1)) return;
+    for (auto& s : f.body.stmts)
+      if (s->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BlockSync) ++perMain;
+  });
+  k.syncPlan.barriersPerMainIteration = perMain;
+  std::ostringstream os;
+  os << ha.hazards.size() << " hazard intervals over trip counts {";
+  for (size_t i = 0; i < ha.tripCounts.size(); ++i) os << (i ? ", " : "") << ha.tripCounts[i];
+  os << "}; " << plan.barriers.size() << " barrier point(s), " << perMain << " barrier(s) per main-loop iteration";
+  k.syncPlan.summary = os.str();
+}
+
+}  // namespace heddle::passes

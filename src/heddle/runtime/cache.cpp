@@ -1,0 +1,168 @@
+// Key derivation and the memory/disk/compile lookup order of KernelCache (cache.h).
+#include "heddle/runtime/cache.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/serialize.h"
+#include "heddle/runtime/sha256.h"
+
+#ifndef HEDDLE_VERSION
+#define HEDDLE_VERSION "dev"
+#endif
+
+namespace heddle::rt {
+namespace {
+
+std::mutex gEnvVarsMutex;
+std::vector<std::string>& envVarList() {
+  static std::vector<std::string> vars = {"HEDDLE_FAST_MATH"};
+  return vars;
+}
+
+}  // namespace
+
+const char* cacheSourceName(CacheSource s) {
+  switch (s) {
+    case CacheSource::Memory: return "memory";
+    case CacheSource::Disk: return "disk";
+    case CacheSource::Compiled: return "compiled";
+  }
+  return "unknown";
+}
+
+KernelCache& KernelCache::global() {
+  static KernelCache cache;
+  return cache;
+}
+
+void KernelCache::registerCodeEnvVar(const std::string& name) {
+  std::lock_guard<std::mutex> lock(gEnvVarsMutex);
+  auto& vars = envVarList();
+  if (std::find(vars.begin(), vars.end(), name) == vars.end()) vars.push_back(name);
+}
+
+std::vector<std::string> KernelCache::codeEnvVars() {
+  std::lock_guard<std::mutex> lock(gEnvVarsMutex);
+  return envVarList();
+}
+
+std::string KernelCache::computeKey(const KeyInputs& in) {
+  // Every field is length-prefixed (ByteWriter::str), so no two different inputs encode alike.
+  ByteWriter w;
+  w.str("heddle-kernel-key/1");
+  w.str(HEDDLE_VERSION);
+  w.str(in.compilerVersion);
+  w.str(in.name);
+  w.str(in.source);
+  w.u64(in.headers.size());
+  for (const auto& [name, text] : in.headers) {
+    w.str(name);
+    w.str(text);
+  }
+  std::vector<std::string> options = nvrtcOptionList(in.options);
+  w.u64(options.size());
+  for (const auto& o : options) w.str(o);
+  w.u32(in.options.wantPtx ? 1 : 0);
+  std::vector<std::string> vars = codeEnvVars();
+  std::sort(vars.begin(), vars.end());  // registration order must not matter
+  for (const auto& var : vars) {
+    // Unset variables contribute nothing, so registering one does not change existing keys;
+    // a variable set to "" still differs from an unset one.
+    const char* value = std::getenv(var.c_str());
+    if (!value) continue;
+    w.str(var);
+    w.str(value);
+  }
+  return sha256Hex(w.bytes());
+}
+
+CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<RtcResult()>& compile) {
+  CachedKernel out;
+  out.key = computeKey(in);
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return inFlight_.count(out.key) == 0; });
+    auto it = memory_.find(out.key);
+    if (it != memory_.end()) {
+      ++stats_.memoryHits;
+      out.result = it->second;
+      out.source = CacheSource::Memory;
+      return out;
+    }
+    inFlight_.insert(out.key);
+  }
+  // Whatever happens below, release the waiters on this key.
+  struct Release {
+    KernelCache* self;
+    const std::string& key;
+    ~Release() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->inFlight_.erase(key);
+      self->done_.notify_all();
+    }
+  } release{this, out.key};
+
+  bool useDisk = diskEnabled();
+  DiskStore store(useDisk ? diskDir() : std::string());
+  if (useDisk) {
+    DiskRead hit = store.read(out.key);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (hit.status == DiskReadStatus::Hit) {
+      ++stats_.diskHits;
+      out.result = std::make_shared<const RtcResult>(std::move(hit.result));
+      out.source = CacheSource::Disk;
+      memory_[out.key] = out.result;
+      return out;
+    }
+    if (hit.status == DiskReadStatus::Corrupt) ++stats_.corrupt;
+  }
+
+  auto result = std::make_shared<const RtcResult>(compile());
+  bool stored = !useDisk || store.write(out.key, *result, nullptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.compiles;
+  if (!stored) ++stats_.diskWriteErrors;
+  memory_[out.key] = result;
+  out.result = result;
+  out.source = CacheSource::Compiled;
+  return out;
+}
+
+CacheStats KernelCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void KernelCache::resetStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = CacheStats{};
+}
+
+void KernelCache::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  memory_.clear();
+}
+
+size_t KernelCache::clearDisk() {
+  std::string dir = diskDir();
+  return dir.empty() ? 0 : DiskStore(dir).clear();
+}
+
+std::string KernelCache::diskDir() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!dirOverride_.empty()) return dirOverride_;
+  }
+  return cacheDirFromEnv();
+}
+
+void KernelCache::setDiskDir(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  dirOverride_ = dir;
+}
+
+bool KernelCache::diskEnabled() const { return !diskCacheDisabledByEnv() && !diskDir().empty(); }
+
+}  // namespace heddle::rt

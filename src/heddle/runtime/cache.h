@@ -1,0 +1,83 @@
+// KernelCache: compiled kernels by content key, in memory and on disk (cache_disk.h).
+//
+// The key is sha256 over everything that can change the compiled code: the source, every header
+// (name and text), the program name, the full NVRTC option list (arch, lineinfo, maxrregcount,
+// extra options), whether PTX is kept, the heddle version (HEDDLE_VERSION), the NVRTC version, and
+// the values of the registered code-changing environment variables (HEDDLE_FAST_MATH pre-registered).
+// Isolation (HEDDLE_RTC_ISOLATE) does not change code and is not part of the key.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "heddle/runtime/nvrtc.h"
+
+namespace heddle::rt {
+
+enum class CacheSource { Memory, Disk, Compiled };
+const char* cacheSourceName(CacheSource s);  // "memory", "disk", "compiled"
+
+struct KeyInputs {
+  std::string source;
+  std::string name;
+  std::map<std::string, std::string> headers;
+  RtcOptions options;
+  std::string compilerVersion;  // e.g. the NVRTC version
+};
+
+struct CachedKernel {
+  std::shared_ptr<const RtcResult> result;
+  CacheSource source = CacheSource::Compiled;
+  std::string key;
+};
+
+struct CacheStats {
+  uint64_t memoryHits = 0;
+  uint64_t diskHits = 0;
+  uint64_t compiles = 0;
+  uint64_t corrupt = 0;          // disk entries that failed verification (and were removed)
+  uint64_t diskWriteErrors = 0;  // entries that could not be stored (the cache still works)
+};
+
+class KernelCache {
+ public:
+  static KernelCache& global();
+
+  // Environment variables whose values change generated code; they enter every key.
+  static void registerCodeEnvVar(const std::string& name);
+  static std::vector<std::string> codeEnvVars();
+  static std::string computeKey(const KeyInputs& in);
+
+  // Memory, then disk, then compile(); stores what it compiled in both. Concurrent calls for the
+  // same key wait for the first instead of compiling twice. Exceptions from compile() propagate.
+  CachedKernel getOrCompile(const KeyInputs& in, const std::function<RtcResult()>& compile);
+
+  CacheStats stats() const;
+  void resetStats();
+  void clear();        // the memory map only
+  size_t clearDisk();  // entries in the current disk directory; returns files removed
+
+  // The disk directory: the override from setDiskDir, else cacheDirFromEnv() read at each call.
+  std::string diskDir() const;
+  void setDiskDir(const std::string& dir);  // "" restores the environment lookup
+  // Disk store in use: not disabled by $HEDDLE_DISABLE_DISK_CACHE and a directory is known.
+  bool diskEnabled() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable done_;
+  std::unordered_map<std::string, std::shared_ptr<const RtcResult>> memory_;
+  std::set<std::string> inFlight_;
+  CacheStats stats_;
+  std::string dirOverride_;
+};
+
+}  // namespace heddle::rt

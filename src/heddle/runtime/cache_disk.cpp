@@ -1,0 +1,165 @@
+// Entry encoding, verification and atomic replacement for the on-disk kernel cache (cache_disk.h).
+#include "heddle/runtime/cache_disk.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "heddle/ir/errors.h"
+#include "heddle/runtime/serialize.h"
+#include "heddle/runtime/sha256.h"
+
+namespace heddle::rt {
+namespace {
+
+const std::string kMagic = "HEDDLEK1";
+constexpr uint32_t kCacheFormatVersion = 1;
+constexpr size_t kDigestBytes = 32;
+
+bool envFlag(const char* name) {
+  std::string v = envOr(name);
+  return !v.empty() && v != "0";
+}
+
+bool readFile(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+std::string encodeEntry(const std::string& key, const RtcResult& r) {
+  std::string payload = encodeRtcResult(r);
+  ByteWriter w;
+  w.raw(kMagic);
+  w.u32(kCacheFormatVersion);
+  w.u32(static_cast<uint32_t>(key.size()));
+  w.raw(key);
+  w.u64(payload.size());
+  w.raw(payload);
+  w.raw(sha256Raw(payload));
+  return w.bytes();
+}
+
+// Throws DecodeError describing the first problem found.
+RtcResult decodeEntry(const std::string& key, const std::string& bytes) {
+  ByteReader rd(bytes);
+  if (rd.raw(kMagic.size()) != kMagic) throw DecodeError("bad magic");
+  uint32_t version = rd.u32();
+  if (version != kCacheFormatVersion)
+    fail<DecodeError>("format version ", version, ", expected ", kCacheFormatVersion);
+  if (rd.raw(rd.u32()) != key) throw DecodeError("key mismatch");
+  uint64_t payloadLen = rd.u64();
+  if (payloadLen + kDigestBytes != rd.remaining())
+    fail<DecodeError>("payload length ", payloadLen, " does not match the file size");
+  std::string payload = rd.raw(payloadLen);
+  if (sha256Raw(payload) != rd.raw(kDigestBytes)) throw DecodeError("payload checksum mismatch");
+  return decodeRtcResult(payload);
+}
+
+bool writeAll(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string cacheDirFromEnv() {
+  std::string dir = envOr("HEDDLE_CACHE_DIR");
+  if (!dir.empty()) return dir;
+  std::string xdg = envOr("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/heddle";
+  std::string home = envOr("HOME");
+  return home.empty() ? std::string() : home + "/.cache/heddle";
+}
+
+bool diskCacheDisabledByEnv() { return envFlag("HEDDLE_DISABLE_DISK_CACHE"); }
+
+void ensureDirectory(const std::string& dir) {
+  if (dir.empty()) throw HeddleError("no cache directory: set HEDDLE_CACHE_DIR");
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) == 0 || errno == EEXIST) continue;
+    fail<HeddleError>("cannot create cache directory ", prefix, ": ", std::strerror(errno));
+  }
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail<HeddleError>("cache path ", dir, " exists but is not a directory");
+}
+
+DiskRead DiskStore::read(const std::string& key) const {
+  DiskRead out;
+  std::string path = entryPath(key), bytes;
+  if (!readFile(path, bytes)) return out;  // Missing
+  try {
+    out.result = decodeEntry(key, bytes);
+    out.status = DiskReadStatus::Hit;
+  } catch (const DecodeError& e) {
+    out.status = DiskReadStatus::Corrupt;
+    out.problem = path + ": " + e.what();
+    ::unlink(path.c_str());
+  }
+  return out;
+}
+
+bool DiskStore::write(const std::string& key, const RtcResult& r, std::string* error) const {
+  static std::atomic<unsigned> counter{0};
+  auto failWith = [&](const std::string& what) {
+    if (error) *error = what + ": " + std::strerror(errno);
+    return false;
+  };
+  try {
+    ensureDirectory(dir_);
+  } catch (const HeddleError& e) {
+    if (error) *error = e.what();
+    return false;
+  }
+  std::string tmp = dir_ + "/." + key + "." + std::to_string(::getpid()) + "." + std::to_string(counter++) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return failWith("cannot create " + tmp);
+  bool ok = writeAll(fd, encodeEntry(key, r)) && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::rename(tmp.c_str(), entryPath(key).c_str()) != 0) {
+    bool result = failWith("cannot write " + entryPath(key));
+    ::unlink(tmp.c_str());
+    return result;
+  }
+  int dirFd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // make the rename durable
+  if (dirFd >= 0) {
+    ::fsync(dirFd);
+    ::close(dirFd);
+  }
+  return true;
+}
+
+size_t DiskStore::clear() const {
+  static const std::regex entryRe(R"([0-9a-f]{64}\.bin|\.[0-9a-f]{64}\..*\.tmp)");
+  DIR* d = ::opendir(dir_.c_str());
+  if (!d) return 0;
+  size_t removed = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (std::regex_match(name, entryRe) && ::unlink((dir_ + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
+}  // namespace heddle::rt

@@ -1,0 +1,53 @@
+// The on-disk half of the kernel cache: one self-verifying file per key, written atomically.
+//
+// Entry file <dir>/<key>.bin:
+//   "HEDDLEK1"            8-byte magic
+//   u32 format version    kCacheFormatVersion
+//   u32 key length, key   the 64-hex-digit key, repeated so a renamed file is caught
+//   u64 payload length
+//   payload               encodeRtcResult(): name, arch, cubin, ptx, log, ptxas report, NVRTC version, ms
+//   32 bytes              sha256(payload)
+// All integers little-endian. Any mismatch on read (magic, version, key, lengths, checksum, payload
+// structure) removes the file and reports Corrupt; the caller recompiles.
+#pragma once
+
+#include <string>
+
+#include "heddle/runtime/nvrtc.h"
+
+namespace heddle::rt {
+
+// The cache directory from the environment: $HEDDLE_CACHE_DIR, else $XDG_CACHE_HOME/heddle, else
+// $HOME/.cache/heddle. Empty when none of those can be determined.
+std::string cacheDirFromEnv();
+// $HEDDLE_DISABLE_DISK_CACHE is set to something other than "" or "0".
+bool diskCacheDisabledByEnv();
+// mkdir -p; directories it creates get mode 0700. Throws HeddleError naming the failing path.
+void ensureDirectory(const std::string& dir);
+
+enum class DiskReadStatus { Hit, Missing, Corrupt };
+
+struct DiskRead {
+  DiskReadStatus status = DiskReadStatus::Missing;
+  RtcResult result;     // valid when Hit
+  std::string problem;  // what was wrong when Corrupt
+};
+
+class DiskStore {
+ public:
+  explicit DiskStore(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  std::string entryPath(const std::string& key) const { return dir_ + "/" + key + ".bin"; }
+
+  DiskRead read(const std::string& key) const;
+  // Temp file in the same directory, fsync, rename over <key>.bin. Creates the directory.
+  // Returns false with *error set on failure (the cache keeps working from memory).
+  bool write(const std::string& key, const RtcResult& r, std::string* error) const;
+  // Removes every entry and leftover temp file; returns how many files were removed.
+  size_t clear() const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace heddle::rt

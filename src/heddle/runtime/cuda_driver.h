@@ -1,0 +1,131 @@
+// The CUDA driver API through dlopen (no CUDA headers at build time): the few types, enums and
+// entry points heddle needs, with checked wrappers whose errors name the call, the driver's error
+// name and message, and what heddle was doing.
+//
+// CudaDriver::instance() never throws: on a machine without libcuda, or where cuInit fails or finds
+// no device, available() is false and unavailableReason() says why. Every wrapper first calls
+// require(), which throws RuntimeUnavailable with that reason. Driver call failures throw
+// CompileError (the errors.h class for NVRTC/driver failures); bad arguments throw InputError.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heddle/runtime/dynlib.h"
+
+namespace heddle::rt {
+
+// Driver types, declared by hand with the same layout as cuda.h.
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUdeviceptr = unsigned long long;
+
+constexpr CUresult CUDA_SUCCESS = 0;
+// CUdevice_attribute values used here.
+constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+// CUfunction_attribute values used here.
+constexpr int CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0;
+constexpr int CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1;
+constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
+constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+// CUtensorMap: 128 opaque bytes, 128-byte aligned (CUDA 13 layout; 64-aligned before, so 128 fits both).
+struct alignas(128) TensorMap {
+  uint64_t opaque[16];
+};
+
+// Arguments of cuTensorMapEncodeTiled as plain integers (values of the CUtensorMap* enums of cuda.h:
+// dataType 0=UINT8 .. 6=FLOAT16, 7=FLOAT32, 9=BFLOAT16; interleave/swizzle/l2Promotion/oobFill 0=none).
+struct TiledTensorMapSpec {
+  int dataType = 0;
+  uint64_t globalAddress = 0;
+  std::vector<uint64_t> globalDim;      // rank entries, innermost first
+  std::vector<uint64_t> globalStrides;  // rank-1 entries in bytes (dimension 0 is contiguous)
+  std::vector<uint32_t> boxDim;         // rank entries
+  std::vector<uint32_t> elementStrides; // rank entries (1 = dense)
+  int interleave = 0;
+  int swizzle = 0;
+  int l2Promotion = 0;
+  int oobFill = 0;
+};
+
+struct DeviceInfo {
+  int ccMajor = 0;
+  int ccMinor = 0;
+  int smCount = 0;
+  int smemOptin = 0;  // max dynamic shared memory per block after opting in (bytes)
+};
+
+class CudaDriver {
+ public:
+  static CudaDriver& instance();
+
+  bool available() const { return available_; }
+  const std::string& unavailableReason() const { return reason_; }
+  const std::string& libraryPath() const { return lib_.path; }
+  void require() const;  // throws RuntimeUnavailable(unavailableReason())
+
+  int deviceCount() const { return deviceCount_; }
+  DeviceInfo deviceInfo(int device) const;
+  int deviceAttribute(int attribute, int device) const;
+
+  // The current context; when there is none, retains device's primary context (device 0 when
+  // device < 0) and makes it current. torch has normally made its context current already.
+  CUcontext ensureContext(int device = -1) const;
+
+  CUmodule loadModule(const std::string& image, const std::string& what) const;
+  void unloadModule(CUmodule m) const;  // never throws (used from destructors)
+  CUfunction getFunction(CUmodule m, const std::string& name) const;
+  void setFuncAttribute(CUfunction f, int attribute, int value, const std::string& what) const;
+  int getFuncAttribute(CUfunction f, int attribute, const std::string& what) const;
+  void launchKernel(CUfunction f, const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
+                    unsigned smemBytes, CUstream stream, void** params, const std::string& what) const;
+
+  // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError).
+  TensorMap encodeTiledTensorMap(const TiledTensorMapSpec& spec) const;
+
+  // "CUDA_ERROR_X: message" for a driver result.
+  std::string errorText(CUresult r) const;
+
+ private:
+  CudaDriver();
+  void check(CUresult r, const char* call, const std::string& what) const;
+
+  DynLib lib_;
+  bool available_ = false;
+  std::string reason_;
+  int deviceCount_ = 0;
+
+  CUresult (*cuInit_)(unsigned) = nullptr;
+  CUresult (*cuDeviceGetCount_)(int*) = nullptr;
+  CUresult (*cuDeviceGet_)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetAttribute_)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuCtxGetCurrent_)(CUcontext*) = nullptr;
+  CUresult (*cuCtxSetCurrent_)(CUcontext) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuModuleLoadData_)(CUmodule*, const void*) = nullptr;
+  CUresult (*cuModuleUnload_)(CUmodule) = nullptr;
+  CUresult (*cuModuleGetFunction_)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*cuFuncSetAttribute_)(CUfunction, int, int) = nullptr;
+  CUresult (*cuFuncGetAttribute_)(int*, int, CUfunction) = nullptr;
+  CUresult (*cuLaunchKernel_)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**, void**) = nullptr;
+  CUresult (*cuGetErrorName_)(CUresult, const char**) = nullptr;
+  CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
+  CUresult (*cuTensorMapEncodeTiled_)(TensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
+                                      const uint32_t*, const uint32_t*, int, int, int, int) = nullptr;
+};
+
+}  // namespace heddle::rt

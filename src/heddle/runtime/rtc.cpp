@@ -1,0 +1,33 @@
+// compile(): merge headers, pick in-process or isolated NVRTC, go through the kernel cache.
+#include "heddle/runtime/rtc.h"
+
+#include "heddle/runtime/rtc_isolate.h"
+
+namespace heddle::rt {
+
+CachedKernel compile(const CompileRequest& req) {
+  const Nvrtc& nvrtc = Nvrtc::instance();  // the key needs the NVRTC version; throws when absent
+
+  KeyInputs in;
+  in.source = req.source;
+  in.name = req.name;
+  in.headers = embeddedHeaders();
+  for (const auto& [name, text] : req.headers) in.headers[name] = text;
+  in.options = req.options;
+  in.compilerVersion = nvrtc.version();
+
+  bool isolate = req.options.isolate.value_or(isolateByDefault());
+  auto run = [&]() -> RtcResult {
+    return isolate ? compileIsolated(in.source, in.name, in.headers, in.options)
+                   : nvrtc.compile(in.source, in.name, in.headers, in.options);
+  };
+  if (req.useCache) return KernelCache::global().getOrCompile(in, run);
+
+  CachedKernel out;
+  out.key = KernelCache::computeKey(in);
+  out.result = std::make_shared<const RtcResult>(run());
+  out.source = CacheSource::Compiled;
+  return out;
+}
+
+}  // namespace heddle::rt

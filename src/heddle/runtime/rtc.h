@@ -1,0 +1,32 @@
+// The runtime-compilation front door used by codegen and the bindings: embedded device headers +
+// kernel cache + NVRTC (in-process or isolated). One call: source in, cached CUBIN/PTX out.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "heddle/runtime/cache.h"
+#include "heddle/runtime/nvrtc.h"
+
+namespace heddle {
+// The device runtime headers (src/heddle/codegen/device/*.cuh) as "heddle/<file>.cuh" -> text;
+// generated at build time by cmake/embed_headers.cmake.
+const std::map<std::string, std::string>& embeddedHeaders();
+}  // namespace heddle
+
+namespace heddle::rt {
+
+struct CompileRequest {
+  std::string source;
+  std::string name = "heddle_kernel.cu";
+  std::map<std::string, std::string> headers;  // added to (and overriding) the embedded headers
+  RtcOptions options;
+  bool useCache = true;  // false: always compile, store nothing (the key is still computed)
+};
+
+// Compiles `req` for options.arch, or returns it from KernelCache::global(). Kernels can
+// `#include "heddle/<file>.cuh"`. Isolation: options.isolate, else $HEDDLE_RTC_ISOLATE.
+// Throws RuntimeUnavailable (no NVRTC) or CompileError (with log and source excerpt).
+CachedKernel compile(const CompileRequest& req);
+
+}  // namespace heddle::rt

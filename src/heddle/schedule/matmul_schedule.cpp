@@ -1,0 +1,208 @@
+// The matmul schedule: reading tiles out of the matmul tensor's loop domain, checking every rule
+// against the target, and the automatic schedule heddle.matmul uses.
+#include <algorithm>
+#include <sstream>
+
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+namespace {
+
+struct RootAxes {
+  const IterDomain* block = nullptr;  // bound to BID*
+  const IterDomain* warp = nullptr;   // bound to warp
+  int blockPos = -1, warpPos = -1;
+};
+
+RootAxes rootAxes(const TensorView* mm, const std::string& root) {
+  RootAxes r;
+  for (int i = 0; i < mm->domain.size(); ++i) {
+    auto& d = mm->domain.axes[i];
+    if (d.root != root) continue;
+    if (d.parallel == ParallelType::BIDx || d.parallel == ParallelType::BIDy || d.parallel == ParallelType::BIDz) {
+      r.block = &d;
+      r.blockPos = i;
+    } else if (d.parallel == ParallelType::Warp) {
+      r.warp = &d;
+      r.warpPos = i;
+    } else if (d.parallel == ParallelType::TIDx || d.parallel == ParallelType::TIDy ||
+               d.parallel == ParallelType::TIDz) {
+      fail<ScheduleError>("schedule of ", mm->name, ": axis '", d.name, "' is bound to ", parallelName(d.parallel),
+                          "; the matmul's threads are organised as warps over the tile: bind the warp-tile axis with "
+                          "'warp' instead");
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA, int vecB) {
+  MatmulTiling t;
+  t.mm = f.findMatmul();
+  if (!t.mm) fail<ScheduleError>("this fusion has no matmul; heddle lowers a matmul with its epilogue");
+  auto* mm = t.mm;
+  if (mm->domain.empty())
+    fail<ScheduleError>("matmul tensor ", mm->name, " is not scheduled: tile it (split/parallelize/cache_after/"
+                        "circular_buffer) or use heddle.matmul / Fusion.auto_schedule()");
+  auto* e = mm->definition;
+  t.a = e->inputs[0];
+  t.b = e->inputs[1];
+  t.transA = e->transA;
+  t.transB = e->transB;
+  t.batched = mm->rank() == 3;
+  t.batchedB = t.b->rank() == 3;
+
+  auto M = rootAxes(mm, "m"), N = rootAxes(mm, "n");
+  if (!M.block || !N.block)
+    fail<ScheduleError>("schedule of ", mm->name, ": axes ", mm->domain.str(), " bind ", (!M.block ? "no m" : "no n"),
+                        " tile to a block index; split 'm' and 'n' by the tile size and bind the outer parts to BIDy "
+                        "and BIDx");
+  if (M.block->parallel == ParallelType::BIDz || N.block->parallel == ParallelType::BIDz)
+    fail<ScheduleError>("schedule of ", mm->name, ": BIDz is reserved for the batch axis 'b'; bind m and n tiles to "
+                        "BIDy/BIDx");
+  t.bm = (int)M.block->factor;
+  t.bn = (int)N.block->factor;
+  t.swapBlocks = M.block->parallel == ParallelType::BIDx;
+  if (t.batched) {
+    int b = mm->domain.find("b");
+    if (b < 0 || mm->domain.axes[b].parallel != ParallelType::BIDz)
+      fail<ScheduleError>("schedule of ", mm->name, ": the batch axis 'b' must be bound to BIDz (parallelize(", mm->name,
+                          ", 'b', 'BIDz'))");
+  }
+  // k: exactly one serial outer axis (the pipelined loop) of constant inner extent
+  int kPos = -1;
+  for (int i = 0; i < mm->domain.size(); ++i) {
+    auto& d = mm->domain.axes[i];
+    if (d.root == "k" && d.factor > 1) {
+      if (kPos >= 0)
+        fail<ScheduleError>("schedule of ", mm->name, ": k is split more than once (", mm->domain.str(),
+                            "); split 'k' once by the k-tile (16, 32 or 64)");
+      kPos = i;
+    }
+  }
+  if (kPos < 0)
+    fail<ScheduleError>("schedule of ", mm->name, ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
+                        "outer part becomes the pipelined loop");
+  t.bk = (int)mm->domain.axes[kPos].factor;
+  if (t.bk != 16 && t.bk != 32 && t.bk != 64)
+    fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk, " is not supported by the tensor-core path; use "
+                        "16, 32 or 64");
+  if (kPos < M.blockPos || kPos < N.blockPos)
+    fail<ScheduleError>("schedule of ", mm->name, ": the k loop '", mm->domain.axes[kPos].name,
+                        "' is outside a block axis in ", mm->domain.str(), "; reorder so block axes come first");
+  t.warpsM = M.warp ? (int)M.warp->extent : 1;
+  t.warpsN = N.warp ? (int)N.warp->extent : 1;
+  for (auto* w : {M.warp, N.warp})
+    if (w && w->factor * w->extent != (w == M.warp ? t.bm : t.bn))
+      fail<ScheduleError>("schedule of ", mm->name, ": warp axis '", w->name, "' does not split the block tile; split "
+                          "the tile's inner axis ('", w->root, ".i') and bind its outer part to 'warp'");
+  if ((M.warp && M.warpPos < kPos) || (N.warp && N.warpPos < kPos))
+    fail<ScheduleError>("schedule of ", mm->name, ": a warp axis is outside the k loop in ", mm->domain.str(),
+                        "; warps split the tile inside the k loop: reorder the k-tile loop before the warp axes");
+  if (t.bm % (16 * t.warpsM) != 0)
+    fail<ScheduleError>("schedule of ", mm->name, ": m tile ", t.bm, " over ", t.warpsM, " warps gives warp tiles that "
+                        "are not multiples of 16 rows (mma m16n8k16); use an m tile divisible by ", 16 * t.warpsM);
+  if (t.bn % (16 * t.warpsN) != 0)
+    fail<ScheduleError>("schedule of ", mm->name, ": n tile ", t.bn, " over ", t.warpsN, " warps gives warp tiles that "
+                        "are not multiples of 16 columns; use an n tile divisible by ", 16 * t.warpsN);
+  if (t.threads() > target.maxThreads)
+    fail<ScheduleError>("schedule of ", mm->name, ": ", t.threads(), " threads per block exceed ", target.name, "'s ",
+                        target.maxThreads, "; use fewer warps");
+
+  // caches and circular buffering
+  auto ac = f.cachesOf(t.a), bc = f.cachesOf(t.b);
+  if (ac.empty() || bc.empty())
+    fail<ScheduleError>("schedule of ", mm->name, ": operand ", (ac.empty() ? t.a->name : t.b->name),
+                        " has no shared-memory cache; call cache_after(", (ac.empty() ? t.a->name : t.b->name),
+                        ", 'cp_async') (or 'plain'/'tma_load')");
+  t.aCache = ac[0];
+  t.bCache = bc[0];
+  if (t.aCache->loadKind != t.bCache->loadKind)
+    fail<ScheduleError>("schedule of ", mm->name, ": caches ", t.aCache->name, " (", loadKindName(t.aCache->loadKind),
+                        ") and ", t.bCache->name, " (", loadKindName(t.bCache->loadKind),
+                        ") are filled in the same k loop with different load kinds; use one kind for both");
+  t.loadKind = t.aCache->loadKind;
+  if (t.loadKind == LoadKind::CpAsync && !target.cpAsync)
+    fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name,
+                        "; use 'plain'");
+  if (t.loadKind == LoadKind::TmaLoad) {
+    if (!target.tma)
+      fail<ScheduleError>("cache ", t.aCache->name, ": load kind tma_load needs a target with the tensor copy engine "
+                          "(sm_90a or newer); ", target.name, " has none: use 'cp_async'");
+    for (auto* c : {t.aCache, t.bCache})
+      for (auto& d : c->domain.axes)
+        if (d.parallel == ParallelType::TIDx || d.parallel == ParallelType::TIDy || d.parallel == ParallelType::Warp)
+          fail<ScheduleError>("cache ", c->name, ": a TMA load is issued by one elected thread; its axis '", d.name,
+                              "' is bound to ", parallelName(d.parallel), ", which would issue it from many threads. "
+                              "Leave the cache's axes serial");
+    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load lowering (mbarrier pipelines, wgmma) belongs to the "
+                        "Hopper path, which this build does not lower yet; use 'cp_async' on ", target.name);
+  }
+  auto& ca = t.aCache->circular;
+  auto& cb = t.bCache->circular;
+  if (ca.enabled() != cb.enabled() || (ca.enabled() && (ca.stages != cb.stages || ca.prefetch != cb.prefetch)))
+    fail<ScheduleError>("circular_buffer: ", t.aCache->name, " (stages=", ca.stages, ", prefetch=", ca.prefetch, ") and ",
+                        t.bCache->name, " (stages=", cb.stages, ", prefetch=", cb.prefetch,
+                        ") are buffered across the same k loop with different options; give both the same "
+                        "stages and prefetch");
+  if (ca.enabled()) {
+    t.stages = ca.stages;
+    t.prefetch = ca.prefetch;
+  }
+  if (t.loadKind == LoadKind::CpAsync) {
+    for (auto [v, c] : {std::make_pair(vecA, t.aCache), std::make_pair(vecB, t.bCache)})
+      if (v < 2)
+        fail<InputError>("cache ", c->name, ": cp.async copies at least 4 bytes, but the layout of ", c->cacheOf->name,
+                         " only allows 2-byte accesses (its leading dimension or base is not 4-byte aligned); use "
+                         "load kind 'plain' or pad the leading dimension to a multiple of 8 elements");
+  }
+  t.vecA = vecA;
+  t.vecB = vecB;
+  if (!mm->roles.empty()) {
+    if (!target.wgmma && !target.tcgen05)
+      fail<ScheduleError>("warp_specialize(", mm->name, "): warp specialization needs mbarrier pipelines (sm_90a or "
+                          "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
+    fail<ScheduleError>("warp_specialize(", mm->name, "): roles validated, but the Hopper role lowering is not in this "
+                        "build yet; drop warp_specialize to use the cp.async pipeline");
+  }
+  t.roles = mm->roles;
+  return t;
+}
+
+void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints) {
+  auto* mm = f.findMatmul();
+  if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
+  if (!target.mmaSync)
+    fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");
+  int bm = 128, bn = 128, bk = 32, wm = 2, wn = 2, stages = 4;
+  if (hints.m >= 0 && hints.m <= 64) {  // skinny M (decode-like): narrower m tile, wider n
+    bm = 64;
+    wm = 1;
+    wn = 4;
+  }
+  if (hints.k >= 0 && hints.k < (int64_t)bk * stages) stages = std::max<int>(2, (int)((hints.k + bk - 1) / bk));
+  initLoopDomain(f, mm);
+  split(mm, "m", bm);
+  split(mm, "n", bn);
+  split(mm, "k", bk);
+  split(mm, "m.i", bm / wm);
+  split(mm, "n.i", bn / wn);
+  if (mm->rank() == 3) parallelize(mm, "b", ParallelType::BIDz);
+  parallelize(mm, "m.o", ParallelType::BIDy);
+  parallelize(mm, "n.o", ParallelType::BIDx);
+  parallelize(mm, "m.i.o", ParallelType::Warp);
+  parallelize(mm, "n.i.o", ParallelType::Warp);
+  std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "n.i.o", "m.i.i", "n.i.i", "k.i"};
+  if (mm->rank() == 3) order.insert(order.begin(), "b");
+  reorder(mm, order);
+  auto* e = mm->definition;
+  for (auto* in : {e->inputs[0], e->inputs[1]}) {
+    auto caches = f.cachesOf(in);
+    TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
+    if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
+  }
+}
+
+}  // namespace heddle

@@ -1,0 +1,57 @@
+// Scheduling: attributes on tensors, each operation validated when it is applied, and the whole
+// schedule validated against a target before lowering (validateMatmulSchedule).
+//
+// Every rule raises ScheduleError naming the tensor, the axis or option, the rule, and what would be
+// valid instead.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/ir/fusion.h"
+#include "heddle/target/target.h"
+
+namespace heddle {
+
+// --- tensor-level operations (the Python API calls these) ---
+void initLoopDomain(Fusion& f, TensorView* tv);  // root axes: [b,] m, n, k(r) for a matmul tensor
+void split(TensorView* tv, const std::string& axis, int64_t factor);
+void reorder(TensorView* tv, const std::vector<std::string>& order);
+void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
+// circular_buffer(stages, prefetch): stages >= 2; prefetch < 0 means stages + prefetch.
+void circularBuffer(TensorView* tv, int stages, int prefetch);
+void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
+// Validate a role list on its own (names, warp counts, register budgets).
+void validateRoles(const std::string& tensor, const std::vector<Role>& roles);
+
+// --- the schedule as the matmul lowering consumes it ---
+struct MatmulTiling {
+  TensorView* mm = nullptr;           // the matmul tensor
+  TensorView* a = nullptr, *b = nullptr;          // global operands
+  TensorView* aCache = nullptr, *bCache = nullptr; // shared-memory caches
+  bool transA = false, transB = false;
+  bool batched = false, batchedB = false;
+  int bm = 0, bn = 0, bk = 0;
+  int warpsM = 1, warpsN = 1;
+  bool swapBlocks = false;            // m bound to BIDx instead of BIDy
+  LoadKind loadKind = LoadKind::CpAsync;
+  int stages = 1, prefetch = 0;       // circular buffer of the k loop (stages 1 = none)
+  int vecA = 8, vecB = 8;             // elements per copy instruction
+  std::vector<Role> roles;
+  int threads() const { return 32 * warpsM * warpsN; }
+  std::string str() const;
+};
+
+// Reads the loop domain of the matmul tensor and the caches of its operands; checks every rule
+// against the target. `vec` gives the copy width the inputs' alignment allows (default 8).
+MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA = 8, int vecB = 8);
+
+// The default schedule heddle.matmul picks for a target: applies split/parallelize/cache_after/
+// circular_buffer through the functions above, so it is validated like a user's.
+struct AutoScheduleHints {
+  int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
+};
+void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+
+}  // namespace heddle

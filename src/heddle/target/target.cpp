@@ -1,0 +1,81 @@
+// The table of known targets and what each offers.
+#include "heddle/target/target.h"
+
+#include <map>
+#include <sstream>
+
+#include "heddle/ir/errors.h"
+
+namespace heddle {
+
+static std::map<std::string, TargetInfo> makeTargets() {
+  std::map<std::string, TargetInfo> t;
+  TargetInfo a;
+  a.name = a.rtcArch = "sm_80";
+  a.smemLimit = 166912;  // 163 KiB opt-in per block on A100
+  a.cpAsync = a.mmaSync = true;
+  t[a.name] = a;
+
+  TargetInfo h = a;
+  h.name = h.rtcArch = "sm_90a";
+  h.smemLimit = 232448;  // 227 KiB
+  h.tma = h.mbarrier = h.wgmma = h.setmaxnreg = true;
+  t[h.name] = h;
+
+  TargetInfo b = h;
+  b.name = b.rtcArch = "sm_100a";
+  b.wgmma = false;
+  b.tcgen05 = true;
+  t[b.name] = b;
+
+  TargetInfo g;
+  g.backend = Backend::Hip;
+  g.warpSize = 64;
+  g.smemLimit = 65536;
+  g.maxThreads = 1024;
+  g.name = g.rtcArch = "gfx90a";
+  t[g.name] = g;
+  g.name = g.rtcArch = "gfx942";
+  t[g.name] = g;
+  TargetInfo r = g;
+  r.name = r.rtcArch = "gfx1200";
+  r.warpSize = 32;
+  r.splitBarrier = true;
+  t[r.name] = r;
+  return t;
+}
+
+static const std::map<std::string, TargetInfo>& targets() {
+  static const auto t = makeTargets();
+  return t;
+}
+
+const TargetInfo& targetInfo(const std::string& name) {
+  auto it = targets().find(name);
+  if (it == targets().end()) {
+    std::ostringstream os;
+    for (auto& n : knownTargets()) os << " " << n;
+    fail<ScheduleError>("unknown target '", name, "'; known targets:", os.str());
+  }
+  return it->second;
+}
+
+std::vector<std::string> knownTargets() {
+  std::vector<std::string> r;
+  for (auto& [k, v] : targets()) r.push_back(k);
+  return r;
+}
+
+std::string TargetInfo::describe() const {
+  std::ostringstream os;
+  os << name << " (warp " << warpSize << ", smem " << smemLimit / 1024 << " KiB";
+  if (cpAsync) os << ", cp.async";
+  if (tma) os << ", tma";
+  if (wgmma) os << ", wgmma";
+  if (tcgen05) os << ", tcgen05";
+  if (splitBarrier) os << ", split barriers";
+  os << ")";
+  return os.str();
+}
+
+}  // namespace heddle

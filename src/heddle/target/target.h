@@ -1,0 +1,36 @@
+// Targets and their capabilities. Shared lowering asks TargetInfo what the hardware offers
+// (async copies, TMA, wgmma, split barriers, wavefront width, shared-memory limit) and never
+// asks "CUDA or HIP?".
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace heddle {
+
+enum class Backend { Cuda, Hip };
+
+struct TargetInfo {
+  std::string name;           // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200"
+  Backend backend = Backend::Cuda;  // selects the printer and the runtime compiler only
+  int warpSize = 32;
+  long smemLimit = 0;         // bytes of shared memory / LDS one block may use (opt-in maximum)
+  int maxThreads = 1024;
+  bool cpAsync = false;       // global->shared asynchronous copies with commit/wait groups
+  bool tma = false;           // bulk tensor copies completing on mbarriers
+  bool mbarrier = false;
+  bool wgmma = false;         // Hopper warpgroup MMA
+  bool tcgen05 = false;       // Blackwell tensor-memory MMA
+  bool mmaSync = false;       // warp-level mma.sync (sm_80+)
+  bool setmaxnreg = false;
+  bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
+  bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
+  std::string rtcArch;        // what the runtime compiler is given
+  std::string describe() const;
+};
+
+// Known targets; throws ScheduleError listing the valid names for an unknown one.
+const TargetInfo& targetInfo(const std::string& name);
+std::vector<std::string> knownTargets();
+
+}  // namespace heddle
