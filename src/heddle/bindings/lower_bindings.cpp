@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "heddle/bindings/lowered.h"
 #include "heddle/codegen/printer.h"
 #include "heddle/lower/explain.h"
 #include "heddle/lower/lower.h"
@@ -11,12 +12,6 @@ namespace py = pybind11;
 using namespace heddle;
 
 namespace {
-
-struct Lowered {
-  std::unique_ptr<LowerContext> ctx;
-  std::string source;
-  const kir::Kernel& k() const { return ctx->kernel; }
-};
 
 std::map<std::string, int64_t> toEnv(const py::dict& d) {
   std::map<std::string, int64_t> env;

@@ -9,6 +9,7 @@ namespace py = pybind11;
 void bindRuntime(py::module_& m);
 void bindIr(py::module_& m);
 void bindLower(py::module_& m);
+void bindLab(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "heddle C++ core";
@@ -20,5 +21,6 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<heddle::RuntimeUnavailable>(m, "RuntimeUnavailable", base);
   bindIr(m);
   bindLower(m);
+  bindLab(m);
   bindRuntime(m);
 }

@@ -74,6 +74,8 @@ void CLikePrinter::node(const kir::Node& n, int d) {
       break;
     }
     case kir::NodeKind::EpilogueStore: epilogue(*k_, d); break;
+    case kir::NodeKind::SmemAccess:
+      fail<HeddleError>("printer: generic access '", kir::describe(n), "' has no code; it exists for planner tests");
     case kir::NodeKind::Sync: {
       auto& s = static_cast<const kir::Sync&>(n);
       os_ << ind(d) << syncOp(s);

@@ -44,6 +44,12 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->iter = c->iter.substitute(s);
       return c;
     }
+    case NodeKind::SmemAccess: {
+      auto c = std::make_unique<SmemAccess>(static_cast<const SmemAccess&>(n));
+      c->stage = c->stage.substitute(s);
+      c->iter = c->iter.substitute(s);
+      return c;
+    }
     case NodeKind::EpilogueStore: return std::make_unique<EpilogueStore>(static_cast<const EpilogueStore&>(n));
     case NodeKind::Sync: return std::make_unique<Sync>(static_cast<const Sync&>(n));
     case NodeKind::Alloc: return std::make_unique<Alloc>(static_cast<const Alloc&>(n).buf);

@@ -57,4 +57,7 @@ class IExpr {
   std::shared_ptr<const Node> node_;
 };
 
+// Parses "(i + 1) % 4", "N - 3": integers, names, + - * / % and parentheses (kir/parse.cpp).
+IExpr parseIExpr(const std::string& text);
+
 }  // namespace heddle::kir

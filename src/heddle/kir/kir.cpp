@@ -65,6 +65,9 @@ std::vector<Access> accessesOf(const Node& n) {
   if (n.kind == NodeKind::TileLoad) {
     auto& t = static_cast<const TileLoad&>(n);
     r.push_back({t.dst, t.stage, true, copyMapping(t), t.kind == LoadKind::CpAsync ? AsyncKind::CpAsync : AsyncKind::None});
+  } else if (n.kind == NodeKind::SmemAccess) {
+    auto& a = static_cast<const SmemAccess&>(n);
+    r.push_back({a.buf, a.stage, a.write, a.mapping, a.async ? AsyncKind::CpAsync : AsyncKind::None});
   } else if (n.kind == NodeKind::MmaStep) {
     auto& m = static_cast<const MmaStep&>(n);
     r.push_back({m.a, m.stageA, false, kMmaMapping, AsyncKind::None});
@@ -92,6 +95,12 @@ std::string describe(const Node& n) {
       auto& s = static_cast<const Sync&>(n);
       os << syncKindName(s.sync);
       if (s.sync == SyncKind::CpAsyncWait) os << "(" << s.arg << ")";
+      break;
+    }
+ case NodeKind::SmemAccess: {
+      auto& a = static_cast<const SmemAccess&>(n);
+      os << (a.label.empty() ? (a.write ? "write " : "read ") + a.buf->name : a.label) << "[" << a.stage.str() << "]";
+      if (!a.iter.isConst() || a.iter.constValue() != 0) os << " (iter " << a.iter.str() << ")";
       break;
     }
     case NodeKind::EpilogueStore: os << "epilogue store -> " << static_cast<const EpilogueStore&>(n).out; break;

@@ -48,7 +48,7 @@ struct Param {
 // ---------------------------------------------------------------------------------------------
 // Nodes
 
-enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, Sync, Comment };
+enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, SmemAccess, Sync, Comment };
 
 struct Node {
   explicit Node(NodeKind k) : kind(k) {}
@@ -121,6 +121,19 @@ struct EpilogueStore : Node {
   EpilogueStore() : Node(NodeKind::EpilogueStore) {}
   Buffer* acc = nullptr;
   std::string out;  // output param
+};
+
+// A generic shared-memory access with a named thread mapping: used by the sync planner's and the
+// simulator's hand-built test kernels (and by paths whose data movement is not a tile op).
+struct SmemAccess : Node {
+  SmemAccess() : Node(NodeKind::SmemAccess) {}
+  Buffer* buf = nullptr;
+  IExpr stage;
+  IExpr iter;
+  bool write = false;
+  bool async = false;     // a cp.async write: lands at its group's wait
+  std::string mapping;    // equal strings = the same thread touches the same elements
+  std::string label;      // "write X", "read X" ...
 };
 
 // Every synchronisation / async-protocol op. `arg` is the op's immediate (wait_group N, named

@@ -50,6 +50,9 @@ void buildEpilogue(LowerContext&);
 void circularBuffer(LowerContext&);
 void insertSyncs(LowerContext&);
 void planSmem(LowerContext&);
+// The planner behind insert_syncs, on any kernel: `tripsVar` scales the pipelined loop
+// (trip count = tripsVar / tileK), `stages` its circular-buffer depth (1 = none).
+void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
 }  // namespace passes
 
 }  // namespace heddle

@@ -115,6 +115,7 @@ struct Tracer {
             DynAccess d{&s, acc, acc.stage.eval(env), -1, (int)eventPoint.size(), -1, -1, loop};
             if (s.kind == kir::NodeKind::TileLoad) d.iter = static_cast<const kir::TileLoad&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::MmaStep) d.iter = static_cast<const kir::MmaStep&>(s).iter.eval(env);
+            if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
             eventPoint.push_back(-1);
             commitsAt.push_back(commits);
             if (acc.write && acc.async == kir::AsyncKind::CpAsync) pendingAsync.push_back((int)accesses.size());

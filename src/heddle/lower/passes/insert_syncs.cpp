@@ -186,9 +186,11 @@ std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir
 }  // namespace
 
 void insertSyncs(LowerContext& c) {
-  auto& k = c.kernel;
-  auto& t = c.tiling;
-  HazardAnalysis ha = analyzeHazards(k, "K", t.bk, t.stages > 1 ? t.stages : 1, t.stages);
+  planSyncs(c.kernel, "K", c.tiling.bk, c.tiling.stages);
+}
+
+void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+  HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages > 1 ? stages : 1, stages);
   std::set<int> fixed;
   for (int p = 0; p < (int)ha.points.size(); ++p)
     if (ha.points[p].hasBarrier) fixed.insert(p);
@@ -242,7 +244,7 @@ void insertSyncs(LowerContext& c) {
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind != kir::NodeKind::For) return;
     auto& f = static_cast<const kir::ForLoop&>(n);
-    if (f.stage != kir::LoopStage::Main && !(f.stage == kir::LoopStage::Serial && t.stages <= 1)) return;
+    if (f.stage != kir::LoopStage::Main && !(f.stage == kir::LoopStage::Serial && stages <= 1)) return;
     for (auto& s : f.body.stmts)
       if (s->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BlockSync) ++perMain;
   });

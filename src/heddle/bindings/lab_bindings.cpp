@@ -1,0 +1,93 @@
+// heddle._C.sync_lab: build a small kernel from a Python description and run the sync planner on
+// it. Used by the planner's placement tests (and the simulator's planted-bug pairs).
+//
+//   program := [stmt, ...]
+//   stmt    := ("loop", var, start, stop, stage, [stmt...])   stage: serial|prologue|main|epilogue
+//            | ("write" | "read", buffer, stage_expr, mapping[, async])
+//            | ("commit",) | ("barrier",) | ("wait", n)
+// Expressions are strings or ints ("(i + 1) % 2", "N - 1"); N is the trip-count variable.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "heddle/bindings/lowered.h"
+#include "heddle/lower/explain.h"
+#include "heddle/lower/lower.h"
+
+namespace py = pybind11;
+using namespace heddle;
+
+namespace {
+
+kir::IExpr expr(const py::handle& h) {
+  if (py::isinstance<py::int_>(h)) return kir::IExpr(h.cast<int64_t>());
+  return kir::parseIExpr(h.cast<std::string>());
+}
+
+kir::LoopStage stageFrom(const std::string& s) {
+  if (s == "serial") return kir::LoopStage::Serial;
+  if (s == "prologue") return kir::LoopStage::Prologue;
+  if (s == "main") return kir::LoopStage::Main;
+  if (s == "epilogue") return kir::LoopStage::Epilogue;
+  fail<HeddleError>("sync_lab: unknown loop stage '", s, "'");
+}
+
+void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, const std::string& loopVar) {
+  for (auto& item : prog) {
+    auto t = item.cast<py::tuple>();
+    auto op = t[0].cast<std::string>();
+    if (op == "loop") {
+      auto* l = b.add<kir::ForLoop>();
+      l->var = t[1].cast<std::string>();
+      l->start = expr(t[2]);
+      l->stop = expr(t[3]);
+      l->stage = stageFrom(t[4].cast<std::string>());
+      build(k, l->body, t[5].cast<py::list>(), stages, l->var);
+    } else if (op == "write" || op == "read") {
+      auto name = t[1].cast<std::string>();
+      kir::Buffer* buf = nullptr;
+      for (auto& x : k.buffers)
+        if (x->name == name) buf = x.get();
+      if (!buf) {
+        auto nb = std::make_unique<kir::Buffer>();
+        nb->name = name;
+        nb->stages = stages;
+        nb->rows = nb->cols = 8;
+        buf = k.addBuffer(std::move(nb));
+      }
+      auto* a = b.add<kir::SmemAccess>();
+      a->buf = buf;
+      a->stage = expr(t[2]);
+      a->write = op == "write";
+      a->mapping = t[3].cast<std::string>();
+      a->async = t.size() > 4 && t[4].cast<bool>();
+      a->iter = loopVar.empty() ? kir::IExpr(0) : kir::IExpr::var(loopVar);
+      a->label = op + " " + name;
+    } else if (op == "commit") {
+      b.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
+    } else if (op == "barrier") {
+      b.add<kir::Sync>(kir::SyncKind::BlockSync);
+    } else if (op == "wait") {
+      b.add<kir::Sync>(kir::SyncKind::CpAsyncWait, t[1].cast<int>());
+    } else {
+      fail<HeddleError>("sync_lab: unknown statement '", op, "'");
+    }
+  }
+}
+
+}  // namespace
+
+void bindLab(py::module_& m) {
+  m.def("sync_lab", [](const py::list& prog, int stages) {
+    auto l = std::make_shared<Lowered>();
+    static Fusion emptyFusion;
+    l->ctx.reset(new LowerContext{emptyFusion, targetInfo("sm_80"), {}, {}, {}, {}});
+    auto& k = l->ctx->kernel;
+    k.name = "sync_lab";
+    k.launch.threads = 128;
+    build(k, k.body, prog, stages, "");
+    k.renumber();
+    passes::planSyncs(k, "N", 1, stages);
+    k.renumber();
+    return l;
+  }, py::arg("program"), py::arg("stages") = 1);
+}

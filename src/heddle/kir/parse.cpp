@@ -1,0 +1,72 @@
+// A small parser for index expressions ("(i + 1) % 4", "N - 3") used by hand-built test kernels.
+#include <cctype>
+
+#include "heddle/ir/errors.h"
+#include "heddle/kir/expr.h"
+
+namespace heddle::kir {
+
+namespace {
+struct Parser {
+  const std::string& s;
+  size_t i = 0;
+  void ws() { while (i < s.size() && std::isspace((unsigned char)s[i])) ++i; }
+  [[noreturn]] void bad(const char* what) { fail<HeddleError>("index expression '", s, "': ", what, " at ", i); }
+  IExpr primary() {
+    ws();
+    if (i < s.size() && s[i] == '(') {
+      ++i;
+      IExpr e = sum();
+      ws();
+      if (i >= s.size() || s[i] != ')') bad("missing ')'");
+      ++i;
+      return e;
+    }
+    if (i < s.size() && std::isdigit((unsigned char)s[i])) {
+      int64_t v = 0;
+      while (i < s.size() && std::isdigit((unsigned char)s[i])) v = v * 10 + (s[i++] - '0');
+      return IExpr(v);
+    }
+    if (i < s.size() && (std::isalpha((unsigned char)s[i]) || s[i] == '_')) {
+      size_t b = i;
+      while (i < s.size() && (std::isalnum((unsigned char)s[i]) || s[i] == '_')) ++i;
+      return IExpr::var(s.substr(b, i - b));
+    }
+    bad("expected a number, a name or '('");
+  }
+  IExpr product() {
+    IExpr e = primary();
+    for (;;) {
+      ws();
+      if (i >= s.size()) return e;
+      char c = s[i];
+      if (c != '*' && c != '/' && c != '%') return e;
+      ++i;
+      IExpr r = primary();
+      e = c == '*' ? e * r : c == '/' ? e / r : e % r;
+    }
+  }
+  IExpr sum() {
+    IExpr e = product();
+    for (;;) {
+      ws();
+      if (i >= s.size()) return e;
+      char c = s[i];
+      if (c != '+' && c != '-') return e;
+      ++i;
+      IExpr r = product();
+      e = c == '+' ? e + r : e - r;
+    }
+  }
+};
+}  // namespace
+
+IExpr parseIExpr(const std::string& text) {
+  Parser p{text};
+  IExpr e = p.sum();
+  p.ws();
+  if (p.i != text.size()) p.bad("unexpected character");
+  return e;
+}
+
+}  // namespace heddle::kir
