@@ -21,19 +21,17 @@ import pytest
 def _load_extension():
     try:
         return importlib.import_module("heddle._C")
-    except ImportError:
-        raise
-    except Exception:
+    except Exception as package_error:
         # heddle/__init__.py failed (package in flux): load only the extension module.
         spec = importlib.util.find_spec("heddle")
         for location in (spec.submodule_search_locations or []) if spec else []:
             for path in glob.glob(os.path.join(location, "_C*.so")):
                 ext = importlib.util.spec_from_file_location("heddle._C", path)
                 mod = importlib.util.module_from_spec(ext)
-                ext.loader.exec_module(mod)
+                ext.loader.exec_module(mod)  # a broken extension raises here, with its own error
                 sys.modules["heddle._C"] = mod
                 return mod
-        raise
+        raise package_error
 
 
 C = _load_extension()
@@ -110,3 +108,24 @@ def run_python_with_C(code, env_updates=None, env_remove=()):
     env.update(env_updates or {})
     return subprocess.run([sys.executable, "-c", prelude + code], env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+def gpu_unavailable_reason():
+    try:
+        import torch
+    except Exception as e:  # pragma: no cover
+        return f"torch not importable: {e}"
+    if not torch.cuda.is_available():
+        return "no CUDA device visible to torch"
+    if not rt.driver_available():
+        return rt.driver_unavailable_reason()
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            reason = reason or gpu_unavailable_reason() or ""
+            if reason:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU: " + reason))

@@ -143,6 +143,17 @@ def test_user_headers_are_includable():
 
 
 @requires_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_100a"])
+def test_embedded_device_headers_compile(arch):
+    names = rt.embedded_header_names()
+    if not names:
+        pytest.skip("no device headers embedded in this build")
+    assert all(n.startswith("heddle/") and n.endswith(".cuh") for n in names)
+    src = "".join(f'#include "{n}"\n' for n in names) + 'extern "C" __global__ void k(int* p) { *p = 1; }\n'
+    assert compile_fresh(src, "headers.cu", arch).cubin[:4] == b"\x7fELF"
+
+
+@requires_nvrtc
 def test_compile_error_carries_diagnostic_and_numbered_source():
     src = "\n".join(["// line %d" % i for i in range(1, 30)] +
                     ['extern "C" __global__ void broken(float* x) { x[0] = undefined_thing; }'])

@@ -191,7 +191,6 @@ void copy_sync(void* dst, const void* src, int bytes) {
   std::memcpy(tmp, src, bytes);
   land(static_cast<char*>(dst), tmp, bytes);
   ++S().stats.sync_copies;
-  if (bytes == 16) log_store(dst);
 }
 
 void zero_sync(void* dst, int bytes) {
@@ -207,6 +206,60 @@ void zero_sync(void* dst, int bytes) {
 
 namespace {
 
+// Coroutine switch. glibc swapcontext makes a sigprocmask system call per switch, which dominates
+// the run time (a collective costs 64 switches), so x86-64 uses a minimal switch of the SysV
+// callee-saved registers; other hosts fall back to ucontext.
+#if defined(__x86_64__) && !defined(HEDDLE_EMU_UCONTEXT)
+extern "C" void heddle_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .globl heddle_emu_switch
+  .type heddle_emu_switch, @function
+heddle_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size heddle_emu_switch, .-heddle_emu_switch
+)");
+
+struct Ctx {
+  void* sp = nullptr;
+};
+void ctx_init(Ctx& c, std::vector<char>& stack, void (*entry)()) {
+  std::uintptr_t top = reinterpret_cast<std::uintptr_t>(stack.data() + stack.size()) & ~std::uintptr_t(15);
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;                                 // keeps rsp % 16 == 8 at entry, like a call
+  *--sp = reinterpret_cast<void*>(entry);          // popped by ret
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;     // rbp rbx r12..r15
+  c.sp = sp;
+}
+void ctx_switch(Ctx& from, Ctx& to) { heddle_emu_switch(&from.sp, to.sp); }
+#else
+struct Ctx {
+  ucontext_t uc;
+};
+void ctx_init(Ctx& c, std::vector<char>& stack, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack.data();
+  c.uc.uc_stack.ss_size = stack.size();
+  c.uc.uc_link = nullptr;  // lane_entry never returns
+  makecontext(&c.uc, entry, 0);
+}
+void ctx_switch(Ctx& from, Ctx& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
 enum class Op { None, Ldmatrix, Mma, Done };
 
 struct Post {
@@ -220,8 +273,8 @@ struct Post {
 };
 
 struct Warp {
-  ucontext_t sched;
-  ucontext_t ctx[32];
+  Ctx sched;
+  Ctx ctx[32];
   std::vector<char> stack[32];
   Post post[32];
   int cur = -1;
@@ -234,7 +287,9 @@ void lane_entry() {
   Warp* w = g_warp;
   int lane = w->cur;
   (*w->body)(lane);
-  w->post[lane].op = Op::Done;  // returns to uc_link = sched
+  w->post[lane].op = Op::Done;
+  ctx_switch(w->ctx[lane], w->sched);  // never resumed
+  std::abort();
 }
 
 Warp& need_warp(const char* op) {
@@ -244,7 +299,7 @@ Warp& need_warp(const char* op) {
 
 void yield(Warp& w) {
   int lane = w.cur;
-  swapcontext(&w.ctx[lane], &w.sched);
+  ctx_switch(w.ctx[lane], w.sched);
 }
 
 unsigned short u16_at(const char* p, int idx) {
@@ -349,23 +404,21 @@ void mma_m16n8k16(float* d, const unsigned* a, const unsigned* b, bool bf16) {
 
 void run_warp(const std::function<void(int)>& body) {
   if (g_warp) die("run_warp: nested warps");
-  Warp* w = new Warp();
+  static Warp* pool = new Warp();  // stacks reused: allocating 32 fresh stacks per warp is slow
+  Warp* w = pool;
   w->body = &body;
   g_warp = w;
   for (int l = 0; l < 32; ++l) {
-    w->stack[l].resize(256 * 1024);
-    getcontext(&w->ctx[l]);
-    w->ctx[l].uc_stack.ss_sp = w->stack[l].data();
-    w->ctx[l].uc_stack.ss_size = w->stack[l].size();
-    w->ctx[l].uc_link = &w->sched;
-    makecontext(&w->ctx[l], lane_entry, 0);
+    if (w->stack[l].empty()) w->stack[l].resize(128 * 1024);
+    w->post[l] = Post();
+    ctx_init(w->ctx[l], w->stack[l], lane_entry);
   }
   for (;;) {
     for (int l = 0; l < 32; ++l) {
       if (w->post[l].op == Op::Done) continue;
       w->post[l].op = Op::None;
       w->cur = l;
-      swapcontext(&w->sched, &w->ctx[l]);
+      ctx_switch(w->sched, w->ctx[l]);
       w->cur = -1;
       if (w->post[l].op == Op::None) die("lane %d stopped without reaching a collective", l);
     }
@@ -381,7 +434,6 @@ void run_warp(const std::function<void(int)>& body) {
     else resolve_mma(*w);
   }
   g_warp = nullptr;
-  delete w;
 }
 
 }  // namespace emu

@@ -48,8 +48,10 @@ unsigned writes_at(const void* p);
 void reset_writes(const void* p, std::size_t bytes);
 // Number of cp.async copies issued and not yet landed, over all threads.
 long pending_copies();
-// Check the 16-byte stores logged since the last call: for each per-thread issue index, the
-// stores of 8 consecutive threads (a quarter warp) must hit 8 distinct bank groups. Adds the
+// Check the 16-byte cp.async stores logged since the last call: for each per-thread issue index,
+// the stores of 8 consecutive threads (a quarter warp) must hit 8 distinct bank groups. (Sync
+// copies use the same chunk mapping but are not logged: their edge chunks are split into
+// element stores, which would misalign the per-thread issue index.) Adds the
 // conflicts found to stats().store_conflicts and clears the log.
 void check_store_conflicts();
 Stats& stats();

@@ -136,6 +136,11 @@ void bindCompile(py::module_& rt) {
       py::arg("lineinfo") = false, py::arg("max_registers") = 0,
       py::arg("headers") = std::map<std::string, std::string>{},
       "Compile CUDA source with NVRTC (through the kernel cache). Embedded heddle/*.cuh headers are available.");
+  rt.def("embedded_header_names", [] {
+    std::vector<std::string> names;
+    for (const auto& [name, text] : heddle::embeddedHeaders()) names.push_back(name);
+    return names;
+  }, "Device headers kernels can #include (\"heddle/<file>.cuh\").");
   rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
 }
 

@@ -176,6 +176,7 @@ std::vector<Access> accessesOf(const Node& n);
 struct SyncReason {
   std::string hazards;    // "RAW sA (cp.async -> mma), WAR sA (mma -> cp.async)"
   std::string producer, consumer;  // node descriptions
+  std::vector<std::string> pairs;  // "RAW sA: <producer> -> <consumer>", one per distinct hazard
   std::string buffer;     // buffer name(s)
   std::string stage;      // stage expression(s)
   std::string mechanism;  // why this mechanism and argument

@@ -23,10 +23,9 @@ static void walkWhere(const kir::Block& b, const std::string& where, const kir::
     std::string next = i + 1 < b.stmts.size() ? kir::describe(*b.stmts[i + 1]) : "end of block";
     os << "[" << count++ << "] " << kir::describe(s) << "   in " << where << ", before: " << next << "\n"
        << "    orders:    " << r.hazards << "\n"
-       << "    producer:  " << r.producer << "\n"
-       << "    consumer:  " << r.consumer << "\n"
-       << "    buffer:    " << r.buffer << "   stage: " << r.stage << "\n"
-       << "    why:       " << r.mechanism << "\n";
+       << "    buffer:    " << r.buffer << "   stage: " << r.stage << "\n";
+    for (auto& p : r.pairs) os << "    hazard:    " << p << "\n";
+    os << "    why:       " << r.mechanism << "\n";
   }
 }
 

@@ -72,7 +72,12 @@ std::set<int> chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     std::vector<int> cand;
     for (int p = 0; p < (int)ha.points.size(); ++p)
       if (ha.hazards[open].latestInstance[p] >= 0 && !cur.count(p)) cand.push_back(p);
-    std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) { return cost(a) < cost(b); });
+    // cheapest first; among equals the earliest instance (a barrier closing an iteration rather than
+    // opening the next one), which also lets following async copies issue as early as possible
+    std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) {
+      if (cost(a) != cost(b)) return cost(a) < cost(b);
+      return ha.hazards[open].latestInstance[a] < ha.hazards[open].latestInstance[b];
+    });
     for (int p : cand) {
       cur.insert(p);
       search(c + cost(p), depth + 1);
@@ -157,9 +162,11 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
 }
 
 std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
-  std::set<std::string> kinds, bufs, stages, prods, cons;
+  std::set<std::string> kinds, bufs, stages, prods, cons, pairs;
   for (int h : hs) {
     auto& z = ha.hazards[h];
+    pairs.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer + ": " + kir::describe(*z.producer) + "  ->  " +
+                 kir::describe(*z.consumer));
     kinds.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer);
     bufs.insert(z.buffer);
     stages.insert(z.stageExpr);
@@ -180,6 +187,7 @@ std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir
   r.stage = join(stages);
   r.producer = join(prods, 3);
   r.consumer = join(cons, 3);
+  r.pairs.assign(pairs.begin(), pairs.end());
   return r.hazards;
 }
 

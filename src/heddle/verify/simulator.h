@@ -1,0 +1,58 @@
+// CPU simulator of the kernel IR: runs one or more CTAs of a kernel thread by thread under an
+// explicit (adversarial or seeded random) schedule, with real data, and reports
+//   races         conflicting shared/global accesses of different threads not ordered by
+//                 happens-before (program order, block barriers, retired cp.async groups)
+//   deadlocks     every live thread blocked (a barrier some threads never reach, threads waiting
+//                 at different barriers, the step limit)
+//   async misuse  reads/writes of cp.async results before the wait_group that retires them
+//   mismatches    output elements that differ from a reference (numbers), or reads that see a
+//                 different write than program order says (hand-built kernels)
+// See docs/verification.md for what is and is not modelled.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "heddle/kir/kir.h"
+
+namespace heddle::verify {
+
+enum class Schedule { Adversarial, Random };
+const char* scheduleName(Schedule s);
+Schedule scheduleFromName(const std::string& s);
+
+struct SimOptions {
+  Schedule schedule = Schedule::Adversarial;
+  uint64_t seed = 0;
+  int64_t maxSteps = 50'000'000;                 // all CTAs together; beyond it: reported as a hang
+  std::vector<std::array<int64_t, 3>> ctas;      // (x, y, z) block indices; empty = the whole grid
+  int maxReportsPerKind = 12;                    // distinct messages kept per list
+  bool stopAtFirstError = false;                 // mutation runs: any finding kills the mutant
+  double atol = -1, rtol = -1;                   // < 0: chosen by the output dtype
+  int warpSize = 32;
+};
+
+struct SimInputs {
+  std::map<std::string, int64_t> scalars;             // M, N, K, lda, ldb, ldd, strides, batch
+  std::map<std::string, std::vector<float>> tensors;  // by kernel param name (A, B, E_bias): storage
+                                                      // from the tensor's first element, as float
+  std::vector<float> reference;                       // optional: D in the output's layout
+};
+
+struct SimResult {
+  std::vector<std::string> races, deadlocks, asyncMisuse, mismatches;
+  std::vector<float> output;      // D as simulated (NaN where no simulated CTA wrote)
+  int64_t steps = 0;
+  int ctas = 0;
+  int64_t findings = 0;           // all findings, before de-duplication
+  std::string schedule;           // "adversarial" | "random(seed=7)"
+  bool ok() const { return races.empty() && deadlocks.empty() && asyncMisuse.empty() && mismatches.empty(); }
+  std::string report() const;
+};
+
+SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& opt);
+
+}  // namespace heddle::verify
