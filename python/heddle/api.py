@@ -138,6 +138,9 @@ def _register_op(fm: FusedMatmul):
 
 
 def fused_matmul_op(spec: MatmulSpec) -> FusedMatmul:
+    fm = _ops.get(spec)
+    if fm is not None:
+        return fm
     with _ops_lock:
         fm = _ops.get(spec)
         if fm is None:
@@ -167,13 +170,22 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     kb = b.shape[-1] if trans_b else b.shape[-2]
     if k != kb:
         raise InputError(f"heddle.matmul: a gives K={k} but b gives K={kb}")
-    spec = MatmulSpec(
-        dtype=_DT[a.dtype], batched=a.dim() == 3, batched_b=b.dim() == 3, k=int(k), n=int(n),
-        trans_a=trans_a, trans_b=trans_b,
-        bias=None if bias is None else (_DT[bias.dtype], bias.dim()),
-        residual=None if residual is None else (_DT[residual.dtype], residual.dim()),
-        activation=activation, alpha=None if alpha is None else float(alpha),
-        out_dtype=_DT[out_dtype or a.dtype])
-    fm = fused_matmul_op(spec)
+    name = _op_name(_DT[a.dtype], a.dim() == 3, b.dim() == 3, int(k), int(n), trans_a, trans_b,
+                    None if bias is None else _DT[bias.dtype], 0 if bias is None else bias.dim(),
+                    None if residual is None else _DT[residual.dtype], 0 if residual is None else residual.dim(),
+                    activation, None if alpha is None else float(alpha), _DT[out_dtype or a.dtype])
     args = [a, b] + [t for t in (bias, residual) if t is not None]
-    return fm.op(*args)
+    return getattr(torch.ops.heddle, name)(*args)
+
+
+@torch.compiler.assume_constant_result
+def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
+             activation, alpha, out_dtype) -> str:
+    """Registers the op for this signature on first use; under torch.compile it runs once at trace
+    time and the name is a constant of the graph."""
+    spec = MatmulSpec(dtype=dtype, batched=batched, batched_b=batched_b, k=k, n=n, trans_a=trans_a,
+                      trans_b=trans_b, bias=None if bias_dt is None else (bias_dt, bias_rank),
+                      residual=None if res_dt is None else (res_dt, res_rank), activation=activation,
+                      alpha=alpha, out_dtype=out_dtype)
+    fused_matmul_op(spec)
+    return spec.op_name()

@@ -182,6 +182,12 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     wm = 1;
     wn = 4;
   }
+  auto* mmExpr = mm->definition;
+  auto existing = f.cachesOf(mmExpr->inputs[0]);
+  if (!existing.empty() && existing[0]->loadKind == LoadKind::Plain) {
+    // synchronous copies hold their data in registers on the way: halve the accumulator tile
+    bm = 64;
+  }
   if (hints.k >= 0 && hints.k < (int64_t)bk * stages) stages = std::max<int>(2, (int)((hints.k + bk - 1) / bk));
   initLoopDomain(f, mm);
   split(mm, "m", bm);
