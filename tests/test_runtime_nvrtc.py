@@ -140,6 +140,12 @@ def test_user_headers_are_includable():
     src = '#include "my/scale.cuh"\nextern "C" __global__ void k(float* x) { x[0] = scale(x[0]); }\n'
     r = compile_fresh(src, "k.cu", "sm_80", headers=headers)
     assert r.cubin[:4] == b"\x7fELF"
+    # an error inside a header is shown from that header
+    broken = {"my/scale.cuh": "#pragma once\n__device__ inline float scale(float v) { return nope; }\n"}
+    with pytest.raises(heddle_error("CompileError")) as info:
+        compile_fresh(src, "k.cu", "sm_80", headers=broken)
+    assert "--- my/scale.cuh lines 1-2 of 2 ---" in str(info.value)
+    assert ">>    2 | __device__ inline float scale" in str(info.value)
 
 
 @requires_nvrtc
