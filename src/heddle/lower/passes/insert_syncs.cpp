@@ -208,11 +208,16 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   assignSameThreadWaits(ha, plan);
 
   // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
-  std::map<kir::Block*, std::vector<int>> byBlock;
+  // (keyed by the block's first point id, not its address, so the output is deterministic)
+  std::map<int, std::vector<int>> byBlock;
   std::set<int> all(plan.barriers.begin(), plan.barriers.end());
   for (auto& [p, w] : plan.wait) all.insert(p);
-  for (int p : all) byBlock[ha.points[p].block].push_back(p);
-  for (auto& [blk, ps] : byBlock) {
+  std::map<const kir::Block*, int> firstPoint;
+  for (int p = (int)ha.points.size() - 1; p >= 0; --p)
+    if (ha.points[p].index == 0) firstPoint[ha.points[p].block] = p;
+  for (int p : all) byBlock[firstPoint.at(ha.points[p].block)].push_back(p);
+  for (auto& [first, ps] : byBlock) {
+    kir::Block* blk = ha.points[first].block;
     std::sort(ps.begin(), ps.end(), [&](int a, int b) { return ha.points[a].index > ha.points[b].index; });
     for (int p : ps) {
       std::vector<kir::NodePtr> ins;
@@ -247,6 +252,16 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
                         std::make_move_iterator(ins.end()));
     }
   }
+  // number the reasons in program order
+  std::vector<kir::SyncReason> ordered;
+  kir::walkMut(k.body, [&](kir::Node& n) {
+    if (n.kind != kir::NodeKind::Sync) return;
+    auto& sy = static_cast<kir::Sync&>(n);
+    if (sy.reason < 0) return;
+    ordered.push_back(k.syncPlan.entries[sy.reason]);
+    sy.reason = (int)ordered.size() - 1;
+  });
+  k.syncPlan.entries = std::move(ordered);
   // summary
   int perMain = 0;
   kir::walk(k.body, [&](const kir::Node& n) {
