@@ -5,6 +5,7 @@
 //   stmt    := ("loop", var, start, stop, stage, [stmt...])   stage: serial|prologue|main|epilogue
 //            | ("write" | "read", buffer, stage_expr, mapping[, async])
 //            | ("commit",) | ("barrier",) | ("wait", n)
+//            | ("buffer", name, bytes_per_stage[, align])       declare before use (default 128 B, align 16)
 // Expressions are strings or ints ("(i + 1) % 2", "N - 1"); N is the trip-count variable.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -62,6 +63,14 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       a->async = t.size() > 4 && t[4].cast<bool>();
       a->iter = loopVar.empty() ? kir::IExpr(0) : kir::IExpr::var(loopVar);
       a->label = op + " " + name;
+    } else if (op == "buffer") {
+      auto nb = std::make_unique<kir::Buffer>();
+      nb->name = t[1].cast<std::string>();
+      nb->stages = stages;
+      nb->rows = 1;
+      nb->cols = (int)(t[2].cast<int64_t>() / 2);
+      nb->align = t.size() > 3 ? t[3].cast<int>() : 16;
+      k.addBuffer(std::move(nb));
     } else if (op == "commit") {
       b.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
     } else if (op == "barrier") {
@@ -77,7 +86,7 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
 }  // namespace
 
 void bindLab(py::module_& m) {
-  m.def("sync_lab", [](const py::list& prog, int stages) {
+  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem) {
     auto l = std::make_shared<Lowered>();
     static Fusion emptyFusion;
     l->ctx.reset(new LowerContext{emptyFusion, targetInfo("sm_80"), {}, {}, {}, {}});
@@ -86,8 +95,9 @@ void bindLab(py::module_& m) {
     k.launch.threads = 128;
     build(k, k.body, prog, stages, "");
     k.renumber();
+    if (planSmem) passes::planSmem(*l->ctx);
     passes::planSyncs(k, "N", 1, stages);
     k.renumber();
     return l;
-  }, py::arg("program"), py::arg("stages") = 1);
+  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false);
 }

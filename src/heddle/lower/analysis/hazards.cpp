@@ -185,21 +185,52 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
       r.hazards.push_back(std::move(h));
     };
 
-    std::map<std::pair<const kir::Buffer*, int64_t>, int> lastWrite;
-    std::map<std::pair<const kir::Buffer*, int64_t>, std::vector<int>> readsSince;
+    // Hazards are found on byte ranges, not buffer names, so buffers that the smem planner made share
+    // bytes (aliasing of dead buffers) conflict like one buffer does. Unplanned buffers get a range
+    // of their own.
+    struct Region {
+      int64_t lo, hi;
+      int lastWrite = -1;
+      std::vector<int> reads;
+    };
+    std::vector<Region> regions;
+    std::map<const kir::Buffer*, int64_t> pseudo;
+    auto rangeOf = [&](const DynAccess& a) {
+      const kir::Buffer* b = a.acc.buf;
+      int64_t per = std::max<int64_t>(1, b->bytesPerStage());
+      int64_t base = b->offset;
+      if (base < 0) {
+        auto it = pseudo.find(b);
+        if (it == pseudo.end()) it = pseudo.emplace(b, (int64_t(pseudo.size()) + 1) << 40).first;
+        base = it->second;
+      }
+      return std::make_pair(base + a.stage * per, base + (a.stage + 1) * per);
+    };
     for (int ai = 0; ai < (int)t.accesses.size(); ++ai) {
       auto& a = t.accesses[ai];
-      auto key = std::make_pair((const kir::Buffer*)a.acc.buf, a.stage);
-      auto lw = lastWrite.find(key);
-      if (!a.acc.write) {
-        if (lw != lastWrite.end()) addHazard(Hazard::RAW, t.accesses[lw->second], a);
-        readsSince[key].push_back(ai);
-      } else {
-        auto& reads = readsSince[key];
-        for (int rd : reads) addHazard(Hazard::WAR, t.accesses[rd], a);
-        if (reads.empty() && lw != lastWrite.end()) addHazard(Hazard::WAW, t.accesses[lw->second], a);
-        reads.clear();
-        lastWrite[key] = ai;
+      auto [lo, hi] = rangeOf(a);
+      bool exact = false;
+      for (auto& g : regions) {
+        if (g.hi <= lo || hi <= g.lo) continue;
+        bool inside = lo <= g.lo && g.hi <= hi;
+        exact |= g.lo == lo && g.hi == hi;
+        if (!a.acc.write) {
+          if (g.lastWrite >= 0) addHazard(Hazard::RAW, t.accesses[g.lastWrite], a);
+          if (g.lo == lo && g.hi == hi) g.reads.push_back(ai);
+        } else {
+          for (int rd : g.reads) addHazard(Hazard::WAR, t.accesses[rd], a);
+          if (g.reads.empty() && g.lastWrite >= 0) addHazard(Hazard::WAW, t.accesses[g.lastWrite], a);
+          if (inside) {  // fully overwritten: its history ends here
+            g.reads.clear();
+            g.lastWrite = ai;
+          }
+        }
+      }
+      if (!exact) {
+        Region g{lo, hi};
+        if (a.acc.write) g.lastWrite = ai;
+        else g.reads.push_back(ai);
+        regions.push_back(g);
       }
     }
   }

@@ -35,7 +35,7 @@ void planSmem(LowerContext& c) {
     std::string aliasOf;
     int64_t off = -1;
     for (auto& p : placed)  // reuse a dead buffer's bytes when they fit
-      if ((p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes) {
+      if ((p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes && p.off % b->align == 0) {
         bool clash = false;
         for (auto& q : placed)
           if (q.b != p.b && q.off < p.off + bytes && p.off < q.end && !(q.last < lt.first || lt.second < q.first))
@@ -56,10 +56,16 @@ void planSmem(LowerContext& c) {
     std::ostringstream os;
     for (auto& s : k.smemPlan.slots) os << "\n  " << s.buffer << ": " << s.bytes << " bytes";
     auto& t = c.tiling;
+    std::ostringstream advice;
+    if (t.stages > 1)
+      advice << "\nuse fewer stages (circular_buffer stages=" << t.stages << " -> " << std::max(2, t.stages - 1)
+             << ") or a smaller tile (" << t.bm << "x" << t.bn << "x" << t.bk << ")";
+    else if (t.bm)
+      advice << "\nuse a smaller tile (" << t.bm << "x" << t.bn << "x" << t.bk << ")";
+    else
+      advice << "\nshrink the largest buffers";
     fail<ScheduleError>("shared memory: the kernel needs ", top, " bytes but ", c.target.name, " allows ",
-                        c.target.smemLimit, " per block:", os.str(), "\nuse fewer stages (circular_buffer stages=",
-                        t.stages, " -> ", std::max(2, t.stages - 1), ") or a smaller tile (", t.bm, "x", t.bn, "x",
-                        t.bk, ")");
+                        c.target.smemLimit, " per block:", os.str(), advice.str());
   }
 }
 
