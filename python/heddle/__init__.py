@@ -13,11 +13,15 @@ sync plan, compiled at run time with NVRTC.
 """
 from . import _C
 from . import ops
+from . import verify
 from .api import matmul
 from .errors import CompileError, HeddleError, InputError, RuntimeUnavailable, ScheduleError
 from .fusion import Fusion, Tensor
 from .kernel import Kernel
-from .runtime import gpu_available, nvrtc_available
+from .verify import simulate
+from .runtime import ensure_search_dirs, gpu_available, nvrtc_available
+
+ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
 
 __version__ = "0.1.0"
 
@@ -26,7 +30,7 @@ target_info = _C.target_info
 pass_names = _C.pass_names
 
 __all__ = [
-    "Fusion", "Tensor", "Kernel", "matmul", "ops",
+    "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "verify",
     "HeddleError", "ScheduleError", "InputError", "CompileError", "RuntimeUnavailable",
     "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",
 ]

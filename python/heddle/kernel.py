@@ -117,19 +117,10 @@ class Kernel:
     def _launch(self, tensors, env):
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
-        mm = self.fusion.exprs()
-        mexpr = next(e for e in mm if e["op"] == "matmul")
-        a, b = by_name[mexpr["inputs"][0]], by_name[mexpr["inputs"][1]]
-        ta, tb = mexpr["trans_a"], mexpr["trans_b"]
-        M = a.shape[-1] if ta else a.shape[-2]
-        K = a.shape[-2] if ta else a.shape[-1]
-        N = b.shape[-2] if tb else b.shape[-1]
-        batched = a.dim() == 3
-        batch = a.shape[0] if batched else 1
-        for nm, t, vec in ((mexpr["inputs"][0], a, self.vec[0]), (mexpr["inputs"][1], b, self.vec[1])):
-            if t.stride(-1) != 1:
-                raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
-                                 "contiguously — call .contiguous() or declare the operand transposed (trans_a/trans_b)")
+        g = matmul_geometry(self.fusion, by_name)
+        a, b, M, N, K, batch = g.a, g.b, g.M, g.N, g.K, g.batch
+        batched = g.batched
+        for nm, t, vec in ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
             ld = t.stride(-2)
             if ld % vec or t.data_ptr() % (vec * t.element_size()):
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
@@ -166,6 +157,33 @@ class Kernel:
         stream = torch.cuda.current_stream(a.device).cuda_stream
         self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
         return out
+
+
+class MatmulGeometry:
+    """Sizes of a fusion's matmul read off its operand tensors (shared by launch and simulation)."""
+
+    def __init__(self, fusion, by_name):
+        mexpr = next(e for e in fusion.exprs() if e["op"] == "matmul")
+        self.a_name, self.b_name = mexpr["inputs"]
+        self.a, self.b = by_name[self.a_name], by_name[self.b_name]
+        ta, tb = mexpr["trans_a"], mexpr["trans_b"]
+        a, b = self.a, self.b
+        self.M = a.shape[-1] if ta else a.shape[-2]
+        self.K = a.shape[-2] if ta else a.shape[-1]
+        self.N = b.shape[-2] if tb else b.shape[-1]
+        self.batched = a.dim() == 3
+        self.batch = a.shape[0] if self.batched else 1
+        self.out_shape = (self.batch, self.M, self.N) if self.batched else (self.M, self.N)
+        self.env = {"M": self.M, "N": self.N, "K": self.K, "batch": self.batch}
+        for nm, t in ((self.a_name, a), (self.b_name, b)):
+            if t.stride(-1) != 1:
+                raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
+                                 "contiguously — call .contiguous() or declare the operand transposed "
+                                 "(trans_a/trans_b)")
+
+
+def matmul_geometry(fusion, by_name) -> MatmulGeometry:
+    return MatmulGeometry(fusion, by_name)
 
 
 def _vec_for(t) -> int:

@@ -5,6 +5,9 @@
 //       f16/bf16 conversions (every f16 value and a binary32 sweep against the compiler's
 //       _Float16 / an exact double reference), SmemTile swizzle (bijection, 16-byte chunks kept
 //       contiguous and aligned, ldmatrix phases conflict-free) for many tile shapes, activations.
+//   mma_emu expect-error SCENARIO
+//       a deliberately wrong use (divergent or non-uniform collective, misaligned ldmatrix,
+//       out-of-bounds or oversized cp.async); the emulator must abort with exit code 2.
 //   mma_emu run DTYPE ALAYOUT BLAYOUT CFG COPY M N K [SEED]
 //       DTYPE f16|bf16, ALAYOUT k|m, BLAYOUT k|n, CFG e.g. 64x64x32_2x2, COPY async8|async4|
 //       async2|sync8|sync1. Runs a whole ragged GEMM C = A*B through the device code: every CTA of
@@ -55,12 +58,37 @@ static float bitsf(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
 
 // ---- selftest ---------------------------------------------------------------------------------
 
-static unsigned short ref_f16(float x) {
+// Exact RNE to binary16 through double: the value f16(x) must take (inf past 65504 + half ulp).
+static double ref_f16_value(float x) {
+  double a = std::fabs((double)x);
+  if (a == 0) return x;
+  int ex;
+  std::frexp(a, &ex);                       // a = m * 2^ex, m in [0.5, 1)
+  int e = ex - 1 < -14 ? -14 : ex - 1;      // exponent of the binade (subnormals share -14)
+  double ulp = std::ldexp(1.0, e - 10);
+  double v = std::nearbyint(a / ulp) * ulp;  // default rounding: ties to even
+  if (v >= 65536.0) v = INFINITY;
+  return x < 0 ? -v : v;
+}
+
+#ifdef __FLT16_MAX__
+static bool have_compiler_f16() { return true; }
+static unsigned short compiler_f16(float x) {
   _Float16 h = (_Float16)x;
   unsigned short b;
   std::memcpy(&b, &h, 2);
   return b;
 }
+static float compiler_f16_to_float(unsigned short b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return (float)h;
+}
+#else
+static bool have_compiler_f16() { return false; }
+static unsigned short compiler_f16(float) { return 0; }
+static float compiler_f16_to_float(unsigned short) { return 0; }
+#endif
 
 static unsigned short ref_bf16(float x) {  // exact RNE via double, overflow as if unbounded
   unsigned u = fbits(x);
@@ -76,20 +104,30 @@ static unsigned short ref_bf16(float x) {  // exact RNE via double, overflow as 
 }
 
 static void selftest_conversions() {
+  const bool cf16 = have_compiler_f16();
   for (unsigned h = 0; h < 65536; ++h) {
-    _Float16 hf;
     unsigned short hb = (unsigned short)h;
-    std::memcpy(&hf, &hb, 2);
-    float ref = (float)hf, got = to_float(f16{hb});
-    CHECK((std::isnan(ref) && std::isnan(got)) || fbits(ref) == fbits(got), "to_float(f16 %04x)", h);
-    if (!std::isnan(ref)) CHECK(from_float<f16>(got).bits == hb, "f16 round trip %04x", h);
+    float got = to_float(f16{hb});
+    bool is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+    if (cf16) {
+      float ref = compiler_f16_to_float(hb);
+      CHECK((std::isnan(ref) && std::isnan(got)) || fbits(ref) == fbits(got), "to_float(f16 %04x)", h);
+    }
+    CHECK(is_nan == std::isnan(got), "to_float(f16 %04x) NaN-ness", h);
+    if (!is_nan) CHECK(from_float<f16>(got).bits == hb, "f16 round trip %04x", h);
     CHECK(fbits(to_float(bf16{hb})) == (h << 16), "to_float(bf16 %04x)", h);
   }
-  auto one = [](unsigned u) {
+  auto one = [cf16](unsigned u) {
     float x = bitsf(u);
-    unsigned short g16 = from_float<f16>(x).bits, r16 = ref_f16(x);
+    unsigned short g16 = from_float<f16>(x).bits;
     bool nan16 = (g16 & 0x7c00) == 0x7c00 && (g16 & 0x3ff);
-    CHECK(std::isnan(x) ? nan16 : g16 == r16, "from_float<f16>(%08x): %04x vs %04x", u, g16, r16);
+    if (std::isnan(x)) {
+      CHECK(nan16, "from_float<f16>(NaN %08x) = %04x", u, g16);
+    } else {
+      double want = ref_f16_value(x), gotv = to_float(f16{g16});
+      CHECK(gotv == want && std::signbit(gotv) == std::signbit(want), "from_float<f16>(%08x) = %04x (%.9g), want %.9g", u, g16, gotv, want);
+      if (cf16) CHECK(g16 == compiler_f16(x), "from_float<f16>(%08x) = %04x, _Float16 gives %04x", u, g16, compiler_f16(x));
+    }
     unsigned short gb = from_float<bf16>(x).bits, rb = ref_bf16(x);
     bool nanb = (gb & 0x7f80) == 0x7f80 && (gb & 0x7f);
     CHECK(std::isnan(x) ? nanb : gb == rb, "from_float<bf16>(%08x): %04x vs %04x", u, gb, rb);
@@ -97,14 +135,13 @@ static void selftest_conversions() {
   for (unsigned long long u = 0; u < (1ull << 32); u += 1021) one((unsigned)u);
   // every tie / near-tie around each f16 and bf16 value (and its negation)
   for (unsigned h = 0; h < 65536; ++h) {
-    _Float16 hf;
-    unsigned short hb = (unsigned short)h;
-    std::memcpy(&hf, &hb, 2);
-    unsigned u = fbits((float)hf);
+    unsigned u = fbits(to_float(f16{(unsigned short)h}));
     for (int d = -2; d <= 2; ++d) one(u + 0x1000 + d), one(u - 0x1000 + d);
     unsigned b = h << 16;
     for (int d = -2; d <= 2; ++d) one(b + 0x8000 + d), one(b + d);
   }
+  // subnormal f16 ties: k * 2^-25 for odd k are exact ties between neighbours
+  for (int k = 1; k < 4096; k += 2) one(fbits((float)std::ldexp((double)k, -25)));
   CHECK(from_float<f16>(65519.0f).bits == 0x7bff && from_float<f16>(65520.0f).bits == 0x7c00, "f16 overflow");
   CHECK(fbits(from_float<float>(1.25f)) == fbits(1.25f) && to_float(2.5f) == 2.5f, "float identity");
 }
@@ -316,6 +353,44 @@ static int run_case(int M, int N, int K, std::uint64_t seed, const char* label) 
   return g_fail ? 1 : 0;
 }
 
+// ---- emulator guard rails: each scenario must make the emulator abort (exit code 2) -------------
+
+static int expect_error(const std::string& kind) {
+  alignas(128) static char smem[4096];
+  alignas(16) static f16 g[64];
+  emu::set_shared_arena(smem, sizeof smem);
+  emu::add_global(g, 120);  // the last 8 bytes of g are not part of the "global" buffer
+  emu::set_thread(0, 32);
+  if (kind == "divergence")  // half the warp skips a collective
+    emu::run_warp([&](int lane) {
+      unsigned r[4];
+      if (lane < 16) detail::ldmatrix<4, false>(r, detail::smem_addr(smem + 16 * lane));
+    });
+  else if (kind == "nonuniform")  // lanes disagree on .trans
+    emu::run_warp([&](int lane) {
+      unsigned r[4];
+      if (lane == 3) detail::ldmatrix<4, true>(r, detail::smem_addr(smem + 16 * lane));
+      else detail::ldmatrix<4, false>(r, detail::smem_addr(smem + 16 * lane));
+    });
+  else if (kind == "ldmatrix_misaligned")
+    emu::run_warp([&](int lane) {
+      unsigned r[4];
+      detail::ldmatrix<4, false>(r, detail::smem_addr(smem + 16 * lane + 2));
+    });
+  else if (kind == "cp_async_oob")  // reads 16 bytes starting 8 bytes before the buffer's end
+    detail::cp_async<16>(smem, g + 56, 16);
+  else if (kind == "cp_async_src_size")
+    detail::cp_async<8>(smem, g, 12);
+  else if (kind == "copy_tile_oob")  // claims more valid rows than the buffer holds (tid 15: row 15)
+    copy_tile_async<16, 8, 8, 32, f16>(reinterpret_cast<f16*>(smem), g, 8, 0, 0, 16, 8, 15);
+  else {
+    std::fprintf(stderr, "unknown scenario %s\n", kind.c_str());
+    return 3;
+  }
+  std::printf("scenario %s was NOT caught\n", kind.c_str());
+  return 0;
+}
+
 // ---- dispatch ---------------------------------------------------------------------------------
 
 struct Args { std::string dtype, a, b, cfg, copy; int M, N, K; std::uint64_t seed; };
@@ -347,8 +422,9 @@ static int by_layout(const Args& x) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "selftest") return selftest();
+  if (argc >= 3 && std::string(argv[1]) == "expect-error") return expect_error(argv[2]);
   if (argc < 10 || std::string(argv[1]) != "run") {
-    std::fprintf(stderr, "usage: %s selftest | run DTYPE k|m k|n CFG COPY M N K [SEED]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s selftest | expect-error SCENARIO | run DTYPE k|m k|n CFG COPY M N K [SEED]\n", argv[0]);
     return 3;
   }
   Args x{argv[2], argv[3], argv[4], argv[5], argv[6], std::atoi(argv[7]), std::atoi(argv[8]), std::atoi(argv[9]),

@@ -12,7 +12,10 @@ using namespace heddle;
 static std::vector<Size> toShape(const py::list& shape) {
   std::vector<Size> s;
   for (auto& d : shape) {
-    if (py::isinstance<py::str>(d)) s.push_back({-1, d.cast<std::string>()});
+    if (py::isinstance<py::str>(d)) {
+      auto name = d.cast<std::string>();
+      s.push_back({-1, name});
+    }
     else s.push_back({d.cast<int64_t>(), ""});
   }
   return s;

@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 
 #include "heddle/bindings/lowered.h"
+#include "heddle/bindings/program_parse.h"
 #include "heddle/lower/explain.h"
 #include "heddle/lower/lower.h"
 
@@ -19,19 +20,6 @@ using namespace heddle;
 
 namespace {
 
-kir::IExpr expr(const py::handle& h) {
-  if (py::isinstance<py::int_>(h)) return kir::IExpr(h.cast<int64_t>());
-  return kir::parseIExpr(h.cast<std::string>());
-}
-
-kir::LoopStage stageFrom(const std::string& s) {
-  if (s == "serial") return kir::LoopStage::Serial;
-  if (s == "prologue") return kir::LoopStage::Prologue;
-  if (s == "main") return kir::LoopStage::Main;
-  if (s == "epilogue") return kir::LoopStage::Epilogue;
-  fail<HeddleError>("sync_lab: unknown loop stage '", s, "'");
-}
-
 void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, const std::string& loopVar) {
   for (auto& item : prog) {
     auto t = item.cast<py::tuple>();
@@ -39,9 +27,9 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
     if (op == "loop") {
       auto* l = b.add<kir::ForLoop>();
       l->var = t[1].cast<std::string>();
-      l->start = expr(t[2]);
-      l->stop = expr(t[3]);
-      l->stage = stageFrom(t[4].cast<std::string>());
+      l->start = bindings::parseExprArg(t[2]);
+      l->stop = bindings::parseExprArg(t[3]);
+      l->stage = bindings::parseLoopStage(t[4].cast<std::string>());
       build(k, l->body, t[5].cast<py::list>(), stages, l->var);
     } else if (op == "write" || op == "read") {
       auto name = t[1].cast<std::string>();
@@ -57,7 +45,7 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       }
       auto* a = b.add<kir::SmemAccess>();
       a->buf = buf;
-      a->stage = expr(t[2]);
+      a->stage = bindings::parseExprArg(t[2]);
       a->write = op == "write";
       a->mapping = t[3].cast<std::string>();
       a->async = t.size() > 4 && t[4].cast<bool>();

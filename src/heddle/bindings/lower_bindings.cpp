@@ -152,8 +152,9 @@ void bindLower(py::module_& m) {
                  fail<InputError>("K=", e.count("K") ? e.at("K") : -1, " gives ", n, " iteration(s) of the ", c.loop,
                                   " loop (k-tile ", l.ctx->tiling.bk, "), but cache ", c.tensor,
                                   " is circular-buffered with ", c.minTrips, " stages: ", c.rule,
-                                  ". Use circular_buffer(stages<=", std::max<int64_t>(n, 1), ") or a smaller k-tile, "
-                                  "or let heddle.matmul pick the schedule for this K");
+                                  ". ", n >= 2 ? "Use circular_buffer(stages<=" + std::to_string(n) + ")"
+                                             : std::string("Drop circular_buffer (one k-tile needs no pipeline)"),
+                                  ", a smaller k-tile, or let heddle.matmul pick the schedule for this K");
              }
            });
 

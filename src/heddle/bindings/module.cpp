@@ -10,6 +10,7 @@ void bindRuntime(py::module_& m);
 void bindIr(py::module_& m);
 void bindLower(py::module_& m);
 void bindLab(py::module_& m);
+void bindVerify(py::module_& m);
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "heddle C++ core";
@@ -23,4 +24,5 @@ PYBIND11_MODULE(_C, m) {
   bindLower(m);
   bindLab(m);
   bindRuntime(m);
+  bindVerify(m);
 }

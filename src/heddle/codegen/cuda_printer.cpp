@@ -24,7 +24,7 @@ class CudaPrinter : public CLikePrinter {
     return os.str();
   }
   std::string kernelQualifiers(const kir::Kernel& k) override {
-    return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(k.launch.threads) + ")";
+    return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(k.launch.threads) + ", 1)";
   }
   std::string syncOp(const kir::Sync& s) override {
     switch (s.sync) {

@@ -99,6 +99,9 @@ TensorView* Fusion::addInput(const std::string& name, DType dt, std::vector<Size
                         " is not supported; inputs have rank 1 (a bias), 2 (a matrix) or 3 (a batch of matrices)");
   for (auto& t : tvs_)
     if (t->name == name) fail<ScheduleError>("input name '", name, "' is used twice; give each input its own name");
+  if (name.size() > 1 && name[0] == 'T' && name.find_first_not_of("0123456789", 1) == std::string::npos)
+    fail<ScheduleError>("input name '", name, "' is reserved: heddle names computed tensors T0, T1, ...; pick "
+                        "another name");
   for (auto& s : shape)
     if (!s.isSymbolic() && s.value <= 0)
       fail<ScheduleError>("input '", name, "': size ", s.value, " must be positive (or a symbol such as 'M')");
@@ -114,10 +117,19 @@ static bool sameSize(const Size& a, const Size& b) {
 }
 
 TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
+  if (findMatmul())
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): this fusion already has a matmul; heddle fuses one "
+                        "matmul with its epilogue per kernel — split it into two fusions");
   if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
-                        dtypeName(b->dtype), "; heddle's tensor-core matmul takes two f16 or two bf16 operands "
-                        "(cast f32 operands to bf16 first)");
+                        dtypeName(b->dtype), "; heddle's tensor-core matmul takes two f16 or two bf16 inputs "
+                        "(convert float32 tensors with .to(torch.bfloat16) before calling the kernel and declare "
+                        "the inputs bf16)");
+  for (auto* op : {a, b})
+    if (!op->isInput)
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operand ", op->name, " is computed inside the "
+                          "fusion; matmul operands are fusion inputs, which the kernel tiles from global memory. "
+                          "Compute ", op->name, " before the fusion and pass it as an input");
   if (a->rank() < 2 || b->rank() < 2)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands need rank 2 or 3, got ", a->rank(), " and ",
                         b->rank());
@@ -144,9 +156,6 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   }
   shape.push_back(M);
   shape.push_back(N);
-  if (findMatmul())
-    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): this fusion already has a matmul; heddle fuses one "
-                        "matmul with its epilogue per kernel — split it into two fusions");
   auto* out = newTensor(DType::F32, shape, "");
   auto* e = newExpr(OpKind::Matmul, {a, b}, out);
   e->transA = transA;

@@ -38,7 +38,7 @@ class TensorView;
 struct Size {
   int64_t value = -1;      // >= 0 when concrete
   std::string symbol;      // non-empty when symbolic
-  bool isSymbolic() const { return value < 0; }
+  bool isSymbolic() const { return !symbol.empty(); }
   std::string str() const;
   bool operator==(const Size& o) const { return value == o.value && symbol == o.symbol; }
 };

@@ -171,12 +171,22 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   return t;
 }
 
-void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints) {
+void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
   if (!target.mmaSync)
     fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");
   int bm = 128, bn = 128, bk = 32, wm = 2, wn = 2, stages = 4;
+  AutoScheduleHints hints = given;  // concrete sizes of the definition fill the hints left open
+  {
+    auto* e = mm->definition;
+    auto* a = e->inputs[0];
+    int r = a->rank();
+    const Size& K = e->transA ? a->shape[r - 2] : a->shape[r - 1];
+    const Size& M = mm->shape[mm->rank() - 2];
+    if (hints.k < 0 && !K.isSymbolic()) hints.k = K.value;
+    if (hints.m < 0 && !M.isSymbolic()) hints.m = M.value;
+  }
   if (hints.m >= 0 && hints.m <= 64) {  // skinny M (decode-like): narrower m tile, wider n
     bm = 64;
     wm = 1;

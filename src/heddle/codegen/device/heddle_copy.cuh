@@ -23,6 +23,8 @@
 //   async: one cp.async per chunk (16 B: .cg, 4/8 B: .ca), src-size = valid bytes (remainder is
 //   zero-filled); fully out-of-bounds chunks use src-size 0 with g as a dummy address.
 //   sync: plain loads/stores, one vector access per in-bounds chunk, element-wise at the edge.
+//   The data passes through registers, so at most 4 chunks (16-byte VEC) or 1 chunk (narrower)
+//   are in flight per thread: a full unroll next to live accumulators spills (seen with ptxas).
 //   Alignment contract (caller/codegen): g, ld and col0 keep every chunk's global address
 //   VEC*sizeof(T)-aligned (g % (VEC*sizeof T) == 0, ld % VEC == 0, col0 % VEC == 0).
 //   VEC*sizeof(T) in {4,8,16} (async) or {sizeof(T),4,8,16} (sync, VEC=1 allowed).
@@ -112,7 +114,10 @@ __device__ __forceinline__ void zero_sync(void* smem) {
 }
 
 // Shared chunk-walk of both copies: calls f(smem_elem_ptr, global_elem_ptr, valid_elems).
-template <int ROWS, int COLS, int VEC, int THREADS, typename T, typename F>
+// UNROLL bounds how many chunks the compiler may overlap: the async copy holds no data in
+// registers (full unroll); the sync copy holds each chunk in registers between load and store, so
+// a full unroll next to live accumulators would spill.
+template <int ROWS, int COLS, int VEC, int THREADS, int UNROLL, typename T, typename F>
 __device__ __forceinline__ void for_each_chunk(T* smem, const T* g, long long ld, int row0,
                                                int col0, int nrows, int ncols, int tid, F f) {
   using Tile = SmemTile<ROWS, COLS, T>;
@@ -121,16 +126,21 @@ __device__ __forceinline__ void for_each_chunk(T* smem, const T* g, long long ld
   static_assert(THREADS > 0, "copy_tile: THREADS must be positive");
   constexpr int kPerRow = COLS / VEC, kChunks = ROWS * kPerRow;
   constexpr int kIters = (kChunks + THREADS - 1) / THREADS;
+  constexpr int kGroup = UNROLL < kIters ? UNROLL : kIters;  // chunks overlapped per group
+#pragma unroll 1
+  for (int it0 = 0; it0 < kIters; it0 += kGroup) {
 #pragma unroll
-  for (int it = 0; it < kIters; ++it) {
-    int i = tid + it * THREADS;
-    if (kChunks % THREADS != 0 && i >= kChunks) break;
-    int r = i / kPerRow, c = (i % kPerRow) * VEC;
-    int gr = row0 + r, gc = col0 + c;
-    int valid = gr < nrows ? ncols - gc : 0;
-    valid = valid < 0 ? 0 : (valid > VEC ? VEC : valid);
-    const T* src = valid > 0 ? g + (long long)gr * ld + gc : g;
-    f(smem + Tile::offset(r, c), src, valid);
+    for (int u = 0; u < kGroup; ++u) {
+      const int it = it0 + u;
+      const int i = tid + it * THREADS;
+      if ((kIters % kGroup != 0 && it >= kIters) || (kChunks % THREADS != 0 && i >= kChunks)) break;
+      int r = i / kPerRow, c = (i % kPerRow) * VEC;
+      int gr = row0 + r, gc = col0 + c;
+      int valid = gr < nrows ? ncols - gc : 0;
+      valid = valid < 0 ? 0 : (valid > VEC ? VEC : valid);
+      const T* src = valid > 0 ? g + (long long)gr * ld + gc : g;
+      f(smem + Tile::offset(r, c), src, valid);
+    }
   }
 }
 
@@ -142,7 +152,7 @@ __device__ __forceinline__ void copy_tile_async(T* smem, const T* g, long long l
   constexpr int kBytes = VEC * (int)sizeof(T);
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "copy_tile_async: VEC*sizeof(T) must be 4, 8 or 16 bytes");
-  detail::for_each_chunk<ROWS, COLS, VEC, THREADS>(
+  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (1 << 30)>(
       smem, g, ld, row0, col0, nrows, ncols, tid, [](T* s, const T* src, int valid) {
         detail::cp_async<kBytes>(s, src, valid * (int)sizeof(T));
       });
@@ -155,7 +165,7 @@ __device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld
   constexpr int kElem = (int)sizeof(T);
   static_assert(kBytes == kElem || kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "copy_tile_sync: VEC*sizeof(T) must be sizeof(T), 4, 8 or 16 bytes");
-  detail::for_each_chunk<ROWS, COLS, VEC, THREADS>(
+  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (kBytes == 16 ? 4 : 1)>(
       smem, g, ld, row0, col0, nrows, ncols, tid, [](T* s, const T* src, int valid) {
         if (valid == VEC) {
           detail::copy_sync<kBytes>(s, src);

@@ -1,0 +1,180 @@
+// The state of one simulated CTA: its threads (each an explicit-stack interpreter over the kernel
+// IR), shared memory with per-element shadow state for happens-before, the cp.async machinery,
+// and the global output. Internal to verify/; the entry point is simulate() (simulator.h).
+//
+// Happens-before. Every thread t has a vector clock vc[t]; its own entry advances after each
+// barrier it passes. An access is an epoch (thread, clock). A synchronous write is ordered before
+// thread u's access when clock <= vc[u][thread]. A cp.async write is recorded when issued (it may
+// land at any moment after that) and becomes ordered only through its group's retirement: the
+// wait_group that retires group g of thread t stamps retire[t][g] = vc[t][t], and the write is
+// ordered before u's access when retire[t][g] <= vc[u][t] (u == t: once retired). Reads keep one
+// epoch per thread per element; a write must be ordered after all of them (WAR) and after the
+// previous write (WAW).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "heddle/kir/kir.h"
+#include "heddle/verify/report.h"
+#include "heddle/verify/simulator.h"
+
+namespace heddle::verify {
+
+constexpr uint32_t kNever = 0xFFFFFFFFu;
+
+// One dynamic execution of a leaf node by one thread (named in messages).
+struct OpInst {
+  const kir::Node* node;
+  int thread;
+  int64_t iter;
+  int64_t stage;
+};
+
+struct WriteRec {
+  int32_t thread = -1;   // -1: never written
+  int32_t group = -1;    // cp.async group sequence number of `thread`; -1: synchronous write
+  uint32_t clock = 0;    // writer's own clock at the write (async: at the issue)
+  uint32_t inst = 0;     // OpInst index
+};
+
+struct Region {
+  const kir::Buffer* buf;
+  int64_t base, stageElems;
+  int stages, rows, cols;
+};
+
+struct AsyncChunk {
+  uint32_t cell, count, valOffset;
+  int32_t thread, group;
+  bool landed;
+};
+
+enum class Status { Running, AtBarrier, Done };
+
+// An access ordered after a cp.async's issue but not after the wait_group that retires it. If the
+// issuing thread retires the group in the same barrier phase as the access and at an earlier
+// program position (a barrier between the two would have fixed it), it is a race: the barrier
+// after the wait is missing. Otherwise (retired later in program order, in a later phase, or
+// never) it is async misuse: the access comes before the wait. A group still in flight at the
+// access is classified when it retires (Cta::settle).
+struct Deferred {
+  std::string kind;      // RAW / WAW
+  uint32_t earlier, later, cell;
+  uint32_t seen;         // the accessing thread's clock entry for the issuing thread
+  int64_t pos;           // the accessing thread's program position (steps taken) at the access
+  int64_t count;
+};
+
+struct Frame {
+  const kir::Block* blk;
+  size_t idx;
+  const kir::ForLoop* loop;  // null for an if-branch or the kernel body
+  int64_t stop;
+  bool hadOld;
+  int64_t old;               // the loop variable's previous binding (shadowing)
+};
+
+struct Thread {
+  int tid = 0, warp = 0, lane = 0;
+  Status status = Status::Running;
+  const kir::Sync* barrier = nullptr;       // the barrier it waits at
+  std::vector<Frame> stack;
+  std::map<std::string, int64_t> env;
+  std::vector<uint32_t> vc;
+  // cp.async: copies join group `openGroup` until a commit closes it
+  int32_t openGroup = 0;
+  std::deque<int32_t> committed;            // closed, not yet retired (oldest first)
+  std::vector<std::vector<uint32_t>> groupChunks;
+  std::vector<uint32_t> retire;             // per group: the retiring clock, kNever while in flight
+  std::vector<int64_t> retirePos;           // per group: program position of the retiring wait
+  int64_t pos = 0;                          // program position: statements executed so far
+  // registers: the lane's accumulator elements (row-major over its owned (fm, fn, r) slots)
+  std::vector<float> acc;
+  // hand-built kernels: the token program order says each (buffer, stage) holds
+  std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
+};
+
+class Cta {
+ public:
+  Cta(const kir::Kernel& k, const SimInputs& in, const SimOptions& opt, Reports& rep, std::vector<float>& out,
+      std::vector<WriteRec>& outW, int64_t bx, int64_t by, int64_t bz, uint64_t seed);
+
+  // Runs the CTA to completion, deadlock, or the step budget. Returns the steps taken.
+  int64_t run(int64_t stepBudget);
+
+  // --- interp.cpp: one step of thread t (control flow, or one leaf / sync node)
+  void step(Thread& t);
+  std::string where(const Thread& t) const;  // "kt=3" loop context of a thread
+
+  // --- sync.cpp
+  void execSync(Thread& t, const kir::Sync& s);
+  void commit(Thread& t);
+  void waitGroups(Thread& t, int keep);
+  void arriveBarrier(Thread& t, const kir::Sync& s);
+  void diagnoseStuck();                       // no runnable thread but some alive
+  void land(uint32_t chunk);
+  void landAll();
+
+  // --- ops.cpp
+  void execLeaf(Thread& t, const kir::Node& n);
+
+  // --- memory.cpp
+  void setupMemory();
+  uint32_t cellOf(const kir::Buffer* b, int64_t stage, int64_t r, int64_t c, const kir::Node& n) const;
+  float readCell(uint32_t cell, Thread& u, uint32_t inst);
+  void writeCell(uint32_t cell, Thread& w, uint32_t inst, int32_t group);  // checks + shadow update
+  uint32_t newInst(const kir::Node& n, const Thread& t, int64_t iter, int64_t stage);
+  std::string describeInst(uint32_t inst) const;
+  std::string describeCell(uint32_t cell) const;
+  const std::string& bufferName(uint32_t cell) const;
+
+  const kir::Kernel& k;
+  const SimInputs& in;
+  const SimOptions& opt;
+  Reports& rep;
+  std::vector<float>& out;          // D, shared by all CTAs of a simulation
+  std::vector<WriteRec>& outW;
+  int T = 0, W = 32;
+  int64_t bx, by, bz, m0 = 0, n0 = 0;
+  std::vector<Thread> th;
+  std::mt19937_64 rng;
+  int64_t releases = 0;             // barrier releases so far (the adversarial schedule turns at each)
+  bool stopped = false;             // stopAtFirstError hit, deadlock, or budget
+
+  // shared memory: cells of every shared buffer, all stages
+  std::map<const kir::Buffer*, Region> regions;
+  std::vector<float> smem;
+  std::vector<WriteRec> smemW;
+  std::vector<uint64_t> smemR;      // [cell * T + t]: (clock << 32) | (inst + 1); 0 = no read
+  std::vector<OpInst> insts;
+  std::vector<AsyncChunk> chunks;
+  std::vector<float> chunkVals;
+  std::vector<uint32_t> unlanded;   // chunk indices, possibly landed already (lazily dropped)
+  std::map<std::string, int> mappings;  // SmemAccess mapping name -> index
+  std::map<int, const kir::Node*> byId;  // node id -> node (decoding hand-built kernels' tokens)
+  int ctaIndex = 0;
+  struct DeferredGroup {
+    std::vector<Deferred> list;
+    std::map<std::string, size_t> index;
+  };
+  std::map<std::pair<int, int32_t>, DeferredGroup> deferred;  // by (issuing thread, group)
+  void settle(int thread, int32_t group);  // classify the deferred accesses of a retired group
+
+ private:
+  enum class Order { Ordered, Unordered, AfterIssue };  // AfterIssue: async write not yet ordered
+  Order orderOf(const WriteRec& w, const Thread& u) const;
+  void conflict(Order o, const char* kind, uint32_t earlier, uint32_t later, uint32_t cell, bool asyncRetired);
+  void reportEarly(const std::string& k, uint32_t earlier, uint32_t later, uint32_t cell, int64_t count,
+                   bool missingBarrier);
+  bool missingBarrier(int thread, int32_t group, uint32_t seen, int64_t pos) const;
+};
+
+// Stage value of an access, checked against the buffer.
+int64_t evalStage(const kir::IExpr& e, const Thread& t);
+
+}  // namespace heddle::verify

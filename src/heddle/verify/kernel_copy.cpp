@@ -1,0 +1,49 @@
+// Deep copy of a kernel (see kernel_copy.h).
+#include "heddle/verify/kernel_copy.h"
+
+#include <map>
+
+namespace heddle::verify {
+
+kir::Kernel copyKernel(const kir::Kernel& k) {
+  kir::Kernel c;
+  c.name = k.name;
+  c.params = k.params;
+  std::map<const kir::Buffer*, kir::Buffer*> remap;
+  for (auto& b : k.buffers) remap[b.get()] = c.addBuffer(std::make_unique<kir::Buffer>(*b));
+  for (auto& s : k.body.stmts) c.body.stmts.push_back(kir::clone(*s, {}));
+  auto fix = [&](kir::Buffer*& p) {
+    if (!p) return;
+    auto it = remap.find(p);
+    if (it == remap.end()) fail<HeddleError>("copyKernel: a node of ", k.name, " uses a buffer the kernel does not own");
+    p = it->second;
+  };
+  kir::walkMut(c.body, [&](kir::Node& n) {
+    switch (n.kind) {
+      case kir::NodeKind::TileLoad: fix(static_cast<kir::TileLoad&>(n).dst); break;
+      case kir::NodeKind::MmaStep: {
+        auto& m = static_cast<kir::MmaStep&>(n);
+        fix(m.a);
+        fix(m.b);
+        fix(m.acc);
+        break;
+      }
+      case kir::NodeKind::EpilogueStore: fix(static_cast<kir::EpilogueStore&>(n).acc); break;
+      case kir::NodeKind::SmemAccess: fix(static_cast<kir::SmemAccess&>(n).buf); break;
+      case kir::NodeKind::Alloc: fix(static_cast<kir::Alloc&>(n).buf); break;
+      default: break;
+    }
+  });
+  c.launch = k.launch;
+  c.syncPlan = k.syncPlan;
+  c.smemPlan = k.smemPlan;
+  c.epilogue = k.epilogue;
+  c.epilogueResult = k.epilogueResult;
+  c.outDtype = k.outDtype;
+  c.tile = k.tile;
+  c.tripChecks = k.tripChecks;
+  c.renumber();
+  return c;
+}
+
+}  // namespace heddle::verify

@@ -1,0 +1,96 @@
+// Sync mutations (see mutate.h).
+#include "heddle/verify/mutate.h"
+
+#include "heddle/verify/kernel_copy.h"
+
+namespace heddle::verify {
+
+namespace {
+
+bool isSync(const kir::Node& n, std::initializer_list<kir::SyncKind> kinds) {
+  if (n.kind != kir::NodeKind::Sync) return false;
+  for (auto k : kinds)
+    if (static_cast<const kir::Sync&>(n).sync == k) return true;
+  return false;
+}
+
+// Visits every node with its parent block, index and a short description of where it stands.
+void visit(const kir::Block& b, const std::string& ctx, int& counter,
+           const std::function<void(const kir::Node&, const kir::Block&, size_t, int, const std::string&)>& f) {
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    const kir::Node& n = *b.stmts[i];
+    std::string where = ctx + ", " + (i + 1 < b.stmts.size() ? "before '" + kir::describe(*b.stmts[i + 1]) + "'" : "at its end");
+    f(n, b, i, counter++, where);
+    if (n.kind == kir::NodeKind::For) {
+      auto& l = static_cast<const kir::ForLoop&>(n);
+      visit(l.body, std::string(kir::loopStageName(l.stage)) + " loop body", counter, f);
+    } else if (n.kind == kir::NodeKind::If) {
+      auto& c = static_cast<const kir::IfThenElse&>(n);
+      visit(c.thenBody, "if (" + c.cond.str() + ") branch", counter, f);
+      visit(c.elseBody, "else branch of if (" + c.cond.str() + ")", counter, f);
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<MutationKind>& mutationKinds() {
+  static const std::vector<MutationKind> kinds = {
+      {"delete_sync",
+       [](const kir::Node& n) {
+         return isSync(n, {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait});
+       },
+       [](const kir::Node& n) { return "delete " + kir::describe(n); },
+       [](kir::Block& p, size_t i) { p.stmts.erase(p.stmts.begin() + i); }},
+      {"loosen_wait", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::CpAsyncWait}); },
+       [](const kir::Node& n) {
+         auto& s = static_cast<const kir::Sync&>(n);
+         return "loosen " + kir::describe(n) + " to cp.async.wait_group(" + std::to_string(s.arg + 1) + ")";
+       },
+       [](kir::Block& p, size_t i) { static_cast<kir::Sync&>(*p.stmts[i]).arg += 1; }},
+  };
+  return kinds;
+}
+
+std::vector<Mutant> enumerateMutants(const kir::Kernel& k) {
+  std::vector<Mutant> out;
+  int counter = 0;
+  visit(k.body, "kernel body", counter,
+        [&](const kir::Node& n, const kir::Block&, size_t, int site, const std::string& where) {
+          for (auto& kind : mutationKinds()) {
+            if (!kind.applies(n)) continue;
+            std::string d = kind.verb(n) + " [" + where + "]";
+            if (n.kind == kir::NodeKind::Sync) {
+              int r = static_cast<const kir::Sync&>(n).reason;
+              if (r >= 0 && r < (int)k.syncPlan.entries.size())
+                d += " (sync " + std::to_string(r) + ": " + k.syncPlan.entries[r].hazards + ")";
+            }
+            out.push_back({kind.name, site, d});
+          }
+        });
+  return out;
+}
+
+kir::Kernel applyMutant(const kir::Kernel& k, const Mutant& m) {
+  const MutationKind* kind = nullptr;
+  for (auto& x : mutationKinds())
+    if (x.name == m.kind) kind = &x;
+  if (!kind) fail<HeddleError>("mutant: unknown mutation kind '", m.kind, "'");
+  kir::Kernel c = copyKernel(k);
+  kir::Block* parent = nullptr;
+  size_t index = 0;
+  int counter = 0;
+  visit(c.body, "", counter, [&](const kir::Node& n, const kir::Block& b, size_t i, int site, const std::string&) {
+    if (site == m.site && kind->applies(n)) {
+      parent = const_cast<kir::Block*>(&b);
+      index = i;
+    }
+  });
+  if (!parent) fail<HeddleError>("mutant: site ", m.site, " of ", k.name, " is not a node '", m.kind, "' applies to");
+  kind->apply(*parent, index);
+  c.name = k.name + "__" + m.kind + "_" + std::to_string(m.site);
+  c.renumber();
+  return c;
+}
+
+}  // namespace heddle::verify

@@ -1,0 +1,41 @@
+// Mutations of a kernel's synchronisation: the checker's own test. Each mutant is the kernel with
+// one sync op deleted or weakened; a correct simulator must flag every mutant of a minimal plan
+// (a race, a deadlock, an early async read, or wrong numbers). A mutant nobody flags means the sync
+// was unnecessary (the plan is not minimal) or the simulator is blind to it.
+//
+// Kinds (mutationKinds(); new kinds plug in by adding an entry -- e.g. the Hopper path's
+// flip_parity, over_arrive / under_arrive of an mbarrier, role_cycle):
+//   delete_sync   remove one block_sync, cp.async.commit_group or cp.async.wait_group
+//   loosen_wait   cp.async.wait_group(N) -> cp.async.wait_group(N + 1)
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "heddle/kir/kir.h"
+
+namespace heddle::verify {
+
+struct Mutant {
+  std::string kind;         // a MutationKind name
+  int site = -1;            // pre-order index of the mutated node in the kernel body
+  std::string description;  // "delete block_sync [main loop body, at its end] (sync 5: RAW sA, WAR sA)"
+};
+
+struct MutationKind {
+  std::string name;
+  std::function<bool(const kir::Node&)> applies;
+  std::function<std::string(const kir::Node&)> verb;              // "delete block_sync"
+  std::function<void(kir::Block& parent, size_t index)> apply;     // the node is parent.stmts[index]
+};
+
+const std::vector<MutationKind>& mutationKinds();
+
+// Every mutant of every kind, in program order of the sites.
+std::vector<Mutant> enumerateMutants(const kir::Kernel& k);
+
+// A deep copy of `k` with the mutation applied (and node ids renumbered).
+kir::Kernel applyMutant(const kir::Kernel& k, const Mutant& m);
+
+}  // namespace heddle::verify

@@ -1,0 +1,112 @@
+// Rounding to f16 / bf16 and the epilogue program in float (see numeric.h).
+#include "heddle/verify/numeric.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace heddle::verify {
+
+namespace {
+
+float roundF16(float x) {
+  if (std::isnan(x) || std::isinf(x)) return x;
+  float ax = std::fabs(x);
+  if (ax < 6.103515625e-05f)  // below the smallest normal: multiples of 2^-24
+    return std::nearbyint(x * 16777216.0f) / 16777216.0f;
+  int e = 0;
+  std::frexp(ax, &e);                               // ax = f * 2^e, f in [0.5, 1)
+  float quantum = std::ldexp(1.0f, e - 11);         // 10 fraction bits
+  float r = std::nearbyint(x / quantum) * quantum;  // exact: x / quantum fits in float
+  if (std::fabs(r) > 65504.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  return r;
+}
+
+float roundBF16(float x) {
+  if (std::isnan(x)) return x;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  u &= 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+
+float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+float geluTanh(float x) {
+  const float k = 0.79788456080286536f;
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+}  // namespace
+
+float roundTo(DType t, float x) {
+  switch (t) {
+    case DType::F16: return roundF16(x);
+    case DType::BF16: return roundBF16(x);
+    case DType::F32: return x;
+  }
+  return x;
+}
+
+void defaultTolerance(DType t, double& atol, double& rtol) {
+  switch (t) {
+    case DType::F16: atol = 1e-2; rtol = 1e-2; break;
+    case DType::BF16: atol = 4e-2; rtol = 2e-2; break;
+    case DType::F32: atol = 1e-3; rtol = 1e-3; break;
+  }
+}
+
+float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
+                    std::string* oob) {
+  std::vector<float> r(k.epilogue.size() + 2, 0.0f);
+  int maxReg = 0;
+  for (auto& op : k.epilogue) maxReg = std::max(maxReg, op.dst);
+  r.resize(maxReg + 1 > (int)r.size() ? maxReg + 1 : r.size());
+  r[0] = acc;
+  auto scalar = [&](const std::string& name) -> int64_t {
+    if (name.empty()) return 0;
+    auto it = in.scalars.find(name);
+    if (it == in.scalars.end()) fail<HeddleError>("simulate: no value for kernel parameter '", name, "'");
+    return it->second;
+  };
+  for (auto& op : k.epilogue) {
+    float a = op.a >= 0 ? r[op.a] : 0.0f;
+    float b = op.b >= 0 ? r[op.b] : 0.0f;
+    if (op.scalar) b = (float)*op.scalar;
+    if (op.scalar && op.scalarOnLeft) std::swap(a, b);
+    float v = 0.0f;
+    switch (op.op) {
+      case OpKind::Input: {
+        auto it = in.tensors.find(op.tensorParam);
+        if (it == in.tensors.end()) fail<HeddleError>("simulate: no data for epilogue input '", op.tensorParam, "'");
+        int64_t idx = batch * scalar(op.batchStride) + row * scalar(op.rowStride) + col * scalar(op.colStride);
+        if (idx < 0 || idx >= (int64_t)it->second.size()) {
+          if (oob) *oob = op.tensorParam;
+          v = std::numeric_limits<float>::quiet_NaN();
+        } else {
+          v = it->second[idx];
+        }
+        break;
+      }
+      case OpKind::Add: v = a + b; break;
+      case OpKind::Sub: v = a - b; break;
+      case OpKind::Mul: v = a * b; break;
+      case OpKind::Div: v = a / b; break;
+      case OpKind::Relu: v = a < 0.0f ? 0.0f : a; break;
+      case OpKind::GeluErf: v = gelu(a); break;
+      case OpKind::GeluTanh: v = geluTanh(a); break;
+      case OpKind::Silu: v = a / (1.0f + std::exp(-a)); break;
+      case OpKind::Sigmoid: v = 1.0f / (1.0f + std::exp(-a)); break;
+      case OpKind::Neg: v = -a; break;
+      case OpKind::Cast: v = roundTo(op.dtype, a); break;
+      default: fail<HeddleError>("simulate: epilogue op ", opName(op.op), " is not modelled");
+    }
+    r[op.dst] = v;
+  }
+  return roundTo(k.outDtype, r[k.epilogueResult]);
+}
+
+}  // namespace heddle::verify

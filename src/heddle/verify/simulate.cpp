@@ -1,0 +1,216 @@
+// simulate(): the grid walk, the schedules, and the numeric comparison.
+//
+// Schedules (both deterministic for a given seed):
+//   adversarial  each thread runs until it blocks (a barrier) or ends, one thread after another;
+//                the thread order flips direction after every barrier release, so every pair of
+//                threads runs in both orders across phases. cp.async copies land as late as
+//                legal: only when a wait_group retires their group (or never, when none does).
+//   random       a seeded choice of thread for each burst of 1..16 steps; at every step an
+//                in-flight cp.async chunk lands with probability 1/8.
+// Happens-before tracking (cta.h) makes the verdict independent of the interleaving for races and
+// early async reads; the schedule decides which stale values the numbers see and which
+// interleaving a deadlock shows up in.
+#include <cmath>
+#include <sstream>
+
+#include "heddle/verify/cta.h"
+#include "heddle/verify/numeric.h"
+
+namespace heddle::verify {
+
+const char* scheduleName(Schedule s) { return s == Schedule::Adversarial ? "adversarial" : "random"; }
+
+Schedule scheduleFromName(const std::string& s) {
+  if (s == "adversarial") return Schedule::Adversarial;
+  if (s == "random") return Schedule::Random;
+  fail<HeddleError>("simulate: unknown schedule '", s, "'; use 'adversarial' or 'random'");
+}
+
+namespace {
+
+bool swapBlocks(const kir::Kernel& k) {
+  return k.tile.bn > 0 && k.launch.gridX.str() != ceilDiv(kir::IExpr::var("N"), kir::IExpr(k.tile.bn)).str();
+}
+
+int64_t gridDim(const kir::IExpr& e, const std::map<std::string, int64_t>& env) {
+  int64_t v = e.eval(env);
+  return v < 1 ? 1 : v;
+}
+
+}  // namespace
+
+Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Reports& r, std::vector<float>& d,
+         std::vector<WriteRec>& dw, int64_t x, int64_t y, int64_t z, uint64_t seed)
+    : k(kk), in(inp), opt(o), rep(r), out(d), outW(dw), bx(x), by(y), bz(z), rng(seed) {
+  T = k.launch.threads;
+  W = opt.warpSize;
+  if (T <= 0 || T > 1024) fail<HeddleError>("simulate: kernel ", k.name, " launches ", T, " threads per block");
+  if (k.tile.bm > 0) {
+    bool sw = swapBlocks(k);
+    m0 = (sw ? bx : by) * k.tile.bm;
+    n0 = (sw ? by : bx) * k.tile.bn;
+  }
+  setupMemory();
+  kir::walk(k.body, [&](const kir::Node& n) { byId[n.id] = &n; });
+  th.resize(T);
+  for (int i = 0; i < T; ++i) {
+    Thread& t = th[i];
+    t.tid = i;
+    t.warp = i / W;
+    t.lane = i % W;
+    t.env = in.scalars;
+    t.env["tid"] = i;
+    t.env["warp"] = t.warp;
+    t.env["lane"] = t.lane;
+    t.env["m0"] = m0;
+    t.env["n0"] = n0;
+    t.env["batch_idx"] = bz;
+    t.vc.assign(T, 0);
+    t.vc[i] = 1;
+    t.stack.push_back(Frame{&k.body, 0, nullptr, 0, false, 0});
+    t.groupChunks.emplace_back();
+    t.retire.push_back(kNever);
+    t.retirePos.push_back(-1);
+  }
+}
+
+int64_t Cta::run(int64_t budget) {
+  int64_t steps = 0;
+  int cur = -1, dir = 1, burst = 0;
+  int64_t seenReleases = releases;
+  std::vector<int> running;
+  while (!stopped) {
+    if (steps >= budget) {
+      rep.add(Finding::Deadlock, "steps", [&] {
+        return "step limit reached (" + std::to_string(opt.maxSteps) + " steps): a livelock, or raise max_steps";
+      });
+      stopped = true;
+      break;
+    }
+    int pick = -1;
+    if (opt.schedule == Schedule::Adversarial) {
+      if (releases != seenReleases) {
+        seenReleases = releases;
+        dir = -dir;
+        cur = -1;
+      }
+      if (cur >= 0 && th[cur].status == Status::Running) pick = cur;
+      else
+        for (int i = 0; i < T && pick < 0; ++i) {
+          int idx = dir > 0 ? i : T - 1 - i;
+          if (th[idx].status == Status::Running) pick = idx;
+        }
+    } else {
+      if (burst > 0 && cur >= 0 && th[cur].status == Status::Running) {
+        pick = cur;
+        --burst;
+      } else {
+        running.clear();
+        for (auto& t : th)
+          if (t.status == Status::Running) running.push_back(t.tid);
+        if (!running.empty()) {
+          pick = running[rng() % running.size()];
+          burst = (int)(rng() % 16);
+        }
+      }
+      if (!unlanded.empty() && (rng() & 7) == 0) {
+        size_t i = rng() % unlanded.size();
+        land(unlanded[i]);
+        unlanded[i] = unlanded.back();
+        unlanded.pop_back();
+      }
+    }
+    if (pick < 0) {
+      for (auto& t : th)
+        if (t.status != Status::Done) {
+          diagnoseStuck();
+          break;
+        }
+      break;
+    }
+    cur = pick;
+    step(th[pick]);
+    ++steps;
+    if (opt.stopAtFirstError && rep.total() > 0) stopped = true;
+  }
+  while (!deferred.empty()) settle(deferred.begin()->first.first, deferred.begin()->first.second);
+  return steps;
+}
+
+SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& opt) {
+  SimResult res;
+  res.schedule = opt.schedule == Schedule::Adversarial ? std::string("adversarial")
+                                                       : "random(seed=" + std::to_string(opt.seed) + ")";
+  Reports rep(opt.maxReportsPerKind);
+  std::vector<std::array<int64_t, 3>> ctas = opt.ctas;
+  if (ctas.empty()) {
+    int64_t gx = gridDim(k.launch.gridX, in.scalars), gy = gridDim(k.launch.gridY, in.scalars),
+            gz = gridDim(k.launch.gridZ, in.scalars);
+    if (gx * gy * gz > 4096) fail<HeddleError>("simulate: grid of ", gx * gy * gz, " CTAs; simulate a subset (ctas=...)");
+    for (int64_t z = 0; z < gz; ++z)
+      for (int64_t y = 0; y < gy; ++y)
+        for (int64_t x = 0; x < gx; ++x) ctas.push_back({x, y, z});
+  }
+  bool hasStore = false;
+  kir::walk(k.body, [&](const kir::Node& n) { hasStore |= n.kind == kir::NodeKind::EpilogueStore; });
+  size_t outSize = in.reference.size();
+  auto sc = [&](const char* n, int64_t dflt) { return in.scalars.count(n) ? in.scalars.at(n) : dflt; };
+  if (!outSize && hasStore) {
+    int64_t batch = sc("batch", 1), M = sc("M", 0), ldd = sc("ldd", sc("N", 0));
+    outSize = (size_t)(batch > 1 ? batch * sc("batch_stride_d", M * ldd) : M * ldd);
+  }
+  res.output.assign(outSize, std::nanf(""));
+  std::vector<WriteRec> outW(outSize);
+  int64_t steps = 0;
+  for (size_t i = 0; i < ctas.size(); ++i) {
+    Cta cta(k, in, opt, rep, res.output, outW, ctas[i][0], ctas[i][1], ctas[i][2],
+            opt.seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 1);
+    cta.ctaIndex = (int)i;
+    steps += cta.run(opt.maxSteps - steps);
+    res.ctas++;
+    if ((opt.stopAtFirstError && rep.total() > 0) || steps >= opt.maxSteps) break;
+  }
+  res.steps = steps;
+
+  // numbers: every output element of the simulated CTAs against the reference
+  if (!in.reference.empty() && hasStore && !(opt.stopAtFirstError && rep.total() > 0)) {
+    double atol = opt.atol, rtol = opt.rtol, da, dr;
+    defaultTolerance(k.outDtype, da, dr);
+    if (atol < 0) atol = da;
+    if (rtol < 0) rtol = dr;
+    const int64_t M = sc("M", 0), N = sc("N", 0), ldd = sc("ldd", N), bsd = sc("batch_stride_d", 0);
+    int64_t checked = 0, bad = 0;
+    std::vector<std::string> samples;
+    for (int i = 0; i < res.ctas; ++i) {
+      bool sw = swapBlocks(k);
+      int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * k.tile.bn;
+      for (int64_t r = m0; r < std::min(M, m0 + k.tile.bm); ++r)
+        for (int64_t c = n0; c < std::min(N, n0 + k.tile.bn); ++c) {
+          int64_t idx = ctas[i][2] * bsd + r * ldd + c;
+          if (idx < 0 || idx >= (int64_t)res.output.size()) continue;
+          ++checked;
+          double d = res.output[idx], ref = in.reference[idx];
+          bool fine = d == ref || (std::isnan(ref) ? std::isnan(d) : std::fabs(d - ref) <= atol + rtol * std::fabs(ref));
+          if (fine) continue;
+          if (++bad > 8) continue;
+          std::ostringstream os;
+          os << "D[" << ctas[i][2] << "][" << r << "][" << c << "] = " << d << " but the reference is " << ref;
+          if (outW[idx].thread < 0) os << " (never written)";
+          samples.push_back(os.str());
+        }
+    }
+    if (bad) {
+      std::ostringstream os;
+      os << bad << " of " << checked << " output elements differ from the reference (atol " << atol << ", rtol " << rtol
+         << "); first: " << samples[0];
+      std::string s = os.str();
+      rep.add(Finding::Mismatch, "num-summary", [&] { return s; });
+      for (size_t j = 1; j < samples.size(); ++j) rep.add(Finding::Mismatch, "num|" + samples[j], [&] { return samples[j]; });
+    }
+  }
+  rep.into(res);
+  res.findings = rep.total();
+  return res;
+}
+
+}  // namespace heddle::verify

@@ -1,0 +1,104 @@
+// Synchronisation in the simulator: cp.async commit groups and wait_group retirement, block
+// barriers (vector-clock join), and the diagnosis of a CTA in which no thread can move.
+//
+//   commit_group     closes the thread's open group (an empty group when it issued no copy)
+//   wait_group(N)    retires all but the N most recent closed groups of the thread: their copies
+//                    land now (if the schedule has not landed them yet) and become ordered before
+//                    the thread's later accesses; copies not yet committed are not affected
+//   block_sync       every thread of the CTA must arrive at the same barrier; then all clocks join
+#include <sstream>
+
+#include "heddle/verify/cta.h"
+
+namespace heddle::verify {
+
+void Cta::land(uint32_t c) {
+  AsyncChunk& ch = chunks[c];
+  if (ch.landed) return;
+  for (uint32_t i = 0; i < ch.count; ++i) smem[ch.cell + i] = chunkVals[ch.valOffset + i];
+  ch.landed = true;
+}
+
+void Cta::landAll() {
+  for (uint32_t c = 0; c < chunks.size(); ++c) land(c);
+  unlanded.clear();
+}
+
+void Cta::commit(Thread& t) {
+  t.committed.push_back(t.openGroup);
+  t.openGroup++;
+  t.groupChunks.emplace_back();
+  t.retire.push_back(kNever);
+  t.retirePos.push_back(-1);
+}
+
+void Cta::waitGroups(Thread& t, int keep) {
+  while ((int)t.committed.size() > keep) {
+    int32_t g = t.committed.front();
+    t.committed.pop_front();
+    for (uint32_t c : t.groupChunks[g]) land(c);
+    t.retire[g] = t.vc[t.tid];
+    t.retirePos[g] = t.pos;
+    if (!deferred.empty()) settle(t.tid, g);
+  }
+}
+
+void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
+  t.status = Status::AtBarrier;
+  t.barrier = &s;
+  for (auto& u : th)
+    if (u.status != Status::AtBarrier) return;
+  for (auto& u : th)
+    if (u.barrier != &s) {
+      diagnoseStuck();  // all threads wait, but at different barriers
+      return;
+    }
+  std::vector<uint32_t> joined(T, 0);
+  for (auto& u : th)
+    for (int i = 0; i < T; ++i) joined[i] = std::max(joined[i], u.vc[i]);
+  for (auto& u : th) {
+    u.vc = joined;
+    u.vc[u.tid]++;
+    u.status = Status::Running;
+    u.barrier = nullptr;
+  }
+  ++releases;
+}
+
+void Cta::execSync(Thread& t, const kir::Sync& s) {
+  switch (s.sync) {
+    case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
+    case kir::SyncKind::CpAsyncCommit: commit(t); return;
+    case kir::SyncKind::CpAsyncWait: waitGroups(t, s.arg); return;
+  }
+  fail<HeddleError>("simulate: sync op ", kir::describe(s), " is not modelled");
+}
+
+void Cta::diagnoseStuck() {
+  std::map<const kir::Sync*, std::vector<int>> waiting;
+  std::vector<int> done;
+  for (auto& u : th) {
+    if (u.status == Status::AtBarrier) waiting[u.barrier].push_back(u.tid);
+    else if (u.status == Status::Done) done.push_back(u.tid);
+  }
+  std::ostringstream os, key;
+  os << "deadlock in CTA (" << bx << ", " << by << ", " << bz << "): ";
+  key << "deadlock";
+  bool first = true;
+  for (auto& [b, ts] : waiting) {
+    os << (first ? "" : "; ") << threadSet(ts) << " wait at '" << kir::describe(*b) << "' (node " << b->id << ", "
+       << where(th[ts[0]]) << ")";
+    key << "|" << b->id;
+    first = false;
+  }
+  if (!done.empty()) os << "; " << threadSet(done) << " have exited";
+  if (waiting.size() > 1)
+    os << " -- threads wait at different barriers (a barrier inside thread-dependent control flow)";
+  else if (!done.empty())
+    os << " -- a barrier that not every thread reaches (exited threads never arrive)";
+  std::string text = os.str();
+  rep.add(Finding::Deadlock, key.str() + (done.empty() ? "" : "|exit"), [&] { return text; });
+  stopped = true;
+}
+
+}  // namespace heddle::verify
