@@ -89,3 +89,18 @@ def test_kernel_bind_checks_inputs():
         lowered_kernel.bind((x, w[:, :47], bias))
     with pytest.raises(heddle.InputError, match="expected 3 tensors"):
         lowered_kernel.bind((x, w))
+
+
+@pytest.mark.nvrtc
+def test_compiled_fusion_is_a_custom_op():
+    from matmul_defs import matmul_fusion
+    fd, a, b = matmul_fusion(dtype="bf16", n=48, k=64)
+    fd.auto_schedule("sm_80")
+    k = fd.compile("sm_80")
+    op = k.op
+    assert k.op is op and op._qualname.startswith("heddle::fusion_")
+    x, w, bias = _inputs()
+    y = op(x, w, bias)
+    ref = torch.nn.functional.gelu(x.double() @ w.double() + bias.double())
+    torch.testing.assert_close(y.double(), ref, rtol=2e-2, atol=2e-2)
+    torch.library.opcheck(op, (x, w, bias), test_utils=("test_schema", "test_faketensor"))

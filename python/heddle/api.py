@@ -121,20 +121,17 @@ _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
 
 
+def register_op(name: str, input_names, run, fake):
+    """Register `heddle::<name>` (Tensor inputs -> Tensor) with a real and a fake implementation."""
+    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> Tensor"
+    op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
+    op.register_fake(lambda *t: fake(t))
+    return op
+
+
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
-    schema = "(" + ", ".join(f"Tensor {n}" for n in names) + ") -> Tensor"
-    qual = f"heddle::{fm.spec.op_name()}"
-
-    def impl(*tensors):
-        return fm.run(tensors)
-
-    def fake(*tensors):
-        return fm.fake(tensors)
-
-    op = torch.library.custom_op(qual, impl, mutates_args=(), schema=schema)
-    op.register_fake(fake)
-    return op
+    return register_op(fm.spec.op_name(), names, fm.run, fm.fake)
 
 
 def fused_matmul_op(spec: MatmulSpec) -> FusedMatmul:

@@ -26,6 +26,7 @@ class Kernel:
         self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
         self._params = lowered.params
         self._out = fusion.outputs[0]
+        self._op = None
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -73,6 +74,34 @@ class Kernel:
     def explain(self) -> str:
         """Every sync op of the kernel with the hazard it orders and why this mechanism."""
         return self.lowered.explain()
+
+    @property
+    def op(self):
+        """This compiled fusion as a torch custom op, torch.ops.heddle.fusion_<hash>: CUDA tensors run
+        the kernel, CPU tensors compute the fusion with torch (float32); a fake implementation lets
+        it trace under torch.compile."""
+        if self._op is None:
+            import hashlib
+            from .api import register_op
+            h = hashlib.sha256((self.target + self.source).encode()).hexdigest()[:12]
+            name = f"fusion_{h}"
+            import torch
+            existing = getattr(torch.ops.heddle, name, None) if hasattr(torch.ops, "heddle") else None
+            self._op = existing or register_op(name, [n for n, _, _ in self._inputs], self._run_any, self._fake)
+        return self._op
+
+    def _run_any(self, tensors):
+        if tensors[0].device.type == "cuda":
+            return self(*tensors)
+        from .reference import evaluate
+        import torch
+        self.bind(tensors)
+        return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
+
+    def _fake(self, tensors):
+        import torch
+        g = matmul_geometry(self.fusion, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
+        return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]))
 
     # --- run -----------------------------------------------------------------------------------
     def bind(self, tensors) -> Dict[str, int]:
