@@ -167,7 +167,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << "  extern __shared__ __align__(128) unsigned char heddle_smem[];\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
       << ";\n";
-  bool swap = k.launch.gridX.str() != ("heddle_ceil_div(N, " + std::to_string(t.bn) + ")");
+  const bool swap = t.swapBlocks;  // m tiles on blockIdx.x
   os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx." << (swap ? "y" : "x")
       << " * " << t.bn << ";\n";
   os_ << "  const int batch_idx = blockIdx.z;\n";

@@ -224,7 +224,7 @@ struct Kernel {
   int epilogueResult = 0;
   DType outDtype = DType::F16;
   // matmul template parameters the printer passes to the device headers
-  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; } tile;
+  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false; } tile;
   // launch-time checks: loops whose trip count must be >= minTrips
   struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };
   std::vector<TripCheck> tripChecks;

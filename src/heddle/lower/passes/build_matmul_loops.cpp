@@ -28,7 +28,7 @@ void buildMatmulLoops(LowerContext& c) {
        << t.bm << "x" << t.bn << "x" << t.bk << "_w" << t.warpsM << "x" << t.warpsN << "_s" << t.stages << "p"
        << t.prefetch << "_" << loadKindName(t.loadKind) << t.vecA << "v" << t.vecB;
   k.name = name.str();
-  k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched};
+  k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched, t.swapBlocks};
 
   auto ptr = [](const std::string& n, DType dt, const std::string& tensor, bool isConst) {
     kir::Param p;

@@ -161,7 +161,8 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
   }
 }
 
-std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
+// Fills the reason of a sync op from the hazards it serves.
+void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
   std::set<std::string> kinds, bufs, stages, prods, cons, pairs;
   for (int h : hs) {
     auto& z = ha.hazards[h];
@@ -188,7 +189,6 @@ std::string reasonText(const HazardAnalysis& ha, const std::vector<int>& hs, kir
   r.producer = join(prods, 3);
   r.consumer = join(cons, 3);
   r.pairs.assign(pairs.begin(), pairs.end());
-  return r.hazards;
 }
 
 }  // namespace
@@ -224,7 +224,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
       auto& pt = ha.points[p];
       bool barrier = plan.barriers.count(p) && !pt.hasBarrier;
       kir::SyncReason base;
-      reasonText(ha, plan.served[p], base);
+      describeHazards(ha, plan.served[p], base);
       if (plan.wait.count(p) && plan.wait[p] < kNoWait) {
         int n = plan.wait[p];
         kir::SyncReason r = base;
