@@ -27,6 +27,7 @@ class Kernel:
         self._params = lowered.params
         self._out = fusion.outputs[0]
         self._op = None
+        self._matmul_expr = matmul_expr(fusion)
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -100,7 +101,7 @@ class Kernel:
 
     def _fake(self, tensors):
         import torch
-        g = matmul_geometry(self.fusion, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
+        g = MatmulGeometry(self._matmul_expr, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
         return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]))
 
     # --- run -----------------------------------------------------------------------------------
@@ -143,47 +144,47 @@ class Kernel:
                              "Use heddle.reference.evaluate(...) or the torch op for CPU tensors")
         return self._launch(tensors, env)
 
-    def _launch(self, tensors, env):
+    def prepare(self, tensors):
+        """Check layout/alignment and build (output, grid, kernel args) for `tensors`; pure host work,
+        usable (and tested) without a GPU."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
-        g = matmul_geometry(self.fusion, by_name)
-        a, b, M, N, K, batch = g.a, g.b, g.M, g.N, g.K, g.batch
-        batched = g.batched
+        g = MatmulGeometry(self._matmul_expr, by_name)
+        a, b, M, N = g.a, g.b, g.M, g.N
         for nm, t, vec in ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
             ld = t.stride(-2)
             if ld % vec or t.data_ptr() % (vec * t.element_size()):
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
                                  f"to the kernel's {vec}-element copies; recompile with vec={_vec_for(t)} "
                                  "(heddle.matmul does this for you)")
-        out_dt = getattr(torch, _DTYPES[self._out.dtype])
-        shape = (batch, M, N) if batched else (M, N)
-        out = torch.empty(shape, dtype=out_dt, device=a.device)
-        genv = {"M": M, "N": N, "K": K, "batch": batch}
-        self.lowered.check_launch(genv)
+        self.lowered.check_launch(g.env)
+        out = torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]), device=a.device)
+        scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
+                  "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
+                  "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
+                  "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
         args = []
         for name, kind, _, tensor in self._params:
             if name == "A": args.append(("ptr", a.data_ptr()))
             elif name == "B": args.append(("ptr", b.data_ptr()))
             elif name == "D": args.append(("ptr", out.data_ptr()))
-            elif name in ("M", "N", "K"): args.append(("i32", genv[name]))
-            elif name == "lda": args.append(("i64", a.stride(-2)))
-            elif name == "ldb": args.append(("i64", b.stride(-2)))
-            elif name == "ldd": args.append(("i64", N))
-            elif name == "batch_stride_a": args.append(("i64", a.stride(0)))
-            elif name == "batch_stride_b": args.append(("i64", b.stride(0) if b.dim() == 3 else 0))
-            elif name == "batch_stride_d": args.append(("i64", M * N))
+            elif name in scalar: args.append(scalar[name])
             elif name.startswith("E_") and kind == "ptr": args.append(("ptr", by_name[tensor].data_ptr()))
-            elif name.startswith("E_"):
+            elif name.startswith("E_"):  # E_<tensor>_s<axis>: stride of an epilogue operand
                 tname, ax = name[2:].rsplit("_s", 1)
                 args.append(("i64", by_name[tname].stride(int(ax))))
             else:
                 raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
+        return out, self.lowered.grid(g.env), args
+
+    def _launch(self, tensors, env):
+        import torch
+        out, grid, args = self.prepare(tensors)
+        if out.numel() == 0:
+            return out
         if self._loaded is None:
             self._loaded = _C.runtime.Kernel.load(self.binary, self.name)
-        if M == 0 or N == 0:
-            return out
-        grid = self.lowered.grid(genv)
-        stream = torch.cuda.current_stream(a.device).cuda_stream
+        stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
         self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
         return out
 
@@ -191,8 +192,7 @@ class Kernel:
 class MatmulGeometry:
     """Sizes of a fusion's matmul read off its operand tensors (shared by launch and simulation)."""
 
-    def __init__(self, fusion, by_name):
-        mexpr = next(e for e in fusion.exprs() if e["op"] == "matmul")
+    def __init__(self, mexpr, by_name):
         self.a_name, self.b_name = mexpr["inputs"]
         self.a, self.b = by_name[self.a_name], by_name[self.b_name]
         ta, tb = mexpr["trans_a"], mexpr["trans_b"]
@@ -211,8 +211,12 @@ class MatmulGeometry:
                                  "(trans_a/trans_b)")
 
 
+def matmul_expr(fusion) -> dict:
+    return next(e for e in fusion.exprs() if e["op"] == "matmul")
+
+
 def matmul_geometry(fusion, by_name) -> MatmulGeometry:
-    return MatmulGeometry(fusion, by_name)
+    return MatmulGeometry(matmul_expr(fusion), by_name)
 
 
 def _vec_for(t) -> int:
