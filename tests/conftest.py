@@ -124,7 +124,11 @@ def gpu_unavailable_reason():
 
 def pytest_collection_modifyitems(config, items):
     reason = None
+    # `slow` sweeps run only when asked for: -m slow (or an -m expression naming it) or HEDDLE_SLOW=1
+    run_slow = "slow" in (config.getoption("-m") or "") or os.environ.get("HEDDLE_SLOW", "0") not in ("", "0")
     for item in items:
+        if item.get_closest_marker("slow") is not None and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow sweep: run with -m slow or HEDDLE_SLOW=1"))
         if item.get_closest_marker("gpu") is not None:
             reason = reason or gpu_unavailable_reason() or ""
             if reason:

@@ -25,12 +25,20 @@ ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # heddle.autotune / heddle.bench load on first use (and `python -m heddle.autotune` runs cleanly)
+    if name in ("autotune", "bench"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'heddle' has no attribute {name!r}")
+
 known_targets = _C.known_targets
 target_info = _C.target_info
 pass_names = _C.pass_names
 
 __all__ = [
-    "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "verify",
+    "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "verify", "autotune", "bench",
     "HeddleError", "ScheduleError", "InputError", "CompileError", "RuntimeUnavailable",
     "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",
 ]

@@ -9,6 +9,7 @@ runnable anywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
@@ -85,19 +86,29 @@ class FusedMatmul:
                         fd = _plain_schedule(self.spec, target)
                     else:
                         fd = self.spec.build_fusion()
-                        fd.auto_schedule(target, -1, self.spec.n, self.spec.k)
+                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/tma.py)
+                        fd.auto_schedule(target, -1, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b)
                     self.kernels[key] = k
                     self.compiles += 1
         return k
 
+    def kernel_for(self, tensors, target: str) -> Kernel:
+        """The kernel for these operands: the tuned config under HEDDLE_AUTOTUNE=1, else the automatic
+        schedule."""
+        vec_a, vec_b = _vec_for(tensors[0]), _vec_for(tensors[1])
+        if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
+            a = tensors[0]
+            m = a.shape[-1] if self.spec.trans_a else a.shape[-2]
+            batch = int(a.shape[0]) if self.spec.batched else 1
+            return _autotune().matmul_kernel(self, target, vec_a, vec_b, int(m), batch)
+        return self.kernel(target, vec_a, vec_b)
+
     def run(self, tensors):
         a = tensors[0]
         if a.device.type == "cuda":
             from .runtime import target_for_device
-            target = target_for_device(a.device)
-            k = self.kernel(target, _vec_for(tensors[0]), _vec_for(tensors[1]))
-            return k(*tensors)
+            return self.kernel_for(tensors, target_for_device(a.device))(*tensors)
         out = reference.evaluate(self.fusion, tensors, compute_dtype=torch.float32)
         return out
 
@@ -107,6 +118,11 @@ class FusedMatmul:
         shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[self.spec.out_dtype]
         return a.new_empty(shape, dtype=dt)
+
+
+def _autotune():
+    from . import autotune
+    return autotune
 
 
 def _plain_schedule(spec: MatmulSpec, target: str) -> Fusion:
@@ -131,7 +147,10 @@ def register_op(name: str, input_names, run, fake):
 
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
-    return register_op(fm.spec.op_name(), names, fm.run, fm.fake)
+    op = register_op(fm.spec.op_name(), names, fm.run, fm.fake)
+    from .dynamo_autograd import register_matmul_autograd
+    register_matmul_autograd(fm, op)   # heddle.matmul trains in eager mode too
+    return op
 
 
 def fused_matmul_op(spec: MatmulSpec) -> FusedMatmul:
@@ -179,10 +198,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
 def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
              activation, alpha, out_dtype) -> str:
     """Registers the op for this signature on first use; under torch.compile it runs once at trace
-    time and the name is a constant of the graph."""
-    spec = MatmulSpec(dtype=dtype, batched=batched, batched_b=batched_b, k=k, n=n, trans_a=trans_a,
-                      trans_b=trans_b, bias=None if bias_dt is None else (bias_dt, bias_rank),
-                      residual=None if res_dt is None else (res_dt, res_rank), activation=activation,
-                      alpha=alpha, out_dtype=out_dtype)
-    fused_matmul_op(spec)
-    return spec.op_name()
+    time and the name is a constant of the graph. Eager calls cost one dict lookup on a flat tuple."""
+    key = (dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
+           activation, alpha, out_dtype)
+    name = _op_names.get(key)
+    if name is None:
+        spec = MatmulSpec(dtype=dtype, batched=batched, batched_b=batched_b, k=k, n=n, trans_a=trans_a,
+                          trans_b=trans_b, bias=None if bias_dt is None else (bias_dt, bias_rank),
+                          residual=None if res_dt is None else (res_dt, res_rank), activation=activation,
+                          alpha=alpha, out_dtype=out_dtype)
+        fused_matmul_op(spec)
+        name = _op_names[key] = spec.op_name()
+    return name
+
+
+_op_names: Dict[tuple, str] = {}

@@ -92,10 +92,11 @@ class Tensor:
         self._tv.parallelize(axis, parallel)
         return self
 
-    def circular_buffer(self, stages: int, prefetch: int = -1) -> "Tensor":
+    def circular_buffer(self, stages: int, prefetch: int = -1, war: str = "mbarrier") -> "Tensor":
         """Buffer this shared-memory cache over `stages` slots with `prefetch` loads ahead
-        (negative prefetch means stages + prefetch; -1 keeps stages-1 loads in flight)."""
-        self._tv.circular_buffer(int(stages), int(prefetch))
+        (negative prefetch means stages + prefetch; -1 keeps stages-1 loads in flight). war: how a
+        TMA ring without roles releases slots: 'mbarrier' (empty barriers) or 'block_sync'."""
+        self._tv.circular_buffer(int(stages), int(prefetch), war)
         return self
 
     def warp_specialize(self, roles: Dict[str, Union[int, dict]]) -> "Tensor":
@@ -150,9 +151,11 @@ class Fusion:
         self._f.init_schedule(mm._tv)
         return mm
 
-    def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1) -> "Fusion":
-        """The schedule heddle.matmul would pick for `target` (and problem size, when known)."""
-        self._f.auto_schedule(target, m, n, k)
+    def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1,
+                      tma: bool = True) -> "Fusion":
+        """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
+        the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async."""
+        self._f.auto_schedule(target, m, n, k, tma)
         return self
 
     @property

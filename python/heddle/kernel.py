@@ -6,6 +6,7 @@ launched on torch's current stream the first time it is called with CUDA tensors
 from __future__ import annotations
 
 import os
+import threading
 from typing import Dict, List, Optional
 
 from . import _C
@@ -41,8 +42,12 @@ class Kernel:
         dump("cuda", lambda: lowered.source)
         from .runtime import ensure_search_dirs
         ensure_search_dirs()
-        binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
-                                    isolate=isolate, want_ptx=True, use_cache=use_cache)
+        if lowered.rtc_arch.startswith("gfx"):  # AMD: hiprtc through the same cache (docs/backends.md)
+            binary = _C.runtime.compile_hip(lowered.source, lowered.name, lowered.rtc_arch,
+                                            options=list(options or []), isolate=isolate, use_cache=use_cache)
+        else:
+            binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
+                                        isolate=isolate, want_ptx=True, use_cache=use_cache)
         dump("ptx", lambda: binary.ptx)
         dump("ptxas", lambda: binary.ptxas)
         return cls(fusion, lowered, binary, target, vec_a, vec_b)
@@ -86,9 +91,13 @@ class Kernel:
             from .api import register_op
             h = hashlib.sha256((self.target + self.source).encode()).hexdigest()[:12]
             name = f"fusion_{h}"
-            import torch
-            existing = getattr(torch.ops.heddle, name, None) if hasattr(torch.ops, "heddle") else None
-            self._op = existing or register_op(name, [n for n, _, _ in self._inputs], self._run_any, self._fake)
+            # one CustomOpDef per name: a second Kernel with the same source shares it (the same type
+            # as the first gets, not the torch.ops packet)
+            with _fusion_ops_lock:
+                self._op = _fusion_ops.get(name)
+                if self._op is None:
+                    self._op = _fusion_ops[name] = register_op(name, [n for n, _, _ in self._inputs],
+                                                               self._run_any, self._fake)
         return self._op
 
     def _run_any(self, tensors):
@@ -149,9 +158,13 @@ class Kernel:
         usable (and tested) without a GPU."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
+        hopper = bool(self.lowered.tensor_maps)
+        if hopper:  # TMA's own rules first, with a message naming them (heddle/tma.py)
+            from . import tma
+            tma.check_operands(self, _Operands(self._matmul_expr, by_name))
         g = MatmulGeometry(self._matmul_expr, by_name)
         a, b, M, N = g.a, g.b, g.M, g.N
-        for nm, t, vec in ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
+        for nm, t, vec in () if hopper else ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
             ld = t.stride(-2)
             if ld % vec or t.data_ptr() % (vec * t.element_size()):
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
@@ -163,9 +176,11 @@ class Kernel:
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
+        env, extra = tma.launch_args(self, g, out) if hopper else ({}, {})
         args = []
         for name, kind, _, tensor in self._params:
-            if name == "A": args.append(("ptr", a.data_ptr()))
+            if name in extra: args.append(extra[name])
+            elif name == "A": args.append(("ptr", a.data_ptr()))
             elif name == "B": args.append(("ptr", b.data_ptr()))
             elif name == "D": args.append(("ptr", out.data_ptr()))
             elif name in scalar: args.append(scalar[name])
@@ -175,7 +190,7 @@ class Kernel:
                 args.append(("i64", by_name[tname].stride(int(ax))))
             else:
                 raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
-        return out, self.lowered.grid(g.env), args
+        return out, self.lowered.grid({**g.env, **env}), args
 
     def _launch(self, tensors, env):
         import torch
@@ -183,10 +198,15 @@ class Kernel:
         if out.numel() == 0:
             return out
         if self._loaded is None:
-            self._loaded = _C.runtime.Kernel.load(self.binary, self.name)
+            loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
+            self._loaded = loader.load(self.binary, self.name)
         stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
         self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
         return out
+
+
+_fusion_ops: Dict[str, object] = {}
+_fusion_ops_lock = threading.Lock()
 
 
 class MatmulGeometry:
@@ -209,6 +229,14 @@ class MatmulGeometry:
                 raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
                                  "contiguously — call .contiguous() or declare the operand transposed "
                                  "(trans_a/trans_b)")
+
+
+class _Operands:
+    """The matmul operands by role, before MatmulGeometry's layout checks (for TMA's own messages)."""
+
+    def __init__(self, mexpr, by_name):
+        self.a_name, self.b_name = mexpr["inputs"]
+        self.a, self.b = by_name[self.a_name], by_name[self.b_name]
 
 
 def matmul_expr(fusion) -> dict:

@@ -50,17 +50,25 @@ def nvrtc_available() -> bool:
 
 
 def gpu_available() -> bool:
-    """True when torch sees a CUDA device and heddle's driver loader works."""
+    """True when torch sees a CUDA (or ROCm) device and heddle's driver (or HIP runtime) loader works."""
     try:
         import torch
+        if torch.cuda.is_available() and getattr(torch.version, "hip", None):
+            return _C.runtime.hip_available()
         return torch.cuda.is_available() and _C.runtime.driver_available()
     except Exception:
         return False
 
 
 def target_for_device(device=None) -> str:
-    """The heddle target for a CUDA device: sm_80 for Ampere/Ada, sm_90a for Hopper, sm_100a for Blackwell."""
+    """The heddle target for a CUDA device: sm_80 for Ampere/Ada, sm_90a for Hopper, sm_100a for Blackwell;
+    on ROCm torch the device's gfx architecture (gfx90a, gfx942, gfx1200)."""
     import torch
+    if getattr(torch.version, "hip", None):
+        arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+        if arch in ("gfx90a", "gfx942", "gfx1200"):
+            return arch
+        raise _C.ScheduleError(f"AMD device {arch}: heddle targets gfx90a, gfx942 and gfx1200")
     major, minor = torch.cuda.get_device_capability(device)
     if major >= 10:
         return "sm_100a"

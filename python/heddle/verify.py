@@ -172,6 +172,9 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
         elif name.startswith("E_"):
             tname, ax = name[2:].rsplit("_s", 1)
             scalars[name] = by_name[tname].stride(int(ax))
+        elif name == "num_ctas":  # persistent Hopper kernels: CTAs that walk the tiles (heddle.tma)
+            from .tma import simulated_ctas
+            scalars[name] = simulated_ctas(lowered, genv)
     ref_bytes = None
     if reference is None:
         from .reference import evaluate

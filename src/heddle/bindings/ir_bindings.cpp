@@ -37,6 +37,7 @@ static LoadKind loadKindFromName(const std::string& n) {
   if (n == "plain") return LoadKind::Plain;
   if (n == "cp_async" || n == "cpasync") return LoadKind::CpAsync;
   if (n == "tma_load" || n == "tmaLoad" || n == "tma") return LoadKind::TmaLoad;
+  if (n == "async_lds" || n == "lds_dma") return LoadKind::AsyncLds;
   fail<ScheduleError>("cache_after: unknown load kind '", n, "'; use 'plain', 'cp_async' or 'tma_load'");
 }
 
@@ -91,7 +92,8 @@ void bindIr(py::module_& m) {
       .def("reorder", &reorder, py::arg("order"))
       .def("parallelize", [](TensorView* t, const std::string& a, const std::string& p) { parallelize(t, a, parallelFromName(p)); },
            py::arg("axis"), py::arg("parallel"))
-      .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1)
+      .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1,
+           py::arg("war") = "mbarrier")
       .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
            py::arg("roles"))
       .def("__repr__", &TensorView::str);
@@ -119,9 +121,12 @@ void bindIr(py::module_& m) {
              return f.cacheAfter(t, loadKindFromName(kind));
            }, py::arg("tensor"), py::arg("kind") = "cp_async", py::return_value_policy::reference_internal)
       .def("init_schedule", [](Fusion& f, TensorView* t) { initLoopDomain(f, t); })
-      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k) {
-             autoScheduleMatmul(f, targetInfo(target), {m, n, k});
-           }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1)
+      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma) {
+             AutoScheduleHints h{m, n, k};
+             h.tma = tma;
+             autoScheduleMatmul(f, targetInfo(target), h);
+           }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
+           py::arg("tma") = true)
       .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
              return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
            }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)

@@ -3,7 +3,8 @@
 //
 //   program := [stmt, ...]
 //   stmt    := ("loop", var, start, stop, stage, [stmt...])   stage: serial|prologue|main|epilogue
-//            | ("write" | "read", buffer, stage_expr, mapping[, async])
+//            | ("write" | "read", buffer, stage_expr, mapping[, async])   async on an AMD target: LDS DMA (vmcnt)
+//            | ("if", cond_expr, [then...][, [else...]])               cond naming an unbound variable: both paths
 //            | ("commit",) | ("barrier",) | ("wait", n)
 //            | ("buffer", name, bytes_per_stage[, align])       declare before use (default 128 B, align 16)
 // Expressions are strings or ints ("(i + 1) % 2", "N - 1"); N is the trip-count variable.
@@ -20,7 +21,8 @@ using namespace heddle;
 
 namespace {
 
-void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, const std::string& loopVar) {
+void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, const std::string& loopVar,
+           const TargetInfo& target) {
   for (auto& item : prog) {
     auto t = item.cast<py::tuple>();
     auto op = t[0].cast<std::string>();
@@ -30,7 +32,12 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       l->start = bindings::parseExprArg(t[2]);
       l->stop = bindings::parseExprArg(t[3]);
       l->stage = bindings::parseLoopStage(t[4].cast<std::string>());
-      build(k, l->body, t[5].cast<py::list>(), stages, l->var);
+      build(k, l->body, t[5].cast<py::list>(), stages, l->var, target);
+    } else if (op == "if") {
+      auto* c = b.add<kir::IfThenElse>();
+      c->cond = bindings::parseExprArg(t[1]);
+      build(k, c->thenBody, t[2].cast<py::list>(), stages, loopVar, target);
+      if (t.size() > 3) build(k, c->elseBody, t[3].cast<py::list>(), stages, loopVar, target);
     } else if (op == "write" || op == "read") {
       auto name = t[1].cast<std::string>();
       kir::Buffer* buf = nullptr;
@@ -49,6 +56,7 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       a->write = op == "write";
       a->mapping = t[3].cast<std::string>();
       a->async = t.size() > 4 && t[4].cast<bool>();
+      a->vmcnt = a->async && target.backend == Backend::Hip;
       a->iter = loopVar.empty() ? kir::IExpr(0) : kir::IExpr::var(loopVar);
       a->label = op + " " + name;
     } else if (op == "buffer") {
@@ -74,18 +82,19 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
 }  // namespace
 
 void bindLab(py::module_& m) {
-  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem) {
+  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem, const std::string& target) {
     auto l = std::make_shared<Lowered>();
     static Fusion emptyFusion;
-    l->ctx.reset(new LowerContext{emptyFusion, targetInfo("sm_80"), {}, {}, {}, {}});
+    const TargetInfo& t = targetInfo(target);
+    l->ctx.reset(new LowerContext{emptyFusion, t, {}, {}, {}, {}});
     auto& k = l->ctx->kernel;
     k.name = "sync_lab";
-    k.launch.threads = 128;
-    build(k, k.body, prog, stages, "");
+    k.launch.threads = 128;  // 4 warps (CUDA, GFX12) or 2 wavefronts (CDNA)
+    build(k, k.body, prog, stages, "", t);
     k.renumber();
     if (planSmem) passes::planSmem(*l->ctx);
-    passes::planSyncs(k, "N", 1, stages);
+    passes::planSyncs(k, "N", 1, stages, t);
     k.renumber();
     return l;
-  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false);
+  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80");
 }

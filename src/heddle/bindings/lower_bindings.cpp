@@ -50,6 +50,20 @@ py::list structure(const kir::Block& b) {
         d["sync"] = kir::syncKindName(y.sync);
         d["arg"] = y.arg;
         d["reason"] = y.reason;
+        if (y.buf) {  // Hopper ops: the mbarrier (or accumulator) and its index / parity / count
+          d["buf"] = y.buf->name;
+          d["index"] = y.index.str();
+          d["parity"] = y.parity.str();
+          d["count"] = y.count;
+        }
+        break;
+      }
+      case kir::NodeKind::If: {
+        auto& c = static_cast<const kir::IfThenElse&>(*s);
+        d["kind"] = "if";
+        d["cond"] = c.cond.str();
+        d["then"] = structure(c.thenBody);
+        d["else"] = structure(c.elseBody);
         break;
       }
       case kir::NodeKind::TileLoad: {
@@ -70,6 +84,8 @@ py::list structure(const kir::Block& b) {
       }
       case kir::NodeKind::EpilogueStore: d["kind"] = "epilogue"; break;
       case kir::NodeKind::Alloc: d["kind"] = "alloc"; break;
+      case kir::NodeKind::Let: d["kind"] = "let"; break;
+      case kir::NodeKind::TmaStore: d["kind"] = "tma_store"; break;
       default: d["kind"] = "other";
     }
     out.append(d);
@@ -95,8 +111,8 @@ void bindLower(py::module_& m) {
       .def_property_readonly("barriers_per_main_iteration",
                              [](const Lowered& l) { return l.k().syncPlan.barriersPerMainIteration; })
       .def("count_syncs", [](const Lowered& l, const std::string& kind) {
-             for (auto k : {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait})
-               if (kind == kir::syncKindName(k)) return countSyncs(l.k().body, k);
+             for (int i = 0; i < 64; ++i)  // every kind syncKindName spells
+               if (kind == kir::syncKindName((kir::SyncKind)i)) return countSyncs(l.k().body, (kir::SyncKind)i);
              fail<HeddleError>("count_syncs: unknown sync kind '", kind, "'");
            })
       .def_property_readonly("sync_plan", [](const Lowered& l) {
@@ -129,8 +145,31 @@ void bindLower(py::module_& m) {
       .def_property_readonly("params", [](const Lowered& l) {
              py::list out;
              for (auto& p : l.k().params) {
-               static const char* kinds[] = {"ptr", "i32", "i64", "f32"};
+               static const char* kinds[] = {"ptr", "i32", "i64", "f32", "tensormap"};
                out.append(py::make_tuple(p.name, kinds[p.kind], std::string(dtypeName(p.dtype)), p.tensor));
+             }
+             return out;
+           })
+      .def_property_readonly("tile", [](const Lowered& l) {
+             auto& t = l.k().tile;
+             py::dict d;
+             d["bm"] = t.bm;
+             d["bn"] = t.bn;
+             d["bk"] = t.bk;
+             d["wgmma"] = t.wgmma;
+             return d;
+           })
+      .def_property_readonly("tensor_maps", [](const Lowered& l) {  // Hopper: what the launcher encodes
+             py::list out;
+             for (auto& m : l.k().tensorMaps) {
+               py::dict d;
+               d["param"] = m.param;
+               d["operand"] = m.operand;
+               d["box_cols"] = m.boxCols;
+               d["box_rows"] = m.boxRows;
+               d["swizzle"] = m.swizzle;
+               d["batched"] = m.batched;
+               out.append(d);
              }
              return out;
            })

@@ -11,6 +11,7 @@ void bindIr(py::module_& m);
 void bindLower(py::module_& m);
 void bindLab(py::module_& m);
 void bindVerify(py::module_& m);
+void bindHip(py::module_& m);  // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "heddle C++ core";
@@ -24,5 +25,6 @@ PYBIND11_MODULE(_C, m) {
   bindLower(m);
   bindLab(m);
   bindRuntime(m);
+  bindHip(m);
   bindVerify(m);
 }

@@ -117,6 +117,8 @@ void bindVerify(py::module_& m) {
           o.rtol = rtol;
           o.maxReportsPerKind = maxReports;
           o.warpSize = l.ctx->target.warpSize;
+          o.mmaFragment = l.ctx->target.mfma ? 1 : l.ctx->target.wmma ? 2 : 0;
+          o.backOffBarrier = l.ctx->target.backOffBarrier;
           py::gil_scoped_release nogil;
           return verify::simulate(l.k(), in, o);
         },

@@ -1,6 +1,7 @@
 // CUDA spellings for the C-like printer: includes of the device runtime headers, kernel
 // qualifiers, and the sync ops (block_sync, cp.async commit/wait).
 #include "heddle/codegen/printer.h"
+#include "heddle/codegen/sm90_printer.h"
 
 namespace heddle {
 
@@ -18,6 +19,7 @@ class CudaPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_math.cuh\"\n"
        << "#include \"heddle/heddle_copy.cuh\"\n"
        << "#include \"heddle/heddle_mma_sm80.cuh\"\n"
+       << (k.tile.wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
        << "#define heddle_max(a, b) ((a) > (b) ? (a) : (b))\n\n";
@@ -31,10 +33,14 @@ class CudaPrinter : public CLikePrinter {
       case kir::SyncKind::BlockSync: return "heddle::block_sync();";
       case kir::SyncKind::CpAsyncCommit: return "heddle::cp_async_commit();";
       case kir::SyncKind::CpAsyncWait: return "heddle::cp_async_wait<" + std::to_string(s.arg) + ">();";
+      default: break;
     }
-    return "";
+    std::string h = sm90print::syncOp(*k_, s);  // Hopper ops (codegen/sm90_printer.cpp)
+    if (h.empty()) fail<HeddleError>("CUDA printer: no spelling for ", kir::describe(s), " on ", target_.name);
+    return h;
   }
   std::string mmaType(const kir::Kernel& k) override {
+    if (k.tile.wgmma) return sm90print::mmaType(k);
     const auto& t = k.tile;
     std::ostringstream os;
     os << "heddle::MmaSm80<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.warpsM << ", " << t.warpsN << ", "
@@ -46,8 +52,7 @@ class CudaPrinter : public CLikePrinter {
 }  // namespace
 
 std::string printKernel(const kir::Kernel& k, const TargetInfo& t) {
-  if (t.backend != Backend::Cuda)
-    fail<ScheduleError>("target ", t.name, ": the HIP printer is not in this build; use a CUDA target (sm_80)");
+  if (t.backend == Backend::Hip) return printHipKernel(k, t);
   CudaPrinter p(t);
   return p.print(k);
 }

@@ -1,6 +1,8 @@
 // The C-like printer shared by the CUDA and HIP backends.
 #include "heddle/codegen/printer.h"
 
+#include "heddle/codegen/sm90_printer.h"
+
 #include <iomanip>
 
 namespace heddle {
@@ -12,6 +14,7 @@ std::string CLikePrinter::paramDecl(const kir::Param& p) {
     case kir::Param::Int32: return "int " + p.name;
     case kir::Param::Int64: return "long long " + p.name;
     case kir::Param::Float: return "float " + p.name;
+    case kir::Param::TensorMap: return "const __grid_constant__ heddle::TmaDesc " + p.name;
   }
   return "";
 }
@@ -24,6 +27,7 @@ std::string CLikePrinter::bufferPtr(const kir::Buffer& b, const kir::IExpr& stag
 }
 
 void CLikePrinter::node(const kir::Node& n, int d) {
+  if (sm90print::printNode(os_, *k_, n, ind(d))) return;  // Hopper nodes (codegen/sm90_printer.cpp)
   switch (n.kind) {
     case kir::NodeKind::For: {
       auto& f = static_cast<const kir::ForLoop&>(n);
@@ -60,7 +64,7 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     }
     case kir::NodeKind::TileLoad: {
       auto& t = static_cast<const kir::TileLoad&>(n);
-      const char* fn = t.kind == LoadKind::CpAsync ? "copy_tile_async" : "copy_tile_sync";
+      const char* fn = t.kind == LoadKind::CpAsync || t.kind == LoadKind::AsyncLds ? "copy_tile_async" : "copy_tile_sync";
       os_ << ind(d) << "heddle::" << fn << "<" << t.dst->rows << ", " << t.dst->cols << ", " << t.vec << ", "
           << k_->launch.threads << ">(" << bufferPtr(*t.dst, t.stage) << ", " << t.src << ", " << t.ld << ", "
           << t.row0.str() << ", " << t.col0.str() << ", " << t.rowsBound.str() << ", " << t.colsBound.str()
@@ -85,6 +89,8 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     }
     case kir::NodeKind::Comment: os_ << ind(d) << "// " << static_cast<const kir::Comment&>(n).text << "\n"; break;
     case kir::NodeKind::Block: block(static_cast<const kir::Block&>(n), d); break;
+    case kir::NodeKind::Let:
+    case kir::NodeKind::TmaStore: fail<HeddleError>("printer: ", kir::describe(n), " is a Hopper node");
   }
 }
 
@@ -164,7 +170,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << kernelQualifiers(k) << " " << k.name << "(";
   for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
   os_ << ") {\n";
-  os_ << "  extern __shared__ __align__(128) unsigned char heddle_smem[];\n";
+  os_ << "  extern __shared__ __align__(" << (k.tile.wgmma ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
       << ";\n";
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x

@@ -38,5 +38,7 @@ class CLikePrinter {
 
 // Returns the CUDA (or HIP) source for a lowered kernel.
 std::string printKernel(const kir::Kernel& k, const TargetInfo& t);
+// The HIP subclass (codegen/hip_printer.cpp); printKernel dispatches to it for Backend::Hip.
+std::string printHipKernel(const kir::Kernel& k, const TargetInfo& t);
 
 }  // namespace heddle

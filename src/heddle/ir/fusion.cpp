@@ -58,6 +58,7 @@ const char* loadKindName(LoadKind k) {
     case LoadKind::Plain: return "plain";
     case LoadKind::CpAsync: return "cp_async";
     case LoadKind::TmaLoad: return "tma_load";
+    case LoadKind::AsyncLds: return "async_lds";
   }
   return "?";
 }

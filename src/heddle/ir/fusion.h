@@ -55,12 +55,13 @@ struct Expr {
 
 // Where a cached copy of a tensor lives and how it gets there (cache_after).
 enum class MemoryType { Global, Shared, Local };
-enum class LoadKind { None, Plain, CpAsync, TmaLoad };
-const char* loadKindName(LoadKind k);  // "plain" | "cp_async" | "tma_load"
+enum class LoadKind { None, Plain, CpAsync, TmaLoad, AsyncLds };  // AsyncLds: AMD LDS DMA (vmcnt)
+const char* loadKindName(LoadKind k);  // "plain" | "cp_async" | "tma_load" | "async_lds"
 
 struct CircularBufferOptions {
   int stages = 0;    // >= 2 when set
   int prefetch = 0;  // normalised: 0 <= prefetch < stages
+  bool mbarrierWar = true;  // TMA rings without roles: slots released through empty mbarriers (else a block sync)
   bool enabled() const { return stages > 0; }
 };
 

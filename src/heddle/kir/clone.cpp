@@ -35,6 +35,7 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->iter = c->iter.substitute(s);
       c->row0 = c->row0.substitute(s);
       c->col0 = c->col0.substitute(s);
+      c->mbarIndex = c->mbarIndex.substitute(s);
       return c;
     }
     case NodeKind::MmaStep: {
@@ -50,8 +51,30 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->iter = c->iter.substitute(s);
       return c;
     }
-    case NodeKind::EpilogueStore: return std::make_unique<EpilogueStore>(static_cast<const EpilogueStore&>(n));
-    case NodeKind::Sync: return std::make_unique<Sync>(static_cast<const Sync&>(n));
+    case NodeKind::EpilogueStore: {
+      auto c = std::make_unique<EpilogueStore>(static_cast<const EpilogueStore&>(n));
+      c->fromStage = c->fromStage.substitute(s);
+      c->toStage = c->toStage.substitute(s);
+      return c;
+    }
+    case NodeKind::Sync: {
+      auto c = std::make_unique<Sync>(static_cast<const Sync&>(n));
+      c->index = c->index.substitute(s);
+      c->parity = c->parity.substitute(s);
+      return c;
+    }
+    case NodeKind::Let: {
+      auto& l = static_cast<const Let&>(n);
+      return std::make_unique<Let>(l.var, l.value.substitute(s));
+    }
+    case NodeKind::TmaStore: {
+      auto c = std::make_unique<TmaStore>(static_cast<const TmaStore&>(n));
+      c->stage = c->stage.substitute(s);
+      c->row0 = c->row0.substitute(s);
+      c->col0 = c->col0.substitute(s);
+      c->iter = c->iter.substitute(s);
+      return c;
+    }
     case NodeKind::Alloc: return std::make_unique<Alloc>(static_cast<const Alloc&>(n).buf);
     case NodeKind::Comment: return std::make_unique<Comment>(static_cast<const Comment&>(n).text);
     case NodeKind::Block: break;

@@ -1,6 +1,7 @@
 // Kernel IR: traversal, access declarations, and the readable dump (HEDDLE_DUMP=kernel_ir).
 #include "heddle/kir/kir.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace heddle::kir {
@@ -20,6 +21,21 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::BlockSync: return "block_sync";
     case SyncKind::CpAsyncCommit: return "cp.async.commit_group";
     case SyncKind::CpAsyncWait: return "cp.async.wait_group";
+    case SyncKind::MbarInit: return "mbarrier.init";
+    case SyncKind::MbarArrive: return "mbarrier.arrive";
+    case SyncKind::MbarArriveExpectTx: return "mbarrier.arrive.expect_tx";
+    case SyncKind::MbarWait: return "mbarrier.try_wait.parity";
+    case SyncKind::WgmmaFence: return "wgmma.fence";
+    case SyncKind::WgmmaCommit: return "wgmma.commit_group";
+    case SyncKind::WgmmaWait: return "wgmma.wait_group";
+    case SyncKind::FenceProxyAsync: return "fence.proxy.async";
+    case SyncKind::SetMaxNReg: return "setmaxnreg";
+    case SyncKind::NamedBarrier: return "bar.sync";
+    case SyncKind::BulkCommit: return "cp.async.bulk.commit_group";
+    case SyncKind::BulkWaitRead: return "cp.async.bulk.wait_group.read";
+    case SyncKind::VmcntWait: return "s_waitcnt vmcnt";
+    case SyncKind::BarrierSignal: return "s_barrier_signal";
+    case SyncKind::BarrierWait: return "s_barrier_wait";
   }
   return "?";
 }
@@ -64,16 +80,37 @@ std::vector<Access> accessesOf(const Node& n) {
   std::vector<Access> r;
   if (n.kind == NodeKind::TileLoad) {
     auto& t = static_cast<const TileLoad&>(n);
-    r.push_back({t.dst, t.stage, true, copyMapping(t), t.kind == LoadKind::CpAsync ? AsyncKind::CpAsync : AsyncKind::None});
+    if (t.kind == LoadKind::TmaLoad) r.push_back({t.dst, t.stage, true, "tma", AsyncKind::Tma});
+    else r.push_back({t.dst, t.stage, true, copyMapping(t), t.kind == LoadKind::CpAsync ? AsyncKind::CpAsync
+                                                                       : t.kind == LoadKind::AsyncLds ? AsyncKind::Vmcnt
+                                                                                                      : AsyncKind::None});
   } else if (n.kind == NodeKind::SmemAccess) {
     auto& a = static_cast<const SmemAccess&>(n);
-    r.push_back({a.buf, a.stage, a.write, a.mapping, a.async ? AsyncKind::CpAsync : AsyncKind::None});
+    r.push_back({a.buf, a.stage, a.write, a.mapping,
+                 !a.async ? AsyncKind::None : a.vmcnt ? AsyncKind::Vmcnt : AsyncKind::CpAsync});
   } else if (n.kind == NodeKind::MmaStep) {
     auto& m = static_cast<const MmaStep&>(n);
-    r.push_back({m.a, m.stageA, false, kMmaMapping, AsyncKind::None});
-    r.push_back({m.b, m.stageB, false, kMmaMapping, AsyncKind::None});
+    AsyncKind ak = m.wgmma ? AsyncKind::Wgmma : AsyncKind::None;
+    r.push_back({m.a, m.stageA, false, m.wgmma ? "wgmma" : kMmaMapping, ak});
+    r.push_back({m.b, m.stageB, false, m.wgmma ? "wgmma" : kMmaMapping, ak});
+  } else if (n.kind == NodeKind::EpilogueStore) {
+    auto& e = static_cast<const EpilogueStore&>(n);  // Hopper staging: the wgmma fragment mapping
+    if (e.from) r.push_back({e.from, e.fromStage, false, "frag", AsyncKind::None});
+    if (e.to) r.push_back({e.to, e.toStage, true, "frag", AsyncKind::None});
+  } else if (n.kind == NodeKind::TmaStore) {
+    auto& t = static_cast<const TmaStore&>(n);
+    r.push_back({t.src, t.stage, false, "tma", AsyncKind::BulkStore});
   }
   return r;
+}
+
+int vmemOpsPerThread(const Node& n, int threads) {
+  if (n.kind == NodeKind::TileLoad) {  // one LDS DMA per VEC-element chunk (heddle_hip_copy.cuh)
+    auto& t = static_cast<const TileLoad&>(n);
+    int64_t chunks = (int64_t)t.dst->rows * t.dst->cols / std::max(1, t.vec);
+    return (int)(chunks / std::max(1, threads));
+  }
+  return 1;  // SmemAccess: one instruction
 }
 
 std::string describe(const Node& n) {
@@ -87,14 +124,22 @@ std::string describe(const Node& n) {
     }
     case NodeKind::MmaStep: {
       auto& m = static_cast<const MmaStep&>(n);
-      os << "mma " << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
+      os << (m.wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
          << m.stageB.str() << "] (k-tile " << m.iter.str() << ")";
       break;
     }
     case NodeKind::Sync: {
       auto& s = static_cast<const Sync&>(n);
       os << syncKindName(s.sync);
-      if (s.sync == SyncKind::CpAsyncWait) os << "(" << s.arg << ")";
+      if (s.sync == SyncKind::CpAsyncWait || s.sync == SyncKind::WgmmaWait || s.sync == SyncKind::BulkWaitRead ||
+          s.sync == SyncKind::VmcntWait)
+        os << "(" << s.arg << ")";
+      if (s.buf && s.buf->role == "mbar") os << " " << s.buf->name << "[" << s.index.str() << "]";
+      if (s.sync == SyncKind::MbarWait) os << " parity " << s.parity.str();
+      if (s.sync == SyncKind::MbarInit) os << " count " << s.count;
+      if (s.sync == SyncKind::MbarArriveExpectTx) os << " tx " << s.arg;
+      if (s.sync == SyncKind::SetMaxNReg) os << (s.count > 0 ? ".inc " : ".dec ") << s.arg;
+      if (s.sync == SyncKind::NamedBarrier) os << " " << s.arg << ", " << s.count;
       break;
     }
  case NodeKind::SmemAccess: {
@@ -103,7 +148,23 @@ std::string describe(const Node& n) {
       if (!a.iter.isConst() || a.iter.constValue() != 0) os << " (iter " << a.iter.str() << ")";
       break;
     }
-    case NodeKind::EpilogueStore: os << "epilogue store -> " << static_cast<const EpilogueStore&>(n).out; break;
+    case NodeKind::EpilogueStore: {
+      auto& e = static_cast<const EpilogueStore&>(n);
+      os << (e.raw ? "accumulator store" : "epilogue store");
+      if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
+      os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);
+      break;
+    }
+    case NodeKind::Let: {
+      auto& l = static_cast<const Let&>(n);
+      os << "let " << l.var << " = " << l.value.str();
+      break;
+    }
+    case NodeKind::TmaStore: {
+      auto& t = static_cast<const TmaStore&>(n);
+      os << "tma_store " << t.src->name << "[" << t.stage.str() << "] -> " << t.tensorMap << " (tile " << t.iter.str() << ")";
+      break;
+    }
     case NodeKind::Alloc: os << "alloc " << static_cast<const Alloc&>(n).buf->name; break;
     case NodeKind::For: {
       auto& f = static_cast<const ForLoop&>(n);

@@ -38,7 +38,7 @@ struct Buffer {
 };
 
 struct Param {
-  enum Kind { TensorPtr, Int32, Int64, Float } kind = Int32;
+  enum Kind { TensorPtr, Int32, Int64, Float, TensorMap } kind = Int32;  // TensorMap: CUtensorMap by value
   std::string name;
   DType dtype = DType::F32;  // element type for TensorPtr
   bool isConst = true;       // read-only tensor
@@ -48,7 +48,7 @@ struct Param {
 // ---------------------------------------------------------------------------------------------
 // Nodes
 
-enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, SmemAccess, Sync, Comment };
+enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, SmemAccess, Sync, Comment, Let, TmaStore };
 
 struct Node {
   explicit Node(NodeKind k) : kind(k) {}
@@ -105,6 +105,11 @@ struct TileLoad : Node {
   std::string batchStride;    // batch stride param name ("" when not batched)
   LoadKind kind = LoadKind::CpAsync;
   int vec = 8;                // elements per copy instruction
+  // kind == TmaLoad: one thread issues the tile's boxes through the tensor map parameter
+  // `tensorMap`; they complete (complete_tx) on mbarrier mbar[mbarIndex].
+  std::string tensorMap;
+  Buffer* mbar = nullptr;
+  IExpr mbarIndex;
 };
 
 // One BK-deep slab of the CTA tile's MMA: acc += A[stageA] x B[stageB].
@@ -113,6 +118,7 @@ struct MmaStep : Node {
   Buffer *a = nullptr, *b = nullptr, *acc = nullptr;
   IExpr stageA, stageB;
   IExpr iter;
+  bool wgmma = false;  // Hopper: asynchronous warpgroup MMA, its reads retired by wgmma.wait_group
 };
 
 // The fused epilogue: reads the accumulator fragment, applies the epilogue program, stores to
@@ -121,6 +127,17 @@ struct EpilogueStore : Node {
   EpilogueStore() : Node(NodeKind::EpilogueStore) {}
   Buffer* acc = nullptr;
   std::string out;  // output param
+  // Hopper roles (heddle_sm90.cuh fragment layout): accumulators read from the smem staging
+  // buffer from[fromStage] instead of registers, and/or results written to the smem tile
+  // to[toStage] (for a TMA store) instead of global memory. raw: copy the f32 accumulators as
+  // they are (no epilogue program). warpShift: the role's warps sit this many warps after the
+  // MMA role's (fragment ownership is the MMA role's).
+  Buffer* from = nullptr;
+  IExpr fromStage;
+  Buffer* to = nullptr;
+  IExpr toStage;
+  bool raw = false;
+  int warpShift = 0;
 };
 
 // A generic shared-memory access with a named thread mapping: used by the sync planner's and the
@@ -132,6 +149,7 @@ struct SmemAccess : Node {
   IExpr iter;
   bool write = false;
   bool async = false;     // a cp.async write: lands at its group's wait
+  bool vmcnt = false;     // with async: an AMD LDS DMA write, its own vmcnt entry (no commit)
   std::string mapping;    // equal strings = the same thread touches the same elements
   std::string label;      // "write X", "read X" ...
 };
@@ -142,6 +160,23 @@ enum class SyncKind {
   BlockSync,       // __syncthreads / bar.sync 0
   CpAsyncCommit,   // cp.async.commit_group
   CpAsyncWait,     // cp.async.wait_group arg
+  // Hopper (sm_90a). mbarrier ops act on buf[index]; see docs/hopper.md.
+  MbarInit,           // mbarrier.init buf[index], count
+  MbarArrive,         // mbarrier.arrive buf[index]
+  MbarArriveExpectTx, // mbarrier.arrive.expect_tx buf[index], arg bytes
+  MbarWait,           // mbarrier.try_wait.parity buf[index], parity (loop until the phase completed)
+  WgmmaFence,         // wgmma.fence (buf = the accumulator)
+  WgmmaCommit,        // wgmma.commit_group
+  WgmmaWait,          // wgmma.wait_group arg (buf = the accumulator)
+  FenceProxyAsync,    // fence.proxy.async.shared::cta
+  SetMaxNReg,         // setmaxnreg.{inc if count > 0, dec} arg registers
+  NamedBarrier,       // bar.sync arg, count
+  BulkCommit,         // cp.async.bulk.commit_group (TMA stores)
+  BulkWaitRead,       // cp.async.bulk.wait_group.read arg
+  // AMD (docs/backends.md)
+  VmcntWait,          // s_waitcnt vmcnt(arg) / s_wait_loadcnt arg: all but the arg newest vector-memory ops done
+  BarrierSignal,      // GFX12 s_barrier_signal -1 (after a workgroup release fence)
+  BarrierWait,        // GFX12 s_barrier_wait -1 (then a workgroup acquire fence)
 };
 const char* syncKindName(SyncKind k);
 
@@ -150,6 +185,9 @@ struct Sync : Node {
   SyncKind sync;
   int arg = 0;
   int reason = -1;  // index into Kernel::syncPlan.entries (-1 for structural ops like commit)
+  Buffer* buf = nullptr;  // mbarrier array / accumulator (Hopper ops)
+  IExpr index, parity;    // mbarrier element; MbarWait parity
+  int count = 0;          // MbarInit arrival count; NamedBarrier threads; SetMaxNReg: +1 inc, -1 dec
 };
 
 struct Comment : Node {
@@ -157,10 +195,30 @@ struct Comment : Node {
   std::string text;
 };
 
+// `const int var = value;` for the rest of the enclosing block (persistent tile coordinates).
+struct Let : Node {
+  Let(std::string v, IExpr e) : Node(NodeKind::Let), var(std::move(v)), value(std::move(e)) {}
+  std::string var;
+  IExpr value;
+};
+
+// TMA store of the tile src[stage] (laid out as heddle_sm90.cuh TmaTile) to (row0, col0) of the
+// output through tensor map `tensorMap`: one thread issues it, it reads shared memory through the
+// async proxy until cp.async.bulk.wait_group.read retires its bulk group.
+struct TmaStore : Node {
+  TmaStore() : Node(NodeKind::TmaStore) {}
+  Buffer* src = nullptr;
+  IExpr stage;
+  std::string tensorMap;
+  IExpr row0, col0;
+  IExpr iter;  // the tile (for messages)
+};
+
 // ---------------------------------------------------------------------------------------------
 // Accesses: what a node reads and writes, as the hazard analysis sees it.
 
-enum class AsyncKind { None, CpAsync };
+enum class AsyncKind { None, CpAsync, Tma, Wgmma, BulkStore, Vmcnt };  // Tma..BulkStore: the async proxy;
+                                                                       // Vmcnt: AMD LDS DMA
 struct Access {
   Buffer* buf = nullptr;
   IExpr stage;
@@ -169,6 +227,9 @@ struct Access {
   AsyncKind async = AsyncKind::None;
 };
 std::vector<Access> accessesOf(const Node& n);
+// Vector-memory instructions every thread issues for an AsyncKind::Vmcnt access: a lower bound
+// (floor(chunks / threads)), so waits counted with it are never too loose; kir/kir.cpp.
+int vmemOpsPerThread(const Node& n, int threads);
 
 // ---------------------------------------------------------------------------------------------
 // The sync plan: one entry per sync op the planner placed, with its reason.
@@ -224,7 +285,13 @@ struct Kernel {
   int epilogueResult = 0;
   DType outDtype = DType::F16;
   // matmul template parameters the printer passes to the device headers
-  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false; } tile;
+  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
+    bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0; } tile;  // wgmma: Hopper MmaSm90
+  // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
+  bool syncsPlanned = false;
+  // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes.
+  struct TensorMapSpec { std::string param, operand; int boxCols = 0, boxRows = 0, swizzle = 0; bool batched = false; };
+  std::vector<TensorMapSpec> tensorMaps;
   // launch-time checks: loops whose trip count must be >= minTrips
   struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };
   std::vector<TripCheck> tripChecks;

@@ -16,6 +16,12 @@ static void walkWhere(const kir::Block& b, const std::string& where, const kir::
                 k, os, count);
       continue;
     }
+    if (n.kind == kir::NodeKind::If) {  // role branches, elected threads
+      auto& c = static_cast<const kir::IfThenElse&>(n);
+      walkWhere(c.thenBody, "if (" + c.cond.str() + ")", k, os, count);
+      walkWhere(c.elseBody, "else of if (" + c.cond.str() + ")", k, os, count);
+      continue;
+    }
     if (n.kind != kir::NodeKind::Sync) continue;
     auto& s = static_cast<const kir::Sync&>(n);
     if (s.reason < 0) continue;  // structural (commit groups)

@@ -4,7 +4,9 @@
 //   validate_schedule   Fusion + schedule attributes      -> MatmulTiling (or ScheduleError)
 //   build_matmul_loops  MatmulTiling                      -> kernel IR: serial k loop of TileLoad/MmaStep
 //   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
+//   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
+//   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
 //   insert_syncs        kernel IR without syncs           -> block syncs + cp.async waits, SyncPlan
 #include "heddle/lower/lower.h"
@@ -18,7 +20,9 @@ const std::vector<Pass>& passList() {
       {"validate_schedule", passes::validateSchedule},
       {"build_matmul_loops", passes::buildMatmulLoops},
       {"build_epilogue", passes::buildEpilogue},
+      {"warp_specialize", passes::warpSpecialize},
       {"circular_buffer", passes::circularBuffer},
+      {"tma_pipeline", passes::tmaPipeline},
       {"plan_smem", passes::planSmem},
       {"insert_syncs", passes::insertSyncs},
   };

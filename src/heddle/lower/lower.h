@@ -50,9 +50,15 @@ void buildEpilogue(LowerContext&);
 void circularBuffer(LowerContext&);
 void insertSyncs(LowerContext&);
 void planSmem(LowerContext&);
+void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
+void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
+void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
 // The planner behind insert_syncs, on any kernel: `tripsVar` scales the pipelined loop
 // (trip count = tripsVar / tileK), `stages` its circular-buffer depth (1 = none).
-void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+// `target` spells the waits (cp.async groups or AMD vmcnt, its cap), drains counters before barriers
+// without BackOffBarrier and splits barriers where it has split barriers (docs/backends.md).
+void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages,
+               const TargetInfo& target = targetInfo("sm_80"));
 }  // namespace passes
 
 }  // namespace heddle

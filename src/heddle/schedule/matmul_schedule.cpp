@@ -40,6 +40,7 @@ RootAxes rootAxes(const TensorView* mm, const std::string& root) {
 
 MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA, int vecB) {
   MatmulTiling t;
+  t.warpSize = target.warpSize;
   t.mm = f.findMatmul();
   if (!t.mm) fail<ScheduleError>("this fusion has no matmul; heddle lowers a matmul with its epilogue");
   auto* mm = t.mm;
@@ -126,7 +127,10 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.loadKind = t.aCache->loadKind;
   if (t.loadKind == LoadKind::CpAsync && !target.cpAsync)
     fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name,
-                        "; use 'plain'");
+                        "; use 'plain'", target.asyncLds ? " or 'async_lds'" : "");
+  if (t.loadKind == LoadKind::AsyncLds && !target.asyncLds)
+    fail<ScheduleError>("cache ", t.aCache->name, ": load kind async_lds (AMD LDS DMA) is not available on ",
+                        target.name, "; use 'plain'", target.cpAsync ? " or 'cp_async'" : "");
   if (t.loadKind == LoadKind::TmaLoad) {
     if (!target.tma)
       fail<ScheduleError>("cache ", t.aCache->name, ": load kind tma_load needs a target with the tensor copy engine "
@@ -137,8 +141,6 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
           fail<ScheduleError>("cache ", c->name, ": a TMA load is issued by one elected thread; its axis '", d.name,
                               "' is bound to ", parallelName(d.parallel), ", which would issue it from many threads. "
                               "Leave the cache's axes serial");
-    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load lowering (mbarrier pipelines, wgmma) belongs to the "
-                        "Hopper path, which this build does not lower yet; use 'cp_async' on ", target.name);
   }
   auto& ca = t.aCache->circular;
   auto& cb = t.bCache->circular;
@@ -151,10 +153,11 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     t.stages = ca.stages;
     t.prefetch = ca.prefetch;
   }
-  if (t.loadKind == LoadKind::CpAsync) {
+  if (t.loadKind == LoadKind::CpAsync || t.loadKind == LoadKind::AsyncLds) {
     for (auto [v, c] : {std::make_pair(vecA, t.aCache), std::make_pair(vecB, t.bCache)})
       if (v < 2)
-        fail<InputError>("cache ", c->name, ": cp.async copies at least 4 bytes, but the layout of ", c->cacheOf->name,
+        fail<InputError>("cache ", c->name, ": ", t.loadKind == LoadKind::AsyncLds ? "LDS DMA copies 4-byte dwords" :
+                         "cp.async copies at least 4 bytes", ", but the layout of ", c->cacheOf->name,
                          " only allows 2-byte accesses (its leading dimension or base is not 4-byte aligned); use "
                          "load kind 'plain' or pad the leading dimension to a multiple of 8 elements");
   }
@@ -164,16 +167,21 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     if (!target.wgmma && !target.tcgen05)
       fail<ScheduleError>("warp_specialize(", mm->name, "): warp specialization needs mbarrier pipelines (sm_90a or "
                           "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
-    fail<ScheduleError>("warp_specialize(", mm->name, "): roles validated, but the Hopper role lowering is not in this "
-                        "build yet; drop warp_specialize to use the cp.async pipeline");
   }
   t.roles = mm->roles;
+  validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }
 
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
+  if (target.mfma || target.wmma) return autoScheduleMatmulAmd(f, target, given);  // schedule/amd_schedule.cpp
+  if (target.wgmma && given.tma) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
+    auto* e = mm->definition;
+    auto ca = f.cachesOf(e->inputs[0]);
+    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulHopper(f, target, given);
+  }
   if (!target.mmaSync)
     fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");
   int bm = 128, bn = 128, bk = 32, wm = 2, wn = 2, stages = 4;

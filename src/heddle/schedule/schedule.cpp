@@ -104,7 +104,7 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p) {
   d.parallel = p;
 }
 
-void circularBuffer(TensorView* tv, int stages, int prefetch) {
+void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war) {
   if (!tv->cacheOf || tv->memory != MemoryType::Shared)
     fail<ScheduleError>("circular_buffer(", tv->name, ", stages=", stages, ", prefetch=", prefetch, "): ", tv->name,
                         " is computed inside the loop it would be buffered across; only a shared-memory cache made "
@@ -116,8 +116,12 @@ void circularBuffer(TensorView* tv, int stages, int prefetch) {
     fail<ScheduleError>("circular_buffer(", tv->name, ", stages=", stages, ", prefetch=", prefetch,
                         "): prefetch must be in [", -stages, ", ", stages - 1, "] (negative means stages+prefetch; "
                         "at most stages-1 loads can be ahead of the compute)");
+  if (war != "mbarrier" && war != "block_sync")
+    fail<ScheduleError>("circular_buffer(", tv->name, ", war='", war, "'): war must be 'mbarrier' (empty mbarriers "
+                        "release the slots) or 'block_sync' (a block barrier after the last read)");
   tv->circular.stages = stages;
   tv->circular.prefetch = prefetch < 0 ? prefetch + stages : prefetch;
+  tv->circular.mbarrierWar = war == "mbarrier";
 }
 
 void validateRoles(const std::string& tensor, const std::vector<Role>& roles) {

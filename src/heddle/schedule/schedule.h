@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "heddle/ir/fusion.h"
+#include "heddle/schedule/hopper_schedule.h"
 #include "heddle/target/target.h"
 
 namespace heddle {
@@ -20,7 +21,8 @@ void split(TensorView* tv, const std::string& axis, int64_t factor);
 void reorder(TensorView* tv, const std::vector<std::string>& order);
 void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
 // circular_buffer(stages, prefetch): stages >= 2; prefetch < 0 means stages + prefetch.
-void circularBuffer(TensorView* tv, int stages, int prefetch);
+// war: how a TMA ring without roles releases slots, "mbarrier" (empty barriers) or "block_sync".
+void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war = "mbarrier");
 void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
 // Validate a role list on its own (names, warp counts, register budgets).
 void validateRoles(const std::string& tensor, const std::vector<Role>& roles);
@@ -39,7 +41,9 @@ struct MatmulTiling {
   int stages = 1, prefetch = 0;       // circular buffer of the k loop (stages 1 = none)
   int vecA = 8, vecB = 8;             // elements per copy instruction
   std::vector<Role> roles;
-  int threads() const { return 32 * warpsM * warpsN; }
+  HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
+  int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
+  int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };
 
@@ -51,7 +55,12 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
 // circular_buffer through the functions above, so it is validated like a user's.
 struct AutoScheduleHints {
   int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
+  bool tma = true;                   // the operands allow TMA (Hopper targets pick tma_load + roles)
 };
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+// The Hopper branch of it (tma_load, wgmma, roles): schedule/hopper_auto.cpp.
+void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+// The AMD branch of it (MFMA / WMMA targets): schedule/amd_schedule.cpp.
+void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 
 }  // namespace heddle

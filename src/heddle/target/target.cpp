@@ -28,11 +28,17 @@ static std::map<std::string, TargetInfo> makeTargets() {
   b.tcgen05 = true;
   t[b.name] = b;
 
+  // AMD (checked with clang-19 / LLVM 19, docs/backends.md): CDNA2/3 are wave64 with MFMA and LDS
+  // DMA (buffer_load_dword ... lds, counted by vmcnt) and back off s_barrier with counters
+  // outstanding; GFX12 is wave32 with WMMA and split barriers, has no LDS DMA, and drains its
+  // counters before a barrier (no FeatureBackOffBarrier in LLVM 19).
   TargetInfo g;
   g.backend = Backend::Hip;
   g.warpSize = 64;
   g.smemLimit = 65536;
   g.maxThreads = 1024;
+  g.mfma = g.asyncLds = true;
+  g.vmcntMax = 63;  // 6-bit vmcnt on GFX9
   g.name = g.rtcArch = "gfx90a";
   t[g.name] = g;
   g.name = g.rtcArch = "gfx942";
@@ -40,7 +46,10 @@ static std::map<std::string, TargetInfo> makeTargets() {
   TargetInfo r = g;
   r.name = r.rtcArch = "gfx1200";
   r.warpSize = 32;
-  r.splitBarrier = true;
+  r.mfma = r.asyncLds = false;
+  r.wmma = r.splitBarrier = true;
+  r.backOffBarrier = false;
+  r.vmcntMax = 63;  // 6-bit s_wait_loadcnt
   t[r.name] = r;
   return t;
 }
@@ -74,6 +83,9 @@ std::string TargetInfo::describe() const {
   if (wgmma) os << ", wgmma";
   if (tcgen05) os << ", tcgen05";
   if (splitBarrier) os << ", split barriers";
+  if (mfma) os << ", mfma";
+  if (wmma) os << ", wmma";
+  if (asyncLds) os << ", LDS DMA";
   os << ")";
   return os.str();
 }

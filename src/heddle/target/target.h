@@ -26,6 +26,12 @@ struct TargetInfo {
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
   std::string rtcArch;        // what the runtime compiler is given
+  // AMD (docs/backends.md): matrix cores, the vmcnt counter width, and whether s_barrier may be
+  // issued with memory counters outstanding (LLVM FeatureBackOffBarrier; without it they drain first).
+  bool mfma = false;          // CDNA v_mfma_* (wave64)
+  bool wmma = false;          // GFX12 v_wmma_*_w32 (wave32)
+  bool backOffBarrier = true;
+  int vmcntMax = 0;           // largest s_waitcnt vmcnt / s_wait_loadcnt immediate (0 = no counter)
   std::string describe() const;
 };
 

@@ -22,6 +22,7 @@
 #include "heddle/kir/kir.h"
 #include "heddle/verify/report.h"
 #include "heddle/verify/simulator.h"
+#include "heddle/verify/sm90_state.h"
 
 namespace heddle::verify {
 
@@ -54,7 +55,7 @@ struct AsyncChunk {
   bool landed;
 };
 
-enum class Status { Running, AtBarrier, Done };
+enum class Status { Running, AtBarrier, Done, Blocked };  // Blocked: mbarrier wait or bar.sync (sm90)
 
 // An access ordered after a cp.async's issue but not after the wait_group that retires it. If the
 // issuing thread retires the group in the same barrier phase as the access and at an earlier
@@ -97,6 +98,9 @@ struct Thread {
   std::vector<float> acc;
   // hand-built kernels: the token program order says each (buffer, stage) holds
   std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
+  // GFX12 split barriers (verify/amd_sync.cpp): signals made / waits passed so far
+  int sigCount = 0, waitCount = 0;
+  Sm90Thread h;                             // Hopper: async groups, mbarrier / named-barrier waits
 };
 
 class Cta {
@@ -165,6 +169,36 @@ class Cta {
   std::map<std::pair<int, int32_t>, DeferredGroup> deferred;  // by (issuing thread, group)
   void settle(int thread, int32_t group);  // classify the deferred accesses of a retired group
 
+  // --- amd_sync.cpp: split barriers (phase k completes when every thread made its k-th signal;
+  // a wait joins the clocks of that phase) and the no-BackOffBarrier rule
+  struct SplitPhase {
+    int signals = 0;
+    std::vector<uint32_t> clock;
+  };
+  std::map<int, SplitPhase> splitPhases;
+  void signalBarrier(Thread& t, const kir::Sync& s);
+  void waitSplitBarrier(Thread& t, const kir::Sync& s);
+  void checkBackOff(const Thread& t, const kir::Sync& s);
+
+  // --- sm90_sync.cpp / sm90_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
+  Sm90State sm90;
+  void setupSm90();                                  // before the threads' clocks are sized
+  int clockSize() const { return T + (int)sm90.bars.size(); }
+  bool execSm90Sync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
+  bool execSm90Leaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf
+  bool sm90Land(bool oldest);                        // lands one TMA copy; false when none is in flight
+  void sm90Finish();                                 // end-of-CTA checks (phases, groups in flight)
+  std::string sm90Stuck() const;                     // who waits on which mbarrier / named barrier
+  void sm90CheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
+  int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
+  bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
+  void mbarArrive(int id, const std::vector<uint32_t>& vc);
+  void mbarComplete(int id);
+  void mbarTx(int id, int64_t bytes, const kir::Node& n);
+  float asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g, const char* reader);
+  void retireReads(Thread& t, AsyncReadGroup& g);
+  void landTma(TmaOp& op);
+
  private:
   enum class Order { Ordered, Unordered, AfterIssue };  // AfterIssue: async write not yet ordered
   Order orderOf(const WriteRec& w, const Thread& u) const;
@@ -176,5 +210,10 @@ class Cta {
 
 // Stage value of an access, checked against the buffer.
 int64_t evalStage(const kir::IExpr& e, const Thread& t);
+
+// AMD matrix-core fragment ownership (SimOptions::mmaFragment 1 or 2; verify/amd_sync.cpp): the
+// lane's idx-th accumulator as a warp-tile-local (row, col), and how many it owns.
+void amdOwnedSlot(const kir::Kernel::Tile& tl, int frag, int lane, int idx, int& row, int& col);
+int amdOwnedCount(const kir::Kernel::Tile& tl, int frag);
 
 }  // namespace heddle::verify

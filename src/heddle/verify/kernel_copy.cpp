@@ -20,7 +20,12 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   };
   kir::walkMut(c.body, [&](kir::Node& n) {
     switch (n.kind) {
-      case kir::NodeKind::TileLoad: fix(static_cast<kir::TileLoad&>(n).dst); break;
+      case kir::NodeKind::TileLoad: {
+        auto& t = static_cast<kir::TileLoad&>(n);
+        fix(t.dst);
+        fix(t.mbar);
+        break;
+      }
       case kir::NodeKind::MmaStep: {
         auto& m = static_cast<kir::MmaStep&>(n);
         fix(m.a);
@@ -28,7 +33,15 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
         fix(m.acc);
         break;
       }
-      case kir::NodeKind::EpilogueStore: fix(static_cast<kir::EpilogueStore&>(n).acc); break;
+      case kir::NodeKind::EpilogueStore: {
+        auto& e = static_cast<kir::EpilogueStore&>(n);
+        fix(e.acc);
+        fix(e.from);
+        fix(e.to);
+        break;
+      }
+      case kir::NodeKind::Sync: fix(static_cast<kir::Sync&>(n).buf); break;
+      case kir::NodeKind::TmaStore: fix(static_cast<kir::TmaStore&>(n).src); break;
       case kir::NodeKind::SmemAccess: fix(static_cast<kir::SmemAccess&>(n).buf); break;
       case kir::NodeKind::Alloc: fix(static_cast<kir::Alloc&>(n).buf); break;
       default: break;
@@ -42,6 +55,8 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.outDtype = k.outDtype;
   c.tile = k.tile;
   c.tripChecks = k.tripChecks;
+  c.syncsPlanned = k.syncsPlanned;
+  c.tensorMaps = k.tensorMaps;
   c.renumber();
   return c;
 }

@@ -184,6 +184,7 @@ float Cta::readCell(uint32_t cell, Thread& u, uint32_t inst) {
 }
 
 void Cta::writeCell(uint32_t cell, Thread& w, uint32_t inst, int32_t group) {
+  sm90CheckWrite(cell, inst);  // over an in-flight wgmma / TMA-store read (sm90_sync.cpp)
   const WriteRec& p = smemW[cell];
   if (p.thread >= 0) {
     Order o = orderOf(p, w);

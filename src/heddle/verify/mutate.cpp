@@ -38,18 +38,30 @@ const std::vector<MutationKind>& mutationKinds() {
   static const std::vector<MutationKind> kinds = {
       {"delete_sync",
        [](const kir::Node& n) {
-         return isSync(n, {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait});
+         return isSync(n, {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait,
+                           kir::SyncKind::VmcntWait, kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait,
+                           // Hopper (setmaxnreg is a register budget, not a sync: never deleted)
+                           kir::SyncKind::MbarInit, kir::SyncKind::MbarArrive, kir::SyncKind::MbarArriveExpectTx,
+                           kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit,
+                           kir::SyncKind::WgmmaWait, kir::SyncKind::FenceProxyAsync, kir::SyncKind::NamedBarrier,
+                           kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead});
        },
        [](const kir::Node& n) { return "delete " + kir::describe(n); },
        [](kir::Block& p, size_t i) { p.stmts.erase(p.stmts.begin() + i); }},
-      {"loosen_wait", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::CpAsyncWait}); },
+      {"loosen_wait", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::CpAsyncWait, kir::SyncKind::VmcntWait,
+                                                                  kir::SyncKind::WgmmaWait, kir::SyncKind::BulkWaitRead}); },
        [](const kir::Node& n) {
          auto& s = static_cast<const kir::Sync&>(n);
-         return "loosen " + kir::describe(n) + " to cp.async.wait_group(" + std::to_string(s.arg + 1) + ")";
+         return "loosen " + kir::describe(n) + " to " + kir::syncKindName(s.sync) + "(" + std::to_string(s.arg + 1) + ")";
        },
        [](kir::Block& p, size_t i) { static_cast<kir::Sync&>(*p.stmts[i]).arg += 1; }},
   };
-  return kinds;
+  static const std::vector<MutationKind> all = [] {
+    auto v = kinds;
+    for (auto& k : sm90MutationKinds()) v.push_back(k);  // verify/sm90_mutate.cpp
+    return v;
+  }();
+  return all;
 }
 
 std::vector<Mutant> enumerateMutants(const kir::Kernel& k) {
@@ -58,7 +70,7 @@ std::vector<Mutant> enumerateMutants(const kir::Kernel& k) {
   visit(k.body, "kernel body", counter,
         [&](const kir::Node& n, const kir::Block&, size_t, int site, const std::string& where) {
           for (auto& kind : mutationKinds()) {
-            if (!kind.applies(n)) continue;
+            if (!kind.applies(n) || (kind.appliesInKernel && !kind.appliesInKernel(k, n))) continue;
             std::string d = kind.verb(n) + " [" + where + "]";
             if (n.kind == kir::NodeKind::Sync) {
               int r = static_cast<const kir::Sync&>(n).reason;
@@ -87,7 +99,8 @@ kir::Kernel applyMutant(const kir::Kernel& k, const Mutant& m) {
     }
   });
   if (!parent) fail<HeddleError>("mutant: site ", m.site, " of ", k.name, " is not a node '", m.kind, "' applies to");
-  kind->apply(*parent, index);
+  if (kind->applyInKernel) kind->applyInKernel(c, *parent, index);
+  else kind->apply(*parent, index);
   c.name = k.name + "__" + m.kind + "_" + std::to_string(m.site);
   c.renumber();
   return c;

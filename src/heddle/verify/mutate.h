@@ -5,8 +5,9 @@
 //
 // Kinds (mutationKinds(); new kinds plug in by adding an entry -- e.g. the Hopper path's
 // flip_parity, over_arrive / under_arrive of an mbarrier, role_cycle):
-//   delete_sync   remove one block_sync, cp.async.commit_group or cp.async.wait_group
-//   loosen_wait   cp.async.wait_group(N) -> cp.async.wait_group(N + 1)
+//   delete_sync   remove one block_sync, cp.async.commit_group or cp.async.wait_group (AMD: one
+//                 s_waitcnt vmcnt, s_barrier_signal or s_barrier_wait)
+//   loosen_wait   cp.async.wait_group(N) -> cp.async.wait_group(N + 1) (AMD: vmcnt(N) -> vmcnt(N + 1))
 #pragma once
 
 #include <functional>
@@ -28,7 +29,14 @@ struct MutationKind {
   std::function<bool(const kir::Node&)> applies;
   std::function<std::string(const kir::Node&)> verb;              // "delete block_sync"
   std::function<void(kir::Block& parent, size_t index)> apply;     // the node is parent.stmts[index]
+  // when set, used instead of apply: mutations that need the kernel (e.g. another buffer)
+  std::function<void(kir::Kernel& k, kir::Block& parent, size_t index)> applyInKernel = nullptr;
+  // when set, a node `applies` to is a site only if this also holds (it can look at the kernel)
+  std::function<bool(const kir::Kernel& k, const kir::Node& n)> appliesInKernel = nullptr;
 };
+
+// The Hopper kinds (verify/sm90_mutate.cpp): flip_parity, over_arrive, under_arrive, role_cycle.
+std::vector<MutationKind> sm90MutationKinds();
 
 const std::vector<MutationKind>& mutationKinds();
 

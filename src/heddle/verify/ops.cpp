@@ -50,7 +50,8 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
   const auto& g = src->second;
   const uint32_t inst = c.newInst(L, t, iter, stage);
   const uint32_t base = c.cellOf(L.dst, stage, 0, 0, L);
-  const bool async = L.kind == LoadKind::CpAsync;
+  const bool async = L.kind == LoadKind::CpAsync || L.kind == LoadKind::AsyncLds;
+  const bool vmcnt = L.kind == LoadKind::AsyncLds;  // each chunk one LDS DMA, its own vmcnt entry
   float vals[64];
   for (int64_t i = t.tid; i < nChunks; i += c.T) {
     const int64_t r = i / perRow, col = (i % perRow) * vec, gr = row0 + r, gc = col0 + col;
@@ -80,6 +81,7 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
       c.chunkVals.insert(c.chunkVals.end(), vals, vals + vec);
       t.groupChunks[t.openGroup].push_back(idx);
       c.unlanded.push_back(idx);
+      if (vmcnt) c.commit(t);
     } else {
       for (int e = 0; e < vec; ++e) {
         c.writeCell(cell + e, t, inst, -1);
@@ -90,14 +92,17 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
 }
 
 // The lane's owned accumulator slots, in (fm, fn, r) order: warp-tile-local (row, col).
-static void ownedSlot(const kir::Kernel::Tile& tl, int lane, int idx, int& row, int& col) {
+static void ownedSlot(const kir::Kernel::Tile& tl, int frag, int lane, int idx, int& row, int& col) {
+  if (frag) return amdOwnedSlot(tl, frag, lane, idx, row, col);  // verify/amd_sync.cpp
   const int FN = tl.bn / tl.warpsN / 8;
   const int r = idx % 4, fn = (idx / 4) % FN, fm = idx / 4 / FN;
   row = fm * 16 + lane / 4 + 8 * (r / 2);
   col = fn * 8 + 2 * (lane % 4) + r % 2;
 }
 
-static int ownedCount(const kir::Kernel::Tile& tl) { return (tl.bm / tl.warpsM / 16) * (tl.bn / tl.warpsN / 8) * 4; }
+static int ownedCount(const kir::Kernel::Tile& tl, int frag) {
+  if (frag) return amdOwnedCount(tl, frag);
+  return (tl.bm / tl.warpsM / 16) * (tl.bn / tl.warpsN / 8) * 4; }
 
 static void execMma(Cta& c, Thread& t, const kir::MmaStep& m) {
   const auto& tl = c.k.tile;
@@ -122,11 +127,11 @@ static void execMma(Cta& c, Thread& t, const kir::MmaStep& m) {
     for (int kk = 0; kk < BK; ++kk)
       bv[(size_t)j * BK + kk] = c.readCell(baseB + (tl.bKMajor ? col * m.b->cols + kk : kk * m.b->cols + col), t, inst);
   }
-  const int n = ownedCount(tl);
+  const int n = ownedCount(tl, c.opt.mmaFragment);
   if ((int)t.acc.size() != n) t.acc.assign(n, 0.0f);
   for (int s = 0; s < n; ++s) {
     int row, col;
-    ownedSlot(tl, t.lane, s, row, col);
+    ownedSlot(tl, c.opt.mmaFragment, t.lane, s, row, col);
     float sum = t.acc[s];
     for (int kk = 0; kk < BK; ++kk) sum += av[(size_t)row * BK + kk] * bv[(size_t)col * BK + kk];
     t.acc[s] = sum;
@@ -140,12 +145,12 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
   const int wm = t.warp / tl.warpsN, wn = t.warp % tl.warpsN;
   const int64_t M = scalarOf(c.in, "M"), N = scalarOf(c.in, "N"), ldd = scalarOf(c.in, "ldd");
   const int64_t bsd = c.in.scalars.count("batch_stride_d") ? c.in.scalars.at("batch_stride_d") : 0;
-  const int n = ownedCount(tl);
+  const int n = ownedCount(tl, c.opt.mmaFragment);
   if ((int)t.acc.size() != n) t.acc.assign(n, 0.0f);
   const uint32_t inst = c.newInst(e, t, 0, 0);
   for (int s = 0; s < n; ++s) {
     int lr, lc;
-    ownedSlot(tl, t.lane, s, lr, lc);
+    ownedSlot(tl, c.opt.mmaFragment, t.lane, s, lr, lc);
     const int64_t row = c.m0 + wm * WM + lr, col = c.n0 + wn * WN + lc;
     if (row >= M || col >= N) continue;
     std::string oob;
@@ -212,10 +217,12 @@ static void execSmemAccess(Cta& c, Thread& t, const kir::SmemAccess& a) {
       c.smem[cell] = tok;
     }
   }
+  if (a.write && a.async && a.vmcnt) c.commit(t);  // an LDS DMA: its own vmcnt entry
   if (a.write) t.expected[key] = tok;
 }
 
 void Cta::execLeaf(Thread& t, const kir::Node& n) {
+  if (sm90.active && execSm90Leaf(t, n)) return;  // Hopper leaves (sm90_ops.cpp)
   switch (n.kind) {
     case kir::NodeKind::TileLoad: execTileLoad(*this, t, static_cast<const kir::TileLoad&>(n)); return;
     case kir::NodeKind::MmaStep: execMma(*this, t, static_cast<const kir::MmaStep&>(n)); return;
@@ -223,7 +230,7 @@ void Cta::execLeaf(Thread& t, const kir::Node& n) {
     case kir::NodeKind::SmemAccess: execSmemAccess(*this, t, static_cast<const kir::SmemAccess&>(n)); return;
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
-      if (b.memory == MemoryType::Local && k.tile.warpsM > 0 && k.tile.warpsN > 0) t.acc.assign(ownedCount(k.tile), 0.0f);
+      if (b.memory == MemoryType::Local && k.tile.warpsM > 0 && k.tile.warpsN > 0) t.acc.assign(ownedCount(k.tile, opt.mmaFragment), 0.0f);
       return;
     }
     case kir::NodeKind::Comment: return;

@@ -51,6 +51,7 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
     n0 = (sw ? by : bx) * k.tile.bn;
   }
   setupMemory();
+  setupSm90();  // mbarrier agents widen the vector clocks (sm90_sync.cpp)
   kir::walk(k.body, [&](const kir::Node& n) { byId[n.id] = &n; });
   th.resize(T);
   for (int i = 0; i < T; ++i) {
@@ -65,7 +66,10 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
     t.env["m0"] = m0;
     t.env["n0"] = n0;
     t.env["batch_idx"] = bz;
-    t.vc.assign(T, 0);
+    t.env["blockIdx.x"] = bx;
+    t.env["blockIdx.y"] = by;
+    t.env["blockIdx.z"] = bz;
+    t.vc.assign(clockSize(), 0);
     t.vc[i] = 1;
     t.stack.push_back(Frame{&k.body, 0, nullptr, 0, false, 0});
     t.groupChunks.emplace_back();
@@ -119,6 +123,12 @@ int64_t Cta::run(int64_t budget) {
         unlanded[i] = unlanded.back();
         unlanded.pop_back();
       }
+      if (!sm90.pending.empty() && (rng() & 7) == 0) sm90Land(false);  // a TMA copy lands
+    }
+    if (pick < 0) {  // TMA copies land as late as possible: when nothing else can run (a landing may wake threads)
+      bool woken = false;
+      for (auto& t : th) woken |= t.status == Status::Running;
+      if (woken || sm90Land(true)) continue;
     }
     if (pick < 0) {
       for (auto& t : th)
@@ -134,6 +144,7 @@ int64_t Cta::run(int64_t budget) {
     if (opt.stopAtFirstError && rep.total() > 0) stopped = true;
   }
   while (!deferred.empty()) settle(deferred.begin()->first.first, deferred.begin()->first.second);
+  sm90Finish();
   return steps;
 }
 
@@ -181,13 +192,19 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
     const int64_t M = sc("M", 0), N = sc("N", 0), ldd = sc("ldd", N), bsd = sc("batch_stride_d", 0);
     int64_t checked = 0, bad = 0;
     std::vector<std::string> samples;
-    for (int i = 0; i < res.ctas; ++i) {
+    // a persistent kernel (grid = num_ctas) walks tiles: with the whole grid simulated, all of D is its
+    // output; with a subset, what it wrote
+    const bool persistent = k.launch.gridX.str() == "num_ctas", everyCta = opt.ctas.empty();
+    for (int i = 0; i < (persistent ? 1 : res.ctas); ++i) {
       bool sw = swapBlocks(k);
       int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * k.tile.bn;
-      for (int64_t r = m0; r < std::min(M, m0 + k.tile.bm); ++r)
-        for (int64_t c = n0; c < std::min(N, n0 + k.tile.bn); ++c) {
+      if (persistent) m0 = n0 = 0;
+      const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm), nEnd = persistent ? N : std::min(N, n0 + k.tile.bn);
+      for (int64_t r = m0; r < mEnd; ++r)
+        for (int64_t c = n0; c < nEnd; ++c) {
           int64_t idx = ctas[i][2] * bsd + r * ldd + c;
           if (idx < 0 || idx >= (int64_t)res.output.size()) continue;
+          if (persistent && !everyCta && outW[idx].thread < 0) continue;
           ++checked;
           double d = res.output[idx], ref = in.reference[idx];
           bool fine = d == ref || (std::isnan(ref) ? std::isnan(d) : std::fabs(d - ref) <= atol + rtol * std::fabs(ref));

@@ -33,6 +33,11 @@ struct SimOptions {
   bool stopAtFirstError = false;                 // mutation runs: any finding kills the mutant
   double atol = -1, rtol = -1;                   // < 0: chosen by the output dtype
   int warpSize = 32;
+  // AMD (verify/amd_sync.cpp): the matrix-core fragment layout of MmaStep/EpilogueStore ownership
+  // (0: sm80 m16n8, 1: MFMA 16x16 wave64, 2: WMMA 16x16 wave32, as heddle_hip_mma.cuh), and whether
+  // a barrier may be reached with LDS DMA in flight (false: reported, as LLVM drains counters there).
+  int mmaFragment = 0;
+  bool backOffBarrier = true;
 };
 
 struct SimInputs {

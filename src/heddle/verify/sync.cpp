@@ -44,6 +44,7 @@ void Cta::waitGroups(Thread& t, int keep) {
 }
 
 void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
+  if (!opt.backOffBarrier) checkBackOff(t, s);
   t.status = Status::AtBarrier;
   t.barrier = &s;
   for (auto& u : th)
@@ -53,9 +54,9 @@ void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
       diagnoseStuck();  // all threads wait, but at different barriers
       return;
     }
-  std::vector<uint32_t> joined(T, 0);
+  std::vector<uint32_t> joined(clockSize(), 0);
   for (auto& u : th)
-    for (int i = 0; i < T; ++i) joined[i] = std::max(joined[i], u.vc[i]);
+    for (int i = 0; i < clockSize(); ++i) joined[i] = std::max(joined[i], u.vc[i]);
   for (auto& u : th) {
     u.vc = joined;
     u.vc[u.tid]++;
@@ -66,10 +67,15 @@ void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
 }
 
 void Cta::execSync(Thread& t, const kir::Sync& s) {
+  if (sm90.active && execSm90Sync(t, s)) return;  // Hopper ops (sm90_sync.cpp)
   switch (s.sync) {
     case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
     case kir::SyncKind::CpAsyncCommit: commit(t); return;
     case kir::SyncKind::CpAsyncWait: waitGroups(t, s.arg); return;
+    case kir::SyncKind::VmcntWait: waitGroups(t, s.arg); return;  // every LDS DMA op is its own group
+    case kir::SyncKind::BarrierSignal: signalBarrier(t, s); return;
+    case kir::SyncKind::BarrierWait: waitSplitBarrier(t, s); return;
+    default: break;  // Hopper ops: execSm90Sync above
   }
   fail<HeddleError>("simulate: sync op ", kir::describe(s), " is not modelled");
 }
@@ -90,6 +96,10 @@ void Cta::diagnoseStuck() {
        << where(th[ts[0]]) << ")";
     key << "|" << b->id;
     first = false;
+  }
+  if (sm90.active) {
+    std::string b = sm90Stuck();
+    if (!b.empty()) os << (first ? "" : "; ") << b, key << "|" << b.size(), first = false;
   }
   if (!done.empty()) os << "; " << threadSet(done) << " have exited";
   if (waiting.size() > 1)

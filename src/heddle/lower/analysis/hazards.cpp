@@ -38,6 +38,12 @@ struct Tracer {
   std::vector<DynAccess> accesses;
   std::vector<int> pendingAsync;      // accesses waiting for their commit
   int commits = 0;
+  // AMD: every LDS DMA instruction is its own vmcnt entry (no commit); vmAt[e] = ops issued so far
+  std::vector<int> vmAt;
+  int vmOps = 0, threads = 1;
+  // a branch whose condition depends on the thread (or is unknown) is walked one way per trace:
+  // elseWay picks the else side, so two traces cover both paths and the waits take their minimum
+  bool elseWay = false, sawUnknownBranch = false;
   bool countExecutions = false;
 
   void collect(kir::Block& b, const std::string& where, int depth, const kir::ForLoop* loop) {
@@ -70,6 +76,8 @@ struct Tracer {
     int id = pointId.at({&b, j});
     eventPoint.push_back(id);
     commitsAt.push_back(commits);
+    vmAt.push_back(vmOps);
+    if (vmOps > 0) (*points)[id].vmIssuedBefore = true;
     if (countExecutions) (*points)[id].executions++;
   }
 
@@ -94,6 +102,8 @@ struct Tracer {
           try {
             taken = c.cond.eval(env) != 0;
           } catch (const HeddleError&) {  // thread-dependent predicate: both sides may run
+            taken = !elseWay;
+            sawUnknownBranch = true;
           }
           exec(taken ? c.thenBody : c.elseBody, env, loop);
           break;
@@ -117,7 +127,13 @@ struct Tracer {
             if (s.kind == kir::NodeKind::MmaStep) d.iter = static_cast<const kir::MmaStep&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
             eventPoint.push_back(-1);
+            if (acc.write && acc.async == kir::AsyncKind::Vmcnt) {  // its own counter entry, from its issue
+              vmOps += kir::vmemOpsPerThread(s, threads);
+              d.group = vmOps;
+              d.commitEvent = (int)eventPoint.size() - 1;
+            }
             commitsAt.push_back(commits);
+            vmAt.push_back(vmOps);
             if (acc.write && acc.async == kir::AsyncKind::CpAsync) pendingAsync.push_back((int)accesses.size());
             accesses.push_back(d);
           }
@@ -137,14 +153,22 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
   if (stages > 1) r.tripCounts = {stages, stages + 1, 3 * stages + 1};
   else r.tripCounts = {std::max(1, minTrips), std::max(1, minTrips) + 1, std::max(1, minTrips) + 3};
 
-  for (size_t ti = 0; ti < r.tripCounts.size(); ++ti) {
+  t.threads = std::max(1, k.launch.threads);
+  for (size_t ti = 0; ti < 2 * r.tripCounts.size(); ++ti) {
+    const size_t tc = ti / 2;
+    const bool elseWay = ti % 2;
+    if (elseWay && !t.sawUnknownBranch) continue;  // the other side of unknown branches, when there were any
+    t.elseWay = elseWay;
+    t.sawUnknownBranch = false;
     t.eventPoint.clear();
     t.commitsAt.clear();
+    t.vmAt.clear();
+    t.vmOps = 0;
     t.accesses.clear();
     t.pendingAsync.clear();
     t.commits = 0;
-    t.countExecutions = ti + 1 == r.tripCounts.size();
-    std::map<std::string, int64_t> env = {{tripsVar, r.tripCounts[ti] * tileK}};
+    t.countExecutions = tc + 1 == r.tripCounts.size() && !elseWay;
+    std::map<std::string, int64_t> env = {{tripsVar, r.tripCounts[tc] * tileK}};
     t.exec(k.body, env, nullptr);
     if (!t.pendingAsync.empty())
       fail<HeddleError>("hazard analysis: ", kir::describe(*t.accesses[t.pendingAsync[0]].node),
@@ -159,7 +183,8 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
       Hazard h;
       h.kind = kind;
       h.crossThread = p.acc.mapping != c.acc.mapping;
-      h.async = p.acc.write && p.acc.async == kir::AsyncKind::CpAsync;
+      h.vmcnt = p.acc.write && p.acc.async == kir::AsyncKind::Vmcnt;
+      h.async = (p.acc.write && p.acc.async == kir::AsyncKind::CpAsync) || h.vmcnt;
       if (!h.crossThread && !h.async) return;  // same threads, synchronous: program order suffices
       h.producer = p.node;
       h.consumer = c.node;
@@ -180,7 +205,7 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
         int inst = *(it - 1);
         if (inst <= left) continue;
         h.latestInstance[pt] = inst;
-        h.allowedWait[pt] = h.async ? t.commitsAt[inst] - p.group : 1 << 20;
+        h.allowedWait[pt] = !h.async ? 1 << 20 : h.vmcnt ? t.vmAt[inst] - p.group : t.commitsAt[inst] - p.group;
       }
       r.hazards.push_back(std::move(h));
     };

@@ -32,12 +32,14 @@ struct ProgramPoint {
   const kir::ForLoop* loop = nullptr;  // innermost enclosing loop (null at top level)
   int64_t executions = 0;       // in the representative trace
   bool hasBarrier = false;      // an existing BlockSync stands at this point already
+  bool vmIssuedBefore = false;  // an AMD LDS DMA was issued before one of its instances
 };
 
 struct Hazard {
   enum Kind { RAW, WAR, WAW } kind = RAW;
   bool crossThread = false;     // producer and consumer mappings differ -> barrier
   bool async = false;           // producer is a cp.async copy -> wait_group
+  bool vmcnt = false;           // producer is an AMD LDS DMA (async, counted by vmcnt, no commit)
   const kir::Node* producer = nullptr;
   const kir::Node* consumer = nullptr;
   std::string buffer;
@@ -48,6 +50,7 @@ struct Hazard {
   // per static point: the latest instance inside the interval, and the wait argument it allows
   std::vector<int> latestInstance;   // event index, -1 when none inside
   std::vector<int> allowedWait;      // commit groups newer than the producer's at that instance
+                                     // (vmcnt: vector-memory ops issued after the producer's last one)
   const kir::ForLoop* consumerLoop = nullptr;
 };
 const char* hazardKindName(Hazard::Kind k);

@@ -107,8 +107,12 @@ void buildMatmulLoops(LowerContext& c) {
     l->colsBound = cb;
     l->ld = ld;
     l->batchStride = bstride;
-    l->kind = t.loadKind == LoadKind::CpAsync ? LoadKind::CpAsync : LoadKind::Plain;
+    l->kind = t.loadKind == LoadKind::CpAsync || t.loadKind == LoadKind::TmaLoad ? t.loadKind : LoadKind::Plain;
     l->vec = vec;
+    if (t.loadKind == LoadKind::AsyncLds) {  // AMD LDS DMA: one dword per chunk, no commit (vmcnt)
+      l->kind = LoadKind::AsyncLds;
+      l->vec = 4 / dtypeBytes(t.a->dtype);
+    }
   };
   IExpr k0 = kt * t.bk;
   std::string bsa = t.batched ? "batch_stride_a" : "", bsb = t.batched ? "batch_stride_b" : "";
@@ -133,6 +137,7 @@ void buildMatmulLoops(LowerContext& c) {
   k.launch.gridX = t.swapBlocks ? gm : gn;
   k.launch.gridY = t.swapBlocks ? gn : gm;
   k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
+  if (t.hopper.enabled) setupHopperOperands(c);  // tensor maps, wgmma, 1024-byte tiles (hopper_operands.cpp)
 }
 
 }  // namespace heddle::passes

@@ -27,6 +27,7 @@
 
 #include "heddle/lower/analysis/hazards.h"
 #include "heddle/lower/lower.h"
+#include "heddle/lower/passes/split_barriers.h"
 
 namespace heddle::passes {
 
@@ -194,10 +195,11 @@ void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::
 }  // namespace
 
 void insertSyncs(LowerContext& c) {
-  planSyncs(c.kernel, "K", c.tiling.bk, c.tiling.stages);
+  if (c.kernel.syncsPlanned) return;  // Hopper rings: placed by construction (warp_specialize, tma_pipeline)
+  planSyncs(c.kernel, "K", c.tiling.bk, c.tiling.stages, c.target);
 }
 
-void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages, const TargetInfo& target) {
   HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages > 1 ? stages : 1, stages);
   std::set<int> fixed;
   for (int p = 0; p < (int)ha.points.size(); ++p)
@@ -206,6 +208,16 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   plan.barriers = chooseBarriers(ha, fixed);
   assignWaits(ha, plan);
   assignSameThreadWaits(ha, plan);
+  // AMD without BackOffBarrier: vector-memory counters drain before every barrier that may have
+  // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0).
+  std::set<int> drained;
+  if (!target.backOffBarrier)
+    for (int p : plan.barriers)
+      if (ha.points[p].vmIssuedBefore) {
+        plan.wait[p] = 0;
+        drained.insert(p);
+      }
+  std::map<const kir::Sync*, std::set<std::string>> barrierBuffers;  // for split barriers
 
   // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
   // (keyed by the block's first point id, not its address, so the output is deterministic)
@@ -225,16 +237,27 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
       bool barrier = plan.barriers.count(p) && !pt.hasBarrier;
       kir::SyncReason base;
       describeHazards(ha, plan.served[p], base);
+      bool vm = drained.count(p) > 0;
+      for (int h : plan.served[p]) vm |= ha.hazards[h].vmcnt;
       if (plan.wait.count(p) && plan.wait[p] < kNoWait) {
         int n = plan.wait[p];
         kir::SyncReason r = base;
         std::ostringstream why;
-        why << "cp.async.wait_group(" << n << "): the producing copies' group must retire before "
-            << (plan.barriers.count(p) ? "the barrier publishes it" : "this thread reads it") << "; " << n
-            << " newer group(s) may stay in flight (the largest count every path allows)";
+        if (vm) {
+          n = std::min(n, std::max(0, target.vmcntMax));
+          why << "s_waitcnt vmcnt(" << n << "): the producing LDS DMA ops must land before "
+              << (plan.barriers.count(p) ? "the barrier publishes them" : "this thread reads them") << "; " << n
+              << " newer vector-memory op(s) may stay in flight (the largest count every path allows"
+              << (n == target.vmcntMax ? ", capped at the counter's maximum" : "") << ")";
+          if (drained.count(p)) why << "; " << target.name << " has no BackOffBarrier: counters drain before s_barrier";
+        } else {
+          why << "cp.async.wait_group(" << n << "): the producing copies' group must retire before "
+              << (plan.barriers.count(p) ? "the barrier publishes it" : "this thread reads it") << "; " << n
+              << " newer group(s) may stay in flight (the largest count every path allows)";
+        }
         r.mechanism = why.str();
         k.syncPlan.entries.push_back(r);
-        auto s = std::make_unique<kir::Sync>(kir::SyncKind::CpAsyncWait, n);
+        auto s = std::make_unique<kir::Sync>(vm ? kir::SyncKind::VmcntWait : kir::SyncKind::CpAsyncWait, n);
         s->reason = (int)k.syncPlan.entries.size() - 1;
         ins.push_back(std::move(s));
       }
@@ -246,12 +269,16 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         k.syncPlan.entries.push_back(r);
         auto s = std::make_unique<kir::Sync>(kir::SyncKind::BlockSync);
         s->reason = (int)k.syncPlan.entries.size() - 1;
+        for (int h : plan.served[p])
+          for (auto* n : {ha.hazards[h].producer, ha.hazards[h].consumer})
+            for (auto& a : kir::accessesOf(*n)) barrierBuffers[s.get()].insert(a.buf->name);
         ins.push_back(std::move(s));
       }
       blk->stmts.insert(blk->stmts.begin() + pt.index, std::make_move_iterator(ins.begin()),
                         std::make_move_iterator(ins.end()));
     }
   }
+  if (target.splitBarrier) splitBarriers(k, barrierBuffers);  // GFX12: signal early, wait late
   // number the reasons in program order
   std::vector<kir::SyncReason> ordered;
   kir::walkMut(k.body, [&](kir::Node& n) {
@@ -269,7 +296,9 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
     auto& f = static_cast<const kir::ForLoop&>(n);
     if (f.stage != kir::LoopStage::Main && !(f.stage == kir::LoopStage::Serial && stages <= 1)) return;
     for (auto& s : f.body.stmts)
-      if (s->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BlockSync) ++perMain;
+      if (s->kind == kir::NodeKind::Sync && (static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BlockSync ||
+                                             static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BarrierSignal))
+        ++perMain;
   });
   k.syncPlan.barriersPerMainIteration = perMain;
   std::ostringstream os;

@@ -34,8 +34,9 @@ void planSmem(LowerContext& c) {
     int64_t bytes = b->bytes();
     std::string aliasOf;
     int64_t off = -1;
-    for (auto& p : placed)  // reuse a dead buffer's bytes when they fit
-      if ((p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes && p.off % b->align == 0) {
+    // reuse a dead buffer's bytes when they fit (not across concurrent roles: program order is not time)
+    for (auto& p : placed)
+      if (!k.syncsPlanned && (p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes && p.off % b->align == 0) {
         bool clash = false;
         for (auto& q : placed)
           if (q.b != p.b && q.off < p.off + bytes && p.off < q.end && !(q.last < lt.first || lt.second < q.first))

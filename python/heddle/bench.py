@@ -1,0 +1,347 @@
+"""Benchmark harness shared by benchmarks/ and heddle.autotune.
+
+What a kernel-library engineer expects of a number, and where each part lives here:
+
+  * device time, not host time: `CudaEventTimer` records a CUDA event before and after each call
+    on the current stream (`WallTimer` is the host clock, for compile and dispatch costs);
+  * warm-up first (module load, NVRTC, handle creation stay out), then many repetitions sized to a
+    time budget: `measure()`;
+  * median and spread, never a single run or a mean alone: `Stats`, `summarize()`;
+  * inputs rotated through several buffers so a small problem does not run out of L2:
+    `rotation_count()`, `Rotation`;
+  * fresh random data, never zeros (zeros hide unwritten outputs and run faster): `random_tensor()`,
+    `check_not_degenerate()`;
+  * every implementation validated against a float64 torch reference before it is timed, with its
+    output buffer poisoned first: `relative_error()`, `validate()`, `poison_allocator()`.
+
+Timers are objects with mark() / elapsed_ms(a, b) / sync(), so the statistics, rotation and the
+measurement loop are tested on a CPU with a fake clock (tests/test_bench_harness.py).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional, Sequence
+
+# --- statistics --------------------------------------------------------------------------------
+
+
+def quantile(sorted_samples: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted samples (numpy's default 'linear' method)."""
+    if not sorted_samples:
+        raise ValueError("quantile of no samples")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} is outside [0, 1]")
+    pos = q * (len(sorted_samples) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_samples) - 1)
+    frac = pos - lo
+    return sorted_samples[lo] * (1.0 - frac) + sorted_samples[hi] * frac
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of repeated measurements (milliseconds unless `unit` says otherwise)."""
+    n: int
+    median: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    p20: float
+    p80: float
+    unit: str = "ms"
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median: the relative width of the middle 60% of the samples."""
+        return (self.p80 - self.p20) / self.median if self.median > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["spread"] = self.spread
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Stats":
+        return cls(**{k: d[k] for k in ("n", "median", "mean", "std", "min", "max", "p20", "p80")},
+                   unit=d.get("unit", "ms"))
+
+    def scaled(self, factor: float, unit: str) -> "Stats":
+        return Stats(self.n, self.median * factor, self.mean * factor, self.std * factor, self.min * factor,
+                     self.max * factor, self.p20 * factor, self.p80 * factor, unit)
+
+    def __str__(self) -> str:
+        return (f"{self.median:.4g} {self.unit} (p20-p80 {self.p20:.4g}-{self.p80:.4g}, "
+                f"min {self.min:.4g}, n={self.n})")
+
+
+def summarize(samples: Sequence[float], unit: str = "ms") -> Stats:
+    xs = sorted(float(x) for x in samples)
+    if not xs:
+        raise ValueError("no samples to summarize")
+    if any(math.isnan(x) for x in xs):
+        raise ValueError("a timing sample is NaN")
+    n = len(xs)
+    mean = sum(xs) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else 0.0
+    return Stats(n=n, median=quantile(xs, 0.5), mean=mean, std=std, min=xs[0], max=xs[-1],
+                 p20=quantile(xs, 0.2), p80=quantile(xs, 0.8), unit=unit)
+
+
+# --- timers ------------------------------------------------------------------------------------
+
+
+class WallTimer:
+    """Host clock. sync() waits for the GPU first when `cuda` is set (host-side costs of GPU work)."""
+
+    def __init__(self, cuda: bool = False):
+        self.cuda = cuda
+
+    def mark(self):
+        if self.cuda:
+            import torch
+            torch.cuda.synchronize()
+        return time.perf_counter_ns()
+
+    def elapsed_ms(self, a, b) -> float:
+        return (b - a) / 1e6
+
+    def sync(self) -> None:
+        if self.cuda:
+            import torch
+            torch.cuda.synchronize()
+
+
+class CudaEventTimer:
+    """CUDA events recorded on the current stream: device time between two marks."""
+
+    def __init__(self):
+        import torch
+        self._torch = torch
+
+    def mark(self):
+        e = self._torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def elapsed_ms(self, a, b) -> float:
+        return a.elapsed_time(b)
+
+    def sync(self) -> None:
+        self._torch.cuda.synchronize()
+
+
+# --- input rotation ----------------------------------------------------------------------------
+
+
+def rotation_count(set_bytes: int, l2_bytes: int, *, min_sets: int = 2, max_sets: int = 64,
+                   max_total_bytes: int = 8 << 30, l2_factor: float = 3.0) -> int:
+    """How many distinct input sets to cycle through so that by the time a set comes round again,
+    l2_factor x L2 worth of other data has been read and its lines are gone.
+
+    At least min_sets (2: no call sees the inputs its predecessor just left in L2), at most max_sets,
+    and never more than max_total_bytes in all (unless that is below min_sets)."""
+    if set_bytes <= 0:
+        raise ValueError("an input set must have a positive size")
+    need = math.ceil(l2_factor * l2_bytes / set_bytes) + 1
+    n = max(min_sets, min(max_sets, need))
+    by_memory = max(min_sets, max_total_bytes // set_bytes)
+    return int(min(n, by_memory))
+
+
+class Rotation:
+    """Cycles through input sets: next() returns set 0, 1, ..., n-1, 0, ..."""
+
+    def __init__(self, sets: Sequence[Sequence]):
+        if not sets:
+            raise ValueError("a rotation needs at least one input set")
+        self.sets = [tuple(s) for s in sets]
+        self.calls = 0
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def next(self) -> tuple:
+        s = self.sets[self.calls % len(self.sets)]
+        self.calls += 1
+        return s
+
+
+def set_bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def l2_bytes(device=None) -> int:
+    """The device's L2 size (torch reports it); 50 MiB when it cannot be read."""
+    import torch
+    try:
+        return int(torch.cuda.get_device_properties(device).L2_cache_size)
+    except Exception:
+        return 50 << 20
+
+
+# --- data --------------------------------------------------------------------------------------
+
+
+def random_tensor(shape, dtype, device="cpu", generator=None, scale: float = 1.0):
+    """Standard-normal values (times `scale`) rounded to `dtype`: never zeros, fresh per call."""
+    import torch
+    x = torch.randn(*shape, dtype=torch.float32, device=device, generator=generator)
+    if scale != 1.0:
+        x.mul_(scale)
+    return x.to(dtype)
+
+
+def check_not_degenerate(t, name: str = "tensor", max_zero_fraction: float = 1e-3) -> None:
+    """Refuse inputs that would flatter a kernel or hide a bug: all-zero, mostly-zero or non-finite."""
+    import torch
+    if t.numel() == 0:
+        return
+    zeros = int((t == 0).sum().item())
+    if zeros == t.numel():
+        raise ValueError(f"{name} is all zeros: benchmark and validate on random data")
+    if zeros > max_zero_fraction * t.numel():
+        raise ValueError(f"{name} has {zeros} zeros of {t.numel()}: benchmark and validate on random data")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} has non-finite values")
+
+
+class ValidationError(AssertionError):
+    pass
+
+
+# Relative Frobenius error allowed for a result stored in this dtype with float32 accumulation
+# (bf16 operands land between 1e-3 and 1e-2; float16 rounds 8x finer).
+TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3, "float32": 1e-4}
+
+
+def tolerance_for(dtype) -> float:
+    return TOLERANCE[str(dtype).replace("torch.", "")]
+
+
+def relative_error(out, ref) -> float:
+    """||out - ref|| / ||ref|| in float64; inf when out has NaN/inf or the shapes differ."""
+    import torch
+    if tuple(out.shape) != tuple(ref.shape):
+        return math.inf
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(torch.float64)
+    if not bool(torch.isfinite(o).all()):
+        return math.inf
+    denom = float(torch.linalg.vector_norm(r))
+    if denom == 0.0:
+        raise ValueError("the reference is all zeros; validate on random data")
+    return float(torch.linalg.vector_norm(o - r)) / denom
+
+
+def validate(out, ref, tol: Optional[float] = None, what: str = "result") -> float:
+    """Raise ValidationError unless out matches ref to `tol` (default: by out's dtype)."""
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValidationError(f"{what}: shape {tuple(out.shape)} but the reference is {tuple(ref.shape)}")
+    tol = tolerance_for(out.dtype) if tol is None else tol
+    err = relative_error(out, ref)
+    if not err <= tol:  # NaN-safe
+        raise ValidationError(f"{what}: relative error {err:.3g} exceeds {tol:.3g} (dtype {out.dtype})")
+    return err
+
+
+def poison_allocator(nbytes: int, device) -> None:
+    """Fill a freed block of `nbytes` with NaN so that an output the caching allocator hands out next
+    (same size class) starts as NaN: an element the kernel never writes then fails validation
+    instead of passing on a stale correct value. Best effort: it only matters on the GPU."""
+    import torch
+    if torch.device(device).type != "cuda":
+        return
+    x = torch.full((max(1, nbytes // 4),), float("nan"), dtype=torch.float32, device=device)
+    del x
+
+
+# --- the measurement loop ----------------------------------------------------------------------
+
+
+@dataclass
+class Budget:
+    warmup_ms: float = 25.0     # warm-up time after the first (estimating) call
+    target_ms: float = 200.0    # measured time to aim for
+    min_reps: int = 10
+    max_reps: int = 2000
+    max_warmup: int = 200
+
+
+def measure(fn: Callable, rotation: Rotation, timer, budget: Optional[Budget] = None,
+            reps: Optional[int] = None, warmup: Optional[int] = None) -> Stats:
+    """Time fn(*inputs) per call: one estimating call, warm-up calls, then `reps` calls each between
+    two timer marks, inputs taken from `rotation` in turn. Returns Stats of the per-call times (ms).
+
+    reps / warmup default to what the budget's target / warm-up time needs at the estimated cost."""
+    b = budget or Budget()
+    s = rotation.next()
+    t0 = timer.mark()
+    fn(*s)
+    t1 = timer.mark()
+    timer.sync()
+    est = max(timer.elapsed_ms(t0, t1), 1e-4)
+    n_warm = warmup if warmup is not None else min(b.max_warmup, max(1, math.ceil(b.warmup_ms / est)))
+    n_reps = reps if reps is not None else min(b.max_reps, max(b.min_reps, math.ceil(b.target_ms / est)))
+    for _ in range(n_warm):
+        fn(*rotation.next())
+    marks = []
+    for _ in range(n_reps):
+        s = rotation.next()
+        a = timer.mark()
+        fn(*s)
+        marks.append((a, timer.mark()))
+    timer.sync()
+    return summarize([timer.elapsed_ms(a, z) for a, z in marks])
+
+
+def measure_host(fn: Callable, calls: int = 1000, repeats: int = 7, timer=None) -> Stats:
+    """Host time per call (microseconds) of a loop of `calls` calls, `repeats` times: for dispatch
+    costs, where what matters is how long the caller is busy, not the device."""
+    timer = timer or WallTimer()
+    fn()  # warm-up
+    per_call = []
+    for _ in range(repeats):
+        a = timer.mark()
+        for _ in range(calls):
+            fn()
+        z = timer.mark()
+        per_call.append(timer.elapsed_ms(a, z) * 1e3 / calls)
+    timer.sync()
+    return summarize(per_call, unit="us")
+
+
+# --- arithmetic --------------------------------------------------------------------------------
+
+
+def matmul_flops(m: int, n: int, k: int, batch: int = 1) -> float:
+    return 2.0 * batch * m * n * k
+
+
+def tflops(flops: float, ms: float) -> float:
+    return flops / (ms * 1e-3) / 1e12
+
+
+def min_bytes(m: int, n: int, k: int, batch: int = 1, elem: int = 2, extra_out_reads: int = 0,
+              batched_b: bool = True) -> int:
+    """Fewest bytes a matmul must move: each operand read once, the output written once, plus
+    `extra_out_reads` output-sized reads (a residual)."""
+    a = batch * m * k
+    b = (batch if batched_b else 1) * k * n
+    d = batch * m * n
+    return elem * (a + b + d * (1 + extra_out_reads))
+
+
+def roofline_ms(flops: float, nbytes: float, peak_tflops: float, peak_gbps: float) -> float:
+    """The floor: the larger of compute time at the peak rate and memory time at peak bandwidth."""
+    return max(flops / (peak_tflops * 1e12), nbytes / (peak_gbps * 1e9)) * 1e3
+
+
+__all__ = [
+    "Stats", "summarize", "quantile", "WallTimer", "CudaEventTimer", "rotation_count", "Rotation",
+    "set_bytes", "l2_bytes", "random_tensor", "check_not_degenerate", "ValidationError", "TOLERANCE",
+    "tolerance_for", "relative_error", "validate", "poison_allocator", "Budget", "measure", "measure_host",
+    "matmul_flops", "tflops", "min_bytes", "roofline_ms",
+]

@@ -1,0 +1,280 @@
+"""heddle as a torch.compile backend.
+
+    model = torch.compile(model, backend="heddle")                       # fallback: inductor
+    model = torch.compile(model, backend="heddle", options={"fallback": "eager"})
+    print(heddle.dynamo.explain(model, x))                                # what was fused, and why not
+
+The backend is registered through the `torch_dynamo_backends` entry point (pyproject.toml), so
+`backend="heddle"` resolves after `pip install` without importing heddle. It runs aot_autograd with
+inductor's decompositions and partitioner (minus the ops heddle_fuse needs whole), rewrites each
+forward / backward / inference graph with heddle.dynamo_fuse.fuse (matmul + epilogue chains become
+heddle custom ops), and hands the rewritten graph to inductor (default) or runs it eagerly.
+
+Options (torch.compile(..., options={...}) or heddle_backend(gm, inputs, key=value)):
+  fallback  "inductor" (default) | "eager": who runs everything heddle does not fuse
+  fuse      True (default) | False: False keeps the pipeline but fuses nothing (for A/B checks)
+  any other key is an inductor config option (e.g. "max_autotune": True) and needs fallback inductor.
+mode= ("reduce-overhead", "max-autotune", ...) is passed on to inductor; "reduce-overhead" wraps the
+graph, heddle ops included, in CUDA graphs.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from .dump import dump
+from .dynamo_fuse import WITHHELD, GraphReport, decompose_leftovers, fuse
+
+__all__ = ["heddle_backend", "explain", "Explanation", "reports", "stats", "reset_stats"]
+
+_HEDDLE_KEYS = ("fallback", "fuse")
+
+
+@dataclass
+class Options:
+    fallback: str = "inductor"
+    fuse: bool = True
+    inductor: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, options: Optional[dict], kwargs: dict) -> "Options":
+        raw = dict(options or {})
+        raw.update(kwargs)
+        o = cls()
+        o.fallback = raw.pop("fallback", "inductor")
+        if o.fallback not in ("inductor", "eager"):
+            raise ValueError(f"heddle backend: fallback={o.fallback!r}; use 'inductor' or 'eager'")
+        o.fuse = bool(raw.pop("fuse", True))
+        if raw:
+            if o.fallback != "inductor":
+                raise ValueError(f"heddle backend: unknown option(s) {sorted(raw)}; heddle's options are "
+                                 f"{', '.join(_HEDDLE_KEYS)} (other keys are inductor options and need "
+                                 "fallback='inductor')")
+            import torch._inductor.config as icfg
+            bad = [k for k in raw if not hasattr(icfg, k)]
+            if bad:
+                raise ValueError(f"heddle backend: unknown option(s) {sorted(bad)}: neither heddle's "
+                                 f"({', '.join(_HEDDLE_KEYS)}) nor torch._inductor.config keys")
+            o.inductor = raw
+        return o
+
+
+# --------------------------------------------------------------------------------------------------
+# bookkeeping: reports and counters
+# --------------------------------------------------------------------------------------------------
+_lock = threading.Lock()
+reports: List[GraphReport] = []          # every graph heddle rewrote in this process (most recent last)
+stats: Dict[str, int] = {}
+
+
+def reset_stats() -> None:
+    """Zero the counters and forget the reports (heddle's op registry is left alone)."""
+    with _lock:
+        reports.clear()
+        stats.clear()
+        stats.update(graphs=0, aot_graphs=0, heddle_ops=0, matmuls_left=0)
+
+
+reset_stats()
+_collectors: List[List[GraphReport]] = []   # explain() listens here
+
+
+def _record(report: GraphReport) -> None:
+    with _lock:
+        reports.append(report)
+        del reports[:-256]
+        stats["aot_graphs"] += 1
+        stats["heddle_ops"] += len(report.groups)
+        stats["matmuls_left"] += len(report.unfused_matmuls)
+        for c in _collectors:
+            c.append(report)
+    dump("partition", lambda: str(report))
+
+
+def _rewrite(gm, kind: str, opts: Options) -> GraphReport:
+    report = fuse(gm, kind, enabled=opts.fuse)
+    _record(report)
+    return report
+
+
+def _recompile_warning() -> None:
+    """Dynamo runs a frame eagerly (without heddle) once it was compiled recompile_limit times; say so
+    before it happens, not only in dynamo's log."""
+    try:
+        from torch._guards import CompileContext
+        cid = CompileContext.current_compile_id()
+        cfg = torch._dynamo.config
+        limit = getattr(cfg, "recompile_limit", None) or getattr(cfg, "cache_size_limit", 8)
+    except Exception:
+        return
+    if cid is None or cid.frame_compile_id is None or cid.compiled_autograd_id is not None:
+        return
+    n = cid.frame_compile_id + 1
+    if n >= limit:
+        warnings.warn(
+            f"heddle: frame {cid.frame_id} is being compiled for the {n}th time, which reaches "
+            f"torch._dynamo.config.recompile_limit={limit}: on the next guard failure dynamo runs this frame "
+            "in eager mode, without heddle. Mark varying sizes dynamic (torch._dynamo.mark_dynamic, or "
+            "torch.compile(dynamic=True)), or raise the limit.", RuntimeWarning, stacklevel=2)
+
+
+# --------------------------------------------------------------------------------------------------
+# the backend
+# --------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _decompositions():
+    """inductor's decomposition table minus the ops heddle matches whole (see dynamo_fuse.WITHHELD)."""
+    from torch._inductor.decomposition import select_decomp_table
+    full = select_decomp_table()
+    return full, {k: v for k, v in full.items() if k not in WITHHELD}
+
+
+def heddle_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: Optional[str] = None,
+                   options: Optional[dict] = None, **kwargs):
+    """The torch.compile backend (backend="heddle"). See the module docstring for options."""
+    opts = Options.parse(options, kwargs)
+    with _lock:
+        stats["graphs"] += 1
+    _recompile_warning()
+    if opts.fallback == "eager":
+        return _compile_eager(gm, example_inputs, opts, mode)
+    return _compile_inductor(gm, example_inputs, opts, mode)
+
+
+def _compile_eager(gm, example_inputs, opts: Options, mode):
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch import config as functorch_config
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    if mode not in (None, "default"):
+        warnings.warn(f"heddle backend: mode={mode!r} is ignored with fallback='eager' (CUDA graphs and "
+                      "autotuning come from inductor; use the default fallback)", RuntimeWarning, stacklevel=3)
+    _, table = _decompositions()
+
+    def compiler(kind):
+        def compile_graph(g, inputs):
+            _rewrite(g, kind, opts)
+            return make_boxed_func(g.forward)
+        return compile_graph
+
+    with functorch_config.patch(unlift_effect_tokens=True):
+        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("inference"), decompositions=table,
+                            partition_fn=functools.partial(min_cut_rematerialization_partition,
+                                                           compiler="inductor"),
+                            keep_inference_input_mutations=True)(gm, example_inputs)
+
+
+def _compile_inductor(gm, example_inputs, opts: Options, mode):
+    from torch._functorch import config as functorch_config
+    from torch._inductor import list_mode_options
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    from torch._inductor.decomposition import select_decomp_table
+    full, table = _decompositions()
+    patches: Dict[str, Any] = {}
+    if mode not in (None, "default"):
+        patches.update(list_mode_options(mode))
+    patches.update(opts.inductor)
+
+    def inner_compile(g, inputs, **kw):
+        kind = "backward" if kw.get("is_backward") else ("inference" if kw.get("is_inference") else "forward")
+        _rewrite(g, kind, opts)
+        decompose_leftovers(g, full)
+        # From here on the graph is what inductor would have traced with its own table; passing the
+        # module-level function (not our dict) also keeps the FX graph cache key picklable.
+        if "get_decomp_fn" in kw:
+            kw["get_decomp_fn"] = select_decomp_table
+        return compile_fx_inner(g, inputs, **kw)
+
+    # The AOTAutograd cache would replay a compiled graph in a new process without running the
+    # rewrite, i.e. without registering the heddle ops it calls: keep it off for heddle graphs.
+    # inductor's FX graph cache stays on (its key is the rewritten graph).
+    with functorch_config.patch(enable_autograd_cache=False):
+        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None,
+                          decompositions=table)
+
+
+# --------------------------------------------------------------------------------------------------
+# explain
+# --------------------------------------------------------------------------------------------------
+class Explanation:
+    """What heddle's backend did with a model: one GraphReport per aot graph (forward, backward,
+    inference), each listing the heddle ops (groups) and why every other matmul / epilogue op was not
+    fused. str() prints it."""
+
+    def __init__(self, graphs: List[GraphReport], dynamo_graphs: int):
+        self.graphs = graphs
+        self.dynamo_graphs = dynamo_graphs
+
+    @property
+    def groups(self):
+        return [g for r in self.graphs for g in r.groups]
+
+    @property
+    def heddle_ops(self) -> List[str]:
+        return [g.op for g in self.groups]
+
+    def graph(self, kind: str) -> GraphReport:
+        found = [r for r in self.graphs if r.kind == kind]
+        if not found:
+            raise KeyError(f"no {kind} graph (have: {', '.join(r.kind for r in self.graphs) or 'none'})")
+        return found[0]
+
+    def __str__(self) -> str:
+        head = (f"heddle: {self.dynamo_graphs} dynamo graph(s), {len(self.graphs)} aot graph(s), "
+                f"{len(self.groups)} heddle op(s)\n")
+        return head + "".join(str(r) for r in self.graphs)
+
+    __repr__ = __str__
+
+
+def explain(model, *inputs, backward: bool = False, verbose: bool = False, **options) -> Explanation:
+    """Compile `model` with the heddle backend, run it on `inputs` and report what was fused.
+
+    backward=True also runs the backward pass (sum of the floating outputs), so the backward graph is
+    compiled and reported; the .grad fields of parameters and inputs are restored afterwards. Options
+    are the backend's: fallback="eager" explains faster and traces with the same decompositions and
+    partitioner, so it makes the same decisions unless one of inductor's own pre-grad / joint-graph
+    pattern passes rewrites the graph first.
+    Like torch._dynamo.explain, this resets dynamo's caches before and after.
+    """
+    import torch._dynamo
+    collected: List[GraphReport] = []
+    dyn = [0]
+
+    def backend(gm, example_inputs, **kw):
+        dyn[0] += 1
+        return heddle_backend(gm, example_inputs, **kw, **options)
+
+    torch._dynamo.reset()
+    params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+    params += [t for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor) and t.is_leaf]
+    saved = [p.grad for p in params]
+    with _lock:
+        _collectors.append(collected)
+    try:
+        compiled = torch.compile(model, backend=backend)
+        if backward:
+            out = compiled(*inputs)
+            leaves = [t for t in torch.utils._pytree.tree_leaves(out)
+                      if isinstance(t, torch.Tensor) and t.requires_grad]
+            if leaves:
+                torch.autograd.backward([t.float().sum() for t in leaves])
+        else:
+            with torch.no_grad():
+                compiled(*inputs)
+    finally:
+        with _lock:
+            _collectors.remove(collected)
+        for p, g in zip(params, saved):
+            p.grad = g
+        torch._dynamo.reset()
+    result = Explanation(collected, dyn[0])
+    if verbose:
+        print(result, end="")
+    return result

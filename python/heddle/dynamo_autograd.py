@@ -1,0 +1,74 @@
+"""Autograd formulas for heddle's matmul ops, so `heddle.matmul` trains in eager mode too.
+
+The torch.compile backend does not need these: it inserts heddle ops into the forward and backward
+graphs *after* aot_autograd has differentiated the model, and the backward matmuls it finds (dgrad,
+wgrad) become heddle ops themselves. Here, for direct calls of heddle.matmul on tensors that require
+grad, the backward is written with torch ops:
+
+    y = act(alpha * (A @ B) + bias) + residual        (A = a or a^T, B = b or b^T)
+    dz = act'(z) * dy   (z recomputed: alpha * (A @ B) + bias, in float32)
+    dA = alpha * dz @ B^T,  dB = alpha * A^T @ dz  (summed over the batch when b is shared)
+    dbias = sum of dz over rows,  dresidual = dy
+
+Matmuls run in the operands' dtype (accumulating in float32, as torch's own backward does); the
+pointwise parts in float32. Gradients come back in each input's dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+_ACT = {
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "silu": torch.nn.functional.silu,
+    "sigmoid": torch.sigmoid,
+}
+
+
+def register_matmul_autograd(fm, op) -> None:
+    """Give the torch op of FusedMatmul `fm` its backward."""
+    spec = fm.spec
+    n_bias = 1 if spec.bias is not None else 0
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        a, b = saved[0], saved[1]
+        bias = saved[2] if n_bias else None
+        residual = saved[2 + n_bias] if spec.residual is not None else None
+        need = ctx.needs_input_grad
+        A = a.transpose(-1, -2) if spec.trans_a else a
+        B = b.transpose(-1, -2) if spec.trans_b else b
+        gf = grad.float()
+        if spec.activation is not None:
+            z = torch.matmul(A, B).float()
+            if spec.alpha is not None:
+                z = z * spec.alpha
+            if bias is not None:
+                z = z + bias.float()
+            with torch.enable_grad():
+                zz = z.detach().requires_grad_(True)
+                dz, = torch.autograd.grad(_ACT[spec.activation](zz), zz, gf)
+        else:
+            dz = gf
+        dmm = dz * spec.alpha if spec.alpha is not None else dz
+        dmm_lp = dmm.to(a.dtype)
+        grads = [None] * len(saved)
+        if need[0]:
+            da = torch.matmul(dmm_lp, B.transpose(-1, -2))                    # [.., M, K]
+            grads[0] = (da.transpose(-1, -2) if spec.trans_a else da).to(a.dtype)
+        if need[1]:
+            db = torch.matmul(A.transpose(-1, -2), dmm_lp)                    # [.., K, N]
+            if db.dim() == 3 and b.dim() == 2:
+                db = db.float().sum(0)
+            grads[1] = (db.transpose(-1, -2) if spec.trans_b else db).to(b.dtype)
+        if bias is not None and need[2]:
+            grads[2] = dz.reshape(-1, dz.shape[-1]).sum(0).reshape(bias.shape).to(bias.dtype)
+        if residual is not None and need[2 + n_bias]:
+            grads[2 + n_bias] = gf.to(residual.dtype)
+        return tuple(grads)
+
+    op.register_autograd(backward, setup_context=setup_context)

@@ -1,0 +1,599 @@
+"""The graph rewrite behind heddle's torch.compile backend: matmul + epilogue chains -> heddle ops.
+
+Input: an aten graph after aot_autograd (forward, backward or inference), traced with inductor's
+decompositions except for the ops listed in WITHHELD (so the matmuls and activations are still
+visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) it
+
+  1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
+     become trans_a / trans_b, so the operands heddle reads have unit last stride;
+  2. walks the chain of pointwise ops that consume *only* the running result:
+       scale (mul/div by a number, before any bias)  ->  bias add ([N] or [1, N])
+       ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid)  ->  residual add (same shape)
+     with casts anywhere in between, and a reshape [B*S, N] -> [B, S, N] when the matmul is a Linear
+     on a 3-D input (the operand becomes batched instead);
+  3. replaces the matmul and the chain with one call of the heddle op for that signature
+     (heddle.api.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
+
+Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
+HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
+the rest of the graph; decompose_leftovers() re-applies the withheld decompositions to the nodes that
+were not fused, so inductor sees the graph it would have seen without heddle.
+
+Semantics: the fused op computes the chain in float32 and rounds once, at the end; the eager graph
+rounds after every op in the operand dtype. Results agree within the dtype's tolerance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+_DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+
+MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
+# matmul-like ops heddle sees but has no pattern for: recorded as such.
+OTHER_MATMULS = {aten.baddbmm.default: "baddbmm", aten.addbmm.default: "addbmm", aten.matmul.default: "matmul",
+                 aten.linear.default: "linear", aten.mv.default: "mv", aten.dot.default: "dot",
+                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm"}
+_TRANSPOSES = (aten.permute.default, aten.t.default, aten.transpose.int)
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+_CASTS = (prims.convert_element_type.default, aten._to_copy.default)
+_ACTS = {aten.relu.default: "relu", aten.sigmoid.default: "sigmoid", aten.silu.default: "silu",
+         aten.gelu.default: "gelu"}
+
+# Decompositions withheld from aot_autograd so the rewrite sees these ops whole (inductor decomposes
+# gelu and silu into erf/exp chains, and tiny matmuls into pointwise code).
+WITHHELD = (aten.gelu.default, aten.silu.default, aten.mm.default, aten.addmm.default, aten.bmm.default)
+
+# stages of the epilogue, in heddle's order: act(alpha * mm + bias) + residual, then the cast
+_MM, _BIAS, _ACT, _RES = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------------------------------
+# decisions
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Decision:
+    node: str
+    op: str
+    status: str          # "fused" (the matmul of a group) | "absorbed" | "not fused" | "other"
+    reason: str
+    group: Optional[int] = None
+
+
+@dataclass
+class Group:
+    index: int
+    root: str
+    nodes: List[str]
+    op: str               # heddle op name
+    summary: str          # e.g. "mm(a, b^T) + bias -> gelu -> bf16"
+    stop: str = ""        # why the chain ends where it does
+
+
+@dataclass
+class GraphReport:
+    kind: str             # "forward" | "backward" | "inference"
+    graph: int            # index of the graph in this process
+    groups: List[Group] = field(default_factory=list)
+    decisions: List[Decision] = field(default_factory=list)
+
+    @property
+    def fused(self) -> List[Decision]:
+        return [d for d in self.decisions if d.status == "fused"]
+
+    @property
+    def unfused_matmuls(self) -> List[Decision]:
+        return [d for d in self.decisions if d.status == "not fused" and d.op in _MATMUL_NAMES]
+
+    def decision(self, node: str) -> Decision:
+        for d in self.decisions:
+            if d.node == node:
+                return d
+        raise KeyError(node)
+
+    def __str__(self) -> str:
+        lines = [f"graph {self.graph} ({self.kind}): {len(self.groups)} heddle op(s), "
+                 f"{len(self.unfused_matmuls)} matmul(s) left to torch"]
+        for g in self.groups:
+            lines.append(f"  [{g.index}] {g.op}: {g.summary}")
+            lines.append(f"      nodes: {', '.join(g.nodes)}")
+            if g.stop:
+                lines.append(f"      chain ends: {g.stop}")
+        shown = [d for d in self.decisions if d.status == "not fused"]
+        for d in shown:
+            lines.append(f"  not fused  {d.node} ({d.op}): {d.reason}")
+        others = [d for d in self.decisions if d.status == "other"]
+        if others:
+            ops = sorted({d.op for d in others})
+            lines.append(f"  {len(others)} other node(s) left to the fallback compiler: {', '.join(ops)}")
+        return "\n".join(lines) + "\n"
+
+
+_MATMUL_NAMES = set(MATMULS.values()) | set(OTHER_MATMULS.values())
+
+
+def _op_label(node: fx.Node) -> str:
+    t = node.target
+    if t in MATMULS:
+        return MATMULS[t]
+    if t in OTHER_MATMULS:
+        return OTHER_MATMULS[t]
+    if isinstance(t, torch._ops.OpOverload):
+        return f"{t.namespace}.{t._schema.name.split('::')[-1]}" if t.namespace != "aten" else t.__name__.split(".")[0]
+    return getattr(t, "__name__", str(t))
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers on fake values (no guards: statically_known_true never specialises a symbol)
+# --------------------------------------------------------------------------------------------------
+def _val(n) -> Any:
+    return n.meta.get("val") if isinstance(n, fx.Node) else None
+
+
+def _known_eq(a, b) -> bool:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    try:
+        return bool(statically_known_true(a == b))
+    except Exception:
+        return False
+
+
+def _same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(_known_eq(x, y) for x, y in zip(a, b))
+
+
+def _static_int(x) -> Optional[int]:
+    if isinstance(x, int):
+        return x
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+    if isinstance(x, torch.SymInt) and is_concrete_int(x):
+        return int(x)
+    return None
+
+
+def _rows_contiguous(v) -> bool:
+    return isinstance(v, torch.Tensor) and (_known_eq(v.stride(-1), 1) or _known_eq(v.shape[-1], 1))
+
+
+def _fmt_shape(v) -> str:
+    return "[" + ", ".join(str(s) for s in v.shape) + "]" if isinstance(v, torch.Tensor) else "?"
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _transpose_input(n: fx.Node, rank: int) -> Optional[fx.Node]:
+    """The input of `n` when `n` swaps the last two axes of a rank-`rank` tensor, else None."""
+    if n.op != "call_function" or n.target not in _TRANSPOSES or not isinstance(n.args[0], fx.Node):
+        return None
+    if n.target is aten.t.default:
+        return n.args[0] if rank == 2 else None
+    if n.target is aten.permute.default:
+        want = [1, 0] if rank == 2 else [0, 2, 1]
+        return n.args[0] if [d % rank for d in n.args[1]] == want else None
+    d0, d1 = sorted(d % rank for d in n.args[1:3])
+    return n.args[0] if (d0, d1) == (rank - 2, rank - 1) else None
+
+
+def _operand(n: fx.Node, rank: int) -> Tuple[Optional[fx.Node], bool, List[fx.Node]]:
+    """(node heddle reads, transposed?, transposes looked through) — the first node on the chain of
+    last-two-axes transposes whose rows are contiguous; (None, ...) when there is none."""
+    cur, trans, through = n, False, []
+    for _ in range(4):
+        if _rows_contiguous(_val(cur)):
+            return cur, trans, through
+        nxt = _transpose_input(cur, rank)
+        if nxt is None:
+            return None, False, through
+        through.append(cur)
+        cur, trans = nxt, not trans
+    return None, False, through
+
+
+# --------------------------------------------------------------------------------------------------
+# planning one group
+# --------------------------------------------------------------------------------------------------
+class _Reject(Exception):
+    pass
+
+
+@dataclass
+class _Plan:
+    root: fx.Node
+    a: fx.Node
+    b: fx.Node
+    trans_a: bool
+    trans_b: bool
+    batched: bool
+    batched_b: bool
+    k: int
+    n: int
+    alpha: float = 1.0
+    bias: Optional[fx.Node] = None
+    residual: Optional[fx.Node] = None
+    activation: Optional[str] = None
+    stage: int = _MM
+    chain: List[fx.Node] = field(default_factory=list)   # absorbed nodes after the root, in order
+    a_view: Optional[fx.Node] = None                      # view [B*S, K] of a 3-D input (Linear)
+    looked_through: List[fx.Node] = field(default_factory=list)
+    steps: List[str] = field(default_factory=list)
+    stop: Optional[Tuple[fx.Node, str]] = None            # the node the chain stopped at, and why
+
+    @property
+    def final(self) -> fx.Node:
+        return self.chain[-1] if self.chain else self.root
+
+
+def _plan(root: fx.Node) -> _Plan:
+    kind = MATMULS[root.target]
+    rank = 3 if kind == "bmm" else 2
+    if kind == "addmm":
+        bias_arg, a_arg, b_arg = root.args[:3]
+        beta, alpha = root.kwargs.get("beta", 1), root.kwargs.get("alpha", 1)
+        if not (_is_number(beta) and beta == 1):
+            raise _Reject(f"addmm with beta={beta}: heddle adds the bias unscaled")
+        if not _is_number(alpha):
+            raise _Reject(f"addmm with a non-constant alpha ({alpha})")
+    else:
+        bias_arg, (a_arg, b_arg), alpha = None, root.args[:2], 1
+    va, vb, vout = _val(a_arg), _val(b_arg), _val(root)
+    if not all(isinstance(v, torch.Tensor) for v in (va, vb, vout)):
+        raise _Reject("operands carry no fake tensor metadata")
+    if va.dtype not in (torch.float16, torch.bfloat16) or vb.dtype != va.dtype:
+        raise _Reject(f"operands are {va.dtype} and {vb.dtype}: heddle fuses float16 / bfloat16 matmuls "
+                      "(float32 matmuls stay with torch)")
+    if va.device.type not in ("cpu", "cuda"):
+        raise _Reject(f"operands are on {va.device}: heddle runs on CUDA (and computes a reference on CPU)")
+    a, ta, thr_a = _operand(a_arg, rank)
+    b, tb, thr_b = _operand(b_arg, rank)
+    if a is None:
+        raise _Reject(f"operand a {_fmt_shape(va)} has strides {tuple(va.stride())}: neither it nor its "
+                      "transpose has contiguous rows")
+    if b is None:
+        raise _Reject(f"operand b {_fmt_shape(vb)} has strides {tuple(vb.stride())}: neither it nor its "
+                      "transpose has contiguous rows")
+    sa, sb = _val(a).shape, _val(b).shape
+    k = _static_int(sa[-2] if ta else sa[-1])
+    n = _static_int(sb[-2] if tb else sb[-1])
+    if k is None:
+        raise _Reject(f"the reduction size K = {sa[-2] if ta else sa[-1]} is symbolic (e.g. a weight gradient "
+                      "summing over a dynamic batch): heddle compiles one kernel per K")
+    if n is None:
+        raise _Reject(f"N = {sb[-2] if tb else sb[-1]} is symbolic: heddle compiles one kernel per N")
+    p = _Plan(root=root, a=a, b=b, trans_a=ta, trans_b=tb, batched=rank == 3, batched_b=rank == 3, k=k, n=n,
+              alpha=float(alpha), looked_through=thr_a + thr_b)
+    p.steps.append(f"{kind}({'a^T' if ta else 'a'}, {'b^T' if tb else 'b'})")
+    if p.alpha != 1.0:
+        p.steps.append(f"* {p.alpha:g}")
+    if bias_arg is not None:
+        vbias = _val(bias_arg)
+        if not isinstance(vbias, torch.Tensor) or vbias.dtype not in _DT:
+            raise _Reject("addmm input is not a float16/bfloat16/float32 tensor")
+        if _bias_shape(vbias, p.n):
+            p.bias, p.stage = bias_arg, _BIAS
+            p.steps.append("+ bias")
+        elif _same_shape(vbias.shape, vout.shape):
+            p.residual, p.stage = bias_arg, _RES
+            p.steps.append("+ residual")
+        else:
+            raise _Reject(f"addmm input {_fmt_shape(vbias)} is neither a row bias [{p.n}] nor a full "
+                          f"{_fmt_shape(vout)} residual")
+    _walk(p)
+    return p
+
+
+def _bias_shape(v, n) -> bool:
+    return (v.dim() == 1 and _known_eq(v.shape[0], n)) or \
+        (v.dim() == 2 and _known_eq(v.shape[0], 1) and _known_eq(v.shape[1], n))
+
+
+def _walk(p: _Plan) -> None:
+    """Absorb the chain of single-consumer pointwise ops after the matmul."""
+    cur = p.root
+    while True:
+        users = list(cur.users)
+        if len(users) != 1 or users[0].op != "call_function":
+            if any(u.op == "output" for u in users):
+                why = "is a graph output (returned, or saved for the backward pass)"
+                if len(users) > 1:
+                    why += f" and has {len(users) - 1} other user(s)"
+            else:
+                why = f"has {len(users)} users ({', '.join(u.name for u in users)})" if users else "has no users"
+            p.stop = (cur, f"{cur.name} {why}")
+            return
+        u = users[0]
+        why = _absorb(p, cur, u)
+        if why is not None:
+            p.stop = (u, why)
+            return
+        p.chain.append(u)
+        cur = u
+
+
+def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
+    """Absorb `u` (the only user of `cur`) into the plan; the reason why not, else None."""
+    t = u.target
+    vcur, vu = _val(cur), _val(u)
+    if not isinstance(vu, torch.Tensor):
+        return f"{u.name} has no tensor metadata"
+    if t in _CASTS:
+        dt = u.args[1] if t is prims.convert_element_type.default else u.kwargs.get("dtype")
+        extra = set(u.kwargs) - {"dtype"} if t is aten._to_copy.default else set()
+        if extra:
+            return f"_to_copy with {sorted(extra)} is not a plain cast"
+        if dt not in _DT:
+            return f"cast to {dt}: heddle outputs float16, bfloat16 or float32"
+        p.steps.append(f"-> {_DT[dt]}")
+        return None
+    if t in _VIEWS:
+        return _absorb_view(p, cur, u)
+    if t in (aten.mul.Tensor, aten.div.Tensor):
+        other = u.args[1] if u.args[0] is cur else u.args[0]
+        if t is aten.div.Tensor and u.args[0] is not cur:
+            return "dividing a number by the matmul result is not a heddle epilogue"
+        if isinstance(other, fx.Node):
+            return (f"{'multiplying' if t is aten.mul.Tensor else 'dividing'} by a tensor ({other.name}, e.g. "
+                    "gating) is not a heddle epilogue")
+        if not _is_number(other):
+            return f"scale by {other!r} is not a constant number"
+        if p.stage != _MM:
+            return "a scale after the bias / activation / residual: heddle scales the matmul before them"
+        s = float(other) if t is aten.mul.Tensor else 1.0 / float(other)
+        p.alpha *= s
+        p.steps.append(f"* {s:g}")
+        return None
+    if t is aten.add.Tensor:
+        if u.kwargs.get("alpha", 1) != 1:
+            return "add with alpha != 1"
+        if u.args[0] is cur and u.args[1] is cur:
+            return "adds the result to itself"
+        other = u.args[1] if u.args[0] is cur else u.args[0]
+        if not isinstance(other, fx.Node):
+            return f"adding a scalar ({other!r}) is not a heddle epilogue"
+        vo = _val(other)
+        if not isinstance(vo, torch.Tensor) or vo.dtype not in _DT:
+            return f"{other.name} is not a float16/bfloat16/float32 tensor"
+        if not _same_shape(vu.shape, vcur.shape):
+            return f"the add broadcasts the result {_fmt_shape(vcur)} to {_fmt_shape(vu)}"
+        if _bias_shape(vo, p.n) and vo.dim() <= 2:
+            if p.stage >= _BIAS:
+                return ("a row-vector add after " + ("another bias" if p.stage == _BIAS else "the activation/residual")
+                        + ": heddle adds one bias, before the activation")
+            p.bias, p.stage = other, _BIAS
+            p.steps.append("+ bias")
+            return None
+        if _same_shape(vo.shape, vcur.shape):
+            if p.stage >= _RES:
+                return "a second residual add"
+            p.residual, p.stage = other, _RES
+            p.steps.append("+ residual")
+            return None
+        return f"adds {other.name} {_fmt_shape(vo)}: neither a row bias [{p.n}] nor a full-shape residual"
+    if t in _ACTS:
+        act = _ACTS[t]
+        if t is aten.gelu.default:
+            approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
+            act = "gelu" if approx == "none" else "gelu_tanh"
+        if p.stage >= _ACT:
+            return f"{act} after " + ("another activation" if p.stage == _ACT else "the residual add")
+        p.activation, p.stage = act, _ACT
+        p.steps.append(f"-> {act}")
+        return None
+    if t in _TRANSPOSES or t in (aten.expand.default, aten.slice.Tensor, aten.select.int, aten.alias.default):
+        return f"{_op_label(u)} is a view of the result: it stays outside the heddle op, reading its output"
+    return f"{_op_label(u)} is not a heddle epilogue op"
+
+
+def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
+    """[B*S, N] -> [B, S, N] after a Linear on a 3-D input: read the 3-D input as a batched operand."""
+    vu = _val(u)
+    if p.batched or p.a_view is not None:
+        return f"reshape of a batched result to {_fmt_shape(vu)}"
+    if vu.dim() != 3 or not _known_eq(vu.shape[-1], p.n):
+        return f"reshape to {_fmt_shape(vu)}: only [B*S, N] -> [B, S, N] is absorbed"
+    if p.trans_a or p.a.op != "call_function" or p.a.target not in _VIEWS:
+        return f"reshape to {_fmt_shape(vu)}: operand a is not a reshaped 3-D tensor"
+    x = p.a.args[0]
+    vx = _val(x)
+    if not isinstance(vx, torch.Tensor) or vx.dim() != 3 or not _rows_contiguous(vx) \
+            or not _same_shape(vx.shape[:2], vu.shape[:2]):
+        return f"reshape to {_fmt_shape(vu)} does not match operand a's 3-D source {_fmt_shape(vx)}"
+    if p.residual is not None:
+        return "reshape after a 2-D residual add"
+    p.a_view, p.a, p.batched = p.a, x, True
+    p.steps.append("(batched over the 3-D input)")
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# applying
+# --------------------------------------------------------------------------------------------------
+def _spec(p: _Plan, out_dtype):
+    from .api import MatmulSpec
+    vb, vr = _val(p.bias), _val(p.residual)
+    return MatmulSpec(dtype=_DT[_val(p.a).dtype], batched=p.batched, batched_b=p.batched_b, k=p.k, n=p.n,
+                      trans_a=p.trans_a, trans_b=p.trans_b,
+                      bias=None if vb is None else (_DT[vb.dtype], vb.dim()),
+                      residual=None if vr is None else (_DT[vr.dtype], vr.dim()),
+                      activation=p.activation, alpha=None if p.alpha == 1.0 else p.alpha,
+                      out_dtype=_DT[out_dtype])
+
+
+def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
+    from .api import fused_matmul_op
+    final = p.final
+    vfinal = _val(final)
+    spec = _spec(p, vfinal.dtype)
+    fused_matmul_op(spec)
+    name = spec.op_name()
+    target = getattr(torch.ops.heddle, name).default
+    args = [p.a, p.b] + [t for t in (p.bias, p.residual) if t is not None]
+    vals = [_val(x) for x in args]
+    with (fake_mode if fake_mode is not None else _nullcontext()):
+        out_val = target(*vals)
+    if out_val.dtype != vfinal.dtype or not _same_shape(out_val.shape, vfinal.shape):
+        raise _Reject(f"internal: heddle op gives {_fmt_shape(out_val)} {out_val.dtype}, the chain "
+                      f"{_fmt_shape(vfinal)} {vfinal.dtype}")
+    g = gm.graph
+    with g.inserting_before(final):
+        new = g.create_node("call_function", target, tuple(args), name=f"heddle_{p.root.name}")
+    new.meta.update({k: v for k, v in p.root.meta.items() if k in ("stack_trace", "nn_module_stack", "source_fn_stack",
+                                                                    "seq_nr", "original_aten", "from_node")})
+    new.meta["val"] = out_val
+    final.replace_all_uses_with(new)
+    for node in reversed([p.root] + p.chain):
+        if not node.users:
+            g.erase_node(node)
+    for node in [p.a_view] + p.looked_through:
+        if node is not None and not node.users and node.graph is g:
+            try:
+                g.erase_node(node)
+            except Exception:
+                pass
+    return name
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def _fake_mode(gm: fx.GraphModule):
+    from torch._guards import detect_fake_mode
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+
+
+_graph_counter = [0]
+
+
+def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
+    """Rewrite `gm` in place; return the decisions for every call_function node."""
+    _graph_counter[0] += 1
+    report = GraphReport(kind=kind, graph=_graph_counter[0])
+    fake_mode = _fake_mode(gm)
+    why: Dict[str, Decision] = {}
+    roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in OTHER_MATMULS:
+            why[n.name] = Decision(n.name, OTHER_MATMULS[n.target], "not fused",
+                                   f"heddle has no pattern for aten.{OTHER_MATMULS[n.target]}")
+    for root in roots:
+        label = MATMULS[root.target]
+        if not enabled:
+            why[root.name] = Decision(root.name, label, "not fused", "fusion disabled (options={'fuse': False})")
+            continue
+        try:
+            p = _plan(root)
+            names = [root.name] + [c.name for c in p.chain]
+            labels = [label] + [_op_label(c) for c in p.chain]
+            stop = p.stop
+            op = _apply(gm, p, fake_mode)
+        except _Reject as e:
+            why[root.name] = Decision(root.name, label, "not fused", str(e))
+            continue
+        except Exception as e:  # never break the user's model over a rewrite bug
+            import warnings
+            warnings.warn(f"heddle: could not fuse {root.name} ({label}): {type(e).__name__}: {e}; "
+                          "it stays with torch")
+            why[root.name] = Decision(root.name, label, "not fused", f"internal error: {type(e).__name__}: {e}")
+            continue
+        gi = len(report.groups)
+        report.groups.append(Group(gi, names[0], names, op, " ".join(p.steps), stop[1] if stop else ""))
+        why[names[0]] = Decision(names[0], label, "fused", f"-> {op}", gi)
+        for nm, lb in zip(names[1:], labels[1:]):
+            why[nm] = Decision(nm, lb, "absorbed", f"into group {gi} ({op})", gi)
+        if stop is not None and stop[0].name not in why and stop[0].name not in names:
+            why[stop[0].name] = Decision(stop[0].name, _op_label(stop[0]), "other",
+                                         f"not absorbed into group {gi}: {stop[1]}")
+    gm.graph.lint()
+    gm.recompile()
+    # every call_function node of the original graph gets a line
+    seen = set()
+    for d in why.values():
+        report.decisions.append(d)
+        seen.add(d.node)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.name not in seen and not _is_heddle(n):
+            report.decisions.append(Decision(n.name, _op_label(n), "other", "not matmul-like"))
+    return report
+
+
+def _is_heddle(n: fx.Node) -> bool:
+    t = n.target
+    return isinstance(t, torch._ops.OpOverload) and t.namespace == "heddle"
+
+
+# --------------------------------------------------------------------------------------------------
+# re-decomposing what was withheld and not fused (inductor path)
+# --------------------------------------------------------------------------------------------------
+def decompose_leftovers(gm: fx.GraphModule, table) -> int:
+    """Replace each remaining WITHHELD node by its decomposition from `table` (inductor's), traced with
+    make_fx on the node's fake values. Returns how many nodes were decomposed; a node whose
+    decomposition cannot be traced is left as is (inductor then calls the aten kernel)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    import torch.utils._pytree as pytree
+    fake_mode = _fake_mode(gm)
+    g, count = gm.graph, 0
+    for node in list(g.nodes):
+        if node.op != "call_function" or node.target not in WITHHELD or node.target not in table:
+            continue
+        decomp = table[node.target]
+        flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+        pos = [i for i, x in enumerate(flat) if isinstance(x, fx.Node)]
+        vals = [_val(flat[i]) for i in pos]
+        if not all(isinstance(v, torch.Tensor) for v in vals):
+            continue
+        target = node.target
+
+        def fn(*xs, flat=flat, pos=pos, spec=spec, decomp=decomp, target=target):
+            f = list(flat)
+            for i, x in zip(pos, xs):
+                f[i] = x
+            args, kwargs = pytree.tree_unflatten(f, spec)
+            out = decomp(*args, **kwargs)
+            return target(*args, **kwargs) if out is NotImplemented else out
+
+        try:
+            with (fake_mode if fake_mode is not None else _nullcontext()):
+                sub = make_fx(fn, decomposition_table=table, tracing_mode="real")(*vals)
+        except Exception:
+            continue
+        if any(s.op == "get_attr" for s in sub.graph.nodes):
+            continue  # constants would need copying; leave this node to inductor's fallback
+        env: Dict[fx.Node, Any] = {}
+        phs = [s for s in sub.graph.nodes if s.op == "placeholder"]
+        for ph, i in zip(phs, pos):
+            env[ph] = flat[i]
+        out = None
+        with g.inserting_before(node):
+            for s in sub.graph.nodes:
+                if s.op == "placeholder":
+                    continue
+                if s.op == "output":
+                    out = fx.map_arg(s.args[0], lambda x: env[x])
+                    continue
+                c = g.node_copy(s, lambda x: env[x])
+                for key in ("stack_trace", "nn_module_stack", "seq_nr", "original_aten", "from_node"):
+                    if key in node.meta:
+                        c.meta.setdefault(key, node.meta[key])
+                env[s] = c
+        if not isinstance(out, fx.Node):
+            continue
+        node.replace_all_uses_with(out)
+        g.erase_node(node)
+        count += 1
+    if count:
+        g.lint()
+        gm.recompile()
+    return count

@@ -1,0 +1,133 @@
+"""Hopper launch support: the inputs TMA can take, the tensor maps a kernel needs, the persistent grid.
+
+A kernel lowered for sm_90a with tma_load caches reads its operands through tensor maps
+(`lowered.tensor_maps`: box and swizzle per operand, see heddle_sm90.cuh TmaTile) encoded on the host
+with cuTensorMapEncodeTiled and passed by value. TMA puts rules on the global tensors it copies:
+
+  * the base address is 16-byte aligned
+  * the last axis has stride 1 (the box's rows are contiguous)
+  * every other stride is a multiple of 16 bytes (and below 2^40)
+  * at most 5 dimensions
+
+A tensor that breaks one raises heddle.InputError naming the tensor and the rule; heddle.matmul checks
+the same rules first and gives such operands the cp.async schedule instead (never a silent wrong
+result). Warp-specialized kernels are persistent: `num_ctas` CTAs (at most one per SM) walk the tiles.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from . import _C
+from .errors import InputError
+
+_DATA_TYPE = {2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+_TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
+
+
+def tma_problem(t, what: str = "tensor") -> Optional[str]:
+    """Why TMA cannot read (or write) `t`, or None when it can."""
+    es = t.element_size()
+    if t.dim() > 5:
+        return f"it has {t.dim()} dimensions; TMA tensors have at most 5"
+    if t.dim() and t.stride(-1) != 1:
+        return (f"its last axis has stride {t.stride(-1)}; TMA copies rows of contiguous elements (last stride 1) -- "
+                "call .contiguous() or declare the operand transposed")
+    if t.data_ptr() % 16:
+        return f"its base address {t.data_ptr():#x} is not 16-byte aligned (TMA needs 16)"
+    for ax in range(t.dim() - 1):
+        if t.shape[ax] > 1 and (t.stride(ax) * es) % 16:
+            return (f"its stride along axis {ax} is {t.stride(ax)} elements = {t.stride(ax) * es} bytes, not a "
+                    f"multiple of 16 (TMA needs 16-byte strides: pad the row length to a multiple of {16 // es})")
+        if t.stride(ax) * es >= (1 << 40):
+            return f"its stride along axis {ax} is {t.stride(ax) * es} bytes; TMA strides stay below 2^40"
+    return None
+
+
+def tma_ok(t) -> bool:
+    return tma_problem(t) is None
+
+
+def check_operands(kernel, geometry) -> None:
+    """InputError for an operand TMA cannot take (called before the launch geometry's own checks)."""
+    if not kernel.lowered.tensor_maps:
+        return
+    a = geometry.a
+    K = a.shape[-2] if kernel._matmul_expr["trans_a"] else a.shape[-1]
+    if K == 0:
+        raise InputError(f"input '{geometry.a_name}': K = 0, but {kernel.name} runs at least one k-tile (the first "
+                         "wgmma of a tile overwrites the accumulators); compute an empty product outside heddle")
+    for name, t in ((geometry.a_name, geometry.a), (geometry.b_name, geometry.b)):
+        why = tma_problem(t)
+        if why:
+            raise InputError(f"input '{name}': {kernel.name} loads it with TMA (cp.async.bulk.tensor), but {why}. "
+                             "heddle.matmul picks a cp.async kernel for such inputs by itself")
+
+
+def _tiles(lowered, env) -> int:
+    t = lowered.tile
+    return max(1, -(-env["M"] // t["bm"]) * -(-env["N"] // t["bn"]))
+
+
+def simulated_ctas(lowered, env) -> int:
+    """num_ctas for the CPU simulator: at least three tiles per CTA where there are, so the persistent
+    walk (ring phases that continue across tiles, slot reuse of the accumulator ring, ping-pong turns)
+    is exercised."""
+    return max(1, _tiles(lowered, env) // 3)
+
+
+def num_ctas(lowered, env, device) -> int:
+    """One CTA per SM, never more than there are tiles."""
+    sms = 132
+    try:
+        sms = int(_C.runtime.device_info(device.index or 0)["sms"])
+    except Exception:  # no driver: the H100/H200 count
+        pass
+    return max(1, min(_tiles(lowered, env), sms))
+
+
+def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
+            swizzle: int, batch: int = 0, batch_stride: int = 0) -> bytes:
+    dims = [cols, rows] + ([batch] if batch else [])
+    strides = [ld * esize] + ([batch_stride * esize] if batch else [])
+    box = [box_cols, box_rows] + ([1] if batch else [])
+    return _C.runtime.encode_tensor_map_tiled(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box,
+                                             [1] * len(dims), swizzle=_SWIZZLE[swizzle])
+
+
+def launch_args(kernel, geometry, out) -> Tuple[Dict[str, int], Dict[str, tuple]]:
+    """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel."""
+    lowered = kernel.lowered
+    maps = lowered.tensor_maps
+    if not maps:
+        return {}, {}
+    g = geometry
+    mexpr = kernel._matmul_expr
+    env, args = {}, {}
+    for m in maps:
+        op = m["operand"]
+        if op == "D":
+            t = out
+            es = t.element_size()
+            if (g.N * es) % 16:
+                raise InputError(f"output of {kernel.name}: the epilogue stores it with TMA, which needs rows of a "
+                                 f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
+                                 f"{16 // es}, or drop the epilogue role")
+            rows, cols, ld = g.M, g.N, g.N
+        else:
+            t = g.a if op == "A" else g.b
+            trans = mexpr["trans_a"] if op == "A" else mexpr["trans_b"]
+            if op == "A":
+                rows, cols = (g.K, g.M) if trans else (g.M, g.K)
+            else:
+                rows, cols = (g.N, g.K) if trans else (g.K, g.N)
+            ld = t.stride(-2)
+        dt = _TORCH_NAME[str(t.dtype)]
+        batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
+        bstride = t.stride(0) if batch else 0
+        args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
+                                             m["swizzle"], batch, bstride))
+    if any(p[0] == "num_ctas" for p in lowered.params):
+        env["num_ctas"] = num_ctas(lowered, g.env, g.a.device)
+        args["num_ctas"] = ("i32", env["num_ctas"])
+    return env, args

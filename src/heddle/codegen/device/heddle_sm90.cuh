@@ -1,0 +1,406 @@
+// heddle/heddle_sm90.cuh -- Hopper (sm_90a) device runtime: mbarriers, TMA tile loads/stores,
+// proxy fences, register reconfiguration, named barriers, and the warpgroup MMA CTA-tile step.
+//
+// Shared-memory operand tiles (TmaTile<ROWS, COLS, T>): one pipeline stage of ROWS x COLS elements
+// as stored in global memory (COLS contiguous). The tile is cut along COLS into BOXES boxes of
+// BOX_COLS columns, BOX_COLS * sizeof(T) = SW bytes = the swizzle span (128, 64 or 32: the largest
+// that divides a row, capped at 128). Box j holds columns [j*BOX_COLS, +BOX_COLS) of all ROWS rows
+// at byte offset j*ROWS*SW, row r at r*SW inside the box, and the 16-byte chunks of every
+// 1024/512/256-byte block are permuted by the TMA swizzle of that span: byte offset o is stored at
+//   o ^ (((o >> 7) & (SW/16 - 1)) << 4)
+// (bits [4, 4+log2(SW/16)) XOR bits [7, ...); CUTLASS calls it Swizzle<3|2|1, 4, 3>). That is what
+// cp.async.bulk.tensor writes for a box of BOX_COLS x ROWS with CU_TENSOR_MAP_SWIZZLE_{SW}B, and
+// what a wgmma matrix descriptor of the same swizzle mode reads, provided the stage starts on a
+// 1024-byte boundary (the planner aligns Hopper tiles to 1024 bytes, so descriptors carry base
+// offset 0). One TMA box per BOX_COLS columns: the host encodes tensor maps with box
+// {BOX_COLS, ROWS} (innermost first) and swizzle SW.
+//
+// Descriptors (make_desc; PTX ISA "matrix descriptor"): 14-bit start address >> 4 (bits 0-13),
+// leading byte offset >> 4 (16-29), stride byte offset >> 4 (32-45), base offset 0 (49-51),
+// layout type (62-63: 1 = 128B, 2 = 64B, 3 = 32B swizzle). For an m64nNk16 step:
+//   K-major operand (COLS = K, one box, SW = 2*BK bytes per row): start = stage + row0*SW + ks*32,
+//     SBO = 8 rows * SW (8-row core-matrix groups), LBO unused (16).
+//   MN-major operand (COLS = M or N, SW = 128, 64-element boxes): start = stage + box*ROWS*128 +
+//     ks*16*128, LBO = ROWS*128 (next 64 M/N elements = next box), SBO = 1024 (next 8 k rows).
+//
+// MmaSm90<BM, BN, BK, NWG, COOP, A_KMAJOR, B_KMAJOR, T, WARP_BASE>: the MMA role's accumulators.
+//   NWG warpgroups (warps WARP_BASE ...). COOP: the warpgroups split the BM rows of one tile
+//   (WGM = BM/NWG rows each); otherwise each warpgroup owns a whole BM-row tile (ping-pong).
+//   acc[fm][fn][r] is register 4*fn + r of the m64nBNk16 D fragment of m64-block fm:
+//     row = wg_row0 + 64*fm + 16*(warp_in_wg) + lane/4 + 8*(r/2),  col = 8*fn + 2*(lane%4) + r%2
+//   (the PTX wgmma D layout: warp w of the warpgroup owns rows 16w..16w+15). step() issues
+//   BK/16 x FM wgmma.mma_async; fence()/commit()/wait<N>() order them (the kernel IR places them).
+//
+// Host emulation (HEDDLE_HOST_EMULATION): every PTX primitive calls into heddle::emu (tests/emu/
+// sm90_emu.cpp), which implements TMA and wgmma from the PTX ISA definitions independently of the
+// layout code here; the harness checks that the two agree (tests/test_hopper_device.py).
+#pragma once
+#include "heddle/heddle_types.cuh"
+
+namespace heddle {
+
+// CUtensorMap: 128 opaque bytes encoded on the host (cuTensorMapEncodeTiled), passed to kernels as
+// `const __grid_constant__ heddle::TmaDesc` parameters.
+struct alignas(64) TmaDesc {
+  unsigned long long opaque[16];
+};
+
+#ifdef HEDDLE_HOST_EMULATION
+namespace emu {  // defined by the host emulator (tests/emu/sm90_emu.cpp)
+unsigned smem_offset(const void* p);  // offset in the emulated shared window (dies outside it)
+void mbar_init(unsigned long long* bar, int count);
+void mbar_arrive(unsigned long long* bar);
+void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes);
+void mbar_wait(unsigned long long* bar, int parity);
+void tma_load(void* dst, const TmaDesc* map, int rank, const int* coords, unsigned long long* bar);
+void tma_store(const TmaDesc* map, int rank, const int* coords, const void* src);
+void wgmma(float* d, int n, unsigned long long desc_a, unsigned long long desc_b, int trans_a, int trans_b,
+           bool bf16, int scale_d);
+void sm90_sync(const char* what);  // fences, commits, waits: counted, no effect on data
+}  // namespace emu
+#endif
+
+namespace sm90 {
+
+using u64 = unsigned long long;
+
+template <bool C, typename A, typename B> struct Select { using type = A; };
+template <typename A, typename B> struct Select<false, A, B> { using type = B; };
+template <typename T> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<bf16> { static constexpr bool value = true; };
+
+#ifdef HEDDLE_HOST_EMULATION
+__forceinline__ unsigned smem_u32(const void* p) { return emu::smem_offset(p); }
+#else
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#endif
+
+// ---- mbarriers ------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(u64* bar, int count) {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::mbar_init(bar, count);
+#else
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::mbar_arrive(bar);
+#else
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+
+// Arrive and add `bytes` to the transaction count of the current phase (the TMA copies that
+// complete on this barrier subtract what they deliver).
+__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, unsigned bytes) {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::mbar_arrive_expect_tx(bar, bytes);
+#else
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Blocks until the phase of parity `parity` has completed (try_wait.parity in a loop).
+__device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::mbar_wait(bar, parity);
+#else
+  const unsigned addr = smem_u32(bar);
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+// ---- fences, registers, named barriers ------------------------------------------------------
+
+// Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones
+// (TMA, wgmma) that a barrier makes wait for them.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("fence.proxy.async");
+#else
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("setmaxnreg.inc");
+#else
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#endif
+}
+
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("setmaxnreg.dec");
+#else
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+#endif
+}
+
+// bar.sync id, count: the `count` threads (a multiple of 32) that use barrier `id` (1..15).
+__device__ __forceinline__ void named_barrier(int id, int count) {
+#ifdef HEDDLE_HOST_EMULATION
+  (void)id, (void)count;
+  emu::sm90_sync("bar.sync");
+#else
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+#endif
+}
+
+// ---- wgmma ordering -------------------------------------------------------------------------
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("wgmma.fence");
+#else
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("wgmma.commit_group");
+#else
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("wgmma.wait_group");
+#else
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// ---- swizzled TMA tiles and descriptors -----------------------------------------------------
+
+template <int ROWS, int COLS, typename T>
+struct TmaTile {
+  static constexpr int kRowBytes = COLS * (int)sizeof(T);
+  static constexpr int kSwizzle = kRowBytes >= 128 ? 128 : kRowBytes;  // bytes per box row
+  static constexpr int kBoxCols = kSwizzle / (int)sizeof(T);
+  static constexpr int kBoxes = COLS / kBoxCols;
+  static constexpr int kBoxBytes = ROWS * kSwizzle;
+  static constexpr int kBytes = kBoxes * kBoxBytes;
+  static constexpr int kElems = ROWS * COLS;
+  static_assert(kSwizzle == 32 || kSwizzle == 64 || kSwizzle == 128,
+                "TmaTile: a row must be 32, 64 or a multiple of 128 bytes");
+  static_assert(COLS % kBoxCols == 0, "TmaTile: COLS must be a multiple of the box width");
+  static_assert(ROWS % 8 == 0 && ROWS <= 256, "TmaTile: ROWS must be a multiple of 8, at most 256 (TMA box)");
+  static constexpr int kLayoutType = kSwizzle == 128 ? 1 : (kSwizzle == 64 ? 2 : 3);
+
+  // Byte offset of logical (r, c) inside the stage (the stage starts 1024-byte aligned).
+  __host__ __device__ __forceinline__ static int byte_offset(int r, int c) {
+    int o = (c / kBoxCols) * kBoxBytes + r * kSwizzle + (c % kBoxCols) * (int)sizeof(T);
+    return o ^ (((o >> 7) & (kSwizzle / 16 - 1)) << 4);
+  }
+  __host__ __device__ __forceinline__ static int offset(int r, int c) { return byte_offset(r, c) / (int)sizeof(T); }
+};
+
+// 64-bit wgmma matrix descriptor (see the header comment).
+__host__ __device__ __forceinline__ u64 make_desc(unsigned smem_addr, unsigned lbo, unsigned sbo, int layout_type) {
+  return (u64)((smem_addr & 0x3FFFFu) >> 4) | ((u64)((lbo & 0x3FFFFu) >> 4) << 16) |
+         ((u64)((sbo & 0x3FFFFu) >> 4) << 32) | ((u64)layout_type << 62);
+}
+
+// Descriptor of the 64 (M) or N (B) x 16 (K) slab at m/n block `blk` (64 rows of M for A; unused
+// for B: 0) and k step `ks` of a stage laid out as Tile, K-major or MN-major.
+template <typename Tile, bool KMAJOR>
+__host__ __device__ __forceinline__ u64 slab_desc(unsigned stage_addr, int blk, int ks) {
+  if constexpr (KMAJOR) {
+    return make_desc(stage_addr + blk * 64 * Tile::kSwizzle + ks * 32, 16, 8 * Tile::kSwizzle, Tile::kLayoutType);
+  } else {
+    static_assert(Tile::kSwizzle == 128, "MN-major operands use 128-byte swizzled 64-element boxes");
+    return make_desc(stage_addr + blk * Tile::kBoxBytes + ks * 16 * 128, Tile::kBoxBytes, 1024, Tile::kLayoutType);
+  }
+}
+
+// ---- TMA --------------------------------------------------------------------------------------
+
+// One box of `map` at (c0 = innermost, c1[, c2]) into dst, completing on `bar` (complete_tx).
+template <int RANK>
+__device__ __forceinline__ void tma_load_box(void* dst, const TmaDesc* map, int c0, int c1, int c2, u64* bar) {
+#ifdef HEDDLE_HOST_EMULATION
+  const int c[3] = {c0, c1, c2};
+  emu::tma_load(dst, map, RANK, c, bar);
+#else
+  if constexpr (RANK == 2)
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::
+            "r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+        : "memory");
+  else
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];\n" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+        : "memory");
+#endif
+}
+
+// The whole Tile at storage origin (row0, col0) [, batch]: Tile::kBoxes boxes, Tile::kBytes bytes.
+template <typename Tile, int RANK, typename T>
+__device__ __forceinline__ void tma_load_tile(T* dst, const TmaDesc* map, int row0, int col0, int batch, u64* bar) {
+#pragma unroll
+  for (int j = 0; j < Tile::kBoxes; ++j)
+    tma_load_box<RANK>(reinterpret_cast<char*>(dst) + j * Tile::kBoxBytes, map, col0 + j * Tile::kBoxCols, row0,
+                       batch, bar);
+}
+
+template <int RANK>
+__device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1, int c2, const void* src) {
+#ifdef HEDDLE_HOST_EMULATION
+  const int c[3] = {c0, c1, c2};
+  emu::tma_store(map, RANK, c, src);
+#else
+  if constexpr (RANK == 2)
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map),
+                 "r"(c0), "r"(c1), "r"(smem_u32(src))
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(src))
+                 : "memory");
+#endif
+}
+
+// Stores the whole Tile from shared memory to (row0, col0) [, batch]; out-of-bounds parts of a box
+// are not written. Ordered by bulk_commit / bulk_wait_read.
+template <typename Tile, int RANK, typename T>
+__device__ __forceinline__ void tma_store_tile(const TmaDesc* map, int row0, int col0, int batch, const T* src) {
+#pragma unroll
+  for (int j = 0; j < Tile::kBoxes; ++j)
+    tma_store_box<RANK>(map, col0 + j * Tile::kBoxCols, row0, batch,
+                        reinterpret_cast<const char*>(src) + j * Tile::kBoxBytes);
+}
+
+__device__ __forceinline__ void bulk_commit() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("cp.async.bulk.commit_group");
+#else
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+// The bulk stores of all but the N most recent groups have finished reading shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("cp.async.bulk.wait_group.read");
+#else
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+}  // namespace sm90
+}  // namespace heddle
+
+#ifndef HEDDLE_HOST_EMULATION
+#include "heddle/heddle_sm90_wgmma.cuh"
+#endif
+
+namespace heddle {
+
+template <int BM, int BN, int BK, int NWG, bool COOP, bool A_KMAJOR, bool B_KMAJOR, typename T, int WARP_BASE>
+struct MmaSm90 {
+  static constexpr int WGM = COOP ? BM / NWG : BM;  // rows one warpgroup computes
+  static constexpr int FM = WGM / 64, FN = BN / 8;
+  static constexpr int kThreads = 128 * NWG;
+  static_assert(WGM % 64 == 0 && FM >= 1, "MmaSm90: each warpgroup computes a multiple of 64 rows");
+  static_assert(BN % 64 == 0 && BN <= 256, "MmaSm90: BN must be 64, 128, 192 or 256");
+  static_assert(BK % 16 == 0 && BK <= 64, "MmaSm90: BK must be 16, 32 or 64");
+  using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
+  using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, T>, sm90::TmaTile<BK, BN, T>>::type;
+  static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
+  static constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;  // per stage: the expect_tx count
+
+  float acc[FM][FN][4];
+  int scale_d;  // 0 until the first k step of a tile: that wgmma overwrites instead of accumulating
+
+  // Starts a tile at zero without writing the accumulator registers: ordinary instructions that
+  // define wgmma accumulators make ptxas serialise the wgmma pipeline (C7515), so the first
+  // wgmma of the tile runs with scale-d = 0 instead. A tile must run at least one k step (the
+  // launch refuses K = 0).
+  __device__ __forceinline__ void zero() { scale_d = 0; }
+
+  // Keeps the compiler from moving accumulator accesses across wgmma fences and waits.
+  __device__ __forceinline__ void fence_operands() {
+#ifndef HEDDLE_HOST_EMULATION
+#pragma unroll
+    for (int fm = 0; fm < FM; ++fm)
+#pragma unroll
+      for (int fn = 0; fn < FN; ++fn)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(acc[fm][fn][r])::"memory");
+#endif
+  }
+
+  // wgmma.fence: registers written by ordinary instructions (zero, the previous tile's epilogue)
+  // are ordered before the next wgmma that accumulates into them.
+  __device__ __forceinline__ void fence() {
+    fence_operands();
+    sm90::wgmma_fence();
+  }
+  __device__ __forceinline__ void commit() { sm90::wgmma_commit(); }
+  template <int N>
+  __device__ __forceinline__ void wait() {
+    sm90::wgmma_wait<N>();
+    fence_operands();
+  }
+
+  // acc += A_stage x B_stage over the BK slab: BK/16 k steps x FM m64 blocks, each one
+  // wgmma.mma_async.m64nBNk16. All 128 threads of the warpgroup call it together.
+  __device__ __forceinline__ void step(const T* sA, const T* sB, int warp, int lane) {
+    (void)lane;
+    const int wg = COOP ? (warp - WARP_BASE) / 4 : 0;
+    const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB);
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      const sm90::u64 db = sm90::slab_desc<TileB, B_KMAJOR>(b, 0, ks);
+#pragma unroll
+      for (int fm = 0; fm < FM; ++fm) {
+        const sm90::u64 da = sm90::slab_desc<TileA, A_KMAJOR>(a, wg * FM + fm, ks);
+#ifdef HEDDLE_HOST_EMULATION
+        emu::wgmma(&acc[fm][0][0], BN, da, db, A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1, sm90::IsBf16<T>::value,
+                   ks == 0 ? scale_d : 1);
+#else
+        sm90::WgmmaSS<BN, T>::template run<A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1>(&acc[fm][0][0], da, db,
+                                                                               ks == 0 ? scale_d : 1);
+#endif
+      }
+    }
+    scale_d = 1;
+  }
+
+  __host__ __device__ __forceinline__ static int row_of(int warp, int lane, int fm, int r) {
+    const int w = warp - WARP_BASE;
+    return (COOP ? (w / 4) * WGM : 0) + 64 * fm + 16 * (w % 4) + (lane >> 2) + ((r >> 1) << 3);
+  }
+  __host__ __device__ __forceinline__ static int col_of(int warp, int lane, int fn, int r) {
+    (void)warp;
+    return fn * 8 + ((lane & 3) << 1) + (r & 1);
+  }
+};
+
+}  // namespace heddle

@@ -1,0 +1,166 @@
+// Hopper lowering building blocks (see hopper_build.h).
+#include "heddle/lower/passes/hopper_build.h"
+
+#include <sstream>
+
+namespace heddle::passes::hopper {
+
+kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
+  auto b = std::make_unique<kir::Buffer>();
+  b->name = name;
+  b->role = "mbar";
+  b->memory = MemoryType::Shared;
+  b->dtype = DType::F32;  // two 4-byte words: one 64-bit mbarrier per stage
+  b->stages = count;
+  b->rows = 1;
+  b->cols = 2;
+  b->align = 8;
+  return k.addBuffer(std::move(b));
+}
+
+std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg) {
+  kir::SyncReason r;
+  r.hazards = why.hazards;
+  r.producer = why.producer;
+  r.consumer = why.consumer;
+  r.buffer = why.buffer;
+  r.stage = why.stage;
+  r.mechanism = why.mechanism;
+  if (!why.producer.empty()) r.pairs.push_back(why.hazards + ": " + why.producer + "  ->  " + why.consumer);
+  k.syncPlan.entries.push_back(r);
+  auto s = std::make_unique<kir::Sync>(kind, arg);
+  s->reason = (int)k.syncPlan.entries.size() - 1;
+  return s;
+}
+
+std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* bar, IExpr index, const Why& why,
+                                    int arg, IExpr parity) {
+  auto s = makeSync(k, kind, why, arg);
+  s->buf = bar;
+  s->index = index;
+  s->parity = parity;
+  return s;
+}
+
+void Ring::init(kir::Kernel& k, kir::Block& b) const {
+  for (auto [bar, count] : {std::make_pair(full, fullCount), std::make_pair(empty, emptyCount)}) {
+    if (!bar) continue;
+    for (int st = 0; st < stages; ++st) {
+      Why w;
+      w.hazards = "init " + bar->name;
+      w.buffer = bar->name;
+      w.mechanism = "mbarrier.init(" + bar->name + "[" + std::to_string(st) + "], " + std::to_string(count) +
+                    "): one phase completes after " + std::to_string(count) + " arrival(s)" +
+                    (bar == full && txBytes ? " and " + std::to_string(txBytes) + " TMA bytes" : "");
+      auto s = makeMbar(k, kir::SyncKind::MbarInit, bar, st, w);
+      s->count = count;
+      b.stmts.push_back(std::move(s));
+    }
+  }
+}
+
+std::unique_ptr<kir::Sync> Ring::producerWait(kir::Kernel& k, IExpr j) const {
+  Why w;
+  w.hazards = "WAR " + label + " (" + consumer + " -> " + producer + ")";
+  w.producer = consumer + " reads of " + label;
+  w.consumer = producer + " writes of " + label;
+  w.buffer = label;
+  w.stage = (j % stages).str();
+  w.mechanism = "wait until phase (j/" + std::to_string(stages) + ") of " + empty->name +
+                "[j%" + std::to_string(stages) + "] completed: the consumers released the slot of item j-" +
+                std::to_string(stages) + " (arrival at their item j-" + std::to_string(prefetch + 1) +
+                ", or a pre-arrive); parity (j/" + std::to_string(stages) + ")%2";
+  return makeMbar(k, kir::SyncKind::MbarWait, empty, j % stages, w, 0, (j / stages) % 2);
+}
+
+std::unique_ptr<kir::Sync> Ring::producerExpectTx(kir::Kernel& k, IExpr j) const {
+  Why w;
+  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
+  w.producer = producer + " TMA of " + label;
+  w.consumer = consumer + " reads";
+  w.buffer = label;
+  w.stage = (j % stages).str();
+  w.mechanism = "arrive.expect_tx(" + std::to_string(txBytes) + " bytes): the phase of " + full->name +
+                " completes when the TMA copies of this item have delivered every byte (complete_tx)";
+  return makeMbar(k, kir::SyncKind::MbarArriveExpectTx, full, j % stages, w, txBytes);
+}
+
+std::unique_ptr<kir::Sync> Ring::producerArrive(kir::Kernel& k, IExpr j) const {
+  Why w;
+  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
+  w.producer = producer + " writes of " + label;
+  w.consumer = consumer + " reads";
+  w.buffer = label;
+  w.stage = (j % stages).str();
+  w.mechanism = "each of the " + std::to_string(fullCount) + " producing threads arrives on " + full->name +
+                " after its writes (release); the consumers' wait acquires them";
+  return makeMbar(k, kir::SyncKind::MbarArrive, full, j % stages, w);
+}
+
+std::unique_ptr<kir::Sync> Ring::consumerWait(kir::Kernel& k, IExpr i) const {
+  Why w;
+  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
+  w.producer = producer + " writes of " + label;
+  w.consumer = consumer + " reads of " + label;
+  w.buffer = label;
+  w.stage = (i % stages).str();
+  w.mechanism = "wait for phase (i/" + std::to_string(stages) + ") of " + full->name + "[i%" +
+                std::to_string(stages) + "]: item i landed; parity (i/" + std::to_string(stages) + ")%2";
+  return makeMbar(k, kir::SyncKind::MbarWait, full, i % stages, w, 0, (i / stages) % 2);
+}
+
+std::unique_ptr<kir::Sync> Ring::consumerRelease(kir::Kernel& k, IExpr i) const {
+  Why w;
+  w.hazards = "WAR " + label + " (" + consumer + " -> " + producer + ")";
+  w.producer = consumer + " reads of " + label;
+  w.consumer = producer + " writes of " + label;
+  w.buffer = label;
+  w.stage = ((i + prefetch + 1) % stages).str();
+  w.mechanism = "release the slot of item i+" + std::to_string(prefetch + 1) + "-" + std::to_string(stages) +
+                " (= i-" + std::to_string(keep) + ", retired" +
+                (keep ? " by wgmma.wait_group(" + std::to_string(keep) + ")" : "") + ") for the producer's item i+" +
+                std::to_string(prefetch + 1) + ": arrive on " + empty->name + "[(i+" + std::to_string(prefetch + 1) +
+                ")%" + std::to_string(stages) + "]";
+  return makeMbar(k, kir::SyncKind::MbarArrive, empty, (i + prefetch + 1) % stages, w);
+}
+
+void Ring::preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) const {
+  auto loop = std::make_unique<kir::ForLoop>();
+  loop->var = loopVar;
+  loop->start = 0;
+  loop->stop = prefetch + 1;
+  Why w;
+  w.hazards = "WAR " + label + " (pre-arrive)";
+  w.buffer = label;
+  w.stage = "[0, " + std::to_string(prefetch + 1) + ")";
+  w.mechanism = "the producer's items [0, " + std::to_string(prefetch + 1) +
+                ") overwrite nothing: the consumers complete phase 0 of " + empty->name + "[0.." +
+                std::to_string(prefetch) + "] up front, so one parity formula (j/s)%2 serves every item";
+  loop->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarArrive, empty, IExpr::var(loopVar), w));
+  b.stmts.push_back(std::move(loop));
+}
+
+void finishPlan(kir::Kernel& k, const std::string& summary) {
+  std::vector<kir::SyncReason> ordered;
+  kir::walkMut(k.body, [&](kir::Node& n) {
+    if (n.kind != kir::NodeKind::Sync) return;
+    auto& sy = static_cast<kir::Sync&>(n);
+    if (sy.reason < 0) return;
+    ordered.push_back(k.syncPlan.entries[sy.reason]);
+    sy.reason = (int)ordered.size() - 1;
+  });
+  k.syncPlan.entries = std::move(ordered);
+  int perMain = 0;
+  kir::walk(k.body, [&](const kir::Node& n) {
+    if (n.kind != kir::NodeKind::For) return;
+    auto& f = static_cast<const kir::ForLoop&>(n);
+    if (f.stage != kir::LoopStage::Main) return;
+    for (auto& s : f.body.stmts)
+      if (s->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*s).sync == kir::SyncKind::BlockSync) ++perMain;
+  });
+  k.syncPlan.barriersPerMainIteration = perMain;
+  k.syncPlan.summary = summary;
+  k.syncsPlanned = true;
+}
+
+}  // namespace heddle::passes::hopper

@@ -1,0 +1,75 @@
+// Building blocks of the Hopper lowering shared by warp_specialize.cpp and tma_pipeline.cpp: mbarrier
+// buffers, sync nodes that carry their reason into the SyncPlan, and the mbarrier ring -- the one
+// mechanism every producer -> consumer edge through a circular buffer uses (sync-cases 8, 10, 12).
+//
+// Ring of s stages, prefetch p (the consumer's item i releases the slot of item i + p + 1 - s),
+// `keep` = s - p - 1 wgmma groups left in flight by an asynchronous consumer:
+//   full[s]   count fullCount (1 for a TMA producer: arrive.expect_tx + complete_tx; the producing
+//             threads for a generic producer)
+//   empty[s]  count emptyCount (the consuming threads)
+//   producer, item j:  wait empty[j % s] parity (j / s) % 2      (WAR; passes at once for j < p+1:
+//                      the consumers pre-arrived on stages [0, p+1))
+//                      arrive.expect_tx full[j % s] bytes; TMA ...      or   writes; arrive full[j % s]
+//   consumer, item i:  wait full[i % s] parity (i / s) % 2       (RAW)
+//                      read (wgmma: commit, wait_group(keep)); arrive empty[(i + p + 1) % s]
+// Phase q of empty[st] completes with the consumers' arrivals for item st - p - 1 + q*s (the
+// pre-arrive for q = 0 when st < p + 1), which is what the producer of item st + q*s needs: the
+// reads of item st + (q-1)*s are retired, because that item is older than i - keep.
+#pragma once
+
+#include <string>
+
+#include "heddle/lower/lower.h"
+
+namespace heddle::passes::hopper {
+
+using kir::IExpr;
+
+inline IExpr var(const char* n) { return IExpr::var(n); }
+
+struct Why {
+  std::string hazards;    // "RAW sA, sB (tma -> wgmma)"
+  std::string producer, consumer, buffer, stage;
+  std::string mechanism;  // why this op and argument
+};
+
+// An array of `count` mbarriers (8 bytes each) in shared memory.
+kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count);
+
+// A sync op with its reason registered in k.syncPlan (renumbered in program order at the end).
+std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg = 0);
+std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* bar, IExpr index,
+                                    const Why& why, int arg = 0, IExpr parity = 0);
+
+struct Ring {
+  std::string label;                 // "sA, sB" for messages
+  kir::Buffer *full = nullptr, *empty = nullptr;
+  int stages = 2, prefetch = 1, keep = 0;
+  int fullCount = 1, emptyCount = 1;
+  int txBytes = 0;                   // > 0: TMA producer
+  std::string producer, consumer;    // role names for reasons
+
+  // init every barrier of the ring (one thread), with counts
+  void init(kir::Kernel& k, kir::Block& b) const;
+  std::unique_ptr<kir::Sync> producerWait(kir::Kernel& k, IExpr j) const;
+  std::unique_ptr<kir::Sync> producerExpectTx(kir::Kernel& k, IExpr j) const;
+  std::unique_ptr<kir::Sync> producerArrive(kir::Kernel& k, IExpr j) const;
+  std::unique_ptr<kir::Sync> consumerWait(kir::Kernel& k, IExpr i) const;
+  std::unique_ptr<kir::Sync> consumerRelease(kir::Kernel& k, IExpr i) const;
+  // for st in [0, p+1): arrive empty[st]   (the consumers, before their loop)
+  void preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) const;
+};
+
+// Renumbers the sync reasons in program order, sets the plan summary and marks the kernel as
+// planned (insert_syncs then leaves it alone).
+void finishPlan(kir::Kernel& k, const std::string& summary);
+
+// Appends `n` at the end of block `b` and returns it.
+template <typename T>
+T* append(kir::Block& b, std::unique_ptr<T> n) {
+  T* p = n.get();
+  b.stmts.push_back(std::move(n));
+  return p;
+}
+
+}  // namespace heddle::passes::hopper

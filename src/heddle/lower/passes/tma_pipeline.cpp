@@ -1,0 +1,177 @@
+// tma_pipeline: the mbarrier ring of a TMA pipeline without roles (sync-cases 8 and 9). Every
+// thread computes; thread 0 also issues the TMA copies. Warp-specialized kernels were built with
+// their rings by warp_specialize; this pass only finishes their plan.
+//
+// Before (after circular_buffer, s stages, prefetch p, T threads):
+//   for kt in [0, p) prologue         { tma A -> sA[kt%s]; tma B -> sB[kt%s] }
+//   for kt in [0, nk-p) main          { tma A,B -> s[(kt+p)%s]; wgmma acc += s[kt%s] }
+//   for kt in [nk-p, nk) epilogue     { wgmma acc += s[kt%s] }
+//   epilogue store
+// After (war = mbarrier, case 8):
+//   if (tid == 0) { init full[0..s) count 1; init empty[0..s) count T }; block_sync
+//   for st in [0, p+1): arrive empty[st]                                   # WAR pre-arrives
+//   for kt in [0, p) prologue { if (tid == 0) { arrive.expect_tx full[kt%s]; tma ... } }
+//   for kt in [0, nk-p) main {
+//     if (tid == 0) { wait empty[(kt+p)%s] parity ((kt+p)/s)%2; arrive.expect_tx full[(kt+p)%s]; tma ... }
+//     wait full[kt%s] parity (kt/s)%2
+//     wgmma.fence; wgmma ...; wgmma.commit_group; wgmma.wait_group(s-p-1); arrive empty[(kt+p+1)%s]
+//   }
+//   for kt in [nk-p, nk) epilogue { wait full[kt%s] parity (kt/s)%2; wgmma.fence; wgmma ...; commit }
+//   wgmma.wait_group(0); epilogue store
+// war = block_sync (case 9): no empty barriers, no pre-arrives; the main loop ends with
+//   wgmma.wait_group(s-p-1); block_sync      # the slot thread 0 overwrites next was read and retired
+// The prologue needs no WAR wait (its slots are fresh) and the epilogue releases nothing (no load
+// follows): every op placed here is needed by some trace, which the mutation tests check.
+#include <sstream>
+
+#include "heddle/lower/passes/hopper_build.h"
+
+namespace heddle::passes {
+
+using namespace hopper;
+
+namespace {
+
+struct LoopParts {
+  std::vector<kir::NodePtr> loads, mmas, rest;
+};
+
+LoopParts split(kir::ForLoop& l) {
+  LoopParts p;
+  for (auto& n : l.body.stmts) {
+    if (n->kind == kir::NodeKind::TileLoad) p.loads.push_back(std::move(n));
+    else if (n->kind == kir::NodeKind::MmaStep) p.mmas.push_back(std::move(n));
+    else p.rest.push_back(std::move(n));
+  }
+  l.body.stmts.clear();
+  return p;
+}
+
+}  // namespace
+
+void tmaPipeline(LowerContext& c) {
+  auto& t = c.tiling;
+  auto& h = t.hopper;
+  auto& k = c.kernel;
+  if (!h.enabled) return;
+  if (h.warpSpecialized) {  // built with its rings by warp_specialize
+    finishPlan(k, k.syncPlan.summary);
+    return;
+  }
+  const int s = t.stages, p = t.prefetch, keep = s - p - 1, T = k.launch.threads;
+  kir::Buffer *sA = nullptr, *sB = nullptr, *acc = nullptr;
+  for (auto& b : k.buffers) {
+    if (b->role == "A") sA = b.get();
+    if (b->role == "B") sB = b.get();
+    if (b->role == "acc") acc = b.get();
+  }
+  Ring ring;
+  ring.label = "sA, sB";
+  ring.stages = s;
+  ring.prefetch = p;
+  ring.keep = keep;
+  ring.fullCount = 1;
+  ring.emptyCount = T;
+  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  ring.producer = "tma (thread 0)";
+  ring.consumer = "wgmma (all threads)";
+  ring.full = addMbarriers(k, "full", s);
+  if (h.warMbarrier) ring.empty = addMbarriers(k, "empty", s);
+
+  auto& body = k.body.stmts;
+  size_t firstLoop = 0;
+  while (firstLoop < body.size() && body[firstLoop]->kind == kir::NodeKind::Alloc) ++firstLoop;
+  std::vector<kir::NodePtr> head;
+  head.push_back(std::make_unique<kir::Alloc>(ring.full));
+  if (ring.empty) head.push_back(std::make_unique<kir::Alloc>(ring.empty));
+  auto init = std::make_unique<kir::IfThenElse>();
+  init->cond = eq(var("tid"), 0);
+  ring.init(k, init->thenBody);
+  head.push_back(std::move(init));
+  head.push_back(makeSync(k, kir::SyncKind::BlockSync,
+                          {"init " + ring.full->name + (ring.empty ? ", " + ring.empty->name : ""), "", "", "", "",
+                           "block barrier: thread 0's mbarrier.init must be visible before any thread arrives on or "
+                           "waits for the barriers"}));
+  if (ring.empty) {
+    kir::Block pre;
+    ring.preArrive(k, pre, "st");
+    for (auto& n : pre.stmts) head.push_back(std::move(n));
+  }
+  body.insert(body.begin() + firstLoop, std::make_move_iterator(head.begin()), std::make_move_iterator(head.end()));
+
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i]->kind != kir::NodeKind::For) continue;
+    auto& loop = static_cast<kir::ForLoop&>(*body[i]);
+    const bool main = loop.stage == kir::LoopStage::Main;
+    LoopParts parts = split(loop);
+    if (!parts.loads.empty()) {
+      IExpr j = static_cast<kir::TileLoad&>(*parts.loads[0]).iter;
+      auto issue = std::make_unique<kir::IfThenElse>();
+      issue->cond = eq(var("tid"), 0);
+      if (main && ring.empty) issue->thenBody.stmts.push_back(ring.producerWait(k, j));
+      issue->thenBody.stmts.push_back(ring.producerExpectTx(k, j));
+      for (auto& l : parts.loads) {
+        auto& tl = static_cast<kir::TileLoad&>(*l);
+        tl.mbar = ring.full;
+        tl.mbarIndex = j % s;
+        issue->thenBody.stmts.push_back(std::move(l));
+      }
+      loop.body.stmts.push_back(std::move(issue));
+    }
+    for (auto& m : parts.mmas) {
+      IExpr it = static_cast<kir::MmaStep&>(*m).iter;
+      loop.body.stmts.push_back(ring.consumerWait(k, it));
+      auto fence = makeSync(k, kir::SyncKind::WgmmaFence,
+                            {"registers acc", "", "", "acc", "",
+                             "wgmma.fence before this k-tile's wgmma: the accumulators were last touched by ordinary "
+                             "instructions (zero, the previous wait's operand fence)"});
+      fence->buf = acc;
+      loop.body.stmts.push_back(std::move(fence));
+      loop.body.stmts.push_back(std::move(m));
+      auto commit = makeSync(k, kir::SyncKind::WgmmaCommit,
+                             {"group wgmma " + ring.label, "", "", ring.label, "",
+                              "commit this k-tile's wgmma ops as one group, which wait_group retires"});
+      commit->buf = acc;
+      loop.body.stmts.push_back(std::move(commit));
+      if (main) {
+        auto wait = makeSync(k, kir::SyncKind::WgmmaWait,
+                             {"WAR " + ring.label + " (wgmma -> tma)", "wgmma reads of " + ring.label,
+                              "tma writes of " + ring.label, ring.label, "",
+                              "wgmma.wait_group(" + std::to_string(keep) + "): the group of k-tile kt-" +
+                                  std::to_string(keep) + " finished reading its slot, which is released next; " +
+                                  std::to_string(keep) + " group(s) stay in flight (s-p-1)"},
+                             keep);
+        wait->buf = acc;
+        loop.body.stmts.push_back(std::move(wait));
+        if (ring.empty) {
+          loop.body.stmts.push_back(ring.consumerRelease(k, it));
+        } else {
+          loop.body.stmts.push_back(makeSync(
+              k, kir::SyncKind::BlockSync,
+              {"WAR " + ring.label + " (wgmma -> tma)", "wgmma reads of " + ring.label, "tma writes of " + ring.label,
+               ring.label, ((it + p + 1) % s).str(),
+               "block barrier after the last read (retired by the wait above): thread 0 overwrites slot (kt+p+1)%s "
+               "in the next iteration (circular_buffer war='block_sync')"}));
+        }
+      }
+    }
+    for (auto& r : parts.rest) loop.body.stmts.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < body.size(); ++i) {
+    if (body[i]->kind != kir::NodeKind::EpilogueStore) continue;
+    auto wait = makeSync(k, kir::SyncKind::WgmmaWait,
+                         {"RAW acc (wgmma -> epilogue)", "wgmma", "epilogue", "acc", "",
+                          "wgmma.wait_group(0): every group has written the accumulators the epilogue reads"},
+                         0);
+    wait->buf = acc;
+    body.insert(body.begin() + i, std::move(wait));
+    break;
+  }
+  std::ostringstream os;
+  os << "TMA ring of " << s << " stages, prefetch " << p << ": full[" << s << "]"
+     << (ring.empty ? ", empty[" + std::to_string(s) + "] (WAR by mbarrier)" : " (WAR by block barrier)")
+     << ", wgmma.wait_group(" << keep << ") in flight";
+  finishPlan(k, os.str());
+}
+
+}  // namespace heddle::passes

@@ -1,0 +1,420 @@
+// warp_specialize: split a Hopper matmul into roles (warp groups with their own code), derived from
+// the role graph, with one mbarrier ring per producer -> consumer edge (sync-cases 10, 12) and a
+// persistent, grouped walk over the output tiles.
+//
+// Before (build_matmul_loops, tiling with roles {load, mma[, epilogue]}):
+//   alloc sA, sB, acc; for kt { tma A; tma B; wgmma acc += sA x sB }; epilogue store
+// After (2 roles, cooperative; s stages, prefetch p, keep = s-p-1):
+//   alloc ...; if (tid == 0) { init full[s] (1), empty[s] (mma threads) }; block_sync
+//   if (warp < 4) {                                         # role load: one warpgroup
+//     setmaxnreg.dec R_load
+//     if (tid == 0) for tl in tiles of this CTA { let tile, m0, n0
+//       for kt in [0, nk) { g = tl*nk + kt
+//         wait empty[g%s] parity (g/s)%2; arrive.expect_tx full[g%s]; tma A, B -> slot g%s } }
+//   } else {                                                # role mma
+//     setmaxnreg.inc R_mma
+//     for st in [0, p+1): arrive empty[st]
+//     for tl { let tile, m0, n0; acc.zero(); wgmma.fence
+//       for kt { wait full[g%s] parity (g/s)%2; wgmma; commit; wait_group(keep); arrive empty[(g+p+1)%s] }
+//       wgmma.wait_group(0); epilogue store }
+//   }
+// Ping-pong (two MMA warpgroups, tiles alternate): warpgroup c = (warp-4)/4 takes tiles tl = 2u+c,
+// and an order ring (order[2], 128 arrivals) serialises the mainloops: c waits order[c] parity
+// (u+1-c)%2 before its k loop and arrives on order[1-c] after wait_group(0), so one warpgroup's
+// epilogue overlaps the other's mainloop, every parity wait is at most one round ahead of its
+// barrier (parities alias beyond that), and the release of item g-keep (possibly the other
+// warpgroup's) is already retired.
+// Three roles: the accumulator edge mma -> epilogue is staged through an accumulator ring
+// sC[accStages] (f32) with fullC/emptyC: mma waits emptyC, stores its fragments, arrives fullC; the
+// epilogue warpgroup waits fullC, applies the epilogue into the swizzled output tile sD, releases
+// sC, fence.proxy.async + a named barrier publish sD to the async proxy, and one thread stores it
+// with TMA (bulk group, wait_group.read before sD is rewritten: the named barrier at the top of
+// the next tile).
+#include <sstream>
+
+#include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/passes/hopper_build.h"
+
+namespace heddle::passes {
+
+using namespace hopper;
+
+namespace {
+
+kir::Buffer* smemTile(kir::Kernel& k, const std::string& name, const std::string& role, DType dt, int stages, int rows,
+                      int cols, int align) {
+  auto b = std::make_unique<kir::Buffer>();
+  b->name = name;
+  b->role = role;
+  b->memory = MemoryType::Shared;
+  b->dtype = dt;
+  b->stages = stages;
+  b->rows = rows;
+  b->cols = cols;
+  b->align = align;
+  return k.addBuffer(std::move(b));
+}
+
+template <typename T>
+T* take(std::vector<kir::NodePtr>& v, kir::NodeKind kind) {
+  for (auto& n : v)
+    if (n && n->kind == kind) return static_cast<T*>(n.get());
+  return nullptr;
+}
+
+struct Builder {
+  LowerContext& c;
+  kir::Kernel& k;
+  const MatmulTiling& t;
+  const HopperSchedule& h;
+  IExpr nk, tilesCta, numCtas = var("num_ctas");
+
+  // let tile, m0, n0 for local tile index `tl` (grouped order: groupM m-tiles share n)
+  void tileLets(kir::Block& b, IExpr tl) const {
+    IExpr M = var("M"), N = var("N");
+    IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = h.groupM;
+    b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * numCtas));
+    IExpr tile = var("tile"), per = G * nN;
+    IExpr first = (tile / per) * G;
+    IExpr gsz = min(nM - first, G);
+    b.stmts.push_back(std::make_unique<kir::Let>("m0", (first + (tile % per) % gsz) * t.bm));
+    b.stmts.push_back(std::make_unique<kir::Let>("n0", ((tile % per) / gsz) * t.bn));
+  }
+
+  std::unique_ptr<kir::ForLoop> loop(const std::string& v, IExpr lo, IExpr hi, kir::LoopStage st = kir::LoopStage::Serial) {
+    auto l = std::make_unique<kir::ForLoop>();
+    l->var = v;
+    l->start = lo;
+    l->stop = hi;
+    l->stage = st;
+    return l;
+  }
+
+  std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
+    auto i = std::make_unique<kir::IfThenElse>();
+    i->cond = cond;
+    return i;
+  }
+
+  void setmaxnreg(kir::Block& b, const HopperRole& r) {
+    if (!r.registers) return;
+    const int cap = (65536 / h.threads) / 8 * 8;
+    const bool inc = r.registers >= cap;
+    auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
+                      {"registers " + r.name, "", "", "", "",
+                       std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
+                           ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
+                           std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(h.threads) + ", 1))"},
+                      r.registers);
+    s->count = inc ? 1 : -1;
+    b.stmts.push_back(std::move(s));
+  }
+
+  std::unique_ptr<kir::Sync> wgmmaOp(kir::SyncKind kind, kir::Buffer* acc, const Why& why, int arg = 0) {
+    auto s = makeSync(k, kind, why, arg);
+    s->buf = acc;
+    return s;
+  }
+};
+
+}  // namespace
+
+void warpSpecialize(LowerContext& c) {
+  auto& t = c.tiling;
+  auto& h = t.hopper;
+  auto& k = c.kernel;
+  if (!h.enabled || !h.warpSpecialized) return;
+  Builder B{c, k, t, h, ceilDiv(var("K"), t.bk), 0};
+  const RoleGraph graph = buildRoleGraph(k, h);
+  const HopperRole& loadR = *h.role(HopperRole::Load);
+  const HopperRole& mmaR = *h.role(HopperRole::Mma);
+  const HopperRole* epiR = h.role(HopperRole::Epilogue);
+  const int s = t.stages, p = t.prefetch, keep = s - p - 1;
+  const int mmaThreads = 128 * h.mmaWarpgroups;
+
+  // the original ops (cloned into their roles) and buffers
+  std::vector<kir::NodePtr> ops;
+  kir::Buffer *sA = nullptr, *sB = nullptr, *acc = nullptr;
+  for (auto& b : k.buffers) {
+    if (b->role == "A") sA = b.get();
+    if (b->role == "B") sB = b.get();
+    if (b->role == "acc") acc = b.get();
+  }
+  for (auto& n : k.body.stmts) {
+    if (n->kind == kir::NodeKind::For)
+      for (auto& m : static_cast<kir::ForLoop&>(*n).body.stmts) ops.push_back(kir::clone(*m, {}));
+    if (n->kind == kir::NodeKind::EpilogueStore) ops.push_back(kir::clone(*n, {}));
+  }
+  std::vector<kir::TileLoad*> loads;
+  for (auto& n : ops)
+    if (n->kind == kir::NodeKind::TileLoad) loads.push_back(static_cast<kir::TileLoad*>(n.get()));
+  auto* mmaOp = take<kir::MmaStep>(ops, kir::NodeKind::MmaStep);
+  auto* epiOp = take<kir::EpilogueStore>(ops, kir::NodeKind::EpilogueStore);
+
+  // --- rings, one per edge of the role graph -------------------------------------------------
+  const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
+  if (!ab) fail<HeddleError>("warp_specialize: no load -> mma edge in the role graph (", graph.str(), ")");
+  Ring ring;
+  ring.label = "sA, sB";
+  ring.stages = s;
+  ring.prefetch = p;
+  ring.keep = keep;
+  ring.fullCount = 1;
+  ring.emptyCount = h.coop ? mmaThreads : 128;  // ping-pong: one warpgroup consumes each item
+  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  ring.producer = loadR.name;
+  ring.consumer = mmaR.name;
+  ring.full = addMbarriers(k, "full", s);
+  ring.empty = addMbarriers(k, "empty", s);
+  // ping-pong: the mainloops take turns. Needed for correctness, not only speed: a parity wait only
+  // tells phases apart that are one round apart, and a warpgroup starting its next tile would wait on
+  // items a whole tile (often several rounds) ahead of the ring; with keep > 0 its first releases
+  // also cover the other warpgroup's last items, which must have retired
+  kir::Buffer* order = h.coop ? nullptr : addMbarriers(k, "order", 2);
+  Ring ringC;
+  kir::Buffer *sC = nullptr, *sD = nullptr;
+  const RoleGraph::Edge* accEdge = epiR ? graph.find(HopperRole::Mma, HopperRole::Epilogue) : nullptr;
+  if (epiR && !(accEdge && accEdge->registers))
+    fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
+  if (accEdge) {
+    const int sc = h.accStages;
+    sC = smemTile(k, "sC", "accstage", DType::F32, sc, t.bm, t.bn + 4, 128);
+    sD = smemTile(k, "sD", "D", k.outDtype, 1, t.bm, t.bn, 1024);
+    ringC.label = "sC";
+    ringC.stages = sc;
+    ringC.prefetch = sc - 1;
+    ringC.keep = 0;
+    ringC.fullCount = mmaThreads;
+    ringC.emptyCount = 128 * epiR->warpgroups;
+    ringC.producer = mmaR.name;
+    ringC.consumer = epiR->name;
+    ringC.full = addMbarriers(k, "fullC", sc);
+    ringC.empty = addMbarriers(k, "emptyC", sc);
+    kir::Param pd;
+    pd.kind = kir::Param::TensorMap;
+    pd.name = "tmD";
+    pd.tensor = "D";
+    k.params.push_back(pd);
+    const int esz = dtypeBytes(k.outDtype), sw = t.bn * esz >= 128 ? 128 : t.bn * esz;
+    k.tensorMaps.push_back({"tmD", "D", sw / esz, t.bm, sw, false});
+  }
+  kir::Param nc;
+  nc.kind = kir::Param::Int32;
+  nc.name = "num_ctas";
+  k.params.push_back(nc);
+
+  // --- the kernel body ----------------------------------------------------------------------
+  std::vector<kir::NodePtr> body;
+  for (auto& b : k.buffers)
+    if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
+  body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));  // signed: tile counts subtract it
+  auto init = B.when(eq(var("tid"), 0));
+  ring.init(k, init->thenBody);
+  if (accEdge) ringC.init(k, init->thenBody);
+  if (order) {
+    Ring ord;  // init only
+    ord.full = order;
+    ord.stages = 2;
+    ord.fullCount = 128;
+    ord.init(k, init->thenBody);
+  }
+  body.push_back(std::move(init));
+  body.push_back(makeSync(k, kir::SyncKind::BlockSync,
+                          {"init mbarriers", "", "", "", "",
+                           "block barrier: thread 0's mbarrier.init must be visible to every role before it "
+                           "arrives or waits (the last block-wide barrier: roles diverge after it)"}));
+  B.tilesCta = ceilDiv(ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn) - var("bid"), B.numCtas);
+  IExpr kt = var("kt"), tl = var("tl"), g = tl * B.nk + kt;
+
+  // role load: one elected thread walks every tile's k loop
+  auto loadRole = B.when(var("warp") < 4);
+  B.setmaxnreg(loadRole->thenBody, loadR);
+  {
+    auto elected = B.when(eq(var("tid"), 0));
+    auto tiles = B.loop("tl", 0, B.tilesCta);
+    B.tileLets(tiles->body, tl);
+    auto kl = B.loop("kt", 0, B.nk);
+    kl->cbStages = s;
+    kl->cbPrefetch = p;
+    kl->body.stmts.push_back(ring.producerWait(k, g));
+    kl->body.stmts.push_back(ring.producerExpectTx(k, g));
+    for (auto* l : loads) {
+      auto cl = kir::clone(*l, {});
+      auto& x = static_cast<kir::TileLoad&>(*cl);
+      x.stage = g % s;
+      x.iter = g;
+      x.mbar = ring.full;
+      x.mbarIndex = g % s;
+      kl->body.stmts.push_back(std::move(cl));
+    }
+    tiles->body.stmts.push_back(std::move(kl));
+    elected->thenBody.stmts.push_back(std::move(tiles));
+    loadRole->thenBody.stmts.push_back(std::move(elected));
+  }
+
+  // role mma (and the epilogue when there is no epilogue role)
+  kir::Block* rest = &loadRole->elseBody;
+  std::unique_ptr<kir::IfThenElse> mmaIf;
+  kir::Block* mmaBody = rest;
+  if (epiR) {
+    mmaIf = B.when(var("warp") < 4 + 4 * h.mmaWarpgroups);
+    mmaBody = &mmaIf->thenBody;
+  }
+  B.setmaxnreg(*mmaBody, mmaR);
+  IExpr wgc = (var("warp") - 4) / 4;  // ping-pong: which MMA warpgroup
+  if (h.coop) {
+    ring.preArrive(k, *mmaBody, "st");
+  } else {
+    auto first = B.when(var("warp") < 8);
+    ring.preArrive(k, first->thenBody, "st");
+    mmaBody->stmts.push_back(std::move(first));
+  }
+  {
+    std::unique_ptr<kir::ForLoop> tiles;
+    if (h.coop) {
+      tiles = B.loop("tl", 0, B.tilesCta);
+    } else {
+      tiles = B.loop("u", 0, ceilDiv(B.tilesCta - wgc, 2));
+      tiles->body.stmts.push_back(std::make_unique<kir::Let>("tl", var("u") * 2 + wgc));
+    }
+    B.tileLets(tiles->body, tl);
+    tiles->body.stmts.push_back(std::make_unique<kir::Alloc>(acc));
+    if (order) {
+      Why w{"order mainloops", "the other MMA warpgroup's k loop", "this warpgroup's k loop", "order", "",
+            "ping-pong: wait for the other warpgroup's mainloop (its wgmma retired, its ring slots released), "
+            "so this warpgroup's parity waits are at most one round ahead of the ring; parity (u+1-c)%2, the "
+            "first wait of warpgroup 0 passes on the fresh barrier"};
+      tiles->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarWait, order, wgc, w, 0, (var("u") + 1 - wgc) % 2));
+    }
+    auto kl = B.loop("kt", 0, B.nk);
+    kl->cbStages = s;
+    kl->cbPrefetch = p;
+    kl->body.stmts.push_back(ring.consumerWait(k, g));
+    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaFence, acc,
+                                       {"registers acc", "", "", "acc", "",
+                                        "wgmma.fence before this k-tile's wgmma: the accumulators were last touched "
+                                        "by ordinary instructions (zero, the wait's operand fence, the previous "
+                                        "tile's epilogue)"}));
+    auto m = kir::clone(*mmaOp, {});
+    auto& mm = static_cast<kir::MmaStep&>(*m);
+    mm.stageA = mm.stageB = g % s;
+    mm.iter = g;
+    kl->body.stmts.push_back(std::move(m));
+    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaCommit, acc,
+                                       {"group wgmma sA, sB", "", "", "sA, sB", "",
+                                        "commit this k-tile's wgmma ops as one group, which wait_group retires"}));
+    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaWait, acc,
+                                       {"WAR sA, sB (wgmma -> tma)", "wgmma reads of sA, sB", "tma writes of sA, sB",
+                                        "sA, sB", "",
+                                        "wgmma.wait_group(" + std::to_string(keep) + "): item g-" +
+                                            std::to_string(keep) + " finished reading before its slot is released; " +
+                                            std::to_string(keep) + " group(s) stay in flight (s-p-1)"},
+                                       keep));
+    kl->body.stmts.push_back(ring.consumerRelease(k, g));
+    tiles->body.stmts.push_back(std::move(kl));
+    if (keep > 0)  // with keep = 0 the k loop's own wait_group(0) already retired every group
+      tiles->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaWait, acc,
+                                            {"RAW acc (wgmma -> epilogue)", "wgmma", "epilogue", "acc", "",
+                                             "wgmma.wait_group(0): the last " + std::to_string(keep) +
+                                                 " group(s) wrote the accumulators"},
+                                            0));
+    if (order) {
+      Why w{"order mainloops", "this warpgroup's k loop", "the other warpgroup's k loop", "order", "",
+            "ping-pong: hand the tensor cores (and the ring position) to the other warpgroup"};
+      tiles->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarArrive, order, 1 - wgc, w));
+    }
+    if (!accEdge) {
+      tiles->body.stmts.push_back(kir::clone(*epiOp, {}));
+    } else {
+      IExpr j = tl;
+      tiles->body.stmts.push_back(ringC.producerWait(k, j));
+      auto st = kir::clone(*epiOp, {});
+      auto& e = static_cast<kir::EpilogueStore&>(*st);
+      e.raw = true;
+      e.to = sC;
+      e.toStage = j % ringC.stages;
+      tiles->body.stmts.push_back(std::move(st));
+      tiles->body.stmts.push_back(ringC.producerArrive(k, j));
+    }
+    mmaBody->stmts.push_back(std::move(tiles));
+  }
+  if (epiR) {
+    kir::Block& eb = mmaIf->elseBody;
+    B.setmaxnreg(eb, *epiR);
+    ringC.preArrive(k, eb, "st");
+    auto tiles = B.loop("tl", 0, B.tilesCta);
+    B.tileLets(tiles->body, tl);
+    const int nthr = 128 * epiR->warpgroups, first = 32 * epiR->firstWarp;
+    tiles->body.stmts.push_back(ringC.consumerWait(k, tl));
+    auto bar1 = makeSync(k, kir::SyncKind::NamedBarrier,
+                         {"WAR sD (tma store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
+                          "named barrier (" + std::to_string(nthr) + " epilogue threads): thread " +
+                              std::to_string(first) + " retired the previous tile's TMA store reads "
+                              "(cp.async.bulk.wait_group.read 0) before the epilogue rewrites sD"},
+                         1);
+    bar1->count = nthr;
+    tiles->body.stmts.push_back(std::move(bar1));
+    auto st = kir::clone(*epiOp, {});
+    auto& e = static_cast<kir::EpilogueStore&>(*st);
+    e.from = sC;
+    e.fromStage = tl % ringC.stages;
+    e.to = sD;
+    e.toStage = 0;
+    e.warpShift = 4 * h.mmaWarpgroups;
+    tiles->body.stmts.push_back(std::move(st));
+    tiles->body.stmts.push_back(ringC.consumerRelease(k, tl));
+    tiles->body.stmts.push_back(makeSync(
+        k, kir::SyncKind::FenceProxyAsync,
+        {"RAW sD (st.shared -> tma_store)", "epilogue writes of sD (generic proxy)", "tma_store reads (async proxy)",
+         "sD", "",
+         "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA "
+         "store: generic-proxy writes are not visible to the async proxy otherwise"}));
+    auto bar2 = makeSync(k, kir::SyncKind::NamedBarrier,
+                         {"RAW sD (st.shared -> tma_store)", "epilogue writes of sD", "tma_store reads of sD", "sD", "",
+                          "named barrier (" + std::to_string(nthr) + " epilogue threads): every fenced write of sD "
+                          "happens before thread " + std::to_string(first) + " issues the TMA store"},
+                         1);
+    bar2->count = nthr;
+    tiles->body.stmts.push_back(std::move(bar2));
+    auto issue = B.when(eq(var("tid"), first));
+    auto ts = std::make_unique<kir::TmaStore>();
+    ts->src = sD;
+    ts->stage = 0;
+    ts->tensorMap = "tmD";
+    ts->row0 = var("m0");
+    ts->col0 = var("n0");
+    ts->iter = tl;
+    issue->thenBody.stmts.push_back(std::move(ts));
+    issue->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkCommit,
+                                             {"group tma_store sD", "", "", "sD", "",
+                                              "close the bulk group of this store so wait_group.read can retire it"}));
+    issue->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkWaitRead,
+                                             {"WAR sD (tma_store -> epilogue)", "tma_store reads of sD",
+                                              "epilogue writes of sD", "sD", "",
+                                              "cp.async.bulk.wait_group.read(0): the store has read sD before the "
+                                              "next tile's named barrier lets the epilogue rewrite it"},
+                                             0));
+    tiles->body.stmts.push_back(std::move(issue));
+    eb.stmts.push_back(std::move(tiles));
+    rest->stmts.push_back(std::move(mmaIf));
+  }
+  body.push_back(std::move(loadRole));
+  k.body.stmts = std::move(body);
+
+  k.launch.threads = h.threads;
+  k.launch.gridX = var("num_ctas");
+  k.launch.gridY = 1;
+  k.launch.gridZ = 1;
+  std::ostringstream name;
+  name << "_ws" << h.roles.size() << (h.coop ? "coop" : "pp");
+  for (auto& r : h.roles) name << "_" << r.registers;
+  k.name += name.str();
+  std::ostringstream sum;
+  sum << "roles: " << graph.str() << "; ring sA, sB: " << s << " stages, prefetch " << p << ", wgmma.wait_group("
+      << keep << ")";
+  if (accEdge) sum << "; accumulator ring sC: " << h.accStages << " stage(s), TMA store of sD";
+  if (order) sum << "; ping-pong order barriers";
+  k.syncPlan.summary = sum.str();
+}
+
+}  // namespace heddle::passes

@@ -1,0 +1,63 @@
+// The automatic matmul schedule for AMD targets (autoScheduleMatmul dispatches here for targets
+// with MFMA or WMMA). Same operations as a user's schedule, so it is validated the same way.
+//
+//   CDNA (gfx90a, gfx942; wave64, MFMA 16x16x16): 128x128x32 tile, 2x2 wavefronts (256 threads),
+//     operands cached with LDS DMA (async_lds) in a 3-stage ring, 2 stages in flight: 48 KiB of
+//     the 64 KiB LDS. Skinny M (<= 64): 64x128, 1x4 wavefronts.
+//   GFX12 (gfx1200; wave32, WMMA 16x16x16, no LDS DMA): 128x128x32 tile, 2x4 waves (256 threads),
+//     plain (register-staged) copies double-buffered in LDS.
+// A K that covers fewer k-tiles than the ring has stages shrinks the ring (at least 2 stages), as
+// on CUDA; caches the user made already are kept with their load kind.
+#include <algorithm>
+
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
+  auto* mm = f.findMatmul();
+  if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
+  const bool cdna = target.mfma;
+  int bm = 128, bn = 128, bk = 32, wm = 2, wn = cdna ? 2 : 4, stages = cdna ? 3 : 2;
+  AutoScheduleHints hints = given;
+  auto* e = mm->definition;
+  {
+    auto* a = e->inputs[0];
+    int r = a->rank();
+    const Size& K = e->transA ? a->shape[r - 2] : a->shape[r - 1];
+    const Size& M = mm->shape[mm->rank() - 2];
+    if (hints.k < 0 && !K.isSymbolic()) hints.k = K.value;
+    if (hints.m < 0 && !M.isSymbolic()) hints.m = M.value;
+  }
+  if (hints.m >= 0 && hints.m <= 64) {  // skinny M: one wavefront row, four across n
+    bm = 64;
+    wm = 1;
+    wn = 4;
+  }
+  LoadKind kind = target.asyncLds ? LoadKind::AsyncLds : LoadKind::Plain;
+  auto existing = f.cachesOf(e->inputs[0]);
+  if (!existing.empty()) kind = existing[0]->loadKind;
+  if (kind == LoadKind::Plain && cdna) bm = 64;  // register-staged copies: a smaller accumulator tile
+  if (hints.k >= 0 && hints.k < (int64_t)bk * stages) stages = std::max<int>(2, (int)((hints.k + bk - 1) / bk));
+  initLoopDomain(f, mm);
+  split(mm, "m", bm);
+  split(mm, "n", bn);
+  split(mm, "k", bk);
+  split(mm, "m.i", bm / wm);
+  split(mm, "n.i", bn / wn);
+  if (mm->rank() == 3) parallelize(mm, "b", ParallelType::BIDz);
+  parallelize(mm, "m.o", ParallelType::BIDy);
+  parallelize(mm, "n.o", ParallelType::BIDx);
+  parallelize(mm, "m.i.o", ParallelType::Warp);
+  parallelize(mm, "n.i.o", ParallelType::Warp);
+  std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "n.i.o", "m.i.i", "n.i.i", "k.i"};
+  if (mm->rank() == 3) order.insert(order.begin(), "b");
+  reorder(mm, order);
+  for (auto* in : {e->inputs[0], e->inputs[1]}) {
+    auto caches = f.cachesOf(in);
+    TensorView* c = caches.empty() ? f.cacheAfter(in, kind) : caches[0];
+    if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
+  }
+}
+
+}  // namespace heddle

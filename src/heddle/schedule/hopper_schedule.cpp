@@ -1,0 +1,172 @@
+// Hopper schedule rules (see hopper_schedule.h). Every rule fails with a ScheduleError that names
+// the tensor or role, the rule, and a valid alternative.
+#include "heddle/schedule/hopper_schedule.h"
+
+#include <sstream>
+
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+const HopperRole* HopperSchedule::role(HopperRole::Kind k) const {
+  for (auto& r : roles)
+    if (r.kind == k) return &r;
+  return nullptr;
+}
+
+namespace {
+
+HopperRole::Kind roleKind(const std::string& n) {
+  if (n == "load" || n == "producer" || n == "tma") return HopperRole::Load;
+  if (n == "epilogue" || n == "store" || n == "output") return HopperRole::Epilogue;
+  return HopperRole::Mma;
+}
+
+void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInfo& target, DType outDtype) {
+  const std::string mm = t.mm->name;
+  if (!h.warMbarrier)
+    fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
+                        "a warp-specialized ring releases its slots through empty mbarriers (drop war=)");
+  if (t.batched)
+    fail<ScheduleError>("warp_specialize(", mm, "): batched matmuls are not warp-specialized in this build (the "
+                        "persistent tile walk covers one matrix); drop warp_specialize for the batched TMA pipeline");
+  HopperRole load, mma, epi;
+  int nLoad = 0, nMma = 0, nEpi = 0;
+  for (auto& r : t.roles) {
+    HopperRole x;
+    x.name = r.name;
+    x.kind = roleKind(r.name);
+    x.warps = r.warps;
+    x.registers = r.registers;
+    if (x.kind == HopperRole::Load) load = x, ++nLoad;
+    else if (x.kind == HopperRole::Epilogue) epi = x, ++nEpi;
+    else mma = x, ++nMma;
+  }
+  if (nLoad != 1 || nMma != 1 || nEpi > 1)
+    fail<ScheduleError>("warp_specialize(", mm, "): the roles must be one producer ('load'), one MMA role (e.g. "
+                        "'mma') and optionally one 'epilogue'; got ", nLoad, " producer, ", nMma, " MMA and ", nEpi,
+                        " epilogue role(s)");
+  if (load.warps > 4)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps, " warps; one elected "
+                        "thread issues every TMA copy, so 1 warp is enough (it is padded to a warpgroup for "
+                        "setmaxnreg)");
+  load.warpgroups = 1;
+  if (mma.warps % 4)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warps, " warps; MMA roles are whole "
+                        "warpgroups (warpgroups=", (mma.warps + 3) / 4, ")");
+  mma.warpgroups = mma.warps / 4;
+  if (mma.warpgroups == h.tileWarpgroups) {
+    h.coop = true;
+  } else if (mma.warpgroups == 2 * h.tileWarpgroups && h.tileWarpgroups == 1) {
+    h.coop = false;  // ping-pong: each warpgroup owns whole tiles
+  } else {
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warpgroups, " warpgroup(s) but the "
+                        "tile split gives ", h.tileWarpgroups, " (", 4 * h.tileWarpgroups, " warps over m); use ",
+                        h.tileWarpgroups, " (cooperative: they split each tile)",
+                        h.tileWarpgroups == 1 ? " or 2 (ping-pong: two tiles in flight)" : "");
+  }
+  h.mmaWarpgroups = mma.warpgroups;
+  h.roles.clear();
+  load.firstWarp = 0;
+  mma.firstWarp = 4;
+  h.roles.push_back(load);
+  h.roles.push_back(mma);
+  if (nEpi) {
+    if (!h.coop)
+      fail<ScheduleError>("warp_specialize(", mm, "): an epilogue role needs cooperative MMA warpgroups (each "
+                          "epilogue thread drains what one MMA thread staged); give '", mma.name, "' ",
+                          h.tileWarpgroups, " warpgroup(s) or drop the epilogue role");
+    if (epi.warps != mma.warps)
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps, " warps; the epilogue "
+                          "drains the MMA role's staged accumulators thread for thread, so it needs the same ",
+                          mma.warps, " warps");
+    epi.warpgroups = epi.warps / 4;
+    epi.firstWarp = 4 + 4 * mma.warpgroups;
+    h.roles.push_back(epi);
+    h.tmaStore = true;
+  }
+  int wgs = 0;
+  for (auto& r : h.roles) wgs += r.warpgroups;
+  h.threads = 128 * wgs;
+  if (h.threads > target.maxThreads)
+    fail<ScheduleError>("warp_specialize(", mm, "): ", h.threads, " threads (", wgs, " warpgroups) exceed ",
+                        target.name, "'s ", target.maxThreads);
+  // register file: every warpgroup holds its budget (or the entry cap) at the same time
+  const int cap = (65536 / h.threads) / 8 * 8;
+  int total = 0;
+  std::ostringstream parts;
+  for (auto& r : h.roles) {
+    int regs = r.registers ? r.registers : (cap > 256 ? 256 : cap);
+    total += regs * 128 * r.warpgroups;
+    parts << (parts.tellp() ? " + " : "") << r.name << " " << regs << " x " << 128 * r.warpgroups;
+  }
+  if (total > 65536)
+    fail<ScheduleError>("warp_specialize(", mm, "): the register budgets need ", total, " registers (", parts.str(),
+                        ") but an SM has 65536; lower a consumer's budget (e.g. 232 -> ",
+                        ((65536 - (total - 232 * 128)) / 128) / 8 * 8, ") or the producer's");
+  // accumulators live in registers: leave the rest of the budget for addresses, descriptors and the
+  // epilogue (with less than ~48 spare registers ptxas spills)
+  const int accRegs = (h.coop ? h.wgRows : t.bm) * t.bn / 128;
+  if (mma.registers && accRegs > mma.registers - 48)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' holds ", accRegs, " accumulators per thread (",
+                        h.coop ? h.wgRows : t.bm, " x ", t.bn, " per warpgroup) in a budget of ", mma.registers,
+                        " registers; give it at least ", (accRegs + 48 + 7) / 8 * 8, " registers or use a smaller tile");
+  h.persistent = true;
+  if (h.tmaStore) {  // accumulator ring: two stages when they fit, else one
+    const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
+    const int64_t stageC = (int64_t)t.bm * (t.bn + 4) * 4, tileD = (int64_t)t.bm * t.bn * dtypeBytes(outDtype);
+    const int64_t bars = 8 * (2 * t.stages + 4) + 1024;
+    h.accStages = operand + 2 * stageC + tileD + bars <= target.smemLimit ? 2 : 1;
+  }
+}
+
+}  // namespace
+
+void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
+  auto& h = t.hopper;
+  const std::string mm = t.mm->name;
+  if (t.loadKind != LoadKind::TmaLoad) {
+    if (!t.roles.empty())
+      fail<ScheduleError>("warp_specialize(", mm, "): the roles hand tiles over through mbarrier rings fed by TMA; "
+                          "cache the operands with cache_after(a, 'tma_load') and cache_after(b, 'tma_load') "
+                          "(or drop warp_specialize for the ", loadKindName(t.loadKind), " pipeline)");
+    return;
+  }
+  if (!target.wgmma)
+    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,
+                        " does not have in this build (sm_90a does); use 'cp_async' on ", target.name);
+  h.enabled = true;
+  h.warMbarrier = t.aCache->circular.mbarrierWar;
+  if (t.warpsN != 1)
+    fail<ScheduleError>("schedule of ", mm, ": warps split n (", t.warpsN, " warps); a warpgroup MMA computes 64-row "
+                        "slabs across the whole n tile, so bind only an m split to 'warp' (4 warps per warpgroup)");
+  if (t.warpsM % 4)
+    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM, " warps over m are not whole warpgroups; wgmma needs 4 "
+                        "warps per warpgroup (split 'm.i' so that 4, 8 or 12 warps cover the m tile)");
+  h.tileWarpgroups = t.warpsM / 4;
+  h.mmaWarpgroups = h.tileWarpgroups;
+  h.wgRows = t.bm / h.tileWarpgroups;
+  if (h.wgRows % 64)
+    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, " over ", h.tileWarpgroups, " warpgroup(s) gives ",
+                        h.wgRows, " rows each; a warpgroup computes multiples of 64 rows (wgmma m64): use an m "
+                        "tile of ", 64 * h.tileWarpgroups, " or ", 128 * h.tileWarpgroups);
+  if (t.bm > 256)
+    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, " exceeds the TMA box limit of 256 rows; use 256 or less");
+  if (t.bn != 64 && t.bn != 128 && t.bn != 192 && t.bn != 256)
+    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn, " is not a wgmma width this build issues; use 64, 128, "
+                        "192 or 256");
+  if (t.stages < 2)
+    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load needs circular_buffer(stages >= 2): each stage is one "
+                        "slot of the mbarrier ring");
+  if (t.stages > 8)
+    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages, "): the Hopper ring allows at most 8 "
+                        "stages (wgmma.wait_group keeps at most 7 groups in flight)");
+  h.swizzleA = t.transA ? 128 : 2 * t.bk;
+  h.swizzleB = t.transB ? 2 * t.bk : 128;
+  h.threads = 128 * h.tileWarpgroups;
+  if (t.roles.empty()) return;
+  h.warpSpecialized = true;
+  validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
+}
+
+}  // namespace heddle

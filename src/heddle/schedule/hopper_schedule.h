@@ -1,0 +1,58 @@
+// The Hopper (sm_90a) part of a matmul schedule: TMA loads into 1024-byte-aligned swizzled tiles,
+// warpgroup MMA (wgmma), mbarrier rings, and optionally warp specialization into roles.
+//
+// Derived by validateHopperSchedule from the user's schedule (or the auto schedule):
+//   tile      bm x bn x bk with warps split over m only: warpsM/4 warpgroups share one tile,
+//             each computing bm/(warpsM/4) rows (a multiple of 64: the wgmma m64 slab);
+//             bn in {64, 128, 192, 256} (wgmma N), bk in {16, 32, 64}.
+//   roles     none: every thread computes, thread 0 issues the TMA (sync-cases 8, 9).
+//             {load, mma}: a load warpgroup (one elected thread) feeds the MMA warpgroups, which
+//             also run the epilogue (sync-case 10). The MMA role has the tile's warpgroups
+//             (cooperative: they split each tile) or twice as many (ping-pong: two tiles in
+//             flight, mainloops ordered by an mbarrier token).
+//             {load, mma, epilogue}: the MMA warpgroups stage accumulators in shared memory for
+//             an epilogue warpgroup that stores through TMA (sync-cases 11, 12).
+//   warp-specialized kernels are persistent: about one CTA per SM walks the tiles in a grouped
+//   (L2-friendly) order.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "heddle/ir/fusion.h"
+#include "heddle/target/target.h"
+
+namespace heddle {
+
+struct HopperRole {
+  std::string name;
+  enum Kind { Load, Mma, Epilogue } kind = Mma;
+  int warps = 0;           // as asked (the load role asks for 1 warp)
+  int warpgroups = 0;      // padded: setmaxnreg works on whole warpgroups
+  int firstWarp = 0;
+  int registers = 0;       // setmaxnreg budget (0: none)
+};
+
+struct HopperSchedule {
+  bool enabled = false;          // tma_load caches on a wgmma target
+  bool warMbarrier = true;       // no roles: WAR through empty mbarriers (case 8) or a block sync (case 9)
+  bool warpSpecialized = false;
+  std::vector<HopperRole> roles; // in thread order: load, mma, [epilogue]
+  int tileWarpgroups = 1;        // warpgroups splitting one tile (warpsM / 4)
+  int mmaWarpgroups = 1;         // warpgroups in the MMA role (no roles: tileWarpgroups)
+  bool coop = true;              // false: ping-pong (each MMA warpgroup owns whole tiles)
+  int wgRows = 64;               // rows one warpgroup computes
+  bool persistent = false;
+  int groupM = 8;                // persistent tile order: groups of groupM m-tiles
+  int accStages = 0;             // 3 roles: stages of the shared accumulator ring
+  bool tmaStore = false;         // epilogue stores through shared memory and TMA
+  int threads = 0;
+  int swizzleA = 0, swizzleB = 0;  // bytes
+  const HopperRole* role(HopperRole::Kind k) const;
+};
+
+struct MatmulTiling;
+// Checks the Hopper rules and fills tiling.hopper (ScheduleError naming the rule otherwise).
+void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& tiling);
+
+}  // namespace heddle

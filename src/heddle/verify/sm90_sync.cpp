@@ -1,0 +1,339 @@
+// Hopper synchronisation in the simulator (model: sm90_state.h):
+//   mbarrier.init           count >= 1, by one thread; every later use must be ordered after it
+//   mbarrier.arrive         joins the thread's clock into the current phase, then advances it
+//   arrive.expect_tx bytes  adds bytes to the phase's transaction count, then arrives
+//   complete_tx (TMA)       subtracts the bytes a landed copy delivered; below zero: tx mismatch
+//   phase completion        pending arrivals == 0 and tx == 0: the phase's clock is published
+//   try_wait.parity P       passes iff the current phase's parity differs from P (the phase of
+//                           parity P completed; on a fresh barrier parity 1 passes), acquiring the
+//                           published clock; otherwise the thread blocks until a completion
+//   wgmma.fence/commit/wait commit closes the open group; wait_group(N) retires all but the N
+//                           newest committed groups (their smem reads complete now) and touches
+//                           the accumulators (the operand fence), so the next wgmma needs a fence
+//   bulk commit / wait.read the same for TMA stores' shared-memory reads
+//   fence.proxy.async       the thread's generic writes so far become visible to the async proxy
+//   bar.sync id, n          releases when n threads wait at id: their clocks join
+//   setmaxnreg              no memory effect
+// At the end of a CTA: a barrier with a partial phase (arrivals or bytes outstanding), wgmma or
+// bulk groups never retired, and TMA copies still in flight are reported.
+#include <sstream>
+
+#include "heddle/verify/cta.h"
+
+namespace heddle::verify {
+
+void Cta::setupSm90() {
+  for (auto& b : k.buffers) {
+    if (b->role != "mbar") continue;
+    sm90.barBase[b.get()] = (int)sm90.bars.size();
+    for (int i = 0; i < b->stages; ++i) {
+      MbarState m;
+      m.buf = b.get();
+      m.index = i;
+      sm90.bars.push_back(m);
+    }
+  }
+  kir::walk(k.body, [&](const kir::Node& n) {
+    if (n.kind == kir::NodeKind::Let || n.kind == kir::NodeKind::TmaStore ||
+        (n.kind == kir::NodeKind::MmaStep && static_cast<const kir::MmaStep&>(n).wgmma) ||
+        (n.kind == kir::NodeKind::TileLoad && static_cast<const kir::TileLoad&>(n).kind == LoadKind::TmaLoad))
+      sm90.active = true;
+    if (n.kind == kir::NodeKind::Sync && static_cast<const kir::Sync&>(n).sync >= kir::SyncKind::MbarInit &&
+        static_cast<const kir::Sync&>(n).sync <= kir::SyncKind::BulkWaitRead)
+      sm90.active = true;
+  });
+  if (k.tile.wgmma) sm90.active = true;
+  const int A = (int)sm90.bars.size();
+  for (auto& m : sm90.bars) {
+    m.acc.assign(T + A, 0);
+    m.released.assign(T + A, 0);
+  }
+  sm90.inflight.assign(smem.size(), 0);
+  sm90.inflightInst.assign(smem.size(), 0);
+  sm90.fencedAt.assign(smem.size(), kNever);
+}
+
+int Cta::mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const {
+  auto it = sm90.barBase.find(b);
+  if (!b || it == sm90.barBase.end()) fail<HeddleError>("simulate: ", kir::describe(n), " names no mbarrier array");
+  if (index < 0 || index >= b->stages)
+    fail<HeddleError>("simulate: ", kir::describe(n), " uses ", b->name, "[", index, "] of ", b->stages, " mbarriers");
+  return it->second + (int)index;
+}
+
+bool Cta::mbarVisible(Thread& t, MbarState& m, const kir::Node& n) {
+  if (!m.init) {
+    rep.add(Finding::AsyncMisuse, "uninit|" + m.name() + "|" + std::to_string(n.id), [&] {
+      return "mbarrier " + m.name() + " is used by '" + kir::describe(n) + "' (" + threadName(t.tid, W) +
+             ") before any mbarrier.init";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+    return false;
+  }
+  if (m.initThread != t.tid && t.vc[m.initThread] < m.initClock) {
+    rep.add(Finding::Race, "initvis|" + m.name() + "|" + std::to_string(n.id), [&] {
+      return "mbarrier " + m.name() + " is used by '" + kir::describe(n) + "' (" + threadName(t.tid, W) +
+             ") before its mbarrier.init by " + threadName(m.initThread, W) +
+             " is ordered before it (no barrier after the init)";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  }
+  return true;
+}
+
+void Cta::mbarComplete(int id) {
+  MbarState& m = sm90.bars[id];
+  m.phase++;
+  for (size_t i = 0; i < m.acc.size(); ++i) m.released[i] = std::max(m.released[i], m.acc[i]), m.acc[i] = 0;
+  m.pending = m.count;
+  m.tx = 0;
+  for (auto& u : th) {
+    if (u.status != Status::Blocked || u.h.waitBar != id || (m.phase & 1) == u.h.waitParity) continue;
+    for (size_t i = 0; i < u.vc.size(); ++i) u.vc[i] = std::max(u.vc[i], m.released[i]);
+    u.status = Status::Running;
+    u.h.waitBar = -1;
+    u.h.waitNode = nullptr;
+  }
+}
+
+void Cta::mbarArrive(int id, const std::vector<uint32_t>& vc) {
+  MbarState& m = sm90.bars[id];
+  for (size_t i = 0; i < vc.size(); ++i) m.acc[i] = std::max(m.acc[i], vc[i]);
+  if (m.pending <= 0) {  // the phase already has all its arrivals (it waits for transaction bytes)
+    rep.add(Finding::AsyncMisuse, "over|" + m.name(), [&] {
+      return "over-arrival on mbarrier " + m.name() + ": phase " + std::to_string(m.phase) + " already had its " +
+             std::to_string(m.count) + " arrival(s)";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+    return;
+  }
+  if (--m.pending == 0 && m.tx == 0) mbarComplete(id);
+}
+
+void Cta::mbarTx(int id, int64_t bytes, const kir::Node& n) {
+  MbarState& m = sm90.bars[id];
+  m.tx -= bytes;
+  if (m.tx < 0) {
+    rep.add(Finding::AsyncMisuse, "tx|" + m.name(), [&] {
+      std::ostringstream os;
+      os << "transaction count mismatch on mbarrier " << m.name() << ": '" << kir::describe(n) << "' delivered "
+         << bytes << " bytes into phase " << m.phase << ", which expected " << bytes + m.tx
+         << " more (arrive.expect_tx too small, or a copy completing on the wrong phase)";
+      return os.str();
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  }
+  if (m.pending == 0 && m.tx == 0) mbarComplete(id);
+}
+
+void Cta::retireReads(Thread& t, AsyncReadGroup& g) {
+  const uint64_t now = (uint64_t)t.vc[t.tid] << 32;
+  for (size_t i = 0; i < g.cells.size(); ++i) {
+    uint32_t c = g.cells[i];
+    if (sm90.inflight[c]) sm90.inflight[c]--;
+    smemR[(size_t)c * T + t.tid] = now | (uint64_t)(g.insts[i] + 1);
+  }
+  g.cells.clear();
+  g.insts.clear();
+}
+
+void Cta::sm90CheckWrite(uint32_t cell, uint32_t inst) {
+  if (!sm90.active || cell >= sm90.inflight.size() || !sm90.inflight[cell]) return;
+  rep.add(Finding::AsyncMisuse,
+          "inflight|" + std::to_string(insts[sm90.inflightInst[cell]].node->id) + "|" +
+              std::to_string(insts[inst].node->id),
+          [&] {
+            return "write over shared memory an asynchronous read is still reading: " + describeInst(inst) +
+                   " writes " + describeCell(cell) + " while " + describeInst(sm90.inflightInst[cell]) +
+                   " is in flight (no wait_group retires it before the write)";
+          });
+  if (opt.stopAtFirstError) stopped = true;
+}
+
+bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
+  using K = kir::SyncKind;
+  switch (s.sync) {
+    case K::MbarInit: {
+      MbarState& m = sm90.bars[mbarId(s.buf, s.index.eval(t.env), s)];
+      if (s.count < 1) {
+        rep.add(Finding::AsyncMisuse, "count|" + m.name(), [&] {
+          return "mbarrier.init(" + m.name() + ", " + std::to_string(s.count) + "): the count must be >= 1";
+        });
+        if (opt.stopAtFirstError) stopped = true;
+      }
+      m.init = true;
+      m.initThread = t.tid;
+      m.initClock = t.vc[t.tid];
+      m.count = m.pending = std::max(1, s.count);
+      m.tx = 0;
+      m.phase = 0;
+      return true;
+    }
+    case K::MbarArrive:
+    case K::MbarArriveExpectTx: {
+      int id = mbarId(s.buf, s.index.eval(t.env), s);
+      if (!mbarVisible(t, sm90.bars[id], s)) return true;
+      if (s.sync == K::MbarArriveExpectTx) sm90.bars[id].tx += s.arg;
+      mbarArrive(id, t.vc);
+      t.vc[t.tid]++;
+      return true;
+    }
+    case K::MbarWait: {
+      int id = mbarId(s.buf, s.index.eval(t.env), s);
+      MbarState& m = sm90.bars[id];
+      if (!mbarVisible(t, m, s)) return true;
+      int parity = (int)(s.parity.eval(t.env) & 1);
+      if ((m.phase & 1) != parity) {
+        for (size_t i = 0; i < t.vc.size(); ++i) t.vc[i] = std::max(t.vc[i], m.released[i]);
+      } else {
+        t.status = Status::Blocked;
+        t.h.waitBar = id;
+        t.h.waitParity = parity;
+        t.h.waitNode = &s;
+      }
+      return true;
+    }
+    case K::WgmmaFence:
+      t.h.accTouched = false;
+      return true;
+    case K::WgmmaCommit:
+      t.h.wgGroups.push_back(std::move(t.h.wgOpen));
+      t.h.wgOpen = {};
+      return true;
+    case K::WgmmaWait:
+      while ((int)t.h.wgGroups.size() > s.arg) {
+        retireReads(t, t.h.wgGroups.front());
+        t.h.wgGroups.pop_front();
+      }
+      t.h.accTouched = true;
+      t.h.accTouchedBy = "wgmma.wait_group (its operand fence)";
+      return true;
+    case K::BulkCommit:
+      t.h.bulkGroups.push_back(std::move(t.h.bulkOpen));
+      t.h.bulkOpen = {};
+      return true;
+    case K::BulkWaitRead:
+      while ((int)t.h.bulkGroups.size() > s.arg) {
+        retireReads(t, t.h.bulkGroups.front());
+        t.h.bulkGroups.pop_front();
+      }
+      return true;
+    case K::FenceProxyAsync:
+      for (uint32_t c : t.h.unfenced)
+        if (smemW[c].thread == t.tid) sm90.fencedAt[c] = t.vc[t.tid];
+      t.h.unfenced.clear();
+      return true;
+    case K::SetMaxNReg: return true;
+    case K::NamedBarrier: {
+      auto& w = sm90.named[s.arg];
+      w.push_back(t.tid);
+      t.status = Status::Blocked;
+      t.h.namedBar = s.arg;
+      t.h.namedNode = &s;
+      if ((int)w.size() < s.count) return true;
+      std::vector<uint32_t> joined(clockSize(), 0);
+      for (int u : w)
+        for (size_t i = 0; i < joined.size(); ++i) joined[i] = std::max(joined[i], th[u].vc[i]);
+      for (int u : w) {
+        th[u].vc = joined;
+        th[u].vc[u]++;
+        th[u].status = Status::Running;
+        th[u].h.namedBar = -1;
+        th[u].h.namedNode = nullptr;
+      }
+      w.clear();
+      return true;
+    }
+    default: return false;
+  }
+}
+
+void Cta::landTma(TmaOp& op) {
+  MbarState& m = sm90.bars[op.bar];
+  const int agent = T + op.bar;
+  const uint32_t epoch = ++m.epoch;
+  for (size_t i = 0; i < op.cells.size(); ++i) {
+    const uint32_t cell = op.cells[i];
+    const WriteRec& p = smemW[cell];
+    if (p.thread >= 0) {
+      bool ordered = p.group < 0 ? p.clock <= op.issuerVc[p.thread] : false;
+      if (!ordered) conflict(Order::Unordered, "WAW", p.inst, op.inst, cell, false);
+    }
+    uint64_t* r = &smemR[(size_t)cell * T];
+    for (int u = 0; u < T; ++u) {
+      uint64_t rec = r[u];
+      if (!rec) continue;
+      r[u] = 0;
+      if ((uint32_t)(rec >> 32) > op.issuerVc[u])
+        conflict(Order::Unordered, "WAR", (uint32_t)(rec & 0xFFFFFFFFu) - 1, op.inst, cell, false);
+    }
+    sm90CheckWrite(cell, op.inst);
+    smemW[cell] = WriteRec{agent, -1, epoch, op.inst};
+    smem[cell] = op.vals[i];
+    sm90.fencedAt[cell] = kNever;
+  }
+  op.landed = true;
+  m.acc[agent] = std::max(m.acc[agent], epoch);
+  mbarTx(op.bar, op.bytes, *insts[op.inst].node);
+}
+
+bool Cta::sm90Land(bool oldest) {
+  if (sm90.pending.empty()) return false;
+  size_t i = oldest ? 0 : rng() % sm90.pending.size();
+  int op = sm90.pending[i];
+  sm90.pending.erase(sm90.pending.begin() + (long)i);
+  landTma(sm90.tma[op]);
+  return true;
+}
+
+std::string Cta::sm90Stuck() const {
+  std::map<std::string, std::vector<int>> groups;
+  for (auto& u : th) {
+    if (u.status != Status::Blocked) continue;
+    std::ostringstream os;
+    if (u.h.waitNode) {
+      const MbarState& m = sm90.bars[u.h.waitBar];
+      os << "'" << kir::describe(*u.h.waitNode) << "' on " << m.name() << " (parity " << u.h.waitParity
+         << "; the barrier is in phase " << m.phase << " with " << m.pending << " of " << m.count
+         << " arrivals and " << m.tx << " tx bytes outstanding, " << where(u) << ")";
+    } else if (u.h.namedNode) {
+      os << "'" << kir::describe(*u.h.namedNode) << "' (" << where(u) << ")";
+    }
+    groups[os.str()].push_back(u.tid);
+  }
+  std::ostringstream os;
+  bool first = true;
+  for (auto& [what, ts] : groups) {
+    os << (first ? "" : "; ") << threadSet(ts) << " wait at " << what;
+    first = false;
+  }
+  return os.str();
+}
+
+void Cta::sm90Finish() {
+  if (!sm90.active || stopped) return;
+  while (sm90Land(true)) {
+  }
+  for (auto& m : sm90.bars) {
+    if (!m.init || (m.pending == m.count && m.tx == 0)) continue;
+    rep.add(Finding::AsyncMisuse, "partial|" + m.name(), [&] {
+      std::ostringstream os;
+      os << "mbarrier " << m.name() << " ends the kernel inside phase " << m.phase << " with "
+         << m.count - m.pending << " of " << m.count << " arrivals" << (m.tx ? " and " + std::to_string(m.tx) + " tx bytes" : "")
+         << " (over-arrival, a missing arrival, or an unmatched expect_tx)";
+      return os.str();
+    });
+  }
+  for (auto& u : th) {
+    if (!u.h.wgOpen.cells.empty() || !u.h.wgGroups.empty())
+      rep.add(Finding::AsyncMisuse, "wgleft", [&] {
+        return threadName(u.tid, W) + " exits with wgmma reads of shared memory never retired by wgmma.wait_group";
+      });
+    if (!u.h.bulkOpen.cells.empty() || !u.h.bulkGroups.empty())
+      rep.add(Finding::AsyncMisuse, "bulkleft", [&] {
+        return threadName(u.tid, W) + " exits with a TMA store still reading shared memory (no bulk wait_group.read)";
+      });
+  }
+}
+
+}  // namespace heddle::verify

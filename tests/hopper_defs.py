@@ -1,0 +1,99 @@
+"""Helpers shared by the Hopper (sm_90a) tests: the schedules of sync-cases 8-12 through the public
+scheduling API, inputs, and walks over the kernel IR structure (which nests role branches in ifs)."""
+import torch
+
+import heddle
+from matmul_defs import matmul_fusion
+
+# register pairs of the issue: (producer, consumers)
+REG_PAIRS = [(40, 232), (64, 168), (24, 240)]
+
+# variant -> (tile warpgroups, MMA warpgroups in the roles, epilogue role?)
+VARIANTS = {
+    "pipeline": (1, 0, False),    # TMA + mbarrier ring, every thread computes (case 8)
+    "block_sync": (1, 0, False),  # the same ring, WAR by a block barrier (case 9)
+    "coop": (2, 2, False),        # load warp -> 2 cooperative MMA warpgroups (case 10)
+    "pingpong": (1, 2, False),    # load warp -> 2 MMA warpgroups taking turns over tiles
+    "3role": (1, 1, True),        # load warp -> MMA warpgroup -> epilogue warpgroup + TMA store (cases 11, 12)
+}
+
+
+def roles_for(variant, regs=(40, 232)):
+    _, mma_wg, epi = VARIANTS[variant]
+    if not mma_wg:
+        return None
+    prod, cons = regs
+    r = {"load": {"warps": 1, "registers": prod}, "mma": {"warpgroups": mma_wg, "registers": cons}}
+    if epi:
+        r["epilogue"] = {"warpgroups": mma_wg, "registers": cons}
+    return r
+
+
+def schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=-1, war="mbarrier", roles=None):
+    mm = fd.schedule()
+    mm.split("m", bm).split("n", bn).split("k", bk).split("m.i", bm // (4 * wgs))
+    if len(mm.shape) == 3:
+        mm.parallelize("b", "BIDz")
+    mm.parallelize("m.o", "BIDy").parallelize("n.o", "BIDx").parallelize("m.i.o", "warp")
+    mm.reorder((["b"] if len(mm.shape) == 3 else []) + ["m.o", "n.o", "k.o", "m.i.o", "m.i.i", "n.i", "k.i"])
+    for t in (a, b):
+        fd.cache_after(t, "tma_load").circular_buffer(stages, prefetch, war)
+    if roles:
+        mm.warp_specialize(roles)
+    return mm
+
+
+def build(variant="pipeline", stages=3, prefetch=-1, layout="NN", dtype="bf16", regs=(40, 232), bm=None, bn=64,
+          bk=16, n=72, k=None, epilogue="bias_gelu", batched=False):
+    """A fusion scheduled as `variant`; small tiles by default (the simulator's size)."""
+    tile_wg, _, _ = VARIANTS[variant]
+    bm = bm or 64 * tile_wg
+    k = k if k is not None else bk * (3 * stages + 1)
+    fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue, batched=batched)
+    schedule_sm90(fd, a, b, bm=bm, bn=bn, bk=bk, wgs=tile_wg, stages=stages, prefetch=prefetch,
+                  war="block_sync" if variant == "block_sync" else "mbarrier", roles=roles_for(variant, regs))
+    return fd
+
+
+def inputs(fd, M, seed=0, batch=2):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for t in fd.inputs:
+        shape = [M if s == "M" else batch if s == "B" else s for s in t.shape]
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[t.dtype]
+        out.append((torch.randn(shape, generator=g) * 0.5).to(dt))
+    return out
+
+
+def walk(nodes):
+    """Every node in program order, into loop bodies and both branches of ifs."""
+    for n in nodes:
+        yield n
+        if n["kind"] == "for":
+            yield from walk(n["body"])
+        if n["kind"] == "if":
+            yield from walk(n["then"])
+            yield from walk(n["else"])
+
+
+def ops(nodes):
+    """A readable flat form of one block: ('sync', kind, buf, index, parity) / kind / ('for', ...)."""
+    out = []
+    for n in nodes:
+        if n["kind"] == "sync":
+            out.append((n["sync"], n.get("buf", ""), n.get("index", ""), n.get("parity", ""), n["arg"]))
+        else:
+            out.append(n["kind"])
+    return out
+
+
+def loop(nodes, stage):
+    return next(n for n in nodes if n["kind"] == "for" and n["stage"] == stage)
+
+
+def branch(nodes, cond):
+    """The if node with condition `cond` (searching nested ifs too)."""
+    for n in walk(nodes):
+        if n["kind"] == "if" and n["cond"] == cond:
+            return n
+    raise KeyError(cond)
