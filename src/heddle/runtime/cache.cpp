@@ -48,6 +48,16 @@ std::vector<std::string> KernelCache::codeEnvVars() {
   return envVarList();
 }
 
+std::string headerSetDigest(const std::map<std::string, std::string>& headers) {
+  ByteWriter w;
+  w.u64(headers.size());
+  for (const auto& [name, text] : headers) {
+    w.str(name);
+    w.str(text);
+  }
+  return sha256Hex(w.bytes());
+}
+
 std::string KernelCache::computeKey(const KeyInputs& in) {
   // Every field is length-prefixed (ByteWriter::str), so no two different inputs encode alike.
   ByteWriter w;
@@ -56,11 +66,7 @@ std::string KernelCache::computeKey(const KeyInputs& in) {
   w.str(in.compilerVersion);
   w.str(in.name);
   w.str(in.source);
-  w.u64(in.headers.size());
-  for (const auto& [name, text] : in.headers) {
-    w.str(name);
-    w.str(text);
-  }
+  w.str(in.headersDigest.empty() ? headerSetDigest(in.headers) : in.headersDigest);
   std::vector<std::string> options = nvrtcOptionList(in.options);
   w.u64(options.size());
   for (const auto& o : options) w.str(o);

@@ -31,7 +31,13 @@ struct KeyInputs {
   std::map<std::string, std::string> headers;
   RtcOptions options;
   std::string compilerVersion;  // e.g. the NVRTC version
+  // When set, stands for `headers` in the key (a digest computed once per process for the
+  // embedded device headers, so a cache hit does not re-hash ~100 KB of header text).
+  std::string headersDigest;
 };
+
+// sha256 over every (name, text) of a header set, length-prefixed.
+std::string headerSetDigest(const std::map<std::string, std::string>& headers);
 
 struct CachedKernel {
   std::shared_ptr<const RtcResult> result;

@@ -13,6 +13,10 @@ CachedKernel compile(const CompileRequest& req) {
   in.name = req.name;
   in.headers = embeddedHeaders();
   for (const auto& [name, text] : req.headers) in.headers[name] = text;
+  if (req.headers.empty()) {
+    static const std::string embeddedDigest = headerSetDigest(embeddedHeaders());
+    in.headersDigest = embeddedDigest;
+  }
   in.options = req.options;
   in.compilerVersion = nvrtc.version();
 
