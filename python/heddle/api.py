@@ -75,8 +75,8 @@ class FusedMatmul:
         self._lock = threading.Lock()
         self.op = _register_op(self)
 
-    def kernel(self, target: str, vec_a: int, vec_b: int, m_hint: int = -1) -> Kernel:
-        key = (target, vec_a, vec_b)
+    def kernel(self, target: str, vec_a: int, vec_b: int, m_hint: int = -1, rtc: bool = True) -> Kernel:
+        key = (target, vec_a, vec_b, rtc)
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
@@ -88,7 +88,7 @@ class FusedMatmul:
                         fd = self.spec.build_fusion()
                         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/tma.py)
                         fd.auto_schedule(target, -1, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8)
-                    k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b)
+                    k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc)
                     self.kernels[key] = k
                     self.compiles += 1
         return k
@@ -109,6 +109,11 @@ class FusedMatmul:
         if a.device.type == "cuda":
             from .runtime import target_for_device
             return self.kernel_for(tensors, target_for_device(a.device))(*tensors)
+        from .interpret import interpret_mode
+        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
+            from .interpret import interpret_target, run_checked
+            k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), rtc=False)
+            return run_checked(k, tensors)
         out = reference.evaluate(self.fusion, tensors, compute_dtype=torch.float32)
         return out
 

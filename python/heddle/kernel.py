@@ -32,7 +32,9 @@ class Kernel:
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
-              use_cache: bool = True, options: Optional[List[str]] = None) -> "Kernel":
+              use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True) -> "Kernel":
+        """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
+        interpreted (heddle.interpret) and inspected, not launched on a GPU."""
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"))
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
@@ -40,6 +42,8 @@ class Kernel:
         dump("kernel_ir", lambda: lowered.kernel_ir)
         dump("sync", lowered.explain)
         dump("cuda", lambda: lowered.source)
+        if not rtc:
+            return cls(fusion, lowered, None, target, vec_a, vec_b)
         from .runtime import ensure_search_dirs
         ensure_search_dirs()
         if lowered.rtc_arch.startswith("gfx"):  # AMD: hiprtc through the same cache (docs/backends.md)
@@ -103,6 +107,10 @@ class Kernel:
     def _run_any(self, tensors):
         if tensors[0].device.type == "cuda":
             return self(*tensors)
+        from .interpret import interpret_mode, run_checked
+        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
+            self.bind(tensors)
+            return run_checked(self, tensors)
         from .reference import evaluate
         import torch
         self.bind(tensors)
@@ -153,9 +161,10 @@ class Kernel:
                              "Use heddle.reference.evaluate(...) or the torch op for CPU tensors")
         return self._launch(tensors, env)
 
-    def prepare(self, tensors):
+    def prepare(self, tensors, *, tensor_map_encoder=None, sms=None):
         """Check layout/alignment and build (output, grid, kernel args) for `tensors`; pure host work,
-        usable (and tested) without a GPU."""
+        usable (and tested) without a GPU. The interpreter (heddle.interpret) passes its own tensor-map
+        encoder (same arguments as cuTensorMapEncodeTiled) and the SM count its persistent grid stands for."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
@@ -176,7 +185,7 @@ class Kernel:
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
-        env, extra = tma.launch_args(self, g, out) if hopper else ({}, {})
+        env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms) if hopper else ({}, {})
         args = []
         for name, kind, _, tensor in self._params:
             if name in extra: args.append(extra[name])

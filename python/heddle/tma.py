@@ -76,27 +76,31 @@ def simulated_ctas(lowered, env) -> int:
     return max(1, _tiles(lowered, env) // 3)
 
 
-def num_ctas(lowered, env, device) -> int:
-    """One CTA per SM, never more than there are tiles."""
-    sms = 132
-    try:
-        sms = int(_C.runtime.device_info(device.index or 0)["sms"])
-    except Exception:  # no driver: the H100/H200 count
-        pass
-    return max(1, min(_tiles(lowered, env), sms))
+def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
+    """One CTA per SM, never more than there are tiles (sms: the SM count to assume; default the device's,
+    132 without a driver)."""
+    if sms is None:
+        sms = 132
+        try:
+            sms = int(_C.runtime.device_info(device.index or 0)["sms"])
+        except Exception:  # no driver: the H100/H200 count
+            pass
+    return max(1, min(_tiles(lowered, env), int(sms)))
 
 
 def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
-            swizzle: int, batch: int = 0, batch_stride: int = 0) -> bytes:
+            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None) -> bytes:
     dims = [cols, rows] + ([batch] if batch else [])
     strides = [ld * esize] + ([batch_stride * esize] if batch else [])
     box = [box_cols, box_rows] + ([1] if batch else [])
-    return _C.runtime.encode_tensor_map_tiled(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box,
-                                             [1] * len(dims), swizzle=_SWIZZLE[swizzle])
+    encode = encoder or _C.runtime.encode_tensor_map_tiled
+    return encode(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims),
+                  swizzle=_SWIZZLE[swizzle])
 
 
-def launch_args(kernel, geometry, out) -> Tuple[Dict[str, int], Dict[str, tuple]]:
-    """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel."""
+def launch_args(kernel, geometry, out, encoder=None, sms=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
+    """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel. encoder: the
+    tensor-map encoder (default the CUDA driver's; the interpreter passes its own); sms: see num_ctas."""
     lowered = kernel.lowered
     maps = lowered.tensor_maps
     if not maps:
@@ -126,8 +130,8 @@ def launch_args(kernel, geometry, out) -> Tuple[Dict[str, int], Dict[str, tuple]
         batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
         bstride = t.stride(0) if batch else 0
         args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
-                                             m["swizzle"], batch, bstride))
+                                             m["swizzle"], batch, bstride, encoder))
     if any(p[0] == "num_ctas" for p in lowered.params):
-        env["num_ctas"] = num_ctas(lowered, g.env, g.a.device)
+        env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])
     return env, args

@@ -12,6 +12,7 @@ void bindLower(py::module_& m);
 void bindLab(py::module_& m);
 void bindVerify(py::module_& m);
 void bindHip(py::module_& m);  // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
+void bindInterp(py::module_& m);  // interp_bindings.cpp: heddle._C.interp
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "heddle C++ core";
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_C, m) {
   bindRuntime(m);
   bindHip(m);
   bindVerify(m);
+  bindInterp(m);
 }

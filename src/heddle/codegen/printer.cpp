@@ -3,6 +3,7 @@
 
 #include "heddle/codegen/sm90_printer.h"
 
+#include <cstdlib>
 #include <iomanip>
 
 namespace heddle {
@@ -117,7 +118,12 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   int e = d + 3;
   os_ << ind(e) << "const int row = m0 + Mma::row_of(warp, lane, fm, r);\n";
   os_ << ind(e) << "const int col = n0 + Mma::col_of(warp, lane, fn, r);\n";
-  os_ << ind(e) << "if (row >= M || col >= N) continue;\n";
+  // HEDDLE_TEST_PRINTER_BUG=epilogue_row_bound (tests only): prints `row > M`, an off-by-one that NVRTC
+  // compiles and the kernel-IR simulator cannot see (it never reads this text); the interpreter of the
+  // printed source reports the out-of-bounds store (tests/test_interpret_checks.py).
+  const char* bug = std::getenv("HEDDLE_TEST_PRINTER_BUG");
+  const bool rowBug = bug && std::string(bug) == "epilogue_row_bound";
+  os_ << ind(e) << (rowBug ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
   os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
   for (auto& op : k.epilogue) {
     std::string dst = "const float r" + std::to_string(op.dst) + " = ";

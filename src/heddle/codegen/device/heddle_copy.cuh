@@ -29,6 +29,10 @@
 //   VEC*sizeof(T)-aligned (g % (VEC*sizeof T) == 0, ld % VEC == 0, col0 % VEC == 0).
 //   VEC*sizeof(T) in {4,8,16} (async) or {sizeof(T),4,8,16} (sync, VEC=1 allowed).
 //   cp_async_commit / cp_async_wait<N> / block_sync order these copies (see the sync plan).
+//
+// Three builds of every primitive: NVRTC (inline PTX), HEDDLE_HOST_EMULATION (tests/emu harnesses) and
+// HEDDLE_INTERPRET (the printed kernel compiled by the host compiler against heddle's execution
+// runtime, src/heddle/interp/rt/hrt_api.h: one runtime function per PTX instruction, same operands).
 #pragma once
 #include "heddle/heddle_types.cuh"
 
@@ -82,6 +86,8 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_b
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async moves 4, 8 or 16 bytes");
 #ifdef HEDDLE_HOST_EMULATION
   emu::cp_async(smem, gmem, BYTES, src_bytes, BYTES == 16);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::cp_async_shared_global((unsigned)__cvta_generic_to_shared(smem), gmem, BYTES, src_bytes, BYTES == 16);
 #else
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   if constexpr (BYTES == 16) {
@@ -182,6 +188,8 @@ __device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld
 __device__ __forceinline__ void cp_async_commit() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::cp_async_commit();
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::cp_async_commit_group();
 #else
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
@@ -192,6 +200,8 @@ __device__ __forceinline__ void cp_async_wait() {
   static_assert(N >= 0, "cp_async_wait: N must be >= 0");
 #ifdef HEDDLE_HOST_EMULATION
   emu::cp_async_wait(N);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::cp_async_wait_group(N);
 #else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif

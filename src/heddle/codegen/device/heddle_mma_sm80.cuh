@@ -38,7 +38,7 @@ void mma_m16n8k16(float* d, const unsigned* a, const unsigned* b, bool bf16);
 namespace heddle {
 namespace detail {
 
-#ifdef HEDDLE_HOST_EMULATION
+#if defined(HEDDLE_HOST_EMULATION)
 using SmemAddr = const char*;
 __forceinline__ SmemAddr smem_addr(const void* p) { return static_cast<const char*>(p); }
 #else
@@ -54,6 +54,8 @@ __device__ __forceinline__ void ldmatrix(unsigned (&r)[NUM], SmemAddr addr) {
   static_assert(NUM == 1 || NUM == 2 || NUM == 4, "ldmatrix loads 1, 2 or 4 matrices");
 #ifdef HEDDLE_HOST_EMULATION
   emu::ldmatrix(r, NUM, TRANS, addr);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::ldmatrix_sync_aligned_m8n8(NUM, TRANS, r, addr);
 #else
   if constexpr (NUM == 4 && TRANS)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -89,6 +91,9 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[
                                              const unsigned (&b)[2]) {
 #ifdef HEDDLE_HOST_EMULATION
   emu::mma_m16n8k16(d, a, b, MmaKind<T>::kBf16);
+#elif defined(HEDDLE_INTERPRET)
+  static_assert(MmaKind<T>::kOk, "mma_m16n8k16: T must be heddle::f16 or heddle::bf16");
+  ::heddle_rt::mma_sync_aligned_m16n8k16_row_col_f32(MmaKind<T>::kBf16, d, a, b);
 #else
   static_assert(MmaKind<T>::kOk, "mma_m16n8k16: T must be heddle::f16 or heddle::bf16");
   if constexpr (MmaKind<T>::kBf16)

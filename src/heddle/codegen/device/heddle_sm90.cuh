@@ -80,6 +80,8 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)_
 __device__ __forceinline__ void mbar_init(u64* bar, int count) {
 #ifdef HEDDLE_HOST_EMULATION
   emu::mbar_init(bar, count);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::mbarrier_init(smem_u32(bar), count);
 #else
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
 #endif
@@ -88,6 +90,8 @@ __device__ __forceinline__ void mbar_init(u64* bar, int count) {
 __device__ __forceinline__ void mbar_arrive(u64* bar) {
 #ifdef HEDDLE_HOST_EMULATION
   emu::mbar_arrive(bar);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::mbarrier_arrive(smem_u32(bar));
 #else
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 #endif
@@ -98,6 +102,8 @@ __device__ __forceinline__ void mbar_arrive(u64* bar) {
 __device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, unsigned bytes) {
 #ifdef HEDDLE_HOST_EMULATION
   emu::mbar_arrive_expect_tx(bar, bytes);
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::mbarrier_arrive_expect_tx(smem_u32(bar), bytes);
 #else
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");
@@ -112,6 +118,9 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
   const unsigned addr = smem_u32(bar);
   unsigned done = 0;
   do {
+#if defined(HEDDLE_INTERPRET)
+    done = ::heddle_rt::mbarrier_try_wait_parity(addr, parity) ? 1u : 0u;
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
@@ -119,6 +128,7 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
         : "=r"(done)
         : "r"(addr), "r"(parity)
         : "memory");
+#endif
   } while (!done);
 #endif
 }
@@ -130,6 +140,8 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
 __device__ __forceinline__ void fence_proxy_async() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("fence.proxy.async");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::fence_proxy_async_shared_cta();
 #else
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
@@ -140,6 +152,8 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("setmaxnreg.inc");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::setmaxnreg(true, REGS);
 #else
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 #endif
@@ -150,6 +164,8 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("setmaxnreg.dec");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::setmaxnreg(false, REGS);
 #else
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
 #endif
@@ -160,6 +176,8 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
 #ifdef HEDDLE_HOST_EMULATION
   (void)id, (void)count;
   emu::sm90_sync("bar.sync");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::bar_sync(id, count);
 #else
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 #endif
@@ -170,6 +188,8 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
 __device__ __forceinline__ void wgmma_fence() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("wgmma.fence");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::wgmma_fence();
 #else
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
@@ -178,6 +198,8 @@ __device__ __forceinline__ void wgmma_fence() {
 __device__ __forceinline__ void wgmma_commit() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("wgmma.commit_group");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::wgmma_commit_group();
 #else
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
@@ -188,6 +210,8 @@ __device__ __forceinline__ void wgmma_wait() {
   static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("wgmma.wait_group");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::wgmma_wait_group(N);
 #else
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
@@ -244,6 +268,9 @@ __device__ __forceinline__ void tma_load_box(void* dst, const TmaDesc* map, int 
 #ifdef HEDDLE_HOST_EMULATION
   const int c[3] = {c0, c1, c2};
   emu::tma_load(dst, map, RANK, c, bar);
+#elif defined(HEDDLE_INTERPRET)
+  const int c[3] = {c0, c1, c2};
+  ::heddle_rt::cp_async_bulk_tensor_load(smem_u32(dst), map, RANK, c, smem_u32(bar));
 #else
   if constexpr (RANK == 2)
     asm volatile(
@@ -273,6 +300,9 @@ __device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1
 #ifdef HEDDLE_HOST_EMULATION
   const int c[3] = {c0, c1, c2};
   emu::tma_store(map, RANK, c, src);
+#elif defined(HEDDLE_INTERPRET)
+  const int c[3] = {c0, c1, c2};
+  ::heddle_rt::cp_async_bulk_tensor_store(map, RANK, c, smem_u32(src));
 #else
   if constexpr (RANK == 2)
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map),
@@ -298,6 +328,8 @@ __device__ __forceinline__ void tma_store_tile(const TmaDesc* map, int row0, int
 __device__ __forceinline__ void bulk_commit() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("cp.async.bulk.commit_group");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::cp_async_bulk_commit_group();
 #else
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 #endif
@@ -308,6 +340,8 @@ template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
 #ifdef HEDDLE_HOST_EMULATION
   emu::sm90_sync("cp.async.bulk.wait_group.read");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::cp_async_bulk_wait_group_read(N);
 #else
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 #endif
@@ -346,7 +380,7 @@ struct MmaSm90 {
 
   // Keeps the compiler from moving accumulator accesses across wgmma fences and waits.
   __device__ __forceinline__ void fence_operands() {
-#ifndef HEDDLE_HOST_EMULATION
+#if !defined(HEDDLE_HOST_EMULATION) && !defined(HEDDLE_INTERPRET)  // a compiler-only fence
 #pragma unroll
     for (int fm = 0; fm < FM; ++fm)
 #pragma unroll

@@ -6,8 +6,8 @@
 // N/2 f32 accumulators in PTX register order, scale_d = 0 overwrites, 1 accumulates.
 // TRANS_A = 1: A is M-major; TRANS_B = 1: B is N-major (the .f16/.bf16 transpose immediates).
 // Asynchronous: ordered by wgmma.fence / commit_group / wait_group (heddle_sm90.cuh).
-// N in {64, 128, 192, 256}, T in {f16, bf16}. Device only (no host emulation here: the
-// emulated path in heddle_sm90.cuh never instantiates these).
+// N in {64, 128, 192, 256}, T in {f16, bf16}. Device and HEDDLE_INTERPRET (one call of the
+// interpreter's wgmma primitive, same operands); HEDDLE_HOST_EMULATION never instantiates these.
 #pragma once
 #include "heddle/heddle_types.cuh"
 
@@ -22,6 +22,9 @@ struct WgmmaSS<64, f16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(64, false, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %34, 0;\n"
@@ -34,6 +37,7 @@ struct WgmmaSS<64, f16> {
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -42,6 +46,9 @@ struct WgmmaSS<64, bf16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(64, true, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %34, 0;\n"
@@ -54,6 +61,7 @@ struct WgmmaSS<64, bf16> {
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -62,6 +70,9 @@ struct WgmmaSS<128, f16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(128, false, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %66, 0;\n"
@@ -80,6 +91,7 @@ struct WgmmaSS<128, f16> {
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -88,6 +100,9 @@ struct WgmmaSS<128, bf16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(128, true, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %66, 0;\n"
@@ -106,6 +121,7 @@ struct WgmmaSS<128, bf16> {
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -114,6 +130,9 @@ struct WgmmaSS<192, f16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(192, false, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %98, 0;\n"
@@ -138,6 +157,7 @@ struct WgmmaSS<192, f16> {
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -146,6 +166,9 @@ struct WgmmaSS<192, bf16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(192, true, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %98, 0;\n"
@@ -170,6 +193,7 @@ struct WgmmaSS<192, bf16> {
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -178,6 +202,9 @@ struct WgmmaSS<256, f16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(256, false, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %130, 0;\n"
@@ -208,6 +235,7 @@ struct WgmmaSS<256, f16> {
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 
@@ -216,6 +244,9 @@ struct WgmmaSS<256, bf16> {
   template <int TRANS_A, int TRANS_B>
   __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,
                                              unsigned long long desc_b, int scale_d) {
+#if defined(HEDDLE_INTERPRET)
+    ::heddle_rt::wgmma_mma_async_ss(256, true, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);
+#else
     asm volatile(
         "{\n.reg .pred p;\n"
         "setp.ne.b32 p, %130, 0;\n"
@@ -246,6 +277,7 @@ struct WgmmaSS<256, bf16> {
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));
+#endif
   }
 };
 

@@ -1,0 +1,321 @@
+"""heddle.interpret: run the CUDA source heddle printed for a kernel on the CPU, as printed.
+
+The exact source handed to NVRTC is compiled by the host C++ compiler (g++ or clang++) against heddle's
+execution runtime (src/heddle/interp/rt): every GPU thread runs as its own fiber, so barriers, mbarrier
+waits and warp collectives really block while other threads go on; cp.async groups, TMA loads and
+stores and wgmma groups complete when a scheduler decides (as late as the program allows, or at seeded
+random moments); every shared-memory access, including the kernel's plain loads and stores, is checked
+for happens-before. The launch arguments come from the same code that launches on a GPU
+(Kernel.prepare), with tensor maps in the runtime's own encoding.
+
+    r = heddle.interpret(kernel, a, b, bias)              # CPU tensors, in the fusion's input order
+    r.ok, r.output, r.races, r.deadlocks, r.async_misuse, r.errors, r.mismatches
+    print(r.report())                                     # findings name printed-source lines and threads
+
+`HEDDLE_INTERPRET=1` makes heddle.matmul, Kernel.op and the torch.compile backend run CPU tensors
+through here (a slow debugging mode; findings raise heddle.HeddleError). docs/verification.md says when
+to use heddle.simulate (the kernel IR, fast) and when interpret (the printed source).
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+from . import _C
+from .errors import HeddleError, InputError
+
+_TOL = {"f16": (1e-2, 1e-2), "bf16": (4e-2, 2e-2), "f32": (1e-3, 1e-3)}
+
+
+def interpret_mode() -> bool:
+    """True when HEDDLE_INTERPRET is set to something other than '' or '0'."""
+    return os.environ.get("HEDDLE_INTERPRET", "0") not in ("", "0")
+
+
+def interpret_target() -> str:
+    """The target heddle.matmul lowers for under HEDDLE_INTERPRET=1 on CPU tensors (HEDDLE_INTERPRET_TARGET,
+    default sm_90a: the warp-specialized TMA + wgmma path)."""
+    return os.environ.get("HEDDLE_INTERPRET_TARGET", "sm_90a")
+
+
+class InterpretResult:
+    """Findings and output of one interpretation. `ok`: no finding and every output element within
+    tolerance of the float64 reference (when one was computed)."""
+
+    def __init__(self, name: str, schedule: str, seed: int, raw: dict, output, mismatches: List[str], library):
+        self.kernel_name = name
+        self.schedule = schedule
+        self.seed = seed
+        self.raw = raw
+        self.output = output
+        self.mismatches = mismatches
+        self.library = library
+        self.findings = [(f["kind"], f["text"]) for f in raw.get("findings", [])]
+        self.counts: Dict[str, int] = dict(raw.get("counts", {}))
+
+    def _of(self, kind: str) -> List[str]:
+        return [t for k, t in self.findings if k == kind]
+
+    races = property(lambda self: self._of("race"))
+    deadlocks = property(lambda self: self._of("deadlock"))
+    async_misuse = property(lambda self: self._of("async"))
+    errors = property(lambda self: self._of("error"))
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings and not self.mismatches
+
+    @property
+    def ctas(self) -> int:
+        return int(self.raw.get("ctas", 0))
+
+    def report(self) -> str:
+        sched = self.schedule if self.schedule == "adversarial" else f"random(seed={self.seed})"
+        head = f"heddle.interpret {self.kernel_name} [{sched}], {self.ctas} CTA(s): "
+        if self.ok:
+            return head + "clean (no race, deadlock, async misuse or mismatch)"
+        lines = [head + ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items())) +
+                 (f", {len(self.mismatches)} mismatch line(s)" if self.mismatches else "")]
+        lines += [f"[{k}] {t}" for k, t in self.findings]
+        lines += [f"[mismatch] {m}" for m in self.mismatches]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.report()
+
+
+def _storage_span(t) -> int:
+    if t.numel() == 0:
+        return 0
+    return (1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))) * t.element_size()
+
+
+def _kernel_of(kernel, fusion):
+    from .kernel import Kernel
+    if isinstance(kernel, Kernel):
+        return kernel
+    lowered = kernel
+    fus = fusion
+    if fus is None:
+        from . import verify
+        fus = verify._V.fusion_of(lowered)
+    return Kernel(fus, lowered, None, lowered.target if hasattr(lowered, "target") else "", 8, 8)
+
+
+def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
+    import torch
+    o = out.detach().to(torch.float64)
+    r = ref.detach().to(torch.float64).reshape(o.shape)
+    d_atol, d_rtol = _TOL.get(dtype, (1e-2, 1e-2))
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    bad = ~((o - r).abs() <= atol + rtol * r.abs())
+    bad &= ~(torch.isnan(o) & torch.isnan(r))
+    n = int(bad.sum())
+    if not n:
+        return []
+    idx = bad.nonzero()[:limit]
+    lines = [f"{n} of {o.numel()} output elements differ from the float64 reference (atol {atol}, rtol {rtol})"]
+    for i in idx:
+        at = tuple(int(x) for x in i)
+        got = float(o[at])
+        lines.append(f"  at {at}: got {got!r}{' (never written)' if got != got and r[at] == r[at] else ''}, "
+                     f"expected {float(r[at])!r}")
+    return lines
+
+
+def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, reference=None, fusion=None,
+              sms: Optional[int] = None, ctas: Optional[Sequence[int]] = None, max_events: int = 0,
+              max_findings: int = 20, stop_at_first: bool = False, atol: Optional[float] = None,
+              rtol: Optional[float] = None) -> InterpretResult:
+    """Run `kernel` (a heddle.Kernel, or a lowered kernel from Fusion.lower) on CPU `tensors` by
+    compiling its printed source for the host. schedule: "adversarial" (deterministic: each thread runs
+    until it blocks, asynchronous work lands as late as allowed) or "random" (seeded). reference: the
+    expected output (default heddle.reference.evaluate in float64; False: no numeric check). sms: the SM
+    count a persistent kernel's grid stands for (default the device's, else 132): fewer SMs give each CTA
+    more tiles. ctas: linear CTA indices to run (default all). Raises RuntimeUnavailable without a host
+    C++ compiler, InputError for inputs the kernel cannot take (the same checks as a GPU launch)."""
+    import torch
+    k = _kernel_of(kernel, fusion)
+    lowered = k.lowered
+    if lowered.rtc_arch.startswith("gfx"):
+        raise HeddleError(f"interpret: {lowered.name} is a HIP kernel ({lowered.rtc_arch}); the interpreter runs "
+                          "CUDA kernels (sm_80, sm_90a) so far -- use heddle.simulate for AMD kernels")
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"interpret: argument {i} is a {type(t).__name__}, not a torch.Tensor")
+    tensors = tuple(t.detach().cpu() for t in tensors)
+    k.bind(tensors)
+    out, grid, args = k.prepare(tensors, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=sms)
+    if out.is_floating_point():
+        out.fill_(float("nan"))  # an element the kernel never writes shows up as a mismatch
+    names = [p[0] for p in lowered.params]
+    regions = [(n, t.data_ptr(), _storage_span(t), False, t.element_size())
+               for (n, _, _), t in zip(k._inputs, tensors) if t.numel()]
+    regions.append(("output", out.data_ptr(), _storage_span(out), True, out.element_size()))
+    lib = _C.interp.build(lowered.source, lowered.name)
+    grid3 = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+    if out.numel() == 0:
+        raw = {"ctas": 0, "findings": [], "counts": {}}
+    else:
+        text = lib.run(list(grid3), [int(lowered.threads), 1, 1], int(lowered.smem_bytes), args, names, regions,
+                       schedule, int(seed), int(max_events), int(max_findings), [int(c) for c in (ctas or [])],
+                       bool(stop_at_first))
+        raw = json.loads(text)
+    mismatches: List[str] = []
+    if reference is not False and not ctas and out.numel():
+        if reference is None:
+            from .reference import evaluate
+            reference = evaluate(k.fusion, list(tensors))
+        mismatches = _compare(out, reference, k._out.dtype, atol, rtol)
+    return InterpretResult(lowered.name, schedule, int(seed), raw, out, mismatches, lib)
+
+
+def run_checked(kernel, tensors):
+    """HEDDLE_INTERPRET=1: the interpreted output, or HeddleError with the report when anything was found."""
+    r = interpret(kernel, *tensors, reference=False)
+    if r.findings:
+        raise HeddleError("HEDDLE_INTERPRET: " + r.report())
+    return r.output
+
+
+# --- source-level mutation testing -----------------------------------------------------------------
+
+import re as _re
+
+_SYNC_LINE = _re.compile(
+    r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
+    r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
+    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\()|\b\w+\.(wait<\d+>\(\)|commit\(\));")
+
+
+class SourceMutant:
+    """One edit of a printed source: `kind`, the 1-based `line`, a readable `what`, the edited `source`."""
+
+    def __init__(self, kind: str, line: int, what: str, source: str):
+        self.kind, self.line, self.what, self.source = kind, line, what, source
+
+    def __repr__(self) -> str:
+        return f"SourceMutant({self.kind} line {self.line}: {self.what})"
+
+
+def _args_of(text: str, start: int):
+    """(args, end) of the call whose '(' is at text[start]: top-level comma-separated argument strings."""
+    depth, cur, args = 0, "", []
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(cur.strip())
+                return args, i
+        if depth == 1 and ch == ",":
+            args.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return args, len(text)
+
+
+def source_mutants(source: str) -> List[SourceMutant]:
+    """Mutants of a printed kernel made by editing its text, as a reviewer would break it: each sync line
+    deleted; each cp.async / wgmma / bulk wait loosened by one; each mbarrier wait's parity flipped; each
+    expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA load or a copy moved to
+    the next stage. Every mutant of a correct kernel must be caught by interpret (race, deadlock, async
+    misuse, error or wrong numbers)."""
+    lines = source.split("\n")
+    out: List[SourceMutant] = []
+
+    def edit(i: int, new: str, kind: str, what: str):
+        out.append(SourceMutant(kind, i + 1, what, "\n".join(lines[:i] + [new] + lines[i + 1:])))
+
+    for i, ln in enumerate(lines):
+        code = ln.split("//")[0]
+        if _SYNC_LINE.search(code):
+            edit(i, "", "delete_sync", code.strip())
+        for m in _re.finditer(r"(cp_async_wait|\bwait|bulk_wait_read)<(\d+)>", code):
+            n = int(m.group(2))
+            edit(i, ln[:m.start(2)] + str(n + 1) + ln[m.end(2):], "loosen_wait", f"{m.group(1)}<{n}> -> <{n + 1}>")
+        m = _re.search(r"sm90::mbar_wait\(", code)
+        if m:
+            args, end = _args_of(ln, m.end() - 1)
+            new = ln[:m.end()] + args[0] + ", (" + args[1] + ") ^ 1" + ln[end:]
+            edit(i, new, "flip_parity", f"mbar_wait({args[0]}, ...) parity {args[1]} -> ({args[1]}) ^ 1")
+        m = _re.search(r"sm90::mbar_arrive_expect_tx\(", code)
+        if m:
+            args, end = _args_of(ln, m.end() - 1)
+            edit(i, ln[:m.start()] + "sm90::mbar_arrive(" + args[0] + ln[end:], "drop_expect_tx",
+                 f"arrive.expect_tx({args[0]}, {args[1]}) -> arrive")
+            try:
+                half = int(args[1]) // 2
+                edit(i, ln[:m.end()] + args[0] + ", " + str(half) + ln[end:], "shrink_expect_tx",
+                     f"expect_tx {args[1]} -> {half}")
+            except ValueError:
+                pass
+        m = _re.search(r"(tma_load_tile<[^>]*>>?|copy_tile_async<[^>]*>)\((\w+) \+ \(", code)
+        if m:
+            # sA + (STAGE) * ELEMS -> sA + ((STAGE) + 1) % S * ELEMS, S read off the printed "% S)" of the index
+            s = _re.search(r"% (\d+)\) \* \d+", code[m.end():])
+            if s:
+                args, end = _args_of(ln, ln.index("(", m.start() + len(m.group(1))))
+                ptr = args[0]
+                pm = _re.match(r"(\w+) \+ \((.*)\) \* (\d+)$", ptr)
+                if pm:
+                    new_ptr = f"{pm.group(1)} + (({pm.group(2)}) + 1) % {s.group(1)} * {pm.group(3)}"
+                    edit(i, ln.replace(ptr, new_ptr, 1), "swap_stage", f"{ptr} -> {new_ptr}")
+    return out
+
+
+def mutation_kill_rate(kernel, *tensors, fusion=None, sms: Optional[int] = None, kinds=None,
+                       schedules=(("adversarial", 0), ("random", 1))) -> dict:
+    """Interprets every source mutant of `kernel` on `tensors` (the unmutated kernel must be clean first);
+    returns {'total', 'killed', 'survivors': [SourceMutant], 'by_kind': {kind: (killed, total)}}."""
+    import copy
+    k = _kernel_of(kernel, fusion)
+    base = interpret(k, *tensors, sms=sms)
+    if not base.ok:
+        raise HeddleError("mutation_kill_rate: the unmutated kernel is not clean:\n" + base.report())
+    res = {"total": 0, "killed": 0, "survivors": [], "by_kind": {}}
+    for mu in source_mutants(k.lowered.source):
+        if kinds and mu.kind not in kinds:
+            continue
+        killed = False
+        for sched, seed in schedules:
+            try:
+                r = interpret(_Mutated(k, mu.source), *tensors, sms=sms, schedule=sched, seed=seed, max_findings=2,
+                              stop_at_first=True, max_events=5_000_000)
+                killed = not r.ok
+            except HeddleError:
+                killed = True  # the host compiler or the launch refused the edited source
+            if killed:
+                break
+        res["total"] += 1
+        kk, tt = res["by_kind"].get(mu.kind, (0, 0))
+        res["by_kind"][mu.kind] = (kk + int(killed), tt + 1)
+        if killed:
+            res["killed"] += 1
+        else:
+            res["survivors"].append(mu)
+    return res
+
+
+class _LoweredWithSource:
+    """A lowered kernel whose printed source is replaced (source mutants, the printer-bug switch)."""
+
+    def __init__(self, lowered, source: str):
+        self._lowered, self.source = lowered, source
+
+    def __getattr__(self, name):
+        return getattr(self._lowered, name)
+
+
+def _Mutated(kernel, source: str):
+    from .kernel import Kernel
+    return Kernel(kernel.fusion, _LoweredWithSource(kernel.lowered, source), None, kernel.target, *kernel.vec)

@@ -1,0 +1,215 @@
+// heddle/interp/rt/hrt_core.h -- internal state of the execution runtime (not seen by kernels).
+//
+// One CTA runs at a time per OS thread: every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
+// a Scheduler picks which fiber runs next (adversarial: each runs until it blocks, order flipped at
+// every barrier release, asynchronous work lands as late as the program allows; random: seeded bursts,
+// asynchronous work lands at random moments). Happens-before is tracked with vector clocks over
+// "agents": the threads, plus one agent per asynchronous engine whose completion a wait observes
+// (a thread's cp.async groups, a thread's bulk-store groups, a warpgroup's wgmma groups, each
+// mbarrier's phases). Shadow state per 2-byte granule of shared memory records the last write and
+// the reads since (hrt_shadow.cpp); accesses come from the primitives and from the compiler's
+// instrumentation of every plain load and store of the kernel (-fsanitize=thread hooks).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "heddle/interp/rt/hrt_abi.h"
+#include "heddle/interp/rt/hrt_api.h"
+#include "heddle/interp/rt/hrt_ptx.h"
+
+namespace heddle_rt {
+
+using Clock = uint32_t;
+using VC = std::vector<Clock>;
+
+struct Aborted {};  // thrown nowhere: a fiber that must stop simply is never resumed
+
+enum class FState { Ready, Blocked, Done };
+
+struct Fiber {
+  void* sp = nullptr;
+  char* stack_lo = nullptr;
+  char* stack_hi = nullptr;
+  int tid = 0;
+  Dim3 idx{0, 0, 0};
+  FState st = FState::Ready;
+  std::function<bool()> ready;  // while Blocked: may it go on?
+  std::string waiting;          // while Blocked: what it waits for (deadlock reports)
+  const void* wait_pc = nullptr;
+  VC vc;
+  int cp_committed = 0, bulk_committed = 0, wg_committed = 0;
+  std::vector<Clock> fences;  // own clock at each fence.proxy.async
+  uint64_t coll_gen = 0;      // generation of the collective it waits in
+  int regs = 0;               // setmaxnreg budget (0: none set)
+};
+
+struct PendingCopy {  // cp.async: issued, lands at most at the wait that retires its group
+  int tid, group;
+  uint32_t dst;
+  int bytes;
+  uint8_t data[16];
+};
+
+struct PendingTma {  // TMA load: lands (and completes its bytes on the mbarrier) when the scheduler says
+  int tid;
+  uint32_t bar;
+  uint32_t phase;  // the phase of `bar` it completes
+  uint32_t bytes;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pieces;
+  const void* pc;
+};
+
+struct PendingStore {  // TMA store: reads shared memory at the latest at the wait that retires it
+  int tid, group;
+  ptx::TensorMap map;
+  int rank;
+  int32_t coords[5];
+  uint32_t src;
+  const void* pc;
+};
+
+struct PendingWgmma {  // a thread's share of a wgmma: its accumulators land at its wait_group
+  int tid, group;
+  float* d;
+  std::vector<float> result;
+};
+
+struct Mbar {
+  int count = 0, pending = 0;
+  int64_t tx = 0;
+  uint32_t phase = 0;  // number of completed phases
+  int agent = -1;
+  VC arrivals;         // join of the current phase's arrivals
+  VC done[2];          // clocks published by the last completed phase of each parity
+  int init_tid = -1;
+  Clock init_clk = 0;
+  const void* init_pc = nullptr;
+};
+
+struct NamedBar {
+  int expected = 0, arrived = 0;
+  uint64_t gen = 0;
+  VC join;
+  const void* pc = nullptr;
+  std::vector<int> members;
+};
+
+struct Coll {  // a warp / warpgroup collective in progress
+  int arrived = 0;
+  uint64_t gen = 0;
+  const void* pc = nullptr;
+  const char* what = nullptr;
+  void* in[128];
+  void* out[128];
+};
+
+struct Finding {
+  std::string kind;  // race | async | deadlock | error
+  std::string text;
+};
+
+struct ReadRec {
+  uint32_t agent;
+  Clock clk;
+  const void* pc;
+  uint32_t tid;  // the thread behind the agent (for messages)
+};
+
+struct Granule {  // 2 bytes of shared memory
+  uint32_t w_agent = UINT32_MAX;
+  Clock w_clk = 0;
+  const void* w_pc = nullptr;
+  uint32_t w_tid = 0;
+  bool w_generic = false;  // written by a thread's st.shared (needs fence.proxy.async before async-proxy reads)
+  uint8_t nreads = 0;
+  ReadRec reads[6];
+};
+
+struct Cta;
+
+// Per-OS-thread run state
+struct Run {
+  const hrt_launch* launch = nullptr;
+  void* const* argv = nullptr;
+  unsigned char* smem = nullptr;
+  uint32_t smem_bytes = 0;
+  std::vector<Finding> findings;
+  std::map<std::string, int> per_kind;
+  int max_findings = 20;
+  std::vector<uint8_t> out_written;  // per region granule: writes seen (writable regions)
+  std::vector<size_t> region_granule0;
+  uint64_t events_total = 0;
+  Cta* cta = nullptr;
+};
+
+struct Cta {
+  Run* run;
+  uint32_t linear = 0;
+  Dim3 idx{0, 0, 0};
+  int nthreads = 0, nwg = 0;
+  std::vector<std::unique_ptr<Fiber>> fibers;
+  Fiber* cur = nullptr;
+  void* sched_sp = nullptr;
+  bool aborted = false;
+  bool flipped = false;
+  int cursor = 0;
+  std::mt19937_64 rng;
+  int policy = HRT_ADVERSARIAL;
+  int64_t burst = 0, events = 0, max_events = 0;
+  std::vector<Granule> shadow;
+  std::map<uint32_t, Mbar> mbars;
+  int next_mbar_agent = 0;
+  NamedBar bars[16];
+  std::vector<Coll> warp_coll, wg_coll;
+  std::vector<PendingCopy> copies;
+  std::vector<PendingTma> tmas;
+  std::vector<PendingStore> stores;
+  std::vector<PendingWgmma> wgmmas;
+  std::vector<uint8_t> scratch;  // TMA box images
+  // agents
+  int agent_cp(int t) const { return nthreads + t; }
+  int agent_bulk(int t) const { return 2 * nthreads + t; }
+  int agent_wg(int w) const { return 3 * nthreads + w; }
+  int agent_mbar(int j) const { return 3 * nthreads + nwg + j; }
+  int nagents() const { return 3 * nthreads + nwg + kMaxMbars; }
+  static constexpr int kMaxMbars = 64;
+};
+
+Run& run();
+Run* run_ptr();  // null outside hrt_run
+Cta& cta();
+Fiber& me();
+
+// findings (hrt_report.cpp); `pc` markers are resolved to source lines by the driver
+void finding(const char* kind, const std::string& text);
+std::string pcs(const void* pc);                 // "@pc(0x...)"
+std::string who(int tid);                        // "thread 37 (warp 1 lane 5)"
+[[noreturn]] void abort_cta(const std::string& text);  // error finding + stop this CTA
+
+// scheduling (hrt_sched.cpp)
+void tick();                                                       // one event: may preempt (random)
+void block_until(std::function<bool()> ready, std::string what, const void* pc);
+void release_bar_waiters();
+
+// happens-before (hrt_shadow.cpp)
+void vc_join(VC& into, const VC& from);
+void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock clk, uint32_t tid, const VC& vc,
+                 const void* pc, bool async_proxy, const char* what);
+void thread_access(const void* p, uint32_t bytes, bool write, const void* pc);
+void shadow_reset();
+
+// async engines (hrt_async.cpp)
+bool land_one(bool random_pick);  // lands one piece of pending asynchronous work; false if none
+void finish_cta_async();          // reports what is still in flight at exit
+
+}  // namespace heddle_rt
+
+namespace heddle_rt {
+void collective(int width, const char* what, const void* pc, void* in, void* out,
+                const std::function<void(void** ins, void** outs)>& all);
+}

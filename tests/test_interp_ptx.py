@@ -1,0 +1,100 @@
+"""PTX data semantics of the CPU interpreter (src/heddle/interp/rt/hrt_ptx.h), checked on the host.
+
+tests/interp/ptx_selftest.cpp is compiled with the host C++ compiler and run once; it checks the
+numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
+swizzled layouts, D fragment) and TMA (tensor-map validation, swizzled/partial loads and stores)
+against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
+No GPU and no heddle build are needed.
+"""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "tests" / "interp" / "ptx_selftest.cpp"
+HEADER = ROOT / "src" / "heddle" / "interp" / "rt" / "hrt_ptx.h"
+
+CXX = shutil.which("g++") or shutil.which("clang++")
+
+# one entry per check the self-test prints as "ok <name>"
+EXPECTED = (
+    ["numbers", "mma_m16n8k16_tables", "mma_m16n8k16_f16", "mma_m16n8k16_bf16"]
+    + [f"ldmatrix_x{n}{t}" for n in (1, 2, 4) for t in ("", "_trans")]
+    + ["wgmma_d_layout"]
+    + [
+        f"wgmma_{ty}_n{n}_{lay}"
+        for ty in ("f16", "bf16")
+        for n in (64, 128, 256)
+        for lay in ("kmajor_sw128", "kmajor_sw64", "kmajor_sw32", "mnmajor_sw128")
+    ]
+    + [
+        f"wgmma_{ty}_{case}"
+        for ty in ("f16", "bf16")
+        for case in (
+            "n128_kmajor_none",
+            "n128_mnmajor_none",
+            "n128_mnmajor_sw64",
+            "n64_mnmajor_sw32",
+            "n96_a_kmajor_sw128_b_mnmajor_sw128",
+        )
+    ]
+    + [
+        "wgmma_isa_example_mn_none_bf16",
+        "wgmma_isa_example_mn_sw32_bf16",
+        "wgmma_isa_example_mn_sw64_bf16",
+        "wgmma_errors",
+        "tma_encode_rejects",
+        "tma_load_swizzle_none",
+        "tma_load_swizzle_32B",
+        "tma_load_swizzle_64B",
+        "tma_load_swizzle_128B",
+        "tma_load_swizzle_128B_narrow_inner",
+        "tma_load_3d_batched_128B",
+        "tma_load_element_stride",
+        "tma_store_swizzle_none",
+        "tma_store_swizzle_32B",
+        "tma_store_swizzle_64B",
+        "tma_store_swizzle_128B",
+        "tma_store_swizzle_128B_interior",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def selftest(tmp_path_factory):
+    if CXX is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) found")
+    exe = tmp_path_factory.mktemp("interp_ptx") / "ptx_selftest"
+    cmd = [CXX, "-std=c++17", "-O1", "-Wall", f"-I{ROOT / 'src'}", str(SRC), "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, f"compile failed: {' '.join(cmd)}\n{build.stdout}\n{build.stderr}"
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    ok = {line[3:].strip() for line in run.stdout.splitlines() if line.startswith("ok ")}
+    return run, ok
+
+
+def test_selftest_exit_code(selftest):
+    run, _ = selftest
+    failures = "\n".join(line for line in run.stdout.splitlines() if line.startswith("FAIL"))
+    assert run.returncode == 0, f"ptx_selftest failed (rc={run.returncode}):\n{failures}\n{run.stderr}"
+
+
+def test_selftest_reports_no_unknown_checks(selftest):
+    _, ok = selftest
+    assert ok <= set(EXPECTED), f"self-test printed checks this file does not list: {sorted(ok - set(EXPECTED))}"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_check(selftest, name):
+    run, ok = selftest
+    if name not in ok:
+        detail = "\n".join(line for line in run.stdout.splitlines() if line.startswith(f"FAIL {name}:"))
+        pytest.fail(f"check {name} did not pass:\n{detail or '(not printed)'}")
+
+
+def test_header_uses_only_standard_headers():
+    includes = [line.strip() for line in HEADER.read_text().splitlines() if line.strip().startswith("#include")]
+    assert includes and all(inc.startswith("#include <") for inc in includes), includes
