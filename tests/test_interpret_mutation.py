@@ -22,7 +22,7 @@ def kill(fd, target, M, **kw):
 @pytest.mark.parametrize("s,p,layout", [(3, 2, "NN"), (2, 1, "TN"), (4, 0, "NT")])
 def test_sm80_cp_async_mutants_all_killed(s, p, layout):
     res = kill(sm80(stages=s, prefetch=p, layout=layout, k=32 * (3 * s + 1)), "sm_80", 104)
-    assert res["total"] >= 8 and not res["survivors"], res["survivors"]
+    assert res["total"] >= 6 and not res["survivors"], res["survivors"]
 
 
 @pytest.mark.parametrize("variant,s,p", [("coop", 3, 1), ("pingpong", 3, 1), ("3role", 3, 1), ("3role", 2, 0)])

@@ -19,6 +19,7 @@ from .errors import CompileError, HeddleError, InputError, RuntimeUnavailable, S
 from .fusion import Fusion, Tensor
 from .kernel import Kernel
 from .verify import simulate
+from .interpret import interpret
 from .runtime import ensure_search_dirs, gpu_available, nvrtc_available
 
 ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
@@ -38,7 +39,7 @@ target_info = _C.target_info
 pass_names = _C.pass_names
 
 __all__ = [
-    "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "verify", "autotune", "bench",
+    "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "interpret", "verify", "autotune", "bench",
     "HeddleError", "ScheduleError", "InputError", "CompileError", "RuntimeUnavailable",
     "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",
 ]

@@ -130,7 +130,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None) -> Tuple[Dict[str
         batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
         bstride = t.stride(0) if batch else 0
         args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
-                                             m["swizzle"], batch, bstride, encoder))
+                                             m["swizzle"], batch, bstride, **({"encoder": encoder} if encoder else {})))
     if any(p[0] == "num_ctas" for p in lowered.params):
         env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])
