@@ -1,6 +1,7 @@
 """PTX data semantics of the CPU interpreter (src/heddle/interp/rt/hrt_ptx.h), checked on the host.
 
-tests/interp/ptx_selftest.cpp is compiled with the host C++ compiler and run once; it checks the
+tests/interp/ptx_selftest*.cpp (the harness, numbers, mma.sync and ldmatrix; wgmma; TMA) are compiled
+into one program with the host C++ compiler and run once; it checks the
 numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
 swizzled layouts, D fragment) and TMA (tensor-map validation, swizzled/partial loads and stores)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "tests" / "interp" / "ptx_selftest.cpp"
+SRCS = sorted((ROOT / "tests" / "interp").glob("ptx_selftest*.cpp"))
 HEADER = ROOT / "src" / "heddle" / "interp" / "rt" / "hrt_ptx.h"
 
 CXX = shutil.which("g++") or shutil.which("clang++")
@@ -68,7 +69,7 @@ def selftest(tmp_path_factory):
     if CXX is None:
         pytest.skip("no host C++ compiler (g++ or clang++) found")
     exe = tmp_path_factory.mktemp("interp_ptx") / "ptx_selftest"
-    cmd = [CXX, "-std=c++17", "-O1", "-Wall", f"-I{ROOT / 'src'}", str(SRC), "-o", str(exe)]
+    cmd = [CXX, "-std=c++17", "-O1", "-Wall", f"-I{ROOT / 'src'}", *map(str, SRCS), "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, f"compile failed: {' '.join(cmd)}\n{build.stdout}\n{build.stderr}"
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
