@@ -84,7 +84,7 @@ def test_sm90_f16_silu_epilogue_and_batched_pipeline():
 @pytest.mark.parametrize("variant", ["pipeline", "coop", "pingpong", "3role"])
 @pytest.mark.parametrize("s", [2, 3, 4, 5, 6])
 def test_sm90_full_matrix(variant, s):
-    for p in range(s) if variant != "pipeline" else range(s):
+    for p in range(s):
         for i, layout in enumerate(["NN", "TT", "NT", "TN"]):
             fd = sm90(variant, stages=s, prefetch=p, layout=layout, k=16 * (3 * s + 1))
             check(kernel(fd, "sm_90a"), inputs(fd, [200, 100, 64, 130][i], seed=p), sms=2)

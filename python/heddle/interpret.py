@@ -100,7 +100,7 @@ def _kernel_of(kernel, fusion):
     if fus is None:
         from . import verify
         fus = verify._V.fusion_of(lowered)
-    return Kernel(fus, lowered, None, lowered.target if hasattr(lowered, "target") else "", 8, 8)
+    return Kernel(fus, lowered, None, lowered.target, 8, 8)
 
 
 def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
@@ -277,7 +277,6 @@ def mutation_kill_rate(kernel, *tensors, fusion=None, sms: Optional[int] = None,
                        schedules=(("adversarial", 0), ("random", 1))) -> dict:
     """Interprets every source mutant of `kernel` on `tensors` (the unmutated kernel must be clean first);
     returns {'total', 'killed', 'survivors': [SourceMutant], 'by_kind': {kind: (killed, total)}}."""
-    import copy
     k = _kernel_of(kernel, fusion)
     base = interpret(k, *tensors, sms=sms)
     if not base.ok:

@@ -104,14 +104,13 @@ void writeFile(const std::string& path, const std::string& text) {
   std::rename(tmp.c_str(), path.c_str());
 }
 
-std::vector<std::string> flags(const HostCompiler& cc) {
-  std::vector<std::string> f = {"-std=c++17", "-g", "-fPIC", "-fno-strict-aliasing", "-w", "-Wno-psabi"};
-  return f;
+std::vector<std::string> commonFlags() {
+  return {"-std=c++17", "-g", "-fPIC", "-fno-strict-aliasing", "-w", "-Wno-psabi"};
 }
 
 // -fsanitize=thread instrumentation with our own hooks instead of the sanitizer's runtime
 std::vector<std::string> kernelFlags(const HostCompiler& cc) {
-  std::vector<std::string> f = flags(cc);
+  std::vector<std::string> f = commonFlags();
   f.push_back("-O1");
   f.push_back("-fsanitize=thread");
   if (cc.clang) {
@@ -156,11 +155,6 @@ std::string runtimeDigest() {
   return d;
 }
 
-std::string headersDigestOnce() {
-  static const std::string d = rt::headerSetDigest(embeddedHeaders());
-  return d;
-}
-
 std::string cacheRoot() { return rt::cacheDirFromEnv() + "/interp"; }
 
 // The source tree the compiler sees: device headers and runtime sources as embedded at build time.
@@ -187,7 +181,7 @@ std::vector<std::string> runtimeObjects(const HostCompiler& cc, const std::strin
     if (!exists(obj)) {
       std::string tmp = obj + ".tmp" + std::to_string(getpid());
       std::vector<std::string> argv = {cc.path};
-      for (auto& f : flags(cc)) argv.push_back(f);
+      for (auto& f : commonFlags()) argv.push_back(f);
       argv.insert(argv.end(), {"-O2", "-I", tree, "-c", tree + "/" + name, "-o", tmp});
       Proc p = runProcess(argv, tmp);
       if (p.rc != 0)
@@ -283,8 +277,8 @@ std::shared_ptr<Library> build(const std::string& source, const std::string& ker
   static std::map<std::string, std::shared_ptr<Library>> loaded;
   const HostCompiler& cc = hostCompiler();
   auto t0 = std::chrono::steady_clock::now();
-  std::string rtKey = rt::sha256Hex(runtimeDigest() + "|" + cc.path + "|" + cc.version + "|" + joined(flags(cc))).substr(0, 24);
-  std::string key = rt::sha256Hex(source + "|" + kernelName + "|" + headersDigestOnce() + "|" + rtKey +
+  std::string rtKey = rt::sha256Hex(runtimeDigest() + "|" + cc.path + "|" + cc.version + "|" + joined(commonFlags())).substr(0, 24);
+  std::string key = rt::sha256Hex(source + "|" + kernelName + "|" + rt::embeddedHeadersDigest() + "|" + rtKey +
                                   "|" + joined(kernelFlags(cc)))
                         .substr(0, 32);
   std::lock_guard<std::mutex> g(mu);
@@ -294,7 +288,8 @@ std::shared_ptr<Library> build(const std::string& source, const std::string& ker
   auto lib = std::make_shared<Library>();
   lib->cached = exists(so);
   if (!lib->cached) {
-    std::string tree = sourceTree(rtKey);
+    // the tree holds the device headers too: key it on both (the objects depend on the runtime only)
+    std::string tree = sourceTree(rt::sha256Hex(rtKey + "|" + rt::embeddedHeadersDigest()).substr(0, 24));
     std::vector<std::string> objs = runtimeObjects(cc, tree, rtKey);
     std::string stem = cacheRoot() + "/k-" + key + ".tmp" + std::to_string(getpid());
     std::string cu = cacheRoot() + "/k-" + key + ".cu";

@@ -5,6 +5,11 @@
 
 namespace heddle::rt {
 
+const std::string& embeddedHeadersDigest() {
+  static const std::string d = headerSetDigest(embeddedHeaders());
+  return d;
+}
+
 CachedKernel compile(const CompileRequest& req) {
   const Nvrtc& nvrtc = Nvrtc::instance();  // the key needs the NVRTC version; throws when absent
 
@@ -14,8 +19,7 @@ CachedKernel compile(const CompileRequest& req) {
   in.headers = embeddedHeaders();
   for (const auto& [name, text] : req.headers) in.headers[name] = text;
   if (req.headers.empty()) {
-    static const std::string embeddedDigest = headerSetDigest(embeddedHeaders());
-    in.headersDigest = embeddedDigest;
+    in.headersDigest = embeddedHeadersDigest();
   }
   in.options = req.options;
   in.compilerVersion = nvrtc.version();

@@ -16,6 +16,9 @@ const std::map<std::string, std::string>& embeddedHeaders();
 
 namespace heddle::rt {
 
+// headerSetDigest(embeddedHeaders()), computed once per process (cache keys of NVRTC and interpreter builds).
+const std::string& embeddedHeadersDigest();
+
 struct CompileRequest {
   std::string source;
   std::string name = "heddle_kernel.cu";

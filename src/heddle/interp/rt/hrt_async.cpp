@@ -10,10 +10,6 @@
 
 namespace heddle_rt {
 
-void collective(int width, const char* what, const void* pc, void* in, void* out,
-                const std::function<void(void** ins, void** outs)>& all);
-void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid);
-
 namespace {
 
 struct AccessSink : ptx::Access {  // routes a primitive's shared accesses into the shadow state
@@ -50,10 +46,21 @@ std::string tma_global_elems(const ptx::TensorMap& m, const int32_t* coords, uin
   return "";
 }
 
-std::string hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
-  return b;
+// wait_group N of one engine (cp.async, wgmma, bulk store) by the calling thread: the thread's groups
+// 1..committed-N are complete: `land` each of its pending pieces in them, drop them, and publish the
+// completion on the engine's agent clock.
+template <class Pending, class Land>
+void retire_groups(std::vector<Pending>& pending, int committed, int n, int agent, Land land) {
+  Fiber& f = me();
+  const int upto = committed - n;
+  if (upto <= 0) return;
+  std::vector<Pending> keep;
+  for (auto& p : pending) {
+    if (p.tid == f.tid && p.group <= upto) land(p);
+    else keep.push_back(std::move(p));
+  }
+  pending.swap(keep);
+  f.vc[agent] = std::max<Clock>(f.vc[agent], upto);
 }
 
 }  // namespace
@@ -83,11 +90,7 @@ void cp_async_shared_global(uint32_t dst, const void* src, int cp_bytes, int src
   if (src_bytes > 0) {
     const uint64_t a = reinterpret_cast<uint64_t>(src);
     if (a % cp_bytes) abort_cta("cp.async at " + pcs(pc) + ": global address " + hex(a) + " not aligned to " + std::to_string(cp_bytes));
-    bool in = false;
-    const hrt_launch* l = run().launch;
-    for (int i = 0; i < l->nregions; ++i)
-      if (a >= l->regions[i].base && a + src_bytes <= l->regions[i].base + l->regions[i].bytes) in = true;
-    if (!in) abort_cta("cp.async at " + pcs(pc) + " by " + who(f.tid) + " reads " + std::to_string(src_bytes) +
+    if (region_of(a, src_bytes) < 0) abort_cta("cp.async at " + pcs(pc) + " by " + who(f.tid) + " reads " + std::to_string(src_bytes) +
                        " bytes at " + hex(a) + ", outside every tensor of the launch");
     std::memcpy(p.data, src, src_bytes);
   }
@@ -107,15 +110,7 @@ void cp_async_wait_group(int n) {
   Cta& c = cta();
   Fiber& f = me();
   tick();
-  const int upto = f.cp_committed - n;  // groups 1..upto are complete after the wait
-  if (upto <= 0) return;
-  std::vector<PendingCopy> keep;
-  for (auto& p : c.copies) {
-    if (p.tid == f.tid && p.group <= upto) land_copy(p);
-    else keep.push_back(p);
-  }
-  c.copies.swap(keep);
-  f.vc[c.agent_cp(f.tid)] = std::max<Clock>(f.vc[c.agent_cp(f.tid)], upto);
+  retire_groups(c.copies, f.cp_committed, n, c.agent_cp(f.tid), land_copy);
 }
 
 // ---- ldmatrix / mma.sync (warp collectives) --------------------------------------------------
@@ -126,7 +121,6 @@ void ldmatrix_sync_aligned_m8n8(int num, bool trans, uint32_t* regs, uint32_t ad
   collective(32, num == 4 ? (trans ? "ldmatrix.x4.trans" : "ldmatrix.x4") : num == 2 ? (trans ? "ldmatrix.x2.trans" : "ldmatrix.x2")
                                                                                    : (trans ? "ldmatrix.x1.trans" : "ldmatrix.x1"),
              pc, &addr, regs, [&](void** ins, void** outs) {
-               Cta& c = cta();
                uint32_t rows[32];
                uint32_t out[32][4];
                for (int l = 0; l < 32; ++l) rows[l] = *static_cast<uint32_t*>(ins[l]);
@@ -153,7 +147,6 @@ void ldmatrix_sync_aligned_m8n8(int num, bool trans, uint32_t* regs, uint32_t ad
                std::string err = ptx::ldmatrix(num, trans, run().smem, run().smem_bytes, rows, out, &sink);
                if (!err.empty()) abort_cta("ldmatrix at " + pcs(pc) + ": " + err);
                for (int l = 0; l < 32; ++l) std::memcpy(outs[l], out[l], sizeof(uint32_t) * num);
-               (void)c;
              });
 }
 
@@ -204,7 +197,6 @@ static void mbar_complete_phase(Mbar& m) {
 }
 
 static void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what) {
-  Cta& c = cta();
   Fiber& f = me();
   tick();
   Mbar& m = mbar_at(bar, pc, what);
@@ -215,7 +207,6 @@ static void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const cha
     abort_cta(std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + ": more arrivals than the mbarrier's count " +
               std::to_string(m.count) + " in one phase");
   if (m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
-  (void)c;
 }
 
 void mbarrier_init(uint32_t bar, int count) {
@@ -306,16 +297,7 @@ void wgmma_wait_group(int n) {
   Fiber& f = me();
   tick();
   if (n < 0 || n > 7) abort_cta("wgmma.wait_group " + std::to_string(n) + " at " + pcs(__builtin_return_address(0)));
-  const int upto = f.wg_committed - n;
-  if (upto <= 0) return;
-  std::vector<PendingWgmma> keep;
-  for (auto& p : c.wgmmas) {
-    if (p.tid == f.tid && p.group <= upto) land_wgmma(p);
-    else keep.push_back(std::move(p));
-  }
-  c.wgmmas.swap(keep);
-  const int a = c.agent_wg(f.tid / 128);
-  f.vc[a] = std::max<Clock>(f.vc[a], upto);
+  retire_groups(c.wgmmas, f.wg_committed, n, c.agent_wg(f.tid / 128), land_wgmma);
 }
 
 void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
@@ -390,20 +372,16 @@ void cp_async_bulk_tensor_load(uint32_t dst, const void* map, int rank, const in
   {  // every global element the box reads must lie in a tensor of the launch (a wrong map would fault)
     int32_t co[5] = {0, 0, 0, 0, 0};
     for (int i = 0; i < rank; ++i) co[i] = coords[i];
-    const hrt_launch* l = run().launch;
     std::string bad;
     std::string err = tma_global_elems(m, co, dst, [&](uint64_t a, uint32_t n) {
-      if (!bad.empty()) return;
-      for (int i = 0; i < l->nregions; ++i)
-        if (a >= l->regions[i].base && a + n <= l->regions[i].base + l->regions[i].bytes) return;
-      bad = hex(a);
+      if (bad.empty() && region_of(a, n) < 0) bad = hex(a);
     });
     if (!err.empty()) abort_cta("cp.async.bulk.tensor at " + pcs(pc) + " by " + who(f.tid) + ": " + err);
     if (!bad.empty())
       abort_cta("cp.async.bulk.tensor at " + pcs(pc) + " by " + who(f.tid) + " reads global address " + bad +
                 ", outside every tensor of the launch (the tensor map's base, dims or strides are wrong)");
   }
-  c.scratch.assign(run().smem_bytes, 0);
+  c.scratch.resize(run().smem_bytes);  // only the box's own bytes are written and read back
   Recorder rec;
   uint32_t bytes = 0;
   int32_t co[5] = {0, 0, 0, 0, 0};
@@ -432,25 +410,17 @@ static void land_tma(PendingTma& p) {
 
 static void perform_store(PendingStore& p) {
   Cta& c = cta();
-  struct Sink : ptx::Access {
-    void write(uint32_t, uint32_t) override {}
-  } none;
-  // global writes: ptx::tma_store writes them; count them per element for the double-write check
-  struct GSink : ptx::Access {} g;
-  (void)g;
-  const hrt_launch* l = run().launch;
   std::string bad;
   tma_global_elems(p.map, p.coords, p.src, [&](uint64_t a, uint32_t n) {
-    for (int i = 0; i < l->nregions; ++i)
-      if (l->regions[i].writable && a >= l->regions[i].base && a + n <= l->regions[i].base + l->regions[i].bytes) return;
-    if (bad.empty()) bad = hex(a);
+    if (bad.empty() && region_of(a, n, true) < 0) bad = hex(a);
   });
   if (!bad.empty()) {
     finding("error", "TMA store at " + pcs(p.pc) + " writes global address " + bad + ", outside every output tensor");
     c.aborted = true;
     return;
   }
-  std::string err = ptx::tma_store(p.map, p.coords, run().smem, run().smem_bytes, p.src, &none);
+  // (its shared reads were recorded at issue; the global writes are counted below)
+  std::string err = ptx::tma_store(p.map, p.coords, run().smem, run().smem_bytes, p.src, nullptr);
   if (!err.empty()) {
     finding("error", "TMA store at " + pcs(p.pc) + ": " + err);
     c.aborted = true;
@@ -494,15 +464,7 @@ void cp_async_bulk_wait_group_read(int n) {
   Cta& c = cta();
   Fiber& f = me();
   tick();
-  const int upto = f.bulk_committed - n;
-  if (upto <= 0) return;
-  std::vector<PendingStore> keep;
-  for (auto& p : c.stores) {
-    if (p.tid == f.tid && p.group <= upto) perform_store(p);
-    else keep.push_back(p);
-  }
-  c.stores.swap(keep);
-  f.vc[c.agent_bulk(f.tid)] = std::max<Clock>(f.vc[c.agent_bulk(f.tid)], upto);
+  retire_groups(c.stores, f.bulk_committed, n, c.agent_bulk(f.tid), perform_store);
 }
 
 // ---- the scheduler's side -----------------------------------------------------------------------

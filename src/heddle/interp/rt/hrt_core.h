@@ -27,8 +27,6 @@ namespace heddle_rt {
 using Clock = uint32_t;
 using VC = std::vector<Clock>;
 
-struct Aborted {};  // thrown nowhere: a fiber that must stop simply is never resumed
-
 enum class FState { Ready, Blocked, Done };
 
 struct Fiber {
@@ -44,7 +42,6 @@ struct Fiber {
   VC vc;
   int cp_committed = 0, bulk_committed = 0, wg_committed = 0;
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
-  uint64_t coll_gen = 0;      // generation of the collective it waits in
   int regs = 0;               // setmaxnreg budget (0: none set)
 };
 
@@ -170,7 +167,7 @@ struct Cta {
   std::vector<PendingTma> tmas;
   std::vector<PendingStore> stores;
   std::vector<PendingWgmma> wgmmas;
-  std::vector<uint8_t> scratch;  // TMA box images
+  std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
   // agents
   int agent_cp(int t) const { return nthreads + t; }
   int agent_bulk(int t) const { return 2 * nthreads + t; }
@@ -189,12 +186,16 @@ Fiber& me();
 void finding(const char* kind, const std::string& text);
 std::string pcs(const void* pc);                 // "@pc(0x...)"
 std::string who(int tid);                        // "thread 37 (warp 1 lane 5)"
+std::string hex(uint64_t v);                     // "0x1f"
 [[noreturn]] void abort_cta(const std::string& text);  // error finding + stop this CTA
 
 // scheduling (hrt_sched.cpp)
 void tick();                                                       // one event: may preempt (random)
 void block_until(std::function<bool()> ready, std::string what, const void* pc);
-void release_bar_waiters();
+// A warp (width 32) or warpgroup (128) collective: the last member to arrive runs `all` over every
+// member's in/out pointers (hrt_sched.cpp).
+void collective(int width, const char* what, const void* pc, void* in, void* out,
+                const std::function<void(void** ins, void** outs)>& all);
 
 // happens-before (hrt_shadow.cpp)
 void vc_join(VC& into, const VC& from);
@@ -202,14 +203,11 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
                  const void* pc, bool async_proxy, const char* what);
 void thread_access(const void* p, uint32_t bytes, bool write, const void* pc);
 void shadow_reset();
+int region_of(uint64_t addr, uint32_t bytes, bool writable_only = false);  // index into launch regions, or -1
+void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid);
 
 // async engines (hrt_async.cpp)
 bool land_one(bool random_pick);  // lands one piece of pending asynchronous work; false if none
 void finish_cta_async();          // reports what is still in flight at exit
 
 }  // namespace heddle_rt
-
-namespace heddle_rt {
-void collective(int width, const char* what, const void* pc, void* in, void* out,
-                const std::function<void(void** ins, void** outs)>& all);
-}

@@ -24,6 +24,12 @@ std::string who(int tid) {
   return "thread " + std::to_string(tid) + " (warp " + std::to_string(tid / 32) + " lane " + std::to_string(tid % 32) + ")";
 }
 
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", (unsigned long long)v);
+  return b;
+}
+
 void finding(const char* kind, const std::string& text) {
   Run& r = run();
   int& n = r.per_kind[kind];

@@ -34,8 +34,7 @@ static void to_scheduler() {
 static void fiber_main(void* arg) {
   Fiber* f = static_cast<Fiber*>(arg);
   hrt_kernel_invoke(run().argv);
-  f->st = FState::Done;
-  release_bar_waiters();
+  f->st = FState::Done;  // a barrier it never reaches becomes a deadlock report naming it
   to_scheduler();
 }
 
@@ -208,11 +207,6 @@ static void bar_arrive_wait(int id, int count, const void* pc) {
   std::string what = id == 0 ? "__syncthreads (barrier 0)" : "bar.sync " + std::to_string(id) + ", " + std::to_string(count);
   block_until([&b, gen] { return b.gen != gen; }, what + " (" + std::to_string(b.arrived) + " of " +
                   std::to_string(b.expected) + " arrived)", pc);
-}
-
-void release_bar_waiters() {
-  // A thread that exits while others wait at __syncthreads can never be waited for: the deadlock
-  // report names it (the scheduler finds no runnable thread).
 }
 
 void syncthreads() { bar_arrive_wait(0, cta().nthreads, __builtin_return_address(0)); }

@@ -63,7 +63,7 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
     if (reported) return;
     reported = true;
     const uint32_t byte = (uint32_t)(&g - c.shadow.data()) * 2;
-    finding(std::strcmp(kind, "proxy") == 0 ? "race" : "race",
+    finding("race",
             std::string(kind) + " on shared bytes [" + std::to_string(byte) + ", " + std::to_string(byte + 2) +
                 ") (access of " + std::to_string(bytes) + " bytes at " + std::to_string(off) + "): " + what +
                 " by " + agent_name(agent, tid) + " at " + pcs(pc) + " is not ordered after the " + other_what +
@@ -74,8 +74,6 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
     const bool has_w = g.w_agent != UINT32_MAX;
     if (has_w && g.w_agent != agent && vc[g.w_agent] < g.w_clk)
       report(write ? "write-after-write race" : "read-after-write race", g, g.w_agent, g.w_tid, g.w_pc, "write");
-    else if (has_w && g.w_agent == agent && !thread_agent && g.w_clk > clk)
-      ;  // a later operation of the same engine: ordered by the engine
     if (has_w && async_proxy && !write && g.w_generic && !fenced(g.w_agent, g.w_clk, vc) && !reported) {
       reported = true;
       const uint32_t byte = g0 * 2;
@@ -111,11 +109,29 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
   }
 }
 
-static int region_of(uint64_t a, uint32_t bytes) {
+int region_of(uint64_t a, uint32_t bytes, bool writable_only) {
   const hrt_launch* l = run().launch;
   for (int i = 0; i < l->nregions; ++i)
-    if (a >= l->regions[i].base && a + bytes <= l->regions[i].base + l->regions[i].bytes) return i;
+    if ((!writable_only || l->regions[i].writable) && a >= l->regions[i].base &&
+        a + bytes <= l->regions[i].base + l->regions[i].bytes)
+      return i;
   return -1;
+}
+
+// Counts a write to region i's elements; the second write of an element is a finding (`by` describes it).
+template <class By>
+static void count_output_write(int i, uint64_t a, uint32_t bytes, By by) {
+  Run& r = run();
+  const hrt_region& reg = r.launch->regions[i];
+  if (reg.elem_bytes <= 0) return;
+  const uint64_t e0 = (a - reg.base) / reg.elem_bytes, e1 = (a + bytes - reg.base + reg.elem_bytes - 1) / reg.elem_bytes;
+  for (uint64_t e = e0; e < e1; ++e) {
+    uint8_t& n = r.out_written[r.region_granule0[i] + e];
+    if (n == 1)
+      finding("race", "element " + std::to_string(e) + " of output '" + reg.name + "' written a second time, " + by() +
+                          " (two threads, tiles or CTAs store the same element)");
+    if (n < 255) ++n;
+  }
 }
 
 void thread_access(const void* p, uint32_t bytes, bool write, const void* pc) {
@@ -136,43 +152,17 @@ void thread_access(const void* p, uint32_t bytes, bool write, const void* pc) {
   }
   const int i = region_of(a, bytes);
   if (i < 0)
-    abort_cta(std::string(write ? "store to" : "load from") + " global address 0x" + [&] {
-      char b[32];
-      std::snprintf(b, sizeof b, "%llx", (unsigned long long)a);
-      return std::string(b);
-    }() + " (" + std::to_string(bytes) + " bytes) at " + pcs(pc) + " by " + who(f.tid) + " in CTA " +
+    abort_cta(std::string(write ? "store to" : "load from") + " global address " + hex(a) + " (" + std::to_string(bytes) + " bytes) at " + pcs(pc) + " by " + who(f.tid) + " in CTA " +
               std::to_string(c->linear) + ": outside every tensor of the launch (a GPU would fault or corrupt memory)");
   const hrt_region& reg = r.launch->regions[i];
   if (write && !reg.writable)
     abort_cta(std::string("store into the input tensor '") + reg.name + "' at " + pcs(pc) + " by " + who(f.tid));
-  if (write && reg.elem_bytes > 0) {
-    const uint64_t e0 = (a - reg.base) / reg.elem_bytes, e1 = (a + bytes - reg.base + reg.elem_bytes - 1) / reg.elem_bytes;
-    for (uint64_t e = e0; e < e1; ++e) {
-      uint8_t& n = r.out_written[r.region_granule0[i] + e];
-      if (n == 1)
-        finding("race", std::string("element ") + std::to_string(e) + " of output '" + reg.name +
-                            "' written a second time, at " + pcs(pc) + " by " + who(f.tid) + " in CTA " +
-                            std::to_string(c->linear) + " (two threads, tiles or CTAs store the same element)");
-      if (n < 255) ++n;
-    }
-  }
+  if (write) count_output_write(i, a, bytes, [&] { return "at " + pcs(pc) + " by " + who(f.tid) + " in CTA " + std::to_string(c->linear); });
 }
 
-// global writes by the TMA store engine (no thread access of its own)
+// global writes by the TMA store engine (perform_store has checked that they stay inside an output)
 void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid) {
-  Run& r = run();
-  const int i = region_of(a, bytes);
-  if (i < 0 || !r.launch->regions[i].writable)
-    abort_cta("TMA store at " + pcs(pc) + " writes global memory outside every output tensor");
-  const hrt_region& reg = r.launch->regions[i];
-  const uint64_t e0 = (a - reg.base) / reg.elem_bytes, e1 = (a + bytes - reg.base + reg.elem_bytes - 1) / reg.elem_bytes;
-  for (uint64_t e = e0; e < e1; ++e) {
-    uint8_t& n = r.out_written[r.region_granule0[i] + e];
-    if (n == 1)
-      finding("race", std::string("element ") + std::to_string(e) + " of output '" + reg.name +
-                          "' written a second time, by the TMA store at " + pcs(pc) + " issued by " + who(tid));
-    if (n < 255) ++n;
-  }
+  count_output_write(region_of(a, bytes, true), a, bytes, [&] { return "by the TMA store at " + pcs(pc) + " issued by " + who(tid); });
 }
 
 }  // namespace heddle_rt
