@@ -7,7 +7,10 @@
 //            | ("if", cond_expr, [then...][, [else...]])               cond naming an unbound variable: both paths
 //            | ("commit",) | ("barrier",) | ("wait", n)
 //            | ("buffer", name, bytes_per_stage[, align])       declare before use (default 128 B, align 16)
-// Expressions are strings or ints ("(i + 1) % 2", "N - 1"); N is the trip-count variable.
+// Expressions are strings or ints ("(i + 1) % 2", "N - 1", "tid < 32 && f"); N is the trip-count
+// variable, tid/warp/lane are the thread, any other unbound name is a uniform kernel scalar.
+// min_trips: the smallest N the program is written for (default: stages); search_budget: nodes of
+// the planner's exact barrier search before it settles for a valid placement.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -82,7 +85,8 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
 }  // namespace
 
 void bindLab(py::module_& m) {
-  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem, const std::string& target) {
+  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem, const std::string& target, int minTrips,
+                       int64_t searchBudget) {
     auto l = std::make_shared<Lowered>();
     static Fusion emptyFusion;
     const TargetInfo& t = targetInfo(target);
@@ -91,10 +95,15 @@ void bindLab(py::module_& m) {
     k.name = "sync_lab";
     k.launch.threads = 128;  // 4 warps (CUDA, GFX12) or 2 wavefronts (CDNA)
     build(k, k.body, prog, stages, "", t);
+    // the smallest trip count N the program is written for (default: the stage count, as a
+    // prologue of stages-1 loads needs); the planner proves the plan from there on
+    k.tripChecks.push_back({"N", kir::IExpr::var("N"), minTrips >= 1 ? minTrips : std::max(1, stages), "lab",
+                            "the lab program's smallest trip count"});
     k.renumber();
     if (planSmem) passes::planSmem(*l->ctx);
-    passes::planSyncs(k, "N", 1, stages, t);
+    passes::planSyncs(k, "N", 1, stages, t, searchBudget);
     k.renumber();
     return l;
-  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80");
+  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80",
+        py::arg("min_trips") = 0, py::arg("search_budget") = 200000);
 }

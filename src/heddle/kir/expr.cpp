@@ -90,6 +90,13 @@ bool IExpr::uses(const std::string& v) const {
   return IExpr(node_->a).uses(v) || IExpr(node_->b).uses(v);
 }
 
+void IExpr::collectVars(std::set<std::string>& out) const {
+  if (node_->op == Var) out.insert(node_->name);
+  if (node_->op == Var || node_->op == Const) return;
+  IExpr(node_->a).collectVars(out);
+  IExpr(node_->b).collectVars(out);
+}
+
 static int prec(IExpr::Op op) {
   switch (op) {
     case IExpr::Mul: case IExpr::Div: case IExpr::Mod: return 5;

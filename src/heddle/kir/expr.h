@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace heddle::kir {
@@ -30,6 +31,7 @@ class IExpr {
   // Replace variables (e.g. loop index i -> i + p when cloning a pipelined loop).
   IExpr substitute(const std::map<std::string, IExpr>& subst) const;
   bool uses(const std::string& var) const;
+  void collectVars(std::set<std::string>& out) const;  // every variable named
   std::string str() const;  // C syntax, fully parenthesised only where needed
 
   friend IExpr operator+(const IExpr& a, const IExpr& b);
@@ -57,7 +59,8 @@ class IExpr {
   std::shared_ptr<const Node> node_;
 };
 
-// Parses "(i + 1) % 4", "N - 3": integers, names, + - * / % and parentheses (kir/parse.cpp).
+// Parses "(i + 1) % 4", "N - 3", "tid < 32 && f": integers, names, + - * / %, < <= ==, && and
+// parentheses (kir/parse.cpp).
 IExpr parseIExpr(const std::string& text);
 
 }  // namespace heddle::kir

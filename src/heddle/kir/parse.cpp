@@ -1,4 +1,5 @@
-// A small parser for index expressions ("(i + 1) % 4", "N - 3") used by hand-built test kernels.
+// A small parser for index expressions ("(i + 1) % 4", "N - 3", "tid < 32 && f") used by hand-built
+// test kernels.
 #include <cctype>
 
 #include "heddle/ir/errors.h"
@@ -16,7 +17,7 @@ struct Parser {
     ws();
     if (i < s.size() && s[i] == '(') {
       ++i;
-      IExpr e = sum();
+      IExpr e = conj();
       ws();
       if (i >= s.size() || s[i] != ')') bad("missing ')'");
       ++i;
@@ -46,6 +47,23 @@ struct Parser {
       e = c == '*' ? e * r : c == '/' ? e / r : e % r;
     }
   }
+  IExpr cmp() {  // a < b, a <= b, a == b (no chains)
+    IExpr e = sum();
+    ws();
+    if (i + 1 < s.size() && s[i] == '=' && s[i + 1] == '=') return i += 2, eq(e, sum());
+    if (i + 1 < s.size() && s[i] == '<' && s[i + 1] == '=') return i += 2, e <= sum();
+    if (i < s.size() && s[i] == '<') return ++i, e < sum();
+    return e;
+  }
+  IExpr conj() {
+    IExpr e = cmp();
+    for (;;) {
+      ws();
+      if (i + 1 >= s.size() || s[i] != '&' || s[i + 1] != '&') return e;
+      i += 2;
+      e = e && cmp();
+    }
+  }
   IExpr sum() {
     IExpr e = product();
     for (;;) {
@@ -63,7 +81,7 @@ struct Parser {
 
 IExpr parseIExpr(const std::string& text) {
   Parser p{text};
-  IExpr e = p.sum();
+  IExpr e = p.conj();
   p.ws();
   if (p.i != text.size()) p.bad("unexpected character");
   return e;

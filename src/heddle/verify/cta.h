@@ -149,6 +149,8 @@ class Cta {
   std::mt19937_64 rng;
   int64_t releases = 0;             // barrier releases so far (the adversarial schedule turns at each)
   bool stopped = false;             // stopAtFirstError hit, deadlock, or budget
+  bool divergent = false;           // a thread-dependent branch ran: hand-built kernels' data tokens no
+                                    // longer follow one program order (happens-before alone judges)
 
   // shared memory: cells of every shared buffer, all stages
   std::map<const kir::Buffer*, Region> regions;

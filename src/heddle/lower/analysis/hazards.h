@@ -1,11 +1,11 @@
 // Hazard analysis (read-only): which pairs of shared-memory accesses need ordering, and where
 // an ordering op could go.
 //
-// The kernel IR is executed symbolically for a few representative trip counts (for a pipelined
-// loop of s stages: s, s+1 and 3s+1 iterations), which walks every loop body at least twice and so
-// exposes loop-carried hazards. Each dynamic access is tagged with the buffer, the stage it touches
-// (evaluated), its thread mapping and, for cp.async, the commit group it belongs to. A hazard is an
-// interval of that trace between a producer and a consumer:
+// The kernel IR is executed symbolically for representative trip counts of the pipelined loop (for
+// s stages: every count from the smallest legal one to s+1, and 3s+1), which walks every loop body
+// at least twice and so exposes loop-carried hazards. Each dynamic access is tagged with the buffer,
+// the stage it touches (evaluated), its thread mapping and, for cp.async, the commit group it joins.
+// A hazard is an interval of that trace between a producer and a consumer:
 //   RAW  write -> later read of the same buffer stage      (async writer: from its commit)
 //   WAR  read  -> later write of the same buffer stage
 //   WAW  write -> later write of the same buffer stage
@@ -14,6 +14,21 @@
 // block B", "end of block B") are the places a sync can go; each point knows which intervals one of
 // its dynamic instances falls inside, and how many commit groups are newer than the producer's
 // group there (the largest legal wait_group argument).
+//
+// Branches whose condition the walk cannot evaluate (docs/sync-plan.md, "Paths"):
+//   uniform, loop-invariant  ("if (f)", f a kernel scalar): every combination of outcomes is walked
+//                            (one trace per path, up to kMaxEnumerated such conditions), so wait
+//                            arguments are the minimum over paths and a barrier inside such a
+//                            branch only counts on the paths that take it;
+//   thread-dependent, or uniform beyond the cap or varying per iteration: both sides are walked in
+//                            one trace as alternatives. A point inside one side counts only for
+//                            intervals whose ends lie on that side; commit counts take the side with
+//                            fewer commits (sound, possibly not minimal); a write there does not end
+//                            the history of the bytes it writes (it may not happen). Two sides of a
+//                            thread-dependent branch run on different threads at once, so a
+//                            cross-thread interval between them has no point a barrier could use.
+// A point is uniform when no enclosing branch or loop bound depends on the thread (tid, warp, lane
+// or a value computed from them); only uniform points may hold a block barrier.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +48,8 @@ struct ProgramPoint {
   int64_t executions = 0;       // in the representative trace
   bool hasBarrier = false;      // an existing BlockSync stands at this point already
   bool vmIssuedBefore = false;  // an AMD LDS DMA was issued before one of its instances
+  bool uniform = true;          // every thread of the block reaches it the same number of times
+  std::string nonUniformBranch; // the innermost thread-dependent branch around it ("if (tid < 32)")
 };
 
 struct Hazard {
@@ -59,11 +76,15 @@ struct HazardAnalysis {
   std::vector<ProgramPoint> points;
   std::vector<Hazard> hazards;
   std::vector<int64_t> tripCounts;  // the representative trip counts walked
+  int enumeratedBranches = 0;       // uniform unknown conditions walked one path per trace
+  int mergedBranches = 0;           // unknown conditions walked as alternatives in one trace
+  int paths = 1;                    // traces per trip count (2^enumerated, or fewer)
 };
+constexpr int kMaxEnumerated = 8;
 
 // `tripsVar` is the variable whose value sets the k loop's trip count (e.g. "K"), `tileK` the
-// amount one iteration covers; `minTrips` is the smallest legal trip count.
-HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int minTrips,
-                              int stages);
+// amount one iteration covers; the smallest legal trip count is the largest minTrips of the
+// kernel's tripChecks (1 when it has none).
+HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
 
 }  // namespace heddle

@@ -12,8 +12,10 @@
 //
 // Method. analyzeHazards() gives every hazard interval of the representative traces and, for each
 // static program point, whether one of its instances falls inside. Step 1 chooses the set of
-// barrier points with the fewest barrier executions that stabs every cross-thread interval (exact
-// search; existing barriers are free and reused). Step 2 assigns each async interval to the latest
+// barrier points with the fewest barrier executions that stabs every cross-thread interval, at
+// points every thread reaches (exact search under a node budget, else an irredundant greedy cover
+// reported as valid with its lower bound; existing barriers are free and reused; an interval no
+// uniform point stabs is refused naming the thread-dependent branch). Step 2 assigns each async interval to the latest
 // barrier instance inside it and gives that point the largest wait_group argument all of its
 // intervals allow. A point inside a loop whose argument would be lowered by readers after the loop
 // gets a drain point at the loop exit instead (so the steady state keeps its prefetch depth).
@@ -41,9 +43,29 @@ struct Plan {
   std::map<int, std::vector<int>> served;  // point id -> hazard indices it serves
 };
 
-// Fewest barrier executions stabbing every cross-thread hazard. Branch on the first unstabbed
-// interval; points with an existing barrier cost nothing.
-std::set<int> chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixed) {
+struct BarrierChoice {
+  std::set<int> points;
+  bool proven = false;            // the exact search finished: no placement has fewer executions
+  int64_t executions = 0;         // barrier executions of the placement (new points, representative trace)
+  int64_t lowerBound = 0;         // executions no placement can go below
+  int64_t searched = 0;           // nodes of the exact search
+};
+
+// The thread-dependent branch a hazard's ends sit in (for the refusal message).
+std::string branchOf(const HazardAnalysis& ha, const Hazard& h) {
+  for (auto* n : {h.consumer, h.producer})
+    for (auto& pt : ha.points)
+      if (pt.index < (int)pt.block->stmts.size() && pt.block->stmts[pt.index].get() == n && !pt.uniform)
+        return pt.nonUniformBranch;
+  return "a thread-dependent branch";
+}
+
+// Fewest barrier executions stabbing every cross-thread hazard, at uniform points. Exact branch and
+// bound (branch on the first unstabbed interval; points with an existing barrier cost nothing)
+// under a node budget, seeded with a greedy cover; when the budget runs out the greedy cover, made
+// irredundant, is used and the plan is reported valid rather than minimal, with a lower bound from
+// intervals that share no candidate point.
+BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixed, int64_t kBudget) {
   std::vector<int> cross;
   for (int i = 0; i < (int)ha.hazards.size(); ++i)
     if (ha.hazards[i].crossThread) cross.push_back(i);
@@ -52,16 +74,78 @@ std::set<int> chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     return ha.points[p].hasBarrier ? int64_t(0)
                                    : std::max<int64_t>(1, ha.points[p].executions) * 16 + ha.points[p].loopDepth;
   };
-  int64_t best = INT64_MAX;
+  auto execs = [&](int p) { return ha.points[p].hasBarrier ? int64_t(0) : std::max<int64_t>(1, ha.points[p].executions); };
+  std::vector<std::vector<int>> cands(ha.hazards.size());
+  for (int h : cross) {
+    for (int p = 0; p < (int)ha.points.size(); ++p)
+      if (ha.hazards[h].latestInstance[p] >= 0 && ha.points[p].uniform) cands[h].push_back(p);
+    if (cands[h].empty()) {
+      auto& z = ha.hazards[h];
+      fail<HeddleError>("sync planner: the ", hazardKindName(z.kind), " hazard on ", z.buffer, " (",
+                        kir::describe(*z.producer), "  ->  ", kir::describe(*z.consumer),
+                        ", different threads) can only be ordered inside ", branchOf(ha, z),
+                        ", where a block barrier would not be reached by every thread. Move the producer or the "
+                        "consumer out of that branch, give both the same thread mapping, or make the condition "
+                        "uniform over the block");
+    }
+  }
+  auto stabs = [&](int p, int h) { return ha.hazards[h].latestInstance[p] >= 0 && ha.points[p].uniform; };
+
+  // greedy: most newly stabbed intervals per cost, then drop points the others make redundant
+  std::set<int> greedy = fixed;
+  std::vector<bool> done(ha.hazards.size(), false);
+  auto refresh = [&] {
+    for (int h : cross)
+      if (!done[h])
+        for (int p : greedy)
+          if (stabs(p, h)) { done[h] = true; break; }
+  };
+  refresh();
+  for (;;) {
+    std::map<int, int> gain;
+    for (int h : cross)
+      if (!done[h])
+        for (int p : cands[h]) gain[p]++;
+    if (gain.empty()) break;
+    int bestP = -1;
+    double bestScore = -1;
+    for (auto& [p, g] : gain) {
+      double score = double(g) / double(cost(p) + 1);
+      if (score > bestScore) bestScore = score, bestP = p;
+    }
+    greedy.insert(bestP);
+    refresh();
+  }
+  const std::vector<int> picked(greedy.rbegin(), greedy.rend());
+  for (int p : picked) {  // irredundant: latest first, drop points every interval of which another stabs
+    if (fixed.count(p)) continue;
+    bool needed = false;
+    for (int h : cross) {
+      if (!stabs(p, h)) continue;
+      bool other = false;
+      for (int q : greedy)
+        if (q != p && stabs(q, h)) { other = true; break; }
+      if (!other) { needed = true; break; }
+    }
+    if (!needed) greedy.erase(p);
+  }
+  int64_t greedyCost = 0;
+  for (int p : greedy) greedyCost += cost(p);
+
+  BarrierChoice out;
+  int64_t best = greedyCost + 1;  // equal-cost placements found by the search win (its tie-breaks)
   std::set<int> bestSet;
   std::set<int> cur = fixed;
-  std::function<void(int64_t, int)> search = [&](int64_t c, int depth) {
-    if (c >= best || depth > 6) return;
+  int64_t nodes = 0;
+  bool exhausted = false;
+  std::function<void(int64_t)> search = [&](int64_t c) {
+    if (c >= best) return;
+    if (++nodes > kBudget) { exhausted = true; return; }
     int open = -1;
     for (int h : cross) {
       bool hit = false;
       for (int p : cur)
-        if (ha.hazards[h].latestInstance[p] >= 0) { hit = true; break; }
+        if (stabs(p, h)) { hit = true; break; }
       if (!hit) { open = h; break; }
     }
     if (open < 0) {
@@ -69,25 +153,42 @@ std::set<int> chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
       bestSet = cur;
       return;
     }
-    // candidates: points with an instance inside; cheapest first, then latest-in-program tie-break
+    // candidates: cheapest first; among equals the earliest instance (a barrier closing an
+    // iteration rather than opening the next one), which also lets following async copies issue early
     std::vector<int> cand;
-    for (int p = 0; p < (int)ha.points.size(); ++p)
-      if (ha.hazards[open].latestInstance[p] >= 0 && !cur.count(p)) cand.push_back(p);
-    // cheapest first; among equals the earliest instance (a barrier closing an iteration rather than
-    // opening the next one), which also lets following async copies issue as early as possible
+    for (int p : cands[open])
+      if (!cur.count(p)) cand.push_back(p);
     std::stable_sort(cand.begin(), cand.end(), [&](int a, int b) {
       if (cost(a) != cost(b)) return cost(a) < cost(b);
       return ha.hazards[open].latestInstance[a] < ha.hazards[open].latestInstance[b];
     });
     for (int p : cand) {
+      if (exhausted) return;
       cur.insert(p);
-      search(c + cost(p), depth + 1);
+      search(c + cost(p));
       cur.erase(p);
     }
   };
-  search(0, 0);
-  if (best == INT64_MAX) fail<HeddleError>("sync planner: no barrier placement stabs every hazard interval");
-  return bestSet;
+  search(0);
+  out.searched = nodes;
+  out.proven = !exhausted;
+  out.points = best > greedyCost ? greedy : bestSet;
+  for (int p : out.points) out.executions += execs(p);
+  // lower bound: intervals with pairwise disjoint candidate sets each need their cheapest point
+  std::vector<int> order = cross;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return cands[a].size() < cands[b].size(); });
+  std::set<int> usedPoints;
+  int64_t lb = 0;
+  for (int h : order) {
+    bool disjoint = true;
+    for (int p : cands[h]) disjoint &= !usedPoints.count(p);
+    if (!disjoint) continue;
+    int64_t m = INT64_MAX;
+    for (int p : cands[h]) m = std::min(m, execs(p)), usedPoints.insert(p);
+    lb += m;
+  }
+  out.lowerBound = out.proven ? out.executions : std::min(lb, out.executions);
+  return out;
 }
 
 // The latest barrier instance inside hazard h, among the chosen points.
@@ -146,19 +247,41 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan) {
 
 // Same-thread async reads: a wait (no barrier) as late as possible, i.e. right before the read.
 void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
+  std::set<int> own;  // wait points placed here (not at a barrier)
+  auto covers = [&](int p, int w, const Hazard& hz) { return hz.latestInstance[p] >= 0 && w <= hz.allowedWait[p]; };
   for (int h = 0; h < (int)ha.hazards.size(); ++h) {
     auto& hz = ha.hazards[h];
     if (hz.crossThread || !hz.async) continue;
     bool covered = false;
-    for (auto& [p, w] : plan.wait)
-      if (hz.latestInstance[p] >= 0 && w <= hz.allowedWait[p]) covered = true;
+    for (auto& [p, w] : plan.wait) covered |= covers(p, w, hz);
     if (covered) continue;
     int best = -1;
     for (int p = 0; p < (int)ha.points.size(); ++p)
       if (hz.latestInstance[p] >= 0 && (best < 0 || hz.latestInstance[p] > hz.latestInstance[best])) best = p;
-    if (best < 0) fail<HeddleError>("sync planner: no place for a cp.async wait before ", kir::describe(*hz.consumer));
+    if (best < 0)
+      fail<HeddleError>("sync planner: ", kir::describe(*hz.consumer), " touches ", hz.buffer, " while the async copy ",
+                        kir::describe(*hz.producer), " into the same stage is not yet committed, so no wait can "
+                        "retire it first: commit the copy's group before that access, or move the access after the commit");
     plan.wait[best] = std::min(plan.wait.count(best) ? plan.wait[best] : kNoWait, hz.allowedWait[best]);
     plan.served[best].push_back(h);
+    if (!plan.barriers.count(best)) own.insert(best);
+  }
+  // irredundant: a wait point (earliest first) goes when the other waits cover every interval it serves
+  // (a point whose instances fall in several iterations may serve an interval placed before it)
+  for (int p : own) {
+    bool needed = false;
+    for (int h : plan.served[p]) {
+      bool other = false;
+      for (auto& [q, w] : plan.wait) other |= q != p && covers(q, w, ha.hazards[h]);
+      needed |= !other;
+    }
+    if (needed) continue;
+    std::vector<int> moved = plan.served[p];
+    plan.wait.erase(p);
+    plan.served.erase(p);
+    for (int h : moved)
+      for (auto& [q, w] : plan.wait)
+        if (covers(q, w, ha.hazards[h])) { plan.served[q].push_back(h); break; }
   }
 }
 
@@ -199,17 +322,19 @@ void insertSyncs(LowerContext& c) {
   planSyncs(c.kernel, "K", c.tiling.bk, c.tiling.stages, c.target);
 }
 
-void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages, const TargetInfo& target) {
-  HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages > 1 ? stages : 1, stages);
+void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages, const TargetInfo& target,
+               int64_t searchBudget) {
+  HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages);
   std::set<int> fixed;
   for (int p = 0; p < (int)ha.points.size(); ++p)
     if (ha.points[p].hasBarrier) fixed.insert(p);
   Plan plan;
-  plan.barriers = chooseBarriers(ha, fixed);
+  BarrierChoice choice = chooseBarriers(ha, fixed, searchBudget);
+  plan.barriers = choice.points;
   assignWaits(ha, plan);
-  assignSameThreadWaits(ha, plan);
   // AMD without BackOffBarrier: vector-memory counters drain before every barrier that may have
-  // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0).
+  // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0) -- and serves
+  // the same-thread reads after it.
   std::set<int> drained;
   if (!target.backOffBarrier)
     for (int p : plan.barriers)
@@ -217,6 +342,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         plan.wait[p] = 0;
         drained.insert(p);
       }
+  assignSameThreadWaits(ha, plan);
   std::map<const kir::Sync*, std::set<std::string>> barrierBuffers;  // for split barriers
 
   // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
@@ -304,8 +430,20 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   std::ostringstream os;
   os << ha.hazards.size() << " hazard intervals over trip counts {";
   for (size_t i = 0; i < ha.tripCounts.size(); ++i) os << (i ? ", " : "") << ha.tripCounts[i];
-  os << "}; " << plan.barriers.size() << " barrier point(s), " << perMain << " barrier(s) per main-loop iteration";
+  os << "}";
+  if (ha.enumeratedBranches || ha.mergedBranches)
+    os << ", " << ha.paths << " path(s) per trip count (" << ha.enumeratedBranches << " uniform condition(s) enumerated, "
+       << ha.mergedBranches << " branch(es) walked as alternatives)";
+  os << "; " << plan.barriers.size() << " barrier point(s), " << perMain << " barrier(s) per main-loop iteration; ";
+  if (choice.proven)
+    os << "placement proven minimal (exact search, " << choice.searched << " node(s))";
+  else
+    os << "placement valid, not proven minimal: " << choice.executions << " barrier execution(s) per trace, lower bound "
+       << choice.lowerBound << " (exact search stopped after " << choice.searched << " nodes)";
   k.syncPlan.summary = os.str();
+  k.syncPlan.placementProven = choice.proven;
+  k.syncPlan.barrierExecutions = choice.executions;
+  k.syncPlan.barrierLowerBound = choice.lowerBound;
 }
 
 }  // namespace heddle::passes
