@@ -54,6 +54,7 @@ struct Tracer {
   // AMD: every LDS DMA instruction is its own vmcnt entry (no commit); vmAt[e] = ops issued so far
   std::vector<int> vmAt;
   int vmOps = 0, threads = 1;
+  bool vmAnyPath = false;             // some path issued an LDS DMA (vmOps counts the fewest)
   bool countExecutions = false;
   // unknown conditions: the enumerated ones and this trace's outcome for each
   std::set<std::string> enumerable;   // uniform, loop-invariant conditions (by text), at most kMaxEnumerated
@@ -122,7 +123,7 @@ struct Tracer {
   void point(const kir::Block& b, int j) {
     int id = pointId.at({&b, j});
     event(id);
-    if (vmOps > 0) (*points)[id].vmIssuedBefore = true;
+    if (vmOps > 0 || vmAnyPath) (*points)[id].vmIssuedBefore = true;
     if (countExecutions && ctx == 0) (*points)[id].executions++;
   }
 
@@ -238,6 +239,7 @@ struct Tracer {
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
             if (acc.write && acc.async == kir::AsyncKind::Vmcnt) {  // its own counter entry, from its issue
               vmOps += kir::vmemOpsPerThread(s, threads);
+              vmAnyPath = true;
               d.group = vmOps;
               d.commitEvent = (int)eventPoint.size();
             }
@@ -280,6 +282,7 @@ void resetTrace(Tracer& t) {
   t.vmAt.clear();
   t.eventCtx.clear();
   t.vmOps = 0;
+  t.vmAnyPath = false;
   t.accesses.clear();
   t.pendingAsync.clear();
   t.commits = 0;

@@ -245,6 +245,53 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan) {
   }
 }
 
+// A wait a barrier carries for an async interval is not needed when another placed wait, followed
+// by its barrier (cross-thread) or on the reader's thread (same thread), already retires the producer
+// inside the interval on every walked path (e.g. a wait in a loop that runs before the point).
+// Such intervals move to that wait; a wait left with none goes, one left with fewer is loosened.
+// Points are visited most-executed first (a wait in a loop costs most), then latest first.
+void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan) {
+  auto covers = [&](int q, const Hazard& hz) {
+    auto it = plan.wait.find(q);
+    return it != plan.wait.end() && hz.latestInstance[q] >= 0 && it->second <= hz.allowedWait[q] &&
+           (!hz.crossThread || plan.barriers.count(q));
+  };
+  std::vector<int> order;
+  for (auto& [p, w] : plan.wait) order.push_back(p);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (ha.points[a].executions != ha.points[b].executions) return ha.points[a].executions > ha.points[b].executions;
+    return a > b;
+  });
+  for (int p : order) {
+    std::vector<int> keep, asyncLeft;
+    std::vector<std::pair<int, int>> moved;  // (hazard, new point)
+    for (int h : plan.served[p]) {
+      auto& hz = ha.hazards[h];
+      int to = -1;
+      if (hz.async)
+        for (auto& [q, w] : plan.wait)
+          if (q != p && covers(q, hz)) { to = q; break; }
+      if (to >= 0) {
+        moved.push_back({h, to});
+      } else {
+        keep.push_back(h);
+        if (hz.async) asyncLeft.push_back(h);
+      }
+    }
+    if (moved.empty()) continue;
+    for (auto& [h, q] : moved) plan.served[q].push_back(h);
+    // the barrier here still orders its other intervals; the moved ones are ordered by their new point
+    plan.served[p] = keep;
+    if (asyncLeft.empty()) {
+      plan.wait.erase(p);
+    } else {
+      int w = kNoWait;
+      for (int h : asyncLeft) w = std::min(w, ha.hazards[h].allowedWait[p]);
+      plan.wait[p] = w;
+    }
+  }
+}
+
 // Same-thread async reads: a wait (no barrier) as late as possible, i.e. right before the read.
 void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
   std::set<int> own;  // wait points placed here (not at a barrier)
@@ -332,6 +379,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   BarrierChoice choice = chooseBarriers(ha, fixed, searchBudget);
   plan.barriers = choice.points;
   assignWaits(ha, plan);
+  dropCoveredWaits(ha, plan);
   // AMD without BackOffBarrier: vector-memory counters drain before every barrier that may have
   // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0) -- and serves
   // the same-thread reads after it.
