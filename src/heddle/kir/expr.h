@@ -57,7 +57,8 @@ class IExpr {
   std::shared_ptr<const Node> node_;
 };
 
-// Parses "(i + 1) % 4", "N - 3": integers, names, + - * / % and parentheses (kir/parse.cpp).
+// Parses "(i + 1) % 4", "N - 3", "max(N - 3, 0)": integers, names, + - * / %, min(a, b), max(a, b) and
+// parentheses (kir/parse.cpp).
 IExpr parseIExpr(const std::string& text);
 
 }  // namespace heddle::kir
