@@ -62,6 +62,7 @@ py::list structure(const kir::Block& b) {
         auto& c = static_cast<const kir::IfThenElse&>(*s);
         d["kind"] = "if";
         d["cond"] = c.cond.str();
+        if (c.electWarp >= 0) d["elect_warp"] = c.electWarp;
         d["then"] = structure(c.thenBody);
         d["else"] = structure(c.elseBody);
         break;

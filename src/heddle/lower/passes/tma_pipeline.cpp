@@ -18,6 +18,8 @@
 //   }
 //   for kt in [max(nk-p, 0), nk) epilogue { wait full[kt%s] parity (kt/s)%2; wgmma.fence; wgmma ...; commit }
 //   wgmma.wait_group(0); epilogue store
+// `if (tid == 0)` is an elected issue (kir::IfThenElse::electWarp = 0): printed
+//   `if (warp == 0 && heddle::elect_one_sync())` on targets with elect.sync (TargetInfo::electSync).
 // war = block_sync (case 9): no empty barriers, no pre-arrives; the main loop ends with
 //   wgmma.wait_group(s-p-1); block_sync      # the slot thread 0 overwrites next was read and retired
 // The prologue needs no WAR wait (its slots are fresh) and the epilogue releases nothing (no load
@@ -92,8 +94,7 @@ void tmaPipeline(LowerContext& c) {
   std::vector<kir::NodePtr> head;
   head.push_back(std::make_unique<kir::Alloc>(ring.full));
   if (ring.empty) head.push_back(std::make_unique<kir::Alloc>(ring.empty));
-  auto init = std::make_unique<kir::IfThenElse>();
-  init->cond = eq(var("tid"), 0);
+  auto init = electOne(0);
   ring.init(k, init->thenBody);
   head.push_back(std::move(init));
   head.push_back(makeSync(k, kir::SyncKind::BlockSync,
@@ -114,8 +115,7 @@ void tmaPipeline(LowerContext& c) {
     LoopParts parts = split(loop);
     if (!parts.loads.empty()) {
       IExpr j = static_cast<kir::TileLoad&>(*parts.loads[0]).iter;
-      auto issue = std::make_unique<kir::IfThenElse>();
-      issue->cond = eq(var("tid"), 0);
+      auto issue = electOne(0);
       if (main && ring.empty) issue->thenBody.stmts.push_back(ring.producerWait(k, j));
       issue->thenBody.stmts.push_back(ring.producerExpectTx(k, j));
       for (auto& l : parts.loads) {
