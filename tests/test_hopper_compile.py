@@ -3,7 +3,7 @@ register pairs {(40,232), (64,168), (24,240)} x roles {2-role cooperative, 2-rol
 x layouts. Every kernel must compile through heddle's runtime (crash-isolated: NVRTC 13's ptxas has
 crashed on constant wgmma descriptors) with no spills, setmaxnreg honoured (a register cap at entry),
 no serialised wgmma pipeline (ptxas C7515 / C7519), and its PTX must contain wgmma.mma_async and
-cp.async.bulk.tensor. The CI set covers every stage count, register pair, role kind and layout; the
+cp.async.bulk.tensor (and elect.sync, its single-thread issue). The CI set covers every stage count, register pair, role kind and layout; the
 full product runs with `-m slow` (or HEDDLE_SLOW=1; slow sweeps are skipped otherwise, tests/conftest.py)."""
 import itertools
 
@@ -48,6 +48,7 @@ def check(low):
     assert "C7515" not in r.ptxas and "C7519" not in r.ptxas, (low.name, r.ptxas)  # wgmma not serialised
     assert "wgmma.mma_async.sync.aligned" in r.ptx and "cp.async.bulk.tensor" in r.ptx
     assert "mbarrier.try_wait.parity" in r.ptx
+    assert "elect.sync" in r.ptx  # single-thread issue elected (tests/test_elect_sync.py)
     return r
 
 

@@ -177,10 +177,10 @@ def test_random_schedule_is_reproducible_from_its_seed():
     assert runs[0].schedule == "random(seed=11)"
 
 
-def test_trip_count_below_stages_is_refused_like_a_launch():
-    l = lowered_plan(4, 3)
-    with pytest.raises(heddle.InputError, match="circular_buffer"):
-        verify.simulate(l, make_inputs("NN", 3 * BK))
+def test_trip_count_below_stages_runs():
+    # 3 k-tiles, 4 stages: no launch refusal, right numbers (more in tests/test_short_trips.py)
+    r = verify.simulate(lowered_plan(4, 3), make_inputs("NN", 3 * BK))
+    assert r.ok, r.report()
 
 
 def test_unknown_schedule_is_an_error():

@@ -13,8 +13,8 @@ prefetch, load kind, and on targets with warp specialisation, roles with registe
 and new schedule features add candidates with `register_space(name, fn)`.
 
 Pruning, cheapest first:
-  1. the problem: a pipelined k loop shorter than the stage count, a tile more than twice the
-     problem, accumulators that cannot fit in 255 registers per thread;
+  1. the problem: a tile more than twice the problem, accumulators that cannot fit in 255 registers
+     per thread (a k loop shorter than the stage count is kept: it runs, predicated);
   2. lowering (a fraction of a millisecond per candidate): whatever the target cannot hold
      (shared memory, threads, features it lacks) raises ScheduleError, whose message is kept;
   3. NVRTC (runs on a CPU too, candidates compiled in parallel): spills in the ptxas report, an
@@ -287,8 +287,6 @@ def _reason_class(c: Candidate) -> str:
         return "compile error"
     if "accumulators need" in r:
         return "accumulators exceed 255 registers"
-    if "fewer than" in r and "stages" in r:
-        return "k loop shorter than the stages"
     if "more than twice" in r:
         return "tile larger than the problem"
     return r[:60]

@@ -62,6 +62,7 @@ py::list structure(const kir::Block& b) {
         auto& c = static_cast<const kir::IfThenElse&>(*s);
         d["kind"] = "if";
         d["cond"] = c.cond.str();
+        if (c.electWarp >= 0) d["elect_warp"] = c.electWarp;
         d["then"] = structure(c.thenBody);
         d["else"] = structure(c.elseBody);
         break;
@@ -189,11 +190,8 @@ void bindLower(py::module_& m) {
                int64_t n = c.trips.eval(e);
                if (n < c.minTrips)
                  fail<InputError>("K=", e.count("K") ? e.at("K") : -1, " gives ", n, " iteration(s) of the ", c.loop,
-                                  " loop (k-tile ", l.ctx->tiling.bk, "), but cache ", c.tensor,
-                                  " is circular-buffered with ", c.minTrips, " stages: ", c.rule,
-                                  ". ", n >= 2 ? "Use circular_buffer(stages<=" + std::to_string(n) + ")"
-                                             : std::string("Drop circular_buffer (one k-tile needs no pipeline)"),
-                                  ", a smaller k-tile, or let heddle.matmul pick the schedule for this K");
+                                  " loop (k-tile ", l.ctx->tiling.bk, "), but the kernel caching ", c.tensor,
+                                  " needs at least ", c.minTrips, ": ", c.rule);
              }
            });
 

@@ -45,7 +45,12 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     }
     case kir::NodeKind::If: {
       auto& i = static_cast<const kir::IfThenElse&>(n);
-      os_ << ind(d) << "if (" << i.cond.str() << ") {\n";
+      // an elected single-thread issue: a warp-uniform branch to the warp, then elect.sync picks one lane
+      // (the lowest, the thread the kernel IR's `tid == 32 * W` names)
+      const bool elect = i.electWarp >= 0 && target_.electSync;
+      os_ << ind(d) << "if ("
+          << (elect ? "warp == " + std::to_string(i.electWarp) + " && heddle::elect_one_sync()" : i.cond.str())
+          << ") {\n";
       block(i.thenBody, d + 1);
       if (!i.elseBody.stmts.empty()) {
         os_ << ind(d) << "} else {\n";

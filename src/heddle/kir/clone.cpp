@@ -25,6 +25,7 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       auto& i = static_cast<const IfThenElse&>(n);
       auto c = std::make_unique<IfThenElse>();
       c->cond = i.cond.substitute(s);
+      c->electWarp = i.electWarp;
       cloneBlock(i.thenBody, c->thenBody, s);
       cloneBlock(i.elseBody, c->elseBody, s);
       return c;

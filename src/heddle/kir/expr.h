@@ -59,7 +59,8 @@ class IExpr {
   std::shared_ptr<const Node> node_;
 };
 
-// Parses "(i + 1) % 4", "N - 3", "tid < 32 && f": integers, names, + - * / %, < <= ==, && and
+// Parses "(i + 1) % 4", "N - 3", "max(N - 3, 0)", "tid < 32 && f": integers, names, + - * / %,
+// min(a, b), max(a, b), < <= ==, && and
 // parentheses (kir/parse.cpp).
 IExpr parseIExpr(const std::string& text);
 

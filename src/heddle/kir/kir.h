@@ -84,6 +84,10 @@ struct IfThenElse : Node {
   IfThenElse() : Node(NodeKind::If) {}
   IExpr cond;
   Block thenBody, elseBody;
+  // >= 0: a single-thread issue elected in warp electWarp. cond stays `tid == 32 * electWarp` (what the
+  // simulator and the hazard analysis evaluate: the lowest lane of the warp); on targets with
+  // TargetInfo::electSync the printer spells it `warp == W && heddle::elect_one_sync()` (PTX elect.sync).
+  int electWarp = -1;
 };
 
 struct Alloc : Node {

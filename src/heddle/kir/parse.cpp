@@ -1,4 +1,4 @@
-// A small parser for index expressions ("(i + 1) % 4", "N - 3", "tid < 32 && f") used by hand-built
+// A small parser for index expressions ("(i + 1) % 4", "max(N - 3, 0)", "tid < 32 && f") used by hand-built
 // test kernels.
 #include <cctype>
 
@@ -31,7 +31,21 @@ struct Parser {
     if (i < s.size() && (std::isalpha((unsigned char)s[i]) || s[i] == '_')) {
       size_t b = i;
       while (i < s.size() && (std::isalnum((unsigned char)s[i]) || s[i] == '_')) ++i;
-      return IExpr::var(s.substr(b, i - b));
+      std::string name = s.substr(b, i - b);
+      ws();
+      if ((name == "min" || name == "max") && i < s.size() && s[i] == '(') {  // min(a, b), max(a, b)
+        ++i;
+        IExpr x = sum();
+        ws();
+        if (i >= s.size() || s[i] != ',') bad("expected ',' in min/max");
+        ++i;
+        IExpr y = sum();
+        ws();
+        if (i >= s.size() || s[i] != ')') bad("missing ')'");
+        ++i;
+        return name == "min" ? min(x, y) : max(x, y);
+      }
+      return IExpr::var(name);
     }
     bad("expected a number, a name or '('");
   }

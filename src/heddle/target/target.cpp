@@ -19,7 +19,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   TargetInfo h = a;
   h.name = h.rtcArch = "sm_90a";
   h.smemLimit = 232448;  // 227 KiB
-  h.tma = h.mbarrier = h.wgmma = h.setmaxnreg = true;
+  h.tma = h.mbarrier = h.wgmma = h.setmaxnreg = h.electSync = true;
   t[h.name] = h;
 
   TargetInfo b = h;

@@ -23,6 +23,7 @@ struct TargetInfo {
   bool tcgen05 = false;       // Blackwell tensor-memory MMA
   bool mmaSync = false;       // warp-level mma.sync (sm_80+)
   bool setmaxnreg = false;
+  bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
   std::string rtcArch;        // what the runtime compiler is given

@@ -45,6 +45,28 @@ struct alignas(64) TmaDesc {
   unsigned long long opaque[16];
 };
 
+#ifndef HEDDLE_HOST_EMULATION  // printed kernels only; the host emulation runs header code, not kernels
+// elect.sync (PTX ISA 8.0, sm_90): a warp collective over the full membermask -- every lane of the warp
+// executes it -- that is true in exactly one lane, the lowest. Printed kernels issue single-thread work
+// as `if (warp == W && heddle::elect_one_sync())` (a warp-uniform branch, then one lane).
+__device__ __forceinline__ bool elect_one_sync() {
+#if defined(HEDDLE_INTERPRET)
+  return ::heddle_rt::elect_sync(0xffffffffu);
+#else
+  unsigned elected = 0;
+  asm volatile(
+      "{\n"
+      ".reg .pred P;\n"
+      "elect.sync _|P, %1;\n"
+      "selp.u32 %0, 1, 0, P;\n"
+      "}\n"
+      : "=r"(elected)
+      : "r"(0xffffffffu));
+  return elected != 0;
+#endif
+}
+#endif
+
 #ifdef HEDDLE_HOST_EMULATION
 namespace emu {  // defined by the host emulator (tests/emu/sm90_emu.cpp)
 unsigned smem_offset(const void* p);  // offset in the emulated shared window (dies outside it)

@@ -39,7 +39,7 @@ bool mbarrier_try_wait_parity(uint32_t bar, int parity);
 void fence_proxy_async_shared_cta();
 void setmaxnreg(bool inc, int regs);
 void bar_sync(int id, int count);
-bool elect_sync(unsigned mask);
+bool elect_sync(unsigned mask);  // a warp collective: every lane of the mask arrives; true in the lowest
 
 // sm_90a: wgmma
 void wgmma_fence();

@@ -247,10 +247,17 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
                   std::to_string(k.arrived) + " of " + std::to_string(width) + " lanes arrived)", pc);
 }
 
+// elect.sync: a warp collective -- every lane of the membermask must arrive (a missing lane is a
+// deadlock, a lane at another collective a divergence finding) -- true in exactly the lowest lane of the
+// mask. heddle emits the full mask; a partial one is refused rather than modelled.
 bool elect_sync(unsigned mask) {
-  // the lowest active lane of the mask is elected; heddle calls it with the full mask
+  const void* pc = __builtin_return_address(0);
   const int lane = me().tid % 32;
-  return lane == __builtin_ctz(mask ? mask : 1u);
+  if (mask != 0xffffffffu)
+    abort_cta(std::string("elect.sync at ") + pcs(pc) + " with membermask " + hex(mask) +
+              ": the interpreter models the full-warp mask (0xffffffff) only");
+  collective(32, "elect.sync", pc, nullptr, nullptr, [](void**, void**) {});
+  return lane == __builtin_ctz(mask);
 }
 
 unsigned shfl_sync(unsigned mask, unsigned v, int src, int width, int mode) {

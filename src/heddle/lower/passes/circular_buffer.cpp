@@ -3,12 +3,17 @@
 // Before (stages s=4, prefetch p=3, loop marked by build_matmul_loops):
 //   for kt in [0, nk) serial { load(kt) -> sX[0]; commit; mma sX[0] (kt) }
 // After:
-//   for kt in [0, 3) prologue         { load(kt)   -> sX[kt % 4];     commit }
-//   for kt in [0, nk - 3) main        { load(kt+3) -> sX[(kt+3) % 4]; commit; mma sX[kt % 4] (kt) }
-//   for kt in [nk - 3, nk) epilogue   { mma sX[kt % 4] (kt) }
+//   for kt in [0, 3) prologue             { if (kt < nk) { load(kt) -> sX[kt % 4] }; commit }
+//   for kt in [0, nk - 3) main            { load(kt+3) -> sX[(kt+3) % 4]; commit; mma sX[kt % 4] (kt) }
+//   for kt in [max(nk - 3, 0), nk) epilogue { mma sX[kt % 4] (kt) }
 // p = 0 gives only the main loop (load(kt), commit, mma(kt)). Storage is s stages; p+1 loads are
-// in flight at the top of a main iteration. The launch check nk >= s is recorded in tripChecks
-// (a pipelined loop shorter than its stage count is refused at launch, never run wrong).
+// in flight at the top of a main iteration.
+// Every trip count nk >= 1 runs: when nk <= p the main loop is empty, the epilogue starts at 0, and
+// the prologue's loads of k-tiles past the end are predicated off. Its commits stay unconditional,
+// so every thread commits p groups whatever nk is (an empty cp.async group retires at once) and the
+// wait counts the planner derives stay valid. Loads counted per instruction (AMD LDS DMA, vmcnt) are
+// not predicated: a k-tile past the end is all out of bounds, so it issues the same instructions,
+// each zero-filling its chunk, and no wait is loosened by missing counter entries.
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
@@ -26,6 +31,10 @@ void circularBuffer(LowerContext& c) {
     auto isLoad = [](const kir::Node& n) {
       return n.kind == kir::NodeKind::TileLoad ||
              (n.kind == kir::NodeKind::Sync && static_cast<const kir::Sync&>(n).sync == kir::SyncKind::CpAsyncCommit);
+    };
+    // a prologue load of k-tile kt >= nk is skipped, unless its completion is counted per instruction
+    auto predicated = [](const kir::Node& n) {
+      return n.kind == kir::NodeKind::TileLoad && static_cast<const kir::TileLoad&>(n).kind != LoadKind::AsyncLds;
     };
     auto stageOf = [&](IExpr it) { return it % s; };
     auto addClone = [&](kir::Block& dst, const kir::Node& n, IExpr it) {
@@ -50,25 +59,34 @@ void circularBuffer(LowerContext& c) {
     std::vector<kir::NodePtr> out;
     if (p > 0) {
       auto pro = newLoop(kir::LoopStage::Prologue, 0, p);
-      for (auto& n : loop.body.stmts)
-        if (isLoad(*n)) addClone(pro->body, *n, kt);
+      kir::IfThenElse* guard = nullptr;  // one `if (kt < nk)` around each run of predicated loads
+      for (auto& n : loop.body.stmts) {
+        if (!isLoad(*n)) continue;
+        if (!predicated(*n)) {
+          guard = nullptr;
+          addClone(pro->body, *n, kt);
+          continue;
+        }
+        if (!guard) {
+          guard = pro->body.add<kir::IfThenElse>();
+          guard->cond = kt < nk;
+        }
+        addClone(guard->thenBody, *n, kt);
+      }
       out.push_back(std::move(pro));
     }
-    auto main = newLoop(kir::LoopStage::Main, 0, nk - p);
+    auto main = newLoop(kir::LoopStage::Main, 0, nk - p);  // empty when nk <= p
     for (auto& n : loop.body.stmts)
       if (isLoad(*n)) addClone(main->body, *n, kt + p);
     for (auto& n : loop.body.stmts)
       if (!isLoad(*n)) addClone(main->body, *n, kt);
     out.push_back(std::move(main));
     if (p > 0) {
-      auto epi = newLoop(kir::LoopStage::Epilogue, nk - p, nk);
+      auto epi = newLoop(kir::LoopStage::Epilogue, max(nk - p, 0), nk);
       for (auto& n : loop.body.stmts)
         if (!isLoad(*n)) addClone(epi->body, *n, kt);
       out.push_back(std::move(epi));
     }
-    std::string cached = c.tiling.aCache ? c.tiling.aCache->name : "the k loop";
-    c.kernel.tripChecks.push_back({"k", nk, s, cached,
-                                   "a circular-buffered loop needs at least as many iterations as stages"});
     body.erase(body.begin() + i);
     body.insert(body.begin() + i, std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
     return;  // one pipelined loop per kernel

@@ -140,6 +140,13 @@ void Ring::preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) 
   b.stmts.push_back(std::move(loop));
 }
 
+std::unique_ptr<kir::IfThenElse> electOne(int warp) {
+  auto i = std::make_unique<kir::IfThenElse>();
+  i->cond = eq(var("tid"), 32 * warp);
+  i->electWarp = warp;
+  return i;
+}
+
 void finishPlan(kir::Kernel& k, const std::string& summary) {
   std::vector<kir::SyncReason> ordered;
   kir::walkMut(k.body, [&](kir::Node& n) {

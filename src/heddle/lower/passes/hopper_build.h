@@ -60,6 +60,10 @@ struct Ring {
   void preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) const;
 };
 
+// `if (tid == 32 * warp) { ... }`: one thread issues, the lowest lane of `warp`, marked as elected
+// (printed with elect.sync where the target has it, kir::IfThenElse::electWarp).
+std::unique_ptr<kir::IfThenElse> electOne(int warp);
+
 // Renumbers the sync reasons in program order, sets the plan summary and marks the kernel as
 // planned (insert_syncs then leaves it alone).
 void finishPlan(kir::Kernel& k, const std::string& summary);

@@ -3,25 +3,28 @@
 // their rings by warp_specialize; this pass only finishes their plan.
 //
 // Before (after circular_buffer, s stages, prefetch p, T threads):
-//   for kt in [0, p) prologue         { tma A -> sA[kt%s]; tma B -> sB[kt%s] }
+//   for kt in [0, p) prologue         { if (kt < nk) { tma A -> sA[kt%s]; tma B -> sB[kt%s] } }
 //   for kt in [0, nk-p) main          { tma A,B -> s[(kt+p)%s]; wgmma acc += s[kt%s] }
-//   for kt in [nk-p, nk) epilogue     { wgmma acc += s[kt%s] }
+//   for kt in [max(nk-p, 0), nk) epilogue { wgmma acc += s[kt%s] }
 //   epilogue store
 // After (war = mbarrier, case 8):
 //   if (tid == 0) { init full[0..s) count 1; init empty[0..s) count T }; block_sync
 //   for st in [0, p+1): arrive empty[st]                                   # WAR pre-arrives
-//   for kt in [0, p) prologue { if (tid == 0) { arrive.expect_tx full[kt%s]; tma ... } }
+//   for kt in [0, p) prologue { if (kt < nk) { if (tid == 0) { arrive.expect_tx full[kt%s]; tma ... } } }
 //   for kt in [0, nk-p) main {
 //     if (tid == 0) { wait empty[(kt+p)%s] parity ((kt+p)/s)%2; arrive.expect_tx full[(kt+p)%s]; tma ... }
 //     wait full[kt%s] parity (kt/s)%2
 //     wgmma.fence; wgmma ...; wgmma.commit_group; wgmma.wait_group(s-p-1); arrive empty[(kt+p+1)%s]
 //   }
-//   for kt in [nk-p, nk) epilogue { wait full[kt%s] parity (kt/s)%2; wgmma.fence; wgmma ...; commit }
+//   for kt in [max(nk-p, 0), nk) epilogue { wait full[kt%s] parity (kt/s)%2; wgmma.fence; wgmma ...; commit }
 //   wgmma.wait_group(0); epilogue store
+// `if (tid == 0)` is an elected issue (kir::IfThenElse::electWarp = 0): printed
+//   `if (warp == 0 && heddle::elect_one_sync())` on targets with elect.sync (TargetInfo::electSync).
 // war = block_sync (case 9): no empty barriers, no pre-arrives; the main loop ends with
 //   wgmma.wait_group(s-p-1); block_sync      # the slot thread 0 overwrites next was read and retired
 // The prologue needs no WAR wait (its slots are fresh) and the epilogue releases nothing (no load
 // follows): every op placed here is needed by some trace, which the mutation tests check.
+#include <optional>
 #include <sstream>
 
 #include "heddle/lower/passes/hopper_build.h"
@@ -34,11 +37,18 @@ namespace {
 
 struct LoopParts {
   std::vector<kir::NodePtr> loads, mmas, rest;
+  std::optional<IExpr> guard;  // the prologue's `kt < nk` around its loads (circular_buffer)
 };
 
 LoopParts split(kir::ForLoop& l) {
   LoopParts p;
   for (auto& n : l.body.stmts) {
+    if (n->kind == kir::NodeKind::If) {  // a guarded run of loads: take them, keep the predicate
+      auto& g = static_cast<kir::IfThenElse&>(*n);
+      p.guard = g.cond;
+      for (auto& m : g.thenBody.stmts) p.loads.push_back(std::move(m));
+      continue;
+    }
     if (n->kind == kir::NodeKind::TileLoad) p.loads.push_back(std::move(n));
     else if (n->kind == kir::NodeKind::MmaStep) p.mmas.push_back(std::move(n));
     else p.rest.push_back(std::move(n));
@@ -84,8 +94,7 @@ void tmaPipeline(LowerContext& c) {
   std::vector<kir::NodePtr> head;
   head.push_back(std::make_unique<kir::Alloc>(ring.full));
   if (ring.empty) head.push_back(std::make_unique<kir::Alloc>(ring.empty));
-  auto init = std::make_unique<kir::IfThenElse>();
-  init->cond = eq(var("tid"), 0);
+  auto init = electOne(0);
   ring.init(k, init->thenBody);
   head.push_back(std::move(init));
   head.push_back(makeSync(k, kir::SyncKind::BlockSync,
@@ -106,8 +115,7 @@ void tmaPipeline(LowerContext& c) {
     LoopParts parts = split(loop);
     if (!parts.loads.empty()) {
       IExpr j = static_cast<kir::TileLoad&>(*parts.loads[0]).iter;
-      auto issue = std::make_unique<kir::IfThenElse>();
-      issue->cond = eq(var("tid"), 0);
+      auto issue = electOne(0);
       if (main && ring.empty) issue->thenBody.stmts.push_back(ring.producerWait(k, j));
       issue->thenBody.stmts.push_back(ring.producerExpectTx(k, j));
       for (auto& l : parts.loads) {
@@ -116,7 +124,14 @@ void tmaPipeline(LowerContext& c) {
         tl.mbarIndex = j % s;
         issue->thenBody.stmts.push_back(std::move(l));
       }
-      loop.body.stmts.push_back(std::move(issue));
+      if (parts.guard) {  // no expect_tx and no copy for a k-tile past the end: its slot stays idle
+        auto guard = std::make_unique<kir::IfThenElse>();
+        guard->cond = *parts.guard;
+        guard->thenBody.stmts.push_back(std::move(issue));
+        loop.body.stmts.push_back(std::move(guard));
+      } else {
+        loop.body.stmts.push_back(std::move(issue));
+      }
     }
     for (auto& m : parts.mmas) {
       IExpr it = static_cast<kir::MmaStep&>(*m).iter;

@@ -18,6 +18,9 @@
 //       for kt { wait full[g%s] parity (g/s)%2; wgmma; commit; wait_group(keep); arrive empty[(g+p+1)%s] }
 //       wgmma.wait_group(0); epilogue store }
 //   }
+// The single-thread issuers (`if (tid == 0)`, the TMA store's first epilogue thread) are elected issues
+// (kir::IfThenElse::electWarp), printed `if (warp == W && heddle::elect_one_sync())` where the target
+// has elect.sync.
 // Ping-pong (two MMA warpgroups, tiles alternate): warpgroup c = (warp-4)/4 takes tiles tl = 2u+c,
 // and an order ring (order[2], 128 arrivals) serialises the mainloops: c waits order[c] parity
 // (u+1-c)%2 before its k loop and arrives on order[1-c] after wait_group(0), so one warpgroup's
@@ -208,7 +211,7 @@ void warpSpecialize(LowerContext& c) {
   for (auto& b : k.buffers)
     if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
   body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));  // signed: tile counts subtract it
-  auto init = B.when(eq(var("tid"), 0));
+  auto init = electOne(0);
   ring.init(k, init->thenBody);
   if (accEdge) ringC.init(k, init->thenBody);
   if (order) {
@@ -230,7 +233,7 @@ void warpSpecialize(LowerContext& c) {
   auto loadRole = B.when(var("warp") < 4);
   B.setmaxnreg(loadRole->thenBody, loadR);
   {
-    auto elected = B.when(eq(var("tid"), 0));
+    auto elected = electOne(0);
     auto tiles = B.loop("tl", 0, B.tilesCta);
     B.tileLets(tiles->body, tl);
     auto kl = B.loop("kt", 0, B.nk);
@@ -376,7 +379,7 @@ void warpSpecialize(LowerContext& c) {
                          1);
     bar2->count = nthr;
     tiles->body.stmts.push_back(std::move(bar2));
-    auto issue = B.when(eq(var("tid"), first));
+    auto issue = electOne(epiR->firstWarp);
     auto ts = std::make_unique<kir::TmaStore>();
     ts->src = sD;
     ts->stage = 0;
