@@ -379,6 +379,15 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   BarrierChoice choice = chooseBarriers(ha, fixed, searchBudget);
   plan.barriers = choice.points;
   assignWaits(ha, plan);
+  // a drain added at a loop exit can make a chosen barrier serve nothing (every interval it stabs has
+  // a later barrier inside): such a barrier goes
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    for (auto it = plan.barriers.begin(); it != plan.barriers.end();)
+      if (!fixed.count(*it) && plan.served[*it].empty()) it = plan.barriers.erase(it), dropped = true;
+      else ++it;
+    if (dropped) assignWaits(ha, plan);
+  }
   dropCoveredWaits(ha, plan);
   // AMD without BackOffBarrier: vector-memory counters drain before every barrier that may have
   // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0) -- and serves
