@@ -1,8 +1,9 @@
 """Property test of the sync planner (docs/sync-plan.md, "Property test"): random sync_lab programs
 (tests/sync_fuzz.py) on every planner target. For each program the planner either refuses with one
 of its documented errors or places a plan that the simulator finds clean for every trip count
-1..2s+2 and every value of the branch flags, under an adversarial and a random schedule; every
-placed barrier, deleted, is caught. A fixed bounded set runs in CI, a large one under -m slow."""
+1..2s+2 and every value of the branch flags, under an adversarial and a random schedule; in exact
+plans every placed barrier and (but for a counted residue) every placed wait, deleted or loosened,
+is caught. A fixed bounded set runs in CI, a large one under -m slow."""
 import collections
 
 import pytest
@@ -28,17 +29,19 @@ def check(seed, target, stats):
             r = verify.simulate(lab, None, sched, s, scalars=b)
             assert r.ok, f"seed {seed} {target} {b} {sched}: unsound plan\n{r.report()}\n{case.program}\n{lab.kernel_ir}"
     stats["planned"] += 1
+    # programs whose unknown branches were all enumerated get exact plans; loop-variant or
+    # thread-dependent branches are walked as alternatives (sound, not claimed minimal)
+    exact = "walked as alternatives" not in lab.sync_summary or " 0 branch(es) walked" in lab.sync_summary
     report = verify.kill_rate(lab, [None] * len(binds), scalars=binds)
     for m, verdict in report.verdicts:
         if "(sync " not in m.description:  # mutants of the program's own commits: not the planner's
             continue
         head = m.description.split(" [")[0]  # "delete block_sync", "loosen s_waitcnt vmcnt(0) to ..."
-        barrier = "block_sync" in head or "s_barrier" in head
-        key = "barrier" if barrier else "wait"
+        key = ("barrier" if "block_sync" in head or "s_barrier" in head else "wait") + ("" if exact else " (merged)")
         stats[key + " mutants"] += 1
         if verdict == "SURVIVED":
             stats[key + " survived"] += 1
-            assert not barrier, f"seed {seed} {target}: a placed barrier is not needed: {m.description}\n{lab.kernel_ir}"
+            assert key != "barrier", f"seed {seed} {target}: a placed barrier is not needed: {m.description}\n{lab.kernel_ir}"
 
 
 def run(seeds):
@@ -49,19 +52,19 @@ def run(seeds):
     return stats
 
 
-def test_random_programs_get_sound_plans_whose_barriers_are_all_needed():
+def test_random_programs_get_sound_plans_whose_syncs_are_all_needed():
     stats = run(range(60))
     print(dict(stats))
     assert stats["planned"] >= 120, stats  # most programs are plannable
     assert stats["barrier mutants"] > 100 and stats["wait mutants"] > 100, stats
-    # waits: a deleted or loosened wait that no run notices is a wait the plan could spare (WAW
-    # waits before data nobody reads again, waits another path already covers); bounded, and
-    # counted in docs/sync-plan.md
-    assert stats["wait survived"] <= 0.25 * stats["wait mutants"], stats
+    # exact plans: every placed barrier and wait is needed by some trip count, flag value and
+    # schedule (a wait whose interval another wait retires only at an earlier iteration's instance
+    # can survive: docs/sync-plan.md counts them)
+    assert stats["wait survived"] <= 0.01 * stats["wait mutants"], stats
 
 
 @pytest.mark.slow
 def test_random_programs_large_run():
     stats = run(range(60, 1060))
-    assert stats["wait survived"] <= 0.25 * stats["wait mutants"], stats
     print(dict(stats))
+    assert stats["wait survived"] <= 0.01 * stats["wait mutants"], stats

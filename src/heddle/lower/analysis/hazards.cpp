@@ -55,6 +55,8 @@ struct Tracer {
   std::vector<int> vmAt;
   int vmOps = 0, threads = 1;
   bool vmAnyPath = false;             // some path issued an LDS DMA (vmOps counts the fewest)
+  int vmOut = 0;                      // LDS DMA ops possibly in flight (most over paths), after the waits
+  bool vmAtBarrier = false;           // a barrier ran with vmOut > 0
   bool countExecutions = false;
   // unknown conditions: the enumerated ones and this trace's outcome for each
   std::set<std::string> enumerable;   // uniform, loop-invariant conditions (by text), at most kMaxEnumerated
@@ -132,9 +134,9 @@ struct Tracer {
                   bool threadDep) {
     merged.insert(&c);
     const int inst = mergedInstances++;
-    const int outer = ctx, c0 = commits, v0 = vmOps;
+    const int outer = ctx, c0 = commits, v0 = vmOps, o0 = vmOut;
     const std::vector<int> pending0 = pendingAsync;
-    int cSide[2], vSide[2];
+    int cSide[2], vSide[2], oSide[2];
     std::vector<int> pendSide[2];
     for (int side = 0; side < 2; ++side) {
       Ctx nc = ctxs[outer];
@@ -144,15 +146,18 @@ struct Tracer {
       ctx = (int)ctxs.size() - 1;
       commits = c0;
       vmOps = v0;
+      vmOut = o0;
       pendingAsync = pending0;
       exec(side == 0 ? c.thenBody : c.elseBody, env, loop);
       cSide[side] = commits;
       vSide[side] = vmOps;
+      oSide[side] = vmOut;
       pendSide[side] = pendingAsync;
     }
     ctx = outer;
     commits = std::min(cSide[0], cSide[1]);  // the path with fewer newer groups bounds every wait
     vmOps = std::min(vSide[0], vSide[1]);
+    vmOut = std::max(oSide[0], oSide[1]);  // in flight: the path with more
     std::set<int> pend(pendSide[0].begin(), pendSide[0].end());
     pend.insert(pendSide[1].begin(), pendSide[1].end());
     pendingAsync.assign(pend.begin(), pend.end());
@@ -228,6 +233,10 @@ struct Tracer {
               accesses[a].commitEvent = std::max(accesses[a].commitEvent, (int)eventPoint.size() - 1);
             }
             pendingAsync.clear();
+          } else if (sy.sync == kir::SyncKind::VmcntWait) {
+            vmOut = std::min(vmOut, sy.arg);
+          } else if (sy.sync == kir::SyncKind::BlockSync || sy.sync == kir::SyncKind::BarrierSignal) {
+            vmAtBarrier |= vmOut > 0;
           }
           break;
         }
@@ -239,6 +248,7 @@ struct Tracer {
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
             if (acc.write && acc.async == kir::AsyncKind::Vmcnt) {  // its own counter entry, from its issue
               vmOps += kir::vmemOpsPerThread(s, threads);
+              vmOut += kir::vmemOpsPerThread(s, threads);
               vmAnyPath = true;
               d.group = vmOps;
               d.commitEvent = (int)eventPoint.size();
@@ -283,6 +293,8 @@ void resetTrace(Tracer& t) {
   t.eventCtx.clear();
   t.vmOps = 0;
   t.vmAnyPath = false;
+  t.vmOut = 0;
+  t.vmAtBarrier = false;
   t.accesses.clear();
   t.pendingAsync.clear();
   t.commits = 0;
@@ -405,31 +417,28 @@ std::vector<int64_t> representativeTrips(const kir::Kernel& k, int stages) {
 
 }  // namespace
 
-HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
-  HazardAnalysis r;
-  Tracer t;
-  t.points = &r.points;
-  t.collect(k.body, "kernel body", 0, nullptr, "");
-  r.tripCounts = representativeTrips(k, stages);
-  t.threads = std::max(1, k.launch.threads);
+namespace {
 
-  auto walk = [&](int64_t trips, bool count) {
+// Walks every representative trace of `k`: each trip count, and per trip count every path through
+// the enumerated conditions; `onTrace(tripIndex, pathIndex)` runs after each walk.
+template <class F>
+void forEachTrace(Tracer& t, kir::Kernel& k, const std::string& tripsVar, int64_t tileK,
+                  const std::vector<int64_t>& trips, F onTrace) {
+  auto walk = [&](int64_t n, bool count) {
     resetTrace(t);
     t.countExecutions = count;
-    std::map<std::string, int64_t> env = {{tripsVar, trips * tileK}};
+    std::map<std::string, int64_t> env = {{tripsVar, n * tileK}};
     t.exec(k.body, env, nullptr);
     if (!t.pendingAsync.empty())
       fail<HeddleError>("hazard analysis: ", kir::describe(*t.accesses[t.pendingAsync[0]].node),
                         " is never committed to a cp.async group; every async copy must be followed by a commit");
   };
   // discovery: which unknown conditions are uniform and loop-invariant (enumerated, up to the cap)
-  walk(r.tripCounts.back(), false);
+  walk(trips.back(), false);
   for (auto& c : t.unknownUniform)
     if ((int)t.enumerable.size() < kMaxEnumerated) t.enumerable.insert(c);
   t.merged.clear();
-
-  int traceIndex = 0;
-  for (size_t tc = 0; tc < r.tripCounts.size(); ++tc) {
+  for (size_t tc = 0; tc < trips.size(); ++tc) {
     // depth-first over the outcomes of the enumerated conditions: each walk decides the conditions
     // it meets undecided as "then" and queues the paths that take "else" there instead
     std::vector<std::map<std::string, bool>> todo{{}};
@@ -438,21 +447,46 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
       t.decide = todo.back();
       todo.pop_back();
       auto given = t.decide;
-      walk(r.tripCounts[tc], tc + 1 == r.tripCounts.size() && paths == 0);
+      walk(trips[tc], tc + 1 == trips.size() && paths == 0);
       for (size_t i = 0; i < t.defaulted.size(); ++i) {
         auto alt = given;
         for (size_t j = 0; j < i; ++j) alt[t.defaulted[j]] = true;
         alt[t.defaulted[i]] = false;
         todo.push_back(alt);
       }
-      collectHazards(t, r, traceIndex++);
-      ++paths;
+      onTrace((int)tc, paths++);
     }
-    r.paths = std::max(r.paths, paths);
   }
+}
+
+}  // namespace
+
+HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+  HazardAnalysis r;
+  Tracer t;
+  t.points = &r.points;
+  t.collect(k.body, "kernel body", 0, nullptr, "");
+  r.tripCounts = representativeTrips(k, stages);
+  t.threads = std::max(1, k.launch.threads);
+  int traceIndex = 0;
+  forEachTrace(t, k, tripsVar, tileK, r.tripCounts, [&](int, int path) {
+    collectHazards(t, r, traceIndex++);
+    r.paths = std::max(r.paths, path + 1);
+  });
   r.enumeratedBranches = (int)t.enumerable.size();
   r.mergedBranches = (int)t.merged.size();
   return r;
+}
+
+bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+  std::vector<ProgramPoint> points;
+  Tracer t;
+  t.points = &points;
+  t.collect(k.body, "kernel body", 0, nullptr, "");
+  t.threads = std::max(1, k.launch.threads);
+  bool ok = true;
+  forEachTrace(t, k, tripsVar, tileK, representativeTrips(k, stages), [&](int, int) { ok &= !t.vmAtBarrier; });
+  return ok;
 }
 
 }  // namespace heddle

@@ -87,4 +87,8 @@ constexpr int kMaxEnumerated = 8;
 // kernel's tripChecks (1 when it has none).
 HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
 
+// Over the same traces: does every barrier (block_sync, s_barrier_signal) run with no LDS DMA in
+// flight, given the s_waitcnt vmcnt waits the kernel holds? (targets without BackOffBarrier)
+bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+
 }  // namespace heddle

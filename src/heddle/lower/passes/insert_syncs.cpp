@@ -41,6 +41,7 @@ struct Plan {
   std::set<int> barriers;        // point ids
   std::map<int, int> wait;       // point id -> wait_group arg
   std::map<int, std::vector<int>> served;  // point id -> hazard indices it serves
+  std::map<int, std::vector<int>> alsoOrders;  // barrier point -> intervals whose wait sits at an earlier point
 };
 
 struct BarrierChoice {
@@ -208,7 +209,7 @@ int loopExitPoint(const HazardAnalysis& ha, const kir::ForLoop* l) {
   return -1;
 }
 
-void assignWaits(const HazardAnalysis& ha, Plan& plan) {
+void assignWaits(const HazardAnalysis& ha, Plan& plan, bool backOffBarrier) {
   for (int iter = 0; iter < 8; ++iter) {
     plan.wait.clear();
     plan.served.clear();
@@ -229,7 +230,9 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan) {
     for (auto& [p, hs] : outside) {
       int need = kNoWait;
       for (int h : hs) need = std::min(need, ha.hazards[h].allowedWait[p]);
-      if (steady.count(p) && need < steady[p]) {
+      // (without BackOffBarrier a barrier an LDS DMA may precede waits for vmcnt(0) anyway: no drain)
+      const bool zeroAnyway = !backOffBarrier && ha.points[p].vmIssuedBefore;
+      if (steady.count(p) && need < steady[p] && !zeroAnyway) {
         int exitP = loopExitPoint(ha, ha.points[p].loop);
         if (exitP >= 0 && !plan.barriers.count(exitP)) {
           plan.barriers.insert(exitP);  // drain at the loop exit; the steady state keeps its depth
@@ -250,14 +253,23 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan) {
 // inside the interval on every walked path (e.g. a wait in a loop that runs before the point).
 // Such intervals move to that wait; a wait left with none goes, one left with fewer is loosened.
 // Points are visited most-executed first (a wait in a loop costs most), then latest first.
-void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan) {
+void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan, const std::set<int>& keepWaits) {
+  // the barrier that publishes a wait at q for interval hz: one with an instance after q's, before
+  // the consumer (q's own, when q is a barrier point); -1 when none
+  auto publisher = [&](int q, const Hazard& hz) {
+    if (plan.barriers.count(q)) return q;
+    for (int b : plan.barriers)
+      if (hz.latestInstance[b] > hz.latestInstance[q]) return b;
+    return -1;
+  };
   auto covers = [&](int q, const Hazard& hz) {
     auto it = plan.wait.find(q);
     return it != plan.wait.end() && hz.latestInstance[q] >= 0 && it->second <= hz.allowedWait[q] &&
-           (!hz.crossThread || plan.barriers.count(q));
+           (!hz.crossThread || publisher(q, hz) >= 0);
   };
   std::vector<int> order;
-  for (auto& [p, w] : plan.wait) order.push_back(p);
+  for (auto& [p, w] : plan.wait)
+    if (!keepWaits.count(p)) order.push_back(p);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     if (ha.points[a].executions != ha.points[b].executions) return ha.points[a].executions > ha.points[b].executions;
     return a > b;
@@ -279,7 +291,11 @@ void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan) {
       }
     }
     if (moved.empty()) continue;
-    for (auto& [h, q] : moved) plan.served[q].push_back(h);
+    for (auto& [h, q] : moved) {
+      plan.served[q].push_back(h);
+      int b = publisher(q, ha.hazards[h]);
+      if (ha.hazards[h].crossThread && b != q) plan.alsoOrders[b].push_back(h);
+    }
     // the barrier here still orders its other intervals; the moved ones are ordered by their new point
     plan.served[p] = keep;
     if (asyncLeft.empty()) {
@@ -299,9 +315,13 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
   for (int h = 0; h < (int)ha.hazards.size(); ++h) {
     auto& hz = ha.hazards[h];
     if (hz.crossThread || !hz.async) continue;
-    bool covered = false;
-    for (auto& [p, w] : plan.wait) covered |= covers(p, w, hz);
-    if (covered) continue;
+    int coveredBy = -1;  // recorded, so that dropping that wait later accounts for this read
+    for (auto& [p, w] : plan.wait)
+      if (covers(p, w, hz)) { coveredBy = p; break; }
+    if (coveredBy >= 0) {
+      plan.served[coveredBy].push_back(h);
+      continue;
+    }
     int best = -1;
     for (int p = 0; p < (int)ha.points.size(); ++p)
       if (hz.latestInstance[p] >= 0 && (best < 0 || hz.latestInstance[p] > hz.latestInstance[best])) best = p;
@@ -329,6 +349,27 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
     for (int h : moved)
       for (auto& [q, w] : plan.wait)
         if (covers(q, w, ha.hazards[h])) { plan.served[q].push_back(h); break; }
+  }
+}
+
+// Targets without BackOffBarrier: a drain (vmcnt(0) before a barrier that an LDS DMA may precede)
+// goes when every barrier still runs with no DMA in flight on every walked trace without it (a wait
+// placed earlier already drained the counter; then every interval the drain served is retired too,
+// since nothing is in flight there). Drains are tried in program order; each removal is checked on
+// the whole kernel. (Loosening instead cannot pass: a barrier right after vmcnt(n > 0) may see n.)
+void relaxDrains(kir::Kernel& k, const HazardAnalysis& ha, Plan& plan, const std::map<int, kir::Sync*>& nodes,
+                 const std::string& tripsVar, int64_t tileK, int stages) {
+  for (auto& [p, node] : nodes) {
+    kir::Block* blk = ha.points[p].block;
+    auto at = std::find_if(blk->stmts.begin(), blk->stmts.end(), [&](const kir::NodePtr& n) { return n.get() == node; });
+    const size_t index = at - blk->stmts.begin();
+    kir::NodePtr held = std::move(*at);
+    blk->stmts.erase(at);
+    if (vmDrainedAtBarriers(k, tripsVar, tileK, stages)) {
+      plan.wait.erase(p);
+      continue;
+    }
+    blk->stmts.insert(blk->stmts.begin() + index, std::move(held));
   }
 }
 
@@ -378,17 +419,24 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
   Plan plan;
   BarrierChoice choice = chooseBarriers(ha, fixed, searchBudget);
   plan.barriers = choice.points;
-  assignWaits(ha, plan);
+  assignWaits(ha, plan, target.backOffBarrier);
   // a drain added at a loop exit can make a chosen barrier serve nothing (every interval it stabs has
   // a later barrier inside): such a barrier goes
-  for (bool dropped = true; dropped;) {
-    dropped = false;
+  // (a drain may come back when the barrier it replaced goes: a few rounds, then the plan as it is)
+  for (int round = 0; round < 4; ++round) {
+    Plan before = plan;
+    bool dropped = false;
     for (auto it = plan.barriers.begin(); it != plan.barriers.end();)
       if (!fixed.count(*it) && plan.served[*it].empty()) it = plan.barriers.erase(it), dropped = true;
       else ++it;
-    if (dropped) assignWaits(ha, plan);
+    if (!dropped) break;
+    assignWaits(ha, plan, target.backOffBarrier);
+    if (plan.barriers.size() >= before.barriers.size()) {  // no progress: keep the earlier plan
+      plan = before;
+      break;
+    }
   }
-  dropCoveredWaits(ha, plan);
+  dropCoveredWaits(ha, plan, {});
   // AMD without BackOffBarrier: vector-memory counters drain before every barrier that may have
   // LDS DMA in flight (LLVM's rule for such targets), so the wait there is vmcnt(0) -- and serves
   // the same-thread reads after it.
@@ -400,7 +448,9 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         drained.insert(p);
       }
   assignSameThreadWaits(ha, plan);
+  dropCoveredWaits(ha, plan, drained);  // same-thread waits may retire what a barrier's wait was for
   std::map<const kir::Sync*, std::set<std::string>> barrierBuffers;  // for split barriers
+  std::map<int, kir::Sync*> drainNodes;
 
   // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
   // (keyed by the block's first point id, not its address, so the output is deterministic)
@@ -442,6 +492,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         k.syncPlan.entries.push_back(r);
         auto s = std::make_unique<kir::Sync>(vm ? kir::SyncKind::VmcntWait : kir::SyncKind::CpAsyncWait, n);
         s->reason = (int)k.syncPlan.entries.size() - 1;
+        if (drained.count(p)) drainNodes[p] = s.get();
         ins.push_back(std::move(s));
       }
       if (barrier) {
@@ -452,15 +503,17 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         k.syncPlan.entries.push_back(r);
         auto s = std::make_unique<kir::Sync>(kir::SyncKind::BlockSync);
         s->reason = (int)k.syncPlan.entries.size() - 1;
-        for (int h : plan.served[p])
-          for (auto* n : {ha.hazards[h].producer, ha.hazards[h].consumer})
-            for (auto& a : kir::accessesOf(*n)) barrierBuffers[s.get()].insert(a.buf->name);
+        for (auto* hs : {&plan.served[p], &plan.alsoOrders[p]})
+          for (int h : *hs)
+            for (auto* n : {ha.hazards[h].producer, ha.hazards[h].consumer})
+              for (auto& a : kir::accessesOf(*n)) barrierBuffers[s.get()].insert(a.buf->name);
         ins.push_back(std::move(s));
       }
       blk->stmts.insert(blk->stmts.begin() + pt.index, std::make_move_iterator(ins.begin()),
                         std::make_move_iterator(ins.end()));
     }
   }
+  if (!drainNodes.empty()) relaxDrains(k, ha, plan, drainNodes, tripsVar, tileK, stages);
   if (target.splitBarrier) splitBarriers(k, barrierBuffers);  // GFX12: signal early, wait late
   // number the reasons in program order
   std::vector<kir::SyncReason> ordered;
