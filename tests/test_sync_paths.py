@@ -124,6 +124,22 @@ def test_same_thread_waits_may_sit_in_thread_dependent_branches():
     clean_everywhere(lab)
 
 
+@pytest.mark.parametrize("cond,where", [("tid < 64", "if (tid < 64)"), ("warp < 2", "if (warp < 2)"),
+                                        ("lane == 0", "if (lane == 0)")])
+def test_a_barrier_written_inside_a_divergent_branch_is_refused(cond, where):
+    prog = [("write", "X", 0, "a"), ("if", cond, [("barrier",)]), ("read", "X", 0, "b")]
+    with pytest.raises(_C.HeddleError, match=r"check_uniformity: 'block_sync' must be executed by the whole block.*"
+                                             + where.replace("(", r"\(").replace(")", r"\)")):
+        _C.sync_lab(prog, 1)
+
+
+def test_a_barrier_inside_a_block_uniform_branch_is_accepted():
+    # tid < 128 holds for every thread of the 128-thread lab block; f is a uniform scalar
+    prog = [("write", "X", 0, "a"), ("if", "tid < 128 && f", [("barrier",)]), ("read", "X", 0, "b")]
+    lab = _C.sync_lab(prog, 1)
+    assert lab.count_syncs("block_sync") >= 1
+
+
 def test_uncommitted_copy_touched_again_is_refused_with_the_fix():
     prog = [("write", "X", 0, "t", True), ("read", "X", 0, "t"), ("commit",)]
     with pytest.raises(_C.HeddleError, match="not yet committed.*commit the copy's group before"):

@@ -103,6 +103,7 @@ void bindLab(py::module_& m) {
     if (planSmem) passes::planSmem(*l->ctx);
     passes::planSyncs(k, "N", 1, stages, t, searchBudget);
     k.renumber();
+    passes::checkUniformity(*l->ctx);  // the program's own barriers too
     return l;
   }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80",
         py::arg("min_trips") = 0, py::arg("search_budget") = 200000);

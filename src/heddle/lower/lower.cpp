@@ -9,6 +9,7 @@
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
 //   insert_syncs        kernel IR without syncs           -> block syncs + cp.async waits, SyncPlan
+//   check_uniformity    kernel IR with syncs              -> unchanged (or refused: a collective in a divergent branch)
 #include "heddle/lower/lower.h"
 
 #include <chrono>
@@ -25,6 +26,7 @@ const std::vector<Pass>& passList() {
       {"tma_pipeline", passes::tmaPipeline},
       {"plan_smem", passes::planSmem},
       {"insert_syncs", passes::insertSyncs},
+      {"check_uniformity", passes::checkUniformity},
   };
   return list;
 }

@@ -49,6 +49,7 @@ void buildMatmulLoops(LowerContext&);
 void buildEpilogue(LowerContext&);
 void circularBuffer(LowerContext&);
 void insertSyncs(LowerContext&);
+void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)

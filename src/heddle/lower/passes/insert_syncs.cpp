@@ -210,6 +210,15 @@ int loopExitPoint(const HazardAnalysis& ha, const kir::ForLoop* l) {
 }
 
 void assignWaits(const HazardAnalysis& ha, Plan& plan, bool backOffBarrier) {
+  std::map<const kir::ForLoop*, const kir::ForLoop*> parent;  // loop nesting
+  for (auto& pt : ha.points)
+    if (pt.index < (int)pt.block->stmts.size() && pt.block->stmts[pt.index]->kind == kir::NodeKind::For)
+      parent[static_cast<const kir::ForLoop*>(pt.block->stmts[pt.index].get())] = pt.loop;
+  auto within = [&](const kir::ForLoop* l, const kir::ForLoop* outer) {
+    for (; l; l = parent.count(l) ? parent.at(l) : nullptr)
+      if (l == outer) return true;
+    return false;
+  };
   for (int iter = 0; iter < 8; ++iter) {
     plan.wait.clear();
     plan.served.clear();
@@ -222,7 +231,7 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan, bool backOffBarrier) {
       plan.served[p].push_back(h);
       if (!hz.async) continue;
       const kir::ForLoop* pl = ha.points[p].loop;
-      bool readerOutsideLoop = pl && hz.consumerLoop != pl;
+      bool readerOutsideLoop = pl && !within(hz.consumerLoop, pl);  // (a loop nested in pl is inside)
       if (readerOutsideLoop) outside[p].push_back(h);
       else steady[p] = std::min(steady.count(p) ? steady[p] : kNoWait, hz.allowedWait[p]);
     }
