@@ -62,7 +62,10 @@ def test_layouts_the_copies_cannot_take_are_refused():
         k.prepare((odd, w, bias))
 
 
-def test_short_k_refused_before_launch():
+def test_short_k_prepares_like_any_other():
+    # one k-tile under a 2-stage pipeline: the prologue's loads past the end are predicated, so the
+    # launch goes ahead (numbers: tests/test_short_trips.py)
     k = kernel_for()
-    with pytest.raises(heddle.InputError, match="2 stages"):
-        k.prepare((torch.randn(70, 16).bfloat16(), torch.randn(16, 96).bfloat16(), torch.randn(96).bfloat16()))
+    out, grid, args = k.prepare((torch.randn(70, 16).bfloat16(), torch.randn(16, 96).bfloat16(),
+                                 torch.randn(96).bfloat16()))
+    assert tuple(out.shape) == (70, 96) and ("i32", 16) in args  # K
