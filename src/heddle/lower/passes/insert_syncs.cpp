@@ -1,26 +1,28 @@
-// insert_syncs: the hazard-driven sync planner for block barriers and cp.async waits.
+// insert_syncs: the hazard-driven sync planner for block barriers and cp.async / vmcnt waits.
 //
 // Before (k loop after circular_buffer, s=4 p=3; no syncs besides commits):
-//   for i in [0, 3) prologue { cp_async A -> sA[i%4]; cp_async B -> sB[i%4]; commit }
+//   for i in [0, 3) prologue { if (i < nk) { cp_async A -> sA[i%4]; cp_async B -> sB[i%4] }; commit }
 //   for i in [0, nk-3) main  { cp_async A -> sA[(i+3)%4]; ...; commit; mma sA[i%4] x sB[i%4] }
-//   for i in [nk-3, nk) epilogue { mma sA[i%4] x sB[i%4] }
+//   for i in [max(nk-3, 0), nk) epilogue { mma sA[i%4] x sB[i%4] }
 // After:
 //   prologue ...; cp.async.wait_group(2); block_sync        # RAW sA/sB stage 0
 //   main { ...; commit; mma; cp.async.wait_group(2); block_sync }   # RAW next stage + WAR this stage
 //   cp.async.wait_group(0); block_sync                      # drain: epilogue reads the last stages
 //   epilogue { mma }
 //
-// Method. analyzeHazards() gives every hazard interval of the representative traces and, for each
-// static program point, whether one of its instances falls inside. Step 1 chooses the set of
-// barrier points with the fewest barrier executions that stabs every cross-thread interval, at
-// points every thread reaches (exact search under a node budget, else an irredundant greedy cover
-// reported as valid with its lower bound; existing barriers are free and reused; an interval no
-// uniform point stabs is refused naming the thread-dependent branch). Step 2 assigns each async interval to the latest
-// barrier instance inside it and gives that point the largest wait_group argument all of its
-// intervals allow. A point inside a loop whose argument would be lowered by readers after the loop
-// gets a drain point at the loop exit instead (so the steady state keeps its prefetch depth).
-// Step 3 serves same-thread async reads with a wait just before the read. Every placed op records
-// its reason in the SyncPlan.
+// Method (docs/sync-plan.md). analyzeHazards() gives every hazard interval of the representative
+// traces (trip counts, paths) and, for each static program point, whether one of its instances falls
+// inside. Step 1 chooses the set of barrier points with the fewest barrier executions that stabs every
+// cross-thread interval, at points every thread reaches (exact search under a node budget, else an
+// irredundant greedy cover reported as valid with its lower bound; existing barriers are free and
+// reused; an interval no uniform point stabs is refused naming the thread-dependent branch). Step 2
+// assigns each async interval to the latest barrier instance inside it and gives that point the
+// largest wait argument all of its intervals allow; a point inside a loop whose argument readers after
+// the loop would lower gets a drain point at the loop exit instead (the steady state keeps its prefetch
+// depth), and a barrier left serving nothing goes. Step 3 serves same-thread async reads with a wait
+// just before the read. Step 4 drops or loosens waits whose intervals other waits already retire.
+// Step 5 (no BackOffBarrier) drains the counters before barriers an LDS DMA may precede, then removes
+// the drains every barrier can do without. Every placed op records its reason in the SyncPlan.
 #include <algorithm>
 #include <functional>
 #include <map>
