@@ -133,6 +133,16 @@ def test_a_barrier_written_inside_a_divergent_branch_is_refused(cond, where):
         _C.sync_lab(prog, 1)
 
 
+def test_warps_are_the_target_s_wavefronts():
+    # 128 threads on gfx90a are two 64-wide wavefronts: warp < 2 holds for all of them, warp < 1 does not
+    prog = lambda cond: [("write", "X", 0, "a"), ("if", cond, [("barrier",)]), ("read", "X", 0, "b")]
+    assert _C.sync_lab(prog("warp < 2"), 1, target="gfx90a").count_syncs("block_sync") >= 1
+    with pytest.raises(_C.HeddleError, match=r"inside if \(warp < 1\)"):
+        _C.sync_lab(prog("warp < 1"), 1, target="gfx90a")
+    with pytest.raises(_C.HeddleError, match=r"inside if \(warp < 2\)"):
+        _C.sync_lab(prog("warp < 2"), 1, target="sm_80")
+
+
 def test_a_barrier_inside_a_block_uniform_branch_is_accepted():
     # tid < 128 holds for every thread of the 128-thread lab block; f is a uniform scalar
     prog = [("write", "X", 0, "a"), ("if", "tid < 128 && f", [("barrier",)]), ("read", "X", 0, "b")]

@@ -10,11 +10,11 @@
 // What each op needs (threads that must execute it together):
 //   block_sync, s_barrier_signal / _wait           the block
 //   wgmma.fence / commit / wait, setmaxnreg, wgmma   a warpgroup (128 aligned threads)
-//   bar.sync id, count; mma.sync / ldmatrix; elect   a warp
+//   bar.sync id, count; mma.sync / MFMA; elect       a warp (TargetInfo::warpSize threads: 64 on CDNA)
 //   mbarrier ops, cp.async, waits of one thread      one thread
 // A condition's granularity is found by evaluating it for every thread (tid, warp, lane; values the
 // kernel computes from them are substituted) at sample values of its other variables, which are
-// uniform: the largest of {block, 128, 32} over whose aligned chunks it never varies, else 1. Loops
+// uniform: the largest of {block, 128, warp} over whose aligned chunks it never varies, else 1. Loops
 // with thread-dependent bounds count like a branch. The insert_syncs planner places only uniform
 // barriers on its own (hazards.h); this pass checks the ops the Hopper passes place by
 // construction and everything the lowering emitted, so a role branch that splits a warpgroup or a
@@ -33,6 +33,7 @@ bool isThreadVar(const std::string& v) { return v == "tid" || v == "warp" || v =
 
 struct Checker {
   int T;
+  int W;  // threads per warp / wavefront (TargetInfo::warpSize)
   std::map<std::string, IExpr> lets;  // values computed in the kernel (substituted before evaluation)
   std::vector<std::pair<IExpr, bool>> guards;  // enclosing conditions (and whether negated): who gets here
 
@@ -49,7 +50,7 @@ struct Checker {
     return e;
   }
 
-  // Largest of {T, 128, 32, 1} over whose aligned thread chunks `e` never changes, among the threads
+  // Largest of {T, 128, W, 1} over whose aligned thread chunks `e` never changes, among the threads
   // the enclosing conditions let through.
   int granularity(const IExpr& raw) const {
     IExpr e = expand(raw);
@@ -71,7 +72,7 @@ struct Checker {
       std::map<std::string, int64_t> env;
       for (size_t i = 0; i < others.size(); ++i) env[others[i]] = kSamples[(c + i * 3 + (c / 6) * i) % 6];
       for (int t = 0; t < T; ++t) {
-        env["tid"] = t, env["warp"] = t / 32, env["lane"] = t % 32;
+        env["tid"] = t, env["warp"] = t / W, env["lane"] = t % W;
         try {
           bool here = true;
           for (size_t j = 0; j < gs.size() && here; ++j) here = (gs[j].eval(env) != 0) != guards[j].second;
@@ -80,7 +81,7 @@ struct Checker {
         }
       }
     }
-    for (int g : {T, 128, 32}) {
+    for (int g : {T, 128, W}) {
       if (g > T || T % g) continue;
       bool same = true;
       for (int c = 0; c < combos && same; ++c)
@@ -98,12 +99,12 @@ struct Checker {
   }
 
   static std::string scopeName(int g, int T) {
-    return g >= T ? "the whole block" : g == 128 ? "a warpgroup (128 threads)" : g == 32 ? "a warp" : "one thread";
+    return g >= T ? "the whole block" : g == 128 ? "a warpgroup (128 threads)" : g > 1 ? "a warp" : "one thread";
   }
 
   int needs(const kir::Node& n) const {
-    if (n.kind == kir::NodeKind::MmaStep) return static_cast<const kir::MmaStep&>(n).wgmma ? 128 : 32;
-    if (n.kind == kir::NodeKind::If) return static_cast<const kir::IfThenElse&>(n).electWarp >= 0 ? 32 : 1;
+    if (n.kind == kir::NodeKind::MmaStep) return static_cast<const kir::MmaStep&>(n).wgmma ? 128 : W;
+    if (n.kind == kir::NodeKind::If) return static_cast<const kir::IfThenElse&>(n).electWarp >= 0 ? W : 1;
     if (n.kind != kir::NodeKind::Sync) return 1;
     switch (static_cast<const kir::Sync&>(n).sync) {
       case kir::SyncKind::BlockSync:
@@ -113,7 +114,7 @@ struct Checker {
       case kir::SyncKind::WgmmaCommit:
       case kir::SyncKind::WgmmaWait:
       case kir::SyncKind::SetMaxNReg: return std::min(T, 128);
-      case kir::SyncKind::NamedBarrier: return 32;
+      case kir::SyncKind::NamedBarrier: return W;
       default: return 1;
     }
   }
@@ -163,7 +164,7 @@ struct Checker {
 }  // namespace
 
 void checkUniformity(LowerContext& c) {
-  Checker ch{std::max(1, c.kernel.launch.threads), {}, {}};
+  Checker ch{std::max(1, c.kernel.launch.threads), std::max(1, c.target.warpSize), {}, {}};
   ch.walk(c.kernel.body, ch.T, "the kernel body");
 }
 
