@@ -133,3 +133,18 @@ def pytest_collection_modifyitems(config, items):
             reason = reason or gpu_unavailable_reason() or ""
             if reason:
                 item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU: " + reason))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty kernel-cache directory in tmp_path (the returned path, not created yet), an empty
+    memory cache with zeroed stats, and the default memory bound (test_cache*.py)."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv("HEDDLE_CACHE_DIR", str(d))
+    monkeypatch.delenv("HEDDLE_DISABLE_DISK_CACHE", raising=False)
+    monkeypatch.delenv("HEDDLE_MEMORY_CACHE_SIZE", raising=False)
+    rt.set_cache_dir(None)
+    rt.cache_clear(memory=True)
+    rt.cache_reset_stats()
+    yield d
+    rt.cache_clear(memory=True)

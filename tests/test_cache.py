@@ -15,19 +15,6 @@ def kernel(tag):
     return f'extern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= {tag}.f; }} // {tag}\n'
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty cache directory in tmp_path and an empty memory cache with zeroed stats."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv("HEDDLE_CACHE_DIR", str(d))
-    monkeypatch.delenv("HEDDLE_DISABLE_DISK_CACHE", raising=False)
-    rt.set_cache_dir(None)
-    rt.cache_clear(memory=True)
-    rt.cache_reset_stats()
-    yield d
-    rt.cache_clear(memory=True)
-
-
 def entry_path(cache_dir, result):
     return cache_dir / f"{result.key}.bin"
 
@@ -46,7 +33,7 @@ def test_memory_then_disk_then_memory(cache):
     assert from_disk.key == first.key
     assert rt.compile(src, "k.cu", "sm_80").cache_source == "memory"
     assert rt.cache_stats() == {"memory_hits": 2, "disk_hits": 1, "compiles": 1, "corrupt": 0,
-                                "disk_write_errors": 0}
+                                "disk_write_errors": 0, "evictions": 0}
 
 
 @requires_nvrtc

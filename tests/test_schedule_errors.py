@@ -175,7 +175,7 @@ def test_tma_load_on_sm90a_needs_warpgroup_tiles():
 def test_cp_async_on_target_without_it():
     fd, mm, ca, cb = scheduled()
     with pytest.raises(ScheduleError, match=r"cache a_smem: load kind cp_async is not available on gfx90a; "
-                                            r"use 'plain'"):
+                                            r"use 'async_lds' or 'plain'"):
         validate(fd, "gfx90a")
 
 
@@ -599,7 +599,7 @@ def test_unknown_load_kind():
 # --- lowering and launch rules ---------------------------------------------------------------------
 
 def test_smem_over_limit_lists_buffers():
-    """sync-case 4: the error lists the buffers with their bytes and suggests fewer stages."""
+    """sync-case 4: the error lists the buffers with their bytes and the largest stage count that fits."""
     fd, mm, ca, cb = scheduled(bm=256, bn=256, bk=64, wm=4, wn=4, stages=9)
     validate(fd)  # a valid schedule: the limit is checked when shared memory is planned
     with pytest.raises(ScheduleError) as ei:
@@ -608,7 +608,9 @@ def test_smem_over_limit_lists_buffers():
     per = 9 * 256 * 64 * 2
     assert f"needs {2 * per} bytes but sm_80 allows 166912 per block" in msg
     assert f"sA: {per} bytes" in msg and f"sB: {per} bytes" in msg
-    assert "use fewer stages (circular_buffer stages=9 -> 8)" in msg and "smaller tile (256x256x64)" in msg
+    assert "use circular_buffer(stages=2) (131072 bytes; the largest stage count that fits)" in msg
+    fd2, mm2, ca2, cb2 = scheduled(bm=256, bn=256, bk=64, wm=4, wn=4, stages=2)
+    assert fd2.lower("sm_80").smem_bytes == 131072  # the advice is true
 
 
 def test_smem_limit_depends_on_target():

@@ -46,13 +46,12 @@ static std::vector<Role> toRoles(const py::dict& roles) {
   for (auto& [k, v] : roles) {
     Role role;
     role.name = k.cast<std::string>();
-    if (py::isinstance<py::int_>(v)) role.warps = v.cast<int>();
+    if (py::isinstance<py::int_>(v)) role.warps = roleWarps(role.name, "warps", v.cast<int64_t>());
     else {
       auto d = v.cast<py::dict>();
       for (auto& [kk, vv] : d) {
         auto key = kk.cast<std::string>();
-        if (key == "warps") role.warps = vv.cast<int>();
-        else if (key == "warpgroups") role.warps = 4 * vv.cast<int>();
+        if (key == "warps" || key == "warpgroups") role.warps = roleWarps(role.name, key, vv.cast<int64_t>());
         else if (key == "registers") role.registers = vv.cast<int>();
         else
           fail<ScheduleError>("warp_specialize: role '", role.name, "' has unknown option '", key,

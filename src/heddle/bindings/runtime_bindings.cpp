@@ -153,6 +153,7 @@ void bindCache(py::module_& rt) {
     d["compiles"] = s.compiles;
     d["corrupt"] = s.corrupt;
     d["disk_write_errors"] = s.diskWriteErrors;
+    d["evictions"] = s.evictions;
     return d;
   });
   rt.def("cache_reset_stats", [] { KernelCache::global().resetStats(); });
@@ -168,6 +169,10 @@ void bindCache(py::module_& rt) {
       "set_cache_dir", [](std::optional<std::string> dir) { KernelCache::global().setDiskDir(dir.value_or("")); },
       py::arg("path"), "Override the disk cache directory; None restores the environment lookup.");
   rt.def("cache_disk_enabled", [] { return KernelCache::global().diskEnabled(); });
+  rt.def("cache_disk_usable", [] { return KernelCache::global().diskDirUsable(); },
+         "False when the cache directory is owned by another user or writable by others (memory only).");
+  rt.def("cache_memory_size", [] { return KernelCache::global().memorySize(); }, "Kernels held in memory.");
+  rt.def("cache_memory_limit", &KernelCache::memoryLimit, "The memory bound ($HEDDLE_MEMORY_CACHE_SIZE).");
   rt.def("register_code_env_var", &KernelCache::registerCodeEnvVar, py::arg("name"),
          "Make an environment variable's value part of every kernel cache key.");
   rt.def("code_env_vars", &KernelCache::codeEnvVars);

@@ -4,6 +4,7 @@
 #include "heddle/codegen/sm90_printer.h"
 
 #include <cstdlib>
+#include <cmath>
 #include <iomanip>
 
 namespace heddle {
@@ -104,11 +105,16 @@ void CLikePrinter::block(const kir::Block& b, int d) {
   for (auto& s : b.stmts) node(*s, d);
 }
 
-static std::string floatLit(double v) {
+std::string floatLit(double v) {
+  // The epilogue computes in float: the value rounds to float (nearest, ties to even; the fusion
+  // refuses finite values beyond float range). inf and NaN have no literal: spell their bits.
+  const float f = static_cast<float>(v);
+  if (std::isnan(f)) return "heddle::f32_bits(0x7fc00000u)";
+  if (std::isinf(f)) return f > 0 ? "heddle::f32_bits(0x7f800000u)" : "heddle::f32_bits(0xff800000u)";
   std::ostringstream os;
-  os << std::setprecision(17) << v;
+  os << std::setprecision(9) << f;  // 9 significant digits identify every float
   std::string s = os.str();
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s + "f";
 }
 

@@ -37,6 +37,10 @@ class CLikePrinter {
 };
 
 // Returns the CUDA (or HIP) source for a lowered kernel.
+// A float constant as CUDA/HIP source: the double rounded to float, inf/NaN through
+// heddle::f32_bits (heddle_math.cuh), e.g. "0.5f", "1e+30f", "heddle::f32_bits(0x7f800000u)".
+std::string floatLit(double v);
+
 std::string printKernel(const kir::Kernel& k, const TargetInfo& t);
 // The HIP subclass (codegen/hip_printer.cpp); printKernel dispatches to it for Backend::Hip.
 std::string printHipKernel(const kir::Kernel& k, const TargetInfo& t);

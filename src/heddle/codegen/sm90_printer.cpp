@@ -1,8 +1,9 @@
 // Hopper spellings for the CUDA printer (see sm90_printer.h).
 #include "heddle/codegen/sm90_printer.h"
 
-#include <iomanip>
 #include <sstream>
+
+#include "heddle/codegen/printer.h"
 
 namespace heddle::sm90print {
 
@@ -21,14 +22,6 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
 std::string tileD(const kir::Kernel& k) {
   return "heddle::sm90::TmaTile<" + std::to_string(k.tile.bm) + ", " + std::to_string(k.tile.bn) + ", " +
          dtypeCudaName(k.outDtype) + ">";
-}
-
-std::string floatLit(double v) {
-  std::ostringstream os;
-  os << std::setprecision(17) << v;
-  std::string s = os.str();
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s + "f";
 }
 
 // The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue).

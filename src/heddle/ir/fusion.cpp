@@ -2,6 +2,8 @@
 #include "heddle/ir/fusion.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -193,6 +195,12 @@ TensorView* Fusion::binary(OpKind k, TensorView* a, TensorView* b) {
 
 TensorView* Fusion::binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft) {
   if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
+  // The epilogue computes in float: a scalar rounds to float (nearest, ties to even); inf and NaN
+  // are kept; a finite value that would round to infinity is refused rather than changed.
+  if (std::isfinite(s) && std::isinf(static_cast<float>(s)))
+    fail<ScheduleError>(opName(k), "(", a->name, ", ", s, "): the scalar ", s, " is beyond float range (largest ",
+                        std::numeric_limits<float>::max(), "); the epilogue computes in float: use a value within "
+                        "range, or float('inf') if infinity is meant");
   auto* out = newTensor(a->dtype, a->shape, "");
   auto* e = newExpr(k, {a}, out);
   e->scalar = s;

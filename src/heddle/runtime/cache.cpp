@@ -2,6 +2,9 @@
 #include "heddle/runtime/cache.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "heddle/runtime/cache_disk.h"
@@ -21,7 +24,49 @@ std::vector<std::string>& envVarList() {
   return vars;
 }
 
+// One line to stderr ("heddle: warning: ..."), as HEDDLE_DUMP and the Python side report, the first
+// time each kind of problem happens in this process; the counters in CacheStats keep counting.
+enum WarnKind { kWarnCorrupt, kWarnWrite, kWarnUnsafeDir, kWarnBadLimit, kWarnKinds };
+void warnOnce(WarnKind kind, const std::string& message) {
+  static std::atomic<bool> warned[kWarnKinds];
+  if (warned[kind].exchange(true)) return;
+  std::fprintf(stderr, "heddle: warning: %s (reported once per process)\n", message.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
+
+size_t KernelCache::memoryLimit() {
+  const char* raw = std::getenv("HEDDLE_MEMORY_CACHE_SIZE");
+  if (!raw || !*raw) return kDefaultMemoryLimit;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(raw, &end, 10);
+  if (errno || *end || v < 0) {
+    warnOnce(kWarnBadLimit, std::string("HEDDLE_MEMORY_CACHE_SIZE='") + raw + "' is not a count of kernels (0 or "
+             "more); using " + std::to_string(kDefaultMemoryLimit));
+    return kDefaultMemoryLimit;
+  }
+  return static_cast<size_t>(v);
+}
+
+void KernelCache::remember(const std::string& key, const std::shared_ptr<const RtcResult>& result) {
+  // caller holds mu_
+  auto it = memory_.find(key);
+  if (it != memory_.end()) {
+    lru_.erase(it->second.second);
+    memory_.erase(it);
+  }
+  const size_t limit = memoryLimit();
+  while (!lru_.empty() && memory_.size() >= limit) {
+    memory_.erase(lru_.back());
+    lru_.pop_back();
+    ++stats_.evictions;
+  }
+  if (limit == 0) return;
+  lru_.push_front(key);
+  memory_.emplace(key, std::make_pair(result, lru_.begin()));
+}
 
 const char* cacheSourceName(CacheSource s) {
   switch (s) {
@@ -93,7 +138,8 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
     auto it = memory_.find(out.key);
     if (it != memory_.end()) {
       ++stats_.memoryHits;
-      out.result = it->second;
+      lru_.splice(lru_.begin(), lru_, it->second.second);  // most recently used
+      out.result = it->second.first;
       out.source = CacheSource::Memory;
       return out;
     }
@@ -113,24 +159,38 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   bool useDisk = diskEnabled();
   DiskStore store(useDisk ? diskDir() : std::string());
   if (useDisk) {
+    std::string unsafe = unsafeCacheDirReason(store.dir());
+    if (!unsafe.empty()) {
+      useDisk = false;
+      warnOnce(kWarnUnsafeDir, "not using the kernel cache directory " + store.dir() + ": " + unsafe +
+               "; kernels are cached in memory only. Use a directory of your own (HEDDLE_CACHE_DIR, mode 0700)");
+    }
+  }
+  if (useDisk) {
     DiskRead hit = store.read(out.key);
+    if (hit.status == DiskReadStatus::Corrupt)
+      warnOnce(kWarnCorrupt, "kernel cache entry rejected and recompiled: " + hit.problem);
     std::lock_guard<std::mutex> lock(mu_);
     if (hit.status == DiskReadStatus::Hit) {
       ++stats_.diskHits;
       out.result = std::make_shared<const RtcResult>(std::move(hit.result));
       out.source = CacheSource::Disk;
-      memory_[out.key] = out.result;
+      remember(out.key, out.result);
       return out;
     }
     if (hit.status == DiskReadStatus::Corrupt) ++stats_.corrupt;
   }
 
   auto result = std::make_shared<const RtcResult>(compile());
-  bool stored = !useDisk || store.write(out.key, *result, nullptr);
+  std::string writeError;
+  bool stored = !useDisk || store.write(out.key, *result, &writeError);
+  if (!stored)
+    warnOnce(kWarnWrite, "cannot store a compiled kernel in the disk cache (" + writeError +
+             "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.compiles;
   if (!stored) ++stats_.diskWriteErrors;
-  memory_[out.key] = result;
+  remember(out.key, result);
   out.result = result;
   out.source = CacheSource::Compiled;
   return out;
@@ -147,8 +207,23 @@ void KernelCache::resetStats() {
 }
 
 void KernelCache::clear() {
+  std::unordered_map<std::string, MemoryEntry> drop;
+  std::list<std::string> dropLru;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop.swap(memory_);  // swap, not clear(): the table's buckets are released too
+    dropLru.swap(lru_);
+  }
+}  // the kernels are freed here, outside the lock
+
+size_t KernelCache::memorySize() const {
   std::lock_guard<std::mutex> lock(mu_);
-  memory_.clear();
+  return memory_.size();
+}
+
+bool KernelCache::diskDirUsable() const {
+  std::string dir = diskDir();
+  return !dir.empty() && unsafeCacheDirReason(dir).empty();
 }
 
 size_t KernelCache::clearDisk() {

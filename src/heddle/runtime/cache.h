@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@ struct CacheStats {
   uint64_t compiles = 0;
   uint64_t corrupt = 0;          // disk entries that failed verification (and were removed)
   uint64_t diskWriteErrors = 0;  // entries that could not be stored (the cache still works)
+  uint64_t evictions = 0;        // kernels dropped from memory by the LRU bound
 };
 
 class KernelCache {
@@ -68,7 +70,12 @@ class KernelCache {
 
   CacheStats stats() const;
   void resetStats();
-  void clear();        // the memory map only
+  void clear();        // the memory map only (its kernels and its table are freed)
+  size_t memorySize() const;  // kernels held in memory now
+  // The memory bound: $HEDDLE_MEMORY_CACHE_SIZE kernels (read at each store; 0 keeps none), else
+  // kDefaultMemoryLimit. The least recently used kernel is dropped first (a later lookup finds it on disk).
+  static constexpr size_t kDefaultMemoryLimit = 1024;
+  static size_t memoryLimit();
   size_t clearDisk();  // entries in the current disk directory; returns files removed
 
   // The disk directory: the override from setDiskDir, else cacheDirFromEnv() read at each call.
@@ -76,11 +83,18 @@ class KernelCache {
   void setDiskDir(const std::string& dir);  // "" restores the environment lookup
   // Disk store in use: not disabled by $HEDDLE_DISABLE_DISK_CACHE and a directory is known.
   bool diskEnabled() const;
+  // The directory may be used: not owned by another user, not group/other-writable without the
+  // sticky bit (unsafeCacheDirReason); otherwise lookups warn once and stay in memory.
+  bool diskDirUsable() const;
 
  private:
+  using MemoryEntry = std::pair<std::shared_ptr<const RtcResult>, std::list<std::string>::iterator>;
+  void remember(const std::string& key, const std::shared_ptr<const RtcResult>& result);  // holds mu_
+
   mutable std::mutex mu_;
   std::condition_variable done_;
-  std::unordered_map<std::string, std::shared_ptr<const RtcResult>> memory_;
+  std::list<std::string> lru_;  // keys, most recently used first
+  std::unordered_map<std::string, MemoryEntry> memory_;
   std::set<std::string> inFlight_;
   CacheStats stats_;
   std::string dirOverride_;

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -23,19 +22,45 @@ namespace {
 const std::string kMagic = "HEDDLEK1";
 constexpr uint32_t kCacheFormatVersion = 1;
 constexpr size_t kDigestBytes = 32;
+constexpr off_t kMaxEntryBytes = off_t(256) << 20;  // real entries are ~50 KB .. a few MB
 
 bool envFlag(const char* name) {
   std::string v = envOr(name);
   return !v.empty() && v != "0";
 }
 
-bool readFile(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
+enum class Open { Ok, Missing, Bad };
+
+// Reads an entry without following a link, blocking on a FIFO or reading a device: only a regular
+// file of at most kMaxEntryBytes, owned by this user, is read. *problem says why not (Bad).
+Open readEntryFile(const std::string& path, std::string& out, std::string* problem) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Open::Missing;
+    *problem = errno == ELOOP ? "a symbolic link, not an entry" : std::string("cannot open: ") + std::strerror(errno);
+    return Open::Bad;
+  }
+  struct stat st{};
+  Open result = Open::Bad;
+  if (::fstat(fd, &st) != 0) *problem = std::string("cannot stat: ") + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) *problem = "not a regular file";
+  else if (st.st_uid != ::geteuid()) *problem = "owned by another user (uid " + std::to_string(st.st_uid) + ")";
+  else if (st.st_size > kMaxEntryBytes)
+    *problem = std::to_string(st.st_size) + " bytes, over the " + std::to_string(kMaxEntryBytes) + "-byte entry limit";
+  else {
+    out.resize(static_cast<size_t>(st.st_size));
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = ::read(fd, &out[off], out.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    out.resize(off);  // a shorter file fails the length check in decodeEntry
+    result = Open::Ok;
+  }
+  ::close(fd);
+  return result;
 }
 
 std::string encodeEntry(const std::string& key, const RtcResult& r) {
@@ -104,10 +129,32 @@ void ensureDirectory(const std::string& dir) {
     fail<HeddleError>("cache path ", dir, " exists but is not a directory");
 }
 
+std::string unsafeCacheDirReason(const std::string& dir) {
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) return "";  // missing: ensureDirectory creates it with mode 0700
+  if (S_ISLNK(st.st_mode) && ::stat(dir.c_str(), &st) != 0) return "";
+  if (!S_ISDIR(st.st_mode)) return "";  // not a directory: the write fails and says so
+  if (st.st_uid != ::geteuid())
+    return "it is owned by another user (uid " + std::to_string(st.st_uid) + ")";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+    return "it is writable by its group or by others (mode " + [&] {
+      std::ostringstream os;
+      os << std::oct << (st.st_mode & 07777);
+      return os.str();
+    }() + ") without the sticky bit";
+  return "";
+}
+
 DiskRead DiskStore::read(const std::string& key) const {
   DiskRead out;
-  std::string path = entryPath(key), bytes;
-  if (!readFile(path, bytes)) return out;  // Missing
+  std::string path = entryPath(key), bytes, problem;
+  Open opened = readEntryFile(path, bytes, &problem);
+  if (opened == Open::Missing) return out;
+  if (opened == Open::Bad) {  // a miss: the recompiled entry is renamed over it
+    out.status = DiskReadStatus::Corrupt;
+    out.problem = path + ": " + problem;
+    return out;
+  }
   try {
     out.result = decodeEntry(key, bytes);
     out.status = DiskReadStatus::Hit;

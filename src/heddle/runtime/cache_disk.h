@@ -9,6 +9,9 @@
 //   32 bytes              sha256(payload)
 // All integers little-endian. Any mismatch on read (magic, version, key, lengths, checksum, payload
 // structure) removes the file and reports Corrupt; the caller recompiles.
+// An entry path is opened without following links or blocking (O_NOFOLLOW | O_NONBLOCK); anything but
+// a regular file owned by this user and at most 256 MiB (a link, FIFO, device, directory, another
+// user's file) is not read and reports Corrupt: the recompiled entry is renamed over it.
 #pragma once
 
 #include <string>
@@ -24,6 +27,11 @@ std::string cacheDirFromEnv();
 bool diskCacheDisabledByEnv();
 // mkdir -p; directories it creates get mode 0700. Throws HeddleError naming the failing path.
 void ensureDirectory(const std::string& dir);
+
+// Why `dir` must not be used as a shared cache ("" when it may): it is owned by another user, or
+// writable by group/others without the sticky bit (entries are checksummed, not authenticated:
+// anyone who can write there could plant a kernel). A missing directory is fine (created 0700).
+std::string unsafeCacheDirReason(const std::string& dir);
 
 enum class DiskReadStatus { Hit, Missing, Corrupt };
 

@@ -1,5 +1,6 @@
 // hiprtc through dlopen, and compileHip(): kernel cache + (isolated) hiprtc. See hip_rtc.h.
 #include "heddle/runtime/hip_rtc.h"
+#include "heddle/runtime/rtc_isolate.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -101,7 +102,11 @@ RtcResult compileInChild(const Hiprtc& h, const std::string& source, const std::
                          const std::map<std::string, std::string>& headers, const RtcOptions& opts) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail<CompileError>("pipe() failed for an isolated hiprtc compile");
-  pid_t pid = ::fork();
+  pid_t pid;
+  {
+    std::unique_lock<std::shared_mutex> noCompilerRunning(compilerForkLock());  // rtc_isolate.h
+    pid = ::fork();
+  }
   if (pid < 0) fail<CompileError>("fork() failed for an isolated hiprtc compile of ", name);
   if (pid == 0) {
     ::close(fds[0]);
@@ -277,11 +282,11 @@ CachedKernel compileHip(const CompileRequest& req) {
   for (auto& o : hiprtcOptionList(req.options)) cv << ' ' << o;
   in.compilerVersion = cv.str();
   // isolated unless asked otherwise: HEDDLE_RTC_ISOLATE=0 or options.isolate = false
-  std::string env = envOr("HEDDLE_RTC_ISOLATE");
-  bool isolate = req.options.isolate.value_or(env.empty() || env != "0");
+  bool isolate = req.options.isolate.value_or(isolateByDefault());
   auto run = [&]() -> RtcResult {
-    return isolate ? compileInChild(h, in.source, in.name, in.headers, in.options)
-                   : h.compile(in.source, in.name, in.headers, in.options);
+    if (isolate) return compileInChild(h, in.source, in.name, in.headers, in.options);
+    std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
+    return h.compile(in.source, in.name, in.headers, in.options);
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
   CachedKernel out;

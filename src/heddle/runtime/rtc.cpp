@@ -1,6 +1,8 @@
 // compile(): merge headers, pick in-process or isolated NVRTC, go through the kernel cache.
 #include "heddle/runtime/rtc.h"
 
+#include <mutex>
+
 #include "heddle/runtime/rtc_isolate.h"
 
 namespace heddle::rt {
@@ -26,8 +28,9 @@ CachedKernel compile(const CompileRequest& req) {
 
   bool isolate = req.options.isolate.value_or(isolateByDefault());
   auto run = [&]() -> RtcResult {
-    return isolate ? compileIsolated(in.source, in.name, in.headers, in.options)
-                   : nvrtc.compile(in.source, in.name, in.headers, in.options);
+    if (isolate) return compileIsolated(in.source, in.name, in.headers, in.options);
+    std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
+    return nvrtc.compile(in.source, in.name, in.headers, in.options);
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "heddle/ir/errors.h"
 #include "heddle/runtime/serialize.h"
@@ -111,14 +112,23 @@ bool reap(pid_t pid, int& status) {
 
 }  // namespace
 
-bool isolateByDefault() { return envFlag("HEDDLE_RTC_ISOLATE"); }
+bool isolateByDefault() { return envOr("HEDDLE_RTC_ISOLATE") != "0"; }
+
+std::shared_mutex& compilerForkLock() {
+  static std::shared_mutex mu;
+  return mu;
+}
 
 RtcResult compileIsolated(const std::string& source, const std::string& name,
                           const std::map<std::string, std::string>& headers, const RtcOptions& opts) {
   const Nvrtc& nvrtc = Nvrtc::instance();  // load (or fail) in the parent
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail<CompileError>("pipe() failed for isolated compile: ", std::strerror(errno));
-  pid_t pid = ::fork();
+  pid_t pid;
+  {
+    std::unique_lock<std::shared_mutex> noCompilerRunning(compilerForkLock());
+    pid = ::fork();
+  }
   if (pid < 0) {
     int err = errno;
     ::close(fds[0]);
@@ -147,9 +157,12 @@ RtcResult compileIsolated(const std::string& source, const std::string& name,
     const char* sigName = ::strsignal(sig);
     fail<CompileError>("NVRTC/ptxas crashed with signal ", sig, " (", sigName ? sigName : "unknown",
                        ") while compiling ", where,
-                       " in an isolated child process (HEDDLE_RTC_ISOLATE); this process is unaffected. "
-                       "Known trigger: ptxas segfaults on a wgmma whose descriptor is a compile-time "
-                       "constant; compute the descriptor at run time.");
+                       " in an isolated child process (HEDDLE_RTC_ISOLATE); this process is unaffected.",
+                       source.find("wgmma") != std::string::npos
+                           ? " Known trigger: ptxas segfaults on a wgmma whose descriptor is a compile-time "
+                             "constant; compute the descriptor at run time."
+                           : " Rerun with HEDDLE_RTC_ISOLATE=0 under a debugger to see where it crashes, and "
+                             "report it with HEDDLE_DUMP=cuda output.");
   }
   if (msg.empty())
     fail<CompileError>("the isolated NVRTC child for ", where, " exited (status ",

@@ -2,6 +2,7 @@
 // the tensor or role, the rule, and a valid alternative.
 #include "heddle/schedule/hopper_schedule.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "heddle/schedule/schedule.h"
@@ -120,6 +121,33 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
   }
 }
 
+// Registers a thread may hold with `wgs` warpgroups and no setmaxnreg: the entry cap.
+int entryRegisterCap(int wgs) { return std::min(255, (65536 / (128 * wgs)) / 8 * 8); }
+// Accumulators per thread must leave ~48 registers for addresses, descriptors and the epilogue
+// (with fewer ptxas spills; 192x256 on one warpgroup holds 384 and spilled ~14 KB).
+constexpr int kSpareRegisters = 48;
+
+// Without roles every warpgroup holds its share of the tile's accumulators under the entry cap.
+void checkAccumulatorRegisters(const MatmulTiling& t, const TargetInfo& target) {
+  const auto& h = t.hopper;
+  const int accRegs = h.wgRows * t.bn / 128;
+  const int cap = entryRegisterCap(h.tileWarpgroups);
+  if (accRegs <= cap - kSpareRegisters) return;
+  std::ostringstream fix;
+  for (int w = h.tileWarpgroups + 1; 128 * w <= target.maxThreads; ++w)
+    if (t.bm % (64 * w) == 0 && (t.bm / w) * t.bn / 128 <= entryRegisterCap(w) - kSpareRegisters) {
+      fix << "split the m tile over " << w << " warpgroups (" << 4 * w << " warps over m) or ";
+      break;
+    }
+  int bn = t.bn;
+  while (bn > 64 && h.wgRows * bn / 128 > cap - kSpareRegisters) bn -= 64;
+  fix << "use an n tile of " << bn << " (" << t.bm << "x" << bn << "x" << t.bk << ")";
+  fail<ScheduleError>("schedule of ", t.mm->name, ": tile ", t.bm, "x", t.bn, " on ", h.tileWarpgroups,
+                      " warpgroup(s) holds ", accRegs, " accumulators per thread (", h.wgRows, " x ", t.bn,
+                      " per warpgroup) but a thread has ", cap, " registers and needs ~", kSpareRegisters,
+                      " besides them (ptxas would spill); ", fix.str());
+}
+
 }  // namespace
 
 void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
@@ -134,7 +162,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
   }
   if (!target.wgmma)
     fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,
-                        " does not have in this build (sm_90a does); use 'cp_async' on ", target.name);
+                        " does not have in this build (sm_90a does); use ", target.loadKindsAvailable(), " on ", target.name);
   h.enabled = true;
   h.warMbarrier = t.aCache->circular.mbarrierWar;
   if (t.warpsN != 1)
@@ -164,7 +192,10 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
   h.swizzleA = t.transA ? 128 : 2 * t.bk;
   h.swizzleB = t.transB ? 2 * t.bk : 128;
   h.threads = 128 * h.tileWarpgroups;
-  if (t.roles.empty()) return;
+  if (t.roles.empty()) {
+    checkAccumulatorRegisters(t, target);
+    return;
+  }
   h.warpSpecialized = true;
   validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
 }

@@ -36,7 +36,51 @@ RootAxes rootAxes(const TensorView* mm, const std::string& root) {
   return r;
 }
 
+// The widths of `axis` ('m' or 'n' tile) nearest to `w` that keep a multiple of `step` (the warp
+// split) and rows the target accepts: "64 or 128".
+std::string nearestRowWidths(const TargetInfo& target, int w, int step, int elemBytes) {
+  std::string s;
+  for (int x = (w / step) * step; x >= step; x -= step)
+    if (target.smemRowOk((long)x * elemBytes)) { s = std::to_string(x); break; }
+  for (int x = (w / step + 1) * step; x <= 4 * w + 256; x += step)
+    if (target.smemRowOk((long)x * elemBytes)) return s.empty() ? std::to_string(x) : s + " or " + std::to_string(x);
+  return s;
+}
+
+// Shared-memory operand tiles: the contiguous dimension of each stage is a row (TargetInfo::smemRowOk).
+// A stage of a is bm x bk (layout N) or bk x bm (T); b is bk x bn (N) or bn x bk (T).
+void checkSmemRows(const MatmulTiling& t, const TargetInfo& target, int elemBytes) {
+  // Rows along k (bk in {16, 32, 64}) always fit; only rows along the m or n tile can fail.
+  struct Op { TensorView* cache; bool alongTile; const char* axis; int width, step; };
+  Op ops[] = {{t.aCache, t.transA, "m", t.transA ? t.bm : t.bk, 16 * t.warpsM},
+              {t.bCache, !t.transB, "n", !t.transB ? t.bn : t.bk, 16 * t.warpsN}};
+  for (auto& o : ops) {
+    if (target.smemRowOk((long)o.width * elemBytes)) continue;
+    fail<ScheduleError>("schedule of ", t.mm->name, ": tile ", t.bm, "x", t.bn, "x", t.bk, " (layout ",
+                        t.transA ? "T" : "N", t.transB ? "T" : "N", ") gives cache ", o.cache->name, " rows of ",
+                        o.width, " elements (", o.width * elemBytes, " bytes); ", target.name,
+                        "'s swizzled shared-memory tiles take rows of 16, 32 or 64 bytes or a multiple of ",
+                        target.smemSwizzleLine, " bytes: use an ", o.axis, " tile of ",
+                        nearestRowWidths(target, o.width, o.step, elemBytes));
+  }
+}
+
 }  // namespace
+
+std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, int bm, int bn) {
+  if (bm % (16 * t.warpsM) || bn % (16 * t.warpsN)) return "warp tiles are not multiples of 16";
+  const int elemBytes = dtypeBytes(t.a->dtype);
+  if (t.loadKind == LoadKind::TmaLoad) {
+    const int wgs = std::max(1, t.warpsM / 4);
+    if (bm > 256 || bm % (64 * wgs)) return "a warpgroup computes multiples of 64 rows";
+    if (bn != 64 && bn != 128 && bn != 192 && bn != 256) return "not a wgmma width";
+    return "";
+  }
+  if (!target.smemRowOk((long)(t.transA ? bm : t.bk) * elemBytes) ||
+      !target.smemRowOk((long)(!t.transB ? bn : t.bk) * elemBytes))
+    return "shared-memory rows the swizzled tiles do not take";
+  return "";
+}
 
 MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA, int vecB) {
   MatmulTiling t;
@@ -127,14 +171,14 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.loadKind = t.aCache->loadKind;
   if (t.loadKind == LoadKind::CpAsync && !target.cpAsync)
     fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name,
-                        "; use 'plain'", target.asyncLds ? " or 'async_lds'" : "");
+                        "; use ", target.loadKindsAvailable());
   if (t.loadKind == LoadKind::AsyncLds && !target.asyncLds)
     fail<ScheduleError>("cache ", t.aCache->name, ": load kind async_lds (AMD LDS DMA) is not available on ",
-                        target.name, "; use 'plain'", target.cpAsync ? " or 'cp_async'" : "");
+                        target.name, "; use ", target.loadKindsAvailable());
   if (t.loadKind == LoadKind::TmaLoad) {
     if (!target.tma)
       fail<ScheduleError>("cache ", t.aCache->name, ": load kind tma_load needs a target with the tensor copy engine "
-                          "(sm_90a or newer); ", target.name, " has none: use 'cp_async'");
+                          "(sm_90a or newer); ", target.name, " has none: use ", target.loadKindsAvailable());
     for (auto* c : {t.aCache, t.bCache})
       for (auto& d : c->domain.axes)
         if (d.parallel == ParallelType::TIDx || d.parallel == ParallelType::TIDy || d.parallel == ParallelType::Warp)
@@ -153,6 +197,12 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     t.stages = ca.stages;
     t.prefetch = ca.prefetch;
   }
+  const int elemBytes = dtypeBytes(t.a->dtype);
+  for (auto [v, opt] : {std::make_pair(vecA, "vec_a"), std::make_pair(vecB, "vec_b")})
+    if (v != 1 && v != 2 && v != 4 && v != 8)
+      fail<ScheduleError>("validate(", mm->name, ", ", opt, "=", v, "): a copy moves 1, 2, 4 or 8 elements (at most "
+                          "16 bytes, a power of two); use ", opt, "=8 for 16-byte aligned operands or the largest "
+                          "power of two dividing the leading dimension");
   if (t.loadKind == LoadKind::CpAsync || t.loadKind == LoadKind::AsyncLds) {
     for (auto [v, c] : {std::make_pair(vecA, t.aCache), std::make_pair(vecB, t.bCache)})
       if (v < 2)
@@ -163,6 +213,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   }
   t.vecA = vecA;
   t.vecB = vecB;
+  if (t.loadKind != LoadKind::TmaLoad) checkSmemRows(t, target, elemBytes);
   if (!mm->roles.empty()) {
     if (!target.wgmma && !target.tcgen05)
       fail<ScheduleError>("warp_specialize(", mm->name, "): warp specialization needs mbarrier pipelines (sm_90a or "

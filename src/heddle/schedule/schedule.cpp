@@ -2,6 +2,7 @@
 #include "heddle/schedule/schedule.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <sstream>
 
@@ -47,6 +48,11 @@ void split(TensorView* tv, const std::string& axis, int64_t factor) {
   int i = findAxis(tv, axis, "split");
   if (factor <= 0) fail<ScheduleError>("split(", tv->name, ", '", axis, "', ", factor, "): the factor must be positive");
   IterDomain old = tv->domain.axes[i];
+  constexpr int64_t kMaxTile = INT32_MAX;  // tiles, warp tiles and loop strides are 32-bit in the kernel
+  if (factor > kMaxTile || old.factor * factor > kMaxTile)  // old.factor <= kMaxTile: no 64-bit overflow
+    fail<ScheduleError>("split(", tv->name, ", '", axis, "', ", factor, "): the tile this split makes (",
+                        old.factor, " x ", factor, " elements) exceeds ", kMaxTile,
+                        "; tile factors are 32-bit: use a factor such as 16..256");
   if (old.parallel != ParallelType::Serial)
     fail<ScheduleError>("split(", tv->name, ", '", axis, "'): the axis is already bound to ", parallelName(old.parallel),
                         "; split before parallelize");
@@ -122,6 +128,16 @@ void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string&
   tv->circular.stages = stages;
   tv->circular.prefetch = prefetch < 0 ? prefetch + stages : prefetch;
   tv->circular.mbarrierWar = war == "mbarrier";
+}
+
+int roleWarps(const std::string& role, const std::string& option, int64_t count) {
+  constexpr int64_t kMaxWarps = 32;  // 1024 threads of 32 lanes: the most any target's block holds
+  const int64_t per = option == "warpgroups" ? 4 : 1;
+  if (count < 0 || count > kMaxWarps / per)
+    fail<ScheduleError>("warp_specialize: role '", role, "' asks for ", option, "=", count, "; a block holds at most ",
+                        kMaxWarps, " warps (", kMaxWarps / 4, " warpgroups): use e.g. warpgroups=1 or 2 for an MMA "
+                        "role and warps=1 for a load role");
+  return static_cast<int>(count * per);
 }
 
 void validateRoles(const std::string& tensor, const std::vector<Role>& roles) {

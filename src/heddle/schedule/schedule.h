@@ -24,6 +24,9 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
 // war: how a TMA ring without roles releases slots, "mbarrier" (empty barriers) or "block_sync".
 void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war = "mbarrier");
 void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
+// A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
+// outside 0..32 warps (no block holds more) so that no count wraps around.
+int roleWarps(const std::string& role, const std::string& option, int64_t count);
 // Validate a role list on its own (names, warp counts, register budgets).
 void validateRoles(const std::string& tensor, const std::vector<Role>& roles);
 
@@ -50,6 +53,11 @@ struct MatmulTiling {
 // Reads the loop domain of the matmul tensor and the caches of its operands; checks every rule
 // against the target. `vec` gives the copy width the inputs' alignment allows (default 8).
 MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA = 8, int vecB = 8);
+
+// Whether an m x n tile (otherwise as `t`: warps, layout, load kind, k-tile) passes the tile-shape
+// rules on `target`: warp tiles of 16, operand rows the shared-memory tiles take
+// (TargetInfo::smemRowOk), wgmma widths and 64-row warpgroup slabs. "" when it does, else the rule.
+std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, int bm, int bn);
 
 // The default schedule heddle.matmul picks for a target: applies split/parallelize/cache_after/
 // circular_buffer through the functions above, so it is validated like a user's.

@@ -14,6 +14,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   a.name = a.rtcArch = "sm_80";
   a.smemLimit = 166912;  // 163 KiB opt-in per block on A100
   a.cpAsync = a.mmaSync = true;
+  a.smemSwizzleLine = 128;  // SmemTile: 8 chunks of 16 bytes = all 32 banks
   t[a.name] = a;
 
   TargetInfo h = a;
@@ -73,6 +74,22 @@ std::vector<std::string> knownTargets() {
   std::vector<std::string> r;
   for (auto& [k, v] : targets()) r.push_back(k);
   return r;
+}
+
+bool TargetInfo::smemRowOk(long bytes) const {
+  if (bytes <= 0 || bytes % 16) return false;
+  if (!smemSwizzleLine) return true;
+  return bytes == 16 || bytes == 32 || bytes == 64 || bytes % smemSwizzleLine == 0;
+}
+
+std::string TargetInfo::loadKindsAvailable() const {
+  std::string s;
+  auto add = [&](const char* k) { s += (s.empty() ? "'" : " or '") + std::string(k) + "'"; };
+  if (tma && wgmma) add("tma_load");
+  if (cpAsync) add("cp_async");
+  if (asyncLds) add("async_lds");
+  add("plain");
+  return s;
 }
 
 std::string TargetInfo::describe() const {

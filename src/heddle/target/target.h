@@ -33,7 +33,16 @@ struct TargetInfo {
   bool wmma = false;          // GFX12 v_wmma_*_w32 (wave32)
   bool backOffBarrier = true;
   int vmcntMax = 0;           // largest s_waitcnt vmcnt / s_wait_loadcnt immediate (0 = no counter)
+  // Shared-memory operand tiles of the register-MMA path (cp_async / plain / async_lds caches):
+  // rows are XOR-swizzled inside lines of this many bytes (heddle_copy.cuh SmemTile), so a row is
+  // 16, 32 or 64 bytes or a whole number of lines. 0: rows are unswizzled (heddle_hip_copy.cuh
+  // LdsTile) and any multiple of 16 bytes.
+  int smemSwizzleLine = 0;
   std::string describe() const;
+  // The one rule for operand-tile rows (see smemSwizzleLine): a row of `bytes` bytes is accepted.
+  bool smemRowOk(long bytes) const;
+  // The global->shared load kinds this target offers, for advice: "'cp_async' or 'plain'".
+  std::string loadKindsAvailable() const;
 };
 
 // Known targets; throws ScheduleError listing the valid names for an unknown one.

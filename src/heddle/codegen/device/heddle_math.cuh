@@ -8,10 +8,18 @@
 //   gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 //   silu(x)      = x / (1 + exp(-x))         (-> -0 for large negative x, no NaN)
 //   sigmoid(x)   = 1 / (1 + exp(-x))
+//   f32_bits(b)  = the float whose IEEE bits are b (inf, NaN constants of the epilogue)
 #pragma once
 #include "heddle/heddle_types.cuh"
 
 namespace heddle {
+
+// A float from its bits: how the printer spells epilogue constants without a literal (inf, NaN).
+__host__ __device__ __forceinline__ float f32_bits(unsigned int bits) {
+  union { unsigned int u; float f; } x;
+  x.u = bits;
+  return x.f;
+}
 
 __device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
