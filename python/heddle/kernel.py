@@ -154,7 +154,18 @@ class Kernel:
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
                                  f"to the kernel's {vec}-element copies; recompile with vec={_vec_for(t)} "
                                  "(heddle.matmul does this for you)")
+            if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) % vec:  # every batch's rows start aligned
+                raise InputError(f"input '{nm}': batch stride {t.stride(0)} elements is not a multiple of the "
+                                 f"kernel's {vec}-element copies, so batches >= 1 would be read misaligned; call "
+                                 f".contiguous() on a padded layout or recompile with vec={_vec_for(t)} "
+                                 "(heddle.matmul does this for you)")
+        for axis in ("M", "N", "K"):  # the kernel takes them as 32-bit ints
+            if g.env[axis] >= 2 ** 31:
+                raise InputError(f"{self.name}: {axis}={g.env[axis]} does not fit the kernel's 32-bit size "
+                                 f"parameters (at most {2 ** 31 - 1}); split the problem along {axis}")
         self.lowered.check_launch(g.env)
+        if not hopper:  # before allocating the output (a persistent Hopper grid needs the tensor maps first)
+            check_grid(self.name, self.lowered.grid(g.env))
         out = torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]), device=a.device)
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
@@ -174,7 +185,9 @@ class Kernel:
                 args.append(("i64", by_name[tname].stride(int(ax))))
             else:
                 raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
-        return out, self.lowered.grid({**g.env, **env}), args
+        grid = self.lowered.grid({**g.env, **env})
+        check_grid(self.name, grid)
+        return out, grid, args
 
     def _launch(self, tensors, env):
         import torch
@@ -183,9 +196,12 @@ class Kernel:
             return out
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
-            self._loaded = loader.load(self.binary, self.name)
-        stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
-        self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
+            self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
+        device = tensors[0].device
+        # the tensors' device, not the current one: its context gets the module and runs the launch
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device).cuda_stream
+            self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
         return out
 
 
@@ -201,11 +217,25 @@ class _Operands:
         self.a, self.b = by_name[self.a_name], by_name[self.b_name]
 
 
+# The driver's limits on a grid (cuLaunchKernel: gridDimX < 2^31, gridDimY and gridDimZ <= 65535).
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+
+
+def check_grid(name: str, grid) -> None:
+    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if n > limit:
+            raise InputError(f"{name}: grid.{'xyz'[axis]} = {n} blocks exceeds the driver's limit of {limit} "
+                             "(grid.x < 2^31, grid.y and grid.z <= 65535); split the problem into calls with fewer "
+                             "rows, columns or batches, or use larger tiles")
+
+
 def _vec_for(t) -> int:
-    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows."""
+    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows: row stride,
+    batch stride (every batch's rows start aligned) and base address."""
     es = t.element_size()
+    bs = t.stride(0) if t.dim() == 3 and t.shape[0] > 1 else 0
     for vec in (16 // es, 8 // es, 4 // es, 1):
-        if vec >= 1 and t.stride(-2) % vec == 0 and t.data_ptr() % (vec * es) == 0:
+        if vec >= 1 and t.stride(-2) % vec == 0 and bs % vec == 0 and t.data_ptr() % (vec * es) == 0:
             return vec
     return 1
 
