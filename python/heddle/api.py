@@ -109,14 +109,15 @@ class FusedMatmul:
 
     def run(self, tensors):
         # the same rules on every device (heddle/inputs.py), then torch's answer for empty problems
-        _, g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
+        env, g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
         a = tensors[0]
         if a.device.type == "cuda":
             from .runtime import target_for_device
-            return self.kernel_for(tensors, target_for_device(a.device))(*tensors)
+            k = self.kernel_for(tensors, target_for_device(a.device))
+            return k._launch(tensors, env)  # checked above against the same inputs (the kernel's fusion is ours)
         from .interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
             from .interpret import interpret_target, run_checked
@@ -199,8 +200,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
                          "torch.bfloat16 or torch.float32")
     if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
         raise InputError(f"heddle.matmul: alpha={alpha!r} must be a Python number")
-    inputs.same_device("heddle.matmul", [n for n, t in (("a", a), ("b", b), ("bias", bias), ("residual", residual))
-                                         if t is not None], [t for t in (a, b, bias, residual) if t is not None])
     if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
         raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
                          "bfloat16 (cast float32 operands first)")
