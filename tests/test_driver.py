@@ -132,3 +132,19 @@ def test_launch_with_large_dynamic_smem_on_gpu():
     k.launch((1,), (256,), n * 4, 0, [("ptr", out), ("i32", n)])
     torch.cuda.synchronize()
     assert torch.equal(out.cpu(), torch.arange(n - 1, -1, -1, dtype=torch.float32))
+
+
+@requires_nvrtc
+def test_out_of_range_launch_values_are_input_errors():
+    """Issue 16: values that would be truncated to 32 bits (or refused by the driver) are InputErrors
+    naming the value, before the driver is asked; never pybind's 'Unable to cast'."""
+    k = rt.Kernel.load(rt.compile(AXPY, "axpy.cu", "sm_80"), "axpy")
+    with pytest.raises(heddle_error("InputError"), match=r"kernel argument \('i32', value\) must be an int in "
+                                                         r"\[-2147483648, 2147483647\], got 2147483648"):
+        k.launch((1,), (1,), 0, 0, [("i32", 2 ** 31)])
+    with pytest.raises(heddle_error("InputError"), match=r"\('i64', value\) must be an int .* got None"):
+        k.launch((1,), (1,), 0, 0, [("i64", None)])
+    with pytest.raises(heddle_error("InputError"), match=r"grid\[0\] must be an int .* got 1.5"):
+        k.launch((1.5,), (1,), 0, 0, [])
+    with pytest.raises(heddle_error("InputError"), match=r"grid 1x65536x1 exceeds the driver's limits"):
+        k.launch((1, 65536), (32,), 0, 0, [])

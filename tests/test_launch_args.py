@@ -69,3 +69,74 @@ def test_short_k_prepares_like_any_other():
     out, grid, args = k.prepare((torch.randn(70, 16).bfloat16(), torch.randn(16, 96).bfloat16(),
                                  torch.randn(96).bfloat16()))
     assert tuple(out.shape) == (70, 96) and ("i32", 16) in args  # K
+
+
+# --- issue 16: launch-path checks (8, 9, 10) on the host ----------------------------------------------
+def test_batch_stride_must_keep_every_batch_aligned():
+    k = kernel_for(batched=True, epilogue="silu_scale")
+    x = torch.randn(3 * 16385).bfloat16().as_strided((3, 70, 64), (16385, 64, 1))  # batch stride 16,385
+    with pytest.raises(heddle.InputError, match="input 'a': batch stride 16385 elements is not a multiple of the "
+                                                "kernel's 8-element copies.*vec=1"):
+        k.prepare((x, torch.randn(3, 64, 96).bfloat16()))
+
+
+def test_sizes_beyond_32_bits_refused():
+    k = kernel_for(epilogue="silu_scale")
+    x = torch.randn(1, 64).bfloat16().expand(2 ** 31, 64)  # no memory behind the rows
+    with pytest.raises(heddle.InputError, match=r"M=2147483648 does not fit the kernel's 32-bit size parameters"):
+        k.prepare((x, torch.randn(64, 96).bfloat16()))
+
+
+def test_grid_beyond_driver_limits_refused():
+    k = kernel_for(batched=True, epilogue="silu_scale")
+    x = torch.randn(1, 70, 64).bfloat16().expand(65536, 70, 64)
+    w = torch.randn(1, 64, 96).bfloat16().expand(65536, 64, 96)
+    with pytest.raises(heddle.InputError, match=r"grid.z = 65536 blocks exceeds the driver's limit of 65535"):
+        k.prepare((x, w))
+    k = kernel_for(epilogue="silu_scale")  # 64-row tiles on grid.y
+    x = torch.randn(1, 64).bfloat16().expand(64 * 65535 + 1, 64)
+    with pytest.raises(heddle.InputError, match=r"grid.y = 65536 blocks exceeds the driver's limit of 65535"):
+        k.prepare((x, torch.randn(64, 96).bfloat16()))
+    with pytest.raises(heddle.InputError, match="grid.x = 2147483648"):
+        heddle.kernel.check_grid("k", (2 ** 31, 1, 1))
+
+
+def test_launch_runs_under_the_tensors_device(monkeypatch):
+    """A fake driver: records which device is current when the kernel is launched and which stream it gets."""
+    k = kernel_for(epilogue="silu_scale")
+    current = ["cuda:0"]
+    events = []
+
+    class Guard:
+        def __init__(self, device):
+            self.device, self.saved = str(device), None
+
+        def __enter__(self):
+            self.saved, current[0] = current[0], self.device
+
+        def __exit__(self, *exc):
+            current[0] = self.saved
+
+    class Stream:
+        def __init__(self, device):
+            self.cuda_stream = 1000 + len(events)
+            events.append(("stream", str(device), current[0]))
+
+    class Loaded:
+        def launch(self, grid, block, smem, stream, args):
+            events.append(("launch", current[0], stream, tuple(grid)))
+
+    monkeypatch.setattr(torch.cuda, "device", Guard)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    k._loaded = Loaded()
+    x, w = torch.randn(70, 64).bfloat16(), torch.randn(64, 96).bfloat16()
+    out = k._launch((x, w), {})
+    dev = str(x.device)  # stands for cuda:1 while cuda:0 is current
+    assert events == [("stream", dev, dev), ("launch", dev, 1000, (3, 2, 1))]
+    assert current[0] == "cuda:0" and out.shape == (70, 96)
+
+
+def test_heddle_matmul_picks_a_copy_width_the_batch_stride_allows():
+    x = torch.randn(3 * 16385).bfloat16().as_strided((3, 70, 64), (16385, 64, 1))
+    assert heddle.kernel._vec_for(x) == 1  # the variant heddle.matmul compiles for this layout
+    assert heddle.kernel._vec_for(torch.randn(3, 70, 64).bfloat16()) == 8

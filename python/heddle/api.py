@@ -16,7 +16,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import reference
+from . import inputs
 from .errors import InputError, ScheduleError
 from .fusion import Fusion, ops_unary
 from .kernel import Kernel, _vec_for
@@ -46,19 +46,20 @@ class MatmulSpec:
 
     def build_fusion(self) -> Fusion:
         fd = Fusion()
-        a_shape = (["B"] if self.batched else []) + ([self.k, "M"] if self.trans_a else ["M", self.k])
-        b_shape = (["B"] if self.batched_b else []) + ([self.n, self.k] if self.trans_b else [self.k, self.n])
+        k, n = self.k or "K", self.n or "N"  # a size 0 stays a symbol: such calls never reach a kernel
+        a_shape = (["B"] if self.batched else []) + ([k, "M"] if self.trans_a else ["M", k])
+        b_shape = (["B"] if self.batched_b else []) + ([n, k] if self.trans_b else [k, n])
         a = fd.input("a", self.dtype, a_shape)
         b = fd.input("b", self.dtype, b_shape)
         y = fd.matmul(a, b, self.trans_a, self.trans_b)
         if self.alpha is not None:
             y = y * self.alpha
         if self.bias is not None:
-            y = y + fd.input("bias", self.bias[0], [self.n] if self.bias[1] == 1 else [1, self.n])
+            y = y + fd.input("bias", self.bias[0], [n] if self.bias[1] == 1 else [1, n])
         if self.activation is not None:
             y = ops_unary(self.activation, y)
         if self.residual is not None:
-            rshape = (["B"] if self.residual[1] == 3 else []) + ["M", self.n]
+            rshape = (["B"] if self.residual[1] == 3 else []) + ["M", n]
             y = y + fd.input("residual", self.residual[0], rshape)
         fd.output(y.to(self.out_dtype))
         return fd
@@ -70,6 +71,8 @@ class FusedMatmul:
     def __init__(self, spec: MatmulSpec):
         self.spec = spec
         self.fusion = spec.build_fusion()
+        self._decls = [(t.name, t.dtype, t.shape) for t in self.fusion.inputs]
+        self._mexpr = inputs.matmul_expr(self.fusion)
         self.kernels: Dict[tuple, Kernel] = {}
         self.compiles = 0
         self._lock = threading.Lock()
@@ -105,19 +108,26 @@ class FusedMatmul:
         return self.kernel(target, vec_a, vec_b)
 
     def run(self, tensors):
+        # the same rules on every device (heddle/inputs.py), then torch's answer for empty problems
+        env, g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
+        empty = inputs.zero_size_result(self.fusion, g, tensors)
+        if empty is not None:
+            return empty
         a = tensors[0]
         if a.device.type == "cuda":
             from .runtime import target_for_device
-            return self.kernel_for(tensors, target_for_device(a.device))(*tensors)
+            k = self.kernel_for(tensors, target_for_device(a.device))
+            return k._launch(tensors, env)  # checked above against the same inputs (the kernel's fusion is ours)
         from .interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
             from .interpret import interpret_target, run_checked
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), rtc=False)
             return run_checked(k, tensors)
-        out = reference.evaluate(self.fusion, tensors, compute_dtype=torch.float32)
-        return out
+        from .reference import evaluate
+        return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
 
     def fake(self, tensors):
+        inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)
         a, b = tensors[0], tensors[1]
         M = a.shape[-1] if self.spec.trans_a else a.shape[-2]
         shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
@@ -179,6 +189,17 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
     activation: relu | gelu | gelu_tanh | silu | sigmoid.
     """
+    for name, t in (("a", a), ("b", b), ("bias", bias), ("residual", residual)):
+        if not (isinstance(t, torch.Tensor) or (t is None and name in ("bias", "residual"))):
+            raise InputError(f"heddle.matmul: '{name}' is a {type(t).__name__}, not a torch.Tensor")
+        if t is not None and t.dtype not in _DT:
+            raise InputError(f"heddle.matmul: '{name}' has dtype {t.dtype}; heddle takes float16, bfloat16 or "
+                             f"float32 {name} tensors — cast it first")
+    if out_dtype is not None and out_dtype not in _DT:
+        raise InputError(f"heddle.matmul: out_dtype={out_dtype} is not supported; use torch.float16, "
+                         "torch.bfloat16 or torch.float32")
+    if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
+        raise InputError(f"heddle.matmul: alpha={alpha!r} must be a Python number")
     if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
         raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
                          "bfloat16 (cast float32 operands first)")

@@ -12,6 +12,7 @@ heddle.ScheduleError naming the tensor, axis or option.
 """
 from __future__ import annotations
 
+import operator
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _C
@@ -80,34 +81,99 @@ class Tensor:
 
     # --- scheduling --------------------------------------------------------------------------
     def split(self, axis: str, factor: int) -> "Tensor":
-        self._tv.split(axis, int(factor))
+        self._tv.split(_str(axis, "split: axis"), _int(factor, f"split({axis!r}): factor"))
         return self
 
     def reorder(self, order: Sequence[str]) -> "Tensor":
-        self._tv.reorder(list(order))
+        if isinstance(order, str):
+            raise _C.ScheduleError(f"reorder: order must be a list of axis names, got the string {order!r}")
+        self._tv.reorder([_str(a, "reorder: axis") for a in order])
         return self
 
     def parallelize(self, axis: str, parallel: str) -> "Tensor":
         """Bind an axis: 'BIDx', 'BIDy', 'BIDz', 'warp', 'TIDx', 'serial', 'unroll'."""
-        self._tv.parallelize(axis, parallel)
+        self._tv.parallelize(_str(axis, "parallelize: axis"), _str(parallel, f"parallelize({axis!r}): parallel"))
         return self
 
     def circular_buffer(self, stages: int, prefetch: int = -1, war: str = "mbarrier") -> "Tensor":
         """Buffer this shared-memory cache over `stages` slots with `prefetch` loads ahead
         (negative prefetch means stages + prefetch; -1 keeps stages-1 loads in flight). war: how a
         TMA ring without roles releases slots: 'mbarrier' (empty barriers) or 'block_sync'."""
-        self._tv.circular_buffer(int(stages), int(prefetch), war)
+        self._tv.circular_buffer(_int(stages, "circular_buffer: stages"), _int(prefetch, "circular_buffer: prefetch"),
+                                 _str(war, "circular_buffer: war"))
         return self
 
     def warp_specialize(self, roles: Dict[str, Union[int, dict]]) -> "Tensor":
         """roles: {"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}}."""
-        self._tv.warp_specialize(dict(roles))
+        self._tv.warp_specialize(_roles(roles))
         return self
 
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""
         return self._tv.circular
+
+
+_I32 = (-2 ** 31, 2 ** 31 - 1)
+_I64 = (-2 ** 63, 2 ** 63 - 1)
+
+
+def _int(v, what: str, bounds=_I32) -> int:
+    """A Python int (not a bool, float or None) that fits the C++ parameter; else a ScheduleError naming it."""
+    try:
+        if isinstance(v, bool):
+            raise TypeError
+        v = operator.index(v)  # ints and integer-likes (numpy ints); never floats, None or strings
+    except TypeError:
+        raise _C.ScheduleError(f"{what} must be an int, got {v!r} ({type(v).__name__})") from None
+    if not bounds[0] <= v <= bounds[1]:
+        raise _C.ScheduleError(f"{what} = {v} is out of range (it must lie in [{bounds[0]}, {bounds[1]}])")
+    return v
+
+
+def _str(v, what: str) -> str:
+    if not isinstance(v, str):
+        raise _C.ScheduleError(f"{what} must be a str, got {v!r} ({type(v).__name__})")
+    return v
+
+
+def _bool(v, what: str) -> bool:
+    if v not in (True, False) or isinstance(v, (str, float)):
+        raise _C.ScheduleError(f"{what} must be True or False, got {v!r} ({type(v).__name__})")
+    return bool(v)
+
+
+def _tensor(fusion: "Fusion", t, what: str) -> "_C.TensorView":
+    if not isinstance(t, Tensor):
+        raise _C.ScheduleError(f"{what} must be a tensor of this fusion (from fd.input or an op on one), got "
+                               f"{type(t).__name__}")
+    return t._tv
+
+
+def _roles(roles) -> dict:
+    """warp_specialize's roles with every value checked: {name: warps} or {name: {option: int}}."""
+    if not isinstance(roles, dict):
+        raise _C.ScheduleError(f"warp_specialize: roles must be a dict {{name: warps or options}}, got "
+                               f"{type(roles).__name__}")
+    out = {}
+    for name, v in roles.items():
+        _str(name, "warp_specialize: a role name")
+        if isinstance(v, dict):
+            out[name] = {_str(k, f"warp_specialize: an option of role '{name}'"):
+                         _int(x, f"warp_specialize: role '{name}' option '{k}'") for k, x in v.items()}
+        else:
+            out[name] = _int(v, f"warp_specialize: role '{name}' (a warp count or a dict of options)")
+    return out
+
+
+def _shape(name: str, shape) -> list:
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise _C.ScheduleError(f"input '{name}': shape must be a list of sizes, got {shape!r}")
+    out = []
+    for ax, d in enumerate(shape):
+        out.append(d if isinstance(d, str) else
+                   _int(d, f"input '{name}' axis {ax}: size (an int or a symbol name such as 'M')", _I64))
+    return out
 
 
 def _dtype_name(dt) -> str:
@@ -131,19 +197,21 @@ class Fusion:
 
     def input(self, name: str, dtype, shape: Iterable[Union[int, str]]) -> Tensor:
         """An input: dtype 'f16' | 'bf16' | 'f32' (or torch dtypes); sizes are ints or symbols ('M')."""
-        return self._wrap(self._f.add_input(name, _dtype_name(dtype), list(shape)))
+        _str(name, "input: name")
+        return self._wrap(self._f.add_input(name, _dtype_name(dtype), _shape(name, shape)))
 
     def matmul(self, a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False) -> Tensor:
         """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K]."""
-        return self._wrap(self._f.matmul(a._tv, b._tv, trans_a, trans_b))
+        return self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
+                                         _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
 
     def output(self, t: Tensor) -> Tensor:
-        self._f.add_output(t._tv)
+        self._f.add_output(_tensor(self, t, "output"))
         return t
 
     def cache_after(self, t: Tensor, kind: str = "cp_async") -> Tensor:
         """A shared-memory copy of input `t`, filled with kind 'plain' | 'cp_async' | 'tma_load'."""
-        return self._wrap(self._f.cache_after(t._tv, kind))
+        return self._wrap(self._f.cache_after(_tensor(self, t, "cache_after"), _str(kind, "cache_after: kind")))
 
     def schedule(self) -> Tensor:
         """Start a manual schedule: returns the matmul tensor with root axes [b,] m, n, k."""
@@ -155,7 +223,9 @@ class Fusion:
                       tma: bool = True) -> "Fusion":
         """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
         the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async."""
-        self._f.auto_schedule(target, m, n, k, tma)
+        self._f.auto_schedule(_str(target, "auto_schedule: target"), _int(m, "auto_schedule: m", _I64),
+                              _int(n, "auto_schedule: n", _I64), _int(k, "auto_schedule: k", _I64),
+                              _bool(tma, "auto_schedule: tma"))
         return self
 
     @property
@@ -174,7 +244,7 @@ class Fusion:
         return [self._wrap(t) for t in self._f.outputs]
 
     def caches_of(self, t: Tensor) -> List[Tensor]:
-        return [self._wrap(c) for c in self._f.caches_of(t._tv)]
+        return [self._wrap(c) for c in self._f.caches_of(_tensor(self, t, "caches_of"))]
 
     def exprs(self):
         """The expressions in topological order, as plain tuples (used by the torch reference)."""
@@ -182,7 +252,8 @@ class Fusion:
 
     def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False):
         """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source)."""
-        return _C.lower(self._f, target, vec_a, vec_b, dump_passes)
+        return _C.lower(self._f, _str(target, "lower: target"), _int(vec_a, "lower: vec_a"),
+                        _int(vec_b, "lower: vec_b"), bool(dump_passes))
 
     def compile(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, **rtc):
         """Lower and compile with NVRTC (no GPU needed). Returns a heddle.Kernel."""

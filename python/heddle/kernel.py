@@ -9,11 +9,10 @@ import os
 import threading
 from typing import Dict, List, Optional
 
-from . import _C
+from . import _C, inputs
 from .dump import dump
 from .errors import InputError
-
-_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
 
 
 class Kernel:
@@ -108,58 +107,34 @@ class Kernel:
         if tensors[0].device.type == "cuda":
             return self(*tensors)
         from .interpret import interpret_mode, run_checked
+        _, g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)  # the CUDA path's rules
+        empty = inputs.zero_size_result(self.fusion, g, tensors)
+        if empty is not None:
+            return empty
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
-            self.bind(tensors)
             return run_checked(self, tensors)
         from .reference import evaluate
         import torch
-        self.bind(tensors)
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
 
     def _fake(self, tensors):
         import torch
+        inputs.same_device(self.name, [n for n, _, _ in self._inputs], tensors)
         g = MatmulGeometry(self._matmul_expr, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
         return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]))
 
     # --- run -----------------------------------------------------------------------------------
     def bind(self, tensors) -> Dict[str, int]:
         """Check inputs against the fusion and bind its symbolic sizes. Raises heddle.InputError."""
-        import torch
-        if len(tensors) != len(self._inputs):
-            names = ", ".join(n for n, _, _ in self._inputs)
-            raise InputError(f"{self.name}: expected {len(self._inputs)} tensors ({names}), got {len(tensors)}")
-        env: Dict[str, int] = {}
-        device = None
-        for (name, dt, shape), t in zip(self._inputs, tensors):
-            if not isinstance(t, torch.Tensor):
-                raise InputError(f"input '{name}': expected a torch.Tensor, got {type(t).__name__}")
-            want = getattr(torch, _DTYPES[dt])
-            if t.dtype != want:
-                raise InputError(f"input '{name}': dtype {t.dtype} but the fusion declares {want}; "
-                                 f"cast it with .to({want}) or define the fusion with that dtype")
-            if device is None:
-                device = t.device
-            elif t.device != device:
-                raise InputError(f"input '{name}' is on {t.device} but earlier inputs are on {device}; "
-                                 "move all inputs to one device")
-            if t.dim() != len(shape):
-                raise InputError(f"input '{name}': rank {t.dim()} but the fusion declares {len(shape)} axes {shape}")
-            for ax, (want_s, got) in enumerate(zip(shape, t.shape)):
-                if isinstance(want_s, str):
-                    if env.setdefault(want_s, got) != got:
-                        raise InputError(f"input '{name}' axis {ax}: size {got} but symbol {want_s} is already "
-                                         f"bound to {env[want_s]} by an earlier input")
-                elif want_s != got:
-                    raise InputError(f"input '{name}' axis {ax}: size {got} but the fusion declares {want_s}")
-        return env
+        return inputs.bind(self.name, self._inputs, tensors)
 
     def __call__(self, *tensors):
-        import torch
-        env = self.bind(tensors)
+        env, g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)
         if tensors[0].device.type != "cuda":
             raise InputError(f"{self.name}: kernels run on CUDA tensors; got {tensors[0].device}. "
                              "Use heddle.reference.evaluate(...) or the torch op for CPU tensors")
-        return self._launch(tensors, env)
+        empty = inputs.zero_size_result(self.fusion, g, tensors)  # M, N or K = 0: torch's answer, no launch
+        return empty if empty is not None else self._launch(tensors, env)
 
     def prepare(self, tensors, *, tensor_map_encoder=None, sms=None):
         """Check layout/alignment and build (output, grid, kernel args) for `tensors`; pure host work,
@@ -179,7 +154,18 @@ class Kernel:
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
                                  f"to the kernel's {vec}-element copies; recompile with vec={_vec_for(t)} "
                                  "(heddle.matmul does this for you)")
+            if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) % vec:  # every batch's rows start aligned
+                raise InputError(f"input '{nm}': batch stride {t.stride(0)} elements is not a multiple of the "
+                                 f"kernel's {vec}-element copies, so batches >= 1 would be read misaligned; call "
+                                 f".contiguous() on a padded layout or recompile with vec={_vec_for(t)} "
+                                 "(heddle.matmul does this for you)")
+        for axis in ("M", "N", "K"):  # the kernel takes them as 32-bit ints
+            if g.env[axis] >= 2 ** 31:
+                raise InputError(f"{self.name}: {axis}={g.env[axis]} does not fit the kernel's 32-bit size "
+                                 f"parameters (at most {2 ** 31 - 1}); split the problem along {axis}")
         self.lowered.check_launch(g.env)
+        if not hopper:  # before allocating the output (a persistent Hopper grid needs the tensor maps first)
+            check_grid(self.name, self.lowered.grid(g.env))
         out = torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]), device=a.device)
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
@@ -199,7 +185,9 @@ class Kernel:
                 args.append(("i64", by_name[tname].stride(int(ax))))
             else:
                 raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
-        return out, self.lowered.grid({**g.env, **env}), args
+        grid = self.lowered.grid({**g.env, **env})
+        check_grid(self.name, grid)
+        return out, grid, args
 
     def _launch(self, tensors, env):
         import torch
@@ -208,36 +196,17 @@ class Kernel:
             return out
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
-            self._loaded = loader.load(self.binary, self.name)
-        stream = torch.cuda.current_stream(tensors[0].device).cuda_stream
-        self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
+            self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
+        device = tensors[0].device
+        # the tensors' device, not the current one: its context gets the module and runs the launch
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device).cuda_stream
+            self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
         return out
 
 
 _fusion_ops: Dict[str, object] = {}
 _fusion_ops_lock = threading.Lock()
-
-
-class MatmulGeometry:
-    """Sizes of a fusion's matmul read off its operand tensors (shared by launch and simulation)."""
-
-    def __init__(self, mexpr, by_name):
-        self.a_name, self.b_name = mexpr["inputs"]
-        self.a, self.b = by_name[self.a_name], by_name[self.b_name]
-        ta, tb = mexpr["trans_a"], mexpr["trans_b"]
-        a, b = self.a, self.b
-        self.M = a.shape[-1] if ta else a.shape[-2]
-        self.K = a.shape[-2] if ta else a.shape[-1]
-        self.N = b.shape[-2] if tb else b.shape[-1]
-        self.batched = a.dim() == 3
-        self.batch = a.shape[0] if self.batched else 1
-        self.out_shape = (self.batch, self.M, self.N) if self.batched else (self.M, self.N)
-        self.env = {"M": self.M, "N": self.N, "K": self.K, "batch": self.batch}
-        for nm, t in ((self.a_name, a), (self.b_name, b)):
-            if t.stride(-1) != 1:
-                raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
-                                 "contiguously — call .contiguous() or declare the operand transposed "
-                                 "(trans_a/trans_b)")
 
 
 class _Operands:
@@ -248,19 +217,25 @@ class _Operands:
         self.a, self.b = by_name[self.a_name], by_name[self.b_name]
 
 
-def matmul_expr(fusion) -> dict:
-    return next(e for e in fusion.exprs() if e["op"] == "matmul")
+# The driver's limits on a grid (cuLaunchKernel: gridDimX < 2^31, gridDimY and gridDimZ <= 65535).
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 
 
-def matmul_geometry(fusion, by_name) -> MatmulGeometry:
-    return MatmulGeometry(matmul_expr(fusion), by_name)
+def check_grid(name: str, grid) -> None:
+    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if n > limit:
+            raise InputError(f"{name}: grid.{'xyz'[axis]} = {n} blocks exceeds the driver's limit of {limit} "
+                             "(grid.x < 2^31, grid.y and grid.z <= 65535); split the problem into calls with fewer "
+                             "rows, columns or batches, or use larger tiles")
 
 
 def _vec_for(t) -> int:
-    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows."""
+    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows: row stride,
+    batch stride (every batch's rows start aligned) and base address."""
     es = t.element_size()
+    bs = t.stride(0) if t.dim() == 3 and t.shape[0] > 1 else 0
     for vec in (16 // es, 8 // es, 4 // es, 1):
-        if vec >= 1 and t.stride(-2) % vec == 0 and t.data_ptr() % (vec * es) == 0:
+        if vec >= 1 and t.stride(-2) % vec == 0 and bs % vec == 0 and t.data_ptr() % (vec * es) == 0:
             return vec
     return 1
 

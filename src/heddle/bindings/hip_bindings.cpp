@@ -8,33 +8,10 @@
 #include "heddle/ir/errors.h"
 #include "heddle/runtime/hip_driver.h"
 #include "heddle/runtime/hip_rtc.h"
+#include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;
 using namespace heddle::rt;
-
-namespace {
-
-KernelArg hipArg(const py::handle& item) {
-  auto t = item.cast<py::sequence>();
-  if (t.size() != 2) throw heddle::InputError("kernel arguments are (kind, value) pairs");
-  std::string kind = t[0].cast<std::string>();
-  py::handle v = t[1];
-  if (kind == "ptr")
-    return KernelArg::ptr(py::hasattr(v, "data_ptr") ? v.attr("data_ptr")().cast<uint64_t>() : v.cast<uint64_t>());
-  if (kind == "i32") return KernelArg::i32(v.cast<int32_t>());
-  if (kind == "i64") return KernelArg::i64(v.cast<int64_t>());
-  if (kind == "f32") return KernelArg::f32(v.cast<float>());
-  heddle::fail<heddle::InputError>("unknown kernel argument kind '", kind, "': expected 'ptr', 'i32', 'i64' or 'f32'");
-}
-
-std::array<unsigned, 3> dims(const py::sequence& t, const char* what) {
-  if (t.size() < 1 || t.size() > 3) heddle::fail<heddle::InputError>(what, " must have 1 to 3 entries");
-  std::array<unsigned, 3> d = {1, 1, 1};
-  for (size_t i = 0; i < t.size(); ++i) d[i] = t[i].cast<unsigned>();
-  return d;
-}
-
-}  // namespace
 
 void bindHip(py::module_& m) {
   py::module_ rt = m.attr("runtime");
@@ -91,9 +68,9 @@ void bindHip(py::module_& m) {
           [](HipLoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
              const py::list& args) {
             std::vector<KernelArg> packed;
-            for (const auto& a : args) packed.push_back(hipArg(a));
-            auto g = dims(grid, "grid");
-            auto b = dims(block, "block");
+            for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, false));
+            auto g = heddle::bindings::dim3(grid, "grid");
+            auto b = heddle::bindings::dim3(block, "block");
             py::gil_scoped_release release;
             k.launch(g, b, smem, stream, packed);
           },

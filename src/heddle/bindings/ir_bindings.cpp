@@ -119,7 +119,10 @@ void bindIr(py::module_& m) {
       .def("cache_after", [](Fusion& f, TensorView* t, const std::string& kind) {
              return f.cacheAfter(t, loadKindFromName(kind));
            }, py::arg("tensor"), py::arg("kind") = "cp_async", py::return_value_policy::reference_internal)
-      .def("init_schedule", [](Fusion& f, TensorView* t) { initLoopDomain(f, t); })
+      .def("init_schedule", [](Fusion& f, TensorView* t) {
+             f.checkOwned(t, "schedule");
+             initLoopDomain(f, t);
+           })
       .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma) {
              AutoScheduleHints h{m, n, k};
              h.tma = tma;
@@ -132,7 +135,10 @@ void bindIr(py::module_& m) {
       .def_property_readonly("inputs", &Fusion::inputs, py::return_value_policy::reference_internal)
       .def_property_readonly("outputs", &Fusion::outputs, py::return_value_policy::reference_internal)
       .def("find_matmul", &Fusion::findMatmul, py::return_value_policy::reference_internal)
-      .def("caches_of", &Fusion::cachesOf, py::return_value_policy::reference_internal)
+      .def("caches_of", [](const Fusion& f, TensorView* t) {
+             f.checkOwned(t, "caches_of");
+             return f.cachesOf(t);
+           }, py::return_value_policy::reference_internal)
       .def("exprs", [](const Fusion& f) {
              py::list out;
              for (auto* e : f.exprs()) {
@@ -152,6 +158,7 @@ void bindIr(py::module_& m) {
              }
              return out;
            })
+      .def_property_readonly("serial", &Fusion::serial)
       .def("__str__", &Fusion::str);
 
   m.def("validate_roles", [](const py::dict& roles) { validateRoles("roles", toRoles(roles)); });

@@ -13,39 +13,16 @@
 #include "heddle/runtime/nvrtc.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
+#include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;
 using namespace heddle::rt;
+using heddle::bindings::dim3;
+using heddle::bindings::pointerValue;
 
 namespace {
 
 const RtcResult& res(const CachedKernel& k) { return *k.result; }
-
-uint64_t pointerValue(const py::handle& v) {
-  if (py::hasattr(v, "data_ptr")) return v.attr("data_ptr")().cast<uint64_t>();  // torch.Tensor
-  return v.cast<uint64_t>();
-}
-
-KernelArg toKernelArg(const py::handle& item) {
-  auto t = item.cast<py::sequence>();
-  if (t.size() != 2) throw heddle::InputError("kernel arguments are (kind, value) pairs");
-  std::string kind = t[0].cast<std::string>();
-  py::handle v = t[1];
-  if (kind == "ptr") return KernelArg::ptr(pointerValue(v));
-  if (kind == "i32") return KernelArg::i32(v.cast<int32_t>());
-  if (kind == "i64") return KernelArg::i64(v.cast<int64_t>());
-  if (kind == "f32") return KernelArg::f32(v.cast<float>());
-  if (kind == "bytes") return KernelArg::bytes(v.cast<std::string>());
-  heddle::fail<heddle::InputError>("unknown kernel argument kind '", kind,
-                                   "': expected 'ptr', 'i32', 'i64', 'f32' or 'bytes'");
-}
-
-std::array<unsigned, 3> dim3(const py::sequence& t, const char* what) {
-  if (t.size() < 1 || t.size() > 3) heddle::fail<heddle::InputError>(what, " must have 1 to 3 entries");
-  std::array<unsigned, 3> d = {1, 1, 1};
-  for (size_t i = 0; i < t.size(); ++i) d[i] = t[i].cast<unsigned>();
-  return d;
-}
 
 py::dict kernelStatsDict(const PtxasKernelStats& k) {
   py::dict d;
@@ -227,7 +204,7 @@ void bindDriver(py::module_& rt) {
           [](LoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
              const py::list& args) {
             std::vector<KernelArg> packed;
-            for (const auto& a : args) packed.push_back(toKernelArg(a));
+            for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
             auto g = dim3(grid, "grid");
             auto b = dim3(block, "block");
             py::gil_scoped_release release;

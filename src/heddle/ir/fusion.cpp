@@ -2,6 +2,8 @@
 #include "heddle/ir/fusion.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -81,6 +83,7 @@ TensorView* Fusion::newTensor(DType dt, std::vector<Size> shape, const std::stri
   tv->name = prefix.empty() ? "T" + std::to_string(tv->id) : prefix;
   tv->dtype = dt;
   tv->shape = std::move(shape);
+  tv->owner = this;
   tvs_.push_back(std::move(tv));
   return tvs_.back().get();
 }
@@ -96,10 +99,53 @@ Expr* Fusion::newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out) {
   return exprs_.back().get();
 }
 
+int Fusion::nextSerial() {
+  static std::atomic<int> next{1};
+  return next++;
+}
+
+void Fusion::checkOwned(const TensorView* t, const char* op) const {
+  if (!t) fail<ScheduleError>(op, ": got None where a tensor of fusion #", serial_, " is expected");
+  if (t->owner != this)
+    fail<ScheduleError>(op, ": tensor ", t->name, " belongs to fusion #", t->owner ? t->owner->serial() : 0,
+                        ", not to fusion #", serial_, " that is being built; tensors cannot be shared between "
+                        "fusions — declare it in this fusion with fd.input(...)");
+}
+
+// Names become C++ parameter names, torch op schema arguments and Python keywords: a C identifier
+// that is no C, C++ or Python keyword.
+static void checkInputName(const std::string& name) {
+  static const std::set<std::string> keywords = {
+      // C / C++
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+      "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+      "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+      "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
+      "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+      // Python (and torch schema words)
+      "False", "None", "True", "as", "assert", "async", "await", "def", "del", "elif", "except", "finally", "from",
+      "global", "import", "in", "is", "lambda", "nonlocal", "pass", "raise", "with", "yield"};
+  bool ident = !name.empty() && !std::isdigit((unsigned char)name[0]);
+  for (char c : name)
+    if (!(std::isalnum((unsigned char)c) || c == '_') || (unsigned char)c >= 0x80) ident = false;
+  if (!ident)
+    fail<ScheduleError>("input name '", name, "' is not allowed: names are C identifiers (ASCII letters, digits and "
+                        "'_', not starting with a digit), e.g. 'bias' or 'x_1'");
+  if (keywords.count(name) || name.rfind("__", 0) == 0)
+    fail<ScheduleError>("input name '", name, "' is a C, C++ or Python keyword (or starts with '__'), which the "
+                        "generated kernel and torch op cannot use as a parameter; pick another name, e.g. '", name,
+                        "_in'");
+}
+
 TensorView* Fusion::addInput(const std::string& name, DType dt, std::vector<Size> shape) {
   if (shape.empty() || shape.size() > 3)
     fail<ScheduleError>("input '", name, "': rank ", shape.size(),
                         " is not supported; inputs have rank 1 (a bias), 2 (a matrix) or 3 (a batch of matrices)");
+  checkInputName(name);
   for (auto& t : tvs_)
     if (t->name == name) fail<ScheduleError>("input name '", name, "' is used twice; give each input its own name");
   if (name.size() > 1 && name[0] == 'T' && name.find_first_not_of("0123456789", 1) == std::string::npos)
@@ -120,6 +166,8 @@ static bool sameSize(const Size& a, const Size& b) {
 }
 
 TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
+  checkOwned(a, "matmul");
+  checkOwned(b, "matmul");
   if (findMatmul())
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): this fusion already has a matmul; heddle fuses one "
                         "matmul with its epilogue per kernel — split it into two fusions");
@@ -188,6 +236,8 @@ static DType promote(DType a, DType b) { return (a == DType::F32 || b == DType::
 
 TensorView* Fusion::binary(OpKind k, TensorView* a, TensorView* b) {
   if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
+  checkOwned(a, opName(k));
+  checkOwned(b, opName(k));
   auto* out = newTensor(promote(a->dtype, b->dtype), broadcastShapes(a, b), "");
   newExpr(k, {a, b}, out);
   return out;
@@ -195,6 +245,7 @@ TensorView* Fusion::binary(OpKind k, TensorView* a, TensorView* b) {
 
 TensorView* Fusion::binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft) {
   if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
+  checkOwned(a, opName(k));
   // The epilogue computes in float: a scalar rounds to float (nearest, ties to even); inf and NaN
   // are kept; a finite value that would round to infinity is refused rather than changed.
   if (std::isfinite(s) && std::isinf(static_cast<float>(s)))
@@ -210,12 +261,14 @@ TensorView* Fusion::binaryScalar(OpKind k, TensorView* a, double s, bool scalarO
 
 TensorView* Fusion::unary(OpKind k, TensorView* a) {
   if (!isUnary(k) || k == OpKind::Cast) fail<ScheduleError>(opName(k), " is not a unary op");
+  checkOwned(a, opName(k));
   auto* out = newTensor(a->dtype, a->shape, "");
   newExpr(k, {a}, out);
   return out;
 }
 
 TensorView* Fusion::cast(TensorView* a, DType dt) {
+  checkOwned(a, "cast");
   auto* out = newTensor(dt, a->shape, "");
   auto* e = newExpr(OpKind::Cast, {a}, out);
   e->castTo = dt;
@@ -223,6 +276,7 @@ TensorView* Fusion::cast(TensorView* a, DType dt) {
 }
 
 void Fusion::addOutput(TensorView* t) {
+  checkOwned(t, "output");
   if (t->isInput) fail<ScheduleError>("output ", t->name, " is an input; outputs must be computed by the fusion");
   if (std::find(outputs_.begin(), outputs_.end(), t) != outputs_.end())
     fail<ScheduleError>("tensor ", t->name, " is already an output");
@@ -231,6 +285,7 @@ void Fusion::addOutput(TensorView* t) {
 }
 
 TensorView* Fusion::cacheAfter(TensorView* t, LoadKind kind) {
+  checkOwned(t, "cache_after");
   if (!t->isInput)
     fail<ScheduleError>("cache_after(", t->name, "): only fusion inputs can be cached (", t->name,
                         " is computed in registers); call it on a matmul operand");

@@ -33,6 +33,7 @@ bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
 class TensorView;
+class Fusion;
 
 // One size of a tensor: a concrete extent or a named symbol bound at launch.
 struct Size {
@@ -81,6 +82,7 @@ class TensorView {
   Expr* definition = nullptr;   // null for inputs
   std::vector<Expr*> uses;
   bool isInput = false, isOutput = false;
+  const Fusion* owner = nullptr;  // the Fusion that created it; ops refuse tensors of another Fusion
 
   // --- schedule attributes (set by schedule/, validated there) ---
   LoopDomain domain;            // loop axes after split/reorder/parallelize
@@ -121,8 +123,13 @@ class Fusion {
   std::vector<TensorView*> cachesOf(TensorView* t) const;
 
   std::string str() const;  // readable IR, one line per expression
+  int serial() const { return serial_; }  // "fusion #<serial>" in messages
+  // Refuses (ScheduleError) a tensor created by another Fusion: `op` names the call.
+  void checkOwned(const TensorView* t, const char* op) const;
 
  private:
+  int serial_ = nextSerial();
+  static int nextSerial();
   TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
   Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
   std::vector<std::unique_ptr<TensorView>> tvs_;

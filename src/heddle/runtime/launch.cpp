@@ -76,12 +76,15 @@ LoadedKernel::PerContext& LoadedKernel::resolve() {
 
 void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                           unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args) {
-  const CudaDriver& drv = CudaDriver::instance();
-  drv.require();
   for (int i = 0; i < 3; ++i)
     if (grid[i] == 0 || block[i] == 0)
       fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2], " and block ",
                        block[0], "x", block[1], "x", block[2], " must have no zero dimension");
+  if (grid[0] > 2147483647u || grid[1] > 65535u || grid[2] > 65535u)  // cuLaunchKernel's limits
+    fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2],
+                     " exceeds the driver's limits (x < 2^31, y and z <= 65535); split the launch");
+  const CudaDriver& drv = CudaDriver::instance();
+  drv.require();
   std::string what = "kernel '" + name_ + "'";
   CUfunction fn;
   {

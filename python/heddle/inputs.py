@@ -1,0 +1,106 @@
+"""Run-time input checks shared by every way a fusion runs: the CUDA/HIP kernel, the CPU reference
+(torch op on CPU tensors), the interpreter and the torch op's fake implementation. One place, so the
+CPU and the GPU apply the same rules and raise the same heddle.InputError.
+
+  bind(where, decls, tensors)     count, type, device (one device, meta included), dtype, rank, sizes
+  check(where, decls, mexpr, ts)  bind + the matmul operands' layout (rows contiguous)
+  zero_size_result(fusion, g, ts) M, N or batch = 0: an empty result; K = 0: zeros through the epilogue
+"""
+from __future__ import annotations
+
+from typing import Dict, Sequence, Tuple
+
+from .errors import InputError
+
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+def same_device(where: str, names: Sequence[str], tensors) -> None:
+    """All tensors on one device. A meta (or CPU) tensor among CUDA ones would make torch route the op
+    to its fake implementation and return uninitialised memory."""
+    first = None
+    for name, t in zip(names, tensors):
+        dev = getattr(t, "device", None)
+        if first is None:
+            first = (name, dev)
+        elif dev != first[1]:
+            raise InputError(f"{where}: input '{name}' is on {dev} but input '{first[0]}' is on {first[1]}; "
+                             "move all inputs to one device (meta tensors cannot mix with real ones)")
+
+
+def bind(where: str, decls, tensors) -> Dict[str, int]:
+    """Check `tensors` against the declared inputs [(name, dtype, shape)] and bind the symbolic sizes."""
+    import torch
+    if len(tensors) != len(decls):
+        names = ", ".join(n for n, _, _ in decls)
+        raise InputError(f"{where}: expected {len(decls)} tensors ({names}), got {len(tensors)}")
+    for (name, _, _), t in zip(decls, tensors):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"input '{name}': expected a torch.Tensor, got {type(t).__name__}")
+    same_device(where, [n for n, _, _ in decls], tensors)
+    env: Dict[str, int] = {}
+    for (name, dt, shape), t in zip(decls, tensors):
+        want = getattr(torch, DTYPES[dt])
+        if t.dtype != want:
+            raise InputError(f"input '{name}': dtype {t.dtype} but the fusion declares {want}; "
+                             f"cast it with .to({want}) or define the fusion with that dtype")
+        if t.dim() != len(shape):
+            raise InputError(f"input '{name}': rank {t.dim()} (shape {list(t.shape)}) but the fusion declares "
+                             f"{len(shape)} axes {shape}")
+        for ax, (want_s, got) in enumerate(zip(shape, t.shape)):
+            if isinstance(want_s, str):
+                if env.setdefault(want_s, got) != got:
+                    raise InputError(f"input '{name}' axis {ax}: size {got} but symbol {want_s} is already "
+                                     f"bound to {env[want_s]} by an earlier input")
+            elif want_s != got:
+                raise InputError(f"input '{name}' axis {ax}: size {got} but the fusion declares {want_s} "
+                                 "(no broadcasting: pass the full shape)")
+    return env
+
+
+class MatmulGeometry:
+    """Sizes of a fusion's matmul read off its operand tensors (shared by launch and simulation)."""
+
+    def __init__(self, mexpr, by_name):
+        self.a_name, self.b_name = mexpr["inputs"]
+        self.a, self.b = by_name[self.a_name], by_name[self.b_name]
+        ta, tb = mexpr["trans_a"], mexpr["trans_b"]
+        a, b = self.a, self.b
+        self.M = a.shape[-1] if ta else a.shape[-2]
+        self.K = a.shape[-2] if ta else a.shape[-1]
+        self.N = b.shape[-2] if tb else b.shape[-1]
+        self.batched = a.dim() == 3
+        self.batch = a.shape[0] if self.batched else 1
+        self.out_shape = (self.batch, self.M, self.N) if self.batched else (self.M, self.N)
+        self.env = {"M": self.M, "N": self.N, "K": self.K, "batch": self.batch}
+        for nm, t in ((self.a_name, a), (self.b_name, b)):
+            if t.stride(-1) != 1 and t.shape[-1] > 1:
+                raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
+                                 "contiguously — call .contiguous() or declare the operand transposed "
+                                 "(trans_a/trans_b)")
+
+
+def matmul_expr(fusion) -> dict:
+    return next(e for e in fusion.exprs() if e["op"] == "matmul")
+
+
+def matmul_geometry(fusion, by_name) -> MatmulGeometry:
+    return MatmulGeometry(matmul_expr(fusion), by_name)
+
+
+def check(where: str, decls, mexpr, tensors) -> Tuple[Dict[str, int], MatmulGeometry]:
+    """Every rule an input must meet whichever way the fusion runs (layouts a compiled kernel's vector
+    width adds are checked by Kernel.prepare)."""
+    env = bind(where, decls, tensors)
+    return env, MatmulGeometry(mexpr, {n: t for (n, _, _), t in zip(decls, tensors)})
+
+
+def zero_size_result(fusion, g: MatmulGeometry, tensors):
+    """Like torch: M, N or batch = 0 gives an empty output; K = 0 gives alpha*0 + bias through the
+    activation plus the residual. Computed with torch on the inputs' device, no kernel launched.
+    None when every size is positive."""
+    if g.M and g.N and g.K and g.batch:
+        return None
+    import torch
+    from .reference import evaluate
+    return evaluate(fusion, tensors, compute_dtype=torch.float32)
