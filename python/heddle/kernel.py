@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 
 from . import _C, inputs
 from .dump import dump
-from .errors import InputError
+from .errors import InputError, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
 
 
@@ -31,9 +31,11 @@ class Kernel:
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
-              use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True) -> "Kernel":
+              use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True,
+              allow_spills: bool = False) -> "Kernel":
         """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
-        interpreted (heddle.interpret) and inspected, not launched on a GPU."""
+        interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
+        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True."""
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"))
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
@@ -53,7 +55,10 @@ class Kernel:
                                         isolate=isolate, want_ptx=True, use_cache=use_cache)
         dump("ptx", lambda: binary.ptx)
         dump("ptxas", lambda: binary.ptxas)
-        return cls(fusion, lowered, binary, target, vec_a, vec_b)
+        kernel = cls(fusion, lowered, binary, target, vec_a, vec_b)
+        if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
+            _refuse_spills(kernel)
+        return kernel
 
     # --- what was produced ---------------------------------------------------------------------
     @property
@@ -242,3 +247,17 @@ def _vec_for(t) -> int:
 
 def _wants(stage: str) -> bool:
     return stage in [s.strip() for s in os.environ.get("HEDDLE_DUMP", "").split(",")]
+
+
+def _refuse_spills(kernel: "Kernel") -> None:
+    """A kernel that spills registers to local memory runs far below its schedule's promise: refuse the
+    schedule with the numbers and what to change (issue 16: accepted schedules compile without spills)."""
+    st = kernel.stats
+    if not (st.spill_stores or st.spill_loads):
+        return
+    raise ScheduleError(
+        f"{kernel.name}: ptxas spills {st.spill_stores} bytes of stores and {st.spill_loads} bytes of loads "
+        f"at {st.registers} registers per thread: the schedule gives one thread more live values (accumulators, "
+        f"copy chunks of each stage, fragments) than registers. Split the tile over more warps, use a smaller "
+        f"k-tile or tile, or fewer stages; or build with allow_spills=True to accept the slower kernel")
+
