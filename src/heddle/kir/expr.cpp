@@ -97,6 +97,16 @@ void IExpr::collectVars(std::set<std::string>& out) const {
   IExpr(node_->b).collectVars(out);
 }
 
+bool isThreadBuiltin(const std::string& v) { return v == "tid" || v == "warp" || v == "lane"; }
+
+bool IExpr::usesThread() const {
+  std::set<std::string> vs;
+  collectVars(vs);
+  for (auto& v : vs)
+    if (isThreadBuiltin(v)) return true;
+  return false;
+}
+
 static int prec(IExpr::Op op) {
   switch (op) {
     case IExpr::Mul: case IExpr::Div: case IExpr::Mod: return 5;

@@ -32,6 +32,7 @@ class IExpr {
   IExpr substitute(const std::map<std::string, IExpr>& subst) const;
   bool uses(const std::string& var) const;
   void collectVars(std::set<std::string>& out) const;  // every variable named
+  bool usesThread() const;  // names a thread built-in (isThreadBuiltin)
   std::string str() const;  // C syntax, fully parenthesised only where needed
 
   friend IExpr operator+(const IExpr& a, const IExpr& b);
@@ -58,6 +59,10 @@ class IExpr {
   static IExpr make(Op op, const IExpr& a, const IExpr& b);
   std::shared_ptr<const Node> node_;
 };
+
+// The built-ins that differ between the threads of a block: tid, warp and lane (the printers
+// declare them; the simulator and the interpreter bind them per thread).
+bool isThreadBuiltin(const std::string& var);
 
 // Parses "(i + 1) % 4", "N - 3", "max(N - 3, 0)", "tid < 32 && f": integers, names, + - * / %,
 // min(a, b), max(a, b), < <= ==, && and

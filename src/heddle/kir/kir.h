@@ -250,9 +250,6 @@ struct SyncPlan {
   std::vector<SyncReason> entries;
   int barriersPerMainIteration = 0;
   std::string summary;
-  bool placementProven = true;     // the barrier placement is a proven minimum (else only valid)
-  int64_t barrierExecutions = 0;   // placed barriers' executions in the representative trace
-  int64_t barrierLowerBound = 0;   // no placement executes fewer
 };
 
 struct SmemPlan {

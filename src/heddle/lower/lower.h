@@ -59,7 +59,7 @@ void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called 
 // `target` spells the waits (cp.async groups or AMD vmcnt, its cap), drains counters before barriers
 // without BackOffBarrier and splits barriers where it has split barriers (docs/backends.md).
 // `searchBudget`: nodes of the exact barrier search before the planner settles for a valid
-// (irredundant greedy) placement; SyncPlan::placementProven says which it got.
+// (irredundant greedy) placement; SyncPlan::summary says which it got.
 void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages,
                const TargetInfo& target = targetInfo("sm_80"), int64_t searchBudget = 200000);
 }  // namespace passes

@@ -42,7 +42,7 @@ void Cta::step(Thread& t) {
     }
     case kir::NodeKind::If: {
       auto& c = static_cast<const kir::IfThenElse&>(n);
-      divergent |= c.cond.uses("tid") || c.cond.uses("warp") || c.cond.uses("lane");
+      divergent |= c.cond.usesThread();
       const kir::Block* b = c.cond.eval(t.env) ? &c.thenBody : &c.elseBody;
       if (!b->stmts.empty()) t.stack.push_back(Frame{b, 0, nullptr, 0, false, 0});
       return;

@@ -19,8 +19,6 @@ const char* hazardKindName(Hazard::Kind k) {
 
 namespace {
 
-bool isThreadBuiltin(const std::string& v) { return v == "tid" || v == "lane" || v == "warp"; }
-
 // Which paths a dynamic event lies on: the (branch instance, side) pairs of the merged branches
 // around it, innermost last. Context 0 is "every path".
 struct Ctx {
@@ -73,7 +71,7 @@ struct Tracer {
     std::set<std::string> vs;
     e.collectVars(vs);
     for (auto& v : vs)
-      if (isThreadBuiltin(v) || threadVars.count(v)) return true;
+      if (kir::isThreadBuiltin(v) || threadVars.count(v)) return true;
     return false;
   }
 
@@ -195,11 +193,13 @@ struct Tracer {
           try {
             taken = c.cond.eval(env) != 0;
           } catch (const HeddleError&) {
-            const bool threadDep = threadDependent(c.cond);
             std::set<std::string> vs;
             c.cond.collectVars(vs);
-            bool loopVariant = false;
-            for (auto& v : vs) loopVariant |= activeLoopVars.count(v) > 0;
+            bool threadDep = false, loopVariant = false;
+            for (auto& v : vs) {
+              threadDep |= kir::isThreadBuiltin(v) || threadVars.count(v);
+              loopVariant |= activeLoopVars.count(v) > 0;
+            }
             const std::string text = c.cond.str();
             if (!threadDep && !loopVariant) unknownUniform.insert(text);
             if (threadDep || loopVariant || !enumerable.count(text)) {
@@ -247,8 +247,9 @@ struct Tracer {
             if (s.kind == kir::NodeKind::MmaStep) d.iter = static_cast<const kir::MmaStep&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
             if (acc.write && acc.async == kir::AsyncKind::Vmcnt) {  // its own counter entry, from its issue
-              vmOps += kir::vmemOpsPerThread(s, threads);
-              vmOut += kir::vmemOpsPerThread(s, threads);
+              const int ops = kir::vmemOpsPerThread(s, threads);
+              vmOps += ops;
+              vmOut += ops;
               vmAnyPath = true;
               d.group = vmOps;
               d.commitEvent = (int)eventPoint.size();
@@ -414,10 +415,6 @@ std::vector<int64_t> representativeTrips(const kir::Kernel& k, int stages) {
   trips.push_back(stages > 1 ? std::max<int64_t>(3 * stages + 1, trips.back() + 1) : trips.back() + 1);
   return trips;
 }
-
-}  // namespace
-
-namespace {
 
 // Walks every representative trace of `k`: each trip count, and per trip count every path through
 // the enumerated conditions; `onTrace(tripIndex, pathIndex)` runs after each walk.

@@ -29,8 +29,6 @@ namespace {
 
 using kir::IExpr;
 
-bool isThreadVar(const std::string& v) { return v == "tid" || v == "warp" || v == "lane"; }
-
 struct Checker {
   int T;
   int W;  // threads per warp / wavefront (TargetInfo::warpSize)
@@ -54,16 +52,14 @@ struct Checker {
   // the enclosing conditions let through.
   int granularity(const IExpr& raw) const {
     IExpr e = expand(raw);
+    if (!e.usesThread()) return T;
     std::set<std::string> vs;
     e.collectVars(vs);
-    bool threadDep = false;
-    for (auto& v : vs) threadDep |= isThreadVar(v);
-    if (!threadDep) return T;
     std::vector<IExpr> gs;
     for (auto& [g, neg] : guards) gs.push_back(expand(g)), gs.back().collectVars(vs);
     std::vector<std::string> others;
     for (auto& v : vs)
-      if (!isThreadVar(v)) others.push_back(v);
+      if (!kir::isThreadBuiltin(v)) others.push_back(v);
     static const int64_t kSamples[] = {0, 1, 2, 5, 64, 1000};
     constexpr int64_t kOff = INT64_MIN;  // thread not here
     const int combos = others.empty() ? 1 : 12;

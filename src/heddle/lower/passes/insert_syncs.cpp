@@ -320,8 +320,8 @@ void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan, const std::set<int>&
 }
 
 // Same-thread async reads: a wait (no barrier) as late as possible, i.e. right before the read.
+// (dropCoveredWaits, run next, removes the ones other waits make redundant.)
 void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
-  std::set<int> own;  // wait points placed here (not at a barrier)
   auto covers = [&](int p, int w, const Hazard& hz) { return hz.latestInstance[p] >= 0 && w <= hz.allowedWait[p]; };
   for (int h = 0; h < (int)ha.hazards.size(); ++h) {
     auto& hz = ha.hazards[h];
@@ -342,24 +342,6 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
                         "retire it first: commit the copy's group before that access, or move the access after the commit");
     plan.wait[best] = std::min(plan.wait.count(best) ? plan.wait[best] : kNoWait, hz.allowedWait[best]);
     plan.served[best].push_back(h);
-    if (!plan.barriers.count(best)) own.insert(best);
-  }
-  // irredundant: a wait point (earliest first) goes when the other waits cover every interval it serves
-  // (a point whose instances fall in several iterations may serve an interval placed before it)
-  for (int p : own) {
-    bool needed = false;
-    for (int h : plan.served[p]) {
-      bool other = false;
-      for (auto& [q, w] : plan.wait) other |= q != p && covers(q, w, ha.hazards[h]);
-      needed |= !other;
-    }
-    if (needed) continue;
-    std::vector<int> moved = plan.served[p];
-    plan.wait.erase(p);
-    plan.served.erase(p);
-    for (int h : moved)
-      for (auto& [q, w] : plan.wait)
-        if (covers(q, w, ha.hazards[h])) { plan.served[q].push_back(h); break; }
   }
 }
 
@@ -562,9 +544,6 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
     os << "placement valid, not proven minimal: " << choice.executions << " barrier execution(s) per trace, lower bound "
        << choice.lowerBound << " (exact search stopped after " << choice.searched << " nodes)";
   k.syncPlan.summary = os.str();
-  k.syncPlan.placementProven = choice.proven;
-  k.syncPlan.barrierExecutions = choice.executions;
-  k.syncPlan.barrierLowerBound = choice.lowerBound;
 }
 
 }  // namespace heddle::passes
