@@ -93,33 +93,30 @@ static uint16_t ref_to_bf16(float xf) {
   return (t & 1) ? uint16_t(t + 1) : t;
 }
 
+// Every 16-bit pattern of one format: decode against the reference, round trip finite values, NaNs
+// come back quiet with their sign. expMask / quietBit: the format's exponent field and quiet bit.
+static void check_half_format(const char* N, const char* fmt, double (*ref)(uint16_t), float (*to_f32)(uint16_t),
+                              uint16_t (*from_f32)(float), uint16_t expMask, uint16_t quietBit) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    double r = ref(uint16_t(h));
+    float got = to_f32(uint16_t(h));
+    if (std::isnan(r)) {
+      CHECK(N, std::isnan(got), "%s_to_f32(%04x) not NaN", fmt, h);
+      uint16_t back = from_f32(got);
+      CHECK(N, (back & expMask) == expMask && (back & quietBit) && (back & 0x8000) == (h & 0x8000),
+            "%s NaN %04x -> %04x not a quiet NaN of same sign", fmt, h, back);
+    } else {
+      CHECK(N, double(got) == r, "%s_to_f32(%04x) = %.9g, want %.9g", fmt, h, got, r);
+      CHECK(N, from_f32(got) == h, "%s round trip %04x -> %04x", fmt, h, from_f32(got));
+    }
+  }
+}
+
 static void test_numbers() {
   const char* N = "numbers";
   int f0 = g_fail;
-  for (uint32_t h = 0; h < 65536; ++h) {
-    double r = ref_f16(uint16_t(h));
-    float got = P::f16_to_f32(uint16_t(h));
-    if (std::isnan(r)) {
-      CHECK(N, std::isnan(got), "f16_to_f32(%04x) not NaN", h);
-      uint16_t back = P::f32_to_f16_rn(got);
-      CHECK(N, (back & 0x7C00) == 0x7C00 && (back & 0x200) && (back & 0x8000) == (h & 0x8000),
-            "f16 NaN %04x -> %04x not a quiet NaN of same sign", h, back);
-    } else {
-      CHECK(N, double(got) == r, "f16_to_f32(%04x) = %.9g, want %.9g", h, got, r);
-      CHECK(N, P::f32_to_f16_rn(got) == h, "f16 round trip %04x -> %04x", h, P::f32_to_f16_rn(got));
-    }
-    double rb = ref_bf16(uint16_t(h));
-    float gb = P::bf16_to_f32(uint16_t(h));
-    if (std::isnan(rb)) {
-      CHECK(N, std::isnan(gb), "bf16_to_f32(%04x) not NaN", h);
-      uint16_t back = P::f32_to_bf16_rn(gb);
-      CHECK(N, (back & 0x7F80) == 0x7F80 && (back & 0x40) && (back & 0x8000) == (h & 0x8000),
-            "bf16 NaN %04x -> %04x not a quiet NaN of same sign", h, back);
-    } else {
-      CHECK(N, double(gb) == rb, "bf16_to_f32(%04x) = %.9g, want %.9g", h, gb, rb);
-      CHECK(N, P::f32_to_bf16_rn(gb) == h, "bf16 round trip %04x", h);
-    }
-  }
+  check_half_format(N, "f16", ref_f16, P::f16_to_f32, P::f32_to_f16_rn, 0x7C00, 0x200);
+  check_half_format(N, "bf16", ref_bf16, P::bf16_to_f32, P::f32_to_bf16_rn, 0x7F80, 0x40);
   // literal spot values (IEEE 754)
   struct { float x; uint16_t h, b; } lit[] = {
       {1.0f, 0x3C00, 0x3F80},       {-2.0f, 0xC000, 0xC000},          {65504.0f, 0x7BFF, 0x4780},

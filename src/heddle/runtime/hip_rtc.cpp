@@ -102,11 +102,7 @@ RtcResult compileInChild(const Hiprtc& h, const std::string& source, const std::
                          const std::map<std::string, std::string>& headers, const RtcOptions& opts) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail<CompileError>("pipe() failed for an isolated hiprtc compile");
-  pid_t pid;
-  {
-    std::unique_lock<std::shared_mutex> noCompilerRunning(compilerForkLock());  // rtc_isolate.h
-    pid = ::fork();
-  }
+  pid_t pid = forkOutsideCompilers();  // rtc_isolate.h
   if (pid < 0) fail<CompileError>("fork() failed for an isolated hiprtc compile of ", name);
   if (pid == 0) {
     ::close(fds[0]);

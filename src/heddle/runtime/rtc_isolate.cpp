@@ -119,16 +119,17 @@ std::shared_mutex& compilerForkLock() {
   return mu;
 }
 
+pid_t forkOutsideCompilers() {
+  std::unique_lock<std::shared_mutex> noCompilerRunning(compilerForkLock());
+  return ::fork();
+}
+
 RtcResult compileIsolated(const std::string& source, const std::string& name,
                           const std::map<std::string, std::string>& headers, const RtcOptions& opts) {
   const Nvrtc& nvrtc = Nvrtc::instance();  // load (or fail) in the parent
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail<CompileError>("pipe() failed for isolated compile: ", std::strerror(errno));
-  pid_t pid;
-  {
-    std::unique_lock<std::shared_mutex> noCompilerRunning(compilerForkLock());
-    pid = ::fork();
-  }
+  pid_t pid = forkOutsideCompilers();
   if (pid < 0) {
     int err = errno;
     ::close(fds[0]);

@@ -13,6 +13,8 @@
 //   HEDDLE_RTC_TEST_CRASH=1          TEST HOOK: the child raises SIGSEGV before compiling
 #pragma once
 
+#include <sys/types.h>
+
 #include <map>
 #include <shared_mutex>
 #include <string>
@@ -27,6 +29,8 @@ bool isolateByDefault();
 // In-process compiles (NVRTC, hiprtc) hold this shared; fork() for an isolated compile holds it
 // exclusively, so a forked child never inherits a compiler lock held by another thread.
 std::shared_mutex& compilerForkLock();
+// fork() while no thread is inside a compiler (holds compilerForkLock exclusively for the call).
+pid_t forkOutsideCompilers();
 
 // Same contract as Nvrtc::compile (throws CompileError / RuntimeUnavailable), plus a CompileError
 // naming the signal when the child dies. Loads NVRTC in the parent first, so the child never dlopens.
