@@ -111,7 +111,7 @@ class FusedMatmul:
 
     def run(self, tensors):
         # the same rules on every device (heddle/inputs.py), then torch's answer for empty problems
-        env, g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
+        g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
@@ -119,7 +119,7 @@ class FusedMatmul:
         if a.device.type == "cuda":
             from .runtime import target_for_device
             k = self.kernel_for(tensors, target_for_device(a.device))
-            return k._launch(tensors, env)  # checked above against the same inputs (the kernel's fusion is ours)
+            return k._launch(tensors, g)  # checked above against the same inputs (the kernel's fusion is ours)
         from .interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
             from .interpret import interpret_target, run_checked

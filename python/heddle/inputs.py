@@ -8,7 +8,7 @@ CPU and the GPU apply the same rules and raise the same heddle.InputError.
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from typing import Dict, Sequence
 
 from .errors import InputError
 
@@ -88,11 +88,11 @@ def matmul_geometry(fusion, by_name) -> MatmulGeometry:
     return MatmulGeometry(matmul_expr(fusion), by_name)
 
 
-def check(where: str, decls, mexpr, tensors) -> Tuple[Dict[str, int], MatmulGeometry]:
+def check(where: str, decls, mexpr, tensors) -> MatmulGeometry:
     """Every rule an input must meet whichever way the fusion runs (layouts a compiled kernel's vector
-    width adds are checked by Kernel.prepare)."""
-    env = bind(where, decls, tensors)
-    return env, MatmulGeometry(mexpr, {n: t for (n, _, _), t in zip(decls, tensors)})
+    width adds are checked by Kernel.prepare); the matmul's sizes, for the launch."""
+    bind(where, decls, tensors)
+    return MatmulGeometry(mexpr, {n: t for (n, _, _), t in zip(decls, tensors)})
 
 
 def zero_size_result(fusion, g: MatmulGeometry, tensors):

@@ -112,7 +112,7 @@ class Kernel:
         if tensors[0].device.type == "cuda":
             return self(*tensors)
         from .interpret import interpret_mode, run_checked
-        _, g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)  # the CUDA path's rules
+        g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)  # the CUDA path's rules
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
@@ -134,24 +134,25 @@ class Kernel:
         return inputs.bind(self.name, self._inputs, tensors)
 
     def __call__(self, *tensors):
-        env, g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)
+        g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)
         if tensors[0].device.type != "cuda":
             raise InputError(f"{self.name}: kernels run on CUDA tensors; got {tensors[0].device}. "
                              "Use heddle.reference.evaluate(...) or the torch op for CPU tensors")
         empty = inputs.zero_size_result(self.fusion, g, tensors)  # M, N or K = 0: torch's answer, no launch
-        return empty if empty is not None else self._launch(tensors, env)
+        return empty if empty is not None else self._launch(tensors, g)
 
-    def prepare(self, tensors, *, tensor_map_encoder=None, sms=None):
+    def prepare(self, tensors, *, tensor_map_encoder=None, sms=None, geometry=None):
         """Check layout/alignment and build (output, grid, kernel args) for `tensors`; pure host work,
         usable (and tested) without a GPU. The interpreter (heddle.interpret) passes its own tensor-map
-        encoder (same arguments as cuTensorMapEncodeTiled) and the SM count its persistent grid stands for."""
+        encoder (same arguments as cuTensorMapEncodeTiled) and the SM count its persistent grid stands for.
+        geometry: the MatmulGeometry inputs.check already made of these tensors (the launch path)."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
         if hopper:  # TMA's own rules first, with a message naming them (heddle/tma.py)
             from . import tma
             tma.check_operands(self, _Operands(self._matmul_expr, by_name))
-        g = MatmulGeometry(self._matmul_expr, by_name)
+        g = geometry or MatmulGeometry(self._matmul_expr, by_name)
         a, b, M, N = g.a, g.b, g.M, g.N
         for nm, t, vec in () if hopper else ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
             ld = t.stride(-2)
@@ -169,8 +170,9 @@ class Kernel:
                 raise InputError(f"{self.name}: {axis}={g.env[axis]} does not fit the kernel's 32-bit size "
                                  f"parameters (at most {2 ** 31 - 1}); split the problem along {axis}")
         self.lowered.check_launch(g.env)
-        if not hopper:  # before allocating the output (a persistent Hopper grid needs the tensor maps first)
-            check_grid(self.name, self.lowered.grid(g.env))
+        grid = None if hopper else self.lowered.grid(g.env)  # Hopper: its persistent grid needs the maps first
+        if grid is not None:
+            check_grid(self.name, grid)  # before allocating the output
         out = torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]), device=a.device)
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
@@ -190,13 +192,14 @@ class Kernel:
                 args.append(("i64", by_name[tname].stride(int(ax))))
             else:
                 raise InputError(f"{self.name}: no value for kernel parameter '{name}'")
-        grid = self.lowered.grid({**g.env, **env})
-        check_grid(self.name, grid)
+        if grid is None:
+            grid = self.lowered.grid({**g.env, **env})
+            check_grid(self.name, grid)
         return out, grid, args
 
-    def _launch(self, tensors, env):
+    def _launch(self, tensors, g):
         import torch
-        out, grid, args = self.prepare(tensors)
+        out, grid, args = self.prepare(tensors, geometry=g)
         if out.numel() == 0:
             return out
         if self._loaded is None:
