@@ -85,9 +85,10 @@ class Kernel:
     def stats(self):
         return self.binary.stats
 
-    def explain(self) -> str:
-        """Every sync op of the kernel with the hazard it orders and why this mechanism."""
-        return self.lowered.explain()
+    def explain(self, format: str = "text") -> str:
+        """Every sync op of the kernel with the hazard it orders and why this mechanism; format="mermaid":
+        a Mermaid flowchart of the roles, the buffers between them and their mbarriers."""
+        return self.lowered.explain(format)
 
     @property
     def op(self):

@@ -107,7 +107,16 @@ void bindLower(py::module_& m) {
       .def_property_readonly("threads", [](const Lowered& l) { return l.k().launch.threads; })
       .def_property_readonly("smem_bytes", [](const Lowered& l) { return l.k().launch.smemBytes; })
       .def_property_readonly("structure", [](const Lowered& l) { return structure(l.k().body); })
-      .def("explain", [](const Lowered& l) { return explainSyncPlan(l.k()); })
+      .def(
+          "explain",
+          [](const Lowered& l, const std::string& format) {
+            if (format == "mermaid") return explainMermaid(l.k());
+            if (format != "text")
+              fail<InputError>("explain(format='", format, "'): formats are 'text' (every sync and why) and "
+                               "'mermaid' (roles, buffers, mbarriers)");
+            return explainSyncPlan(l.k());
+          },
+          py::arg("format") = "text")
       .def_property_readonly("sync_summary", [](const Lowered& l) { return l.k().syncPlan.summary; })
       .def_property_readonly("barriers_per_main_iteration",
                              [](const Lowered& l) { return l.k().syncPlan.barriersPerMainIteration; })

@@ -10,6 +10,7 @@ void bindRuntime(py::module_& m);
 void bindIr(py::module_& m);
 void bindLower(py::module_& m);
 void bindLab(py::module_& m);
+void bindRoleGraph(py::module_& m);  // role_graph_bindings.cpp: heddle._C.role_graph_lab
 void bindVerify(py::module_& m);
 void bindHip(py::module_& m);  // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
 void bindInterp(py::module_& m);  // interp_bindings.cpp: heddle._C.interp
@@ -25,6 +26,7 @@ PYBIND11_MODULE(_C, m) {
   bindIr(m);
   bindLower(m);
   bindLab(m);
+  bindRoleGraph(m);
   bindRuntime(m);
   bindHip(m);
   bindVerify(m);

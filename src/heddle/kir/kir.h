@@ -246,10 +246,27 @@ struct SyncReason {
   std::string stage;      // stage expression(s)
   std::string mechanism;  // why this mechanism and argument
 };
+// The role graph of a warp-specialized kernel as lowered (explain(format="mermaid") draws it).
+struct RoleDiagram {
+  struct Role { std::string name; int firstWarp = 0, warps = 0, registers = 0; };
+  struct Edge {
+    int from = -1, to = -1;
+    std::string kind;                // "ring" | "order"
+    std::string buffers;             // "sA, sB"
+    std::string full, empty;         // mbarrier arrays ("" when none)
+    int stages = 0;
+    std::string produce, consume;    // how the producer publishes / the consumer waits
+    std::string release;             // how the consumer frees a slot ("" for order edges)
+  };
+  std::vector<Role> roles;
+  std::vector<Edge> edges;
+};
+
 struct SyncPlan {
   std::vector<SyncReason> entries;
   int barriersPerMainIteration = 0;
   std::string summary;
+  RoleDiagram roles;                 // empty without warp specialization
 };
 
 struct SmemPlan {

@@ -11,4 +11,8 @@ namespace heddle {
 // buffer, stage, producer, consumer) and why this mechanism and argument.
 std::string explainSyncPlan(const kir::Kernel& k);
 
+// A Mermaid flowchart of the kernel's roles, the buffers between them and the mbarriers on each
+// edge (explain_mermaid.cpp); without roles, the threads and their circular buffers.
+std::string explainMermaid(const kir::Kernel& k);
+
 }  // namespace heddle

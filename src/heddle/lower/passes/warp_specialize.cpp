@@ -120,6 +120,40 @@ struct Builder {
   }
 };
 
+// The role graph as lowered: roles with their warps and budgets, one entry per edge with its barriers.
+kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring* acc, const kir::Buffer* order) {
+  kir::RoleDiagram d;
+  for (auto& n : g.nodes) d.roles.push_back({n.name, n.role->firstWarp, 4 * n.role->warpgroups, n.role->registers});
+  for (auto& e : g.edges) {
+    kir::RoleDiagram::Edge x;
+    x.from = e.from;
+    x.to = e.to;
+    if (e.kind == RoleGraph::EdgeKind::Order) {
+      x.kind = "order";
+      x.buffers = "(token)";
+      x.full = order->name;
+      x.stages = e.stages;
+      x.produce = "arrive order[1-c] after its k loop";
+      x.consume = "wait order[c] parity (u+1-c)%2";
+    } else {
+      const Ring& r = e.registers ? *acc : ab;
+      x.kind = "ring";
+      x.buffers = r.label + (e.registers ? " (accumulator " + e.label() + ")" : "");
+      x.full = r.full->name;
+      x.empty = r.empty->name;
+      x.stages = r.stages;
+      x.produce = r.txBytes ? "arrive.expect_tx " + r.full->name + "[j%" + std::to_string(r.stages) + "], TMA"
+                            : "arrive " + r.full->name + "[j%" + std::to_string(r.stages) + "]";
+      x.consume = "wait " + r.full->name + "[i%" + std::to_string(r.stages) + "] parity (i/" +
+                  std::to_string(r.stages) + ")%2";
+      x.release = "arrive " + r.empty->name + "[(i+" + std::to_string(r.prefetch + 1) + ")%" +
+                  std::to_string(r.stages) + "]; producer waits parity (j/" + std::to_string(r.stages) + ")%2";
+    }
+    d.edges.push_back(x);
+  }
+  return d;
+}
+
 }  // namespace
 
 void warpSpecialize(LowerContext& c) {
@@ -157,9 +191,17 @@ void warpSpecialize(LowerContext& c) {
   // --- rings, one per edge of the role graph -------------------------------------------------
   const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
   if (!ab) fail<HeddleError>("warp_specialize: no load -> mma edge in the role graph (", graph.str(), ")");
+  const RoleGraph::Edge* accEdge = epiR ? graph.find(HopperRole::Mma, HopperRole::Epilogue) : nullptr;
+  if (epiR && !(accEdge && accEdge->registers))
+    fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
+  for (auto& e : graph.edges)  // the edges this pass builds rings for
+    if (e.kind == RoleGraph::EdgeKind::Ring && &e != ab && &e != accEdge)
+      fail<ScheduleError>("warp_specialize: the role graph has an edge ", graph.nodes[e.from].name, " -> ",
+                          graph.nodes[e.to].name, " (", e.label(), ") that the Hopper lowering does not "
+                          "build a ring for (it builds load -> mma and mma -> epilogue: ", graph.str(), ")");
   Ring ring;
-  ring.label = "sA, sB";
-  ring.stages = s;
+  ring.label = ab->label();
+  ring.stages = ab->stages;
   ring.prefetch = p;
   ring.keep = keep;
   ring.fullCount = 1;
@@ -173,14 +215,13 @@ void warpSpecialize(LowerContext& c) {
   // tells phases apart that are one round apart, and a warpgroup starting its next tile would wait on
   // items a whole tile (often several rounds) ahead of the ring; with keep > 0 its first releases
   // also cover the other warpgroup's last items, which must have retired
-  kir::Buffer* order = h.coop ? nullptr : addMbarriers(k, "order", 2);
+  const int mmaNode = graph.node(HopperRole::Mma);
+  const RoleGraph::Edge* orderEdge = graph.find(mmaNode, mmaNode, RoleGraph::EdgeKind::Order);
+  kir::Buffer* order = orderEdge ? addMbarriers(k, "order", orderEdge->stages) : nullptr;
   Ring ringC;
   kir::Buffer *sC = nullptr, *sD = nullptr;
-  const RoleGraph::Edge* accEdge = epiR ? graph.find(HopperRole::Mma, HopperRole::Epilogue) : nullptr;
-  if (epiR && !(accEdge && accEdge->registers))
-    fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
   if (accEdge) {
-    const int sc = h.accStages;
+    const int sc = accEdge->stages;
     sC = smemTile(k, "sC", "accstage", DType::F32, sc, t.bm, t.bn + 4, 128);
     sD = smemTile(k, "sD", "D", k.outDtype, 1, t.bm, t.bn, 1024);
     ringC.label = "sC";
@@ -418,6 +459,7 @@ void warpSpecialize(LowerContext& c) {
   if (accEdge) sum << "; accumulator ring sC: " << h.accStages << " stage(s), TMA store of sD";
   if (order) sum << "; ping-pong order barriers";
   k.syncPlan.summary = sum.str();
+  k.syncPlan.roles = diagram(graph, ring, accEdge ? &ringC : nullptr, order);
 }
 
 }  // namespace heddle::passes
