@@ -108,3 +108,28 @@ def test_mermaid_draws_roles_buffers_and_mbarriers():
     assert 'cta["all 128 threads"]' in plain and "sA<br/>3 stages" in plain and "full[3]" in plain
     with pytest.raises(InputError, match="formats are 'text'"):
         build("pipeline").lower("sm_90a").explain(format="dot")
+
+
+def _lower_with(roles, wgs=1, bm=64):
+    from hopper_defs import schedule_sm90
+    from matmul_defs import matmul_fusion
+    fd, a, b = matmul_fusion(n=72, k=16 * 13, dtype="bf16")
+    schedule_sm90(fd, a, b, bm=bm, bn=64, bk=16, wgs=wgs, stages=4, prefetch=2, roles=roles)
+    return fd.lower("sm_90a")
+
+
+def test_roles_take_their_work_from_data_flow_not_only_from_names():
+    # unnamed roles take the data-flow positions (TMA producer -> MMA -> epilogue) in the order given
+    named = _lower_with({"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 1, "registers": 232},
+                         "epilogue": {"warpgroups": 1, "registers": 232}})
+    free = _lower_with({"tma_warp": {"warps": 1, "registers": 40}, "tc": {"warpgroups": 1, "registers": 232},
+                        "writer": {"warpgroups": 1, "registers": 232}})
+    assert free.sync_summary == named.sync_summary.replace("load", "tma_warp").replace(" mma", " tc").replace("epilogue", "writer")
+    assert free.structure == named.structure
+    free2 = _lower_with({"w0": 1, "w1": {"warpgroups": 2}}, wgs=2, bm=128)
+    assert free2.sync_summary.startswith("roles: w0 -(sA, sB)-> w1;")
+    # a named role keeps its position wherever it stands; the others fill the rest in order
+    mixed = _lower_with({"first": 1, "epilogue": {"warpgroups": 1}, "second": {"warpgroups": 1}})
+    assert "first -(sA, sB)-> second; second -(acc, staged in shared memory)-> epilogue" in mixed.sync_summary
+    with pytest.raises(ScheduleError, match="role 'extra' has no work left"):
+        _lower_with({"load": 1, "mma": {"warpgroups": 1}, "epilogue": {"warpgroups": 1}, "extra": 1})

@@ -3,6 +3,7 @@
 #include "heddle/schedule/hopper_schedule.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "heddle/schedule/schedule.h"
@@ -17,10 +18,40 @@ const HopperRole* HopperSchedule::role(HopperRole::Kind k) const {
 
 namespace {
 
-HopperRole::Kind roleKind(const std::string& n) {
-  if (n == "load" || n == "producer" || n == "tma") return HopperRole::Load;
-  if (n == "epilogue" || n == "store" || n == "output") return HopperRole::Epilogue;
-  return HopperRole::Mma;
+// What each role does. The data flow of a warp-specialized matmul has three async positions, in
+// producer-before-consumer order: the producer of the TMA-copied operand tiles, the MMA that defines
+// the accumulator, the epilogue that consumes it (lower/analysis/role_graph.h). A role named for a
+// position takes it (load/producer/tma, mma/math/compute/consumer, epilogue/store/output); the other
+// roles take the positions left, in the order given (thread order): {"a": 1, "b": 8} is {load, mma}.
+std::vector<HopperRole::Kind> roleKinds(const std::string& mm, const std::vector<Role>& roles) {
+  auto named = [](const std::string& n) -> int {
+    if (n == "load" || n == "producer" || n == "tma") return HopperRole::Load;
+    if (n == "mma" || n == "math" || n == "compute" || n == "consumer") return HopperRole::Mma;
+    if (n == "epilogue" || n == "store" || n == "output") return HopperRole::Epilogue;
+    return -1;
+  };
+  std::vector<int> kinds;
+  std::set<int> taken;
+  for (auto& r : roles) {
+    kinds.push_back(named(r.name));
+    if (kinds.back() >= 0) taken.insert(kinds.back());
+  }
+  std::vector<HopperRole::Kind> out;
+  int next = HopperRole::Load;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (kinds[i] < 0) {
+      while (taken.count(next)) ++next;
+      if (next > HopperRole::Epilogue)
+        fail<ScheduleError>("warp_specialize(", mm, "): role '", roles[i].name, "' has no work left: the matmul's "
+                            "data flow has three async positions (the TMA producer of the operand tiles, the MMA "
+                            "defining the accumulator, the epilogue consuming it) and the other roles take them; "
+                            "drop the role or merge its warps into another");
+      kinds[i] = next;
+      taken.insert(next);
+    }
+    out.push_back((HopperRole::Kind)kinds[i]);
+  }
+  return out;
 }
 
 void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInfo& target, DType outDtype) {
@@ -33,10 +64,12 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
                         "persistent tile walk covers one matrix); drop warp_specialize for the batched TMA pipeline");
   HopperRole load, mma, epi;
   int nLoad = 0, nMma = 0, nEpi = 0;
-  for (auto& r : t.roles) {
+  const std::vector<HopperRole::Kind> kinds = roleKinds(mm, t.roles);
+  for (size_t i = 0; i < t.roles.size(); ++i) {
+    auto& r = t.roles[i];
     HopperRole x;
     x.name = r.name;
-    x.kind = roleKind(r.name);
+    x.kind = kinds[i];
     x.warps = r.warps;
     x.registers = r.registers;
     if (x.kind == HopperRole::Load) load = x, ++nLoad;

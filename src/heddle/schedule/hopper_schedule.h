@@ -5,7 +5,9 @@
 //   tile      bm x bn x bk with warps split over m only: warpsM/4 warpgroups share one tile,
 //             each computing bm/(warpsM/4) rows (a multiple of 64: the wgmma m64 slab);
 //             bn in {64, 128, 192, 256} (wgmma N), bk in {16, 32, 64}.
-//   roles     none: every thread computes, thread 0 issues the TMA (sync-cases 8, 9).
+//   roles     (which does what: by name or, for other names, the data-flow positions in order --
+//             TMA producer, MMA, epilogue; hopper_schedule.cpp roleKinds)
+//             none: every thread computes, thread 0 issues the TMA (sync-cases 8, 9).
 //             {load, mma}: a load warpgroup (one elected thread) feeds the MMA warpgroups, which
 //             also run the epilogue (sync-case 10). The MMA role has the tile's warpgroups
 //             (cooperative: they split each tile) or twice as many (ping-pong: two tiles in
