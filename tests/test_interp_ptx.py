@@ -1,9 +1,11 @@
 """PTX data semantics of the CPU interpreter (src/heddle/interp/rt/hrt_ptx.h), checked on the host.
 
-tests/interp/ptx_selftest*.cpp (the harness, numbers, mma.sync and ldmatrix; wgmma; TMA) are compiled
-into one program with the host C++ compiler and run once; it checks the
+tests/interp/ptx_selftest*.cpp (the harness, numbers, mma.sync and ldmatrix; wgmma; TMA; tcgen05) are
+compiled into one program with the host C++ compiler and run once; it checks the
 numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
-swizzled layouts, D fragment) and TMA (tensor-map validation, swizzled/partial loads and stores)
+swizzled layouts, D fragment), TMA (tensor-map validation, swizzled/partial loads and stores) and the
+sm_100a tcgen05 data semantics of hrt_ptx_tcgen05.h (instruction and shared-memory descriptors, tensor
+memory allocation, tcgen05.mma kind::f16 M=128 into tensor memory, tcgen05.ld 32x32b)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
 No GPU and no heddle build are needed.
 """
@@ -61,6 +63,17 @@ EXPECTED = (
         "tma_store_swizzle_128B",
         "tma_store_swizzle_128B_interior",
     ]
+    + [
+        "tcgen05_idesc",
+        "tcgen05_smem_desc",
+        "tcgen05_alloc",
+        "tcgen05_mma_bf16_n256_kmajor_sw128",
+        "tcgen05_mma_f16_n128_kmajor_sw64",
+        "tcgen05_mma_bf16_n16_kmajor_sw32",
+        "tcgen05_mma_bf16_n128_a_mnmajor_b_kmajor_sw128",
+        "tcgen05_mma_f16_n64_mnmajor_none_neg_a",
+        "tcgen05_mma_errors",
+    ]
 )
 
 
@@ -99,3 +112,6 @@ def test_check(selftest, name):
 def test_header_uses_only_standard_headers():
     includes = [line.strip() for line in HEADER.read_text().splitlines() if line.strip().startswith("#include")]
     assert includes and all(inc.startswith("#include <") for inc in includes), includes
+    tc = HEADER.with_name("hrt_ptx_tcgen05.h").read_text().splitlines()
+    includes = [line.strip() for line in tc if line.strip().startswith("#include")]
+    assert includes and all(inc.startswith("#include <") or inc == '#include "hrt_ptx.h"' for inc in includes), includes

@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
   test_ldmatrix();
   test_wgmma();
   test_tma();
+  test_tcgen05();
   if (g_fail) {
     std::printf("FAILED: %d check(s); first failing group: %s\n", g_fail, g_first.c_str());
     return 1;

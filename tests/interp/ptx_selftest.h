@@ -3,6 +3,7 @@
 #pragma once
 #include "heddle/interp/rt/hrt_ptx.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -52,5 +53,55 @@ inline uint32_t test_swz(uint32_t a, int W) {
   return y * 128 + x2 * 16 + a % 16;
 }
 
+// Shared by the wgmma and tcgen05 checks (both read the canonical layouts).
+// Test-side canonical layouts (PTX ISA 9.7.15.5.1.2.1.3), for 16-bit elements, T = 8:
+//   K-major  none: ((8,m),(T,2k)):((1T,SBO),(1,LBO))        K-major  W: ((8,m),(T,2k)):((W/16*T,SBO),(1,T))
+//   MN-major none: ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))     MN-major W: ((T,W/16,m),(8,k)):((1,T,LBO),(W/16*T,SBO))
+// A tile stored for several k-steps: K-major tiles are BK wide (BK = W/2 elements for swizzled, 32 for
+// none), MN-major tiles are BK deep.  Returns the byte offset (relative to the 1024-aligned tile base)
+// of element (mn, k), before swizzling, and the LBO/SBO that describe it.
+struct TileFmt {
+  bool mn_major;
+  int W;    // 0, 32, 64, 128
+  int MN;   // rows of the operand (64 for A, N for B)
+  int BK;   // K extent stored
+  uint32_t lbo, sbo;
+};
+inline TileFmt make_fmt(bool mn_major, int W, int MN) {
+  TileFmt f{mn_major, W, MN, 0, 0, 0};
+  if (!mn_major) {
+    if (W) { f.BK = W / 2; f.sbo = uint32_t(8 * W); f.lbo = 16; /* unused, "assumed 1" */ }
+    else { f.BK = 32; f.lbo = 128; f.sbo = uint32_t(128 * (32 / 8)); }  // core matrices: K-adjacent contiguous
+  } else {
+    f.BK = 32;
+    if (W) { f.sbo = uint32_t(8 * W); f.lbo = uint32_t(W * f.BK); }      // 8-row K groups contiguous, atoms along MN
+    else { f.lbo = 128; f.sbo = uint32_t(128 * (f.BK / 8)); }            // K groups contiguous, MN groups spaced SBO
+  }
+  return f;
+}
+inline uint32_t tile_off(const TileFmt& f, int mn, int k) {
+  const int e = 2;
+  if (!f.mn_major) {
+    if (f.W) return uint32_t((mn / 8) * f.sbo + (mn % 8) * f.W + k * e);
+    return uint32_t((mn / 8) * f.sbo + (k / 8) * f.lbo + (mn % 8) * 16 + (k % 8) * e);
+  }
+  if (f.W) {
+    int atom = f.W / e;  // MN elements per swizzle row
+    return uint32_t((mn / atom) * f.lbo + (k / 8) * f.sbo + (k % 8) * f.W + (mn % atom) * e);
+  }
+  return uint32_t((mn / 8) * f.sbo + (k / 8) * f.lbo + (k % 8) * 16 + (mn % 8) * e);
+}
+inline uint32_t tile_bytes(const TileFmt& f) {
+  uint32_t mx = 0;
+  for (int mn = 0; mn < f.MN; ++mn) for (int k = 0; k < f.BK; ++k) mx = std::max(mx, tile_off(f, mn, k) + 2);
+  return (mx + 1023) & ~1023u;
+}
+// Descriptor start for k-step s (16 elements each).
+inline uint32_t kstep_start(const TileFmt& f, uint32_t base, int s) {
+  if (!f.mn_major) return f.W ? base + uint32_t(32 * s) : base + uint32_t(2 * s) * f.lbo;
+  // two 8-row K groups per k-step: spaced SBO when swizzled, LBO without swizzle
+  return base + uint32_t(2 * s) * (f.W ? f.sbo : f.lbo);
+}
 void test_wgmma();
+void test_tcgen05();
 void test_tma();

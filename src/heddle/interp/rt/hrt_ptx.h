@@ -343,10 +343,11 @@ inline uint32_t wgmma_chunk_offset(bool mn_major, int span, uint32_t lbo, uint32
 
 // Loads a rows x 16 operand (rows = 64 for A, N for B) into out[row][k] (row = m or n); with
 // out == nullptr only validates (nothing is read or reported).
+// `op` names the instruction in messages (tcgen05.mma reads its operands the same way).
 inline std::string wgmma_load_operand(const char* name, int rows, bool bf16, uint64_t desc, int tnsp,
                                       const uint8_t* smem, uint32_t smem_bytes, float (*out)[16],
-                                      Access* acc) {
-  std::string who = std::string("wgmma: operand ") + name + ": ";
+                                      Access* acc, const char* op = "wgmma") {
+  std::string who = std::string(op) + ": operand " + name + ": ";
   if (tnsp != 0 && tnsp != 1) return who + "imm-trans must be 0 or 1 (got " + std::to_string(tnsp) + ")";
   MatrixDesc md = decode_matrix_desc(desc);
   if (md.base_offset != 0)
