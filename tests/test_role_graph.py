@@ -133,3 +133,14 @@ def test_roles_take_their_work_from_data_flow_not_only_from_names():
     assert "first -(sA, sB)-> second; second -(acc, staged in shared memory)-> epilogue" in mixed.sync_summary
     with pytest.raises(ScheduleError, match="role 'extra' has no work left"):
         _lower_with({"load": 1, "mma": {"warpgroups": 1}, "epilogue": {"warpgroups": 1}, "extra": 1})
+
+
+def test_every_mbarrier_init_names_its_edge_stage_and_parity():
+    low = build("3role", stages=4, prefetch=2).lower("sm_90a")
+    inits = [e for e in low.sync_plan if e["hazards"] in ("init full", "init empty", "init fullC", "init emptyC")]
+    assert len(inits) == 2 * 4 + 2 * 2
+    for e in inits:
+        assert "edge load -> mma (sA, sB)" in e["mechanism"] or "edge mma -> epilogue (sC)" in e["mechanism"], e
+        assert e["stage"] != "" and "parity (" in e["mechanism"], e
+    full1 = next(e for e in inits if e["hazards"] == "init full" and e["stage"] == "1")
+    assert "phase q completes when item 1+4q has landed, the consumer waits parity (i/4)%2" in full1["mechanism"]

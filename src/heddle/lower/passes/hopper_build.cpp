@@ -49,9 +49,19 @@ void Ring::init(kir::Kernel& k, kir::Block& b) const {
       Why w;
       w.hazards = "init " + bar->name;
       w.buffer = bar->name;
+      w.stage = std::to_string(st);
       w.mechanism = "mbarrier.init(" + bar->name + "[" + std::to_string(st) + "], " + std::to_string(count) +
                     "): one phase completes after " + std::to_string(count) + " arrival(s)" +
                     (bar == full && txBytes ? " and " + std::to_string(txBytes) + " TMA bytes" : "");
+      if (!producer.empty()) {  // a ring: name its edge and the items whose phases it counts
+        const std::string S = std::to_string(stages);
+        w.mechanism += "; edge " + producer + " -> " + consumer + " (" + label + "): " +
+                       (bar == full ? "phase q completes when item " + std::to_string(st) + "+" + S +
+                                          "q has landed, the consumer waits parity (i/" + S + ")%2"
+                                    : "phase q completes when the consumers released the slot for item " +
+                                          std::to_string(st) + "+" + S + "q, the producer waits parity (j/" + S +
+                                          ")%2");
+      }
       auto s = makeMbar(k, kir::SyncKind::MbarInit, bar, st, w);
       s->count = count;
       b.stmts.push_back(std::move(s));

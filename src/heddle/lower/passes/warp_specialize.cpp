@@ -1,6 +1,7 @@
 // warp_specialize: split a Hopper matmul into roles (warp groups with their own code), derived from
 // the role graph, with one mbarrier ring per producer -> consumer edge (sync-cases 10, 12) and a
-// persistent, grouped walk over the output tiles.
+// persistent, grouped walk over the output tiles. The graph as lowered (roles, rings, mbarriers) is
+// kept in k.syncPlan.roles for explain(format="mermaid").
 //
 // Before (build_matmul_loops, tiling with roles {load, mma[, epilogue]}):
 //   alloc sA, sB, acc; for kt { tma A; tma B; wgmma acc += sA x sB }; epilogue store
