@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from . import _C
+from .. import _C
 
 Scalar = Union[int, float]
 

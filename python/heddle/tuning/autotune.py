@@ -41,14 +41,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import _C
-from .errors import CompileError, HeddleError, RuntimeUnavailable
+from .. import _C
+from ..core.errors import CompileError, HeddleError, RuntimeUnavailable
 
 STORE_VERSION = 1
 ENV_SWITCH = "HEDDLE_AUTOTUNE"
 ENV_STORE = "HEDDLE_AUTOTUNE_STORE"
 
-from .autotune_space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
+from .space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
     Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_space, space_names, static_prune)
 
 # --- the store ---------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ def _fresh_fusion(build):
 
 
 def _build_kernel(build, config: Config, target: str, vec):
-    from .kernel import Kernel
+    from ..core.kernel import Kernel
     fd = _fresh_fusion(build)
     config.apply(fd)
     return Kernel.build(fd, target, vec_a=vec[0], vec_b=vec[1], allow_spills=True)  # spills: a status here
@@ -316,7 +316,7 @@ def _device_name(timer) -> str:
 def problem_key(fd, target: str, vec, problem: Problem, device: str) -> Tuple[str, str]:
     """(key, description) of a tuning problem: the fusion's definition, target, operand alignment,
     sizes, device and heddle version."""
-    from . import __version__
+    from .. import __version__
     blob = json.dumps({"fusion": str(fd), "target": target, "vec": list(vec), "m": problem.m, "n": problem.n,
                        "k": problem.k, "batch": problem.batch, "device": device, "heddle": __version__},
                       sort_keys=True)
@@ -492,7 +492,7 @@ def m_bucket(m: int) -> int:
 
 def default_timer(build, problem: Problem):
     """The timer heddle.matmul tunes with: CUDA events on the current GPU (None without one)."""
-    from .runtime import gpu_available
+    from ..core.runtime import gpu_available
     return GpuTimer(build, problem) if gpu_available() else None
 
 
@@ -552,7 +552,8 @@ class GpuTimer:
     def __init__(self, build, problem: Problem, device=None, budget=None):
         import torch
 
-        from . import bench, reference
+        from . import bench
+        from ..core import reference
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         self.device_name = torch.cuda.get_device_name(self.device)
         self.budget = budget or bench.Budget(warmup_ms=10, target_ms=50, min_reps=10, max_reps=500)

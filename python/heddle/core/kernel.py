@@ -9,7 +9,8 @@ import os
 import threading
 from typing import Dict, List, Optional
 
-from . import _C, inputs
+from .. import _C
+from . import inputs
 from .dump import dump
 from .errors import InputError, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
@@ -96,7 +97,7 @@ class Kernel:
         it trace under torch.compile."""
         if self._op is None:
             import hashlib
-            from .api import register_op
+            from ..torch.matmul import register_op
             h = hashlib.sha256((self.target + self.source).encode()).hexdigest()[:12]
             name = f"fusion_{h}"
             # one CustomOpDef per name: a second Kernel with the same source shares it (the same type
@@ -116,7 +117,7 @@ class Kernel:
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
+        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
             return run_checked(self, tensors)
         from .reference import evaluate
         import torch
@@ -149,7 +150,7 @@ class Kernel:
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
-        if hopper:  # TMA's own rules first, with a message naming them (heddle/tma.py)
+        if hopper:  # TMA's own rules first, with a message naming them (heddle/core/tma.py)
             from . import tma
             tma.check_operands(self, _Operands(self._matmul_expr, by_name))
         g = geometry or MatmulGeometry(self._matmul_expr, by_name)

@@ -16,10 +16,10 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import inputs
-from .errors import InputError, ScheduleError
-from .fusion import Fusion, ops_unary
-from .kernel import Kernel, _vec_for
+from ..core import inputs
+from ..core.errors import InputError, ScheduleError
+from ..core.fusion import Fusion, ops_unary
+from ..core.kernel import Kernel, _vec_for
 
 _ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -89,7 +89,7 @@ class FusedMatmul:
                         fd = _plain_schedule(self.spec, target)
                     else:
                         fd = self.spec.build_fusion()
-                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/tma.py)
+                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
                         fd.auto_schedule(target, -1, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
@@ -110,22 +110,22 @@ class FusedMatmul:
         return self.kernel(target, vec_a, vec_b)
 
     def run(self, tensors):
-        # the same rules on every device (heddle/inputs.py), then torch's answer for empty problems
+        # the same rules on every device (heddle/core/inputs.py), then torch's answer for empty problems
         g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
         a = tensors[0]
         if a.device.type == "cuda":
-            from .runtime import target_for_device
+            from ..core.runtime import target_for_device
             k = self.kernel_for(tensors, target_for_device(a.device))
             return k._launch(tensors, g)  # checked above against the same inputs (the kernel's fusion is ours)
-        from .interpret import interpret_mode
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
-            from .interpret import interpret_target, run_checked
+        from ..core.interpret import interpret_mode
+        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
+            from ..core.interpret import interpret_target, run_checked
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), rtc=False)
             return run_checked(k, tensors)
-        from .reference import evaluate
+        from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
 
     def fake(self, tensors):
@@ -138,7 +138,7 @@ class FusedMatmul:
 
 
 def _autotune():
-    from . import autotune
+    from ..tuning import autotune
     return autotune
 
 
@@ -165,7 +165,7 @@ def register_op(name: str, input_names, run, fake):
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
     op = register_op(fm.spec.op_name(), names, fm.run, fm.fake)
-    from .dynamo_autograd import register_matmul_autograd
+    from .autograd import register_matmul_autograd
     register_matmul_autograd(fm, op)   # heddle.matmul trains in eager mode too
     return op
 
