@@ -37,6 +37,9 @@ STEP_LABEL = {
     "prepare": "Kernel.prepare: layout checks, output, kernel arguments, grid",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",
+    "import_torch": "`import torch` in a new process (wall)",
+    "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
+    "import_heddle_over_torch": "`import heddle` after torch, in-process clock (target <= 100 ms)",
 }
 STEP_ORDER = list(STEP_LABEL)
 

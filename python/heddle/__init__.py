@@ -30,9 +30,8 @@ from .core.interpret import interpret
 from .core.kernel import Kernel
 from .core.runtime import ensure_search_dirs, gpu_available, nvrtc_available
 from .core.verify import simulate
+from .core.version import __version__
 from .torch.matmul import matmul
-
-__version__ = "0.1.0"
 
 ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
 

@@ -6,13 +6,12 @@ launched on torch's current stream the first time it is called with CUDA tensors
 from __future__ import annotations
 
 import os
-import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from .. import _C
 from . import inputs
 from .dump import dump
-from .errors import InputError, ScheduleError
+from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
 
 
@@ -94,40 +93,14 @@ class Kernel:
     def op(self):
         """This compiled fusion as a torch custom op, torch.ops.heddle.fusion_<hash>: CUDA tensors run
         the kernel, CPU tensors compute the fusion with torch (float32); a fake implementation lets
-        it trace under torch.compile."""
+        it trace under torch.compile. Made by the torch integration (heddle.torch.custom_ops.kernel_op),
+        which `import heddle` installs here (core never imports the layer above it)."""
         if self._op is None:
-            import hashlib
-            from ..torch.matmul import register_op
-            h = hashlib.sha256((self.target + self.source).encode()).hexdigest()[:12]
-            name = f"fusion_{h}"
-            # one CustomOpDef per name: a second Kernel with the same source shares it (the same type
-            # as the first gets, not the torch.ops packet)
-            with _fusion_ops_lock:
-                self._op = _fusion_ops.get(name)
-                if self._op is None:
-                    self._op = _fusion_ops[name] = register_op(name, [n for n, _, _ in self._inputs],
-                                                               self._run_any, self._fake)
+            if _op_factory is None:
+                raise RuntimeUnavailable(f"{self.name}: Kernel.op needs heddle's torch integration; "
+                                         "`import heddle` (or heddle.torch) installs it")
+            self._op = _op_factory(self)
         return self._op
-
-    def _run_any(self, tensors):
-        if tensors[0].device.type == "cuda":
-            return self(*tensors)
-        from .interpret import interpret_mode, run_checked
-        g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)  # the CUDA path's rules
-        empty = inputs.zero_size_result(self.fusion, g, tensors)
-        if empty is not None:
-            return empty
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
-            return run_checked(self, tensors)
-        from .reference import evaluate
-        import torch
-        return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
-
-    def _fake(self, tensors):
-        import torch
-        inputs.same_device(self.name, [n for n, _, _ in self._inputs], tensors)
-        g = MatmulGeometry(self._matmul_expr, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
-        return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]))
 
     # --- run -----------------------------------------------------------------------------------
     def bind(self, tensors) -> Dict[str, int]:
@@ -214,8 +187,13 @@ class Kernel:
         return out
 
 
-_fusion_ops: Dict[str, object] = {}
-_fusion_ops_lock = threading.Lock()
+# Kernel -> its torch custom op; set once by heddle.torch.custom_ops (see Kernel.op)
+_op_factory: Optional[Callable[["Kernel"], object]] = None
+
+
+def set_op_factory(factory: Callable[["Kernel"], object]) -> None:
+    global _op_factory
+    _op_factory = factory
 
 
 class _Operands:

@@ -20,6 +20,7 @@ from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
+from .custom_ops import register_op
 
 _ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -154,14 +155,6 @@ _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
 
 
-def register_op(name: str, input_names, run, fake):
-    """Register `heddle::<name>` (Tensor inputs -> Tensor) with a real and a fake implementation."""
-    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> Tensor"
-    op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
-    op.register_fake(lambda *t: fake(t))
-    return op
-
-
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
     op = register_op(fm.spec.op_name(), names, fm.run, fm.fake)
@@ -222,7 +215,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     return getattr(torch.ops.heddle, name)(*args)
 
 
-@torch.compiler.assume_constant_result
 def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
              activation, alpha, out_dtype) -> str:
     """Registers the op for this signature on first use; under torch.compile it runs once at trace
@@ -241,6 +233,9 @@ def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_ra
 
 
 _op_names: Dict[tuple, str] = {}
+# torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
+# torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
+_op_name._dynamo_marked_constant = True
 
 
 def _warn_if_spills(k: Kernel) -> None:

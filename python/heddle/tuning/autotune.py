@@ -316,7 +316,7 @@ def _device_name(timer) -> str:
 def problem_key(fd, target: str, vec, problem: Problem, device: str) -> Tuple[str, str]:
     """(key, description) of a tuning problem: the fusion's definition, target, operand alignment,
     sizes, device and heddle version."""
-    from .. import __version__
+    from ..core.version import __version__
     blob = json.dumps({"fusion": str(fd), "target": target, "vec": list(vec), "m": problem.m, "n": problem.n,
                        "k": problem.k, "batch": problem.batch, "device": device, "heddle": __version__},
                       sort_keys=True)

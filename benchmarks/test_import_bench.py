@@ -1,0 +1,53 @@
+"""What `import heddle` costs a process that already imports torch (target: <= 100 ms over torch).
+
+Each sample is a new interpreter, alternating between `import torch` and `import torch; import heddle`
+so both see the same machine load; the in-process clock around `import heddle` (torch already loaded)
+is recorded beside the two wall times. Reported, not asserted: the only assertion is that the process
+that imported heddle loaded neither torch._dynamo nor heddle's torch.compile backend (the measured
+thing is the light import, not an import that happens to be quick because it failed).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from heddle import bench
+
+PROBE = """
+import sys, time, json
+import torch
+t0 = time.perf_counter()
+import heddle
+t1 = time.perf_counter()
+print(json.dumps({"ms": (t1 - t0) * 1e3, "dynamo": "torch._dynamo" in sys.modules,
+                  "backend": "heddle.torch.dynamo" in sys.modules}))
+"""
+
+
+def _wall_ms(code: str) -> tuple:
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    ms = (time.perf_counter() - t0) * 1e3
+    assert r.returncode == 0, r.stderr[-2000:]
+    return ms, r.stdout
+
+
+def test_import_heddle_over_torch(recorder):
+    torch_only, with_heddle, inproc = [], [], []
+    for _ in range(7):
+        torch_only.append(_wall_ms("import torch")[0])
+        ms, out = _wall_ms(PROBE)
+        probe = json.loads(out.strip().splitlines()[-1])
+        assert not probe["dynamo"], "import heddle loaded torch._dynamo"
+        assert not probe["backend"], "import heddle loaded the torch.compile backend"
+        with_heddle.append(ms)
+        inproc.append(probe["ms"])
+    for step, samples in (("import_torch", torch_only), ("import_torch_heddle", with_heddle),
+                          ("import_heddle_over_torch", inproc)):
+        st = bench.summarize(samples)
+        recorder.add("compile", {"suite": "compile", "variant": "import", "step": step, "stats": st.to_dict(),
+                                 "unit": st.unit})
+    over = bench.summarize(with_heddle).median - bench.summarize(torch_only).median
+    recorder.set("compile", "import_heddle_over_torch_wall_ms", round(over, 1))
