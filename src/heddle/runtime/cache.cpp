@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache_lock.h"
 #include "heddle/runtime/serialize.h"
 #include "heddle/runtime/sha256.h"
 
@@ -26,7 +28,7 @@ std::vector<std::string>& envVarList() {
 
 // One line to stderr ("heddle: warning: ..."), as HEDDLE_DUMP and the Python side report, the first
 // time each kind of problem happens in this process; the counters in CacheStats keep counting.
-enum WarnKind { kWarnCorrupt, kWarnWrite, kWarnUnsafeDir, kWarnBadLimit, kWarnKinds };
+enum WarnKind { kWarnCorrupt, kWarnWrite, kWarnUnsafeDir, kWarnBadLimit, kWarnLockTimeout, kWarnKinds };
 void warnOnce(WarnKind kind, const std::string& message) {
   static std::atomic<bool> warned[kWarnKinds];
   if (warned[kind].exchange(true)) return;
@@ -166,8 +168,10 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
                "; kernels are cached in memory only. Use a directory of your own (HEDDLE_CACHE_DIR, mode 0700)");
     }
   }
-  if (useDisk) {
+  // firstLook: a rejected entry is counted and warned about once, on the first look only
+  auto fromDisk = [&](bool firstLook) -> bool {
     DiskRead hit = store.read(out.key);
+    if (hit.status == DiskReadStatus::Corrupt && !firstLook) return false;
     if (hit.status == DiskReadStatus::Corrupt)
       warnOnce(kWarnCorrupt, "kernel cache entry rejected and recompiled: " + hit.problem);
     std::lock_guard<std::mutex> lock(mu_);
@@ -176,9 +180,21 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
       out.result = std::make_shared<const RtcResult>(std::move(hit.result));
       out.source = CacheSource::Disk;
       remember(out.key, out.result);
-      return out;
+      return true;
     }
     if (hit.status == DiskReadStatus::Corrupt) ++stats_.corrupt;
+    return false;
+  };
+  if (useDisk && fromDisk(true)) return out;
+  // A miss: one process per machine compiles it (cache_lock.h). The others wait for its entry.
+  std::optional<KeyLock> keyLock;
+  if (useDisk) {
+    keyLock.emplace(store.dir(), out.key, compileLockTimeout());
+    if (keyLock->timedOut())
+      warnOnce(kWarnLockTimeout, "waited " + std::to_string(compileLockTimeout()) + " s for another process "
+               "compiling the same kernel (" + keyLock->path() + "); compiling it here too. "
+               "HEDDLE_COMPILE_LOCK_TIMEOUT sets the wait in seconds");
+    if (keyLock->acquired() && fromDisk(false)) return out;  // the holder before us stored it
   }
 
   auto result = std::make_shared<const RtcResult>(compile());
