@@ -12,6 +12,7 @@ void bindLower(py::module_& m);
 void bindLab(py::module_& m);
 void bindVerify(py::module_& m);
 void bindHip(py::module_& m);  // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
+void bindPlan(py::module_& m);  // plan_bindings.cpp: heddle._C.runtime.LaunchPlan
 void bindInterp(py::module_& m);  // interp_bindings.cpp: heddle._C.interp
 
 PYBIND11_MODULE(_C, m) {
@@ -27,6 +28,7 @@ PYBIND11_MODULE(_C, m) {
   bindLab(m);
   bindRuntime(m);
   bindHip(m);
+  bindPlan(m);
   bindVerify(m);
   bindInterp(m);
 }
