@@ -250,6 +250,12 @@ class Fusion:
         """The expressions in topological order, as plain tuples (used by the torch reference)."""
         return self._f.exprs()
 
+    def validate(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8) -> str:
+        """Check the whole schedule against `target` (the first pass of lower): a one-line summary of the
+        tiling, or heddle.ScheduleError naming the broken rule."""
+        return self._f.validate(_str(target, "validate: target"), _int(vec_a, "validate: vec_a"),
+                                _int(vec_b, "validate: vec_b"))
+
     def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False):
         """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source)."""
         return _C.lower(self._f, _str(target, "lower: target"), _int(vec_a, "lower: vec_a"),
