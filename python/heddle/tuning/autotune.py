@@ -109,9 +109,18 @@ class Store:
         return self._read()["problems"]
 
     def entries(self, key: str) -> Dict[str, dict]:
-        return dict(self._read()["problems"].get(key, {}).get("configs", {}))
+        """The stored configs of a problem; when this machine has none, the fleet's (HEDDLE_REMOTE_CACHE),
+        kept here too."""
+        local = dict(self._read()["problems"].get(key, {}).get("configs", {}))
+        if local:
+            return local
+        shared = _remote_entries(key)
+        if shared is None:
+            return {}
+        self.put(key, shared[0], shared[1], share=False)
+        return dict(shared[1])
 
-    def put(self, key: str, describe: str, entries: Dict[str, dict]) -> None:
+    def put(self, key: str, describe: str, entries: Dict[str, dict], share: bool = True) -> None:
         if not entries:
             return
         with self._locked():
@@ -123,6 +132,42 @@ class Store:
             with open(tmp, "w") as f:
                 json.dump(doc, f, indent=1, sort_keys=True)
             os.replace(tmp, self.path)
+        if share and _C.runtime.remote_enabled():
+            _C.runtime.remote_put(REMOTE_PREFIX + key, _remote_value(prob["describe"], prob["configs"]))
+
+
+# The fleet's tuning results in the remote cache (docs/runtime.md, "Remote cache"): one value per problem,
+# {"sha256": hex of body, "body": json of {"describe", "configs"}}, verified before use.
+REMOTE_PREFIX = "heddle:tune:"
+_remote_rejected = threading.Event()
+
+
+def _remote_value(describe: str, configs: dict) -> bytes:
+    body = json.dumps({"describe": describe, "configs": configs}, sort_keys=True)
+    return json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "body": body}).encode()
+
+
+def _remote_entries(key: str) -> Optional[Tuple[str, Dict[str, dict]]]:
+    if not _C.runtime.remote_enabled():
+        return None
+    raw = _C.runtime.remote_get(REMOTE_PREFIX + key)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        body = doc["body"]
+        if hashlib.sha256(body.encode()).hexdigest() != doc["sha256"]:
+            raise ValueError("checksum mismatch")
+        val = json.loads(body)
+        if not isinstance(val["describe"], str) or not isinstance(val["configs"], dict):
+            raise ValueError("not a tuning entry")
+        return val["describe"], val["configs"]
+    except (ValueError, KeyError, TypeError) as e:
+        if not _remote_rejected.is_set():
+            _remote_rejected.set()
+            print(f"heddle: warning: remote tuning entry {REMOTE_PREFIX + key} rejected ({e}); tuning here "
+                  "(reported once per process)", file=sys.stderr)
+        return None
 
 
 # --- progress ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 #include "heddle/runtime/cache_disk.h"
 #include "heddle/runtime/cache_lock.h"
+#include "heddle/runtime/remote_cache.h"
 #include "heddle/runtime/serialize.h"
 #include "heddle/runtime/sha256.h"
 
@@ -74,6 +75,7 @@ const char* cacheSourceName(CacheSource s) {
   switch (s) {
     case CacheSource::Memory: return "memory";
     case CacheSource::Disk: return "disk";
+    case CacheSource::Remote: return "remote";
     case CacheSource::Compiled: return "compiled";
   }
   return "unknown";
@@ -196,6 +198,23 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
                "HEDDLE_COMPILE_LOCK_TIMEOUT sets the wait in seconds");
     if (keyLock->acquired() && fromDisk(false)) return out;  // the holder before us stored it
   }
+  // The fleet's cache (remote_cache.h): a verified entry is kept on disk and in memory like a compiled one.
+  RemoteCache& remote = RemoteCache::global();
+  const std::string remoteKey = "heddle:kernel:" + out.key;
+  if (auto bytes = remote.get(remoteKey)) {
+    try {
+      auto fetched = std::make_shared<const RtcResult>(decodeEntry(out.key, *bytes));
+      std::string ignored;
+      if (useDisk) store.write(out.key, *fetched, &ignored);
+      std::lock_guard<std::mutex> lock(mu_);
+      remember(out.key, fetched);
+      out.result = fetched;
+      out.source = CacheSource::Remote;
+      return out;
+    } catch (const DecodeError& e) {
+      RemoteCache::warnRejected(remoteKey, e.what());
+    }
+  }
 
   auto result = std::make_shared<const RtcResult>(compile());
   std::string writeError;
@@ -203,6 +222,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   if (!stored)
     warnOnce(kWarnWrite, "cannot store a compiled kernel in the disk cache (" + writeError +
              "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
+  remote.put(remoteKey, encodeEntry(out.key, *result));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.compiles;
   if (!stored) ++stats_.diskWriteErrors;
