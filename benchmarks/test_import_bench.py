@@ -22,7 +22,7 @@ t0 = time.perf_counter()
 import heddle
 t1 = time.perf_counter()
 print(json.dumps({"ms": (t1 - t0) * 1e3, "dynamo": "torch._dynamo" in sys.modules,
-                  "backend": "heddle.torch.dynamo" in sys.modules}))
+                  "backend": "heddle.pytorch.dynamo" in sys.modules}))
 """
 
 

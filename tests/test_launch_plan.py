@@ -9,7 +9,7 @@ import torch
 import heddle
 from heddle import _C
 from heddle.core.kernel import call_signature
-from heddle.torch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
+from heddle.pytorch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
 from matmul_defs import matmul_fusion, schedule
 
 rt = _C.runtime

@@ -18,7 +18,7 @@ def _run(code: str) -> str:
 
 def test_import_heddle_loads_neither_dynamo_nor_the_backend_nor_tuning():
     out = _run("import sys, heddle\n"
-               "print(sorted(m for m in ('torch._dynamo', 'heddle.torch.dynamo', 'heddle.torch.dynamo_fuse',"
+               "print(sorted(m for m in ('torch._dynamo', 'heddle.pytorch.dynamo', 'heddle.pytorch.dynamo_fuse',"
                " 'heddle.tuning.autotune', 'heddle.tuning.bench') if m in sys.modules))")
     assert out.strip() == "[]"
 
@@ -28,10 +28,10 @@ def test_old_module_names_give_the_moved_modules():
                "import heddle.dynamo, heddle.api, heddle.interpret\n"
                "from heddle import autotune\n"
                "from heddle.dynamo_fuse import fuse\n"
-               "import heddle.torch.dynamo as d, heddle.torch.matmul as m, heddle.tuning.autotune as t\n"
+               "import heddle.pytorch.dynamo as d, heddle.pytorch.matmul as m, heddle.tuning.autotune as t\n"
                "print(heddle.dynamo is d, heddle.api is m, autotune is t, d.__spec__.name, t.__spec__.name,\n"
                "      callable(heddle.interpret))")
-    assert out.split() == ["True", "True", "True", "heddle.torch.dynamo", "heddle.tuning.autotune", "True"]
+    assert out.split() == ["True", "True", "True", "heddle.pytorch.dynamo", "heddle.tuning.autotune", "True"]
 
 
 def _imports(path: str, package: str):
@@ -51,9 +51,9 @@ def _imports(path: str, package: str):
 
 
 def test_layers_import_one_way():
-    """core imports nothing above it; tuning imports core only; torch imports core and tuning."""
+    """core imports nothing above it; tuning imports core only; pytorch imports core and tuning."""
     allowed = {"core": ("heddle.core", "heddle._C"), "tuning": ("heddle.core", "heddle.tuning", "heddle._C"),
-               "torch": ("heddle.core", "heddle.tuning", "heddle.torch", "heddle._C")}
+               "pytorch": ("heddle.core", "heddle.tuning", "heddle.pytorch", "heddle._C")}
     seen = 0
     for layer, ok in allowed.items():
         for name in sorted(os.listdir(os.path.join(PKG, layer))):

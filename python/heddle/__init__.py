@@ -12,7 +12,7 @@ sync plan, compiled at run time with NVRTC.
     y = heddle.matmul(a, b, bias=bias, activation="gelu")   # automatic schedule, torch custom op
 
 The package has three layers, imports running one way (docs/architecture.md, "The Python package"):
-heddle.core (definition, kernels, launch, checks), heddle.tuning (autotune, bench) and heddle.torch
+heddle.core (definition, kernels, launch, checks), heddle.tuning (autotune, bench) and heddle.pytorch
 (custom ops, heddle.matmul, autograd, the torch.compile backend) above it. The backend and the tuning
 layer load on first use. The flat module names of earlier releases (heddle.dynamo, heddle.autotune,
 heddle.api, ...) still import: they name the modules listed in _MOVED.
@@ -31,15 +31,15 @@ from .core.kernel import Kernel
 from .core.runtime import ensure_search_dirs, gpu_available, nvrtc_available
 from .core.verify import simulate
 from .core.version import __version__
-from .torch.matmul import matmul
+from .pytorch.matmul import matmul
 
 ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
 
 # Where the modules of the flat layout went: `import heddle.dynamo` and `heddle.autotune.tune(...)`
 # keep working and give the module itself (not a copy), loaded when first named.
 _MOVED = {
-    "api": "heddle.torch.matmul", "dynamo": "heddle.torch.dynamo", "dynamo_fuse": "heddle.torch.dynamo_fuse",
-    "dynamo_autograd": "heddle.torch.autograd", "autotune": "heddle.tuning.autotune",
+    "api": "heddle.pytorch.matmul", "dynamo": "heddle.pytorch.dynamo", "dynamo_fuse": "heddle.pytorch.dynamo_fuse",
+    "dynamo_autograd": "heddle.pytorch.autograd", "autotune": "heddle.tuning.autotune",
     "autotune_space": "heddle.tuning.space", "bench": "heddle.tuning.bench", "dump": "heddle.core.dump",
     "errors": "heddle.core.errors", "fusion": "heddle.core.fusion", "inputs": "heddle.core.inputs",
     "interpret": "heddle.core.interpret", "kernel": "heddle.core.kernel", "ops": "heddle.core.ops",

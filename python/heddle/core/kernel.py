@@ -94,12 +94,12 @@ class Kernel:
     def op(self):
         """This compiled fusion as a torch custom op, torch.ops.heddle.fusion_<hash>: CUDA tensors run
         the kernel, CPU tensors compute the fusion with torch (float32); a fake implementation lets
-        it trace under torch.compile. Made by the torch integration (heddle.torch.custom_ops.kernel_op),
+        it trace under torch.compile. Made by the torch integration (heddle.pytorch.custom_ops.kernel_op),
         which `import heddle` installs here (core never imports the layer above it)."""
         if self._op is None:
             if _op_factory is None:
                 raise RuntimeUnavailable(f"{self.name}: Kernel.op needs heddle's torch integration; "
-                                         "`import heddle` (or heddle.torch) installs it")
+                                         "`import heddle` (or heddle.pytorch) installs it")
             self._op = _op_factory(self)
         return self._op
 
@@ -246,7 +246,7 @@ def _run_plan(plan, tensors, out) -> bool:
         return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, out))
 
 
-# Kernel -> its torch custom op; set once by heddle.torch.custom_ops (see Kernel.op)
+# Kernel -> its torch custom op; set once by heddle.pytorch.custom_ops (see Kernel.op)
 _op_factory: Optional[Callable[["Kernel"], object]] = None
 
 

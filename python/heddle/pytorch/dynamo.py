@@ -7,7 +7,7 @@
 The backend is registered through the `torch_dynamo_backends` entry point (pyproject.toml), so
 `backend="heddle"` resolves after `pip install` without importing heddle. It runs aot_autograd with
 inductor's decompositions and partitioner (minus the ops heddle_fuse needs whole), rewrites each
-forward / backward / inference graph with heddle.torch.dynamo_fuse.fuse (matmul + epilogue chains become
+forward / backward / inference graph with heddle.pytorch.dynamo_fuse.fuse (matmul + epilogue chains become
 heddle custom ops), and hands the rewritten graph to inductor (default) or runs it eagerly.
 
 Options (torch.compile(..., options={...}) or heddle_backend(gm, inputs, key=value)):

@@ -12,7 +12,7 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
      with casts anywhere in between, and a reshape [B*S, N] -> [B, S, N] when the matmul is a Linear
      on a 3-D input (the operand becomes batched instead);
   3. replaces the matmul and the chain with one call of the heddle op for that signature
-     (heddle.torch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
+     (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
 
 Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
 HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
