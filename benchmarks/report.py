@@ -42,6 +42,7 @@ STEP_LABEL = {
     "import_torch": "`import torch` in a new process (wall)",
     "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
     "import_heddle_over_torch": "`import heddle` after torch, in-process clock (target <= 100 ms)",
+    "first_kernel_warm": "heddle.matmul's first kernel in a new process, warm disk cache (target <= 5 ms)",
 }
 STEP_ORDER = list(STEP_LABEL)
 
