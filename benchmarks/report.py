@@ -35,8 +35,14 @@ STEP_LABEL = {
     "bind": "Kernel.bind (input checks)",
     "geometry": "launch geometry (sizes, trip check, grid)",
     "prepare": "Kernel.prepare: layout checks, output, kernel arguments, grid",
+    "eager_plan": "eager call through its launch plan: signature, lookup, output, bind + pack (no driver call)",
+    "full_path": "first-call path a plan skips: input checks + Kernel.prepare",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",
+    "import_torch": "`import torch` in a new process (wall)",
+    "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
+    "import_heddle_over_torch": "`import heddle` after torch, in-process clock (target <= 100 ms)",
+    "first_kernel_warm": "heddle.matmul's first kernel in a new process, warm disk cache (target <= 5 ms)",
 }
 STEP_ORDER = list(STEP_LABEL)
 

@@ -27,6 +27,8 @@ import heddle
 from heddle import _C, bench
 from heddle.api import MatmulSpec, fused_matmul_op
 from heddle.autotune import Config
+from heddle.core import inputs
+from heddle.core.kernel import call_signature
 from heddle.kernel import matmul_geometry
 
 rt = _C.runtime
@@ -234,6 +236,19 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
             k.lowered.check_launch(g.env)
             k.lowered.grid(g.env)
         pieces["geometry"] = (geometry, None)
+    # the eager fast path (Kernel.run_planned): everything but the stream query and the driver call
+    out, grid, args, slots = k._prepare(tensors)
+    plan = rt.LaunchPlan(rt.Kernel.load(k.binary, k.name), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes,
+                         args, slots)
+    plans = {call_signature(tensors): (plan, out.shape, out.dtype)}
+
+    def planned():
+        p, shape, dtype = plans[call_signature(tensors)]
+        assert p.launch(0, (*tensors, torch.empty(shape, dtype=dtype)), dry_run=True)
+
+    pieces["eager_plan"] = (planned, None)
+    pieces["full_path"] = (lambda: k.prepare(tensors, geometry=inputs.check(k.name, k._inputs, k._matmul_expr,
+                                                                            tensors)), None)
     pieces["custom_op_empty"] = (lambda: noop(tensors[0]), None)
     pieces["torch_empty"] = (lambda: torch.empty(16, 256), None)
     for step, (fn, _) in pieces.items():

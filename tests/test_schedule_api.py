@@ -286,3 +286,17 @@ def test_target_info_flags(name, flags):
 def test_target_info_unknown():
     with pytest.raises(heddle.ScheduleError, match=r"unknown target 'sm_75'; known targets:.*sm_80"):
         heddle.target_info("sm_75")
+
+
+def test_validate_is_public_and_checks_against_the_target():
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", 256])
+    b = fd.input("b", "bf16", [256, 256])
+    fd.output(fd.matmul(a, b).to("bf16"))
+    fd.auto_schedule("gfx1200")  # the AMD recipe: GFX12 has no LDS DMA, so plain copies double-buffered
+    assert fd.validate("gfx1200") == ("tile 128x128x32, warps 2x4 (256 threads), plain vec 8/8, "
+                                      "circular_buffer(stages=2, prefetch=1), layout NN")
+    with pytest.raises(heddle.ScheduleError, match="unknown target 'sm_75'"):
+        fd.validate("sm_75")
+    with pytest.raises(heddle.ScheduleError, match="validate: vec_a"):
+        fd.validate("gfx1200", vec_a="8")

@@ -13,6 +13,7 @@ void bindLab(py::module_& m);
 void bindRoleGraph(py::module_& m);  // role_graph_bindings.cpp: heddle._C.role_graph_lab
 void bindVerify(py::module_& m);
 void bindHip(py::module_& m);  // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
+void bindPlan(py::module_& m);  // plan_bindings.cpp: heddle._C.runtime.LaunchPlan
 void bindInterp(py::module_& m);  // interp_bindings.cpp: heddle._C.interp
 
 PYBIND11_MODULE(_C, m) {
@@ -29,6 +30,7 @@ PYBIND11_MODULE(_C, m) {
   bindRoleGraph(m);
   bindRuntime(m);
   bindHip(m);
+  bindPlan(m);
   bindVerify(m);
   bindInterp(m);
 }

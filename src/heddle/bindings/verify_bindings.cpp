@@ -1,6 +1,6 @@
 // heddle._C.verify: the CPU simulator (verify/simulator.h), sync mutants (verify/mutate.h) and
 // hand-built kernels for planted-bug tests (verify/tiny_kernel.h). Thin: tensors arrive as
-// float32 bytes prepared by python/heddle/verify.py.
+// float32 bytes prepared by python/heddle/core/verify.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

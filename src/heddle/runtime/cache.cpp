@@ -6,8 +6,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache_lock.h"
+#include "heddle/runtime/remote_cache.h"
 #include "heddle/runtime/serialize.h"
 #include "heddle/runtime/sha256.h"
 
@@ -26,7 +29,7 @@ std::vector<std::string>& envVarList() {
 
 // One line to stderr ("heddle: warning: ..."), as HEDDLE_DUMP and the Python side report, the first
 // time each kind of problem happens in this process; the counters in CacheStats keep counting.
-enum WarnKind { kWarnCorrupt, kWarnWrite, kWarnUnsafeDir, kWarnBadLimit, kWarnKinds };
+enum WarnKind { kWarnCorrupt, kWarnWrite, kWarnUnsafeDir, kWarnBadLimit, kWarnLockTimeout, kWarnKinds };
 void warnOnce(WarnKind kind, const std::string& message) {
   static std::atomic<bool> warned[kWarnKinds];
   if (warned[kind].exchange(true)) return;
@@ -72,6 +75,7 @@ const char* cacheSourceName(CacheSource s) {
   switch (s) {
     case CacheSource::Memory: return "memory";
     case CacheSource::Disk: return "disk";
+    case CacheSource::Remote: return "remote";
     case CacheSource::Compiled: return "compiled";
   }
   return "unknown";
@@ -166,8 +170,10 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
                "; kernels are cached in memory only. Use a directory of your own (HEDDLE_CACHE_DIR, mode 0700)");
     }
   }
-  if (useDisk) {
+  // firstLook: a rejected entry is counted and warned about once, on the first look only
+  auto fromDisk = [&](bool firstLook) -> bool {
     DiskRead hit = store.read(out.key);
+    if (hit.status == DiskReadStatus::Corrupt && !firstLook) return false;
     if (hit.status == DiskReadStatus::Corrupt)
       warnOnce(kWarnCorrupt, "kernel cache entry rejected and recompiled: " + hit.problem);
     std::lock_guard<std::mutex> lock(mu_);
@@ -176,9 +182,38 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
       out.result = std::make_shared<const RtcResult>(std::move(hit.result));
       out.source = CacheSource::Disk;
       remember(out.key, out.result);
-      return out;
+      return true;
     }
     if (hit.status == DiskReadStatus::Corrupt) ++stats_.corrupt;
+    return false;
+  };
+  if (useDisk && fromDisk(true)) return out;
+  // A miss: one process per machine compiles it (cache_lock.h). The others wait for its entry.
+  std::optional<KeyLock> keyLock;
+  if (useDisk) {
+    keyLock.emplace(store.dir(), out.key, compileLockTimeout());
+    if (keyLock->timedOut())
+      warnOnce(kWarnLockTimeout, "waited " + std::to_string(compileLockTimeout()) + " s for another process "
+               "compiling the same kernel (" + keyLock->path() + "); compiling it here too. "
+               "HEDDLE_COMPILE_LOCK_TIMEOUT sets the wait in seconds");
+    if (keyLock->acquired() && fromDisk(false)) return out;  // the holder before us stored it
+  }
+  // The fleet's cache (remote_cache.h): a verified entry is kept on disk and in memory like a compiled one.
+  RemoteCache& remote = RemoteCache::global();
+  const std::string remoteKey = "heddle:kernel:" + out.key;
+  if (auto bytes = remote.get(remoteKey)) {
+    try {
+      auto fetched = std::make_shared<const RtcResult>(decodeEntry(out.key, *bytes));
+      std::string ignored;
+      if (useDisk) store.write(out.key, *fetched, &ignored);
+      std::lock_guard<std::mutex> lock(mu_);
+      remember(out.key, fetched);
+      out.result = fetched;
+      out.source = CacheSource::Remote;
+      return out;
+    } catch (const DecodeError& e) {
+      RemoteCache::warnRejected(remoteKey, e.what());
+    }
   }
 
   auto result = std::make_shared<const RtcResult>(compile());
@@ -187,6 +222,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   if (!stored)
     warnOnce(kWarnWrite, "cannot store a compiled kernel in the disk cache (" + writeError +
              "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
+  remote.put(remoteKey, encodeEntry(out.key, *result));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.compiles;
   if (!stored) ++stats_.diskWriteErrors;

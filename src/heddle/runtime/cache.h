@@ -23,8 +23,8 @@
 
 namespace heddle::rt {
 
-enum class CacheSource { Memory, Disk, Compiled };
-const char* cacheSourceName(CacheSource s);  // "memory", "disk", "compiled"
+enum class CacheSource { Memory, Disk, Remote, Compiled };
+const char* cacheSourceName(CacheSource s);  // "memory", "disk", "remote", "compiled"
 
 struct KeyInputs {
   std::string source;

@@ -63,6 +63,8 @@ Open readEntryFile(const std::string& path, std::string& out, std::string* probl
   return result;
 }
 
+}  // namespace
+
 std::string encodeEntry(const std::string& key, const RtcResult& r) {
   std::string payload = encodeRtcResult(r);
   ByteWriter w;
@@ -76,7 +78,6 @@ std::string encodeEntry(const std::string& key, const RtcResult& r) {
   return w.bytes();
 }
 
-// Throws DecodeError describing the first problem found.
 RtcResult decodeEntry(const std::string& key, const std::string& bytes) {
   ByteReader rd(bytes);
   if (rd.raw(kMagic.size()) != kMagic) throw DecodeError("bad magic");
@@ -91,6 +92,8 @@ RtcResult decodeEntry(const std::string& key, const std::string& bytes) {
   if (sha256Raw(payload) != rd.raw(kDigestBytes)) throw DecodeError("payload checksum mismatch");
   return decodeRtcResult(payload);
 }
+
+namespace {
 
 bool writeAll(int fd, const std::string& data) {
   size_t off = 0;

@@ -33,6 +33,11 @@ void ensureDirectory(const std::string& dir);
 // anyone who can write there could plant a kernel). A missing directory is fine (created 0700).
 std::string unsafeCacheDirReason(const std::string& dir);
 
+// One entry's bytes (the layout above), and back: decodeEntry verifies magic, version, key, lengths and
+// checksum and throws DecodeError describing the first problem found. Also the remote cache's values.
+std::string encodeEntry(const std::string& key, const RtcResult& r);
+RtcResult decodeEntry(const std::string& key, const std::string& bytes);
+
 enum class DiskReadStatus { Hit, Missing, Corrupt };
 
 struct DiskRead {

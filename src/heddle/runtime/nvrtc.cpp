@@ -48,6 +48,11 @@ Nvrtc& Nvrtc::instance() {
   return *gInstance;
 }
 
+const Nvrtc* Nvrtc::loadedInstance() {
+  std::lock_guard<std::mutex> lock(gInstanceMutex);
+  return gInstance.get();
+}
+
 bool Nvrtc::available(std::string* reason) {
   try {
     instance();

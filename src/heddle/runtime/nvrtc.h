@@ -46,6 +46,8 @@ std::vector<std::string> nvrtcOptionList(const RtcOptions& opts);
 class Nvrtc {
  public:
   static Nvrtc& instance();
+  // The instance when NVRTC is already loaded in this process, else nullptr (loads nothing).
+  static const Nvrtc* loadedInstance();
   // True when NVRTC loads; otherwise false and *reason (if given) says why.
   static bool available(std::string* reason = nullptr);
 

@@ -3,6 +3,7 @@
 
 #include <mutex>
 
+#include "heddle/runtime/nvrtc_stamp.h"
 #include "heddle/runtime/rtc_isolate.h"
 
 namespace heddle::rt {
@@ -12,9 +13,25 @@ const std::string& embeddedHeadersDigest() {
   return d;
 }
 
-CachedKernel compile(const CompileRequest& req) {
-  const Nvrtc& nvrtc = Nvrtc::instance();  // the key needs the NVRTC version; throws when absent
+namespace {
 
+struct StaleNvrtcRecord {};  // the version recorded for the library file was not the loaded library's
+
+// The NVRTC version for the key: the loaded library's; before it is loaded, the one the cache directory
+// recorded for the file the loader would open (nvrtc_stamp.h), so a warm process never loads NVRTC;
+// else NVRTC is loaded (throws when absent) and its version recorded.
+std::string keyNvrtcVersion(const std::string& cacheDir, bool trustRecord) {
+  if (const Nvrtc* loaded = Nvrtc::loadedInstance()) return loaded->version();
+  if (trustRecord) {
+    std::string recorded = rememberedNvrtcVersion(cacheDir);
+    if (!recorded.empty()) return recorded;
+  }
+  const Nvrtc& nvrtc = Nvrtc::instance();
+  rememberNvrtcVersion(cacheDir, nvrtc);
+  return nvrtc.version();
+}
+
+CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir, bool trustRecord) {
   KeyInputs in;
   in.source = req.source;
   in.name = req.name;
@@ -24,10 +41,12 @@ CachedKernel compile(const CompileRequest& req) {
     in.headersDigest = embeddedHeadersDigest();
   }
   in.options = req.options;
-  in.compilerVersion = nvrtc.version();
+  in.compilerVersion = keyNvrtcVersion(cacheDir, trustRecord);
 
   bool isolate = req.options.isolate.value_or(isolateByDefault());
   auto run = [&]() -> RtcResult {
+    const Nvrtc& nvrtc = Nvrtc::instance();  // a miss: now NVRTC is needed
+    if (nvrtc.version() != in.compilerVersion) throw StaleNvrtcRecord{};
     if (isolate) return compileIsolated(in.source, in.name, in.headers, in.options);
     std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
     return nvrtc.compile(in.source, in.name, in.headers, in.options);
@@ -39,6 +58,20 @@ CachedKernel compile(const CompileRequest& req) {
   out.result = std::make_shared<const RtcResult>(run());
   out.source = CacheSource::Compiled;
   return out;
+}
+
+}  // namespace
+
+CachedKernel compile(const CompileRequest& req) {
+  KernelCache& cache = KernelCache::global();
+  const std::string cacheDir = req.useCache && cache.diskEnabled() ? cache.diskDir() : std::string();
+  try {
+    return compileWith(req, cacheDir, /*trustRecord=*/true);
+  } catch (const StaleNvrtcRecord&) {  // the library file changed in place and kept its identity
+    forgetNvrtcVersion(cacheDir);
+    rememberNvrtcVersion(cacheDir, Nvrtc::instance());
+    return compileWith(req, cacheDir, /*trustRecord=*/false);
+  }
 }
 
 }  // namespace heddle::rt

@@ -11,7 +11,7 @@
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
-// cp.async schedule instead (python/heddle/api.py decides, heddle.tma checks).
+// cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
 
 #include "heddle/schedule/schedule.h"

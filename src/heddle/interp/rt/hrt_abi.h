@@ -1,4 +1,4 @@
-// heddle/interp/rt/hrt_abi.h -- the C ABI between heddle (the _C module, python/heddle/interpret.py)
+// heddle/interp/rt/hrt_abi.h -- the C ABI between heddle (the _C module, python/heddle/core/interpret.py)
 // and an interpreter library: a kernel's printed source compiled by the host C++ compiler together
 // with the execution runtime (hrt_*.cpp). Plain C structs only: both sides are compiled separately.
 //

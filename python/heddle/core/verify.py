@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from . import _C
+from .. import _C
 
 _V = _C.verify
 _TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
@@ -145,7 +145,7 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
     out_shape = None
     if mexpr is None:
         return _Prepared(scalars, tensors, None, None)
-    from .kernel import matmul_geometry
+    from .inputs import matmul_geometry
     g = matmul_geometry(fus, by_name)
     a, b, M, N = g.a, g.b, g.M, g.N
     out_shape = g.out_shape

@@ -22,7 +22,7 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence
 
-from . import _C
+from .. import _C
 from .errors import HeddleError, InputError
 
 _TOL = {"f16": (1e-2, 1e-2), "bf16": (4e-2, 2e-2), "f32": (1e-3, 1e-3)}

@@ -16,10 +16,11 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import inputs
-from .errors import InputError, ScheduleError
-from .fusion import Fusion, ops_unary
-from .kernel import Kernel, _vec_for
+from ..core import inputs
+from ..core.errors import InputError, ScheduleError
+from ..core.fusion import Fusion, ops_unary
+from ..core.kernel import Kernel, _vec_for, call_signature
+from .custom_ops import register_op
 
 _ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -74,6 +75,7 @@ class FusedMatmul:
         self._decls = [(t.name, t.dtype, t.shape) for t in self.fusion.inputs]
         self._mexpr = inputs.matmul_expr(self.fusion)
         self.kernels: Dict[tuple, Kernel] = {}
+        self._eager: Dict[tuple, Kernel] = {}  # call signature -> the kernel its CUDA calls launch
         self.compiles = 0
         self._lock = threading.Lock()
         self.op = _register_op(self)
@@ -89,7 +91,7 @@ class FusedMatmul:
                         fd = _plain_schedule(self.spec, target)
                     else:
                         fd = self.spec.build_fusion()
-                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/tma.py)
+                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
                         fd.auto_schedule(target, -1, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
@@ -110,23 +112,44 @@ class FusedMatmul:
         return self.kernel(target, vec_a, vec_b)
 
     def run(self, tensors):
-        # the same rules on every device (heddle/inputs.py), then torch's answer for empty problems
+        # the same rules on every device (heddle/core/inputs.py), then torch's answer for empty problems
         g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
             return empty
         a = tensors[0]
         if a.device.type == "cuda":
-            from .runtime import target_for_device
+            from ..core.runtime import target_for_device
             k = self.kernel_for(tensors, target_for_device(a.device))
             return k._launch(tensors, g)  # checked above against the same inputs (the kernel's fusion is ours)
-        from .interpret import interpret_mode
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
-            from .interpret import interpret_target, run_checked
+        from ..core.interpret import interpret_mode
+        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
+            from ..core.interpret import interpret_target, run_checked
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), rtc=False)
             return run_checked(k, tensors)
-        from .reference import evaluate
+        from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
+
+    def eager(self, tensors):
+        """A plain eager call on CUDA tensors (no tracing, no autograd: eager_call_ok), without the custom
+        op layer: a signature seen before goes straight to its kernel's launch plan; else the op's own
+        implementation runs (checks, kernel choice, launch) and the kernel is remembered."""
+        try:
+            sig = call_signature(tensors)
+        except (AttributeError, TypeError):
+            sig = None
+        k = self._eager.get(sig)
+        if k is not None:
+            out = k.run_planned(tensors)
+            if out is not None:
+                return out
+        out = self.run(tensors)
+        if sig is not None and out.numel() and out.device.type == "cuda":
+            if len(self._eager) >= 64:
+                self._eager.clear()
+            from ..core.runtime import target_for_device
+            self._eager[sig] = self.kernel_for(tensors, target_for_device(tensors[0].device))
+        return out
 
     def fake(self, tensors):
         inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)
@@ -138,7 +161,7 @@ class FusedMatmul:
 
 
 def _autotune():
-    from . import autotune
+    from ..tuning import autotune
     return autotune
 
 
@@ -154,18 +177,10 @@ _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
 
 
-def register_op(name: str, input_names, run, fake):
-    """Register `heddle::<name>` (Tensor inputs -> Tensor) with a real and a fake implementation."""
-    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> Tensor"
-    op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
-    op.register_fake(lambda *t: fake(t))
-    return op
-
-
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
     op = register_op(fm.spec.op_name(), names, fm.run, fm.fake)
-    from .dynamo_autograd import register_matmul_autograd
+    from .autograd import register_matmul_autograd
     register_matmul_autograd(fm, op)   # heddle.matmul trains in eager mode too
     return op
 
@@ -219,10 +234,33 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
                     None if residual is None else _DT[residual.dtype], 0 if residual is None else residual.dim(),
                     activation, None if alpha is None else float(alpha), _DT[out_dtype or a.dtype])
     args = [a, b] + [t for t in (bias, residual) if t is not None]
+    if eager_call_ok(args):
+        return _by_name[name].eager(args)
     return getattr(torch.ops.heddle, name)(*args)
 
 
-@torch.compiler.assume_constant_result
+def eager_call_ok(tensors, device_type: str = "cuda") -> bool:
+    """True when the custom op would do nothing but run its implementation: not tracing or compiling
+    (no dynamo, no dispatch or function mode such as FakeTensorMode or make_fx, no functorch transform),
+    plain tensors on `device_type`, and no gradient to record. Then heddle.matmul skips the op layer."""
+    if torch.compiler.is_compiling() or _modes_active():
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if type(t) is not torch.Tensor or t.device.type != device_type or (grad and t.requires_grad):
+            return False
+    return True
+
+
+def _modes_active() -> bool:
+    C = torch._C
+    try:
+        return bool(C._len_torch_dispatch_stack() or C._is_torch_function_mode_enabled()
+                    or C._are_functorch_transforms_active())
+    except AttributeError:  # a torch without these queries: always through the op
+        return True
+
+
 def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
              activation, alpha, out_dtype) -> str:
     """Registers the op for this signature on first use; under torch.compile it runs once at trace
@@ -235,12 +273,18 @@ def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_ra
                           trans_b=trans_b, bias=None if bias_dt is None else (bias_dt, bias_rank),
                           residual=None if res_dt is None else (res_dt, res_rank), activation=activation,
                           alpha=alpha, out_dtype=out_dtype)
-        fused_matmul_op(spec)
-        name = _op_names[key] = spec.op_name()
+        fm = fused_matmul_op(spec)
+        name = spec.op_name()
+        _by_name[name] = fm
+        _op_names[key] = name
     return name
 
 
 _op_names: Dict[tuple, str] = {}
+_by_name: Dict[str, FusedMatmul] = {}  # op name -> its FusedMatmul (the eager path)
+# torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
+# torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
+_op_name._dynamo_marked_constant = True
 
 
 def _warn_if_spills(k: Kernel) -> None:

@@ -7,7 +7,7 @@
 The backend is registered through the `torch_dynamo_backends` entry point (pyproject.toml), so
 `backend="heddle"` resolves after `pip install` without importing heddle. It runs aot_autograd with
 inductor's decompositions and partitioner (minus the ops heddle_fuse needs whole), rewrites each
-forward / backward / inference graph with heddle.dynamo_fuse.fuse (matmul + epilogue chains become
+forward / backward / inference graph with heddle.pytorch.dynamo_fuse.fuse (matmul + epilogue chains become
 heddle custom ops), and hands the rewritten graph to inductor (default) or runs it eagerly.
 
 Options (torch.compile(..., options={...}) or heddle_backend(gm, inputs, key=value)):
@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from .dump import dump
+from ..core.dump import dump
 from .dynamo_fuse import WITHHELD, GraphReport, decompose_leftovers, fuse
 
 __all__ = ["heddle_backend", "explain", "Explanation", "reports", "stats", "reset_stats"]

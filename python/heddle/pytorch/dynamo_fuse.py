@@ -12,7 +12,7 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
      with casts anywhere in between, and a reshape [B*S, N] -> [B, S, N] when the matmul is a Linear
      on a 3-D input (the operand becomes batched instead);
   3. replaces the matmul and the chain with one call of the heddle op for that signature
-     (heddle.api.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
+     (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
 
 Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
 HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
@@ -416,7 +416,7 @@ def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
 # applying
 # --------------------------------------------------------------------------------------------------
 def _spec(p: _Plan, out_dtype):
-    from .api import MatmulSpec
+    from .matmul import MatmulSpec
     vb, vr = _val(p.bias), _val(p.residual)
     return MatmulSpec(dtype=_DT[_val(p.a).dtype], batched=p.batched, batched_b=p.batched_b, k=p.k, n=p.n,
                       trans_a=p.trans_a, trans_b=p.trans_b,
@@ -427,7 +427,7 @@ def _spec(p: _Plan, out_dtype):
 
 
 def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
-    from .api import fused_matmul_op
+    from .matmul import fused_matmul_op
     final = p.final
     vfinal = _val(final)
     spec = _spec(p, vfinal.dtype)

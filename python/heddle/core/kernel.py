@@ -6,12 +6,12 @@ launched on torch's current stream the first time it is called with CUDA tensors
 from __future__ import annotations
 
 import os
-import threading
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
-from . import _C, inputs
+from .. import _C
+from . import inputs
 from .dump import dump
-from .errors import InputError, ScheduleError
+from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
 
 
@@ -28,6 +28,7 @@ class Kernel:
         self._out = fusion.outputs[0]
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
+        self._plans: Dict[tuple, tuple] = {}  # call signature -> (LaunchPlan, output shape, dtype)
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -94,40 +95,14 @@ class Kernel:
     def op(self):
         """This compiled fusion as a torch custom op, torch.ops.heddle.fusion_<hash>: CUDA tensors run
         the kernel, CPU tensors compute the fusion with torch (float32); a fake implementation lets
-        it trace under torch.compile."""
+        it trace under torch.compile. Made by the torch integration (heddle.pytorch.custom_ops.kernel_op),
+        which `import heddle` installs here (core never imports the layer above it)."""
         if self._op is None:
-            import hashlib
-            from .api import register_op
-            h = hashlib.sha256((self.target + self.source).encode()).hexdigest()[:12]
-            name = f"fusion_{h}"
-            # one CustomOpDef per name: a second Kernel with the same source shares it (the same type
-            # as the first gets, not the torch.ops packet)
-            with _fusion_ops_lock:
-                self._op = _fusion_ops.get(name)
-                if self._op is None:
-                    self._op = _fusion_ops[name] = register_op(name, [n for n, _, _ in self._inputs],
-                                                               self._run_any, self._fake)
+            if _op_factory is None:
+                raise RuntimeUnavailable(f"{self.name}: Kernel.op needs heddle's torch integration; "
+                                         "`import heddle` (or heddle.pytorch) installs it")
+            self._op = _op_factory(self)
         return self._op
-
-    def _run_any(self, tensors):
-        if tensors[0].device.type == "cuda":
-            return self(*tensors)
-        from .interpret import interpret_mode, run_checked
-        g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)  # the CUDA path's rules
-        empty = inputs.zero_size_result(self.fusion, g, tensors)
-        if empty is not None:
-            return empty
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/interpret.py)
-            return run_checked(self, tensors)
-        from .reference import evaluate
-        import torch
-        return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
-
-    def _fake(self, tensors):
-        import torch
-        inputs.same_device(self.name, [n for n, _, _ in self._inputs], tensors)
-        g = MatmulGeometry(self._matmul_expr, {n: t for (n, _, _), t in zip(self._inputs, tensors)})
-        return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]))
 
     # --- run -----------------------------------------------------------------------------------
     def bind(self, tensors) -> Dict[str, int]:
@@ -135,6 +110,9 @@ class Kernel:
         return inputs.bind(self.name, self._inputs, tensors)
 
     def __call__(self, *tensors):
+        out = self.run_planned(tensors)  # a call like an earlier one: its launch plan, no checks redone
+        if out is not None:
+            return out
         g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)
         if tensors[0].device.type != "cuda":
             raise InputError(f"{self.name}: kernels run on CUDA tensors; got {tensors[0].device}. "
@@ -147,10 +125,17 @@ class Kernel:
         usable (and tested) without a GPU. The interpreter (heddle.interpret) passes its own tensor-map
         encoder (same arguments as cuTensorMapEncodeTiled) and the SM count its persistent grid stands for.
         geometry: the MatmulGeometry inputs.check already made of these tensors (the launch path)."""
+        out, grid, args, _ = self._prepare(tensors, tensor_map_encoder, sms, geometry)
+        return out, grid, args
+
+    def _prepare(self, tensors, tensor_map_encoder=None, sms=None, geometry=None):
+        """prepare, plus the launch plan's slots: (argument index or -1, tensor index, alignment in bytes,
+        pinned address or 0) for every argument that is a tensor's address (the output is tensor
+        len(tensors)), and on Hopper every address its tensor maps hold (runtime/launch_plan.h)."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
-        if hopper:  # TMA's own rules first, with a message naming them (heddle/tma.py)
+        if hopper:  # TMA's own rules first, with a message naming them (heddle/core/tma.py)
             from . import tma
             tma.check_operands(self, _Operands(self._matmul_expr, by_name))
         g = geometry or MatmulGeometry(self._matmul_expr, by_name)
@@ -180,14 +165,23 @@ class Kernel:
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
         env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms) if hopper else ({}, {})
-        args = []
+        index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
+        align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
+                 g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
+        args, slots = [], []
+
+        def address(tname=None):  # the tensor's address as argument len(args), and its slot
+            t = out if tname is None else by_name[tname]
+            slots.append((len(args), len(tensors) if tname is None else index[tname], align.get(tname, 1), 0))
+            args.append(("ptr", t.data_ptr()))
+
         for name, kind, _, tensor in self._params:
             if name in extra: args.append(extra[name])
-            elif name == "A": args.append(("ptr", a.data_ptr()))
-            elif name == "B": args.append(("ptr", b.data_ptr()))
-            elif name == "D": args.append(("ptr", out.data_ptr()))
+            elif name == "A": address(g.a_name)
+            elif name == "B": address(g.b_name)
+            elif name == "D": address()
             elif name in scalar: args.append(scalar[name])
-            elif name.startswith("E_") and kind == "ptr": args.append(("ptr", by_name[tensor].data_ptr()))
+            elif name.startswith("E_") and kind == "ptr": address(tensor)
             elif name.startswith("E_"):  # E_<tensor>_s<axis>: stride of an epilogue operand
                 tname, ax = name[2:].rsplit("_s", 1)
                 args.append(("i64", by_name[tname].stride(int(ax))))
@@ -196,26 +190,70 @@ class Kernel:
         if grid is None:
             grid = self.lowered.grid({**g.env, **env})
             check_grid(self.name, grid)
-        return out, grid, args
+        if hopper:  # the tensor maps hold these addresses: another address needs new maps (the full path)
+            slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + [out]) if t.data_ptr()]
+        return out, grid, args, slots
 
     def _launch(self, tensors, g):
-        import torch
-        out, grid, args = self.prepare(tensors, geometry=g)
+        out, grid, args, slots = self._prepare(tensors, geometry=g)
         if out.numel() == 0:
             return out
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
-        device = tensors[0].device
-        # the tensors' device, not the current one: its context gets the module and runs the launch
-        with torch.cuda.device(device):
-            stream = torch.cuda.current_stream(device).cuda_stream
-            self._loaded.launch(grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, stream, args)
+        plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
+                                     args, slots)
+        launched = _run_plan(plan, tensors, out)
+        assert launched, "a plan made from these tensors takes them"
+        if len(self._plans) >= _MAX_PLANS:
+            self._plans.clear()
+        self._plans[call_signature(tensors)] = (plan, out.shape, out.dtype)
         return out
 
+    def run_planned(self, tensors):
+        """The eager fast path: when an earlier call had this signature (call_signature), launch through
+        its plan (one C++ call binds the addresses and launches) and return the output; None otherwise
+        (or when an address no longer fits the plan), and the caller takes the full path."""
+        try:
+            entry = self._plans.get(call_signature(tensors))
+        except (AttributeError, TypeError):  # not tensors: the full path says what is wrong
+            return None
+        if entry is None:
+            return None
+        import torch
+        plan, shape, dtype = entry
+        out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
+        return out if _run_plan(plan, tensors, out) else None
 
-_fusion_ops: Dict[str, object] = {}
-_fusion_ops_lock = threading.Lock()
+
+_MAX_PLANS = 64  # call signatures remembered per kernel (beyond: forgotten all at once, re-planned on use)
+
+
+def call_signature(tensors) -> tuple:
+    """What a launch plan is made for: each tensor's shape, strides, dtype, device and alignment class
+    (its address modulo 16 bytes). Equal signatures pass the same checks and get the same kernel
+    arguments, but for the addresses."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in tensors)
+
+
+def _run_plan(plan, tensors, out) -> bool:
+    """Launch on the tensors' device (its context gets the module and runs the launch) and on that
+    device's current stream."""
+    import torch
+    device = out.device
+    if device.index is not None and device.index == torch.cuda.current_device():
+        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, out))
+    with torch.cuda.device(device):
+        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, out))
+
+
+# Kernel -> its torch custom op; set once by heddle.pytorch.custom_ops (see Kernel.op)
+_op_factory: Optional[Callable[["Kernel"], object]] = None
+
+
+def set_op_factory(factory: Callable[["Kernel"], object]) -> None:
+    global _op_factory
+    _op_factory = factory
 
 
 class _Operands:

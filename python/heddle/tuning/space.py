@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import _C
+from .. import _C
 
 # --- configs -----------------------------------------------------------------------------------
 

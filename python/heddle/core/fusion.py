@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from . import _C
+from .. import _C
 
 Scalar = Union[int, float]
 
@@ -249,6 +249,12 @@ class Fusion:
     def exprs(self):
         """The expressions in topological order, as plain tuples (used by the torch reference)."""
         return self._f.exprs()
+
+    def validate(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8) -> str:
+        """Check the whole schedule against `target` (the first pass of lower): a one-line summary of the
+        tiling, or heddle.ScheduleError naming the broken rule."""
+        return self._f.validate(_str(target, "validate: target"), _int(vec_a, "validate: vec_a"),
+                                _int(vec_b, "validate: vec_b"))
 
     def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False):
         """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source)."""

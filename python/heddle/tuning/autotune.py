@@ -41,14 +41,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from . import _C
-from .errors import CompileError, HeddleError, RuntimeUnavailable
+from .. import _C
+from ..core.errors import CompileError, HeddleError, RuntimeUnavailable
 
 STORE_VERSION = 1
 ENV_SWITCH = "HEDDLE_AUTOTUNE"
 ENV_STORE = "HEDDLE_AUTOTUNE_STORE"
 
-from .autotune_space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
+from .space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
     Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_space, space_names, static_prune)
 
 # --- the store ---------------------------------------------------------------------------------
@@ -109,9 +109,18 @@ class Store:
         return self._read()["problems"]
 
     def entries(self, key: str) -> Dict[str, dict]:
-        return dict(self._read()["problems"].get(key, {}).get("configs", {}))
+        """The stored configs of a problem; when this machine has none, the fleet's (HEDDLE_REMOTE_CACHE),
+        kept here too."""
+        local = dict(self._read()["problems"].get(key, {}).get("configs", {}))
+        if local:
+            return local
+        shared = _remote_entries(key)
+        if shared is None:
+            return {}
+        self.put(key, shared[0], shared[1], share=False)
+        return dict(shared[1])
 
-    def put(self, key: str, describe: str, entries: Dict[str, dict]) -> None:
+    def put(self, key: str, describe: str, entries: Dict[str, dict], share: bool = True) -> None:
         if not entries:
             return
         with self._locked():
@@ -123,6 +132,42 @@ class Store:
             with open(tmp, "w") as f:
                 json.dump(doc, f, indent=1, sort_keys=True)
             os.replace(tmp, self.path)
+        if share and _C.runtime.remote_enabled():
+            _C.runtime.remote_put(REMOTE_PREFIX + key, _remote_value(prob["describe"], prob["configs"]))
+
+
+# The fleet's tuning results in the remote cache (docs/runtime.md, "Remote cache"): one value per problem,
+# {"sha256": hex of body, "body": json of {"describe", "configs"}}, verified before use.
+REMOTE_PREFIX = "heddle:tune:"
+_remote_rejected = threading.Event()
+
+
+def _remote_value(describe: str, configs: dict) -> bytes:
+    body = json.dumps({"describe": describe, "configs": configs}, sort_keys=True)
+    return json.dumps({"sha256": hashlib.sha256(body.encode()).hexdigest(), "body": body}).encode()
+
+
+def _remote_entries(key: str) -> Optional[Tuple[str, Dict[str, dict]]]:
+    if not _C.runtime.remote_enabled():
+        return None
+    raw = _C.runtime.remote_get(REMOTE_PREFIX + key)
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw)
+        body = doc["body"]
+        if hashlib.sha256(body.encode()).hexdigest() != doc["sha256"]:
+            raise ValueError("checksum mismatch")
+        val = json.loads(body)
+        if not isinstance(val["describe"], str) or not isinstance(val["configs"], dict):
+            raise ValueError("not a tuning entry")
+        return val["describe"], val["configs"]
+    except (ValueError, KeyError, TypeError) as e:
+        if not _remote_rejected.is_set():
+            _remote_rejected.set()
+            print(f"heddle: warning: remote tuning entry {REMOTE_PREFIX + key} rejected ({e}); tuning here "
+                  "(reported once per process)", file=sys.stderr)
+        return None
 
 
 # --- progress ----------------------------------------------------------------------------------
@@ -301,7 +346,7 @@ def _fresh_fusion(build):
 
 
 def _build_kernel(build, config: Config, target: str, vec):
-    from .kernel import Kernel
+    from ..core.kernel import Kernel
     fd = _fresh_fusion(build)
     config.apply(fd)
     return Kernel.build(fd, target, vec_a=vec[0], vec_b=vec[1], allow_spills=True)  # spills: a status here
@@ -316,7 +361,7 @@ def _device_name(timer) -> str:
 def problem_key(fd, target: str, vec, problem: Problem, device: str) -> Tuple[str, str]:
     """(key, description) of a tuning problem: the fusion's definition, target, operand alignment,
     sizes, device and heddle version."""
-    from . import __version__
+    from ..core.version import __version__
     blob = json.dumps({"fusion": str(fd), "target": target, "vec": list(vec), "m": problem.m, "n": problem.n,
                        "k": problem.k, "batch": problem.batch, "device": device, "heddle": __version__},
                       sort_keys=True)
@@ -492,7 +537,7 @@ def m_bucket(m: int) -> int:
 
 def default_timer(build, problem: Problem):
     """The timer heddle.matmul tunes with: CUDA events on the current GPU (None without one)."""
-    from .runtime import gpu_available
+    from ..core.runtime import gpu_available
     return GpuTimer(build, problem) if gpu_available() else None
 
 
@@ -552,7 +597,8 @@ class GpuTimer:
     def __init__(self, build, problem: Problem, device=None, budget=None):
         import torch
 
-        from . import bench, reference
+        from . import bench
+        from ..core import reference
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         self.device_name = torch.cuda.get_device_name(self.device)
         self.budget = budget or bench.Budget(warmup_ms=10, target_ms=50, min_reps=10, max_reps=500)

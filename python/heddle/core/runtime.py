@@ -12,7 +12,7 @@ import os
 import site
 import sys
 
-from . import _C
+from .. import _C
 
 _done = False
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from . import _C
+from .. import _C
 from .errors import InputError
 
 _DATA_TYPE = {2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}

@@ -1,0 +1,9 @@
+"""heddle's torch integration, above the core (heddle.core) and tuning (heddle.tuning):
+
+  custom_ops  kernels as torch custom ops (Kernel.op, torch.ops.heddle.*)
+  matmul      heddle.matmul: one custom op per problem signature, automatic schedule
+  autograd    backward formulas for heddle.matmul's ops (eager training)
+  dynamo      the torch.compile backend (`backend="heddle"`) and its graph matcher (dynamo_fuse), loaded
+              on demand: they import torch._dynamo, which `import heddle` never does
+"""
+from . import custom_ops  # noqa: F401  (installs Kernel.op)

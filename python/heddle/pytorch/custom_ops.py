@@ -1,0 +1,68 @@
+"""heddle kernels as torch custom ops: `torch.ops.heddle.<name>` with a real and a fake implementation.
+
+register_op(name, input_names, run, fake)  one op (Tensor inputs -> Tensor); heddle.matmul's ops use it
+kernel_op(kernel)                          a compiled Kernel as torch.ops.heddle.fusion_<hash> (Kernel.op)
+
+The real implementation launches the kernel on CUDA tensors and computes the fusion with torch (float32)
+on CPU tensors (the printed kernel on the CPU under HEDDLE_INTERPRET=1); the fake one gives the output's
+shape and dtype, so the op traces under torch.compile.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Dict
+
+import torch
+
+from ..core import inputs
+from ..core.inputs import DTYPES, MatmulGeometry
+from ..core.kernel import Kernel, set_op_factory
+
+
+def register_op(name: str, input_names, run, fake):
+    """Register `heddle::<name>` (Tensor inputs -> Tensor) with a real and a fake implementation."""
+    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> Tensor"
+    op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
+    op.register_fake(lambda *t: fake(t))
+    return op
+
+
+_fusion_ops: Dict[str, object] = {}
+_fusion_ops_lock = threading.Lock()
+
+
+def kernel_op(kernel: Kernel):
+    """The torch op of `kernel`, torch.ops.heddle.fusion_<hash of target and source>. One CustomOpDef per
+    name: a second Kernel with the same source shares it (the same type as the first gets, not the
+    torch.ops packet)."""
+    name = "fusion_" + hashlib.sha256((kernel.target + kernel.source).encode()).hexdigest()[:12]
+    with _fusion_ops_lock:
+        op = _fusion_ops.get(name)
+        if op is None:
+            op = _fusion_ops[name] = register_op(name, [n for n, _, _ in kernel._inputs],
+                                                 lambda ts: _run_any(kernel, ts), lambda ts: _fake(kernel, ts))
+    return op
+
+
+def _run_any(kernel: Kernel, tensors):
+    if tensors[0].device.type == "cuda":
+        return kernel(*tensors)
+    from ..core.interpret import interpret_mode, run_checked
+    g = inputs.check(kernel.name, kernel._inputs, kernel._matmul_expr, tensors)  # the CUDA path's rules
+    empty = inputs.zero_size_result(kernel.fusion, g, tensors)
+    if empty is not None:
+        return empty
+    if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
+        return run_checked(kernel, tensors)
+    from ..core.reference import evaluate
+    return evaluate(kernel.fusion, tensors, compute_dtype=torch.float32)
+
+
+def _fake(kernel: Kernel, tensors):
+    inputs.same_device(kernel.name, [n for n, _, _ in kernel._inputs], tensors)
+    g = MatmulGeometry(kernel._matmul_expr, {n: t for (n, _, _), t in zip(kernel._inputs, tensors)})
+    return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, DTYPES[kernel._out.dtype]))
+
+
+set_op_factory(kernel_op)

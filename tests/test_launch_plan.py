@@ -1,0 +1,160 @@
+"""Eager calls through a launch plan (runtime/launch_plan.h, Kernel.run_planned), without a GPU: a plan
+made from one call binds another call's tensors to exactly the arguments the full path (prepare) gives
+them; an address that breaks the kernel's alignment or a tensor map's address is refused (the full path
+runs instead); a fake driver sees the second call launched through the plan; heddle.matmul skips the
+custom op only for plain eager calls."""
+import pytest
+import torch
+
+import heddle
+from heddle import _C
+from heddle.core.kernel import call_signature
+from heddle.pytorch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
+from matmul_defs import matmul_fusion, schedule
+
+rt = _C.runtime
+
+
+def kernel_for(epilogue="bias_gelu", vec=(8, 8)):
+    fd, a, b = matmul_fusion(m="M", n=96, k=64, dtype="bf16", layout="NN", batched=False, epilogue=epilogue)
+    schedule(fd, a, b, bm=64, bn=32, bk=32, wm=2, wn=1, stages=2, prefetch=1)
+    return heddle.Kernel(fd, fd.lower("sm_80", vec[0], vec[1]), None, "sm_80", vec[0], vec[1])
+
+
+def operands(m=70, offset=0):
+    """x [m, 64], w [64, 96], bias [96] in bf16; `offset` elements into x's storage (alignment class)."""
+    x = torch.randn(m * 64 + offset).bfloat16()[offset:].view(m, 64)
+    return x, torch.randn(64, 96).bfloat16(), torch.randn(96).bfloat16()
+
+
+class Recorder:
+    """A fake driver's loaded kernel: records each launch."""
+
+    def __init__(self):
+        self.launches = []
+
+    def launch(self, grid, block, smem, stream, args):
+        self.launches.append((tuple(grid), tuple(block), smem, stream, list(args)))
+
+
+def make_plan(k, tensors, launcher=None):
+    out, grid, args, slots = k._prepare(tensors)
+    plan = rt.LaunchPlan(launcher or Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
+    return plan, out, grid, args
+
+
+def test_a_plan_binds_another_calls_tensors_to_the_arguments_prepare_gives():
+    k = kernel_for()
+    first = operands()
+    plan, out, grid, args = make_plan(k, first)
+    assert plan.args((*first, out)) == args and plan.grid == tuple(grid)
+    second = operands()  # same signature, other addresses
+    assert call_signature(second) == call_signature(first)
+    out2, grid2, want = k.prepare(second)
+    got = plan.args((*second, out2))
+    assert got == want and grid2 == grid
+    ptrs = [v for kind, v in got if kind == "ptr"]
+    assert ptrs == [second[0].data_ptr(), second[1].data_ptr(), second[2].data_ptr(), out2.data_ptr()]
+
+
+def test_an_address_the_vector_copies_cannot_take_breaks_the_plan():
+    k = kernel_for()
+    first = operands()
+    plan, out, _, _ = make_plan(k, first)
+    odd = operands(offset=1)  # x starts 2 bytes into a 16-byte copy
+    assert call_signature(odd) != call_signature(first)  # another alignment class: another plan
+    assert plan.args((*odd, out)) is None
+    with pytest.raises(heddle.InputError, match="input 'a'.*not aligned"):
+        k.prepare(odd)  # what the full path says instead
+
+
+def test_a_plan_refuses_slots_that_are_not_pointer_arguments():
+    k = kernel_for()
+    out, grid, args, slots = k._prepare(operands())
+    scalar = next(i for i, (kind, _) in enumerate(args) if kind != "ptr")
+    with pytest.raises(heddle.InputError, match="not a pointer argument"):
+        rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), 0, args, [(scalar, 0, 1, 0)])
+
+
+def test_hopper_plans_pin_the_addresses_their_tensor_maps_hold():
+    spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
+                      bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
+    fd = spec.build_fusion()
+    fd.auto_schedule("sm_90a", -1, 256, 256)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 256).bfloat16()
+    out, grid, args, slots = k._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
+    assert any(kind == "bytes" for kind, _ in args)  # the tensor maps
+    assert {(t, p) for arg, t, _, p in slots if p} == {(0, a.data_ptr()), (1, b.data_ptr()), (2, out.data_ptr())}
+    plan = rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
+    assert plan.args((a, b, out)) == args
+    assert plan.args((a.clone(), b, out)) is None  # a new address needs new maps: the full path
+
+
+def test_second_call_launches_through_the_plan(monkeypatch):
+    """The fake driver of test_launch_args: the first call takes the full path and leaves a plan, the
+    second (same signature, new tensors) launches through it with the new addresses."""
+    k = kernel_for()
+    monkeypatch.setattr(torch.cuda, "device", lambda device: _NoGuard())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: _Stream())
+    k._loaded = rec = Recorder()
+    first, second = operands(), operands()
+    assert k.run_planned(first) is None  # no plan yet
+    k._launch(first, None)
+    out = k.run_planned(second)
+    assert out is not None and out.shape == (70, 96)
+    assert len(rec.launches) == 2
+    _, _, want = k.prepare(second)
+    got = rec.launches[1][4]
+    assert [a for a in got if a[0] != "ptr"] == [a for a in want if a[0] != "ptr"]
+    assert [v for kind, v in got if kind == "ptr"] == [t.data_ptr() for t in second] + [out.data_ptr()]
+    assert rec.launches[1][:4] == rec.launches[0][:4] and rec.launches[1][3] == 77
+    assert k.run_planned(operands(m=71)) is None  # another M: another signature
+    assert k.run_planned(operands(offset=1)) is None
+
+
+class _NoGuard:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Stream:
+    cuda_stream = 77
+
+
+def test_eager_call_ok_only_for_plain_eager_calls():
+    x, w = torch.randn(8, 16), torch.randn(16, 8)
+    assert eager_call_ok([x, w], "cpu")
+    assert not eager_call_ok([x, w], "cuda")  # the op's device
+    wg = w.clone().requires_grad_(True)
+    assert not eager_call_ok([x, wg], "cpu")  # autograd records the op
+    with torch.no_grad():
+        assert eager_call_ok([x, wg], "cpu")
+    with torch.device("cpu"):  # a torch function mode
+        assert not eager_call_ok([x, w], "cpu")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fx = mode.from_tensor(x)
+        assert not eager_call_ok([fx, fx], "cpu")
+    from torch.fx.experimental.proxy_tensor import make_fx
+    seen = []
+    make_fx(lambda a: seen.append(eager_call_ok([a, a], "cpu")) or a + 1)(x)
+    assert seen == [False]  # tracing: the op must appear in the graph
+    seen.clear()
+    torch.func.vmap(lambda a: seen.append(eager_call_ok([a, a], "cpu")) or a)(x)
+    assert seen == [False]
+
+
+def test_heddle_matmul_on_cpu_still_goes_through_the_op_and_its_checks():
+    x, w = torch.randn(8, 64).bfloat16(), torch.randn(64, 32).bfloat16()
+    y = heddle.matmul(x, w)
+    torch.testing.assert_close(y.float(), x.float() @ w.float(), atol=2e-2, rtol=2e-2)
+    spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=64, n=32, trans_a=False, trans_b=False,
+                      bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
+    fm = fused_matmul_op(spec)
+    assert fm.eager([x, w]).shape == (8, 32) and not fm._eager  # CPU results are not planned
+    with pytest.raises(heddle.InputError, match="input 'b' axis 0"):
+        fm.eager([x, torch.randn(63, 32).bfloat16()])
