@@ -21,7 +21,7 @@ from .errors import InputError, ScheduleError
 from .fusion import Fusion, ops_unary
 from .kernel import Kernel, _vec_for
 
-_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
+_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
 
@@ -189,7 +189,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     """act(alpha * (a @ b) + bias) + residual in one kernel, with a schedule heddle picks itself.
 
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
-    activation: relu | gelu | gelu_tanh | silu | sigmoid.
+    activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
     for name, t in (("a", a), ("b", b), ("bias", bias), ("residual", residual)):
         if not (isinstance(t, torch.Tensor) or (t is None and name in ("bias", "residual"))):

@@ -23,6 +23,7 @@ _ACT = {
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "silu": torch.nn.functional.silu,
     "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
 }
 
 
