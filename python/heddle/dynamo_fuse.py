@@ -41,7 +41,11 @@ MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default:
 # matmul-like ops heddle sees but has no pattern for: recorded as such.
 OTHER_MATMULS = {aten.baddbmm.default: "baddbmm", aten.addbmm.default: "addbmm", aten.matmul.default: "matmul",
                  aten.linear.default: "linear", aten.mv.default: "mv", aten.dot.default: "dot",
-                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm"}
+                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm",
+                 aten._transformer_encoder_layer_fwd.default: "_transformer_encoder_layer_fwd",
+                 aten._native_multi_head_attention.default: "_native_multi_head_attention"}
+# PyTorch's fused eval-mode fast paths (nn.TransformerEncoderLayer / nn.MultiheadAttention under no_grad)
+_FASTPATH = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 _TRANSPOSES = (aten.permute.default, aten.t.default, aten.transpose.int)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 _CASTS = (prims.convert_element_type.default, aten._to_copy.default)
@@ -366,7 +370,6 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         p.steps.append(f"-> {_DT[dt]}")
         return None
     if is_identity_clone(u):
-        p.steps.append("(clone)")
         return None
     if t in _VIEWS:
         return _absorb_view(p, cur, u)
@@ -547,8 +550,11 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
-            why[n.name] = Decision(n.name, OTHER_MATMULS[n.target], "not fused",
-                                   f"heddle has no pattern for aten.{OTHER_MATMULS[n.target]}")
+            label = OTHER_MATMULS[n.target]
+            reason = (f"PyTorch's fused fast path aten.{label} hides its matmuls from heddle; turn it off with "
+                      "torch.backends.mha.set_fastpath_enabled(False) to fuse them") if label in _FASTPATH \
+                else f"heddle has no pattern for aten.{label}"
+            why[n.name] = Decision(n.name, label, "not fused", reason)
     for root in roots:
         label = MATMULS[root.target]
         if not enabled:
