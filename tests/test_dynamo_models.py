@@ -11,9 +11,6 @@ transformers is an optional test dependency (the `test` extra); without it those
 Everything runs on CPU (heddle's ops compute the fused chain with torch there); bigger sweeps are
 under -m slow.
 """
-import os
-import shutil
-
 import pytest
 import torch
 import torch.nn as nn
@@ -21,24 +18,21 @@ import torch.nn as nn
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
+from test_dynamo import _fresh_dynamo, needs_cxx  # noqa: F401 (the autouse fixture)
+
 tf = pytest.importorskip("transformers", reason="transformers is an optional test dependency")
 
 BF16 = torch.bfloat16
-needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("cc") is None,
-                               reason="inductor's CPU backend needs a C++ compiler")
 
 
 @pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    hd.reset_stats()
+def _no_fast_path():
     fastpath = torch.backends.mha.get_fastpath_enabled()
     # nn.TransformerEncoderLayer / nn.MultiheadAttention in eval under no_grad run PyTorch's fused native
     # op, whose matmuls no backend sees (test_encoder_fast_path_is_reported): the model tests turn it off
     torch.backends.mha.set_fastpath_enabled(False)
     yield
     torch.backends.mha.set_fastpath_enabled(fastpath)
-    torch._dynamo.reset()
 
 
 # --------------------------------------------------------------------------------------------------
