@@ -106,6 +106,8 @@ class Kernel:
                 if self._op is None:
                     self._op = _fusion_ops[name] = register_op(name, [n for n, _, _ in self._inputs],
                                                                self._run_any, self._fake)
+                    from .dynamo_autograd import register_fusion_autograd
+                    register_fusion_autograd(self.fusion, self._op)   # Kernel.op trains too
         return self._op
 
     def _run_any(self, tensors):
