@@ -234,6 +234,7 @@ class _Plan:
     a_view: Optional[fx.Node] = None                      # view [B*S, K] of a 3-D input (Linear)
     post_view: Optional[fx.Node] = None                   # [B*H, M, N] -> [B, H, M, N] of a bmm result
     strided: List[str] = field(default_factory=list)      # operands read transposed from their strides
+    bias_scale: float = 1.0                               # a scale after the bias, applied to it in the graph
     looked_through: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: Optional[Tuple[fx.Node, str]] = None            # the node the chain stopped at, and why
@@ -385,9 +386,14 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
                     "gating) is not a heddle epilogue")
         if not _is_number(other):
             return f"scale by {other!r} is not a constant number"
-        if p.stage != _MM:
-            return "a scale after the bias / activation / residual: heddle scales the matmul before them"
         s = float(other) if t is aten.mul.Tensor else 1.0 / float(other)
+        if p.stage == _BIAS:   # s * (mm + bias) = (s * alpha) * mm + (s * bias): the bias is scaled in the graph
+            p.alpha *= s
+            p.bias_scale *= s
+            p.steps.append(f"* {s:g} (bias scaled too)")
+            return None
+        if p.stage != _MM:
+            return "a scale after the activation / residual: heddle scales the matmul before them"
         p.alpha *= s
         p.steps.append(f"* {s:g}")
         return None
@@ -491,7 +497,14 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
             with (fake_mode if fake_mode is not None else _nullcontext()):
                 t.meta["val"] = _val(ops[i]).transpose(-2, -1)
             ops[i] = t
-    args = ops + [t for t in (p.bias, p.residual) if t is not None]
+    bias = p.bias
+    if bias is not None and p.bias_scale != 1.0:
+        with g.inserting_before(final):
+            bias = g.create_node("call_function", aten.mul.Tensor, (p.bias, p.bias_scale),
+                                 name=f"heddle_{p.root.name}_bias")
+        with (fake_mode if fake_mode is not None else _nullcontext()):
+            bias.meta["val"] = aten.mul.Tensor(_val(p.bias), p.bias_scale)
+    args = ops + [t for t in (bias, p.residual) if t is not None]
     vals = [_val(x) for x in args]
     with (fake_mode if fake_mode is not None else _nullcontext()):
         out_val = target(*vals)
@@ -499,6 +512,8 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
         if p.post_view is not None:
             out_val = aten.view.default(out_val, list(vfinal.shape))
     if out_val.dtype != vfinal.dtype or not _same_shape(out_val.shape, vfinal.shape):
+        for n in [a for a in args if a.name.startswith(f"heddle_{p.root.name}_")]:
+            g.erase_node(n)   # the transposed / scaled operands made above
         raise _Reject(f"internal: heddle op gives {_fmt_shape(out_val)} {out_val.dtype}, the chain "
                       f"{_fmt_shape(vfinal)} {vfinal.dtype}")
     with g.inserting_before(final):
