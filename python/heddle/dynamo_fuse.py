@@ -7,10 +7,13 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
   2. walks the chain of pointwise ops that consume *only* the running result:
-       scale (mul/div by a number, before any bias)  ->  bias add ([N] or [1, N])
-       ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid)  ->  residual add (same shape)
-     with casts anywhere in between, and a reshape [B*S, N] -> [B, S, N] when the matmul is a Linear
-     on a 3-D input (the operand becomes batched instead);
+       scale (mul/div by a number)  ->  bias add ([N] or [1, N])  ->  scale (the bias scaled too)
+       ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid, tanh; also written out as several
+           ops: heddle.dynamo_patterns)  ->  residual add (same shape)
+     with casts and clones (identity) anywhere in between, a reshape [B*S, N] -> [B, S, N] when the
+     matmul is a Linear on a 3-D input (the operand becomes batched instead), and a reshape of a bmm
+     result to more leading axes followed by scales / activation / casts (re-applied after the op);
+     operands stored transposed without a transpose node are read from their strides;
   3. replaces the matmul and the chain with one call of the heddle op for that signature
      (heddle.api.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
 
