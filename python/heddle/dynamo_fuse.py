@@ -15,7 +15,7 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
      result to more leading axes followed by scales / activation / casts (re-applied after the op);
      operands stored transposed without a transpose node are read from their strides;
   3. replaces the matmul and the chain with one call of the heddle op for that signature
-     (heddle.api.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
+     (heddle.api.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<signature>.default).
 
 Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
 HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
