@@ -16,6 +16,8 @@ def matmul_fusion(m="M", n=256, k=128, dtype="f16", layout="NN", epilogue="bias_
         y = heddle.ops.gelu(y + fd.input("bias", dtype, [n]))
     elif epilogue == "silu_scale":
         y = heddle.ops.silu(y * 0.5)
+    elif epilogue == "bias_tanh":   # BERT's pooler
+        y = heddle.ops.tanh(y * 0.25 + fd.input("bias", dtype, [n]))
     fd.output(y.to(dtype))
     return fd, a, b
 

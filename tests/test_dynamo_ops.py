@@ -32,6 +32,7 @@ VARIANTS = {
                                                 residual=("bf16", 3)),
     "bmm_sigmoid_alpha": spec(batched=True, batched_b=True, activation="sigmoid", alpha=2.0),
     "gelu_tanh_residual_f32_out_f16": spec(activation="gelu_tanh", residual=("f32", 2), out_dtype="f16"),
+    "tB_bias_tanh": spec(trans_b=True, bias=("bf16", 1), activation="tanh"),
 }
 
 
@@ -126,6 +127,24 @@ def test_opcheck_compiled_fusion_op():
     g = torch.Generator().manual_seed(0)
     x, w, bias = (torch.randn(*s, generator=g).bfloat16() for s in ((37, 64), (64, 48), (48,)))
     torch.library.opcheck(op, (x, w, bias), test_utils=ALL_UTILS)
+
+
+def test_compiled_fusion_op_trains():
+    """Kernel.op's backward (the fusion re-evaluated with torch and differentiated) against float64 torch
+    autograd of the same epilogue: tanh(0.25 * (x @ w) + bias)."""
+    from matmul_defs import matmul_fusion
+    fd, _, _ = matmul_fusion(dtype="bf16", n=48, k=64, epilogue="bias_tanh")
+    fd.auto_schedule("sm_80")
+    op = heddle.Kernel(fd, fd.lower("sm_80"), None, "sm_80", 8, 8).op
+    g = torch.Generator().manual_seed(1)
+    xs = [(torch.randn(*s, generator=g) / 4).bfloat16().requires_grad_() for s in ((37, 64), (64, 48), (48,))]
+    dy = torch.randn(37, 48, generator=g).bfloat16()
+    got = torch.autograd.grad(op(*xs), xs, dy)
+    ref = [t.detach().double().requires_grad_() for t in xs]
+    want = torch.autograd.grad(torch.tanh(ref[0] @ ref[1] * 0.25 + ref[2]), ref, dy.double())
+    for gt, wt, x in zip(got, want, xs):
+        assert gt.dtype == x.dtype and gt.shape == x.shape
+        torch.testing.assert_close(gt.double(), wt, atol=3e-2 * wt.abs().max().item(), rtol=3e-2)
 
 
 def test_opcheck_every_matmul_op_registered_in_this_session():

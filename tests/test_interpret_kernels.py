@@ -4,7 +4,7 @@ deadlock or asynchronous misuse, under the adversarial and a random schedule. Th
 (every stages x prefetch x layout x dtype) runs under -m slow."""
 import pytest
 
-from heddle.interpret import interpret
+from heddle.interpret import _Mutated, interpret
 from interp_defs import inputs, kernel, needs_cxx, sm80, sm90
 
 pytestmark = needs_cxx
@@ -48,6 +48,19 @@ def test_sm80_batched_and_other_epilogue():
     fd = sm80(stages=3, prefetch=1, batched=True, epilogue="silu_scale", dtype="f16", k=32 * 4)
     r = check(kernel(fd, "sm_80"), inputs(fd, 40, seed=5, batch=3))
     assert r.output.shape == (3, 40, 200) and r.ctas == 3 * 4
+
+
+def test_sm80_and_sm90_tanh_epilogue():
+    # tanh(0.25 * acc + bias): the interpreter's numbers against float64 torch.tanh
+    for fd, target in ((sm80(stages=2, prefetch=1, epilogue="bias_tanh", k=32 * 3), "sm_80"),
+                       (sm90("pipeline", epilogue="bias_tanh", k=16 * 5), "sm_90a")):
+        k = kernel(fd, target)
+        assert "heddle::tanh(" in k.source
+        ins = inputs(fd, 40, seed=11)
+        check(k, ins, schedules=(("adversarial", 0),))
+        for wrong in ("heddle::sigmoid(", "("):   # the printed epilogue op edited: wrong numbers, caught
+            bad = _Mutated(k, k.source.replace("heddle::tanh(", wrong))
+            assert not interpret(bad, *ins).ok, wrong
 
 
 HOPPER = [("pipeline", 3, 1, "NN"), ("pipeline", 4, 3, "TT"), ("pipeline", 2, 0, "NT"), ("block_sync", 3, 1, "TN"),

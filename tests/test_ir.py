@@ -319,10 +319,10 @@ def test_output_twice_rejected():
 def test_unknown_op_name_lists_valid_ops():
     fd, a, b, acc = mm_fusion()
     with pytest.raises(ScheduleError) as ei:
-        heddle.fusion.ops_unary("tanh", acc)
+        heddle.fusion.ops_unary("softplus", acc)
     msg = str(ei.value)
-    assert "unknown op 'tanh'" in msg
-    for op in ("add", "relu", "gelu", "silu", "sigmoid"):
+    assert "unknown op 'softplus'" in msg
+    for op in ("add", "relu", "gelu", "silu", "sigmoid", "tanh"):
         assert op in msg
 
 
@@ -372,6 +372,7 @@ ACTS = {
     "gelu_tanh": (lambda t: heddle.ops.gelu(t, approximate="tanh"), _tanh_gelu),
     "silu": (heddle.ops.silu, lambda x: x / (1.0 + torch.exp(-x))),
     "sigmoid": (heddle.ops.sigmoid, lambda x: 1.0 / (1.0 + torch.exp(-x))),
+    "tanh": (heddle.ops.tanh, lambda x: (torch.exp(2 * x) - 1) / (torch.exp(2 * x) + 1)),
     "neg": (lambda t: -t, lambda x: -x),
 }
 

@@ -145,6 +145,24 @@ def test_batched_kernel():
     torch.testing.assert_close(r.output, heddle.reference.evaluate(fd, ins).float(), atol=1e-2, rtol=1e-2)
 
 
+def test_tanh_epilogue_matches_reference():
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", "K"])
+    b = fd.input("b", "bf16", ["N", "K"])
+    bias = fd.input("bias", "bf16", ["N"])
+    fd.output(heddle.ops.tanh(fd.matmul(a, b, trans_b=True) * 0.25 + bias).to("bf16"))
+    fd.auto_schedule("sm_80", 40, 72, 64)
+    l = fd.lower("sm_80")
+    g = torch.Generator().manual_seed(2)
+    ins = [torch.randn(40, 64, generator=g).bfloat16(), torch.randn(72, 64, generator=g).bfloat16(),
+           torch.randn(72, generator=g).bfloat16()]
+    r = verify.simulate(l, ins)
+    assert r.ok, r.report()
+    want = torch.tanh(ins[0].double() @ ins[1].double().T * 0.25 + ins[2].double())
+    torch.testing.assert_close(r.output.double(), want, atol=1e-2, rtol=1e-2)
+    assert r.output.abs().max() <= 1.0 and (r.output.abs() > 0.9).any()  # saturates: not an identity
+
+
 # --- API behaviour -----------------------------------------------------------------------------
 
 def test_output_matches_reference_and_dict_inputs():

@@ -22,5 +22,9 @@ def sigmoid(x: Tensor) -> Tensor:
     return ops_unary("sigmoid", x)
 
 
+def tanh(x: Tensor) -> Tensor:
+    return ops_unary("tanh", x)
+
+
 def cast(x: Tensor, dtype) -> Tensor:
     return x.to(dtype)

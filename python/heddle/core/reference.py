@@ -10,6 +10,7 @@ _UNARY = {
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "silu": torch.nn.functional.silu,
     "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
     "neg": torch.neg,
 }
 _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}

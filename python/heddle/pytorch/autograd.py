@@ -12,6 +12,9 @@ grad, the backward is written with torch ops:
 
 Matmuls run in the operands' dtype (accumulating in float32, as torch's own backward does); the
 pointwise parts in float32. Gradients come back in each input's dtype.
+
+Kernel.op (a compiled fusion of any epilogue) gets a generic formula: the backward re-evaluates the
+fusion with torch in float32 (heddle.reference.evaluate, differentiable) and differentiates it.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ _ACT = {
     "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "silu": torch.nn.functional.silu,
     "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
 }
 
 
@@ -70,5 +74,30 @@ def register_matmul_autograd(fm, op) -> None:
         if residual is not None and need[2 + n_bias]:
             grads[2 + n_bias] = gf.to(residual.dtype)
         return tuple(grads)
+
+    op.register_autograd(backward, setup_context=setup_context)
+
+
+def register_fusion_autograd(fusion, op) -> None:
+    """Give Kernel.op's torch op (any fusion) its backward: torch autograd through the fusion re-evaluated
+    in float32 with torch ops."""
+    from ..core.reference import evaluate
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad):
+        saved = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        with torch.enable_grad():
+            xs = [t.detach().float().requires_grad_(n) for t, n in zip(saved, need)]
+            y = evaluate(fusion, xs, compute_dtype=torch.float32, round_casts=False)
+            wrt = [x for x in xs if x.requires_grad]
+            gs = iter(torch.autograd.grad(y.float(), wrt, grad.float(), allow_unused=True) if wrt else ())
+        out = []
+        for t, n in zip(saved, need):
+            g = next(gs) if n else None
+            out.append(None if g is None else g.to(t.dtype))
+        return tuple(out)
 
     op.register_autograd(backward, setup_context=setup_context)

@@ -18,6 +18,7 @@ import torch
 from ..core import inputs
 from ..core.inputs import DTYPES, MatmulGeometry
 from ..core.kernel import Kernel, set_op_factory
+from .autograd import register_fusion_autograd
 
 
 def register_op(name: str, input_names, run, fake):
@@ -42,6 +43,7 @@ def kernel_op(kernel: Kernel):
         if op is None:
             op = _fusion_ops[name] = register_op(name, [n for n, _, _ in kernel._inputs],
                                                  lambda ts: _run_any(kernel, ts), lambda ts: _fake(kernel, ts))
+            register_fusion_autograd(kernel.fusion, op)   # Kernel.op trains too
     return op
 
 

@@ -7,12 +7,15 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
   2. walks the chain of pointwise ops that consume *only* the running result:
-       scale (mul/div by a number, before any bias)  ->  bias add ([N] or [1, N])
-       ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid)  ->  residual add (same shape)
-     with casts anywhere in between, and a reshape [B*S, N] -> [B, S, N] when the matmul is a Linear
-     on a 3-D input (the operand becomes batched instead);
+       scale (mul/div by a number)  ->  bias add ([N] or [1, N])  ->  scale (the bias scaled too)
+       ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid, tanh; also written out as several
+           ops: heddle.pytorch.dynamo_patterns)  ->  residual add (same shape)
+     with casts and clones (identity) anywhere in between, a reshape [B*S, N] -> [B, S, N] when the
+     matmul is a Linear on a 3-D input (the operand becomes batched instead), and a reshape of a bmm
+     result to more leading axes followed by scales / activation / casts (re-applied after the op);
+     operands stored transposed without a transpose node are read from their strides;
   3. replaces the matmul and the chain with one call of the heddle op for that signature
-     (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<hash>.default).
+     (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<signature>.default).
 
 Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
 HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
@@ -30,6 +33,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import torch.fx as fx
 
+from .dynamo_patterns import is_identity_clone, match_activation
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -39,12 +44,16 @@ MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default:
 # matmul-like ops heddle sees but has no pattern for: recorded as such.
 OTHER_MATMULS = {aten.baddbmm.default: "baddbmm", aten.addbmm.default: "addbmm", aten.matmul.default: "matmul",
                  aten.linear.default: "linear", aten.mv.default: "mv", aten.dot.default: "dot",
-                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm"}
+                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm",
+                 aten._transformer_encoder_layer_fwd.default: "_transformer_encoder_layer_fwd",
+                 aten._native_multi_head_attention.default: "_native_multi_head_attention"}
+# PyTorch's fused eval-mode fast paths (nn.TransformerEncoderLayer / nn.MultiheadAttention under no_grad)
+_FASTPATH = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 _TRANSPOSES = (aten.permute.default, aten.t.default, aten.transpose.int)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 _CASTS = (prims.convert_element_type.default, aten._to_copy.default)
 _ACTS = {aten.relu.default: "relu", aten.sigmoid.default: "sigmoid", aten.silu.default: "silu",
-         aten.gelu.default: "gelu"}
+         aten.gelu.default: "gelu", aten.tanh.default: "tanh"}
 
 # Decompositions withheld from aot_autograd so the rewrite sees these ops whole (inductor decomposes
 # gelu and silu into erf/exp chains, and tiny matmuls into pointwise code).
@@ -161,6 +170,10 @@ def _rows_contiguous(v) -> bool:
     return isinstance(v, torch.Tensor) and (_known_eq(v.stride(-1), 1) or _known_eq(v.shape[-1], 1))
 
 
+def _cols_contiguous(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.dim() >= 2 and (_known_eq(v.stride(-2), 1) or _known_eq(v.shape[-2], 1))
+
+
 def _fmt_shape(v) -> str:
     return "[" + ", ".join(str(s) for s in v.shape) + "]" if isinstance(v, torch.Tensor) else "?"
 
@@ -222,6 +235,9 @@ class _Plan:
     stage: int = _MM
     chain: List[fx.Node] = field(default_factory=list)   # absorbed nodes after the root, in order
     a_view: Optional[fx.Node] = None                      # view [B*S, K] of a 3-D input (Linear)
+    post_view: Optional[fx.Node] = None                   # [B*H, M, N] -> [B, H, M, N] of a bmm result
+    strided: List[str] = field(default_factory=list)      # operands read transposed from their strides
+    bias_scale: float = 1.0                               # a scale after the bias, applied to it in the graph
     looked_through: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: Optional[Tuple[fx.Node, str]] = None            # the node the chain stopped at, and why
@@ -253,13 +269,23 @@ def _plan(root: fx.Node) -> _Plan:
         raise _Reject(f"operands are on {va.device}: heddle runs on CUDA (and computes a reference on CPU)")
     a, ta, thr_a = _operand(a_arg, rank)
     b, tb, thr_b = _operand(b_arg, rank)
-    if a is None:
-        raise _Reject(f"operand a {_fmt_shape(va)} has strides {tuple(va.stride())}: neither it nor its "
-                      "transpose has contiguous rows")
-    if b is None:
-        raise _Reject(f"operand b {_fmt_shape(vb)} has strides {tuple(vb.stride())}: neither it nor its "
-                      "transpose has contiguous rows")
+    synth = []
+    for name, arg, v, found in (("a", a_arg, va, a), ("b", b_arg, vb, b)):
+        if found is not None:
+            continue
+        if not _cols_contiguous(v):
+            raise _Reject(f"operand {name} {_fmt_shape(v)} has strides {tuple(v.stride())}: neither its rows "
+                          "(last stride) nor its columns (second-to-last stride) are contiguous, and heddle reads "
+                          "one of the two with unit stride; make it .contiguous() first")
+        synth.append(name)   # stored transposed without a transpose node: read the strides
+    if "a" in synth:
+        a, ta, thr_a = a_arg, True, []
+    if "b" in synth:
+        b, tb, thr_b = b_arg, True, []
     sa, sb = _val(a).shape, _val(b).shape
+    if synth:  # the shapes heddle reads are those of the transposed views
+        sa = (*sa[:-2], sa[-1], sa[-2]) if "a" in synth else sa
+        sb = (*sb[:-2], sb[-1], sb[-2]) if "b" in synth else sb
     k = _static_int(sa[-2] if ta else sa[-1])
     n = _static_int(sb[-2] if tb else sb[-1])
     if k is None:
@@ -268,7 +294,7 @@ def _plan(root: fx.Node) -> _Plan:
     if n is None:
         raise _Reject(f"N = {sb[-2] if tb else sb[-1]} is symbolic: heddle compiles one kernel per N")
     p = _Plan(root=root, a=a, b=b, trans_a=ta, trans_b=tb, batched=rank == 3, batched_b=rank == 3, k=k, n=n,
-              alpha=float(alpha), looked_through=thr_a + thr_b)
+              alpha=float(alpha), looked_through=thr_a + thr_b, strided=synth)
     p.steps.append(f"{kind}({'a^T' if ta else 'a'}, {'b^T' if tb else 'b'})")
     if p.alpha != 1.0:
         p.steps.append(f"* {p.alpha:g}")
@@ -295,26 +321,41 @@ def _bias_shape(v, n) -> bool:
 
 
 def _walk(p: _Plan) -> None:
-    """Absorb the chain of single-consumer pointwise ops after the matmul."""
+    """Absorb the chain of single-consumer pointwise ops after the matmul; where it stops, an
+    activation written out as several ops (dynamo_patterns.match_activation) may continue it."""
     cur = p.root
     while True:
         users = list(cur.users)
-        if len(users) != 1 or users[0].op != "call_function":
-            if any(u.op == "output" for u in users):
-                why = "is a graph output (returned, or saved for the backward pass)"
-                if len(users) > 1:
-                    why += f" and has {len(users) - 1} other user(s)"
-            else:
-                why = f"has {len(users)} users ({', '.join(u.name for u in users)})" if users else "has no users"
-            p.stop = (cur, f"{cur.name} {why}")
+        if len(users) == 1 and users[0].op == "call_function":
+            why = _absorb(p, cur, users[0])
+            if why is None:
+                p.chain.append(users[0])
+                cur = users[0]
+                continue
+            stop = (users[0], why)
+        elif any(u.op == "output" for u in users):
+            why = "is a graph output (returned, or saved for the backward pass)"
+            if len(users) > 1:
+                why += f" and has {len(users) - 1} other user(s)"
+            stop = (cur, f"{cur.name} {why}")
+        else:
+            why = f"has {len(users)} users ({', '.join(u.name for u in users)})" if users else "has no users"
+            stop = (cur, f"{cur.name} {why}")
+        region = match_activation(cur) if p.stage < _ACT and users else None
+        if region is None:
+            p.stop = stop
+            if p.post_view is not None and p.chain[-1] is p.post_view:  # nothing gained: leave the view
+                p.chain.pop()
+                p.steps.pop()
+                p.stop = (p.post_view, f"{p.post_view.name} reshapes the batched result to "
+                          f"{_fmt_shape(_val(p.post_view))} and is then read by {stop[0].name} "
+                          f"({_op_label(stop[0])}): not a scale, activation or cast")
+                p.post_view = None
             return
-        u = users[0]
-        why = _absorb(p, cur, u)
-        if why is not None:
-            p.stop = (u, why)
-            return
-        p.chain.append(u)
-        cur = u
+        p.activation, p.stage = region[0], _ACT
+        p.steps.append(f"-> {region[0]} (written out: {len(region[1])} ops)")
+        p.chain.extend(region[1])
+        cur = region[1][-1]
 
 
 def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
@@ -332,8 +373,13 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
             return f"cast to {dt}: heddle outputs float16, bfloat16 or float32"
         p.steps.append(f"-> {_DT[dt]}")
         return None
+    if is_identity_clone(u):
+        return None
     if t in _VIEWS:
         return _absorb_view(p, cur, u)
+    if p.post_view is not None and t is not aten.mul.Tensor and t is not aten.div.Tensor and t not in _ACTS:
+        return (f"{_op_label(u)} after the reshape of the batched result to {_fmt_shape(_val(p.post_view))}: "
+                "after such a reshape heddle absorbs scales, activations and casts only")
     if t in (aten.mul.Tensor, aten.div.Tensor):
         other = u.args[1] if u.args[0] is cur else u.args[0]
         if t is aten.div.Tensor and u.args[0] is not cur:
@@ -343,9 +389,14 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
                     "gating) is not a heddle epilogue")
         if not _is_number(other):
             return f"scale by {other!r} is not a constant number"
-        if p.stage != _MM:
-            return "a scale after the bias / activation / residual: heddle scales the matmul before them"
         s = float(other) if t is aten.mul.Tensor else 1.0 / float(other)
+        if p.stage == _BIAS:   # s * (mm + bias) = (s * alpha) * mm + (s * bias): the bias is scaled in the graph
+            p.alpha *= s
+            p.bias_scale *= s
+            p.steps.append(f"* {s:g} (bias scaled too)")
+            return None
+        if p.stage != _MM:
+            return "a scale after the activation / residual: heddle scales the matmul before them"
         p.alpha *= s
         p.steps.append(f"* {s:g}")
         return None
@@ -394,6 +445,11 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
 def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
     """[B*S, N] -> [B, S, N] after a Linear on a 3-D input: read the 3-D input as a batched operand."""
     vu = _val(u)
+    if p.batched and p.a_view is None and p.post_view is None and vu.dim() >= 3 and p.stage == _MM \
+            and _same_shape(vu.shape[-2:], _val(cur).shape[-2:]):
+        p.post_view = u   # a 4-D matmul's result: scales / activations / casts may follow (re-viewed after)
+        p.steps.append(f"(viewed as {_fmt_shape(vu)})")
+        return None
     if p.batched or p.a_view is not None:
         return f"reshape of a batched result to {_fmt_shape(vu)}"
     if vu.dim() != 3 or not _known_eq(vu.shape[-1], p.n):
@@ -434,19 +490,45 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     fused_matmul_op(spec)
     name = spec.op_name()
     target = getattr(torch.ops.heddle, name).default
-    args = [p.a, p.b] + [t for t in (p.bias, p.residual) if t is not None]
+    g = gm.graph
+    ops = [p.a, p.b]
+    for i, which in enumerate(("a", "b")):
+        if which in p.strided:   # stored transposed: hand heddle the transposed view (contiguous rows)
+            with g.inserting_before(final):
+                t = g.create_node("call_function", aten.transpose.int, (ops[i], -2, -1),
+                                  name=f"heddle_{p.root.name}_{which}T")
+            with (fake_mode if fake_mode is not None else _nullcontext()):
+                t.meta["val"] = _val(ops[i]).transpose(-2, -1)
+            ops[i] = t
+    bias = p.bias
+    if bias is not None and p.bias_scale != 1.0:
+        with g.inserting_before(final):
+            bias = g.create_node("call_function", aten.mul.Tensor, (p.bias, p.bias_scale),
+                                 name=f"heddle_{p.root.name}_bias")
+        with (fake_mode if fake_mode is not None else _nullcontext()):
+            bias.meta["val"] = aten.mul.Tensor(_val(p.bias), p.bias_scale)
+    args = ops + [t for t in (bias, p.residual) if t is not None]
     vals = [_val(x) for x in args]
     with (fake_mode if fake_mode is not None else _nullcontext()):
         out_val = target(*vals)
+        mm_val = out_val
+        if p.post_view is not None:
+            out_val = aten.view.default(out_val, list(vfinal.shape))
     if out_val.dtype != vfinal.dtype or not _same_shape(out_val.shape, vfinal.shape):
+        for n in [a for a in args if a.name.startswith(f"heddle_{p.root.name}_")]:
+            g.erase_node(n)   # the transposed / scaled operands made above
         raise _Reject(f"internal: heddle op gives {_fmt_shape(out_val)} {out_val.dtype}, the chain "
                       f"{_fmt_shape(vfinal)} {vfinal.dtype}")
-    g = gm.graph
     with g.inserting_before(final):
         new = g.create_node("call_function", target, tuple(args), name=f"heddle_{p.root.name}")
     new.meta.update({k: v for k, v in p.root.meta.items() if k in ("stack_trace", "nn_module_stack", "source_fn_stack",
                                                                     "seq_nr", "original_aten", "from_node")})
-    new.meta["val"] = out_val
+    new.meta["val"] = mm_val
+    if p.post_view is not None:
+        with g.inserting_before(final):
+            new = g.create_node("call_function", aten.view.default, (new, p.post_view.args[1]),
+                                name=f"heddle_{p.root.name}_view")
+        new.meta["val"] = out_val
     final.replace_all_uses_with(new)
     for node in reversed([p.root] + p.chain):
         if not node.users:
@@ -486,8 +568,11 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
-            why[n.name] = Decision(n.name, OTHER_MATMULS[n.target], "not fused",
-                                   f"heddle has no pattern for aten.{OTHER_MATMULS[n.target]}")
+            label = OTHER_MATMULS[n.target]
+            reason = (f"PyTorch's fused fast path aten.{label} hides its matmuls from heddle; turn it off with "
+                      "torch.backends.mha.set_fastpath_enabled(False) to fuse them") if label in _FASTPATH \
+                else f"heddle has no pattern for aten.{label}"
+            why[n.name] = Decision(n.name, label, "not fused", reason)
     for root in roots:
         label = MATMULS[root.target]
         if not enabled:

@@ -8,7 +8,6 @@ runnable anywhere.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from dataclasses import dataclass
@@ -20,9 +19,10 @@ from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for, call_signature
+from . import op_names
 from .custom_ops import register_op
 
-_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid")
+_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
 
@@ -42,8 +42,9 @@ class MatmulSpec:
     out_dtype: str
 
     def op_name(self) -> str:
-        h = hashlib.sha256(repr(self).encode()).hexdigest()[:10]
-        return f"mm_{self.dtype}_{'t' if self.trans_a else 'n'}{'t' if self.trans_b else 'n'}_{h}"
+        """The op's name encodes the whole spec (heddle/pytorch/op_names.py), so it can be registered from its name."""
+        return op_names.encode(self.dtype, self.batched, self.batched_b, self.k, self.n, self.trans_a, self.trans_b,
+                               self.bias, self.residual, self.activation, self.alpha, self.out_dtype)
 
     def build_fusion(self) -> Fusion:
         fd = Fusion()
@@ -177,9 +178,17 @@ _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
 
 
+_registering: set = set()   # op names being registered (torch.library looks them up meanwhile)
+
+
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
-    op = register_op(fm.spec.op_name(), names, fm.run, fm.fake)
+    name = fm.spec.op_name()
+    _registering.add(name)
+    try:
+        op = register_op(name, names, fm.run, fm.fake)
+    finally:
+        _registering.discard(name)
     from .autograd import register_matmul_autograd
     register_matmul_autograd(fm, op)   # heddle.matmul trains in eager mode too
     return op
@@ -204,7 +213,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     """act(alpha * (a @ b) + bias) + residual in one kernel, with a schedule heddle picks itself.
 
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
-    activation: relu | gelu | gelu_tanh | silu | sigmoid.
+    activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
     for name, t in (("a", a), ("b", b), ("bias", bias), ("residual", residual)):
         if not (isinstance(t, torch.Tensor) or (t is None and name in ("bias", "residual"))):
@@ -295,3 +304,49 @@ def _warn_if_spills(k: Kernel) -> None:
                       f"at {st.registers} registers; it runs, slower than it should (please report it; "
                       f"HEDDLE_AUTOTUNE=1 picks among non-spilling configs)", RuntimeWarning, stacklevel=3)
 
+
+
+# --------------------------------------------------------------------------------------------------
+# resolving heddle ops by name (torch.export.load in a process that never built them)
+# --------------------------------------------------------------------------------------------------
+def resolve_op(name: str) -> bool:
+    """Register torch.ops.heddle.<name> from its name when it names a heddle matmul op; False if not."""
+    fields = op_names.decode(name)
+    if fields is None:
+        return False
+    spec = MatmulSpec(**fields)
+    if spec.op_name() != name or name in _registering:   # not canonical, or torch looking it up mid-registration
+        return False
+    fused_matmul_op(spec)
+    return True
+
+
+class _HeddleNamespace(torch._ops._OpNamespace):
+    """torch.ops.heddle: an op not registered yet in this process is registered from its name on first
+    lookup, e.g. by torch.export.load's deserializer or by unpickling a graph."""
+
+    __module__ = "torch.ops"   # what torch's own namespace says: serialised targets read torch.ops.heddle.<op>
+
+    def __getattr__(self, op_name: str):
+        try:
+            return super().__getattr__(op_name)
+        except AttributeError:
+            if op_name.startswith("__") or not resolve_op(op_name):
+                raise
+            return super().__getattr__(op_name)
+
+
+def install_resolver() -> None:
+    ns = torch.ops.__dict__.get("heddle")
+    if isinstance(ns, _HeddleNamespace):
+        return
+    new = _HeddleNamespace("heddle")
+    if ns is not None:    # keep the packets already resolved
+        for k, v in ns.__dict__.items():
+            new.__dict__.setdefault(k, v)
+    setattr(torch.ops, "heddle", new)
+    if "heddle" not in torch.ops._dir:
+        torch.ops._dir.append("heddle")
+
+
+install_resolver()

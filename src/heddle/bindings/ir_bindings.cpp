@@ -25,11 +25,12 @@ static OpKind opFromName(const std::string& n) {
   static const std::map<std::string, OpKind> m = {
       {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
       {"relu", OpKind::Relu}, {"gelu", OpKind::GeluErf}, {"gelu_erf", OpKind::GeluErf},
-      {"gelu_tanh", OpKind::GeluTanh}, {"silu", OpKind::Silu}, {"sigmoid", OpKind::Sigmoid}, {"neg", OpKind::Neg}};
+      {"gelu_tanh", OpKind::GeluTanh}, {"silu", OpKind::Silu}, {"sigmoid", OpKind::Sigmoid},
+      {"tanh", OpKind::Tanh}, {"neg", OpKind::Neg}};
   auto it = m.find(n);
   if (it == m.end())
     fail<ScheduleError>("unknown op '", n, "'; heddle's epilogue ops are add, sub, mul, div, relu, gelu, gelu_tanh, "
-                        "silu, sigmoid, neg and cast");
+                        "silu, sigmoid, tanh, neg and cast");
   return it->second;
 }
 

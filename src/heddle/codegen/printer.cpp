@@ -164,6 +164,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
       case OpKind::GeluTanh: os_ << "heddle::gelu_tanh(" << a << ");"; break;
       case OpKind::Silu: os_ << "heddle::silu(" << a << ");"; break;
       case OpKind::Sigmoid: os_ << "heddle::sigmoid(" << a << ");"; break;
+      case OpKind::Tanh: os_ << "heddle::tanh(" << a << ");"; break;
       case OpKind::Neg: os_ << "-" << a << ";"; break;
       case OpKind::Cast:
         os_ << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));";

@@ -53,6 +53,7 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const std::string& ind)
       case OpKind::GeluTanh: os << "heddle::gelu_tanh(" << a << ");"; break;
       case OpKind::Silu: os << "heddle::silu(" << a << ");"; break;
       case OpKind::Sigmoid: os << "heddle::sigmoid(" << a << ");"; break;
+      case OpKind::Tanh: os << "heddle::tanh(" << a << ");"; break;
       case OpKind::Neg: os << "-" << a << ";"; break;
       case OpKind::Cast: os << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));"; break;
       default: os << "0.0f; // unsupported";

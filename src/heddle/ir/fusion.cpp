@@ -48,6 +48,7 @@ const char* opName(OpKind k) {
     case OpKind::GeluTanh: return "gelu_tanh";
     case OpKind::Silu: return "silu";
     case OpKind::Sigmoid: return "sigmoid";
+    case OpKind::Tanh: return "tanh";
     case OpKind::Neg: return "neg";
     case OpKind::Cast: return "cast";
   }

@@ -26,7 +26,7 @@ enum class OpKind {
   Input,
   Matmul,
   Add, Sub, Mul, Div,           // binary (tensor or scalar operand)
-  Relu, GeluErf, GeluTanh, Silu, Sigmoid, Neg, Cast  // unary
+  Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh, Neg, Cast  // unary
 };
 const char* opName(OpKind k);
 bool isBinary(OpKind k);

@@ -100,6 +100,7 @@ float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_
       case OpKind::GeluTanh: v = geluTanh(a); break;
       case OpKind::Silu: v = a / (1.0f + std::exp(-a)); break;
       case OpKind::Sigmoid: v = 1.0f / (1.0f + std::exp(-a)); break;
+      case OpKind::Tanh: v = std::tanh(a); break;
       case OpKind::Neg: v = -a; break;
       case OpKind::Cast: v = roundTo(op.dtype, a); break;
       default: fail<HeddleError>("simulate: epilogue op ", opName(op.op), " is not modelled");

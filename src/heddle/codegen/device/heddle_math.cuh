@@ -8,6 +8,7 @@
 //   gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 //   silu(x)      = x / (1 + exp(-x))         (-> -0 for large negative x, no NaN)
 //   sigmoid(x)   = 1 / (1 + exp(-x))
+//   tanh(x)      = tanhf(x)
 //   f32_bits(b)  = the float whose IEEE bits are b (inf, NaN constants of the epilogue)
 #pragma once
 #include "heddle/heddle_types.cuh"
@@ -33,6 +34,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 }
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__device__ __forceinline__ float tanh(float x) { return tanhf(x); }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
