@@ -54,9 +54,9 @@ static std::map<std::string, TargetInfo> makeTargets() {
   t[r.name] = r;
   // GFX12.5: named barrier objects 1..16 (LLVM AMDGPUExecutionSynchronization, "s_barrier IDs GFX12").
   // No compiler reachable here knows gfx1250 (clang-19 rejects the name), so heddle offers it for
-  // the barrier model only: the kernel IR, the printer's spellings and the simulator. Its matrix
-  // instructions differ from gfx1200's and are not used (no matmul path: wmma stays off), and the
-  // LDS limit is GFX12's 64 KiB, not a gfx1250 figure.
+  // the barrier model only: the kernel IR, the printer's spellings and the simulator. No matmul path
+  // (wmma stays off: whether gfx1200's WMMA spellings and layouts hold there cannot be checked
+  // without a compiler), and the LDS limit is GFX12's 64 KiB, not a gfx1250 figure.
   TargetInfo n = r;
   n.name = n.rtcArch = "gfx1250";
   n.wmma = false;
