@@ -146,19 +146,27 @@ def producer_consumer(stages=2):
     def produce(s):
         return [("if", f"{stages} <= i", [("barrier_join", empty(s)), ("barrier_signal", empty(s)),
                                           ("barrier_wait", empty(s))]),
-                ("write", "X", s, "copy@0:64"), ("barrier_signal", full(s))]
+                ("write", "X", f"i % {stages}", "copy@0:64"), ("barrier_signal", full(s))]
 
     def consume(s):
         return [("barrier_join", full(s)), ("barrier_signal", full(s)), ("barrier_wait", full(s)),
-                ("read", "X", s, "mma@64:128"), ("if", f"i + {stages} < N", [("barrier_signal", empty(s))])]
+                ("read", "X", f"i % {stages}", "mma@64:128"),
+                ("if", f"i + {stages} < N", [("barrier_signal", empty(s))])]
 
     return init + [("if", "warp < 2", [("loop", "i", 0, "N", "serial", per_stage(produce))],
                     [("loop", "i", 0, "N", "serial", per_stage(consume))])]
 
 
+def roles(stages, cond="warp < 2"):
+    """The same split with no syncs: named_barrier_roles places the protocol."""
+    return [("if", cond, [("loop", "i", 0, "N", "serial", [("write", "X", f"i % {stages}", "copy@0:64")])],
+             [("loop", "i", 0, "N", "serial", [("read", "X", f"i % {stages}", "mma@64:128")])])]
+
+
 @pytest.mark.parametrize("stages", [2, 3])
 def test_producer_consumer_waves_simulate_clean_and_every_mutant_is_flagged(stages):
-    l = _C.sync_lab(producer_consumer(stages), stages, target="gfx1250", plan=False)
+    l = _C.sync_lab(roles(stages), stages, target="gfx1250", roles=True)  # the pass places the protocol
+    assert l.kernel_ir == _C.sync_lab(producer_consumer(stages), stages, target="gfx1250", plan=False).kernel_ir
     trips = [{"N": n} for n in (stages, stages + 1, 2 * stages + 1)]
     for t in trips:
         for sched, seed in (("adversarial", 0), ("random", 1)):
@@ -168,6 +176,15 @@ def test_producer_consumer_waves_simulate_clean_and_every_mutant_is_flagged(stag
     assert report.total >= 8 * stages and not report.survivors, str(report)
     kinds = {m.description.split()[0] + " " + m.description.split()[1] for m in verify.mutants(l)}
     assert {"delete s_barrier_init", "delete s_barrier_join", "hoist s_barrier_signal", "sink s_barrier_wait"} <= kinds
+
+
+def test_role_splits_the_pass_refuses():
+    with pytest.raises(_C.ScheduleError, match="splits wave 1; roles must be whole waves"):
+        _C.sync_lab(roles(2, "tid < 40"), 2, target="gfx1250", roles=True)
+    with pytest.raises(_C.ScheduleError, match="no named barriers"):
+        _C.sync_lab(roles(2), 2, target="gfx1200", roles=True)
+    with pytest.raises(_C.ScheduleError, match="9 stages need 18 named barriers"):
+        _C.sync_lab(roles(9), 9, target="gfx1250", roles=True)
 
 
 def test_without_the_named_barriers_the_roles_race():

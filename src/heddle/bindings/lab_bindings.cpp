@@ -16,7 +16,9 @@
 // variable, tid/warp/lane are the thread, any other unbound name is a uniform kernel scalar.
 // min_trips: the smallest N the program is written for (default: stages); search_budget: nodes of
 // the planner's exact barrier search before it settles for a valid placement; plan=False: the
-// program's own syncs are the plan (the planner is not run; check_uniformity still is).
+// program's own syncs are the plan (the planner is not run; check_uniformity still is);
+// roles=True: the program is a producer/consumer split of waves (if (warp < P) { loop writing
+// X[i % S] } else { loop reading it }) and named_barrier_roles places its named-barrier protocol.
 #include <map>
 
 #include <pybind11/pybind11.h>
@@ -114,7 +116,7 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
 
 void bindLab(py::module_& m) {
   m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem, const std::string& target, int minTrips,
-                       int64_t searchBudget, bool plan) {
+                       int64_t searchBudget, bool plan, bool roles) {
     auto l = std::make_shared<Lowered>();
     static Fusion emptyFusion;
     const TargetInfo& t = targetInfo(target);
@@ -129,12 +131,13 @@ void bindLab(py::module_& m) {
                             "the lab program's smallest trip count"});
     k.renumber();
     if (planSmem) passes::planSmem(*l->ctx);
-    if (plan) passes::planSyncs(k, "N", 1, stages, t, searchBudget);
+    if (roles) passes::namedBarrierRoles(k, t, stages);
+    else if (plan) passes::planSyncs(k, "N", 1, stages, t, searchBudget);
     k.renumber();
     passes::checkUniformity(*l->ctx);  // the program's own barriers too
     return l;
   }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80",
-        py::arg("min_trips") = 0, py::arg("search_budget") = 200000, py::arg("plan") = true);
+        py::arg("min_trips") = 0, py::arg("search_budget") = 200000, py::arg("plan") = true, py::arg("roles") = false);
   // the HIP printer's spelling of a lab kernel's sync ops (a lab kernel has no full source)
   m.def("hip_sync_ops", [](const Lowered& l) { return printHipSyncOps(l.k(), l.ctx->target); });
 }
