@@ -97,6 +97,9 @@ def test_hip_source_spells_the_plan():
     assert "cp_async" not in src and "heddle_mma_sm80" not in src and "#include <" not in src
     assert f"heddle::wait_vmcnt<{planned_main_wait(cdna)}>();" in src and "heddle::block_sync();" in src
     gfx12 = lowered("gfx1200").source
+    main = gfx12[gfx12.index("// main loop"):gfx12.index("// epilogue loop")]
+    calls = [re.search(r"(barrier_signal|\.step|barrier_wait)\(", x) for x in main.splitlines()]
+    assert [c.group(1) for c in calls if c] == ["barrier_signal", ".step", "barrier_wait"], main  # printer keeps them apart
     assert "heddle::MmaAmd<128, 128, 32, 2, 4, true, false, T, 32>" in gfx12
     assert "heddle::copy_tile_sync<" in gfx12 and "wait_vmcnt" not in gfx12
     assert "heddle::barrier_signal();" in gfx12 and "heddle::barrier_wait();" in gfx12
@@ -143,6 +146,10 @@ def test_clang_isa(target, dtype, layout):
         sig = [i for i, x in enumerate(body) if x.startswith("s_barrier_signal")]
         wait = [i for i, x in enumerate(body) if x.startswith("s_barrier_wait")]
         assert len(sig) == len(wait) == l.barriers_per_main_iteration == 1 and sig[0] < wait[0]
+        # the split overlaps: this iteration's WMMAs (and their LDS reads) issue between the halves
+        between = body[sig[0] + 1:wait[0]]
+        assert sum(bool(re.match(MMA[target], x)) for x in between) >= 1, between
+        assert any(x.startswith("ds_load") for x in between), between
         assert not any(re.match(r"s_barrier\b", x) for x in body)
         assert not any("lds" in x and x.startswith("buffer_load") for x in asm.splitlines())  # no LDS DMA on GFX12
     else:  # s_barrier with the planner's s_waitcnt vmcnt before it

@@ -184,11 +184,27 @@ LAB = {
                       1, "gfx1200", None),
     "gfx1200 split loop": ([("loop", "i", 0, "N", "serial", [("write", "X", "i % 2", "copy"),
                                                               ("read", "X", "i % 2", "mma")])], 2, "gfx1200", None),
+    "gfx1200 split ring s=3": ([("write", "X", 0, "copy"), ("loop", "i", 0, "N", "serial",
+                                [("write", "X", "(i + 1) % 3", "copy"), ("read", "X", "i % 3", "mma")])], 3, "gfx1200",
+                               None),
     "gfx1200 drain": ([("write", "X", 0, "copy", True), ("write", "Y", 0, "t", True), ("write", "Z", 0, "copy"),
                        ("read", "X", 0, "mma"), ("read", "Z", 0, "mma")], 1, "gfx1200", None),
     "gfx90a no drain": ([("write", "X", 0, "copy", True), ("write", "Y", 0, "t", True), ("write", "Z", 0, "copy"),
                          ("read", "X", 0, "mma"), ("read", "Z", 0, "mma"), ("read", "Y", 0, "t")], 1, "gfx90a", None),
 }
+
+
+def test_split_barrier_halves_slide_as_far_as_the_intervals_allow():
+    # 3 stages, prefetch 1: the planner's barrier opens the loop body. The copy into the next stage
+    # overwrites what was read two iterations back, which the previous iteration's barrier already
+    # ordered, so this barrier's wait moves below the copy and stops before the read it publishes
+    prog = [("loop", "i", 0, "N", "serial", [("write", "X", "(i + 1) % 3", "copy"), ("read", "X", "i % 3", "mma")])]
+    l = lab([("write", "X", 0, "copy")] + prog, 3, target="gfx1200")
+    assert ops(loop_body(l, "serial")) == ["s_barrier_signal", "write X[(i + 1) % 3] (iter i)", "s_barrier_wait",
+                                           "read X[i % 3] (iter i)"], l.kernel_ir
+    split = lab(LAB["gfx1200 split"][0], 1, target="gfx1200")
+    slides = sorted(m.description.split()[0] for m in verify.mutants(split) if m.kind == "slide_barrier")
+    assert slides == ["hoist", "sink"]  # and test_amd_lab_plans_simulate_clean_and_kill_every_mutant kills both
 
 
 @pytest.mark.parametrize("name", list(LAB))

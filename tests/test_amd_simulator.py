@@ -13,9 +13,9 @@ PLANS = [("gfx90a", "async_lds", 2, (2, 1)), ("gfx90a", "async_lds", 3, (2, 1)),
          ("gfx90a", "plain", 2, (2, 1)), ("gfx1200", "plain", 2, (2, 2)), ("gfx1200", "plain", 3, (1, 2))]
 
 
-def small(target, kind, stages, warps, layout="NN", dtype="f16", epilogue="none"):
+def small(target, kind, stages, warps, layout="NN", dtype="f16", epilogue="none", prefetch=-1):
     fd, a, b = matmul_fusion(m="M", n=64, k="K", layout=layout, dtype=dtype, epilogue=epilogue)
-    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=warps[0], wn=warps[1], stages=stages, prefetch=-1, kind=kind)
+    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=warps[0], wn=warps[1], stages=stages, prefetch=prefetch, kind=kind)
     return fd.lower(target)
 
 
@@ -48,6 +48,26 @@ def test_split_barrier_mutants_name_the_misuse():
     no_wait = next(m for d, m in by_desc.items() if d.startswith("delete s_barrier_wait [main"))
     r = verify.simulate(no_wait.kernel(), ins)
     assert not r.ok
+
+
+def test_split_barrier_overlaps_the_mma_and_sliding_either_half_is_caught():
+    # 3 stages, prefetch 1: this iteration's MMA reads a stage the previous barrier published, so it
+    # runs between s_barrier_signal and s_barrier_wait (split_barriers.cpp)
+    fd, a, b = matmul_fusion(m="M", n=64, k="K", epilogue="none")
+    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=3, prefetch=1, kind="plain")
+    l = fd.lower("gfx1200")
+    main = next(n for n in l.structure if n["kind"] == "for" and n["stage"] == "main")["body"]
+    assert [n["kind"] if n["kind"] != "sync" else n["text"] for n in main] == [
+        "load", "load", "s_barrier_signal", "mma", "s_barrier_wait"], l.kernel_ir
+    ins = operands(70, 32 * 5, 64)
+    r = verify.simulate(l, ins, "random", 4)
+    assert r.ok, r.report()
+    torch.testing.assert_close(r.output[:70, :64], (ins[0].double() @ ins[1].double()).float(), atol=2e-2, rtol=2e-2)
+    slides = [m for m in verify.mutants(l) if m.kind == "slide_barrier"]
+    # the wait ends the loop body (no access after it); the signal's hoist across the B copy must be caught
+    assert [m.description.split()[0] for m in slides if "[main loop" in m.description] == ["hoist"]
+    for m in slides:
+        assert not verify.simulate(m.kernel(), ins, "random", 4).ok, m.description
 
 
 def test_loosened_vmcnt_reads_a_dma_in_flight():

@@ -257,7 +257,7 @@ def test_auto_schedule_without_matmul():
 # --- targets ------------------------------------------------------------------------------------------
 
 def test_known_targets():
-    assert sorted(heddle.known_targets()) == sorted(["sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200"])
+    assert sorted(heddle.known_targets()) == sorted(["sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200", "gfx1250"])
 
 
 def test_target_info_sm90a():

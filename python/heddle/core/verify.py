@@ -36,6 +36,7 @@ class SimResult:
     deadlocks = property(lambda self: list(self._raw.deadlocks))
     async_misuse = property(lambda self: list(self._raw.async_misuse))
     mismatches = property(lambda self: list(self._raw.mismatches))
+    barrier_misuse = property(lambda self: list(self._raw.barrier_misuse))
     ok = property(lambda self: self._raw.ok)
     steps = property(lambda self: self._raw.steps)
     schedule = property(lambda self: self._raw.schedule)
@@ -44,7 +45,7 @@ class SimResult:
     @property
     def findings(self) -> List[str]:
         """All messages, races first."""
-        return self.races + self.deadlocks + self.async_misuse + self.mismatches
+        return self.races + self.deadlocks + self.async_misuse + self.mismatches + self.barrier_misuse
 
     @property
     def output(self):

@@ -176,6 +176,7 @@ void bindIr(py::module_& m) {
     d["wgmma"] = t.wgmma;
     d["tcgen05"] = t.tcgen05;
     d["split_barrier"] = t.splitBarrier;
+    d["named_barriers"] = t.namedBarriers;
     d["rtc_arch"] = t.rtcArch;
     d["describe"] = t.describe();
     return d;

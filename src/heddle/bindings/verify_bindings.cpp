@@ -88,6 +88,7 @@ void bindVerify(py::module_& m) {
       .def_readonly("deadlocks", &verify::SimResult::deadlocks)
       .def_readonly("async_misuse", &verify::SimResult::asyncMisuse)
       .def_readonly("mismatches", &verify::SimResult::mismatches)
+      .def_readonly("barrier_misuse", &verify::SimResult::barrierMisuse)
       .def_readonly("steps", &verify::SimResult::steps)
       .def_readonly("ctas", &verify::SimResult::ctas)
       .def_readonly("findings", &verify::SimResult::findings)
@@ -119,6 +120,7 @@ void bindVerify(py::module_& m) {
           o.warpSize = l.ctx->target.warpSize;
           o.mmaFragment = l.ctx->target.mfma ? 1 : l.ctx->target.wmma ? 2 : 0;
           o.backOffBarrier = l.ctx->target.backOffBarrier;
+          o.dropOnExit = l.ctx->target.backend == Backend::Hip;
           py::gil_scoped_release nogil;
           return verify::simulate(l.k(), in, o);
         },

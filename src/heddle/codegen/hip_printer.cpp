@@ -14,6 +14,7 @@ namespace {
 class HipPrinter : public CLikePrinter {
  public:
   using CLikePrinter::CLikePrinter;
+  std::string spell(const kir::Sync& s) { return syncOp(s); }
 
  protected:
   std::string prelude(const kir::Kernel& k) override {
@@ -23,6 +24,7 @@ class HipPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_math.cuh\"\n"
        << "#include \"heddle/heddle_hip_copy.cuh\"\n"
        << "#include \"heddle/heddle_hip_mma.cuh\"\n"
+       << (target_.namedBarriers ? "#include \"heddle/heddle_hip_barriers.cuh\"\n" : "")
        << "#ifndef __align__\n#define __align__(n) __attribute__((aligned(n)))\n#endif\n"
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
@@ -38,11 +40,28 @@ class HipPrinter : public CLikePrinter {
     switch (s.sync) {
       case kir::SyncKind::BlockSync: return "heddle::block_sync();";
       case kir::SyncKind::VmcntWait: return "heddle::wait_vmcnt<" + std::to_string(s.arg) + ">();";
-      case kir::SyncKind::BarrierSignal: return "heddle::barrier_signal();";
-      case kir::SyncKind::BarrierWait: return "heddle::barrier_wait();";
+      case kir::SyncKind::BarrierSignal:
+        return s.arg == kir::kWorkgroupBarrier ? "heddle::barrier_signal();" : named(s, "barrier_signal");
+      case kir::SyncKind::BarrierWait:
+        return s.arg == kir::kWorkgroupBarrier ? "heddle::barrier_wait();" : named(s, "barrier_wait");
+      case kir::SyncKind::BarrierSignalIsFirst: return named(s, "barrier_signal_isfirst");
+      case kir::SyncKind::BarrierJoin: return named(s, "barrier_join");
+      case kir::SyncKind::BarrierInit: return named(s, "barrier_init", ", " + std::to_string(s.count));
+      case kir::SyncKind::BarrierLeave: return named(s, "");
       default: break;
     }
     fail<HeddleError>("HIP printer: ", kir::describe(s), " has no AMD spelling (", target_.name, ")");
+  }
+  // GFX12.5 named barriers (heddle_hip_barriers.cuh): heddle::barrier_join<ID>() ...; leave has no id
+  std::string named(const kir::Sync& s, const std::string& fn, const std::string& extra = "") {
+    if (!target_.namedBarriers)
+      fail<ScheduleError>("HIP printer: '", kir::describe(s), "' needs named barriers, which ", target_.name,
+                          " does not have (targets with them: gfx1250)");
+    if (fn.empty()) return "heddle::barrier_leave();";
+    if (s.arg < 0 || s.arg > target_.namedBarriers)
+      fail<ScheduleError>("HIP printer: '", kir::describe(s), "': barrier ids are 0 (NULL) and 1..",
+                          target_.namedBarriers, " on ", target_.name);
+    return "heddle::" + fn + "<" + std::to_string(s.arg) + extra + ">();";
   }
   std::string mmaType(const kir::Kernel& k) override {
     const auto& t = k.tile;
@@ -61,6 +80,15 @@ class HipPrinter : public CLikePrinter {
 std::string printHipKernel(const kir::Kernel& k, const TargetInfo& t) {
   HipPrinter p(t);
   return p.print(k);
+}
+
+std::vector<std::string> printHipSyncOps(const kir::Kernel& k, const TargetInfo& t) {
+  HipPrinter p(t);
+  std::vector<std::string> out;
+  kir::walk(k.body, [&](const kir::Node& n) {
+    if (n.kind == kir::NodeKind::Sync) out.push_back(p.spell(static_cast<const kir::Sync&>(n)));
+  });
+  return out;
 }
 
 }  // namespace heddle

@@ -44,5 +44,7 @@ std::string floatLit(double v);
 std::string printKernel(const kir::Kernel& k, const TargetInfo& t);
 // The HIP subclass (codegen/hip_printer.cpp); printKernel dispatches to it for Backend::Hip.
 std::string printHipKernel(const kir::Kernel& k, const TargetInfo& t);
+// The HIP spelling of every sync op of `k`, in program order (hand-built kernels have no full source).
+std::vector<std::string> printHipSyncOps(const kir::Kernel& k, const TargetInfo& t);
 
 }  // namespace heddle

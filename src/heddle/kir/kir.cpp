@@ -36,6 +36,10 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::VmcntWait: return "s_waitcnt vmcnt";
     case SyncKind::BarrierSignal: return "s_barrier_signal";
     case SyncKind::BarrierWait: return "s_barrier_wait";
+    case SyncKind::BarrierInit: return "s_barrier_init";
+    case SyncKind::BarrierJoin: return "s_barrier_join";
+    case SyncKind::BarrierLeave: return "s_barrier_leave";
+    case SyncKind::BarrierSignalIsFirst: return "s_barrier_signal_isfirst";
   }
   return "?";
 }
@@ -140,6 +144,12 @@ std::string describe(const Node& n) {
       if (s.sync == SyncKind::MbarArriveExpectTx) os << " tx " << s.arg;
       if (s.sync == SyncKind::SetMaxNReg) os << (s.count > 0 ? ".inc " : ".dec ") << s.arg;
       if (s.sync == SyncKind::NamedBarrier) os << " " << s.arg << ", " << s.count;
+      // AMD barrier ids: the workgroup barrier (-1) is left unnamed, as the GFX12 matmuls print it
+      if ((s.sync == SyncKind::BarrierSignal || s.sync == SyncKind::BarrierWait ||
+           s.sync == SyncKind::BarrierSignalIsFirst || s.sync == SyncKind::BarrierJoin ||
+           s.sync == SyncKind::BarrierInit) && s.arg != kWorkgroupBarrier)
+        os << " " << s.arg;
+      if (s.sync == SyncKind::BarrierInit) os << ", " << s.count << " wave(s)";
       break;
     }
  case NodeKind::SmemAccess: {

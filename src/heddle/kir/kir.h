@@ -179,9 +179,17 @@ enum class SyncKind {
   BulkWaitRead,       // cp.async.bulk.wait_group.read arg
   // AMD (docs/backends.md)
   VmcntWait,          // s_waitcnt vmcnt(arg) / s_wait_loadcnt arg: all but the arg newest vector-memory ops done
-  BarrierSignal,      // GFX12 s_barrier_signal -1 (after a workgroup release fence)
-  BarrierWait,        // GFX12 s_barrier_wait -1 (then a workgroup acquire fence)
+  // GFX12 split barriers; arg = the barrier id: -1 the workgroup barrier, 0 the NULL barrier, 1..16
+  // the named barrier objects of GFX12.5 (TargetInfo::namedBarriers; docs/backends.md, "Barrier objects")
+  BarrierSignal,      // s_barrier_signal arg (after a workgroup release fence): arrive
+  BarrierWait,        // s_barrier_wait arg (then a workgroup acquire fence)
+  BarrierInit,        // s_barrier_init arg, expected count = `count` waves (m0[31:16]); named only
+  BarrierJoin,        // s_barrier_join arg: this wave may wait on named barrier arg (0: unjoin)
+  BarrierLeave,       // s_barrier_leave: drop the named barrier this wave joined
+  BarrierSignalIsFirst,  // s_barrier_signal_isfirst arg: arrive (SCC = first wave to arrive; unused)
 };
+// The barrier id a split-barrier op names (BarrierSignal / BarrierWait default to the workgroup barrier).
+constexpr int kWorkgroupBarrier = -1;
 const char* syncKindName(SyncKind k);
 
 struct Sync : Node {

@@ -54,6 +54,9 @@ void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
+// passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
+// (gfx1250; hand-built role programs: sync_lab(roles=True)).
+void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages);
 // The planner behind insert_syncs, on any kernel: `tripsVar` scales the pipelined loop
 // (trip count = tripsVar / tileK), `stages` its circular-buffer depth (1 = none).
 // `target` spells the waits (cp.async groups or AMD vmcnt, its cap), drains counters before barriers

@@ -5,7 +5,11 @@
 //     operands cached with LDS DMA (async_lds) in a 3-stage ring, 2 stages in flight: 48 KiB of
 //     the 64 KiB LDS. Skinny M (<= 64): 64x128, 1x4 wavefronts.
 //   GFX12 (gfx1200; wave32, WMMA 16x16x16, no LDS DMA): 128x128x32 tile, 2x4 waves (256 threads),
-//     plain (register-staged) copies double-buffered in LDS.
+//     plain (register-staged) copies in a 3-stage LDS ring with prefetch 1 (48 KiB): the barrier
+//     then sits between the next stage's copies and this stage's MMA, which reads a stage the
+//     previous barrier published, so the split barrier's wait moves below the MMA and the WMMAs
+//     issue between s_barrier_signal and s_barrier_wait (split_barriers.cpp). With prefetch 2 the
+//     barrier has to follow the MMA (its reads are the WAR producers) and nothing fits between.
 // A K that covers fewer k-tiles than the ring has stages shrinks the ring (at least 2 stages), as
 // on CUDA; caches the user made already are kept with their load kind.
 #include <algorithm>
@@ -18,7 +22,7 @@ void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoSchedu
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
   const bool cdna = target.mfma;
-  int bm = 128, bn = 128, bk = 32, wm = 2, wn = cdna ? 2 : 4, stages = cdna ? 3 : 2;
+  int bm = 128, bn = 128, bk = 32, wm = 2, wn = cdna ? 2 : 4, stages = 3;
   AutoScheduleHints hints = given;
   auto* e = mm->definition;
   {
@@ -56,7 +60,8 @@ void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoSchedu
   for (auto* in : {e->inputs[0], e->inputs[1]}) {
     auto caches = f.cachesOf(in);
     TensorView* c = caches.empty() ? f.cacheAfter(in, kind) : caches[0];
-    if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
+    const int prefetch = target.splitBarrier && stages >= 3 ? stages - 2 : -1;
+    if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, prefetch);
   }
 }
 

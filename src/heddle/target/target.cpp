@@ -52,6 +52,16 @@ static std::map<std::string, TargetInfo> makeTargets() {
   r.backOffBarrier = false;
   r.vmcntMax = 63;  // 6-bit s_wait_loadcnt
   t[r.name] = r;
+  // GFX12.5: named barrier objects 1..16 (LLVM AMDGPUExecutionSynchronization, "s_barrier IDs GFX12").
+  // No compiler reachable here knows gfx1250 (clang-19 rejects the name), so heddle offers it for
+  // the barrier model only: the kernel IR, the printer's spellings and the simulator. No matmul path
+  // (wmma stays off: whether gfx1200's WMMA spellings and layouts hold there cannot be checked
+  // without a compiler), and the LDS limit is GFX12's 64 KiB, not a gfx1250 figure.
+  TargetInfo n = r;
+  n.name = n.rtcArch = "gfx1250";
+  n.wmma = false;
+  n.namedBarriers = 16;
+  t[n.name] = n;
   return t;
 }
 
@@ -100,6 +110,7 @@ std::string TargetInfo::describe() const {
   if (wgmma) os << ", wgmma";
   if (tcgen05) os << ", tcgen05";
   if (splitBarrier) os << ", split barriers";
+  if (namedBarriers) os << ", named barriers 1.." << namedBarriers;
   if (mfma) os << ", mfma";
   if (wmma) os << ", wmma";
   if (asyncLds) os << ", LDS DMA";

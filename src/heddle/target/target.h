@@ -11,7 +11,7 @@ namespace heddle {
 enum class Backend { Cuda, Hip };
 
 struct TargetInfo {
-  std::string name;           // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200"
+  std::string name;           // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200", "gfx1250"
   Backend backend = Backend::Cuda;  // selects the printer and the runtime compiler only
   int warpSize = 32;
   long smemLimit = 0;         // bytes of shared memory / LDS one block may use (opt-in maximum)
@@ -25,6 +25,10 @@ struct TargetInfo {
   bool setmaxnreg = false;
   bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
+  // GFX12.5 named barrier objects: ids 1..namedBarriers (and the NULL barrier 0) with s_barrier_init
+  // (expected count in waves through m0), s_barrier_join / s_barrier_leave, s_barrier_signal id,
+  // s_barrier_signal_isfirst id, s_barrier_wait id (docs/backends.md, "Barrier objects"). 0: none.
+  int namedBarriers = 0;
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
   std::string rtcArch;        // what the runtime compiler is given
   // AMD (docs/backends.md): matrix cores, the vmcnt counter width, and whether s_barrier may be

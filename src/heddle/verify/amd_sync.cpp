@@ -11,7 +11,8 @@
 //                     and k-th wait, so a fast thread may signal phase k+1 before a slow one waits on
 //                     phase k, as on the hardware. A wait with no signal of its own before it, and a
 //                     second signal before the wait, are barrier misuse (reported as deadlocks: the
-//                     first hangs on the GPU).
+//                     first hangs on the GPU). A thread that ends drops the barrier (the model's
+//                     implicit drop, SimOptions::dropOnExit): later phases complete without it.
 //   no BackOffBarrier s_barrier / s_barrier_signal reached with LDS DMA of the thread in flight is
 //                     reported (LLVM drains the counters there on such targets; the planner places
 //                     vmcnt(0) before those barriers).
@@ -70,17 +71,29 @@ void Cta::signalBarrier(Thread& t, const kir::Sync& s) {
   if (ph.clock.empty()) ph.clock.assign(T, 0);
   for (int i = 0; i < T; ++i) ph.clock[i] = std::max(ph.clock[i], t.vc[i]);
   t.vc[t.tid]++;  // what this thread does after its signal is not released by this barrier
-  if (++ph.signals < T) return;
-  ++releases;     // the phase completes: release the threads waiting on it
-  const int phase = t.sigCount - 1;
-  for (auto& u : th)
-    if (u.status == Status::AtBarrier && u.barrier && u.barrier->sync == kir::SyncKind::BarrierWait &&
-        u.waitCount == phase) {
-      for (int i = 0; i < T; ++i) u.vc[i] = std::max(u.vc[i], ph.clock[i]);
-      u.waitCount++;
-      u.status = Status::Running;
-      u.barrier = nullptr;
-    }
+  ++ph.signals;
+  completeSplitPhases();
+}
+
+void Cta::completeSplitPhases() {
+  for (auto it = splitPhases.lower_bound(firstOpenSplit); it != splitPhases.end(); ++it) {
+    auto& [phase, ph] = *it;
+    int needed = T;  // a thread that ended before signalling this phase dropped the barrier
+    if (opt.dropOnExit)
+      for (auto& u : th) needed -= u.status == Status::Done && u.sigCount <= phase;
+    if (ph.signals < needed) return;
+    ph.completed = true;
+    firstOpenSplit = phase + 1;
+    ++releases;  // the phase completes: release the threads waiting on it
+    for (auto& u : th)
+      if (u.status == Status::AtBarrier && u.barrier && u.barrier->sync == kir::SyncKind::BarrierWait &&
+          u.barrier->arg == kir::kWorkgroupBarrier && u.waitCount == phase) {
+        for (int i = 0; i < T; ++i) u.vc[i] = std::max(u.vc[i], ph.clock[i]);
+        u.waitCount++;
+        u.status = Status::Running;
+        u.barrier = nullptr;
+      }
+  }
 }
 
 void Cta::waitSplitBarrier(Thread& t, const kir::Sync& s) {
@@ -95,7 +108,7 @@ void Cta::waitSplitBarrier(Thread& t, const kir::Sync& s) {
     return;
   }
   auto it = splitPhases.find(t.waitCount);
-  if (it != splitPhases.end() && it->second.signals == T) {
+  if (it != splitPhases.end() && it->second.completed) {
     for (int i = 0; i < T; ++i) t.vc[i] = std::max(t.vc[i], it->second.clock[i]);
     t.waitCount++;
     return;

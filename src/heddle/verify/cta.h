@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 namespace heddle::verify {
 
 constexpr uint32_t kNever = 0xFFFFFFFFu;
+constexpr int kNotJoined = -1000;
 
 // One dynamic execution of a leaf node by one thread (named in messages).
 struct OpInst {
@@ -100,6 +102,15 @@ struct Thread {
   std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
   // GFX12 split barriers (verify/amd_sync.cpp): signals made / waits passed so far
   int sigCount = 0, waitCount = 0;
+  // AMD named barrier objects (verify/amd_barriers.cpp): the barrier this thread joined last
+  // (kNotJoined: none; 0: the NULL barrier), per barrier the phase of its latest arrive and the
+  // last phase it waited on (-1: none), the barriers it dropped and has not joined since, and what
+  // a blocked wait waits for
+  int joined = kNotJoined;
+  std::map<int, int64_t> arrivedPhase, waitedPhase;
+  std::set<int> left;
+  int waitBar = 0;
+  int64_t waitPhase = 0;
   Sm90Thread h;                             // Hopper: async groups, mbarrier / named-barrier waits
 };
 
@@ -175,12 +186,32 @@ class Cta {
   // a wait joins the clocks of that phase) and the no-BackOffBarrier rule
   struct SplitPhase {
     int signals = 0;
+    bool completed = false;
     std::vector<uint32_t> clock;
   };
   std::map<int, SplitPhase> splitPhases;
+  int firstOpenSplit = 0;  // phases below it completed
   void signalBarrier(Thread& t, const kir::Sync& s);
   void waitSplitBarrier(Thread& t, const kir::Sync& s);
+  void completeSplitPhases();  // phase k completes when every thread not dropped by then signalled it
   void checkBackOff(const Thread& t, const kir::Sync& s);
+
+  // --- amd_barriers.cpp: the barrier objects of the AMDGPU execution-synchronization model (named
+  // barriers 1..16 with init / join / drop (s_barrier_leave) / arrive / wait, the NULL barrier 0)
+  // and the drop of the workgroup barrier by a thread that ends (SimOptions::dropOnExit)
+  struct BarrierObject {
+    bool initialized = false;
+    int64_t expected = 0, arrived = 0;  // in lanes: a wave-uniform op counts once per lane (W per wave)
+    int64_t phase = 0;                  // phases completed so far
+    std::vector<uint32_t> clock;        // join of the current phase's arrivers
+    std::map<int64_t, std::vector<uint32_t>> completed;  // phase -> the clocks it released
+  };
+  std::map<int, BarrierObject> barrierObjects;
+  bool execBarrierObject(Thread& t, const kir::Sync& s);  // false: not a named-barrier op
+  void completeBarrierObject(int id);
+  void barrierMisuse(const Thread& t, const kir::Sync& s, const std::string& key, const std::string& what);
+  void threadExited(Thread& t);
+  void releaseBlockBarrier(const kir::Sync& s);
 
   // --- sm90_sync.cpp / sm90_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
   Sm90State sm90;

@@ -11,6 +11,7 @@ void Cta::step(Thread& t) {
   ++t.pos;
   if (t.stack.empty()) {
     t.status = Status::Done;
+    threadExited(t);
     return;
   }
   Frame& f = t.stack.back();
@@ -25,7 +26,10 @@ void Cta::step(Thread& t) {
       else t.env.erase(f.loop->var);
     }
     t.stack.pop_back();
-    if (t.stack.empty()) t.status = Status::Done;
+    if (t.stack.empty()) {
+      t.status = Status::Done;
+      threadExited(t);
+    }
     return;
   }
   const kir::Node& n = *f.blk->stmts[f.idx++];

@@ -32,6 +32,32 @@ void visit(const kir::Block& b, const std::string& ctx, int& counter,
   }
 }
 
+// The block holding `n` and its index there (null when `n` is not in `b`).
+const kir::Block* parentOf(const kir::Block& b, const kir::Node* n, size_t& index) {
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    const kir::Node& s = *b.stmts[i];
+    if (&s == n) return index = i, &b;
+    const kir::Block* r = nullptr;
+    if (s.kind == kir::NodeKind::For) r = parentOf(static_cast<const kir::ForLoop&>(s).body, n, index);
+    if (s.kind == kir::NodeKind::If && !(r = parentOf(static_cast<const kir::IfThenElse&>(s).thenBody, n, index)))
+      r = parentOf(static_cast<const kir::IfThenElse&>(s).elseBody, n, index);
+    if (r) return r;
+  }
+  return nullptr;
+}
+
+// A split-barrier half whose neighbour on the side it would move to (the statement before a signal,
+// after a wait) is a memory access in its block: moving it across that access is the mutant.
+bool slidesOverAccess(const kir::Kernel& k, const kir::Node& n) {
+  size_t i = 0;
+  const kir::Block* b = parentOf(k.body, &n, i);
+  const bool signal = isSync(n, {kir::SyncKind::BarrierSignal});
+  if (!b || (signal ? i == 0 : i + 1 >= b->stmts.size())) return false;
+  const kir::Node& next = *b->stmts[signal ? i - 1 : i + 1];
+  return next.kind != kir::NodeKind::Sync && next.kind != kir::NodeKind::For && next.kind != kir::NodeKind::If &&
+         !kir::accessesOf(next).empty();
+}
+
 }  // namespace
 
 const std::vector<MutationKind>& mutationKinds() {
@@ -40,6 +66,8 @@ const std::vector<MutationKind>& mutationKinds() {
        [](const kir::Node& n) {
          return isSync(n, {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait,
                            kir::SyncKind::VmcntWait, kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait,
+                           kir::SyncKind::BarrierInit, kir::SyncKind::BarrierJoin, kir::SyncKind::BarrierLeave,
+                           kir::SyncKind::BarrierSignalIsFirst,
                            // Hopper (setmaxnreg is a register budget, not a sync: never deleted)
                            kir::SyncKind::MbarInit, kir::SyncKind::MbarArrive, kir::SyncKind::MbarArriveExpectTx,
                            kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit,
@@ -55,6 +83,16 @@ const std::vector<MutationKind>& mutationKinds() {
          return "loosen " + kir::describe(n) + " to " + kir::syncKindName(s.sync) + "(" + std::to_string(s.arg + 1) + ")";
        },
        [](kir::Block& p, size_t i) { static_cast<kir::Sync&>(*p.stmts[i]).arg += 1; }},
+      {"slide_barrier", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait}); },
+       [](const kir::Node& n) {
+         return std::string(isSync(n, {kir::SyncKind::BarrierSignal}) ? "hoist " : "sink ") + kir::describe(n) +
+                " across the neighbouring access";
+       },
+       [](kir::Block& p, size_t i) {
+         const bool signal = isSync(*p.stmts[i], {kir::SyncKind::BarrierSignal});
+         std::swap(p.stmts[i], p.stmts[signal ? i - 1 : i + 1]);
+       },
+       nullptr, slidesOverAccess},
   };
   static const std::vector<MutationKind> all = [] {
     auto v = kinds;

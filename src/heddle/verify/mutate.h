@@ -6,8 +6,12 @@
 // Kinds (mutationKinds(); new kinds plug in by adding an entry -- e.g. the Hopper path's
 // flip_parity, over_arrive / under_arrive of an mbarrier, role_cycle):
 //   delete_sync   remove one block_sync, cp.async.commit_group or cp.async.wait_group (AMD: one
-//                 s_waitcnt vmcnt, s_barrier_signal or s_barrier_wait)
+//                 s_waitcnt vmcnt, s_barrier_signal, s_barrier_wait, or a named-barrier
+//                 s_barrier_init / _join / _leave / _signal_isfirst)
 //   loosen_wait   cp.async.wait_group(N) -> cp.async.wait_group(N + 1) (AMD: vmcnt(N) -> vmcnt(N + 1))
+//   slide_barrier GFX12 split barrier: s_barrier_signal moved above the access before it, or
+//                 s_barrier_wait below the access after it (split_barriers.cpp moves each as far
+//                 as the hazard intervals allow, so one step further must be caught)
 #pragma once
 
 #include <functional>

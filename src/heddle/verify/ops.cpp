@@ -14,10 +14,13 @@
 //                  with row < M && col < N.
 //   SmemAccess     (hand-built kernels) element e of the stage belongs to thread (e*K + m) % THREADS
 //                  for the m-th of K distinct mapping names: equal names = same thread per element,
-//                  different names = different threads. Writes store a token naming (node,
+//                  different names = different threads. A name ending in "@LO:HI" spreads the
+//                  elements over threads LO..HI-1 only (LO + (e*K + m) % (HI - LO)): a role of the
+//                  block (e.g. the producer waves) touching the whole stage. Writes store a token naming (node,
 //                  iteration); reads compare with the token program order predicts (until a
 //                  thread-dependent branch runs: then threads no longer share one program order).
 #include <cmath>
+#include <stdexcept>
 #include <sstream>
 
 #include "heddle/verify/cta.h"
@@ -185,10 +188,23 @@ static void execSmemAccess(Cta& c, Thread& t, const kir::SmemAccess& a) {
   const uint32_t base = c.cellOf(a.buf, stage, 0, 0, a);
   const int64_t elems = (int64_t)a.buf->rows * a.buf->cols;
   const int64_t K = (int64_t)c.mappings.size(), mi = c.mappings.at(a.mapping);
+  int64_t lo = 0, span = c.T;  // "name@LO:HI": the role's threads
+  if (auto at = a.mapping.rfind('@'); at != std::string::npos) {
+    const auto colon = a.mapping.find(':', at);
+    try {
+      lo = std::stoll(a.mapping.substr(at + 1, colon - at - 1));
+      span = std::stoll(a.mapping.substr(colon + 1)) - lo;
+    } catch (const std::exception&) {
+      span = 0;
+    }
+    if (colon == std::string::npos || lo < 0 || span <= 0 || lo + span > c.T)
+      fail<HeddleError>("simulate: mapping '", a.mapping, "' of ", kir::describe(a), ": the suffix must be @LO:HI with "
+                        "0 <= LO < HI <= ", c.T);
+  }
   const float tok = token(a, iter);
   auto key = std::make_pair((const kir::Buffer*)a.buf, stage);
   for (int64_t e = 0; e < elems; ++e) {
-    if ((e * K + mi) % c.T != t.tid) continue;
+    if (lo + (e * K + mi) % span != t.tid) continue;
     const uint32_t cell = base + (uint32_t)e;
     if (!a.write) {
       float v = c.readCell(cell, t, inst);

@@ -23,8 +23,9 @@ void Reports::add(Finding f, const std::string& key, const std::function<std::st
 }
 
 void Reports::into(SimResult& r) const {
-  std::vector<std::string>* out[4] = {&r.races, &r.deadlocks, &r.asyncMisuse, &r.mismatches};
-  for (int i = 0; i < 4; ++i) {
+  std::vector<std::string>* out[kFindingKinds] = {&r.races, &r.deadlocks, &r.asyncMisuse, &r.mismatches,
+                                                  &r.barrierMisuse};
+  for (int i = 0; i < kFindingKinds; ++i) {
     for (auto& e : lists_[i])
       out[i]->push_back(e.count > 1 ? e.text + " [" + std::to_string(e.count) + " occurrences]" : e.text);
     if (dropped_[i])
@@ -67,6 +68,7 @@ std::string SimResult::report() const {
   section("deadlocks", deadlocks);
   section("async misuse", asyncMisuse);
   section("mismatches", mismatches);
+  section("barrier misuse", barrierMisuse);
   return os.str();
 }
 

@@ -12,7 +12,8 @@
 
 namespace heddle::verify {
 
-enum class Finding { Race, Deadlock, AsyncMisuse, Mismatch };
+enum class Finding { Race, Deadlock, AsyncMisuse, Mismatch, BarrierMisuse };
+constexpr int kFindingKinds = 5;
 
 class Reports {
  public:
@@ -26,9 +27,9 @@ class Reports {
   struct Entry { std::string text; int64_t count = 0; };
   int max_;
   int64_t total_ = 0;
-  std::map<std::string, size_t> index_[4];
-  std::vector<Entry> lists_[4];
-  int64_t dropped_[4] = {0, 0, 0, 0};
+  std::map<std::string, size_t> index_[kFindingKinds];
+  std::vector<Entry> lists_[kFindingKinds];
+  int64_t dropped_[kFindingKinds] = {};
 };
 
 // "thread 37 (warp 1, lane 5)"

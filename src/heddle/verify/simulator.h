@@ -7,6 +7,10 @@
 //   async misuse  reads/writes of cp.async results before the wait_group that retires them
 //   mismatches    output elements that differ from a reference (numbers), or reads that see a
 //                 different write than program order says (hand-built kernels)
+//   barrier misuse  AMD barrier objects (verify/amd_barriers.cpp): the undefined-behaviour cases of
+//                 the AMDGPU execution-synchronization model (an operation on an uninitialized
+//                 barrier, a wait without a join, a drop race, an expected count driven negative)
+//                 and misuse the model leaves defined but a plan must not rely on (arrive after drop)
 // See docs/verification.md for what is and is not modelled.
 #pragma once
 
@@ -38,6 +42,10 @@ struct SimOptions {
   // a barrier may be reached with LDS DMA in flight (false: reported, as LLVM drains counters there).
   int mmaFragment = 0;
   bool backOffBarrier = true;
+  // AMD barrier model: a thread that ends drops the workgroup barrier (GFX6-11 s_barrier, GFX12
+  // barrier -1), so the others complete it without the thread; false (CUDA): a barrier an exited
+  // thread never reaches is a deadlock.
+  bool dropOnExit = false;
 };
 
 struct SimInputs {
@@ -48,13 +56,15 @@ struct SimInputs {
 };
 
 struct SimResult {
-  std::vector<std::string> races, deadlocks, asyncMisuse, mismatches;
+  std::vector<std::string> races, deadlocks, asyncMisuse, mismatches, barrierMisuse;
   std::vector<float> output;      // D as simulated (NaN where no simulated CTA wrote)
   int64_t steps = 0;
   int ctas = 0;
   int64_t findings = 0;           // all findings, before de-duplication
   std::string schedule;           // "adversarial" | "random(seed=7)"
-  bool ok() const { return races.empty() && deadlocks.empty() && asyncMisuse.empty() && mismatches.empty(); }
+  bool ok() const {
+    return races.empty() && deadlocks.empty() && asyncMisuse.empty() && mismatches.empty() && barrierMisuse.empty();
+  }
   std::string report() const;
 };
 

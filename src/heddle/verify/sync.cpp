@@ -6,6 +6,7 @@
 //                    land now (if the schedule has not landed them yet) and become ordered before
 //                    the thread's later accesses; copies not yet committed are not affected
 //   block_sync       every thread of the CTA must arrive at the same barrier; then all clocks join
+//                    (AMD, SimOptions::dropOnExit: every thread that has not ended)
 #include <sstream>
 
 #include "heddle/verify/cta.h"
@@ -47,17 +48,25 @@ void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
   if (!opt.backOffBarrier) checkBackOff(t, s);
   t.status = Status::AtBarrier;
   t.barrier = &s;
+  releaseBlockBarrier(s);
+}
+
+// Every thread not dropped (AMD: ended) waits at a block barrier: they pass it together, or, if
+// they wait at different ones, the CTA is stuck.
+void Cta::releaseBlockBarrier(const kir::Sync& s) {
   for (auto& u : th)
-    if (u.status != Status::AtBarrier) return;
+    if (u.status != Status::AtBarrier && !(opt.dropOnExit && u.status == Status::Done)) return;
   for (auto& u : th)
-    if (u.barrier != &s) {
+    if (u.status != Status::Done && u.barrier != &s) {
       diagnoseStuck();  // all threads wait, but at different barriers
       return;
     }
   std::vector<uint32_t> joined(clockSize(), 0);
   for (auto& u : th)
-    for (int i = 0; i < clockSize(); ++i) joined[i] = std::max(joined[i], u.vc[i]);
+    if (u.status != Status::Done)
+      for (int i = 0; i < clockSize(); ++i) joined[i] = std::max(joined[i], u.vc[i]);
   for (auto& u : th) {
+    if (u.status == Status::Done) continue;
     u.vc = joined;
     u.vc[u.tid]++;
     u.status = Status::Running;
@@ -68,6 +77,7 @@ void Cta::arriveBarrier(Thread& t, const kir::Sync& s) {
 
 void Cta::execSync(Thread& t, const kir::Sync& s) {
   if (sm90.active && execSm90Sync(t, s)) return;  // Hopper ops (sm90_sync.cpp)
+  if (execBarrierObject(t, s)) return;             // AMD named barriers (amd_barriers.cpp)
   switch (s.sync) {
     case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
     case kir::SyncKind::CpAsyncCommit: commit(t); return;
@@ -102,7 +112,12 @@ void Cta::diagnoseStuck() {
     if (!b.empty()) os << (first ? "" : "; ") << b, key << "|" << b.size(), first = false;
   }
   if (!done.empty()) os << "; " << threadSet(done) << " have exited";
-  if (waiting.size() > 1)
+  bool named = false;
+  for (auto& [b, ts] : waiting) named |= b->sync == kir::SyncKind::BarrierWait && b->arg != kir::kWorkgroupBarrier;
+  if (named)
+    os << " -- a named-barrier wait that never completes (undefined behaviour in the AMDGPU model; a thread that "
+          "ends does not drop a named barrier)";
+  else if (waiting.size() > 1)
     os << " -- threads wait at different barriers (a barrier inside thread-dependent control flow)";
   else if (!done.empty())
     os << " -- a barrier that not every thread reaches (exited threads never arrive)";

@@ -331,8 +331,14 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
     int left = h.async ? p.commitEvent : p.event, right = c.event;
     h.latestInstance.assign(r.points.size(), -1);
     h.allowedWait.assign(r.points.size(), -1);
+    h.earliestInstance.assign(r.points.size(), -1);
     for (size_t pt = 0; pt < r.points.size(); ++pt) {
       auto& ev = pointEvents[pt];
+      for (auto e = std::upper_bound(ev.begin(), ev.end(), left); e != ev.end() && *e < right; ++e)
+        if (t.onPathsOf(t.eventCtx[*e], p.ctx, c.ctx)) {
+          h.earliestInstance[pt] = *e;
+          break;
+        }
       auto it = std::lower_bound(ev.begin(), ev.end(), right);  // first event >= right
       int inst = -1;
       while (it != ev.begin()) {  // the latest instance inside that lies on the interval's paths
@@ -484,6 +490,42 @@ bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t ti
   bool ok = true;
   forEachTrace(t, k, tripsVar, tileK, representativeTrips(k, stages), [&](int, int) { ok &= !t.vmAtBarrier; });
   return ok;
+}
+
+std::string unorderedInterval(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+  HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages);
+  auto syncAt = [&](int p) -> const kir::Sync* {
+    auto& pt = ha.points[p];
+    if (pt.index >= (int)pt.block->stmts.size() || pt.block->stmts[pt.index]->kind != kir::NodeKind::Sync) return nullptr;
+    return static_cast<const kir::Sync*>(pt.block->stmts[pt.index].get());
+  };
+  std::map<std::pair<const kir::Block*, int>, int> pointAt;
+  for (int p = 0; p < (int)ha.points.size(); ++p) pointAt[{ha.points[p].block, ha.points[p].index}] = p;
+  std::vector<int> fullBarriers;
+  std::vector<std::pair<int, int>> splits;  // (signal point, its wait's point)
+  for (int p = 0; p < (int)ha.points.size(); ++p) {
+    auto* s = syncAt(p);
+    if (!s) continue;
+    if (s->sync == kir::SyncKind::BlockSync) fullBarriers.push_back(p);
+    if (s->sync != kir::SyncKind::BarrierSignal || s->arg != kir::kWorkgroupBarrier) continue;  // named: not here
+    auto& stmts = ha.points[p].block->stmts;
+    for (int j = ha.points[p].index + 1; j < (int)stmts.size(); ++j)
+      if (stmts[j]->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*stmts[j]).sync == kir::SyncKind::BarrierWait &&
+          static_cast<kir::Sync&>(*stmts[j]).arg == kir::kWorkgroupBarrier) {
+        splits.push_back({p, pointAt.at({ha.points[p].block, j})});
+        break;
+      }
+  }
+  for (auto& h : ha.hazards) {
+    if (!h.crossThread) continue;
+    bool ordered = false;
+    for (int p : fullBarriers) ordered |= h.latestInstance[p] >= 0;
+    for (auto [s, w] : splits) ordered |= h.earliestInstance[s] >= 0 && h.latestInstance[w] > h.earliestInstance[s];
+    if (!ordered)
+      return std::string(hazardKindName(h.kind)) + " " + h.buffer + ": " + kir::describe(*h.producer) + "  ->  " +
+             kir::describe(*h.consumer);
+  }
+  return "";
 }
 
 }  // namespace heddle

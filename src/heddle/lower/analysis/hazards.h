@@ -68,6 +68,7 @@ struct Hazard {
   std::vector<int> latestInstance;   // event index, -1 when none inside
   std::vector<int> allowedWait;      // commit groups newer than the producer's at that instance
                                      // (vmcnt: vector-memory ops issued after the producer's last one)
+  std::vector<int> earliestInstance; // per static point: the earliest instance inside, -1 when none
   const kir::ForLoop* consumerLoop = nullptr;
 };
 const char* hazardKindName(Hazard::Kind k);
@@ -90,5 +91,11 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
 // Over the same traces: does every barrier (block_sync, s_barrier_signal) run with no LDS DMA in
 // flight, given the s_waitcnt vmcnt waits the kernel holds? (targets without BackOffBarrier)
 bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+
+// Over the same traces: is every cross-thread hazard interval ordered by a barrier the kernel holds,
+// i.e. does it contain a block_sync, or an s_barrier_signal followed by that signal's s_barrier_wait
+// (the next one of its block: ordered when the earliest signal instance inside the interval has a
+// wait instance after it still inside)? "" when every interval is; otherwise the first one that is not, named.
+std::string unorderedInterval(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
 
 }  // namespace heddle

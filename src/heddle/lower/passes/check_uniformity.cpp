@@ -8,7 +8,11 @@
 //     mbarrier.arrive.expect_tx ...; tma ...
 //   }
 // What each op needs (threads that must execute it together):
-//   block_sync, s_barrier_signal / _wait           the block
+//   block_sync, s_barrier_signal / _wait -1        the block (AMD: a wavefront, see waveBarriers)
+//   AMD named-barrier ops (s_barrier_init / join / leave, s_barrier_signal / _isfirst / _wait id >= 0):
+//                                                    a wavefront (scalar instructions: wave-uniform
+//                                                    control flow; which waves take part is the
+//                                                    barrier's expected count, checked by the simulator)
 //   wgmma.fence / commit / wait, setmaxnreg, wgmma   a warpgroup (128 aligned threads)
 //   bar.sync id, count; mma.sync / MFMA; elect       a warp (TargetInfo::warpSize threads: 64 on CDNA)
 //   mbarrier ops, cp.async, waits of one thread      one thread
@@ -32,6 +36,11 @@ using kir::IExpr;
 struct Checker {
   int T;
   int W;  // threads per warp / wavefront (TargetInfo::warpSize)
+  // AMD: s_barrier and the split barrier -1 are scalar instructions, convergent within a wave: they
+  // need wave-uniform control flow (LLVM AMDGPUExecutionSynchronization). A wave that skips one and
+  // ends drops the barrier (the simulator runs that); one that skips it and goes on is a deadlock
+  // the simulator reports. CUDA's bar.sync 0 needs the block.
+  bool waveBarriers = false;
   std::map<std::string, IExpr> lets;  // values computed in the kernel (substituted before evaluation)
   std::vector<std::pair<IExpr, bool>> guards;  // enclosing conditions (and whether negated): who gets here
 
@@ -102,10 +111,15 @@ struct Checker {
     if (n.kind == kir::NodeKind::MmaStep) return static_cast<const kir::MmaStep&>(n).wgmma ? 128 : W;
     if (n.kind == kir::NodeKind::If) return static_cast<const kir::IfThenElse&>(n).electWarp >= 0 ? W : 1;
     if (n.kind != kir::NodeKind::Sync) return 1;
-    switch (static_cast<const kir::Sync&>(n).sync) {
-      case kir::SyncKind::BlockSync:
+    auto& sy = static_cast<const kir::Sync&>(n);
+    switch (sy.sync) {
+      case kir::SyncKind::BlockSync: return waveBarriers ? W : T;
       case kir::SyncKind::BarrierSignal:
-      case kir::SyncKind::BarrierWait: return T;
+      case kir::SyncKind::BarrierWait: return sy.arg == kir::kWorkgroupBarrier && !waveBarriers ? T : W;
+      case kir::SyncKind::BarrierInit:
+      case kir::SyncKind::BarrierJoin:
+      case kir::SyncKind::BarrierLeave:
+      case kir::SyncKind::BarrierSignalIsFirst: return W;
       case kir::SyncKind::WgmmaFence:
       case kir::SyncKind::WgmmaCommit:
       case kir::SyncKind::WgmmaWait:
@@ -160,7 +174,8 @@ struct Checker {
 }  // namespace
 
 void checkUniformity(LowerContext& c) {
-  Checker ch{std::max(1, c.kernel.launch.threads), std::max(1, c.target.warpSize), {}, {}};
+  Checker ch{std::max(1, c.kernel.launch.threads), std::max(1, c.target.warpSize), c.target.backend == Backend::Hip,
+             {}, {}};
   ch.walk(c.kernel.body, ch.T, "the kernel body");
 }
 

@@ -43,7 +43,6 @@ struct Plan {
   std::set<int> barriers;        // point ids
   std::map<int, int> wait;       // point id -> wait_group arg
   std::map<int, std::vector<int>> served;  // point id -> hazard indices it serves
-  std::map<int, std::vector<int>> alsoOrders;  // barrier point -> intervals whose wait sits at an earlier point
 };
 
 struct BarrierChoice {
@@ -302,11 +301,7 @@ void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan, const std::set<int>&
       }
     }
     if (moved.empty()) continue;
-    for (auto& [h, q] : moved) {
-      plan.served[q].push_back(h);
-      int b = publisher(q, ha.hazards[h]);
-      if (ha.hazards[h].crossThread && b != q) plan.alsoOrders[b].push_back(h);
-    }
+    for (auto& [h, q] : moved) plan.served[q].push_back(h);
     // the barrier here still orders its other intervals; the moved ones are ordered by their new point
     plan.served[p] = keep;
     if (asyncLeft.empty()) {
@@ -442,7 +437,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
       }
   assignSameThreadWaits(ha, plan);
   dropCoveredWaits(ha, plan, drained);  // same-thread waits may retire what a barrier's wait was for
-  std::map<const kir::Sync*, std::set<std::string>> barrierBuffers;  // for split barriers
+  std::set<const kir::Sync*> placedBarriers;  // for split barriers
   std::map<int, kir::Sync*> drainNodes;
 
   // Insert: per point, [wait_group(n)] then [block_sync]. Process blocks back to front so indices hold.
@@ -496,10 +491,7 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
         k.syncPlan.entries.push_back(r);
         auto s = std::make_unique<kir::Sync>(kir::SyncKind::BlockSync);
         s->reason = (int)k.syncPlan.entries.size() - 1;
-        for (auto* hs : {&plan.served[p], &plan.alsoOrders[p]})
-          for (int h : *hs)
-            for (auto* n : {ha.hazards[h].producer, ha.hazards[h].consumer})
-              for (auto& a : kir::accessesOf(*n)) barrierBuffers[s.get()].insert(a.buf->name);
+        placedBarriers.insert(s.get());
         ins.push_back(std::move(s));
       }
       blk->stmts.insert(blk->stmts.begin() + pt.index, std::make_move_iterator(ins.begin()),
@@ -507,7 +499,8 @@ void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int s
     }
   }
   if (!drainNodes.empty()) relaxDrains(k, ha, plan, drainNodes, tripsVar, tileK, stages);
-  if (target.splitBarrier) splitBarriers(k, barrierBuffers);  // GFX12: signal early, wait late
+  if (target.splitBarrier)  // GFX12: signal early, wait late, checked against the hazard intervals
+    splitBarriers(k, placedBarriers, [&] { return unorderedInterval(k, tripsVar, tileK, stages).empty(); });
   // number the reasons in program order
   std::vector<kir::SyncReason> ordered;
   kir::walkMut(k.body, [&](kir::Node& n) {

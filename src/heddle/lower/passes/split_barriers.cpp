@@ -1,79 +1,103 @@
 // split_barriers: a block barrier placed by insert_syncs, on a target with split barriers (GFX12),
-// becomes a signal as early and a wait as late as the hazards it serves allow.
+// becomes a signal as early and a wait as late as the hazard intervals allow.
 //
-// Before (the planner's barrier sits at the earliest point of the hazard interval):
-//   write X[0] (copy); block_sync; read Y[0] (mma); read X[0] (mma)       # sync 0: RAW X
+// Before (3-stage ring, prefetch 1: the planner's barrier between the copies and the MMA):
+//   main { copy -> sA[(kt+1)%3]; copy -> sB[(kt+1)%3]; block_sync; mma sA[kt%3] x sB[kt%3] }
 // After:
-//   write X[0]; s_barrier_signal; read Y[0]; s_barrier_wait; read X[0]
-// The signal releases this thread's earlier LDS writes (a workgroup release fence precedes it in
-// heddle_hip_sync.cuh); the wait acquires every other thread's. Statements touching none of the
-// barrier's buffers may run in between, overlapping the barrier's latency.
+//   main { copy -> sA[(kt+1)%3]; copy -> sB[(kt+1)%3]; s_barrier_signal; mma sA[kt%3] x sB[kt%3];
+//          s_barrier_wait }
+// The MMA of this iteration reads a stage the previous iteration's barrier published, so it may
+// run while the other waves arrive: the wait moves below it. The signal releases this thread's
+// earlier LDS accesses (a workgroup release fence precedes it in heddle_hip_copy.cuh); the wait
+// acquires every other thread's.
 //
-// Soundness: the barrier instance served hazard (P, C) with P before and C after it in the same
-// trace. The signal only moves above statements of its own block that touch none of the served
-// buffers (so P, which does, stays above it), the wait only below such statements (so C stays
-// below). A sync op, a loop or a branch stops either move, so a vmcnt wait placed with the barrier
-// stays before the signal and the block's barrier ops keep their order: signal, wait, signal, ...
+// Soundness: a move is kept only when afterwards every cross-thread hazard interval of the walked
+// traces (the planner's hazard analysis, analysis/hazards.h) still contains a block barrier or a
+// signal instance followed by its own wait instance (unorderedInterval); otherwise it is undone and
+// that end of the pair stays. The check is over dynamic instances, so a statement that consumes
+// what an earlier iteration's barrier published may sit between this iteration's signal and wait.
+// A sync op, a loop or a branch stops either move, so a vmcnt wait placed with the barrier stays
+// before the signal (nothing moves between them: they are inserted adjacent) and the block's barrier
+// ops keep their order: signal, wait, signal, ... An LDS DMA the wait moves above is issued after the
+// signal, so the barrier orders nothing of it: the interval check counts it that way.
 #include "heddle/lower/passes/split_barriers.h"
 
-#include <functional>
+#include <algorithm>
+#include <vector>
 
 namespace heddle::passes {
 
 namespace {
 
-bool movable(const kir::Node& n, const std::set<std::string>& bufs) {
+bool movable(const kir::Node& n) {
   switch (n.kind) {
     case kir::NodeKind::For:
     case kir::NodeKind::If:
     case kir::NodeKind::Block:
     case kir::NodeKind::Sync: return false;
-    default: break;
+    default: return true;
   }
-  for (auto& a : kir::accessesOf(n))
-    if (bufs.count(a.buf->name)) return false;
-  return true;
 }
 
-void splitIn(kir::Block& b, const std::map<const kir::Sync*, std::set<std::string>>& served) {
-  for (size_t i = 0; i < b.stmts.size(); ++i) {
-    auto& n = *b.stmts[i];
-    if (n.kind == kir::NodeKind::For) splitIn(static_cast<kir::ForLoop&>(n).body, served);
-    if (n.kind == kir::NodeKind::If) {
-      splitIn(static_cast<kir::IfThenElse&>(n).thenBody, served);
-      splitIn(static_cast<kir::IfThenElse&>(n).elseBody, served);
+struct Pair {
+  kir::Block* block;
+  const kir::Node *signal, *wait;
+};
+
+void splitIn(kir::Block& b, const std::set<const kir::Sync*>& planned, std::vector<Pair>& pairs) {
+  for (auto& s : b.stmts) {
+    if (s->kind == kir::NodeKind::For) splitIn(static_cast<kir::ForLoop&>(*s).body, planned, pairs);
+    if (s->kind == kir::NodeKind::If) {
+      splitIn(static_cast<kir::IfThenElse&>(*s).thenBody, planned, pairs);
+      splitIn(static_cast<kir::IfThenElse&>(*s).elseBody, planned, pairs);
     }
   }
   for (size_t i = 0; i < b.stmts.size(); ++i) {
     if (b.stmts[i]->kind != kir::NodeKind::Sync) continue;
     auto* bar = static_cast<kir::Sync*>(b.stmts[i].get());
-    auto it = served.find(bar);
-    if (bar->sync != kir::SyncKind::BlockSync || it == served.end()) continue;
-    size_t s = i, w = i;
-    while (s > 0 && movable(*b.stmts[s - 1], it->second)) --s;
-    while (w + 1 < b.stmts.size() && movable(*b.stmts[w + 1], it->second)) ++w;
-    auto sig = std::make_unique<kir::Sync>(kir::SyncKind::BarrierSignal);
-    auto wait = std::make_unique<kir::Sync>(kir::SyncKind::BarrierWait);
+    if (bar->sync != kir::SyncKind::BlockSync || !planned.count(bar)) continue;
+    auto sig = std::make_unique<kir::Sync>(kir::SyncKind::BarrierSignal, kir::kWorkgroupBarrier);
+    auto wait = std::make_unique<kir::Sync>(kir::SyncKind::BarrierWait, kir::kWorkgroupBarrier);
     sig->reason = wait->reason = bar->reason;
-    std::vector<kir::NodePtr> out;
-    for (size_t j = 0; j < b.stmts.size(); ++j) {
-      if (j == s) out.push_back(std::move(sig));
-      if (j != i) out.push_back(std::move(b.stmts[j]));
-      if (j == w) out.push_back(std::move(wait));
-    }
-    b.stmts = std::move(out);
-    i = w + 1;  // past the wait (the block grew by one)
+    pairs.push_back({&b, sig.get(), wait.get()});
+    b.stmts[i] = std::move(sig);
+    b.stmts.insert(b.stmts.begin() + (long)i + 1, std::move(wait));
+    ++i;
   }
+}
+
+size_t indexOf(const kir::Block& b, const kir::Node* n) {
+  for (size_t i = 0; i < b.stmts.size(); ++i)
+    if (b.stmts[i].get() == n) return i;
+  return b.stmts.size();
 }
 
 }  // namespace
 
-void splitBarriers(kir::Kernel& k, const std::map<const kir::Sync*, std::set<std::string>>& served) {
-  splitIn(k.body, served);
+void splitBarriers(kir::Kernel& k, const std::set<const kir::Sync*>& planned, const std::function<bool()>& ordered) {
+  std::vector<Pair> pairs;
+  splitIn(k.body, planned, pairs);
+  for (auto& p : pairs) {
+    auto& st = p.block->stmts;
+    for (size_t w = indexOf(*p.block, p.wait); w + 1 < st.size() && movable(*st[w + 1]); ++w) {
+      std::swap(st[w], st[w + 1]);  // the wait goes below the next statement
+      if (!ordered()) {
+        std::swap(st[w], st[w + 1]);
+        break;
+      }
+    }
+    for (size_t s = indexOf(*p.block, p.signal); s > 0 && movable(*st[s - 1]); --s) {
+      std::swap(st[s], st[s - 1]);  // the signal goes above the previous statement
+      if (!ordered()) {
+        std::swap(st[s], st[s - 1]);
+        break;
+      }
+    }
+  }
   for (auto& e : k.syncPlan.entries)
     if (e.mechanism.rfind("block barrier", 0) == 0)
-      e.mechanism = "split barrier (s_barrier_signal right after the last producer access, s_barrier_wait right "
-                    "before the first consumer access): " + e.mechanism;
+      e.mechanism = "split barrier (s_barrier_signal as early and s_barrier_wait as late as every hazard interval of "
+                    "the walked traces allows): " + e.mechanism;
 }
 
 }  // namespace heddle::passes
