@@ -108,6 +108,12 @@ class Tensor:
         self._tv.warp_specialize(_roles(roles))
         return self
 
+    def split_k(self, splits: int) -> "Tensor":
+        """Share each output tile's k loop among `splits` CTAs (blockIdx.z); their partial tiles are
+        reduced in a fixed order through a global workspace, then the epilogue runs once (docs/hopper.md)."""
+        self._tv.split_k(_int(splits, "split_k: splits"))
+        return self
+
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""

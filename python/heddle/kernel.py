@@ -28,6 +28,8 @@ class Kernel:
         self._out = fusion.outputs[0]
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
+        self._workspaces: Dict[tuple, tuple] = {}
+        self._ws_lock = threading.Lock()
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -179,9 +181,12 @@ class Kernel:
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
         env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms) if hopper else ({}, {})
+        ws = self.workspace(a.device, g.env) if self.lowered.split_k > 1 else None
         args = []
         for name, kind, _, tensor in self._params:
             if name in extra: args.append(extra[name])
+            elif name == "ws" and ws is not None: args.append(("ptr", ws[0].data_ptr()))
+            elif name == "flags" and ws is not None: args.append(("ptr", ws[1].data_ptr()))
             elif name == "A": args.append(("ptr", a.data_ptr()))
             elif name == "B": args.append(("ptr", b.data_ptr()))
             elif name == "D": args.append(("ptr", out.data_ptr()))
@@ -196,6 +201,25 @@ class Kernel:
             grid = self.lowered.grid({**g.env, **env})
             check_grid(self.name, grid)
         return out, grid, args
+
+    def workspace(self, device, env):
+        """(ws, flags) of a split-K kernel for a launch with sizes `env`: float32 partial tiles and one int32
+        flag per (tile, split < last). Kept per (device, stream) and grown as needed: the flags are zero
+        between launches (the reducing CTA resets each flag it waited for), so launches on one stream
+        reuse them. On the CPU (the interpreter) every call starts from zero flags and NaN partials."""
+        import torch
+        slots, per = self.lowered.workspace(env)
+        key = (str(device), torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+        with self._ws_lock:
+            have = self._workspaces.get(key)
+            if have is None or have[1].numel() < slots:
+                have = (torch.empty(max(1, slots) * per, dtype=torch.float32, device=device),
+                        torch.zeros(max(1, slots), dtype=torch.int32, device=device))
+                self._workspaces[key] = have
+            if device.type != "cuda":
+                have[0].fill_(float("nan"))
+                have[1].zero_()
+        return have
 
     def _launch(self, tensors, g):
         import torch

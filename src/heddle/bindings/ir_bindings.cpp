@@ -95,6 +95,8 @@ void bindIr(py::module_& m) {
            py::arg("war") = "mbarrier")
       .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
            py::arg("roles"))
+      .def("split_k", &splitK, py::arg("splits"))
+      .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")

@@ -36,6 +36,8 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::VmcntWait: return "s_waitcnt vmcnt";
     case SyncKind::BarrierSignal: return "s_barrier_signal";
     case SyncKind::BarrierWait: return "s_barrier_wait";
+    case SyncKind::GridRelease: return "grid.release";
+    case SyncKind::GridWait: return "grid.wait";
   }
   return "?";
 }
@@ -140,6 +142,8 @@ std::string describe(const Node& n) {
       if (s.sync == SyncKind::MbarArriveExpectTx) os << " tx " << s.arg;
       if (s.sync == SyncKind::SetMaxNReg) os << (s.count > 0 ? ".inc " : ".dec ") << s.arg;
       if (s.sync == SyncKind::NamedBarrier) os << " " << s.arg << ", " << s.count;
+      if (s.sync == SyncKind::GridRelease) os << " flags[" << s.index.str() << "]";
+      if (s.sync == SyncKind::GridWait) os << " flags[" << s.index.str() << " + 0.." << s.count - 1 << "]";
       break;
     }
  case NodeKind::SmemAccess: {
@@ -150,6 +154,14 @@ std::string describe(const Node& n) {
     }
     case NodeKind::EpilogueStore: {
       auto& e = static_cast<const EpilogueStore&>(n);
+      if (e.partial == EpilogueStore::Partial::Store) {
+        os << "partial store -> ws[" << e.slot.str() << "]";
+        break;
+      }
+      if (e.partial == EpilogueStore::Partial::Add) {
+        os << "partial add ws[" << e.slot.str() << " + 0.." << e.count - 1 << "] -> " << e.acc->name;
+        break;
+      }
       os << (e.raw ? "accumulator store" : "epilogue store");
       if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
       os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);

@@ -220,6 +220,18 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
   }
   t.roles = mm->roles;
+  if (mm->splitK > 1) {
+    if (!target.gridFlags)
+      fail<ScheduleError>("split_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+                          "(split-K needs gpu-scope release/acquire); drop split_k");
+    if (t.batched)
+      fail<ScheduleError>("split_k(", mm->name, "): a batched matmul puts the batch on blockIdx.z, which split-K "
+                          "needs for the splits; drop split_k or run the batches as separate matmuls");
+    if (!mm->roles.empty())
+      fail<ScheduleError>("split_k(", mm->name, "): split-K runs on the kernels without roles (one CTA per tile and "
+                          "split); drop warp_specialize, or drop split_k");
+  }
+  t.splitK = mm->splitK;
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }

@@ -24,6 +24,10 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
 // war: how a TMA ring without roles releases slots, "mbarrier" (empty barriers) or "block_sync".
 void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war = "mbarrier");
 void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
+// split_k(splits): `splits` CTAs share each output tile's k loop (blockIdx.z), their partial tiles reduced
+// in a fixed order through a global workspace (docs/hopper.md "Split-K"). 1 = off; at most kMaxSplitK.
+void splitK(TensorView* tv, int splits);
+constexpr int kMaxSplitK = 16;
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);
@@ -46,6 +50,7 @@ struct MatmulTiling {
   std::vector<Role> roles;
   HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
+  int splitK = 1;                     // split_k(splits)
   int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };

@@ -26,6 +26,7 @@ struct TargetInfo {
   bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
+  bool gridFlags = false;     // gpu-scope release/acquire flags between CTAs (split-K, heddle_grid.cuh)
   std::string rtcArch;        // what the runtime compiler is given
   // AMD (docs/backends.md): matrix cores, the vmcnt counter width, and whether s_barrier may be
   // issued with memory counters outstanding (LLVM FeatureBackOffBarrier; without it they drain first).

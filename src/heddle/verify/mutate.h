@@ -8,6 +8,8 @@
 //   delete_sync   remove one block_sync, cp.async.commit_group or cp.async.wait_group (AMD: one
 //                 s_waitcnt vmcnt, s_barrier_signal or s_barrier_wait)
 //   loosen_wait   cp.async.wait_group(N) -> cp.async.wait_group(N + 1) (AMD: vmcnt(N) -> vmcnt(N + 1))
+//   shift_flag    split-K: grid.release / grid.wait on flags[i + 1] instead of flags[i] (delete_sync also
+//                 deletes them)
 #pragma once
 
 #include <functional>
