@@ -125,12 +125,14 @@ void bindIr(py::module_& m) {
              f.checkOwned(t, "schedule");
              initLoopDomain(f, t);
            })
-      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma) {
+      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma,
+                               int sms) {
              AutoScheduleHints h{m, n, k};
              h.tma = tma;
+             h.sms = sms;
              autoScheduleMatmul(f, targetInfo(target), h);
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
-           py::arg("tma") = true)
+           py::arg("tma") = true, py::arg("sms") = 0)
       .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
              return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
            }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)

@@ -290,6 +290,11 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
+  if (mm->rank() == 2 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K
+    const int s = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
+                             hints.sms);
+    if (s > 1) splitK(mm, s);
+  }
 }
 
 }  // namespace heddle

@@ -69,7 +69,12 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
 struct AutoScheduleHints {
   int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
   bool tma = true;                   // the operands allow TMA (Hopper targets pick tma_load + roles)
+  int sms = 0;                       // > 0: the SM count; with m, n, k known, too few tiles get split-K
 };
+// The split-K factor the automatic schedules pick (schedule/hopper_auto.cpp): 1 when `tiles` output tiles
+// fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
+// at least max(4, stages) of the `nk` k-tiles, at most kMaxSplitK.
+int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 // The Hopper branch of it (tma_load, wgmma, roles): schedule/hopper_auto.cpp.
 void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
