@@ -7,6 +7,7 @@ import torch
 
 import heddle
 from heddle.api import DEFAULT_SMS, MatmulSpec, fused_matmul_op, m_bucket
+from conftest import requires_nvrtc
 from interp_defs import needs_cxx
 
 
@@ -69,3 +70,15 @@ def test_matmul_compiles_once_per_bucket_and_runs_split_k(monkeypatch):
     assert fm.compiles == before + 1
     k = fm.kernel("sm_90a", 8, 8, 3, rtc=False, sms=DEFAULT_SMS)
     assert k.name.endswith("_sk2") and k.lowered.split_k == 2  # 1 tile, 8 k-tiles: 2 splits of 4
+
+
+@requires_nvrtc
+def test_bucket_kernels_compile_without_spills():
+    # what heddle.matmul launches for x[M, 4096] @ W^T on an H100 (132 SMs), per bucket, through NVRTC
+    fm = fused_matmul_op(spec())
+    for m, tail in ((16, "_sk4"), (100, "_sk4"), (200, "_sk4")):
+        k = fm.kernel("sm_90a", 8, 8, m, sms=132)
+        st = k.stats
+        assert k.name.endswith(tail) and st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, \
+            (k.name, k.ptxas)
+        assert "ld.acquire.gpu.global.b32" in k.ptx and "wgmma.mma_async" in k.ptx

@@ -85,6 +85,10 @@ def test_schedule_errors():
                                    "mma": {"warpgroups": 1, "registers": 232}}).split_k(2)
     with pytest.raises(heddle.ScheduleError, match="split-K runs on the kernels without roles"):
         fd.lower("sm_90a")
+    fd, a, b = matmul_fusion(n=64, k=256)
+    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, kind="plain").split_k(2)
+    with pytest.raises(heddle.ScheduleError, match="target gfx942 has no grid-level flags in this build"):
+        fd.lower("gfx942")
 
 
 def test_k_too_short_for_the_splits_is_an_input_error():
