@@ -100,8 +100,8 @@ bool Cta::execPartial(Thread& t, const kir::EpilogueStore& e) {
                problem;
       });
       if (opt.stopAtFirstError) stopped = true;
-      continue;
-    }
+      if (p == grid->partials.end() || !p->second.values.count(t.tid)) continue;
+    }  // an unordered read still sees the partial here (CTAs ran in order): the race is the finding
     const auto& v = p->second.values.at(t.tid);
     if (v.size() != t.acc.size()) fail<HeddleError>("simulate: ", kir::describe(e), ": fragment sizes differ");
     for (size_t i = 0; i < v.size(); ++i) t.acc[i] += v[i];
