@@ -15,9 +15,9 @@ def lower(stages, prefetch, kind="cp_async", **kw):
 
 
 def test_pass_list_order():
-    assert heddle.pass_names() == ["validate_schedule", "build_matmul_loops", "build_epilogue", "warp_specialize",
-                                   "circular_buffer", "tma_pipeline", "plan_smem", "insert_syncs",
-                                   "check_uniformity"]
+    assert heddle.pass_names() == ["validate_schedule", "build_matmul_loops", "build_epilogue", "split_k",
+                                   "warp_specialize", "circular_buffer", "tma_pipeline", "plan_smem", "insert_syncs",
+                                   "reduce_splits", "check_uniformity"]
 
 
 @pytest.mark.parametrize("stages,prefetch", CASES)
@@ -152,3 +152,16 @@ def test_layouts_change_tile_storage():
         ir = fd.lower("sm_80").kernel_ir
         assert f"sA: shared f16[4][{want[0].replace('x', '][')}]" in ir
         assert f"sB: shared f16[4][{want[1].replace('x', '][')}]" in ir
+
+
+def test_kernel_name_includes_the_epilogue():
+    # two epilogues on one tile never share a kernel name (issue 14)
+    names = {}
+    for epi in ("bias_gelu", "silu_scale", None):
+        fd, a, b = matmul_fusion(epilogue=epi)
+        schedule(fd, a, b, stages=3, prefetch=2)
+        names[epi] = fd.lower("sm_80").name
+    assert names["bias_gelu"].endswith("_e_add_gelu_f16")
+    assert names["silu_scale"].endswith("_e_mul_silu_f16")
+    assert names[None].endswith("_e_f16")
+    assert len({n.rsplit("_e_", 1)[0] for n in names.values()}) == 1  # the same tile otherwise

@@ -108,6 +108,12 @@ class Tensor:
         self._tv.warp_specialize(_roles(roles))
         return self
 
+    def split_k(self, splits: int) -> "Tensor":
+        """Share each output tile's k loop among `splits` CTAs (blockIdx.z); their partial tiles are
+        reduced in a fixed order through a global workspace, then the epilogue runs once (docs/hopper.md)."""
+        self._tv.split_k(_int(splits, "split_k: splits"))
+        return self
+
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""
@@ -220,12 +226,13 @@ class Fusion:
         return mm
 
     def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1,
-                      tma: bool = True) -> "Fusion":
+                      tma: bool = True, sms: int = 0) -> "Fusion":
         """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
-        the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async."""
+        the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async. sms > 0
+        (the SM count) with m, n, k known: output tiles filling less than half the SMs get split-K."""
         self._f.auto_schedule(_str(target, "auto_schedule: target"), _int(m, "auto_schedule: m", _I64),
                               _int(n, "auto_schedule: n", _I64), _int(k, "auto_schedule: k", _I64),
-                              _bool(tma, "auto_schedule: tma"))
+                              _bool(tma, "auto_schedule: tma"), _int(sms, "auto_schedule: sms"))
         return self
 
     @property

@@ -156,6 +156,12 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     regions = [(n, t.data_ptr(), _storage_span(t), False, t.element_size())
                for (n, _, _), t in zip(k._inputs, tensors) if t.numel()]
     regions.append(("output", out.data_ptr(), _storage_span(out), True, out.element_size()))
+    if lowered.split_k > 1:  # split-K workspace: written more than once per element by design (elem_bytes 0)
+        from .inputs import MatmulGeometry
+        env = MatmulGeometry(k._matmul_expr, {n: t for (n, _, _), t in zip(k._inputs, tensors)}).env
+        ws, flags = k.workspace(out.device, env)  # the pair prepare passed (kept per device)
+        regions += [("workspace", ws.data_ptr(), _storage_span(ws), True, 0),
+                    ("flags", flags.data_ptr(), _storage_span(flags), True, 0)]
     lib = _C.interp.build(lowered.source, lowered.name)
     grid3 = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     if out.numel() == 0:
@@ -189,7 +195,8 @@ import re as _re
 _SYNC_LINE = _re.compile(
     r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
     r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
-    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\()|\b\w+\.(wait<\d+>\(\)|commit\(\));")
+    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\()|"
+    r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
 
 
 class SourceMutant:
@@ -228,7 +235,7 @@ def source_mutants(source: str) -> List[SourceMutant]:
     """Mutants of a printed kernel made by editing its text, as a reviewer would break it: each sync line
     deleted; each cp.async / wgmma / bulk wait loosened by one; each mbarrier wait's parity flipped; each
     expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA load or a copy moved to
-    the next stage. Every mutant of a correct kernel must be caught by interpret (race, deadlock, async
+    the next stage; each grid flag a split-K release or wait names moved to the next flag. Every mutant of a correct kernel must be caught by interpret (race, deadlock, async
     misuse, error or wrong numbers)."""
     lines = source.split("\n")
     out: List[SourceMutant] = []
@@ -248,6 +255,12 @@ def source_mutants(source: str) -> List[SourceMutant]:
             args, end = _args_of(ln, m.end() - 1)
             new = ln[:m.end()] + args[0] + ", (" + args[1] + ") ^ 1" + ln[end:]
             edit(i, new, "flip_parity", f"mbar_wait({args[0]}, ...) parity {args[1]} -> ({args[1]}) ^ 1")
+        m = _re.search(r"grid::(release|wait_and_reset)\(flags \+ ", code)
+        if m:
+            args, end = _args_of(ln, ln.index("(", m.start()))
+            new = ln[:ln.index("(", m.start()) + 1] + "(" + args[0] + ") + 1" + ln[ln.index("(", m.start()) + 1 +
+                                                                                   len(args[0]):]
+            edit(i, new, "shift_flag", f"{m.group(1)}({args[0]}) -> ({args[0]}) + 1")
         m = _re.search(r"sm90::mbar_arrive_expect_tx\(", code)
         if m:
             args, end = _args_of(ln, m.end() - 1)
@@ -274,16 +287,17 @@ def source_mutants(source: str) -> List[SourceMutant]:
 
 
 def mutation_kill_rate(kernel, *tensors, fusion=None, sms: Optional[int] = None, kinds=None,
-                       schedules=(("adversarial", 0), ("random", 1))) -> dict:
+                       schedules=(("adversarial", 0), ("random", 1)), where=None) -> dict:
     """Interprets every source mutant of `kernel` on `tensors` (the unmutated kernel must be clean first);
-    returns {'total', 'killed', 'survivors': [SourceMutant], 'by_kind': {kind: (killed, total)}}."""
+    returns {'total', 'killed', 'survivors': [SourceMutant], 'by_kind': {kind: (killed, total)}}.
+    kinds: only mutants of these kinds; where: only mutants for which where(mutant) holds."""
     k = _kernel_of(kernel, fusion)
     base = interpret(k, *tensors, sms=sms)
     if not base.ok:
         raise HeddleError("mutation_kill_rate: the unmutated kernel is not clean:\n" + base.report())
     res = {"total": 0, "killed": 0, "survivors": [], "by_kind": {}}
     for mu in source_mutants(k.lowered.source):
-        if kinds and mu.kind not in kinds:
+        if (kinds and mu.kind not in kinds) or (where is not None and not where(mu)):
             continue
         killed = False
         for sched, seed in schedules:

@@ -6,6 +6,7 @@ launched on torch's current stream the first time it is called with CUDA tensors
 from __future__ import annotations
 
 import os
+import threading
 from typing import Callable, Dict, List, Optional
 
 from .. import _C
@@ -29,6 +30,8 @@ class Kernel:
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
         self._plans: Dict[tuple, tuple] = {}  # call signature -> (LaunchPlan, output shape, dtype)
+        self._workspaces: Dict[tuple, tuple] = {}
+        self._ws_lock = threading.Lock()
 
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -168,6 +171,7 @@ class Kernel:
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
+        ws = self.workspace(a.device, g.env) if self.lowered.split_k > 1 else None
         args, slots = [], []
 
         def address(tname=None):  # the tensor's address as argument len(args), and its slot
@@ -177,6 +181,8 @@ class Kernel:
 
         for name, kind, _, tensor in self._params:
             if name in extra: args.append(extra[name])
+            elif name == "ws" and ws is not None: args.append(("ptr", ws[0].data_ptr()))
+            elif name == "flags" and ws is not None: args.append(("ptr", ws[1].data_ptr()))
             elif name == "A": address(g.a_name)
             elif name == "B": address(g.b_name)
             elif name == "D": address()
@@ -194,6 +200,25 @@ class Kernel:
             slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + [out]) if t.data_ptr()]
         return out, grid, args, slots
 
+    def workspace(self, device, env):
+        """(ws, flags) of a split-K kernel for a launch with sizes `env`: float32 partial tiles and one int32
+        flag per (tile, split < last). Kept per (device, stream) and grown as needed: the flags are zero
+        between launches (the reducing CTA resets each flag it waited for), so launches on one stream
+        reuse them. On the CPU (the interpreter) every call starts from zero flags and NaN partials."""
+        import torch
+        slots, per = self.lowered.workspace(env)
+        key = (str(device), torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+        with self._ws_lock:
+            have = self._workspaces.get(key)
+            if have is None or have[1].numel() < slots:
+                have = (torch.empty(max(1, slots) * per, dtype=torch.float32, device=device),
+                        torch.zeros(max(1, slots), dtype=torch.int32, device=device))
+                self._workspaces[key] = have
+            if device.type != "cuda":
+                have[0].fill_(float("nan"))
+                have[1].zero_()
+        return have
+
     def _launch(self, tensors, g):
         out, grid, args, slots = self._prepare(tensors, geometry=g)
         if out.numel() == 0:
@@ -205,6 +230,8 @@ class Kernel:
                                      args, slots)
         launched = _run_plan(plan, tensors, out)
         assert launched, "a plan made from these tensors takes them"
+        if self.lowered.split_k > 1:  # the plan would pin a workspace that a later launch may replace
+            return out
         if len(self._plans) >= _MAX_PLANS:
             self._plans.clear()
         self._plans[call_signature(tensors)] = (plan, out.shape, out.dtype)

@@ -81,19 +81,18 @@ class FusedMatmul:
         self._lock = threading.Lock()
         self.op = _register_op(self)
 
-    def kernel(self, target: str, vec_a: int, vec_b: int, m_hint: int = -1, rtc: bool = True) -> Kernel:
-        key = (target, vec_a, vec_b, rtc)
+    def kernel(self, target: str, vec_a: int, vec_b: int, m: int = -1, rtc: bool = True, sms: int = 0) -> Kernel:
+        """The kernel for M bucket m_bucket(m) (m < 0: the largest bucket), compiled once on first use. M stays
+        a run-time argument: every M of a bucket runs the same kernel. sms: the SM count the bucket's
+        split-K choice fills (0: the current device's, else DEFAULT_SMS)."""
+        bucket = m_bucket(m)
+        key = (target, vec_a, vec_b, rtc, bucket)
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
                 k = self.kernels.get(key)
                 if k is None:
-                    if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
-                        fd = _plain_schedule(self.spec, target)
-                    else:
-                        fd = self.spec.build_fusion()
-                        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
-                        fd.auto_schedule(target, -1, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8)
+                    fd = self.schedule(target, vec_a, vec_b, bucket, sms)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
                     _warn_if_spills(k)
@@ -101,16 +100,37 @@ class FusedMatmul:
                     self.compiles += 1
         return k
 
+    def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0) -> Fusion:
+        """The fusion scheduled for M bucket `bucket` (M_BUCKETS; -1 = larger): the automatic schedule told
+        M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K."""
+        if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
+            return _plain_schedule(self.spec, target)
+        fd = self.spec.build_fusion()
+        # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
+        fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8,
+                         sms=0 if self.spec.batched else (sms or _sm_count()))
+        return fd
+
+    def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0) -> str:
+        """The kernel choice per M bucket, one line each (deterministic; nothing is compiled)."""
+        lines = []
+        for b in M_BUCKETS + (-1,):
+            fd = self.schedule(target, vec_a, vec_b, b, sms)
+            low = fd.lower(target, vec_a, vec_b)
+            lines.append(f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: "
+                         f"{low.schedule}")
+        return "\n".join(lines)
+
     def kernel_for(self, tensors, target: str) -> Kernel:
         """The kernel for these operands: the tuned config under HEDDLE_AUTOTUNE=1, else the automatic
-        schedule."""
+        schedule of their M bucket."""
         vec_a, vec_b = _vec_for(tensors[0]), _vec_for(tensors[1])
+        a = tensors[0]
+        m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
         if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
-            a = tensors[0]
-            m = a.shape[-1] if self.spec.trans_a else a.shape[-2]
             batch = int(a.shape[0]) if self.spec.batched else 1
-            return _autotune().matmul_kernel(self, target, vec_a, vec_b, int(m), batch)
-        return self.kernel(target, vec_a, vec_b)
+            return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch)
+        return self.kernel(target, vec_a, vec_b, m)
 
     def run(self, tensors):
         # the same rules on every device (heddle/core/inputs.py), then torch's answer for empty problems
@@ -126,7 +146,10 @@ class FusedMatmul:
         from ..core.interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
             from ..core.interpret import interpret_target, run_checked
-            k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), rtc=False)
+            a = tensors[0]
+            m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
+            k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), m, rtc=False,
+                            sms=DEFAULT_SMS)
             return run_checked(k, tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
@@ -159,6 +182,28 @@ class FusedMatmul:
         shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[self.spec.out_dtype]
         return a.new_empty(shape, dtype=dt)
+
+
+M_BUCKETS = (64, 128, 256)  # heddle.matmul compiles one kernel per bucket of M (and one for larger M)
+DEFAULT_SMS = 132           # the SM count split-K fills without a GPU to ask (an H100 SXM)
+
+
+def m_bucket(m: int) -> int:
+    """The M bucket a run-time M falls in: 64, 128, 256, or -1 for larger (or unknown, m < 0) M."""
+    for b in M_BUCKETS:
+        if 0 <= m <= b:
+            return b
+    return -1
+
+
+def _sm_count() -> int:
+    """The current CUDA device's SM count, else DEFAULT_SMS."""
+    try:
+        if torch.cuda.is_available():
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+    except Exception:  # noqa: BLE001 -- no usable device: the default stands in
+        pass
+    return DEFAULT_SMS
 
 
 def _autotune():

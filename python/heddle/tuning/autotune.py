@@ -548,7 +548,7 @@ def matmul_kernel(fm, target: str, vec_a: int, vec_b: int, m: int, batch: int = 
     signature, target, alignment and M bucket (tuned on first use, persisted), or the automatic
     schedule when nothing could be timed or the layout needs synchronous copies."""
     if vec_a < 2 or vec_b < 2:
-        return fm.kernel(target, vec_a, vec_b)
+        return fm.kernel(target, vec_a, vec_b, int(m))
     bucket = m_bucket(int(m))
     ck = (fm.spec, target, vec_a, vec_b, bucket)
     res = _chosen.get(ck)
@@ -569,7 +569,7 @@ def matmul_kernel(fm, target: str, vec_a: int, vec_b: int, m: int, batch: int = 
                           file=sys.stderr)
                 _chosen[ck] = res
     if res.best is None:
-        return fm.kernel(target, vec_a, vec_b)
+        return fm.kernel(target, vec_a, vec_b, int(m))
     return res.kernel
 
 

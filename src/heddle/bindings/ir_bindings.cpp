@@ -96,6 +96,8 @@ void bindIr(py::module_& m) {
            py::arg("war") = "mbarrier")
       .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
            py::arg("roles"))
+      .def("split_k", &splitK, py::arg("splits"))
+      .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")
@@ -124,12 +126,14 @@ void bindIr(py::module_& m) {
              f.checkOwned(t, "schedule");
              initLoopDomain(f, t);
            })
-      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma) {
+      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma,
+                               int sms) {
              AutoScheduleHints h{m, n, k};
              h.tma = tma;
+             h.sms = sms;
              autoScheduleMatmul(f, targetInfo(target), h);
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
-           py::arg("tma") = true)
+           py::arg("tma") = true, py::arg("sms") = 0)
       .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
              return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
            }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)

@@ -155,7 +155,7 @@ void bindLower(py::module_& m) {
       .def_property_readonly("params", [](const Lowered& l) {
              py::list out;
              for (auto& p : l.k().params) {
-               static const char* kinds[] = {"ptr", "i32", "i64", "f32", "tensormap"};
+               static const char* kinds[] = {"ptr", "i32", "i64", "f32", "tensormap", "ptr"};
                out.append(py::make_tuple(p.name, kinds[p.kind], std::string(dtypeName(p.dtype)), p.tensor));
              }
              return out;
@@ -187,6 +187,13 @@ void bindLower(py::module_& m) {
              py::list out;
              for (auto& p : l.ctx->passes) out.append(py::make_tuple(p.name, p.ms, p.changed, p.irAfter));
              return out;
+           })
+      .def_property_readonly("split_k", [](const Lowered& l) { return l.k().splitK; })
+      .def("workspace", [](const Lowered& l, const py::dict& env) {
+             // split-K: (slots, floats per slot); slot = tile * (splits - 1) + split, one flag per slot
+             auto& k = l.k();
+             if (k.splitK <= 1) return py::make_tuple(int64_t(0), 0);
+             return py::make_tuple(k.workspaceTiles.eval(toEnv(env)) * (k.splitK - 1), k.tile.bm * k.tile.bn);
            })
       .def("grid", [](const Lowered& l, const py::dict& env) {
              auto e = toEnv(env);

@@ -20,6 +20,7 @@ class CudaPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_copy.cuh\"\n"
        << "#include \"heddle/heddle_mma_sm80.cuh\"\n"
        << (k.tile.wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
+       << (k.splitK > 1 ? "#include \"heddle/heddle_grid.cuh\"\n" : "")
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
        << "#define heddle_max(a, b) ((a) > (b) ? (a) : (b))\n\n";
@@ -33,6 +34,9 @@ class CudaPrinter : public CLikePrinter {
       case kir::SyncKind::BlockSync: return "heddle::block_sync();";
       case kir::SyncKind::CpAsyncCommit: return "heddle::cp_async_commit();";
       case kir::SyncKind::CpAsyncWait: return "heddle::cp_async_wait<" + std::to_string(s.arg) + ">();";
+      case kir::SyncKind::GridRelease: return "heddle::grid::release(flags + (" + s.index.str() + "));";
+      case kir::SyncKind::GridWait:
+        return "heddle::grid::wait_and_reset(flags + (" + s.index.str() + "), " + std::to_string(s.count) + ");";
       default: break;
     }
     std::string h = sm90print::syncOp(*k_, s);  // Hopper ops (codegen/sm90_printer.cpp)

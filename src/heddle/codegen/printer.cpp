@@ -17,6 +17,7 @@ std::string CLikePrinter::paramDecl(const kir::Param& p) {
     case kir::Param::Int64: return "long long " + p.name;
     case kir::Param::Float: return "float " + p.name;
     case kir::Param::TensorMap: return "const __grid_constant__ heddle::TmaDesc " + p.name;
+    case kir::Param::FlagPtr: return "int* " + p.name;
   }
   return "";
 }
@@ -84,7 +85,25 @@ void CLikePrinter::node(const kir::Node& n, int d) {
           << ", warp, lane);\n";
       break;
     }
-    case kir::NodeKind::EpilogueStore: epilogue(*k_, d); break;
+    case kir::NodeKind::EpilogueStore: {
+      auto& e = static_cast<const kir::EpilogueStore&>(n);
+      if (e.partial == kir::EpilogueStore::Partial::None) {
+        epilogue(*k_, d);
+        break;
+      }
+      // split-K (heddle_grid.cuh): the thread's whole fragment, no bounds (the workspace holds whole tiles)
+      const std::string tpl = "<sizeof(" + e.acc->name + ".acc) / sizeof(float), " +
+                              std::to_string(k_->launch.threads) + ">";
+      const std::string slot = "ws + (long long)(" + e.slot.str() + ") * " + std::to_string(k_->tile.bm * k_->tile.bn);
+      os_ << ind(d) << "// " << kir::describe(e) << "\n";
+      if (e.partial == kir::EpilogueStore::Partial::Store)
+        os_ << ind(d) << "heddle::grid::store_partial" << tpl << "(&" << e.acc->name << ".acc[0][0][0], " << slot
+            << ", flags + (" << e.slot.str() << "), tid);\n";
+      else
+        os_ << ind(d) << "heddle::grid::add_partials" << tpl << "(&" << e.acc->name << ".acc[0][0][0], " << slot << ", "
+            << e.count << ", flags + (" << e.slot.str() << "), tid);\n";
+      break;
+    }
     case kir::NodeKind::SmemAccess:
       fail<HeddleError>("printer: generic access '", kir::describe(n), "' has no code; it exists for planner tests");
     case kir::NodeKind::Sync: {

@@ -91,6 +91,7 @@ class TensorView {
   TensorView* cacheOf = nullptr;           // cache_after: the tensor this one copies
   CircularBufferOptions circular;          // circular_buffer(stages, prefetch)
   std::vector<Role> roles;                 // warp_specialize(roles)
+  int splitK = 1;                          // split_k(splits): CTAs sharing one output tile's k loop
   int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
 
   int rank() const { return (int)shape.size(); }

@@ -56,6 +56,7 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       auto c = std::make_unique<EpilogueStore>(static_cast<const EpilogueStore&>(n));
       c->fromStage = c->fromStage.substitute(s);
       c->toStage = c->toStage.substitute(s);
+      c->slot = c->slot.substitute(s);
       return c;
     }
     case NodeKind::Sync: {

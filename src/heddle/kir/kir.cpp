@@ -40,6 +40,8 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::BarrierJoin: return "s_barrier_join";
     case SyncKind::BarrierLeave: return "s_barrier_leave";
     case SyncKind::BarrierSignalIsFirst: return "s_barrier_signal_isfirst";
+    case SyncKind::GridRelease: return "grid.release";
+    case SyncKind::GridWait: return "grid.wait";
   }
   return "?";
 }
@@ -150,6 +152,8 @@ std::string describe(const Node& n) {
            s.sync == SyncKind::BarrierInit) && s.arg != kWorkgroupBarrier)
         os << " " << s.arg;
       if (s.sync == SyncKind::BarrierInit) os << ", " << s.count << " wave(s)";
+      if (s.sync == SyncKind::GridRelease) os << " flags[" << s.index.str() << "]";
+      if (s.sync == SyncKind::GridWait) os << " flags[" << s.index.str() << " + 0.." << s.count - 1 << "]";
       break;
     }
  case NodeKind::SmemAccess: {
@@ -160,6 +164,14 @@ std::string describe(const Node& n) {
     }
     case NodeKind::EpilogueStore: {
       auto& e = static_cast<const EpilogueStore&>(n);
+      if (e.partial == EpilogueStore::Partial::Store) {
+        os << "partial store -> ws[" << e.slot.str() << "]";
+        break;
+      }
+      if (e.partial == EpilogueStore::Partial::Add) {
+        os << "partial add ws[" << e.slot.str() << " + 0.." << e.count - 1 << "] -> " << e.acc->name;
+        break;
+      }
       os << (e.raw ? "accumulator store" : "epilogue store");
       if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
       os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);

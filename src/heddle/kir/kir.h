@@ -38,7 +38,8 @@ struct Buffer {
 };
 
 struct Param {
-  enum Kind { TensorPtr, Int32, Int64, Float, TensorMap } kind = Int32;  // TensorMap: CUtensorMap by value
+  enum Kind { TensorPtr, Int32, Int64, Float, TensorMap, FlagPtr } kind = Int32;  // TensorMap: CUtensorMap by
+                                                                               // value; FlagPtr: int* (grid flags)
   std::string name;
   DType dtype = DType::F32;  // element type for TensorPtr
   bool isConst = true;       // read-only tensor
@@ -142,6 +143,14 @@ struct EpilogueStore : Node {
   IExpr toStage;
   bool raw = false;
   int warpShift = 0;
+  // Split-K (passes/reduce_splits.cpp): Partial::Store writes this thread's raw accumulator fragment to
+  // workspace slot `slot` (no epilogue program, no bounds: the whole tile); Partial::Add adds the
+  // fragments of slots [slot, slot + count) to the accumulators, in slot order (nothing is stored).
+  // Slot j's flag is flags[j] (heddle_grid.cuh): the interpreter checks each partial is read only
+  // after its flag was acquired.
+  enum class Partial { None, Store, Add } partial = Partial::None;
+  IExpr slot;
+  int count = 0;
 };
 
 // A generic shared-memory access with a named thread mapping: used by the sync planner's and the
@@ -187,6 +196,10 @@ enum class SyncKind {
   BarrierJoin,        // s_barrier_join arg: this wave may wait on named barrier arg (0: unjoin)
   BarrierLeave,       // s_barrier_leave: drop the named barrier this wave joined
   BarrierSignalIsFirst,  // s_barrier_signal_isfirst arg: arrive (SCC = first wave to arrive; unused)
+  // Grid level (split-K, passes/reduce_splits.cpp): flags[index] in global memory, one per partial tile.
+  GridRelease,        // one thread: fence.acq_rel.gpu; flags[index] = 1 (publishes the CTA's partial)
+  GridWait,           // one thread: for j in [index, index + count): spin on ld.acquire.gpu flags[j] until
+                      // set, then reset it to 0 (every flag is back to 0 after the launch)
 };
 // The barrier id a split-barrier op names (BarrierSignal / BarrierWait default to the workgroup barrier).
 constexpr int kWorkgroupBarrier = -1;
@@ -324,6 +337,11 @@ struct Kernel {
   // launch-time checks: loops whose trip count must be >= minTrips
   struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };
   std::vector<TripCheck> tripChecks;
+  // Split-K (passes/split_k.cpp): the k loop shared by splitK CTAs per output tile (blockIdx.z), partial
+  // tiles reduced through the workspace params `ws` (f32, workspaceTiles x (splitK-1) x bm x bn) and
+  // `flags` (i32, workspaceTiles x (splitK-1), zero before the launch and after it).
+  int splitK = 1;
+  IExpr workspaceTiles;
 
   Buffer* addBuffer(std::unique_ptr<Buffer> b) { buffers.push_back(std::move(b)); return buffers.back().get(); }
   void renumber();                 // assign node ids in program order

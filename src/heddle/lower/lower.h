@@ -52,6 +52,8 @@ void insertSyncs(LowerContext&);
 void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
+void splitK(LowerContext&);           // passes/split_k.cpp
+void reduceSplits(LowerContext&);     // passes/reduce_splits.cpp (after insert_syncs)
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
 // passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split

@@ -10,6 +10,8 @@
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
+//   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
+//                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -17,6 +19,12 @@
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
+
+int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms) {
+  if (tiles <= 0 || nk <= 0 || sms <= 0 || 2 * tiles > sms) return 1;
+  int64_t s = std::min<int64_t>({sms / tiles, nk / std::max(4, stages), kMaxSplitK});
+  return s >= 2 ? (int)s : 1;
+}
 
 void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
@@ -71,7 +79,12 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
     circularBuffer(c, stages, prefetch);
   }
-  if (!batched) {
+  int splits = 1;
+  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0)
+    splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
+  if (splits > 1) {
+    splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
+  } else if (!batched) {
     Role load{"load", 1, wgs == 2 ? 40 : 0}, mma{"mma", 4 * wgs, wgs == 2 ? 232 : 0};
     warpSpecialize(mm, {load, mma});
   }

@@ -220,6 +220,18 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
   }
   t.roles = mm->roles;
+  if (mm->splitK > 1) {
+    if (!target.gridFlags)
+      fail<ScheduleError>("split_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+                          "(split-K needs gpu-scope release/acquire); drop split_k");
+    if (t.batched)
+      fail<ScheduleError>("split_k(", mm->name, "): a batched matmul puts the batch on blockIdx.z, which split-K "
+                          "needs for the splits; drop split_k or run the batches as separate matmuls");
+    if (!mm->roles.empty())
+      fail<ScheduleError>("split_k(", mm->name, "): split-K runs on the kernels without roles (one CTA per tile and "
+                          "split); drop warp_specialize, or drop split_k");
+  }
+  t.splitK = mm->splitK;
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }
@@ -277,6 +289,11 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     auto caches = f.cachesOf(in);
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
+  }
+  if (mm->rank() == 2 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K
+    const int s = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
+                             hints.sms);
+    if (s > 1) splitK(mm, s);
   }
 }
 

@@ -176,11 +176,22 @@ void warpSpecialize(TensorView* tv, const std::vector<Role>& roles) {
   tv->roles = roles;
 }
 
+void splitK(TensorView* tv, int splits) {
+  if (!tv->definition || tv->definition->kind != OpKind::Matmul)
+    fail<ScheduleError>("split_k(", tv->name, "): split-K is set on the matmul tensor, whose k loop it shares "
+                        "among CTAs");
+  if (splits < 1 || splits > kMaxSplitK)
+    fail<ScheduleError>("split_k(", tv->name, "): splits = ", splits, " must lie in [1, ", kMaxSplitK,
+                        "] (1 turns split-K off)");
+  tv->splitK = splits;
+}
+
 std::string MatmulTiling::str() const {
   std::ostringstream os;
   os << "tile " << bm << "x" << bn << "x" << bk << ", warps " << warpsM << "x" << warpsN << " (" << threads()
      << " threads), " << loadKindName(loadKind) << " vec " << vecA << "/" << vecB;
   if (stages > 1) os << ", circular_buffer(stages=" << stages << ", prefetch=" << prefetch << ")";
+  if (splitK > 1) os << ", split_k(" << splitK << ")";
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
   return os.str();
 }

@@ -24,6 +24,10 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
 // war: how a TMA ring without roles releases slots, "mbarrier" (empty barriers) or "block_sync".
 void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war = "mbarrier");
 void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
+// split_k(splits): `splits` CTAs share each output tile's k loop (blockIdx.z), their partial tiles reduced
+// in a fixed order through a global workspace (docs/hopper.md "Split-K"). 1 = off; at most kMaxSplitK.
+void splitK(TensorView* tv, int splits);
+constexpr int kMaxSplitK = 16;
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);
@@ -46,6 +50,7 @@ struct MatmulTiling {
   std::vector<Role> roles;
   HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
+  int splitK = 1;                     // split_k(splits)
   int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };
@@ -64,7 +69,12 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
 struct AutoScheduleHints {
   int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
   bool tma = true;                   // the operands allow TMA (Hopper targets pick tma_load + roles)
+  int sms = 0;                       // > 0: the SM count; with m, n, k known, too few tiles get split-K
 };
+// The split-K factor the automatic schedules pick (schedule/hopper_auto.cpp): 1 when `tiles` output tiles
+// fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
+// at least max(4, stages) of the `nk` k-tiles, at most kMaxSplitK.
+int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 // The Hopper branch of it (tma_load, wgmma, roles): schedule/hopper_auto.cpp.
 void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);

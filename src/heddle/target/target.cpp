@@ -13,7 +13,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   TargetInfo a;
   a.name = a.rtcArch = "sm_80";
   a.smemLimit = 166912;  // 163 KiB opt-in per block on A100
-  a.cpAsync = a.mmaSync = true;
+  a.cpAsync = a.mmaSync = a.gridFlags = true;
   a.smemSwizzleLine = 128;  // SmemTile: 8 chunks of 16 bytes = all 32 banks
   t[a.name] = a;
 
@@ -27,6 +27,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   b.name = b.rtcArch = "sm_100a";
   b.wgmma = false;
   b.tcgen05 = true;
+  b.gridFlags = false;  // split-K is not lowered for the tcgen05 path yet
   t[b.name] = b;
 
   // AMD (checked with clang-19 / LLVM 19, docs/backends.md): CDNA2/3 are wave64 with MFMA and LDS

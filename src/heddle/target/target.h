@@ -30,6 +30,7 @@ struct TargetInfo {
   // s_barrier_signal_isfirst id, s_barrier_wait id (docs/backends.md, "Barrier objects"). 0: none.
   int namedBarriers = 0;
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
+  bool gridFlags = false;     // gpu-scope release/acquire flags between CTAs (split-K, heddle_grid.cuh)
   std::string rtcArch;        // what the runtime compiler is given
   // AMD (docs/backends.md): matrix cores, the vmcnt counter width, and whether s_barrier may be
   // issued with memory counters outstanding (LLVM FeatureBackOffBarrier; without it they drain first).

@@ -57,7 +57,20 @@ struct AsyncChunk {
   bool landed;
 };
 
-enum class Status { Running, AtBarrier, Done, Blocked };  // Blocked: mbarrier wait or bar.sync (sm90)
+enum class Status { Running, AtBarrier, Done, Blocked };
+
+// Split-K across the CTAs of one simulation (verify/grid.cpp): the partial tiles in the workspace
+// (per slot: every storing thread's values and clock, the storing CTA) and the flags (released by
+// which CTA). CTAs run in linear order, so a flag only earlier CTAs could release is final.
+struct GridState {
+  struct Partial {
+    int cta = -1;
+    std::map<int, std::vector<float>> values;  // storing thread -> its accumulators
+    std::map<int, uint32_t> clocks;            // storing thread -> its clock at the store
+  };
+  std::map<int64_t, Partial> partials;        // by slot
+  std::map<int64_t, int> released;            // flag -> releasing CTA
+};  // Blocked: mbarrier wait or bar.sync (sm90)
 
 // An access ordered after a cp.async's issue but not after the wait_group that retires it. If the
 // issuing thread retires the group in the same barrier phase as the access and at an earlier
@@ -138,6 +151,12 @@ class Cta {
   // --- ops.cpp
   void execLeaf(Thread& t, const kir::Node& n);
 
+  // --- grid.cpp: split-K partial tiles and grid flags (GridState); acquired: flag -> (thread, clock)
+  GridState* grid = nullptr;
+  std::map<int64_t, std::pair<int, uint32_t>> acquired;
+  bool execGridSync(Thread& t, const kir::Sync& s);             // false: not a grid op
+  bool execPartial(Thread& t, const kir::EpilogueStore& e);     // false: not a partial store / add
+
   // --- memory.cpp
   void setupMemory();
   uint32_t cellOf(const kir::Buffer* b, int64_t stage, int64_t r, int64_t c, const kir::Node& n) const;
@@ -156,6 +175,7 @@ class Cta {
   std::vector<WriteRec>& outW;
   int T = 0, W = 32;
   int64_t bx, by, bz, m0 = 0, n0 = 0;
+  int64_t batch() const { return k.splitK > 1 ? 0 : bz; }  // blockIdx.z is the split under split-K
   std::vector<Thread> th;
   std::mt19937_64 rng;
   int64_t releases = 0;             // barrier releases so far (the adversarial schedule turns at each)

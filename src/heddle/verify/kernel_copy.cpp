@@ -57,6 +57,8 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.tripChecks = k.tripChecks;
   c.syncsPlanned = k.syncsPlanned;
   c.tensorMaps = k.tensorMaps;
+  c.splitK = k.splitK;
+  c.workspaceTiles = k.workspaceTiles;
   c.renumber();
   return c;
 }

@@ -72,7 +72,9 @@ const std::vector<MutationKind>& mutationKinds() {
                            kir::SyncKind::MbarInit, kir::SyncKind::MbarArrive, kir::SyncKind::MbarArriveExpectTx,
                            kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit,
                            kir::SyncKind::WgmmaWait, kir::SyncKind::FenceProxyAsync, kir::SyncKind::NamedBarrier,
-                           kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead});
+                           kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead,
+                           // split-K grid flags
+                           kir::SyncKind::GridRelease, kir::SyncKind::GridWait});
        },
        [](const kir::Node& n) { return "delete " + kir::describe(n); },
        [](kir::Block& p, size_t i) { p.stmts.erase(p.stmts.begin() + i); }},
@@ -97,6 +99,13 @@ const std::vector<MutationKind>& mutationKinds() {
   static const std::vector<MutationKind> all = [] {
     auto v = kinds;
     for (auto& k : sm90MutationKinds()) v.push_back(k);  // verify/sm90_mutate.cpp
+    v.push_back({"shift_flag",  // split-K: a grid release or wait names the next flag
+                 [](const kir::Node& n) { return isSync(n, {kir::SyncKind::GridRelease, kir::SyncKind::GridWait}); },
+                 [](const kir::Node& n) { return "shift the flag of " + kir::describe(n) + " by one"; },
+                 [](kir::Block& p, size_t i) {
+                   auto& s = static_cast<kir::Sync&>(*p.stmts[i]);
+                   s.index = s.index + 1;
+                 }});
     return v;
   }();
   return all;

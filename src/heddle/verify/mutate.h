@@ -12,6 +12,8 @@
 //   slide_barrier GFX12 split barrier: s_barrier_signal moved above the access before it, or
 //                 s_barrier_wait below the access after it (split_barriers.cpp moves each as far
 //                 as the hazard intervals allow, so one step further must be caught)
+//   shift_flag    split-K: grid.release / grid.wait on flags[i + 1] instead of flags[i] (delete_sync also
+//                 deletes them)
 #pragma once
 
 #include <functional>

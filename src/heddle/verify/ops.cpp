@@ -158,13 +158,13 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     const int64_t row = c.m0 + wm * WM + lr, col = c.n0 + wn * WN + lc;
     if (row >= M || col >= N) continue;
     std::string oob;
-    float v = epilogueValue(c.k, c.in, t.acc[s], c.bz, row, col, &oob);
+    float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob);
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] {
         return "out-of-bounds global read of epilogue input " + oob + " at output (" + std::to_string(row) + ", " +
                std::to_string(col) + ")";
       });
-    const int64_t di = c.bz * bsd + row * ldd + col;
+    const int64_t di = c.batch() * bsd + row * ldd + col;
     if (di < 0 || di >= (int64_t)c.out.size()) {
       c.rep.add(Finding::Mismatch, "oobD", [&] { return "out-of-bounds store to D at element " + std::to_string(di); });
       continue;
@@ -239,6 +239,7 @@ static void execSmemAccess(Cta& c, Thread& t, const kir::SmemAccess& a) {
 }
 
 void Cta::execLeaf(Thread& t, const kir::Node& n) {
+  if (n.kind == kir::NodeKind::EpilogueStore && execPartial(t, static_cast<const kir::EpilogueStore&>(n))) return;
   if (sm90.active && execSm90Leaf(t, n)) return;  // Hopper leaves (sm90_ops.cpp)
   switch (n.kind) {
     case kir::NodeKind::TileLoad: execTileLoad(*this, t, static_cast<const kir::TileLoad&>(n)); return;
@@ -251,6 +252,11 @@ void Cta::execLeaf(Thread& t, const kir::Node& n) {
       return;
     }
     case kir::NodeKind::Comment: return;
+    case kir::NodeKind::Let: {
+      auto& l = static_cast<const kir::Let&>(n);
+      t.env[l.var] = l.value.eval(t.env);
+      return;
+    }
     default: fail<HeddleError>("simulate: node '", kir::describe(n), "' is not modelled");
   }
 }

@@ -65,7 +65,7 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
     t.env["lane"] = t.lane;
     t.env["m0"] = m0;
     t.env["n0"] = n0;
-    t.env["batch_idx"] = bz;
+    t.env["batch_idx"] = batch();
     t.env["blockIdx.x"] = bx;
     t.env["blockIdx.y"] = by;
     t.env["blockIdx.z"] = bz;
@@ -173,10 +173,12 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
   res.output.assign(outSize, std::nanf(""));
   std::vector<WriteRec> outW(outSize);
   int64_t steps = 0;
+  GridState grid;  // split-K: shared by the CTAs, which run in the order given (linear order by default)
   for (size_t i = 0; i < ctas.size(); ++i) {
     Cta cta(k, in, opt, rep, res.output, outW, ctas[i][0], ctas[i][1], ctas[i][2],
             opt.seed * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 1);
     cta.ctaIndex = (int)i;
+    cta.grid = &grid;
     steps += cta.run(opt.maxSteps - steps);
     res.ctas++;
     if ((opt.stopAtFirstError && rep.total() > 0) || steps >= opt.maxSteps) break;
@@ -202,7 +204,8 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
       const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm), nEnd = persistent ? N : std::min(N, n0 + k.tile.bn);
       for (int64_t r = m0; r < mEnd; ++r)
         for (int64_t c = n0; c < nEnd; ++c) {
-          int64_t idx = ctas[i][2] * bsd + r * ldd + c;
+          const int64_t b = k.splitK > 1 ? 0 : ctas[i][2];  // split-K: blockIdx.z is the split
+          int64_t idx = b * bsd + r * ldd + c;
           if (idx < 0 || idx >= (int64_t)res.output.size()) continue;
           if (persistent && !everyCta && outW[idx].thread < 0) continue;
           ++checked;
@@ -211,7 +214,7 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
           if (fine) continue;
           if (++bad > 8) continue;
           std::ostringstream os;
-          os << "D[" << ctas[i][2] << "][" << r << "][" << c << "] = " << d << " but the reference is " << ref;
+          os << "D[" << b << "][" << r << "][" << c << "] = " << d << " but the reference is " << ref;
           if (outW[idx].thread < 0) os << " (never written)";
           samples.push_back(os.str());
         }

@@ -78,6 +78,7 @@ void Cta::releaseBlockBarrier(const kir::Sync& s) {
 void Cta::execSync(Thread& t, const kir::Sync& s) {
   if (sm90.active && execSm90Sync(t, s)) return;  // Hopper ops (sm90_sync.cpp)
   if (execBarrierObject(t, s)) return;             // AMD named barriers (amd_barriers.cpp)
+  if (execGridSync(t, s)) return;                 // split-K grid flags (grid.cpp)
   switch (s.sync) {
     case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
     case kir::SyncKind::CpAsyncCommit: commit(t); return;

@@ -54,6 +54,12 @@ void cp_async_bulk_tensor_store(const void* map, int rank, const int* coords, ui
 void cp_async_bulk_commit_group();
 void cp_async_bulk_wait_group_read(int n);
 
+// grid level (split-K, heddle_grid.cuh; hrt_grid.cpp): gpu-scope flags between CTAs, and the partial tiles
+// they publish (store: this thread wrote `floats` floats at `slot`, published by `flag`; !store: it reads them)
+void grid_release(int* flag);
+void grid_acquire(int* flag);
+void grid_partial(const float* slot, const int* flag, int floats, bool store);
+
 // warp shuffles
 unsigned shfl_sync(unsigned mask, unsigned v, int src, int width, int mode);  // mode 0 idx, 1 up, 2 down, 3 xor
 

@@ -128,6 +128,7 @@ struct Granule {  // 2 bytes of shared memory
 };
 
 struct Cta;
+struct GridState;  // grid-level flags and partial tiles (hrt_grid.cpp)
 
 // Per-OS-thread run state
 struct Run {
@@ -142,6 +143,7 @@ struct Run {
   std::vector<size_t> region_granule0;
   uint64_t events_total = 0;
   Cta* cta = nullptr;
+  std::shared_ptr<GridState> grid;  // created on first use, lives for the launch
 };
 
 struct Cta {

@@ -7,6 +7,8 @@
 //   r3 = gelu r2
 //   r4 = cast r3 -> bf16     (rounds through bf16, stays f32 in registers)
 //   store r4 -> D (bf16)
+// and the kernel name gains the program: ..._e_add_gelu_bf16 (operand loads are implied by the ops that
+// use them; a cast is named by its type; no op at all: _e_none), so two epilogues never share a name.
 // Broadcast operands index with stride params; an axis of size 1 (or missing) is not indexed.
 #include <map>
 
@@ -101,6 +103,10 @@ void buildEpilogue(LowerContext& c) {
     fail<ScheduleError>("output ", out->name, " is not computed from the matmul; mark the matmul or its epilogue "
                         "result as the output");
   k.epilogueResult = reg[out];
+  std::string sig = "_e";
+  for (auto& op : k.epilogue)
+    if (op.op != OpKind::Input) sig += std::string("_") + (op.op == OpKind::Cast ? dtypeName(op.dtype) : opName(op.op));
+  k.name += sig == "_e" ? "_e_none" : sig;
   k.outDtype = out->dtype;
   kir::Param d;
   d.kind = kir::Param::TensorPtr;

@@ -395,7 +395,8 @@ void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::
 
 void insertSyncs(LowerContext& c) {
   if (c.kernel.syncsPlanned) return;  // Hopper rings: placed by construction (warp_specialize, tma_pipeline)
-  planSyncs(c.kernel, "K", c.tiling.bk, c.tiling.stages, c.target);
+  // split-K: the k loop runs this split's KS elements (passes/split_k.cpp)
+  planSyncs(c.kernel, c.kernel.splitK > 1 ? "KS" : "K", c.tiling.bk, c.tiling.stages, c.target);
 }
 
 void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages, const TargetInfo& target,
