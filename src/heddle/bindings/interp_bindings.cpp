@@ -129,10 +129,10 @@ void bindInterp(py::module_& root) {
       .def("run", &runLib, py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"), py::arg("names"),
            py::arg("regions"), py::arg("schedule") = "adversarial", py::arg("seed") = 0, py::arg("max_events") = 0,
            py::arg("max_findings") = 0, py::arg("ctas") = std::vector<uint32_t>{}, py::arg("stop_at_first") = false);
-  m.def("build", [](const std::string& source, const std::string& name) {
+  m.def("build", [](const std::string& source, const std::string& name, const std::string& arch) {
     py::gil_scoped_release nogil;
-    return build(source, name);
-  });
+    return build(source, name, arch);
+  }, py::arg("source"), py::arg("name"), py::arg("arch") = "");
   m.def("encode_tensor_map_tiled",
         [](int dataType, uint64_t address, std::vector<uint64_t> dims, std::vector<uint64_t> strides,
            std::vector<uint32_t> box, std::vector<uint32_t> elementStrides, int interleave, int swizzle, int l2, int oob) {

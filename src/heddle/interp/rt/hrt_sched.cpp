@@ -10,6 +10,8 @@
 
 extern "C" void hrt_kernel_invoke(void* const* argv);  // the entry stub (HRT_DEFINE_ENTRY)
 extern "C" unsigned char* hrt_kernel_smem(void);
+extern "C" int hrt_kernel_wave(void);  // the wavefront size the kernel was compiled for (32 on CUDA)
+extern "C" int hrt_kernel_amd(void);   // 1: a HIP kernel
 
 namespace heddle_rt {
 
@@ -35,6 +37,7 @@ static void fiber_main(void* arg) {
   Fiber* f = static_cast<Fiber*>(arg);
   hrt_kernel_invoke(run().argv);
   f->st = FState::Done;  // a barrier it never reaches becomes a deadlock report naming it
+  ++cta().ndone;         // (an AMD barrier no longer waits for it)
   to_scheduler();
 }
 
@@ -133,7 +136,7 @@ static void schedule_cta(Cta& c) {
         if (f->st != FState::Done && runnable(*f)) ready.push_back(f.get());
       }
       // asynchronous work lands at random moments (and whenever nothing else can run)
-      if (!ready.empty() && (c.rng() & 7) == 0 && land_one(true)) continue;
+      if (!ready.empty() && (c.rng() & 7) == 0 && ((c.rng() & 1) ? land_one(true) : land_one_dma(true))) continue;
       if (!ready.empty()) {
         next = ready[c.rng() % ready.size()];
         c.burst = 1 + (int64_t)(c.rng() % 16);
@@ -141,7 +144,7 @@ static void schedule_cta(Cta& c) {
     }
     if (!any_live) return;
     if (!next) {
-      if (land_one(c.policy == HRT_RANDOM)) continue;  // as late as the program allows
+      if (land_one(c.policy == HRT_RANDOM) || land_one_dma(c.policy == HRT_RANDOM)) continue;  // as late as allowed
       finding("deadlock", deadlock_text(c));
       c.aborted = true;
       return;
@@ -221,10 +224,11 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
   Cta& c = cta();
   Fiber& f = me();
   tick();
+  const char* unit = width == 128 ? "warpgroup" : c.amd ? "wave" : "warp";
   if (c.nthreads % width)
     abort_cta(std::string(what) + " at " + pcs(pc) + ": the CTA's " + std::to_string(c.nthreads) +
-              " threads are not whole " + (width == 32 ? "warps" : "warpgroups"));
-  std::vector<Coll>& v = width == 32 ? c.warp_coll : c.wg_coll;
+              " threads are not whole " + unit + "s of " + std::to_string(width));
+  std::vector<Coll>& v = width == 32 ? c.warp_coll : width == 64 ? c.wave64_coll : c.wg_coll;
   Coll& k = v[f.tid / width];
   const int lane = f.tid % width;
   if (k.arrived == 0) {
@@ -232,7 +236,7 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
     k.what = what;
   } else if (std::strcmp(k.what, what) != 0) {  // (call sites may differ: see bar_arrive_wait)
     abort_cta(std::string("divergent collective: ") + who(f.tid) + " calls " + what + " at " + pcs(pc) +
-              " while its " + (width == 32 ? "warp" : "warpgroup") + " is in " + k.what + " at " + pcs(k.pc));
+              " while its " + unit + " is in " + k.what + " at " + pcs(k.pc));
   }
   k.in[lane] = in;
   k.out[lane] = out;
@@ -294,7 +298,11 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   c.rng.seed(l->seed * 0x9E3779B97F4A7C15ull + linear * 0xBF58476D1CE4E5B9ull + 1);
   c.max_events = l->max_events > 0 ? l->max_events : 50000000;
   c.warp_coll.resize((c.nthreads + 31) / 32);
+  c.wave64_coll.resize((c.nthreads + 63) / 64);
   c.wg_coll.resize(c.nwg);
+  c.wave = hrt_kernel_wave();
+  c.amd = hrt_kernel_amd() != 0;
+  c.hw_bar.sig.assign(c.nthreads, -1);
   r.cta = &c;
   shadow_reset();
   std::memset(r.smem, 0xFF, r.smem_bytes);  // NaN-like garbage: a read of unwritten shared memory shows
@@ -322,6 +330,7 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   }
   schedule_cta(c);
   if (!c.aborted) finish_cta_async();
+  if (!c.aborted) finish_cta_amd();
   r.cta = nullptr;
 }
 

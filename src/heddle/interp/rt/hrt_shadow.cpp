@@ -35,6 +35,7 @@ static std::string agent_name(uint32_t agent, uint32_t tid) {
   Cta& c = cta();
   const int n = c.nthreads;
   if ((int)agent < n) return who(tid);
+  if ((int)agent < 2 * n && c.amd) return "the LDS DMA of wave " + std::to_string(tid / c.wave) + " (" + who(tid) + ")";
   if ((int)agent < 2 * n) return "the cp.async copies of " + who(tid);
   if ((int)agent < 3 * n) return "the TMA store of " + who(tid);
   if ((int)agent < 3 * n + c.nwg) return "the wgmma of warpgroup " + std::to_string(agent - 3 * n) + " (issued by " + who(tid) + ")";
