@@ -5,10 +5,12 @@ every epilogue rotating, with no race, deadlock or asynchronous misuse; source-l
 line deleted, a vmcnt loosened by one, a stage index moved, a split signal / wait removed or moved) are
 all caught, and stricter waits (vmcnt - 1) run clean. The full matrix runs under -m slow."""
 import pytest
+import torch
 
 import heddle
 from heddle.interpret import _Mutated, interpret, mutation_kill_rate, source_mutants, tightened_waits
 from interp_defs import amd, inputs, kernel, needs_cxx
+from matmul_defs import matmul_fusion
 
 pytestmark = needs_cxx
 EPILOGUES = ["bias_gelu", "none", "silu_scale"]
@@ -59,6 +61,43 @@ def test_amd_full_matrix(target, kind, s):
             fd = amd(kind=kind, stages=s, prefetch=p, layout=layout, dtype=("f16", "bf16")[i % 2], warps=warps,
                      epilogue=EPILOGUES[(p + i) % 3], k=32 * (3 * s + 1) + 8 * (i % 2))
             check(kernel(fd, target), inputs(fd, [72, 104, 64, 136][i], seed=p))
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx942", "gfx1200"])
+def test_auto_scheduled_amd_kernel_interprets(target):
+    fd, _, _ = matmul_fusion(m="M", n=128, k=160, epilogue="bias_gelu")
+    fd.auto_schedule(target)
+    k = heddle.Kernel.build(fd, target, rtc=False)
+    g = torch.Generator().manual_seed(3)
+    ins = [torch.randn(100, 160, generator=g).half(), torch.randn(160, 128, generator=g).half(),
+           torch.randn(128, generator=g).half()]
+    r = interpret(k, *ins, schedule="random", seed=1)
+    assert r.ok, r.report()
+
+
+def test_heddle_interpret_mode_runs_heddle_matmul_through_an_amd_kernel(monkeypatch):
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "gfx1200")
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(40, 64, generator=g).half(), torch.randn(64, 48, generator=g).half()
+    y = heddle.matmul(a, b)
+    torch.testing.assert_close(y.float(), a.float() @ b.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_parallel_ctas_give_the_sequential_result():
+    # workers=3: three CTAs at once (own OS thread and shared window each); same bits, same verdicts
+    fd = amd(kind="async_lds", stages=2, prefetch=1, n=136, k=96)
+    k = kernel(fd, "gfx90a")
+    ins = inputs(fd, 136, seed=9)
+    seq = interpret(k, *ins)
+    par = interpret(k, *ins, workers=3)
+    assert seq.ok and par.ok and par.ctas == seq.ctas == 3 * 3, par.report()
+    assert torch.equal(seq.output, par.output)
+    mu = next(m for m in source_mutants(k.source) if m.kind == "delete_sync" and "block_sync" in m.what)
+    bad = interpret(_Mutated(k, mu.source), *ins, workers=3, max_findings=4)
+    assert bad.races and bad.counts["race"] == interpret(_Mutated(k, mu.source), *ins).counts["race"]
+    ctas = [int(t.rsplit("(CTA ", 1)[1].rstrip(")")) for t in bad.races]
+    assert ctas == sorted(ctas)  # merged in CTA order whichever thread ran them
 
 
 # --- source-level mutants -------------------------------------------------------------------------

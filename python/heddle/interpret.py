@@ -128,13 +128,14 @@ def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
 def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, reference=None, fusion=None,
               sms: Optional[int] = None, ctas: Optional[Sequence[int]] = None, max_events: int = 0,
               max_findings: int = 20, stop_at_first: bool = False, atol: Optional[float] = None,
-              rtol: Optional[float] = None) -> InterpretResult:
+              rtol: Optional[float] = None, workers: int = 1) -> InterpretResult:
     """Run `kernel` (a heddle.Kernel, or a lowered kernel from Fusion.lower) on CPU `tensors` by
     compiling its printed source for the host. schedule: "adversarial" (deterministic: each thread runs
     until it blocks, asynchronous work lands as late as allowed) or "random" (seeded). reference: the
     expected output (default heddle.reference.evaluate in float64; False: no numeric check). sms: the SM
     count a persistent kernel's grid stands for (default the device's, else 132): fewer SMs give each CTA
-    more tiles. ctas: linear CTA indices to run (default all). Raises RuntimeUnavailable without a host
+    more tiles. ctas: linear CTA indices to run (default all). workers: how many CTAs run at once (one
+    OS thread each, every CTA's threads still fibers; default 1: one after another, deterministic). Raises RuntimeUnavailable without a host
     C++ compiler, InputError for inputs the kernel cannot take (the same checks as a GPU launch)."""
     import torch
     k = _kernel_of(kernel, fusion)
@@ -160,7 +161,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     else:
         text = lib.run(list(grid3), [int(lowered.threads), 1, 1], int(lowered.smem_bytes), args, names, regions,
                        schedule, int(seed), int(max_events), int(max_findings), [int(c) for c in (ctas or [])],
-                       bool(stop_at_first))
+                       bool(stop_at_first), max(1, int(workers)))
         raw = json.loads(text)
     mismatches: List[str] = []
     if reference is not False and not ctas and out.numel():

@@ -1,6 +1,7 @@
 // heddle/interp/rt/hrt_core.h -- internal state of the execution runtime (not seen by kernels).
 //
-// One CTA runs at a time per OS thread: every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
+// One CTA runs at a time per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
+// thread each, with its own shared window; the output-write counters are shared): every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
 // a Scheduler picks which fiber runs next (adversarial: each runs until it blocks, order flipped at
 // every barrier release, asynchronous work lands as late as the program allows; random: seeded bursts,
 // asynchronous work lands at random moments). Happens-before is tracked with vector clocks over
@@ -10,6 +11,7 @@
 // the reads since (hrt_shadow.cpp); accesses come from the primitives and from the compiler's
 // instrumentation of every plain load and store of the kernel (-fsanitize=thread hooks).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -132,6 +134,7 @@ struct Coll {  // a warp / wave / warpgroup collective in progress
 struct Finding {
   std::string kind;  // race | async | deadlock | error
   std::string text;
+  uint32_t cta = 0;  // the CTA it was found in (orders the findings of parallel workers)
 };
 
 struct ReadRec {
@@ -162,7 +165,7 @@ struct Run {
   std::vector<Finding> findings;
   std::map<std::string, int> per_kind;
   int max_findings = 20;
-  std::vector<uint8_t> out_written;  // per region granule: writes seen (writable regions)
+  std::atomic<uint8_t>* out_written = nullptr;  // per output element: writes seen (shared by the workers)
   std::vector<size_t> region_granule0;
   uint64_t events_total = 0;
   Cta* cta = nullptr;

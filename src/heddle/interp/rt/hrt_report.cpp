@@ -38,7 +38,7 @@ void finding(const char* kind, const std::string& text) {
   Run& r = run();
   int& n = r.per_kind[kind];
   if (++n > r.max_findings) return;  // counted, not repeated
-  r.findings.push_back({kind, text});
+  r.findings.push_back({kind, text, r.cta ? r.cta->linear : 0u});
 }
 
 static std::string esc(const std::string& s) {

@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "heddle/interp/rt/hrt_core.h"
 #include "heddle/interp/rt/hrt_fiber.h"
@@ -346,10 +348,26 @@ extern "C" int hrt_abi_version(void) { return HRT_ABI_VERSION; }
 
 extern "C" void hrt_free(char* p) { std::free(p); }
 
+// Runs the CTAs in `ids` (pulled through `next`) on the calling OS thread with its own run state and
+// shared-memory window; `stop` (stop_at_first) ends every worker after the first CTA with a finding.
+static void run_ctas(Run& r, const std::vector<uint32_t>& ids, std::atomic<size_t>& next, std::atomic<bool>& stop,
+                     uint64_t* ran) {
+  g_run = &r;
+  r.smem = hrt_kernel_smem();  // this OS thread's window (thread_local in the kernel library)
+  std::vector<char*> stacks;
+  for (size_t i; !stop.load() && (i = next.fetch_add(1)) < ids.size();) {
+    const size_t before = r.findings.size();
+    run_cta(r, ids[i], stacks);
+    ++*ran;
+    if (r.findings.size() != before && r.launch->stop_at_first) stop.store(true);
+  }
+  for (char* s : stacks) munmap(s, kStack);
+  g_run = nullptr;
+}
+
 extern "C" int hrt_run(const hrt_launch* l, char** json) {
   Run r;
   r.launch = l;
-  r.smem = hrt_kernel_smem();
   r.smem_bytes = l->smem_bytes;
   r.max_findings = l->max_findings > 0 ? l->max_findings : 20;
   auto fail = [&](const std::string& msg) {
@@ -363,30 +381,49 @@ extern "C" int hrt_run(const hrt_launch* l, char** json) {
   for (int i = 0; i < l->nargs; ++i)
     argv[i] = l->args[i].kind == HRT_TENSORMAP ? (void*)l->args[i].map : (void*)&l->args[i].bits;
   r.argv = argv.data();
-  // output tracking: one counter per element of every writable region
+  // output tracking: one counter per element of every writable region, shared by the workers
+  size_t elems = 0;
   for (int i = 0; i < l->nregions; ++i) {
-    r.region_granule0.push_back(r.out_written.size());
-    if (l->regions[i].writable) r.out_written.resize(r.out_written.size() + l->regions[i].bytes / std::max(1, l->regions[i].elem_bytes));
+    r.region_granule0.push_back(elems);
+    if (l->regions[i].writable) elems += l->regions[i].bytes / std::max(1, l->regions[i].elem_bytes);
   }
-  g_run = &r;
-  std::vector<char*> stacks;
+  std::unique_ptr<std::atomic<uint8_t>[]> written(new std::atomic<uint8_t>[elems + 1]);
+  for (size_t i = 0; i <= elems; ++i) written[i].store(0, std::memory_order_relaxed);
+  r.out_written = written.get();
   const uint64_t total = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
-  uint64_t ran = 0;
-  auto one = [&](uint32_t linear) {
-    size_t before = r.findings.size();
-    run_cta(r, linear, stacks);
-    ++ran;
-    return r.findings.size() == before;
-  };
+  std::vector<uint32_t> ids;
   if (l->ncta_subset > 0) {
     for (int i = 0; i < l->ncta_subset; ++i)
-      if (l->cta_subset[i] < total && !one(l->cta_subset[i]) && l->stop_at_first) break;
+      if (l->cta_subset[i] < total) ids.push_back(l->cta_subset[i]);
   } else {
-    for (uint64_t i = 0; i < total; ++i)
-      if (!one((uint32_t)i) && l->stop_at_first) break;
+    for (uint64_t i = 0; i < total; ++i) ids.push_back((uint32_t)i);
   }
-  for (char* s : stacks) munmap(s, kStack);
-  g_run = nullptr;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  uint64_t ran = 0;
+  const int workers = (int)std::min<size_t>(std::max(1, l->workers), std::max<size_t>(1, ids.size()));
+  if (workers <= 1) {
+    run_ctas(r, ids, next, stop, &ran);
+  } else {  // CTAs in parallel: one OS thread each (own window, own fibers), findings merged after
+    std::vector<Run> rs(workers, r);
+    std::vector<uint64_t> rans(workers, 0);
+    std::vector<std::thread> ts;
+    for (int w = 0; w < workers; ++w) ts.emplace_back(run_ctas, std::ref(rs[w]), std::cref(ids), std::ref(next), std::ref(stop), &rans[w]);
+    for (auto& t : ts) t.join();
+    for (int w = 0; w < workers; ++w) {
+      ran += rans[w];
+      r.events_total += rs[w].events_total;
+      for (auto& [k, n] : rs[w].per_kind) r.per_kind[k] += n;
+      for (auto& f : rs[w].findings) r.findings.push_back(f);
+    }
+    // one order whatever thread ran which CTA: by CTA, then as found
+    std::stable_sort(r.findings.begin(), r.findings.end(), [](const Finding& a, const Finding& b) { return a.cta < b.cta; });
+    std::map<std::string, int> kept;
+    std::vector<Finding> capped;
+    for (auto& f : r.findings)
+      if (++kept[f.kind] <= r.max_findings) capped.push_back(f);
+    r.findings.swap(capped);
+  }
   *json = strdup(report_json(r, ran).c_str());
   return 0;
 }

@@ -127,11 +127,13 @@ static void count_output_write(int i, uint64_t a, uint32_t bytes, By by) {
   if (reg.elem_bytes <= 0) return;
   const uint64_t e0 = (a - reg.base) / reg.elem_bytes, e1 = (a + bytes - reg.base + reg.elem_bytes - 1) / reg.elem_bytes;
   for (uint64_t e = e0; e < e1; ++e) {
-    uint8_t& n = r.out_written[r.region_granule0[i] + e];
-    if (n == 1)
+    std::atomic<uint8_t>& n = r.out_written[r.region_granule0[i] + e];
+    uint8_t prev = n.load(std::memory_order_relaxed);
+    while (prev < 255 && !n.compare_exchange_weak(prev, (uint8_t)(prev + 1), std::memory_order_relaxed)) {
+    }
+    if (prev == 1)
       finding("race", "element " + std::to_string(e) + " of output '" + reg.name + "' written a second time, " + by() +
                           " (two threads, tiles or CTAs store the same element)");
-    if (n < 255) ++n;
   }
 }
 
