@@ -167,3 +167,25 @@ def test_print_kill_table(capsys):
             kinds = ", ".join(f"{k} {a}/{b}" for k, (a, b) in sorted(res["by_kind"].items()))
             print(f"\n{target} {name}: {res['killed']}/{res['total']} killed ({kinds})")
     assert all(r["total"] for _, _, r in _table)
+
+
+@pytest.mark.slow
+def test_clang_as_the_host_compiler(tmp_path):
+    # the host compiler is found once per process: a child with HEDDLE_HOST_CXX=clang++ (its own cache)
+    import os
+    import shutil
+    import subprocess
+    import sys
+    clang = shutil.which("clang++") or shutil.which("clang++-19")
+    if clang is None:
+        pytest.skip("no clang++")
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from heddle.interpret import interpret\nfrom interp_defs import amd, kernel, inputs, sm80\n"
+            "for fd, t in ((amd(kind='async_lds', stages=2, prefetch=1), 'gfx90a'),\n"
+            "              (amd(kind='plain', stages=2, prefetch=1, warps=(2, 2)), 'gfx1200'),\n"
+            "              (sm80(stages=3, prefetch=1, k=128), 'sm_80')):\n"
+            "    r = interpret(kernel(fd, t), *inputs(fd, 72, seed=1))\n"
+            "    assert r.ok, r.report()\nprint('clang ok')\n") % os.path.dirname(__file__)
+    env = dict(os.environ, HEDDLE_HOST_CXX=clang, HEDDLE_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0 and "clang ok" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]

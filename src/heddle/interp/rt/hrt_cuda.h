@@ -55,7 +55,11 @@
 #endif
 #define __cvta_generic_to_shared(p) (::heddle_rt::cvta_generic_to_shared(p))
 
+// C linkage: the printed kernels are extern "C", so clang gives their block-scope `extern __shared__
+// heddle_smem[]` declaration C linkage too
+extern "C" {
 alignas(1024) thread_local unsigned char heddle_smem[HRT_SMEM_WINDOW];
+}
 
 // The stub reads the runtime's argument array: not the kernel's memory, so not instrumented.
 #define HRT_NOT_INSTRUMENTED __attribute__((no_sanitize_thread, noinline))

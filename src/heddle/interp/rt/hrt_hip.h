@@ -18,5 +18,7 @@
 // inlined into the printed kernel, so a finding inside a header helper (acc.step's LDS reads, the LDS DMA)
 // resolves to the printed line that called it
 #define __forceinline__ inline __attribute__((always_inline))
+// the launch-bounds attribute heddle prints (clang refuses it on a host function; g++ ignores it)
+#define amdgpu_flat_work_group_size(...)
 
 #include "heddle/interp/rt/hrt_cuda.h"

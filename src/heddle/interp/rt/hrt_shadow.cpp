@@ -16,6 +16,7 @@
 // finding, read back by the driver as a race between CTAs or tiles).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "heddle/interp/rt/hrt_core.h"
 
@@ -188,6 +189,21 @@ HRT_HOOKS(8)
 HRT_HOOKS(16)
 extern "C" void __tsan_read_range(void* p, unsigned long n) { thread_access(p, (uint32_t)n, false, HRT_PC); }
 extern "C" void __tsan_write_range(void* p, unsigned long n) { thread_access(p, (uint32_t)n, true, HRT_PC); }
+// clang routes the kernel's block copies and fills through these (g++ instruments them as ranges)
+extern "C" void* __tsan_memcpy(void* d, const void* src, unsigned long n) {
+  thread_access(src, (uint32_t)n, false, HRT_PC);
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memcpy(d, src, n);
+}
+extern "C" void* __tsan_memmove(void* d, const void* src, unsigned long n) {
+  thread_access(src, (uint32_t)n, false, HRT_PC);
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memmove(d, src, n);
+}
+extern "C" void* __tsan_memset(void* d, int v, unsigned long n) {
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memset(d, v, n);
+}
 extern "C" void __tsan_init() {}
 extern "C" void __tsan_func_entry(void*) {}
 extern "C" void __tsan_func_exit() {}
