@@ -33,13 +33,18 @@ void check_bar_id(int id, const char* what, const void* pc) {
 
 std::string bar_state(const HwBarrier& b) {
   const Cta& c = cta();
-  return std::to_string(b.arrived) + " of " + std::to_string(c.nthreads - c.ndone) + " live threads signalled phase " +
+  int live = 0;
+  for (auto& f : c.fibers) live += b.member[f->tid] && f->st != FState::Done;
+  return std::to_string(b.arrived) + " of " + std::to_string(live) + " live member threads signalled phase " +
          std::to_string(b.phase);
 }
 
 void signal(HwBarrier& b, const char* what, const void* pc) {
   Cta& c = cta();
   Fiber& f = me();
+  if (!b.member[f.tid])
+    abort_cta(std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + ", which is not a member of barrier " +
+              std::to_string(b.id));
   if (b.sig[f.tid] == (int64_t)b.phase)
     abort_cta(std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + ": a second signal of barrier " +
               std::to_string(b.id) + " in phase " + std::to_string(b.phase) + " (first at " + pcs(b.pc) +
@@ -72,9 +77,9 @@ void wait(HwBarrier& b, const char* what, const void* pc) {
 
 void hw_barrier_try_complete(HwBarrier& b) {
   Cta& c = cta();
-  if (b.arrived == 0 || b.arrived + c.ndone < c.nthreads) return;
+  if (b.arrived == 0 || b.arrived + c.ndone < b.expected) return;
   for (auto& f : c.fibers)
-    if (f->st != FState::Done && b.sig[f->tid] != (int64_t)b.phase) return;
+    if (b.member[f->tid] && f->st != FState::Done && b.sig[f->tid] != (int64_t)b.phase) return;
   b.done = b.join;
   ++b.phase;
   b.arrived = 0;

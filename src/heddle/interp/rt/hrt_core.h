@@ -110,10 +110,13 @@ struct PendingDma {  // AMD LDS DMA (one lane's dword): lands when the scheduler
 
 // An AMD hardware barrier: s_barrier and the GFX12 split s_barrier_signal / s_barrier_wait on the
 // workgroup barrier (id -1). A phase completes when every member thread has signalled it or has ended
-// (the ISA: a barrier waits on the surviving waves only). Members are the workgroup's threads; a named
-// barrier (gfx1250) would be another object with its own member set and expected count.
+// (the ISA: a barrier waits on the surviving waves only). The workgroup barrier's members are all the
+// workgroup's threads; a named barrier (gfx1250) is another object whose members and expected count
+// come from its init.
 struct HwBarrier {
   int id = -1;
+  int expected = 0;         // member threads (the phase needs each one's signal, or its end)
+  std::vector<char> member; // per thread of the CTA
   int arrived = 0;          // signals in the current phase
   uint64_t phase = 0;       // completed phases
   VC join;                  // the current phase's signals

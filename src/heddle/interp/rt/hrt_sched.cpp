@@ -305,6 +305,8 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   c.wave = hrt_kernel_wave();
   c.amd = hrt_kernel_amd() != 0;
   c.hw_bar.sig.assign(c.nthreads, -1);
+  c.hw_bar.member.assign(c.nthreads, 1);
+  c.hw_bar.expected = c.nthreads;
   r.cta = &c;
   shadow_reset();
   std::memset(r.smem, 0xFF, r.smem_bytes);  // NaN-like garbage: a read of unwritten shared memory shows
