@@ -1,11 +1,11 @@
-"""heddle.interpret: run the CUDA source heddle printed for a kernel on the CPU, as printed.
+"""heddle.interpret: run the CUDA or HIP source heddle printed for a kernel on the CPU, as printed.
 
-The exact source handed to NVRTC is compiled by the host C++ compiler (g++ or clang++) against heddle's
-execution runtime (src/heddle/interp/rt): every GPU thread runs as its own fiber, so barriers, mbarrier
-waits and warp collectives really block while other threads go on; cp.async groups, TMA loads and
-stores and wgmma groups complete when a scheduler decides (as late as the program allows, or at seeded
-random moments); every shared-memory access, including the kernel's plain loads and stores, is checked
-for happens-before. The launch arguments come from the same code that launches on a GPU
+The exact source handed to NVRTC or hiprtc (sm_80, sm_90a; gfx90a, gfx942, gfx1200) is compiled by the
+host C++ compiler (g++ or clang++) against heddle's execution runtime (src/heddle/interp/rt): every GPU
+thread runs as its own fiber, so barriers, mbarrier waits and warp / wave collectives really block while
+other threads go on; cp.async groups, TMA loads and stores, wgmma groups and AMD LDS DMA complete when a
+scheduler decides (as late as the program allows, or at seeded random moments); every shared-memory
+access, including the kernel's plain loads and stores, is checked for happens-before. The launch arguments come from the same code that launches on a GPU
 (Kernel.prepare), with tensor maps in the runtime's own encoding.
 
     r = heddle.interpret(kernel, a, b, bias)              # CPU tensors, in the fusion's input order
