@@ -27,9 +27,18 @@ def sm90(variant, stages=3, prefetch=1, **kw):
     return build_sm90(variant, stages=stages, prefetch=prefetch, **kw)
 
 
+def amd(kind="async_lds", stages=3, prefetch=-1, layout="NN", dtype="f16", warps=(2, 1), n=72, k=104,
+        epilogue="bias_gelu", batched=False, bm=64, bn=64, bk=32):
+    """An AMD matmul (LDS DMA "async_lds" on CDNA, register-staged "plain" loads anywhere): ragged N
+    (72 against 64-wide tiles) and ragged K (104 against 32-deep slabs) by default."""
+    fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue, batched=batched)
+    schedule(fd, a, b, bm=bm, bn=bn, bk=bk, wm=warps[0], wn=warps[1], stages=stages, prefetch=prefetch, kind=kind)
+    return fd
+
+
 def kernel(fd, target):
     """Lowered only: the interpreter needs the printed source, not an NVRTC binary."""
     return heddle.Kernel.build(fd, target, rtc=False)
 
 
-__all__ = ["needs_cxx", "sm80", "sm90", "kernel", "inputs", "torch"]
+__all__ = ["needs_cxx", "sm80", "sm90", "amd", "kernel", "inputs", "torch"]

@@ -10,17 +10,12 @@ against expectations transcribed from the PTX ISA / CUDA documents, printing ``o
 No GPU and no heddle build are needed.
 """
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from selftest_defs import ROOT, run_selftest
+
 SRCS = sorted((ROOT / "tests" / "interp").glob("ptx_selftest*.cpp"))
 HEADER = ROOT / "src" / "heddle" / "interp" / "rt" / "hrt_ptx.h"
-
-CXX = shutil.which("g++") or shutil.which("clang++")
 
 # one entry per check the self-test prints as "ok <name>"
 EXPECTED = (
@@ -79,15 +74,7 @@ EXPECTED = (
 
 @pytest.fixture(scope="module")
 def selftest(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("no host C++ compiler (g++ or clang++) found")
-    exe = tmp_path_factory.mktemp("interp_ptx") / "ptx_selftest"
-    cmd = [CXX, "-std=c++17", "-O1", "-Wall", f"-I{ROOT / 'src'}", *map(str, SRCS), "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, f"compile failed: {' '.join(cmd)}\n{build.stdout}\n{build.stderr}"
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
-    ok = {line[3:].strip() for line in run.stdout.splitlines() if line.startswith("ok ")}
-    return run, ok
+    return run_selftest(tmp_path_factory, "ptx_selftest", SRCS)
 
 
 def test_selftest_exit_code(selftest):

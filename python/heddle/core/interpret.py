@@ -1,11 +1,11 @@
-"""heddle.interpret: run the CUDA source heddle printed for a kernel on the CPU, as printed.
+"""heddle.interpret: run the CUDA or HIP source heddle printed for a kernel on the CPU, as printed.
 
-The exact source handed to NVRTC is compiled by the host C++ compiler (g++ or clang++) against heddle's
-execution runtime (src/heddle/interp/rt): every GPU thread runs as its own fiber, so barriers, mbarrier
-waits and warp collectives really block while other threads go on; cp.async groups, TMA loads and
-stores and wgmma groups complete when a scheduler decides (as late as the program allows, or at seeded
-random moments); every shared-memory access, including the kernel's plain loads and stores, is checked
-for happens-before. The launch arguments come from the same code that launches on a GPU
+The exact source handed to NVRTC or hiprtc (sm_80, sm_90a; gfx90a, gfx942, gfx1200) is compiled by the
+host C++ compiler (g++ or clang++) against heddle's execution runtime (src/heddle/interp/rt): every GPU
+thread runs as its own fiber, so barriers, mbarrier waits and warp / wave collectives really block while
+other threads go on; cp.async groups, TMA loads and stores, wgmma groups and AMD LDS DMA complete when a
+scheduler decides (as late as the program allows, or at seeded random moments); every shared-memory
+access, including the kernel's plain loads and stores, is checked for happens-before. The launch arguments come from the same code that launches on a GPU
 (Kernel.prepare), with tensor maps in the runtime's own encoding.
 
     r = heddle.interpret(kernel, a, b, bias)              # CPU tensors, in the fusion's input order
@@ -128,20 +128,18 @@ def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
 def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, reference=None, fusion=None,
               sms: Optional[int] = None, ctas: Optional[Sequence[int]] = None, max_events: int = 0,
               max_findings: int = 20, stop_at_first: bool = False, atol: Optional[float] = None,
-              rtol: Optional[float] = None) -> InterpretResult:
+              rtol: Optional[float] = None, workers: int = 1) -> InterpretResult:
     """Run `kernel` (a heddle.Kernel, or a lowered kernel from Fusion.lower) on CPU `tensors` by
     compiling its printed source for the host. schedule: "adversarial" (deterministic: each thread runs
     until it blocks, asynchronous work lands as late as allowed) or "random" (seeded). reference: the
     expected output (default heddle.reference.evaluate in float64; False: no numeric check). sms: the SM
     count a persistent kernel's grid stands for (default the device's, else 132): fewer SMs give each CTA
-    more tiles. ctas: linear CTA indices to run (default all). Raises RuntimeUnavailable without a host
+    more tiles. ctas: linear CTA indices to run (default all). workers: how many CTAs run at once (one
+    OS thread each, every CTA's threads still fibers; default 1: one after another, deterministic). Raises RuntimeUnavailable without a host
     C++ compiler, InputError for inputs the kernel cannot take (the same checks as a GPU launch)."""
     import torch
     k = _kernel_of(kernel, fusion)
     lowered = k.lowered
-    if lowered.rtc_arch.startswith("gfx"):
-        raise HeddleError(f"interpret: {lowered.name} is a HIP kernel ({lowered.rtc_arch}); the interpreter runs "
-                          "CUDA kernels (sm_80, sm_90a) so far -- use heddle.simulate for AMD kernels")
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     for i, t in enumerate(tensors):
@@ -162,14 +160,14 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
         ws, flags = k.workspace(out.device, env)  # the pair prepare passed (kept per device)
         regions += [("workspace", ws.data_ptr(), _storage_span(ws), True, 0),
                     ("flags", flags.data_ptr(), _storage_span(flags), True, 0)]
-    lib = _C.interp.build(lowered.source, lowered.name)
+    lib = _C.interp.build(lowered.source, lowered.name, lowered.rtc_arch)
     grid3 = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
     if out.numel() == 0:
         raw = {"ctas": 0, "findings": [], "counts": {}}
     else:
         text = lib.run(list(grid3), [int(lowered.threads), 1, 1], int(lowered.smem_bytes), args, names, regions,
                        schedule, int(seed), int(max_events), int(max_findings), [int(c) for c in (ctas or [])],
-                       bool(stop_at_first))
+                       bool(stop_at_first), max(1, int(workers)))
         raw = json.loads(text)
     mismatches: List[str] = []
     if reference is not False and not ctas and out.numel():
@@ -195,8 +193,10 @@ import re as _re
 _SYNC_LINE = _re.compile(
     r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
     r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
-    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\()|"
+    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\(|"
+    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\))|"
     r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
+_SPLIT = _re.compile(r"heddle::barrier_(signal|wait)\(\);")
 
 
 class SourceMutant:
@@ -233,10 +233,13 @@ def _args_of(text: str, start: int):
 
 def source_mutants(source: str) -> List[SourceMutant]:
     """Mutants of a printed kernel made by editing its text, as a reviewer would break it: each sync line
-    deleted; each cp.async / wgmma / bulk wait loosened by one; each mbarrier wait's parity flipped; each
-    expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA load or a copy moved to
-    the next stage; each grid flag a split-K release or wait names moved to the next flag. Every mutant of a correct kernel must be caught by interpret (race, deadlock, async
-    misuse, error or wrong numbers)."""
+    deleted; each cp.async / wgmma / bulk wait / AMD vmcnt wait loosened by one; each mbarrier wait's
+    parity flipped; each expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA
+    load or a copy moved to the next stage; each grid flag a split-K release or wait names moved to the
+    next flag; each GFX12 split-barrier signal moved up past the statement before it and each wait moved
+    down past the statement after it. Every mutant of a correct kernel must be caught by interpret (race,
+    deadlock, async misuse, error or wrong numbers). (A wait made stricter, vmcnt - 1, is not a bug:
+    tightened_waits gives those, which must run clean.)"""
     lines = source.split("\n")
     out: List[SourceMutant] = []
 
@@ -247,7 +250,7 @@ def source_mutants(source: str) -> List[SourceMutant]:
         code = ln.split("//")[0]
         if _SYNC_LINE.search(code):
             edit(i, "", "delete_sync", code.strip())
-        for m in _re.finditer(r"(cp_async_wait|\bwait|bulk_wait_read)<(\d+)>", code):
+        for m in _re.finditer(r"(cp_async_wait|\bwait|bulk_wait_read|wait_vmcnt)<(\d+)>", code):
             n = int(m.group(2))
             edit(i, ln[:m.start(2)] + str(n + 1) + ln[m.end(2):], "loosen_wait", f"{m.group(1)}<{n}> -> <{n + 1}>")
         m = _re.search(r"sm90::mbar_wait\(", code)
@@ -272,7 +275,15 @@ def source_mutants(source: str) -> List[SourceMutant]:
                      f"expect_tx {args[1]} -> {half}")
             except ValueError:
                 pass
-        m = _re.search(r"(tma_load_tile<[^>]*>>?|copy_tile_async<[^>]*>)\((\w+) \+ \(", code)
+        m = _SPLIT.search(code)
+        if m:  # move the signal up / the wait down past its neighbouring statement
+            j = i - 1 if m.group(1) == "signal" else i + 1
+            if 0 <= j < len(lines) and _plain_statement(lines[j]):
+                moved = lines[:]
+                moved[i], moved[j] = lines[j], lines[i]
+                out.append(SourceMutant("move_split", i + 1, f"barrier_{m.group(1)} moved "
+                                        f"{'above' if j < i else 'below'} `{lines[j].strip()}`", "\n".join(moved)))
+        m = _re.search(r"(tma_load_tile<[^>]*>>?|copy_tile_(?:async|sync)<[^>]*>)\((\w+) \+ \(", code)
         if m:
             # sA + (STAGE) * ELEMS -> sA + ((STAGE) + 1) % S * ELEMS, S read off the printed "% S)" of the index
             s = _re.search(r"% (\d+)\) \* \d+", code[m.end():])
@@ -283,6 +294,28 @@ def source_mutants(source: str) -> List[SourceMutant]:
                 if pm:
                     new_ptr = f"{pm.group(1)} + (({pm.group(2)}) + 1) % {s.group(1)} * {pm.group(3)}"
                     edit(i, ln.replace(ptr, new_ptr, 1), "swap_stage", f"{ptr} -> {new_ptr}")
+    return out
+
+
+def _plain_statement(line: str) -> bool:
+    """A one-line statement (no block boundary, not a sync op itself) that a sync line may move across."""
+    code = line.split("//")[0].strip()
+    return code.endswith(";") and not any(ch in code for ch in "{}") and not _SYNC_LINE.search(code) \
+        and not code.startswith(("return", "break", "continue"))
+
+
+def tightened_waits(source: str) -> List[SourceMutant]:
+    """Each AMD vmcnt / cp.async wait made stricter by one (N -> N-1): waiting for more is always correct,
+    so these equivalent mutants must interpret clean (no false alarm from a stronger wait)."""
+    lines = source.split("\n")
+    out: List[SourceMutant] = []
+    for i, ln in enumerate(lines):
+        for m in _re.finditer(r"(cp_async_wait|wait_vmcnt)<(\d+)>", ln.split("//")[0]):
+            n = int(m.group(2))
+            if n > 0:
+                new = ln[:m.start(2)] + str(n - 1) + ln[m.end(2):]
+                out.append(SourceMutant("tighten_wait", i + 1, f"{m.group(1)}<{n}> -> <{n - 1}>",
+                                        "\n".join(lines[:i] + [new] + lines[i + 1:])))
     return out
 
 

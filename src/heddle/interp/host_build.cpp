@@ -108,8 +108,20 @@ std::vector<std::string> commonFlags() {
   return {"-std=c++17", "-g", "-fPIC", "-fno-strict-aliasing", "-w", "-Wno-psabi"};
 }
 
+// The macros hiprtc predefines for an AMD target, so the printed HIP source and the device headers take
+// the target's branches (wave size, GFX12 split barriers, MFMA vs WMMA); empty for CUDA.
+std::vector<std::string> targetFlags(const std::string& arch) {
+  if (arch.rfind("gfx", 0) != 0) return {"-include", "heddle/interp/rt/hrt_cuda.h"};
+  std::vector<std::string> f = {"-D__" + arch + "__", "-D__HIP__", "-D__HIP_DEVICE_COMPILE__"};
+  if (arch.rfind("gfx12", 0) == 0) f.insert(f.end(), {"-D__GFX12__", "-D__AMDGCN_WAVEFRONT_SIZE=32"});
+  else if (arch.rfind("gfx9", 0) == 0) f.insert(f.end(), {"-D__GFX9__", "-D__AMDGCN_WAVEFRONT_SIZE=64"});
+  else fail<CompileError>("interpret: no interpreter target for AMD architecture ", arch, " (gfx9* or gfx12*)");
+  f.insert(f.end(), {"-include", "heddle/interp/rt/hrt_hip.h"});
+  return f;
+}
+
 // -fsanitize=thread instrumentation with our own hooks instead of the sanitizer's runtime
-std::vector<std::string> kernelFlags(const HostCompiler& cc) {
+std::vector<std::string> kernelFlags(const HostCompiler& cc, const std::string& arch) {
   std::vector<std::string> f = commonFlags();
   f.push_back("-O1");
   f.push_back("-fsanitize=thread");
@@ -118,7 +130,8 @@ std::vector<std::string> kernelFlags(const HostCompiler& cc) {
   } else {
     f.insert(f.end(), {"--param", "tsan-instrument-func-entry-exit=0"});
   }
-  f.insert(f.end(), {"-DHEDDLE_INTERPRET=1", "-include", "heddle/interp/rt/hrt_cuda.h"});
+  f.push_back("-DHEDDLE_INTERPRET=1");
+  for (auto& t : targetFlags(arch)) f.push_back(t);
   return f;
 }
 
@@ -208,6 +221,22 @@ std::string lineText(const std::string& src, int line) {
 
 std::string sourceName(const std::string& kernel) { return kernel + ".cu"; }
 
+// CompileError for an AMD builtin (__builtin_amdgcn_*) that no runtime primitive implements: the host
+// compiler does not know it (g++: "not declared", clang: "undeclared identifier" / "unknown builtin")
+void checkUnknownBuiltin(const std::string& log, const std::string& src, const std::string& kernel) {
+  std::regex re("(?:([^\\s:]+):([0-9]+):[0-9]+: )?[^\\n]*error[^\\n]*?(__builtin_amdgcn_\\w+)");
+  std::smatch m;
+  if (!std::regex_search(log, m, re)) return;
+  const bool inKernel = m[1].str() == sourceName(kernel);
+  std::string where = m[1].matched ? (inKernel ? "line " : m[1].str() + " line ") + m[2].str() : "an unknown line";
+  std::string what = inKernel ? lineText(src, std::stoi(m[2].str())) : "";
+  fail<CompileError>("interpret: the source calls the AMD builtin ", m[3].str(), " (", where,
+                     what.empty() ? "" : ": `" + what + "`",
+                     ") that no primitive of the execution runtime implements; every builtin and asm must go through "
+                     "a named primitive (src/heddle/interp/rt/hrt_api.h) -- add one there and a HEDDLE_INTERPRET "
+                     "branch in the device header");
+}
+
 // CompileError for an inline-asm statement that no runtime primitive implements
 void checkUnknownAsm(const std::string& log, const std::string& src, const std::string& kernel) {
   if (log.find("HEDDLE_INTERPRET_NO_PRIMITIVE_FOR_INLINE_ASM") == std::string::npos) return;
@@ -272,14 +301,14 @@ std::vector<hrt_param> Library::params() const {
   return p;
 }
 
-std::shared_ptr<Library> build(const std::string& source, const std::string& kernelName) {
+std::shared_ptr<Library> build(const std::string& source, const std::string& kernelName, const std::string& arch) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<Library>> loaded;
   const HostCompiler& cc = hostCompiler();
   auto t0 = std::chrono::steady_clock::now();
   std::string rtKey = rt::sha256Hex(runtimeDigest() + "|" + cc.path + "|" + cc.version + "|" + joined(commonFlags())).substr(0, 24);
   std::string key = rt::sha256Hex(source + "|" + kernelName + "|" + rt::embeddedHeadersDigest() + "|" + rtKey +
-                                  "|" + joined(kernelFlags(cc)))
+                                  "|" + joined(kernelFlags(cc, arch)))
                         .substr(0, 32);
   std::lock_guard<std::mutex> g(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;
@@ -296,11 +325,12 @@ std::shared_ptr<Library> build(const std::string& source, const std::string& ker
     writeFile(cu, "#line 1 \"" + sourceName(kernelName) + "\"\n" + source + "\n#line 1 \"hrt_entry_stub\"\nHRT_DEFINE_ENTRY(" +
                       kernelName + ")\n");
     std::vector<std::string> argv = {cc.path};
-    for (auto& f : kernelFlags(cc)) argv.push_back(f);
+    for (auto& f : kernelFlags(cc, arch)) argv.push_back(f);
     argv.insert(argv.end(), {"-I", tree, "-x", "c++", "-c", cu, "-o", stem + ".o"});
     Proc p = runProcess(argv, stem);
     if (p.rc != 0) {
       checkUnknownAsm(p.out, source, kernelName);
+      checkUnknownBuiltin(p.out, source, kernelName);
       fail<CompileError>("interpret: the host compiler rejected the printed source of ", kernelName, " (", cc.path,
                          "):\n", p.out.substr(0, 6000));
     }

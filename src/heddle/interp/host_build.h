@@ -1,7 +1,8 @@
 // heddle/interp/host_build.h -- builds and loads an interpreter library for a printed kernel.
 //
-//   printed source (CUDA, as handed to NVRTC)
-//     + hrt_cuda.h force-included (the CUDA language surface, HEDDLE_INTERPRET)
+//   printed source (CUDA as handed to NVRTC, or HIP as handed to hiprtc)
+//     + hrt_cuda.h or hrt_hip.h force-included (the language surface, HEDDLE_INTERPRET; for HIP also the
+//       target's predefined macros: __gfx942__, __GFX9__ / __GFX12__, __AMDGCN_WAVEFRONT_SIZE)
 //     + HRT_DEFINE_ENTRY(<kernel>) appended (the C entry points of rt/hrt_abi.h)
 //   -> host C++ compiler (-fsanitize=thread instrumentation: every load/store reports to the runtime)
 //   -> linked with the execution runtime (rt/hrt_*.cpp, compiled once per runtime version)
@@ -48,10 +49,12 @@ struct Library {
   std::vector<hrt_param> params() const;
 };
 
-// Builds (or finds in the cache) and loads the interpreter library of `source`. A source the host
+// Builds (or finds in the cache) and loads the interpreter library of `source`. arch: the kernel's
+// rtc architecture; a "gfx*" one compiles the HIP source against hrt_hip.h with the target's
+// predefined macros, anything else the CUDA source against hrt_cuda.h. A source the host
 // compiler rejects raises CompileError; an inline-asm statement no runtime primitive implements
 // raises CompileError naming the statement and its line.
-std::shared_ptr<Library> build(const std::string& source, const std::string& kernelName);
+std::shared_ptr<Library> build(const std::string& source, const std::string& kernelName, const std::string& arch = "");
 
 // Runs the launch; returns the report JSON with every "@pc(0x..)" resolved to a line of the printed
 // source ("line 41 `heddle::block_sync();`").

@@ -1,7 +1,8 @@
 // heddle/heddle_hip_copy.cuh -- LDS tiles, global->LDS tile copies and the sync ops of the AMD
 // backend (hiprtc / clang HIP; no toolkit header is included: hiprtc and hipcc provide the HIP
-// built-ins, and under HEDDLE_HOST_EMULATION every primitive calls heddle::emu_amd, the host
-// emulator of tests/emu/amd_emu.cpp).
+// built-ins, under HEDDLE_HOST_EMULATION every primitive calls heddle::emu_amd, the host
+// emulator of tests/emu/amd_emu.cpp, and under HEDDLE_INTERPRET every builtin and asm calls the
+// interpreter's runtime function named after the ISA instruction, src/heddle/interp/rt/hrt_api.h).
 //
 // LdsTile<ROWS, COLS, T>: one pipeline stage, ROWS x COLS elements, row-major and linear
 //   (element (r, c) at r*COLS + c). Linear because an LDS DMA instruction writes the dwords of a
@@ -90,11 +91,17 @@ __device__ __forceinline__ void zero_sync(void* lds) {
 }
 
 #ifndef HEDDLE_HOST_EMULATION
+#ifdef HEDDLE_INTERPRET
+struct i32x4 { int x, y, z, w; };
+__device__ __forceinline__ int readfirstlane(int v) { return ::heddle_rt::v_readfirstlane_b32(v); }
+#else
 typedef int i32x4 __attribute__((ext_vector_type(4)));
 typedef __attribute__((address_space(3))) void* lds_ptr;
 // llvm.amdgcn.raw.buffer.load.lds(rsrc, lds base (M0), size, voffset, soffset, imm offset, aux)
 extern "C" __device__ void heddle_raw_buffer_load_lds(i32x4 rsrc, lds_ptr lds, int size, int voffset, int soffset,
                                                       int offset, int aux) __asm("llvm.amdgcn.raw.buffer.load.lds");
+__device__ __forceinline__ int readfirstlane(int v) { return __builtin_amdgcn_readfirstlane(v); }
+#endif
 constexpr unsigned kOutOfRange = 0x80000000u;  // num_records; offsets >= it read as zero
 
 // The base is wave-uniform (the tile origin); readfirstlane keeps the descriptor in SGPRs, where
@@ -102,8 +109,8 @@ constexpr unsigned kOutOfRange = 0x80000000u;  // num_records; offsets >= it rea
 __device__ __forceinline__ i32x4 buffer_resource(const void* base) {
   unsigned long long p = (unsigned long long)base;
   i32x4 r;
-  r.x = __builtin_amdgcn_readfirstlane((int)(unsigned)p);
-  r.y = __builtin_amdgcn_readfirstlane((int)(unsigned)(p >> 32) & 0xffff);  // stride 0: raw (byte offsets)
+  r.x = readfirstlane((int)(unsigned)p);
+  r.y = readfirstlane((int)(unsigned)(p >> 32) & 0xffff);  // stride 0: raw (byte offsets)
   r.z = (int)kOutOfRange;
   r.w = 0x00020000;  // GFX9 dword 3: 32-bit data format, no swizzle
   return r;
@@ -117,6 +124,13 @@ __device__ __forceinline__ void lds_dma_dword(void* lds_wave_base, const void* t
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::lds_dma_dword(lds_wave_base, in_range ? static_cast<const char*>(tile_base) + byte_offset : nullptr, lane,
                          round);
+#elif defined(HEDDLE_INTERPRET)
+  (void)lane;
+  (void)round;
+  const unsigned m0 = (unsigned)readfirstlane((int)(unsigned)__cvta_generic_to_shared(lds_wave_base));  // LDS offset
+  const i32x4 r = buffer_resource(tile_base);
+  const int rsrc[4] = {r.x, r.y, r.z, r.w};
+  ::heddle_rt::buffer_load_dword_lds(rsrc, m0, 4, (int)(in_range ? byte_offset : kOutOfRange), 0, 0, 0);
 #else
   (void)lane;
   (void)round;
@@ -196,18 +210,29 @@ __device__ __forceinline__ void wait_vmcnt() {
   static_assert(N >= 0 && N <= 63, "wait_vmcnt: the counter holds 0..63");
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::wait_vmcnt(N);
+#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+  ::heddle_rt::s_wait_loadcnt(N);
 #elif defined(__GFX12__)
   asm volatile("s_wait_loadcnt %0" ::"n"(N) : "memory");
 #else
   // GFX9 s_waitcnt: vmcnt[3:0], expcnt[6:4] = 7 and lgkmcnt[11:8] = 15 (no wait), vmcnt[5:4] at [15:14]
-  __builtin_amdgcn_s_waitcnt((N & 15) | (7 << 4) | (15 << 8) | ((N >> 4) << 14));
+  constexpr int kSimm16 = (N & 15) | (7 << 4) | (15 << 8) | ((N >> 4) << 14);
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::s_waitcnt(kSimm16);  // (the runtime decodes the fields itself)
+#else
+  __builtin_amdgcn_s_waitcnt(kSimm16);
   asm volatile("" ::: "memory");
+#endif
 #endif
 }
 
 __device__ __forceinline__ void block_sync() {
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::block_sync();
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
+  ::heddle_rt::s_barrier();
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
 #else
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier();
@@ -218,6 +243,9 @@ __device__ __forceinline__ void block_sync() {
 __device__ __forceinline__ void barrier_signal() {
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::barrier_signal();
+#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
+  ::heddle_rt::s_barrier_signal(-1);
 #elif defined(__GFX12__)
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier_signal(-1);
@@ -229,6 +257,9 @@ __device__ __forceinline__ void barrier_signal() {
 __device__ __forceinline__ void barrier_wait() {
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::barrier_wait();
+#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+  ::heddle_rt::s_barrier_wait(-1);
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
 #elif defined(__GFX12__)
   __builtin_amdgcn_s_barrier_wait(-1);
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");

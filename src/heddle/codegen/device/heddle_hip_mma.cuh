@@ -18,7 +18,8 @@
 //   row_of / col_of give the CTA-tile row and column of acc[fm][fn][r] for a lane, so an epilogue
 //   written for MmaSm80 (loops over FM, FN and r < 4) works unchanged.
 // Primitives (device: clang builtins; HEDDLE_HOST_EMULATION: heddle::emu_amd, the wave-lockstep
-// host emulator of tests/emu/amd_emu.cpp): amd_detail::mfma16<T>(d, a, b), amd_detail::wmma16<T>(d, a, b).
+// host emulator of tests/emu/amd_emu.cpp; HEDDLE_INTERPRET: heddle_rt::v_mfma_* / v_wmma_*, wave
+// collectives of the interpreter's runtime): amd_detail::mfma16<T>(d, a, b), amd_detail::wmma16<T>(d, a, b).
 #pragma once
 #include "heddle/heddle_hip_copy.cuh"
 #include "heddle/heddle_types.cuh"
@@ -46,7 +47,7 @@ template <typename A, typename B> struct Select<false, A, B> { using type = B; }
 
 // Accumulators live in 4-float vectors (subscriptable like float[4]): a plain array passed to the
 // builtins through memcpy ends up in scratch memory.
-#ifdef HEDDLE_HOST_EMULATION
+#if defined(HEDDLE_HOST_EMULATION) || defined(HEDDLE_INTERPRET)
 typedef float f4 __attribute__((vector_size(16)));
 #else
 typedef _Float16 h4 __attribute__((ext_vector_type(4)));
@@ -64,6 +65,11 @@ __device__ __forceinline__ void mfma16(f4& d, const unsigned short (&a)[4], cons
 #ifdef HEDDLE_HOST_EMULATION
   float x[4] = {d[0], d[1], d[2], d[3]};
   emu_amd::mfma16(x, a, b, MmaKind<T>::kBf16);
+  for (int r = 0; r < 4; ++r) d[r] = x[r];
+#elif defined(HEDDLE_INTERPRET)  // (the runtime refuses MFMA on a wave32 target)
+  float x[4] = {d[0], d[1], d[2], d[3]};
+  if constexpr (MmaKind<T>::kBf16) ::heddle_rt::v_mfma_f32_16x16x16_bf16_1k(x, a, b, x, 0, 0, 0);
+  else ::heddle_rt::v_mfma_f32_16x16x16_f16(x, a, b, x, 0, 0, 0);
   for (int r = 0; r < 4; ++r) d[r] = x[r];
 #elif defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__)
   f4 c = d;
@@ -92,6 +98,14 @@ __device__ __forceinline__ void wmma16(f4& d0, f4& d1, const unsigned short (&a)
 #ifdef HEDDLE_HOST_EMULATION
   float x[8] = {d0[0], d0[1], d0[2], d0[3], d1[0], d1[1], d1[2], d1[3]};
   emu_amd::wmma16(x, a, b, MmaKind<T>::kBf16);
+  for (int r = 0; r < 4; ++r) {
+    d0[r] = x[r];
+    d1[r] = x[4 + r];
+  }
+#elif defined(HEDDLE_INTERPRET)  // (the runtime refuses WMMA on a wave64 target)
+  float x[8] = {d0[0], d0[1], d0[2], d0[3], d1[0], d1[1], d1[2], d1[3]};
+  if constexpr (MmaKind<T>::kBf16) ::heddle_rt::v_wmma_f32_16x16x16_bf16(x, a, b, x);
+  else ::heddle_rt::v_wmma_f32_16x16x16_f16(x, a, b, x);
   for (int r = 0; r < 4; ++r) {
     d0[r] = x[r];
     d1[r] = x[4 + r];

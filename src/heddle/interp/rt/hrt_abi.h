@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define HRT_ABI_VERSION 1
+#define HRT_ABI_VERSION 2
 #define HRT_SMEM_WINDOW_BYTES (256 * 1024)  // the shared window of one CTA (sm_90: 227 KB usable)
 
 // kinds of kernel parameters (hrt_describe) and of launch arguments (hrt_launch.args)
@@ -51,6 +51,7 @@ typedef struct hrt_launch {
   int32_t ncta_subset;     // > 0: run only these CTAs (linear ids in cta_subset)
   const uint32_t* cta_subset;
   int32_t stop_at_first;   // stop after the first CTA with a finding
+  int32_t workers;         // > 1: run that many CTAs at once (one OS thread each); else one after another
 } hrt_launch;
 
 typedef struct hrt_param {

@@ -1,5 +1,5 @@
 // heddle/interp/rt/hrt_api.h -- what the printed kernel (and the heddle device headers compiled with
-// HEDDLE_INTERPRET) call in the execution runtime. One function per PTX instruction or CUDA builtin,
+// HEDDLE_INTERPRET) call in the execution runtime. One function per PTX / AMD ISA instruction or builtin,
 // named after it; every one takes the operands the inline asm it replaces takes (shared-window
 // addresses as 32-bit offsets, exactly as __cvta_generic_to_shared gives them on a GPU), so the
 // headers' address and descriptor arithmetic runs as printed. Semantics: hrt_*.cpp, from the PTX
@@ -62,5 +62,33 @@ void grid_partial(const float* slot, const int* flag, int floats, bool store);
 
 // warp shuffles
 unsigned shfl_sync(unsigned mask, unsigned v, int src, int width, int mode);  // mode 0 idx, 1 up, 2 down, 3 xor
+
+// ---- AMD (CDNA3 ISA for gfx90a / gfx942, RDNA4 ISA for gfx1200; semantics in hrt_amd.cpp) --------
+// LDS addresses are 32-bit offsets into the shared window (what an address-space-3 pointer holds).
+// s_barrier: every live wave of the workgroup (a wave that has ended no longer counts)
+void s_barrier();
+// GFX12 split barrier: signal the barrier `id` (-1: the workgroup barrier), then wait for its phase
+void s_barrier_signal(int id);
+void s_barrier_wait(int id);
+// GFX9 s_waitcnt with its 16-bit immediate (vmcnt[3:0] | expcnt[6:4] | lgkmcnt[11:8] | vmcnt[5:4]
+// at [15:14]); GFX12 s_wait_loadcnt. Both are wave instructions: every lane of the wave executes them.
+void s_waitcnt(int simm16);
+void s_wait_loadcnt(int n);
+// buffer_load_dword ... lds (llvm.amdgcn.raw.buffer.load.lds): rsrc is the 128-bit buffer resource,
+// m0 the LDS base; the lane's dword lands at m0 + offset + 4 * lane once the op retires (vmcnt).
+void buffer_load_dword_lds(const int32_t rsrc[4], uint32_t m0, int size, int voffset, int soffset, int offset, int aux);
+// v_readfirstlane_b32: the value of the wave's first active lane (heddle passes wave-uniform values;
+// the instruction that needs them scalar, the LDS DMA, checks that every lane agrees)
+int32_t v_readfirstlane_b32(int32_t v);
+// __builtin_amdgcn_fence(order, "workgroup"): ordering in the interpreter comes from the barriers;
+// counted as an event so the scheduler may switch threads here
+void amdgcn_fence_workgroup(int order);
+// wave64 MFMA (d, a, b, c, cbsz, abid, blgp): D = A * B + C on a 16x16x16 tile, 4 elements per lane
+void v_mfma_f32_16x16x16_f16(float* d, const uint16_t* a, const uint16_t* b, const float* c, int cbsz, int abid, int blgp);
+void v_mfma_f32_16x16x16_bf16_1k(float* d, const uint16_t* a, const uint16_t* b, const float* c, int cbsz, int abid,
+                                 int blgp);
+// wave32 GFX12 WMMA (d, a, b, c): D = A * B + C on a 16x16x16 tile, 8 elements per lane
+void v_wmma_f32_16x16x16_f16(float* d, const uint16_t* a, const uint16_t* b, const float* c);
+void v_wmma_f32_16x16x16_bf16(float* d, const uint16_t* a, const uint16_t* b, const float* c);
 
 }  // namespace heddle_rt

@@ -1,6 +1,7 @@
 // heddle/interp/rt/hrt_core.h -- internal state of the execution runtime (not seen by kernels).
 //
-// One CTA runs at a time per OS thread: every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
+// One CTA runs at a time per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
+// thread each, with its own shared window; the output-write counters are shared): every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
 // a Scheduler picks which fiber runs next (adversarial: each runs until it blocks, order flipped at
 // every barrier release, asynchronous work lands as late as the program allows; random: seeded bursts,
 // asynchronous work lands at random moments). Happens-before is tracked with vector clocks over
@@ -10,6 +11,7 @@
 // the reads since (hrt_shadow.cpp); accesses come from the primitives and from the compiler's
 // instrumentation of every plain load and store of the kernel (-fsanitize=thread hooks).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -41,6 +43,7 @@ struct Fiber {
   const void* wait_pc = nullptr;
   VC vc;
   int cp_committed = 0, bulk_committed = 0, wg_committed = 0;
+  int vm_issued = 0;          // AMD: LDS DMA ops this lane took part in (its wave's vmcnt ordinal)
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
   int regs = 0;               // setmaxnreg budget (0: none set)
 };
@@ -96,7 +99,33 @@ struct NamedBar {
   std::vector<int> members;
 };
 
-struct Coll {  // a warp / warpgroup collective in progress
+struct PendingDma {  // AMD LDS DMA (one lane's dword): lands when the scheduler says, retired by s_waitcnt
+  int tid, op;       // op: the wave's vector-memory ordinal (1-based)
+  uint32_t dst, m0;
+  int32_t rsrc[4];
+  uint8_t data[4];
+  const void* pc;
+  bool landed;       // written early by the random schedule (still retired by the wait)
+};
+
+// An AMD hardware barrier: s_barrier and the GFX12 split s_barrier_signal / s_barrier_wait on the
+// workgroup barrier (id -1). A phase completes when every member thread has signalled it or has ended
+// (the ISA: a barrier waits on the surviving waves only). The workgroup barrier's members are all the
+// workgroup's threads; a named barrier (gfx1250) is another object whose members and expected count
+// come from its init.
+struct HwBarrier {
+  int id = -1;
+  int expected = 0;         // member threads (the phase needs each one's signal, or its end)
+  std::vector<char> member; // per thread of the CTA
+  int arrived = 0;          // signals in the current phase
+  uint64_t phase = 0;       // completed phases
+  VC join;                  // the current phase's signals
+  VC done;                  // published by the last completed phase
+  std::vector<int64_t> sig; // per thread: the phase it signalled and has not waited for yet (-1: none)
+  const void* pc = nullptr; // the first signal of the current phase
+};
+
+struct Coll {  // a warp / wave / warpgroup collective in progress
   int arrived = 0;
   uint64_t gen = 0;
   const void* pc = nullptr;
@@ -108,6 +137,7 @@ struct Coll {  // a warp / warpgroup collective in progress
 struct Finding {
   std::string kind;  // race | async | deadlock | error
   std::string text;
+  uint32_t cta = 0;  // the CTA it was found in (orders the findings of parallel workers)
 };
 
 struct ReadRec {
@@ -139,7 +169,7 @@ struct Run {
   std::vector<Finding> findings;
   std::map<std::string, int> per_kind;
   int max_findings = 20;
-  std::vector<uint8_t> out_written;  // per region granule: writes seen (writable regions)
+  std::atomic<uint8_t>* out_written = nullptr;  // per output element: writes seen (shared by the workers)
   std::vector<size_t> region_granule0;
   uint64_t events_total = 0;
   Cta* cta = nullptr;
@@ -164,7 +194,12 @@ struct Cta {
   std::map<uint32_t, Mbar> mbars;
   int next_mbar_agent = 0;
   NamedBar bars[16];
-  std::vector<Coll> warp_coll, wg_coll;
+  std::vector<Coll> warp_coll, wave64_coll, wg_coll;
+  int wave = 32;       // the kernel's wavefront size (CUDA warps: 32; AMD: 64 on CDNA, 32 on GFX12)
+  bool amd = false;    // a HIP kernel (threads are named by wave; vector-memory agents per wave)
+  int ndone = 0;       // threads that have ended
+  HwBarrier hw_bar;    // AMD workgroup barrier (-1)
+  std::vector<PendingDma> dmas;
   std::vector<PendingCopy> copies;
   std::vector<PendingTma> tmas;
   std::vector<PendingStore> stores;
@@ -172,6 +207,7 @@ struct Cta {
   std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
   // agents
   int agent_cp(int t) const { return nthreads + t; }
+  int agent_vm(int t) const { return agent_cp(t - t % wave); }  // AMD: the LDS DMA of t's wave
   int agent_bulk(int t) const { return 2 * nthreads + t; }
   int agent_wg(int w) const { return 3 * nthreads + w; }
   int agent_mbar(int j) const { return 3 * nthreads + nwg + j; }
@@ -194,7 +230,7 @@ std::string hex(uint64_t v);                     // "0x1f"
 // scheduling (hrt_sched.cpp)
 void tick();                                                       // one event: may preempt (random)
 void block_until(std::function<bool()> ready, std::string what, const void* pc);
-// A warp (width 32) or warpgroup (128) collective: the last member to arrive runs `all` over every
+// A warp (width 32), wave64 (64) or warpgroup (128) collective: the last member to arrive runs `all` over every
 // member's in/out pointers (hrt_sched.cpp).
 void collective(int width, const char* what, const void* pc, void* in, void* out,
                 const std::function<void(void** ins, void** outs)>& all);
@@ -210,6 +246,9 @@ void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid)
 
 // async engines (hrt_async.cpp)
 bool land_one(bool random_pick);  // lands one piece of pending asynchronous work; false if none
+bool land_one_dma(bool random_pick);  // hrt_amd.cpp: the same for LDS DMA
+void finish_cta_amd();                // hrt_amd.cpp: LDS DMA still in flight at exit
+void hw_barrier_try_complete(HwBarrier& b);  // hrt_amd.cpp: completes b's phase once every live member signalled
 void finish_cta_async();          // reports what is still in flight at exit
 
 }  // namespace heddle_rt

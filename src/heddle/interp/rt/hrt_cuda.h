@@ -28,11 +28,17 @@
 #endif
 
 #define HRT_SMEM_WINDOW HRT_SMEM_WINDOW_BYTES
+#ifndef HRT_WAVE_SIZE  // hrt_hip.h sets the AMD target's wavefront size and HRT_AMD before including this
+#define HRT_WAVE_SIZE 32
+#define HRT_AMD 0
+#endif
 
 #define __global__
 #define __device__
 #define __host__
+#ifndef __forceinline__  // (hrt_hip.h forces inlining, so findings name the printed line)
 #define __forceinline__ inline
+#endif
 #define __launch_bounds__(...)
 #define __grid_constant__
 #define __shared__ thread_local
@@ -42,10 +48,18 @@
 #define blockIdx (::heddle_rt::block_idx())
 #define blockDim (::heddle_rt::block_dim())
 #define gridDim (::heddle_rt::grid_dim())
+#if HRT_AMD
+#define __syncthreads() (::heddle_rt::s_barrier())
+#else
 #define __syncthreads() (::heddle_rt::syncthreads())
+#endif
 #define __cvta_generic_to_shared(p) (::heddle_rt::cvta_generic_to_shared(p))
 
+// C linkage: the printed kernels are extern "C", so clang gives their block-scope `extern __shared__
+// heddle_smem[]` declaration C linkage too
+extern "C" {
 alignas(1024) thread_local unsigned char heddle_smem[HRT_SMEM_WINDOW];
+}
 
 // The stub reads the runtime's argument array: not the kernel's memory, so not instrumented.
 #define HRT_NOT_INSTRUMENTED __attribute__((no_sanitize_thread, noinline))
@@ -91,7 +105,9 @@ HRT_NOT_INSTRUMENTED void invoke(void (*f)(P...), void* const* argv) {
   extern "C" const char* hrt_kernel_name(void) { return HRT_STR(k); }                                 \
   extern "C" HRT_NOT_INSTRUMENTED int hrt_describe(hrt_param* p, int max) { return ::heddle_rt::entry::describe(&k, p, max); } \
   extern "C" HRT_NOT_INSTRUMENTED void hrt_kernel_invoke(void* const* argv) { ::heddle_rt::entry::invoke(&k, argv); }      \
-  extern "C" unsigned char* hrt_kernel_smem(void) { return heddle_smem; }
+  extern "C" unsigned char* hrt_kernel_smem(void) { return heddle_smem; }                             \
+  extern "C" int hrt_kernel_wave(void) { return HRT_WAVE_SIZE; }                                      \
+  extern "C" int hrt_kernel_amd(void) { return HRT_AMD; }
 
 // Last: system headers above may use asm for symbol renaming; the printed kernel and heddle's headers may not.
 // The poison carries the line of the statement (__LINE__ expands where `asm` is written).

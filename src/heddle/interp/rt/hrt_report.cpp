@@ -21,7 +21,11 @@ std::string pcs(const void* pc) {
 }
 
 std::string who(int tid) {
-  return "thread " + std::to_string(tid) + " (warp " + std::to_string(tid / 32) + " lane " + std::to_string(tid % 32) + ")";
+  const Run* r = run_ptr();
+  const bool amd = r && r->cta && r->cta->amd;
+  const int w = amd ? r->cta->wave : 32;
+  return "thread " + std::to_string(tid) + (amd ? " (wave " : " (warp ") + std::to_string(tid / w) + " lane " +
+         std::to_string(tid % w) + ")";
 }
 
 std::string hex(uint64_t v) {
@@ -34,7 +38,7 @@ void finding(const char* kind, const std::string& text) {
   Run& r = run();
   int& n = r.per_kind[kind];
   if (++n > r.max_findings) return;  // counted, not repeated
-  r.findings.push_back({kind, text});
+  r.findings.push_back({kind, text, r.cta ? r.cta->linear : 0u});
 }
 
 static std::string esc(const std::string& s) {

@@ -3,13 +3,17 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "heddle/interp/rt/hrt_core.h"
 #include "heddle/interp/rt/hrt_fiber.h"
 
 extern "C" void hrt_kernel_invoke(void* const* argv);  // the entry stub (HRT_DEFINE_ENTRY)
 extern "C" unsigned char* hrt_kernel_smem(void);
+extern "C" int hrt_kernel_wave(void);  // the wavefront size the kernel was compiled for (32 on CUDA)
+extern "C" int hrt_kernel_amd(void);   // 1: a HIP kernel
 
 namespace heddle_rt {
 
@@ -35,6 +39,7 @@ static void fiber_main(void* arg) {
   Fiber* f = static_cast<Fiber*>(arg);
   hrt_kernel_invoke(run().argv);
   f->st = FState::Done;  // a barrier it never reaches becomes a deadlock report naming it
+  ++cta().ndone;         // (an AMD barrier no longer waits for it)
   to_scheduler();
 }
 
@@ -133,7 +138,7 @@ static void schedule_cta(Cta& c) {
         if (f->st != FState::Done && runnable(*f)) ready.push_back(f.get());
       }
       // asynchronous work lands at random moments (and whenever nothing else can run)
-      if (!ready.empty() && (c.rng() & 7) == 0 && land_one(true)) continue;
+      if (!ready.empty() && (c.rng() & 7) == 0 && ((c.rng() & 1) ? land_one(true) : land_one_dma(true))) continue;
       if (!ready.empty()) {
         next = ready[c.rng() % ready.size()];
         c.burst = 1 + (int64_t)(c.rng() % 16);
@@ -141,7 +146,7 @@ static void schedule_cta(Cta& c) {
     }
     if (!any_live) return;
     if (!next) {
-      if (land_one(c.policy == HRT_RANDOM)) continue;  // as late as the program allows
+      if (land_one(c.policy == HRT_RANDOM) || land_one_dma(c.policy == HRT_RANDOM)) continue;  // as late as allowed
       finding("deadlock", deadlock_text(c));
       c.aborted = true;
       return;
@@ -221,10 +226,11 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
   Cta& c = cta();
   Fiber& f = me();
   tick();
+  const char* unit = width == 128 ? "warpgroup" : c.amd ? "wave" : "warp";
   if (c.nthreads % width)
     abort_cta(std::string(what) + " at " + pcs(pc) + ": the CTA's " + std::to_string(c.nthreads) +
-              " threads are not whole " + (width == 32 ? "warps" : "warpgroups"));
-  std::vector<Coll>& v = width == 32 ? c.warp_coll : c.wg_coll;
+              " threads are not whole " + unit + "s of " + std::to_string(width));
+  std::vector<Coll>& v = width == 32 ? c.warp_coll : width == 64 ? c.wave64_coll : c.wg_coll;
   Coll& k = v[f.tid / width];
   const int lane = f.tid % width;
   if (k.arrived == 0) {
@@ -232,7 +238,7 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
     k.what = what;
   } else if (std::strcmp(k.what, what) != 0) {  // (call sites may differ: see bar_arrive_wait)
     abort_cta(std::string("divergent collective: ") + who(f.tid) + " calls " + what + " at " + pcs(pc) +
-              " while its " + (width == 32 ? "warp" : "warpgroup") + " is in " + k.what + " at " + pcs(k.pc));
+              " while its " + unit + " is in " + k.what + " at " + pcs(k.pc));
   }
   k.in[lane] = in;
   k.out[lane] = out;
@@ -294,7 +300,13 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   c.rng.seed(l->seed * 0x9E3779B97F4A7C15ull + linear * 0xBF58476D1CE4E5B9ull + 1);
   c.max_events = l->max_events > 0 ? l->max_events : 50000000;
   c.warp_coll.resize((c.nthreads + 31) / 32);
+  c.wave64_coll.resize((c.nthreads + 63) / 64);
   c.wg_coll.resize(c.nwg);
+  c.wave = hrt_kernel_wave();
+  c.amd = hrt_kernel_amd() != 0;
+  c.hw_bar.sig.assign(c.nthreads, -1);
+  c.hw_bar.member.assign(c.nthreads, 1);
+  c.hw_bar.expected = c.nthreads;
   r.cta = &c;
   shadow_reset();
   std::memset(r.smem, 0xFF, r.smem_bytes);  // NaN-like garbage: a read of unwritten shared memory shows
@@ -322,6 +334,7 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   }
   schedule_cta(c);
   if (!c.aborted) finish_cta_async();
+  if (!c.aborted) finish_cta_amd();
   r.cta = nullptr;
 }
 
@@ -337,10 +350,26 @@ extern "C" int hrt_abi_version(void) { return HRT_ABI_VERSION; }
 
 extern "C" void hrt_free(char* p) { std::free(p); }
 
+// Runs the CTAs in `ids` (pulled through `next`) on the calling OS thread with its own run state and
+// shared-memory window; `stop` (stop_at_first) ends every worker after the first CTA with a finding.
+static void run_ctas(Run& r, const std::vector<uint32_t>& ids, std::atomic<size_t>& next, std::atomic<bool>& stop,
+                     uint64_t* ran) {
+  g_run = &r;
+  r.smem = hrt_kernel_smem();  // this OS thread's window (thread_local in the kernel library)
+  std::vector<char*> stacks;
+  for (size_t i; !stop.load() && (i = next.fetch_add(1)) < ids.size();) {
+    const size_t before = r.findings.size();
+    run_cta(r, ids[i], stacks);
+    ++*ran;
+    if (r.findings.size() != before && r.launch->stop_at_first) stop.store(true);
+  }
+  for (char* s : stacks) munmap(s, kStack);
+  g_run = nullptr;
+}
+
 extern "C" int hrt_run(const hrt_launch* l, char** json) {
   Run r;
   r.launch = l;
-  r.smem = hrt_kernel_smem();
   r.smem_bytes = l->smem_bytes;
   r.max_findings = l->max_findings > 0 ? l->max_findings : 20;
   auto fail = [&](const std::string& msg) {
@@ -354,30 +383,49 @@ extern "C" int hrt_run(const hrt_launch* l, char** json) {
   for (int i = 0; i < l->nargs; ++i)
     argv[i] = l->args[i].kind == HRT_TENSORMAP ? (void*)l->args[i].map : (void*)&l->args[i].bits;
   r.argv = argv.data();
-  // output tracking: one counter per element of every writable region
+  // output tracking: one counter per element of every writable region, shared by the workers
+  size_t elems = 0;
   for (int i = 0; i < l->nregions; ++i) {
-    r.region_granule0.push_back(r.out_written.size());
-    if (l->regions[i].writable) r.out_written.resize(r.out_written.size() + l->regions[i].bytes / std::max(1, l->regions[i].elem_bytes));
+    r.region_granule0.push_back(elems);
+    if (l->regions[i].writable) elems += l->regions[i].bytes / std::max(1, l->regions[i].elem_bytes);
   }
-  g_run = &r;
-  std::vector<char*> stacks;
+  std::unique_ptr<std::atomic<uint8_t>[]> written(new std::atomic<uint8_t>[elems + 1]);
+  for (size_t i = 0; i <= elems; ++i) written[i].store(0, std::memory_order_relaxed);
+  r.out_written = written.get();
   const uint64_t total = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
-  uint64_t ran = 0;
-  auto one = [&](uint32_t linear) {
-    size_t before = r.findings.size();
-    run_cta(r, linear, stacks);
-    ++ran;
-    return r.findings.size() == before;
-  };
+  std::vector<uint32_t> ids;
   if (l->ncta_subset > 0) {
     for (int i = 0; i < l->ncta_subset; ++i)
-      if (l->cta_subset[i] < total && !one(l->cta_subset[i]) && l->stop_at_first) break;
+      if (l->cta_subset[i] < total) ids.push_back(l->cta_subset[i]);
   } else {
-    for (uint64_t i = 0; i < total; ++i)
-      if (!one((uint32_t)i) && l->stop_at_first) break;
+    for (uint64_t i = 0; i < total; ++i) ids.push_back((uint32_t)i);
   }
-  for (char* s : stacks) munmap(s, kStack);
-  g_run = nullptr;
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  uint64_t ran = 0;
+  const int workers = (int)std::min<size_t>(std::max(1, l->workers), std::max<size_t>(1, ids.size()));
+  if (workers <= 1) {
+    run_ctas(r, ids, next, stop, &ran);
+  } else {  // CTAs in parallel: one OS thread each (own window, own fibers), findings merged after
+    std::vector<Run> rs(workers, r);
+    std::vector<uint64_t> rans(workers, 0);
+    std::vector<std::thread> ts;
+    for (int w = 0; w < workers; ++w) ts.emplace_back(run_ctas, std::ref(rs[w]), std::cref(ids), std::ref(next), std::ref(stop), &rans[w]);
+    for (auto& t : ts) t.join();
+    for (int w = 0; w < workers; ++w) {
+      ran += rans[w];
+      r.events_total += rs[w].events_total;
+      for (auto& [k, n] : rs[w].per_kind) r.per_kind[k] += n;
+      for (auto& f : rs[w].findings) r.findings.push_back(f);
+    }
+    // one order whatever thread ran which CTA: by CTA, then as found
+    std::stable_sort(r.findings.begin(), r.findings.end(), [](const Finding& a, const Finding& b) { return a.cta < b.cta; });
+    std::map<std::string, int> kept;
+    std::vector<Finding> capped;
+    for (auto& f : r.findings)
+      if (++kept[f.kind] <= r.max_findings) capped.push_back(f);
+    r.findings.swap(capped);
+  }
   *json = strdup(report_json(r, ran).c_str());
   return 0;
 }

@@ -16,6 +16,7 @@
 // finding, read back by the driver as a race between CTAs or tiles).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "heddle/interp/rt/hrt_core.h"
 
@@ -35,6 +36,7 @@ static std::string agent_name(uint32_t agent, uint32_t tid) {
   Cta& c = cta();
   const int n = c.nthreads;
   if ((int)agent < n) return who(tid);
+  if ((int)agent < 2 * n && c.amd) return "the LDS DMA of wave " + std::to_string(tid / c.wave) + " (" + who(tid) + ")";
   if ((int)agent < 2 * n) return "the cp.async copies of " + who(tid);
   if ((int)agent < 3 * n) return "the TMA store of " + who(tid);
   if ((int)agent < 3 * n + c.nwg) return "the wgmma of warpgroup " + std::to_string(agent - 3 * n) + " (issued by " + who(tid) + ")";
@@ -126,11 +128,13 @@ static void count_output_write(int i, uint64_t a, uint32_t bytes, By by) {
   if (reg.elem_bytes <= 0) return;
   const uint64_t e0 = (a - reg.base) / reg.elem_bytes, e1 = (a + bytes - reg.base + reg.elem_bytes - 1) / reg.elem_bytes;
   for (uint64_t e = e0; e < e1; ++e) {
-    uint8_t& n = r.out_written[r.region_granule0[i] + e];
-    if (n == 1)
+    std::atomic<uint8_t>& n = r.out_written[r.region_granule0[i] + e];
+    uint8_t prev = n.load(std::memory_order_relaxed);
+    while (prev < 255 && !n.compare_exchange_weak(prev, (uint8_t)(prev + 1), std::memory_order_relaxed)) {
+    }
+    if (prev == 1)
       finding("race", "element " + std::to_string(e) + " of output '" + reg.name + "' written a second time, " + by() +
                           " (two threads, tiles or CTAs store the same element)");
-    if (n < 255) ++n;
   }
 }
 
@@ -185,6 +189,21 @@ HRT_HOOKS(8)
 HRT_HOOKS(16)
 extern "C" void __tsan_read_range(void* p, unsigned long n) { thread_access(p, (uint32_t)n, false, HRT_PC); }
 extern "C" void __tsan_write_range(void* p, unsigned long n) { thread_access(p, (uint32_t)n, true, HRT_PC); }
+// clang routes the kernel's block copies and fills through these (g++ instruments them as ranges)
+extern "C" void* __tsan_memcpy(void* d, const void* src, unsigned long n) {
+  thread_access(src, (uint32_t)n, false, HRT_PC);
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memcpy(d, src, n);
+}
+extern "C" void* __tsan_memmove(void* d, const void* src, unsigned long n) {
+  thread_access(src, (uint32_t)n, false, HRT_PC);
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memmove(d, src, n);
+}
+extern "C" void* __tsan_memset(void* d, int v, unsigned long n) {
+  thread_access(d, (uint32_t)n, true, HRT_PC);
+  return std::memset(d, v, n);
+}
 extern "C" void __tsan_init() {}
 extern "C" void __tsan_func_entry(void*) {}
 extern "C" void __tsan_func_exit() {}
