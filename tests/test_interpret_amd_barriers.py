@@ -4,9 +4,10 @@ runs): small hand-written HIP kernels of 4 wave32 waves, compiled for the host a
 kernel. A FAIL/OK pair per rule of the model (init first, join before wait, expected counts, drop lowers the
 count, arrive after drop, drop race, a thread's end drops no named barrier, the NULL barrier,
 signal_isfirst), and the producer/consumer wave split on full/empty named barriers (the protocol
-named_barrier_roles places, tests/test_amd_barriers.py) with the right numbers and every source mutant
-(a sync line deleted, a named signal moved up or a wait moved down) caught."""
+named_barrier_roles places and the HIP printer prints, checked op for op) with the right numbers and every
+source mutant (a sync line deleted, a named signal moved up or a wait moved down) caught."""
 import json
+import re
 
 import pytest
 import torch
@@ -214,6 +215,17 @@ def producer_consumer(stages=2):
 def expected(x, n):
     rows = x.double()[:n * 64].view(n, 64)
     return (rows * torch.arange(1, n + 1, dtype=torch.float64)[:, None]).sum(0)
+
+
+def test_the_hip_protocol_is_what_named_barrier_roles_places_and_prints():
+    # the role split with no syncs (tests/test_amd_barriers.py's roles()): the pass places the protocol and
+    # the HIP printer spells it; its sync ops, in order, are the ones of the kernel interpreted below
+    for stages in (2, 3):
+        prog = [("if", "warp < 2", [("loop", "i", 0, "N", "serial", [("write", "X", f"i % {stages}", "copy@0:64")])],
+                 [("loop", "i", 0, "N", "serial", [("read", "X", f"i % {stages}", "mma@64:128")])])]
+        placed = _C.hip_sync_ops(_C.sync_lab(prog, stages, target="gfx1250", roles=True))
+        ours = [m.group(0) for m in re.finditer(r"heddle::barrier_\w+(<[\d, ]+>)?\(\);", producer_consumer(stages))]
+        assert ours == placed
 
 
 @pytest.mark.parametrize("stages,n", [(2, 5), (3, 4)])
