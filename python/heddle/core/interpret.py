@@ -194,9 +194,10 @@ _SYNC_LINE = _re.compile(
     r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
     r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
     r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\(|"
-    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\))|"
+    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\)|"
+    r"barrier_(?:init|join|signal|signal_isfirst|wait)<[\d, ]+>\(\)|barrier_leave\(\))|"
     r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
-_SPLIT = _re.compile(r"heddle::barrier_(signal|wait)\(\);")
+_SPLIT = _re.compile(r"heddle::barrier_(signal|wait)(?:<\d+>)?\(\);")  # split (-1) or named (gfx1250)
 
 
 class SourceMutant:
@@ -236,8 +237,9 @@ def source_mutants(source: str) -> List[SourceMutant]:
     deleted; each cp.async / wgmma / bulk wait / AMD vmcnt wait loosened by one; each mbarrier wait's
     parity flipped; each expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA
     load or a copy moved to the next stage; each grid flag a split-K release or wait names moved to the
-    next flag; each GFX12 split-barrier signal moved up past the statement before it and each wait moved
-    down past the statement after it. Every mutant of a correct kernel must be caught by interpret (race,
+    next flag; each GFX12 split-barrier signal (and gfx1250 named-barrier signal) moved up past the
+    statement before it and each wait moved down past the statement after it; each gfx1250 named-barrier
+    init / join / leave deleted. Every mutant of a correct kernel must be caught by interpret (race,
     deadlock, async misuse, error or wrong numbers). (A wait made stricter, vmcnt - 1, is not a bug:
     tightened_waits gives those, which must run clean.)"""
     lines = source.split("\n")

@@ -12,7 +12,9 @@
 //   barrier_wait<ID>()             s_barrier_wait ID (waits on the barrier the wave joined last),
 //                                  workgroup acquire fence
 // All are scalar instructions: wave-uniform control flow only (check_uniformity). A thread that
-// ends does not drop a named barrier.
+// ends does not drop a named barrier. Under HEDDLE_INTERPRET (the CPU interpreter of the printed source,
+// target gfx1250) each op calls the runtime primitive named after its instruction
+// (src/heddle/interp/rt/hrt_amd_barriers.cpp: the same barrier-object model as the simulator).
 //
 // No compiler reachable here knows gfx1250 (clang-19 rejects the name). The instruction spellings
 // are GFX12 assembler syntax: LLVM 19's assembler accepts them for gfx1200, which is what
@@ -45,7 +47,11 @@ __device__ __forceinline__ void barrier_init() {
   static_assert(ID >= 1, "barrier_init: the NULL barrier (0) cannot be initialized");
   static_assert(WAVES >= 1 && WAVES <= 32, "barrier_init: a workgroup holds 1..32 wave32 waves");
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::s_barrier_init((unsigned)((WAVES << 16) | ID));
+#else
   asm volatile("s_barrier_init m0" ::"{m0}"((WAVES << 16) | ID) : "memory");  // m0 as an operand: the compiler sets it
+#endif
 #endif
 }
 
@@ -53,13 +59,21 @@ template <int ID>
 __device__ __forceinline__ void barrier_join() {
   amd_detail::named_barrier_checks<ID>();
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::s_barrier_join(ID);
+#else
   asm volatile("s_barrier_join %0" ::"n"(ID) : "memory");
+#endif
 #endif
 }
 
 __device__ __forceinline__ void barrier_leave() {
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::s_barrier_leave();
+#else
   asm volatile("s_barrier_leave" ::: "memory");
+#endif
 #endif
 }
 
@@ -67,8 +81,13 @@ template <int ID>
 __device__ __forceinline__ void barrier_signal() {
   amd_detail::named_barrier_checks<ID>();
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
+  ::heddle_rt::s_barrier_signal(ID);
+#else
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   asm volatile("s_barrier_signal %0" ::"n"(ID) : "memory");
+#endif
 #endif
 }
 
@@ -77,8 +96,13 @@ __device__ __forceinline__ bool barrier_signal_isfirst() {
   amd_detail::named_barrier_checks<ID>();
   int first = 0;
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
+  first = ::heddle_rt::s_barrier_signal_isfirst(ID) ? 1 : 0;
+#else
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   asm volatile("s_barrier_signal_isfirst %1\n\ts_cselect_b32 %0, 1, 0" : "=s"(first) : "n"(ID) : "memory", "scc");
+#endif
 #endif
   return first != 0;
 }
@@ -87,8 +111,13 @@ template <int ID>
 __device__ __forceinline__ void barrier_wait() {
   amd_detail::named_barrier_checks<ID>();
 #if HEDDLE_NAMED_BARRIERS
+#ifdef HEDDLE_INTERPRET
+  ::heddle_rt::s_barrier_wait(ID);
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
+#else
   asm volatile("s_barrier_wait %0" ::"n"(ID) : "memory");
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#endif
 #endif
 }
 

@@ -6,6 +6,7 @@
 //     or has ended; a wait blocks until the phase the thread signalled has completed and then acquires
 //     what that phase published. s_barrier is signal + wait. A wait with no signal of its own waits for
 //     a phase that needs its own signal: a deadlock report. A second signal in one phase is an error.
+//   named barriers 1..16 and the NULL barrier 0 (gfx1250): hrt_amd_barriers.cpp.
 //   buffer_load_dword ... lds (LDS DMA): each lane's dword is read at issue and lands at M0 + offset +
 //     4*lane when the scheduler decides (random schedule), at the latest at the s_waitcnt that retires
 //     it; its LDS write is the wave's vector-memory agent's, ordered only by that wait.
@@ -24,12 +25,6 @@
 namespace heddle_rt {
 
 namespace {
-
-void check_bar_id(int id, const char* what, const void* pc) {
-  if (id != -1)
-    abort_cta(std::string(what) + " " + std::to_string(id) + " at " + pcs(pc) +
-              ": the interpreter models the workgroup barrier (-1) only; named barriers are not modelled yet");
-}
 
 std::string bar_state(const HwBarrier& b) {
   const Cta& c = cta();
@@ -97,15 +92,15 @@ void s_barrier() {
 void s_barrier_signal(int id) {
   const void* pc = __builtin_return_address(0);
   tick();
-  check_bar_id(id, "s_barrier_signal", pc);
-  signal(cta().hw_bar, "s_barrier_signal -1", pc);
+  if (id != -1) (void)named_arrive(id, "s_barrier_signal", pc);
+  else signal(cta().hw_bar, "s_barrier_signal -1", pc);
 }
 
 void s_barrier_wait(int id) {
   const void* pc = __builtin_return_address(0);
   tick();
-  check_bar_id(id, "s_barrier_wait", pc);
-  wait(cta().hw_bar, "s_barrier_wait -1", pc);
+  if (id != -1) named_wait(id, pc);
+  else wait(cta().hw_bar, "s_barrier_wait -1", pc);
 }
 
 int32_t v_readfirstlane_b32(int32_t v) {

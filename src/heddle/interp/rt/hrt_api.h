@@ -70,6 +70,13 @@ void s_barrier();
 // GFX12 split barrier: signal the barrier `id` (-1: the workgroup barrier), then wait for its phase
 void s_barrier_signal(int id);
 void s_barrier_wait(int id);
+// GFX12.5 (gfx1250) named barrier objects, ids 1..16 (0: the NULL barrier); s_barrier_signal / _wait
+// above take them too. m0 of s_barrier_init: [15:0] the id, [31:16] the expected count in waves.
+// Semantics (the AMDGPU execution-synchronization model) in hrt_amd_barriers.cpp.
+void s_barrier_init(uint32_t m0);
+void s_barrier_join(int id);
+void s_barrier_leave();
+bool s_barrier_signal_isfirst(int id);
 // GFX9 s_waitcnt with its 16-bit immediate (vmcnt[3:0] | expcnt[6:4] | lgkmcnt[11:8] | vmcnt[5:4]
 // at [15:14]); GFX12 s_wait_loadcnt. Both are wave instructions: every lane of the wave executes them.
 void s_waitcnt(int simm16);

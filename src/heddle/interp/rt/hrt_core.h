@@ -99,6 +99,20 @@ struct NamedBar {
   std::vector<int> members;
 };
 
+struct AmdNamedBarrier {  // a gfx1250 named barrier object (hrt_amd_barriers.cpp); counts in lanes
+  bool initialized = false;
+  int64_t expected = 0, arrived = 0;
+  uint64_t phase = 0;                 // completed phases
+  int first_wave = -1;                // the wave of the current phase's first arrive (signal_isfirst)
+  VC join;                            // the current phase's arrivers
+  std::vector<VC> done;               // per completed phase: what it publishes
+  std::vector<int64_t> arrived_phase; // per thread: the phase of its latest arrive (-1: none)
+  std::vector<int64_t> waited_phase;  // per thread: the last phase it waited for (-1: none)
+  std::vector<char> left;             // per thread: dropped by s_barrier_leave and not joined since
+  const void* init_pc = nullptr;
+  std::vector<Clock> init_clk;        // per lane of the initializing wave: its clock at the init (0: not one)
+};
+
 struct PendingDma {  // AMD LDS DMA (one lane's dword): lands when the scheduler says, retired by s_waitcnt
   int tid, op;       // op: the wave's vector-memory ordinal (1-based)
   uint32_t dst, m0;
@@ -199,6 +213,8 @@ struct Cta {
   bool amd = false;    // a HIP kernel (threads are named by wave; vector-memory agents per wave)
   int ndone = 0;       // threads that have ended
   HwBarrier hw_bar;    // AMD workgroup barrier (-1)
+  AmdNamedBarrier amd_bars[17];  // gfx1250 named barriers 1..16 (0, the NULL barrier, unused)
+  std::vector<int> amd_joined;   // per thread: the named barrier it joined last (0 / -1: none)
   std::vector<PendingDma> dmas;
   std::vector<PendingCopy> copies;
   std::vector<PendingTma> tmas;
@@ -248,7 +264,11 @@ void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid)
 bool land_one(bool random_pick);  // lands one piece of pending asynchronous work; false if none
 bool land_one_dma(bool random_pick);  // hrt_amd.cpp: the same for LDS DMA
 void finish_cta_amd();                // hrt_amd.cpp: LDS DMA still in flight at exit
-void hw_barrier_try_complete(HwBarrier& b);  // hrt_amd.cpp: completes b's phase once every live member signalled
+void hw_barrier_try_complete(HwBarrier& b);
+// hrt_amd_barriers.cpp: arrive on / wait for named barrier `id` (1..16, or 0: the NULL barrier, a no-op);
+// named_arrive returns whether the caller's wave arrived first in the phase
+bool named_arrive(int id, const char* what, const void* pc);
+void named_wait(int id, const void* pc);  // hrt_amd.cpp: completes b's phase once every live member signalled
 void finish_cta_async();          // reports what is still in flight at exit
 
 }  // namespace heddle_rt
