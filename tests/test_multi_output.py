@@ -1,0 +1,100 @@
+"""Fusions with several outputs (docs/scheduling.md, "Several outputs"): `pre = a @ b + bias;
+out = gelu(pre)` with both `out` and `pre` marked as outputs (training keeps the pre-activation for the
+backward). The kernel stores `pre` to D1 at D's index: kernel IR / printed source, NVRTC compiles for
+sm_80 and sm_90a, and the interpreter's numbers of both outputs against float64 torch (sm_80, sm_90a,
+gfx942), with mutants of the second store caught. An epilogue role (one TMA store of one tile) refuses a second output."""
+import pytest
+import torch
+
+import heddle
+from conftest import requires_nvrtc, rt
+from heddle.interpret import _Mutated, interpret
+from interp_defs import amd, inputs, kernel, needs_cxx, sm80, sm90
+
+STORE_D1 = "D1[(long long)row * ldd + col] = heddle::from_float<heddle::bf16>("
+
+
+def saved(target, **kw):
+    if target == "sm_80":
+        return sm80(stages=2, prefetch=1, epilogue="bias_gelu_saved", k=32 * 3, **kw)
+    if target == "gfx942":  # the AMD printer shares the C-like epilogue: D1 the same way
+        return amd(kind="plain", epilogue="bias_gelu_saved", dtype="bf16", **kw)
+    return sm90("pipeline", epilogue="bias_gelu_saved", k=16 * 5, **kw)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_second_output_is_a_pointer_param_stored_at_ds_index(target):
+    low = saved(target).lower(target)
+    params = [p[0] for p in low.params]
+    assert "D" in params and "D1" in params
+    assert low.name.endswith("_e_add_gelu_bf16_bf16_obf16")  # the output's dtype is in the name
+    assert STORE_D1 in low.source
+    # the stored register is the pre-activation's cast, not the gelu's: r3 = gelu(r2), r5 = bf16(r2)
+    assert "heddle::gelu_erf(r2)" in low.source and "heddle::bf16>(r2)" in low.source
+
+
+def test_batched_second_output_is_offset_per_batch():
+    low = saved("sm_80", batched=True).lower("sm_80")
+    assert "D1 += (long long)batch_idx * batch_stride_d;" in low.source
+
+
+@needs_cxx
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "gfx942"])
+def test_interpreter_numbers_of_both_outputs(target):
+    fd = saved(target)
+    k = kernel(fd, target)
+    ins = inputs(fd, 72, seed=3)
+    r = interpret(k, *ins)
+    assert r.ok, r.report()
+    out, pre = r.output
+    a, b, bias = (t.double() for t in ins)
+    want_pre = a @ b + bias
+    torch.testing.assert_close(pre.double(), want_pre, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(out.double(), torch.nn.functional.gelu(want_pre), atol=2e-2, rtol=2e-2)
+    # the second store edited: it writes the activation (wrong numbers) or nothing (never written)
+    src = k.source
+    reg = src.split(STORE_D1, 1)[1].split(")", 1)[0]
+    for bad in (src.replace(STORE_D1 + reg + ")", STORE_D1 + "r3)"),
+                src.replace(STORE_D1, "if (0) " + STORE_D1)):
+        assert bad != src
+        rb = interpret(_Mutated(k, bad), *ins)
+        assert not rb.ok and any("output T" in m or "output" in m for m in rb.mismatches), rb.report()
+
+
+@needs_cxx
+def test_reference_tuple_must_match_the_outputs():
+    fd = saved("sm_80")
+    k = kernel(fd, "sm_80")
+    ins = inputs(fd, 8, seed=1)
+    with pytest.raises(heddle.InputError, match="2 outputs but the reference gives 1"):
+        interpret(k, *ins, reference=(torch.zeros(8, 200),))
+
+
+def test_epilogue_role_refuses_a_second_output():
+    fd = sm90("3role", epilogue="bias_gelu_saved", k=16 * 5)
+    with pytest.raises(heddle.ScheduleError, match="2 outputs, but an epilogue role stores one tile"):
+        fd.lower("sm_90a")
+
+
+def test_output_not_computed_from_the_matmul_is_refused():
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", 64])
+    b = fd.input("b", "bf16", [64, 64])
+    fd.output(fd.matmul(a, b, False, False).to("bf16"))
+    with pytest.raises(heddle.ScheduleError, match="is an input"):
+        fd.output(a)
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_two_output_kernels_compile_without_spills(target):
+    def ptx(epilogue):
+        fd = sm80(stages=2, prefetch=1, epilogue=epilogue, k=32 * 3) if target == "sm_80" else \
+            sm90("pipeline", epilogue=epilogue, k=16 * 5)
+        low = fd.lower(target)
+        r = rt.compile(low.source, low.name, target, isolate=True)
+        assert r.stats.spill_stores == 0 and r.stats.spill_loads == 0, r.ptxas
+        return r.ptx
+    one, two = ptx("bias_gelu"), ptx("bias_gelu_saved")
+    # D1's stores are in the binary: twice the 16-bit global stores of the one-output kernel
+    assert two.count("st.global.u16") == 2 * one.count("st.global.u16") > 0
