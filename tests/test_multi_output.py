@@ -98,3 +98,50 @@ def test_two_output_kernels_compile_without_spills(target):
     one, two = ptx("bias_gelu"), ptx("bias_gelu_saved")
     # D1's stores are in the binary: twice the 16-bit global stores of the one-output kernel
     assert two.count("st.global.u16") == 2 * one.count("st.global.u16") > 0
+
+
+# --- the torch op that keeps the pre-activation (heddle.pytorch: MatmulSpec.saved, the training backend) ---
+def _saved_spec():
+    from heddle.pytorch.matmul import MatmulSpec
+    return MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=96, n=72, trans_a=False, trans_b=True,
+                      bias=("bf16", 1), residual=None, activation="gelu", alpha=None, out_dtype="bf16", saved="bf16")
+
+
+def _operands(seed, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(s, generator=g) * 0.5).to(torch.bfloat16).requires_grad_(grad)
+            for s in ((40, 96), (72, 96), (72,))]
+
+
+def test_saved_op_name_round_trips_and_returns_two_tensors():
+    from heddle.pytorch import op_names
+    from heddle.pytorch.matmul import MatmulSpec, fused_matmul_op
+    spec = _saved_spec()
+    assert "_Agelu_Sbf16_obf16" in spec.op_name()
+    assert MatmulSpec(**op_names.decode(spec.op_name())) == spec
+    a, w, bias = _operands(0)
+    out, pre = fused_matmul_op(spec).op(a, w, bias)   # CPU: the fusion evaluated with torch
+    want = a.double() @ w.double().T + bias.double()
+    torch.testing.assert_close(pre.double(), want, atol=3e-2, rtol=2e-2)
+    torch.testing.assert_close(out.double(), torch.nn.functional.gelu(want), atol=3e-2, rtol=2e-2)
+
+
+@needs_cxx
+def test_saved_op_kernel_interpreted_against_float64():
+    from heddle.pytorch.matmul import fused_matmul_op
+    k = fused_matmul_op(_saved_spec()).kernel("sm_80", 8, 8, m=40, rtc=False, sms=132)  # heddle's own schedule
+    r = interpret(k, *_operands(1))
+    assert r.ok and len(r.output) == 2, r.report()
+
+
+def test_saved_op_gradients_include_the_pre_activations():
+    from heddle.pytorch.matmul import fused_matmul_op
+    xs = _operands(2, grad=True)
+    out, pre = fused_matmul_op(_saved_spec()).op(*xs)
+    (out.float().square().sum() + 3 * pre.float().sum()).backward()
+    ref = [x.detach().float().requires_grad_() for x in xs]
+    z = ref[0] @ ref[1].T + ref[2]
+    (torch.nn.functional.gelu(z).square().sum() + 3 * z.sum()).backward()
+    for x, r in zip(xs, ref):
+        scale = max(r.grad.abs().max().item(), 1.0)
+        torch.testing.assert_close(x.grad.float(), r.grad, atol=3e-2 * scale, rtol=3e-2)

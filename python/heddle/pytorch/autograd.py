@@ -9,6 +9,7 @@ grad, the backward is written with torch ops:
     dz = act'(z) * dy   (z recomputed: alpha * (A @ B) + bias, in float32)
     dA = alpha * dz @ B^T,  dB = alpha * A^T @ dz  (summed over the batch when b is shared)
     dbias = sum of dz over rows,  dresidual = dy
+    (an op that also returns the pre-activation z, MatmulSpec.saved: dz gains that output's gradient)
 
 Matmuls run in the operands' dtype (accumulating in float32, as torch's own backward does); the
 pointwise parts in float32. Gradients come back in each input's dtype.
@@ -38,7 +39,7 @@ def register_matmul_autograd(fm, op) -> None:
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs)
 
-    def backward(ctx, grad):
+    def backward(ctx, grad, grad_pre=None):
         saved = ctx.saved_tensors
         a, b = saved[0], saved[1]
         bias = saved[2] if n_bias else None
@@ -58,6 +59,8 @@ def register_matmul_autograd(fm, op) -> None:
                 dz, = torch.autograd.grad(_ACT[spec.activation](zz), zz, gf)
         else:
             dz = gf
+        if grad_pre is not None:  # the op also returned z (spec.saved): its gradient joins dz
+            dz = dz + grad_pre.float()
         dmm = dz * spec.alpha if spec.alpha is not None else dz
         dmm_lp = dmm.to(a.dtype)
         grads = [None] * len(saved)
@@ -86,14 +89,17 @@ def register_fusion_autograd(fusion, op) -> None:
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs)
 
-    def backward(ctx, grad):
+    def backward(ctx, *grads):  # one gradient per output of the fusion
         saved = ctx.saved_tensors
         need = ctx.needs_input_grad
         with torch.enable_grad():
             xs = [t.detach().float().requires_grad_(n) for t, n in zip(saved, need)]
-            y = evaluate(fusion, xs, compute_dtype=torch.float32, round_casts=False)
+            ys = evaluate(fusion, xs, compute_dtype=torch.float32, round_casts=False)
+            ys = ys if isinstance(ys, tuple) else (ys,)
+            pairs = [(y.float(), g.float()) for y, g in zip(ys, grads) if g is not None]
             wrt = [x for x in xs if x.requires_grad]
-            gs = iter(torch.autograd.grad(y.float(), wrt, grad.float(), allow_unused=True) if wrt else ())
+            gs = iter(torch.autograd.grad([y for y, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True)
+                      if wrt and pairs else [None] * len(wrt))
         out = []
         for t, n in zip(saved, need):
             g = next(gs) if n else None

@@ -3,7 +3,10 @@ register it from its name alone (a torch.export program loaded in a fresh proces
 installs a resolver on torch.ops.heddle).
 
     mm_<dtype>_<layout>_b<batched a><batched b>_k<K>_n<N>[_B<bias dtype>r<rank>][_R<residual dtype>r<rank>]
-       [_A<activation>][_a<alpha: the 16 hex digits of its float64 bits>]_o<output dtype>
+       [_A<activation>][_a<alpha: the 16 hex digits of its float64 bits>][_S<saved dtype>]_o<output dtype>
+
+_S: the op returns (output, pre-activation) -- the pre-activation alpha * (a @ b) + bias as a second
+output in that dtype, for a backward that keeps it (training graphs).
 
 e.g. mm_bf16_nt_b10_k64_n128_Bbf16r1_Agelutanh_obf16 is act = gelu(tanh) of a batched a @ b^T with a
 [N] bf16 bias. No token contains '_', so decode() splits on it. Pure string work: no heddle imports.
@@ -19,7 +22,8 @@ _ACT_CODE = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelutanh", "silu": "s
 _ACT_NAME = {v: k for k, v in _ACT_CODE.items()}
 
 
-def encode(dtype, batched, batched_b, k, n, trans_a, trans_b, bias, residual, activation, alpha, out_dtype) -> str:
+def encode(dtype, batched, batched_b, k, n, trans_a, trans_b, bias, residual, activation, alpha, out_dtype,
+           saved=None) -> str:
     parts = ["mm", dtype, ("t" if trans_a else "n") + ("t" if trans_b else "n"),
              f"b{int(batched)}{int(batched_b)}", f"k{int(k)}", f"n{int(n)}"]
     if bias is not None:
@@ -30,6 +34,8 @@ def encode(dtype, batched, batched_b, k, n, trans_a, trans_b, bias, residual, ac
         parts.append("A" + _ACT_CODE[activation])
     if alpha is not None:
         parts.append("a" + struct.pack(">d", float(alpha)).hex())
+    if saved is not None:
+        parts.append("S" + saved)
     parts.append("o" + out_dtype)
     return "_".join(parts)
 
@@ -48,7 +54,7 @@ def decode(name: str) -> Optional[dict]:
         if len(toks) < 7 or toks[0] != "mm" or toks[1] not in _DTYPES or toks[2] not in ("nn", "nt", "tn", "tt"):
             return None
         f = dict(dtype=toks[1], trans_a=toks[2][0] == "t", trans_b=toks[2][1] == "t", bias=None, residual=None,
-                 activation=None, alpha=None)
+                 activation=None, alpha=None, saved=None)
         b, k, n = toks[3:6]
         if not (b[0] == "b" and b[1:] in ("00", "01", "10", "11") and k[0] == "k" and n[0] == "n"):
             return None
@@ -62,6 +68,8 @@ def decode(name: str) -> Optional[dict]:
                 f["activation"] = _ACT_NAME[t[1:]]
             elif t[0] == "a" and len(t) == 17:
                 f["alpha"] = struct.unpack(">d", bytes.fromhex(t[1:]))[0]
+            elif t[0] == "S" and t[1:] in _DTYPES:
+                f["saved"] = t[1:]
             else:
                 return None
         if toks[-1][0] != "o" or toks[-1][1:] not in _DTYPES:
