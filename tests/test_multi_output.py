@@ -62,6 +62,20 @@ def test_interpreter_numbers_of_both_outputs(target):
 
 
 @needs_cxx
+def test_interpreter_roles_and_split_k_store_both_outputs():
+    # sm_90a load + mma roles (the mma warpgroups store every output) and sm_80 split-K (the last split's
+    # CTA applies the epilogue): both outputs against float64
+    from matmul_defs import matmul_fusion, schedule
+    fd = sm90("coop", epilogue="bias_gelu_saved", k=16 * 7)
+    r = interpret(kernel(fd, "sm_90a"), *inputs(fd, 200, seed=1), sms=2)
+    assert r.ok and len(r.output) == 2, r.report()
+    fd, a, b = matmul_fusion(n=200, k=32 * 4, dtype="bf16", epilogue="bias_gelu_saved")
+    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=2, prefetch=1).split_k(2)
+    r = interpret(kernel(fd, "sm_80"), *inputs(fd, 72, seed=1))
+    assert r.ok and r.ctas == 2 * 4 * 2, r.report()
+
+
+@needs_cxx
 def test_reference_tuple_must_match_the_outputs():
     fd = saved("sm_80")
     k = kernel(fd, "sm_80")
