@@ -52,6 +52,19 @@ class ScaledSigmoid(nn.Module):
         return torch.sigmoid((x @ self.weight.t()) * 0.5 + self.bias).float()
 
 
+class RowBias(nn.Module):
+    """relu(x @ W^T + r) with a per-row bias r [rows, 1] (one value per token) and a column bias."""
+
+    def __init__(self, d=64, n=96, rows=24):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n, d) / d ** 0.5)
+        self.bias = nn.Parameter(torch.randn(n))
+        self.row = nn.Parameter(torch.randn(rows, 1))
+
+    def forward(self, x):
+        return torch.relu(x @ self.weight.t() + self.bias + self.row)
+
+
 class Attention(nn.Module):
     """q @ k^T (bmm) scaled, softmax, @ v: the bmm + scale is fused, softmax is not an epilogue."""
 

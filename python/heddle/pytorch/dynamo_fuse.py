@@ -7,7 +7,8 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
   2. walks the chain of pointwise ops that consume *only* the running result:
-       scale (mul/div by a number)  ->  bias add ([N] or [1, N])  ->  scale (the bias scaled too)
+       scale (mul/div by a number)  ->  bias add ([N] or [1, N]; and / or a per-row [M, 1] bias)
+       ->  scale (the bias scaled too)
        ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid, tanh; also written out as several
            ops: heddle.pytorch.dynamo_patterns)  ->  residual add (same shape)
      with casts and clones (identity) anywhere in between; a pre-activation that the graph also returns
@@ -240,6 +241,7 @@ class _Plan:
     strided: List[str] = field(default_factory=list)      # operands read transposed from their strides
     bias_scale: float = 1.0                               # a scale after the bias, applied to it in the graph
     saved: Optional[fx.Node] = None                       # the pre-activation the graph also returns (2nd output)
+    row_bias: Optional[fx.Node] = None                    # a per-row bias [M, 1] (or [B, M, 1])
     looked_through: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: Optional[Tuple[fx.Node, str]] = None            # the node the chain stopped at, and why
@@ -365,6 +367,12 @@ def _walk(p: _Plan) -> None:
         cur = region[1][-1]
 
 
+def _row_bias_shape(v, vcur) -> bool:
+    """[M, 1] against a [M, N] result ([B, M, 1] against [B, M, N]), N > 1."""
+    return v.dim() == vcur.dim() and v.dim() in (2, 3) and _known_eq(v.shape[-1], 1) \
+        and not _known_eq(vcur.shape[-1], 1) and _same_shape(v.shape[:-1], vcur.shape[:-1])
+
+
 def _keeps_pre_activation(p: _Plan, cur: fx.Node, users: List[fx.Node]) -> bool:
     """Training: `cur` (alpha * mm + bias) is returned by the graph (saved for the backward) and otherwise
     read by one activation node only (through the [B*S, N] -> [B, S, N] view of a Linear on a 3-D input).
@@ -422,6 +430,8 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         if not _is_number(other):
             return f"scale by {other!r} is not a constant number"
         s = float(other) if t is aten.mul.Tensor else 1.0 / float(other)
+        if p.row_bias is not None:
+            return "a scale after the per-row bias: heddle scales the matmul before it"
         if p.stage == _BIAS:   # s * (mm + bias) = (s * alpha) * mm + (s * bias): the bias is scaled in the graph
             p.alpha *= s
             p.bias_scale *= s
@@ -451,6 +461,13 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
                         + ": heddle adds one bias, before the activation")
             p.bias, p.stage = other, _BIAS
             p.steps.append("+ bias")
+            return None
+        if _row_bias_shape(vo, vcur) and p.post_view is None:
+            if p.stage > _BIAS or p.row_bias is not None:
+                return ("a per-row [M, 1] add after " + ("another one" if p.row_bias is not None else
+                        "the activation/residual") + ": heddle adds one per-row bias, before the activation")
+            p.row_bias, p.stage = other, _BIAS
+            p.steps.append("+ row bias")
             return None
         if _same_shape(vo.shape, vcur.shape):
             if p.stage >= _RES:
@@ -495,6 +512,8 @@ def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         return f"reshape to {_fmt_shape(vu)} does not match operand a's 3-D source {_fmt_shape(vx)}"
     if p.residual is not None:
         return "reshape after a 2-D residual add"
+    if p.row_bias is not None:
+        return "reshape after a 2-D per-row bias add"
     p.a_view, p.a, p.batched = p.a, x, True
     p.steps.append("(batched over the 3-D input)")
     return None
@@ -505,13 +524,14 @@ def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
 # --------------------------------------------------------------------------------------------------
 def _spec(p: _Plan, out_dtype):
     from .matmul import MatmulSpec
-    vb, vr = _val(p.bias), _val(p.residual)
+    vb, vr, vrow = _val(p.bias), _val(p.residual), _val(p.row_bias)
     return MatmulSpec(dtype=_DT[_val(p.a).dtype], batched=p.batched, batched_b=p.batched_b, k=p.k, n=p.n,
                       trans_a=p.trans_a, trans_b=p.trans_b,
                       bias=None if vb is None else (_DT[vb.dtype], vb.dim()),
                       residual=None if vr is None else (_DT[vr.dtype], vr.dim()),
                       activation=p.activation, alpha=None if p.alpha == 1.0 else p.alpha,
-                      out_dtype=_DT[out_dtype], saved=None if p.saved is None else _DT[_val(p.saved).dtype])
+                      out_dtype=_DT[out_dtype], saved=None if p.saved is None else _DT[_val(p.saved).dtype],
+                      row_bias=None if vrow is None else (_DT[vrow.dtype], vrow.dim()))
 
 
 def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
@@ -539,7 +559,7 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  name=f"heddle_{p.root.name}_bias")
         with (fake_mode if fake_mode is not None else _nullcontext()):
             bias.meta["val"] = aten.mul.Tensor(_val(p.bias), p.bias_scale)
-    args = ops + [t for t in (bias, p.residual) if t is not None]
+    args = ops + [t for t in (bias, p.row_bias, p.residual) if t is not None]   # the fusion's input order
     vals = [_val(x) for x in args]
     with (fake_mode if fake_mode is not None else _nullcontext()):
         mm_val = target(*vals)

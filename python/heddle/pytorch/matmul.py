@@ -41,11 +41,13 @@ class MatmulSpec:
     alpha: Optional[float]
     out_dtype: str
     saved: Optional[str] = None              # dtype of the pre-activation as a second output (training)
+    row_bias: Optional[Tuple[str, int]] = None  # (dtype, rank) of a per-row bias [M, 1] / [B, M, 1]
 
     def op_name(self) -> str:
         """The op's name encodes the whole spec (heddle/pytorch/op_names.py), so it can be registered from its name."""
         return op_names.encode(self.dtype, self.batched, self.batched_b, self.k, self.n, self.trans_a, self.trans_b,
-                               self.bias, self.residual, self.activation, self.alpha, self.out_dtype, self.saved)
+                               self.bias, self.residual, self.activation, self.alpha, self.out_dtype, self.saved,
+                               self.row_bias)
 
     def build_fusion(self) -> Fusion:
         fd = Fusion()
@@ -59,6 +61,8 @@ class MatmulSpec:
             y = y * self.alpha
         if self.bias is not None:
             y = y + fd.input("bias", self.bias[0], [n] if self.bias[1] == 1 else [1, n])
+        if self.row_bias is not None:  # one value per row of the result, broadcast over its columns
+            y = y + fd.input("row_bias", self.row_bias[0], (["B"] if self.row_bias[1] == 3 else []) + ["M", 1])
         pre = y
         if self.saved is not None and self.activation is None:
             raise ScheduleError(f"{self.op_name()}: a saved pre-activation needs an activation after it")
