@@ -55,14 +55,17 @@ class ScaledSigmoid(nn.Module):
 class RowBias(nn.Module):
     """relu(x @ W^T + r) with a per-row bias r [rows, 1] (one value per token) and a column bias."""
 
-    def __init__(self, d=64, n=96, rows=24):
+    def __init__(self, d=64, n=96, rows=24, row_first=False):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(n, d) / d ** 0.5)
         self.bias = nn.Parameter(torch.randn(n))
         self.row = nn.Parameter(torch.randn(rows, 1))
+        self.row_first = row_first
 
     def forward(self, x):
-        return torch.relu(x @ self.weight.t() + self.bias + self.row)
+        y = x @ self.weight.t()
+        y = y + self.row + self.bias if self.row_first else y + self.bias + self.row
+        return torch.relu(y)
 
 
 class Attention(nn.Module):

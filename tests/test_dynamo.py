@@ -329,10 +329,12 @@ def test_backend_is_registered_by_name():
 # --------------------------------------------------------------------------------------------------
 # per-row bias ([M, 1]): one value per row of the result, added with the column bias
 # --------------------------------------------------------------------------------------------------
-def test_row_bias_fuses_and_trains():
-    reports = _check_train(build(RowBias), _x(24, 64, grad=True), fallback="eager")
+@pytest.mark.parametrize("row_first", [False, True])
+def test_row_bias_fuses_and_trains(row_first):
+    reports = _check_train(build(RowBias, row_first=row_first), _x(24, 64, grad=True), fallback="eager")
     fw = next(r for r in reports if r.kind == "forward")
-    assert [g.summary for g in fw.groups] == ["mm(a, b^T) + bias + row bias -> relu"], str(fw)
+    want = "mm(a, b^T) + row bias + bias -> relu" if row_first else "mm(a, b^T) + bias + row bias -> relu"
+    assert [g.summary for g in fw.groups] == [want], str(fw)
     assert "_Bbf16r1_Cbf16r2_Arelu_" in fw.groups[0].op
 
 
@@ -385,5 +387,6 @@ def test_row_bias_op_kernel_interpreted():
     k = fused_matmul_op(_row_bias_spec()).kernel("sm_80", 8, 8, m=40, rtc=False, sms=132)
     assert "E_row_bias_s1" in k.source and "E_row_bias_s2" not in k.source   # strides: batch, row; no column
     g = torch.Generator().manual_seed(4)
-    r = interpret(k, *[(torch.randn(s, generator=g) * 0.5).to(torch.bfloat16) for s in ((2, 40, 64), (48, 64), (2, 40, 1))])
+    ins = [(torch.randn(s, generator=g) * 0.5).to(torch.bfloat16) for s in ((2, 40, 64), (48, 64), (2, 40, 1))]
+    r = interpret(k, *ins)
     assert r.ok, r.report()

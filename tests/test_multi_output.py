@@ -2,7 +2,8 @@
 out = gelu(pre)` with both `out` and `pre` marked as outputs (training keeps the pre-activation for the
 backward). The kernel stores `pre` to D1 at D's index: kernel IR / printed source, NVRTC compiles for
 sm_80 and sm_90a, and the interpreter's numbers of both outputs against float64 torch (sm_80, sm_90a,
-gfx942), with mutants of the second store caught. An epilogue role (one TMA store of one tile) refuses a second output."""
+gfx942), with mutants of the second store caught. An epilogue role (one TMA store of one tile) refuses a
+second output."""
 import pytest
 import torch
 
@@ -73,6 +74,14 @@ def test_interpreter_roles_and_split_k_store_both_outputs():
     schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=2, prefetch=1).split_k(2)
     r = interpret(kernel(fd, "sm_80"), *inputs(fd, 72, seed=1))
     assert r.ok and r.ctas == 2 * 4 * 2, r.report()
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_simulator_runs_two_output_kernels_clean(target):
+    # the kernel-IR simulator checks D's numbers (D1 is stored at D's index by the same thread)
+    fd = saved(target) if target == "sm_80" else sm90("coop", epilogue="bias_gelu_saved", k=16 * 7)
+    r = heddle.simulate(fd.lower(target), inputs(fd, 72, seed=1), fusion=fd)
+    assert r.ok, r
 
 
 @needs_cxx

@@ -12,9 +12,10 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
        ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid, tanh; also written out as several
            ops: heddle.pytorch.dynamo_patterns)  ->  residual add (same shape)
      with casts and clones (identity) anywhere in between; a pre-activation that the graph also returns
-     (training: saved for the backward) before a one-node activation becomes the op's second output, a reshape [B*S, N] -> [B, S, N] when the
-     matmul is a Linear on a 3-D input (the operand becomes batched instead), and a reshape of a bmm
-     result to more leading axes followed by scales / activation / casts (re-applied after the op);
+     (training: saved for the backward) before a one-node activation becomes the op's second output; a
+     reshape [B*S, N] -> [B, S, N] when the matmul is a Linear on a 3-D input (the operand becomes
+     batched instead), and a reshape of a bmm result to more leading axes followed by scales /
+     activation / casts (re-applied after the op);
      operands stored transposed without a transpose node are read from their strides;
   3. replaces the matmul and the chain with one call of the heddle op for that signature
      (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<signature>.default).
@@ -456,9 +457,9 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         if not _same_shape(vu.shape, vcur.shape):
             return f"the add broadcasts the result {_fmt_shape(vcur)} to {_fmt_shape(vu)}"
         if _bias_shape(vo, p.n) and vo.dim() <= 2:
-            if p.stage >= _BIAS:
-                return ("a row-vector add after " + ("another bias" if p.stage == _BIAS else "the activation/residual")
-                        + ": heddle adds one bias, before the activation")
+            if p.bias is not None or p.stage > _BIAS:   # (a per-row bias may come first)
+                after = "another bias" if p.bias is not None else "the activation/residual"
+                return f"a row-vector add after {after}: heddle adds one bias, before the activation"
             p.bias, p.stage = other, _BIAS
             p.steps.append("+ bias")
             return None
