@@ -64,8 +64,8 @@ def test_interpreter_numbers_of_both_outputs(target):
 
 @needs_cxx
 def test_interpreter_roles_and_split_k_store_both_outputs():
-    # sm_90a load + mma roles (the mma warpgroups store every output) and sm_80 split-K (the last split's
-    # CTA applies the epilogue): both outputs against float64
+    # sm_90a load + mma roles (the mma warpgroups store every output) and sm_80 / sm_90a split-K (the
+    # reducing CTA applies the epilogue): both outputs against float64
     from matmul_defs import matmul_fusion, schedule
     fd = sm90("coop", epilogue="bias_gelu_saved", k=16 * 7)
     r = interpret(kernel(fd, "sm_90a"), *inputs(fd, 200, seed=1), sms=2)
@@ -74,6 +74,11 @@ def test_interpreter_roles_and_split_k_store_both_outputs():
     schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=2, prefetch=1).split_k(2)
     r = interpret(kernel(fd, "sm_80"), *inputs(fd, 72, seed=1))
     assert r.ok and r.ctas == 2 * 4 * 2, r.report()
+    from hopper_defs import schedule_sm90   # sm_90a split-K: the TMA pipeline's reducing CTA stores both
+    fd, a, b = matmul_fusion(n=72, k=16 * 8, dtype="bf16", epilogue="bias_gelu_saved")
+    schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1).split_k(2)
+    r = interpret(kernel(fd, "sm_90a"), *inputs(fd, 72, seed=2))
+    assert r.ok and len(r.output) == 2, r.report()
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
