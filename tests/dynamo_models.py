@@ -52,6 +52,22 @@ class ScaledSigmoid(nn.Module):
         return torch.sigmoid((x @ self.weight.t()) * 0.5 + self.bias).float()
 
 
+class RowBias(nn.Module):
+    """relu(x @ W^T + r) with a per-row bias r [rows, 1] (one value per token) and a column bias."""
+
+    def __init__(self, d=64, n=96, rows=24, row_first=False):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n, d) / d ** 0.5)
+        self.bias = nn.Parameter(torch.randn(n))
+        self.row = nn.Parameter(torch.randn(rows, 1))
+        self.row_first = row_first
+
+    def forward(self, x):
+        y = x @ self.weight.t()
+        y = y + self.row + self.bias if self.row_first else y + self.bias + self.row
+        return torch.relu(y)
+
+
 class Attention(nn.Module):
     """q @ k^T (bmm) scaled, softmax, @ v: the bmm + scale is fused, softmax is not an epilogue."""
 

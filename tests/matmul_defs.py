@@ -18,6 +18,11 @@ def matmul_fusion(m="M", n=256, k=128, dtype="f16", layout="NN", epilogue="bias_
         y = heddle.ops.silu(y * 0.5)
     elif epilogue == "bias_tanh":   # BERT's pooler
         y = heddle.ops.tanh(y * 0.25 + fd.input("bias", dtype, [n]))
+    elif epilogue == "bias_gelu_saved":  # training: the pre-activation is a second output (saved for the backward)
+        pre = y + fd.input("bias", dtype, [n])
+        fd.output(heddle.ops.gelu(pre).to(dtype))
+        fd.output(pre.to(dtype))
+        return fd, a, b
     fd.output(y.to(dtype))
     return fd, a, b
 

@@ -13,7 +13,7 @@ import heddle
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
-from dynamo_models import MLP, Attention, GatedFFN, ResidualLinear, ScaledSigmoid, build
+from dynamo_models import MLP, Attention, GatedFFN, ResidualLinear, RowBias, ScaledSigmoid, build
 
 BF16_TOL = dict(atol=3e-2, rtol=3e-2)
 needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("cc") is None,
@@ -147,9 +147,10 @@ def test_explain_restores_gradients_and_reports_backward():
     assert [r.kind for r in e.graphs] == ["forward", "backward"]
     assert all(p.grad is None for p in model.parameters()) and x.grad is None
     fw = e.graph("forward")
-    # training: the pre-activation is saved for gelu's backward, so gelu stays outside the op
-    assert fw.groups[0].summary == "addmm(a, b^T) + bias"
-    assert "saved for the backward pass" in fw.groups[0].stop
+    # training: the pre-activation is saved for gelu's backward: the op keeps it as a second output
+    first = fw.groups[0]
+    assert first.summary == f"addmm(a, b^T) + bias -> gelu (keeps {first.root} as a second output)", first.summary
+    assert first.op.endswith("_Agelu_Sbf16_obf16") or first.op.endswith("_Agelu_Sf16_of16"), first.op
     bw = e.graph("backward")
     assert len(bw.groups) == 4 and not bw.unfused_matmuls   # dgrad x2, wgrad x2 (static shapes)
     assert sum(g.summary.startswith("mm(a^T, b)") for g in bw.groups) == 2   # wgrads read dY transposed
@@ -323,3 +324,69 @@ def test_backend_is_registered_by_name():
     from torch._dynamo.backends.registry import lookup_backend
     assert lookup_backend("heddle") is heddle_backend
     assert "heddle" in torch._dynamo.list_backends()
+
+
+# --------------------------------------------------------------------------------------------------
+# per-row bias ([M, 1]): one value per row of the result, added with the column bias
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("row_first", [False, True])
+def test_row_bias_fuses_and_trains(row_first):
+    reports = _check_train(build(RowBias, row_first=row_first), _x(24, 64, grad=True), fallback="eager")
+    fw = next(r for r in reports if r.kind == "forward")
+    want = "mm(a, b^T) + row bias + bias -> relu" if row_first else "mm(a, b^T) + bias + row bias -> relu"
+    assert [g.summary for g in fw.groups] == [want], str(fw)
+    assert "_Bbf16r1_Cbf16r2_Arelu_" in fw.groups[0].op
+
+
+def test_row_bias_after_the_activation_is_not_absorbed():
+    class Late(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(96, 64) / 8)
+            self.row = torch.nn.Parameter(torch.randn(24, 1))
+
+        def forward(self, x):
+            return torch.relu(x @ self.w.t()) + self.row
+
+    model = build(Late)
+    x = _x(24, 64)
+    with torch.no_grad():
+        ref = model(x)
+        out = torch.compile(model, backend=heddle_backend, options={"fallback": "eager"})(x)
+    torch.testing.assert_close(out, ref, **BF16_TOL)
+    (g,) = hd.reports[-1].groups
+    assert g.summary == "mm(a, b^T) -> relu" and "per-row [M, 1] add after the activation" in g.stop, g
+
+
+def _row_bias_spec():
+    from heddle.pytorch.matmul import MatmulSpec
+    return MatmulSpec(dtype="bf16", batched=True, batched_b=False, k=64, n=48, trans_a=False, trans_b=True,
+                      bias=None, residual=None, activation="silu", alpha=None, out_dtype="bf16",
+                      row_bias=("bf16", 3))
+
+
+def test_row_bias_op_name_and_gradients():
+    from heddle.pytorch import op_names
+    from heddle.pytorch.matmul import MatmulSpec, fused_matmul_op
+    spec = _row_bias_spec()
+    assert MatmulSpec(**op_names.decode(spec.op_name())) == spec
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randn(s, generator=g).to(torch.bfloat16).requires_grad_() for s in ((2, 40, 64), (48, 64), (2, 40, 1))]
+    fused_matmul_op(spec).op(*xs).float().square().sum().backward()
+    ref = [x.detach().double().requires_grad_() for x in xs]
+    torch.nn.functional.silu(ref[0] @ ref[1].T + ref[2]).square().sum().backward()
+    for x, r in zip(xs, ref):   # the row bias's gradient: summed over the columns
+        scale = max(r.grad.abs().max().item(), 1.0)
+        torch.testing.assert_close(x.grad.double(), r.grad, atol=3e-2 * scale, rtol=3e-2)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None, reason="no host C++ compiler")
+def test_row_bias_op_kernel_interpreted():
+    from heddle.interpret import interpret
+    from heddle.pytorch.matmul import fused_matmul_op
+    k = fused_matmul_op(_row_bias_spec()).kernel("sm_80", 8, 8, m=40, rtc=False, sms=132)
+    assert "E_row_bias_s1" in k.source and "E_row_bias_s2" not in k.source   # strides: batch, row; no column
+    g = torch.Generator().manual_seed(4)
+    ins = [(torch.randn(s, generator=g) * 0.5).to(torch.bfloat16) for s in ((2, 40, 64), (48, 64), (2, 40, 1))]
+    r = interpret(k, *ins)
+    assert r.ok, r.report()

@@ -201,6 +201,13 @@ def test_training_matches_eager_every_matmul_fused(name):
     assert hd.stats["matmuls_left"] == 0, [str(r) for r in hd.reports]
     fw, bw = summaries("forward"), summaries("backward")
     assert len(bw) >= len(fw) > 0   # dgrad (and wgrad) of every forward matmul
+    if name in KEEPS:   # the MLP's bias + activation fused, the pre-activation kept as a second output
+        assert has(fw, KEEPS[name], "as a second output") >= 1, fw
+
+
+# training: the activation the backward differentiates reads a pre-activation the graph saves; the op
+# returns both (GPT-2's gelu_new is written out as 8 ops whose intermediates are saved too: not fused)
+KEEPS = {"llama": "-> silu (keeps", "bert": "-> gelu (keeps", "encoder": "-> gelu (keeps"}
 
 
 def test_encoder_fast_path_is_reported():

@@ -16,10 +16,10 @@ _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
 def spec(dtype="bf16", batched=False, batched_b=False, k=32, n=24, trans_a=False, trans_b=False, bias=None,
-         residual=None, activation=None, alpha=None, out_dtype=None):
+         residual=None, activation=None, alpha=None, out_dtype=None, row_bias=None, saved=None):
     return MatmulSpec(dtype=dtype, batched=batched, batched_b=batched_b, k=k, n=n, trans_a=trans_a,
                       trans_b=trans_b, bias=bias, residual=residual, activation=activation, alpha=alpha,
-                      out_dtype=out_dtype or dtype)
+                      out_dtype=out_dtype or dtype, row_bias=row_bias, saved=saved)
 
 
 VARIANTS = {
@@ -33,7 +33,11 @@ VARIANTS = {
     "bmm_sigmoid_alpha": spec(batched=True, batched_b=True, activation="sigmoid", alpha=2.0),
     "gelu_tanh_residual_f32_out_f16": spec(activation="gelu_tanh", residual=("f32", 2), out_dtype="f16"),
     "tB_bias_tanh": spec(trans_b=True, bias=("bf16", 1), activation="tanh"),
+    "per_row_bias_batched_silu": spec(batched=True, trans_b=True, row_bias=("bf16", 3), activation="silu"),
 }
+# ops returning (output, pre-activation): the training backend's kept pre-activation
+SAVED = {"bias_gelu_saved": spec(trans_b=True, bias=("bf16", 1), activation="gelu", saved="bf16"),
+         "batched_silu_saved_f32": spec(batched=True, activation="silu", saved="f32")}
 
 
 def inputs_for(s: MatmulSpec, m=19, batch=3, device="cpu", grad=False, seed=0):
@@ -47,6 +51,8 @@ def inputs_for(s: MatmulSpec, m=19, batch=3, device="cpu", grad=False, seed=0):
     out = [a, b]
     if s.bias is not None:
         out.append(t([s.n] if s.bias[1] == 1 else [1, s.n], s.bias[0]))
+    if s.row_bias is not None:
+        out.append(t(([batch] if s.row_bias[1] == 3 else []) + [m, 1], s.row_bias[0]))
     if s.residual is not None:
         out.append(t(([batch] if s.residual[1] == 3 else []) + [m, s.n], s.residual[0]))
     return out
@@ -62,6 +68,8 @@ def reference(s: MatmulSpec, tensors):
         y = y * s.alpha
     rest = list(tensors[2:])
     if s.bias is not None:
+        y = y + rest.pop(0).double()
+    if s.row_bias is not None:
         y = y + rest.pop(0).double()
     if s.activation is not None:
         from heddle.dynamo_autograd import _ACT
@@ -145,6 +153,15 @@ def test_compiled_fusion_op_trains():
     for gt, wt, x in zip(got, want, xs):
         assert gt.dtype == x.dtype and gt.shape == x.shape
         torch.testing.assert_close(gt.double(), wt, atol=3e-2 * wt.abs().max().item(), rtol=3e-2)
+
+
+@pytest.mark.parametrize("name", sorted(SAVED))
+def test_opcheck_ops_that_keep_the_pre_activation(name):
+    s = SAVED[name]
+    op = fused_matmul_op(s).op
+    torch.library.opcheck(op, tuple(inputs_for(s, grad=True)), test_utils=ALL_UTILS)
+    out, pre = op(*inputs_for(s))
+    assert out.dtype == _DT[s.out_dtype] and pre.dtype == _DT[s.saved] and pre.shape == out.shape
 
 
 def test_opcheck_every_matmul_op_registered_in_this_session():

@@ -147,13 +147,17 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
             raise InputError(f"interpret: argument {i} is a {type(t).__name__}, not a torch.Tensor")
     tensors = tuple(t.detach().cpu() for t in tensors)
     k.bind(tensors)
-    out, grid, args = k.prepare(tensors, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=sms)
-    if out.is_floating_point():
-        out.fill_(float("nan"))  # an element the kernel never writes shows up as a mismatch
+    result, grid, args = k.prepare(tensors, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=sms)
+    outs = result if isinstance(result, tuple) else (result,)  # a fusion's outputs, in order (D, D1, ...)
+    out = outs[0]
+    for o in outs:
+        if o.is_floating_point():
+            o.fill_(float("nan"))  # an element the kernel never writes shows up as a mismatch
     names = [p[0] for p in lowered.params]
     regions = [(n, t.data_ptr(), _storage_span(t), False, t.element_size())
                for (n, _, _), t in zip(k._inputs, tensors) if t.numel()]
-    regions.append(("output", out.data_ptr(), _storage_span(out), True, out.element_size()))
+    regions += [("output" if i == 0 else f"output {i}", o.data_ptr(), _storage_span(o), True, o.element_size())
+                for i, o in enumerate(outs)]
     if lowered.split_k > 1:  # split-K workspace: written more than once per element by design (elem_bytes 0)
         from .inputs import MatmulGeometry
         env = MatmulGeometry(k._matmul_expr, {n: t for (n, _, _), t in zip(k._inputs, tensors)}).env
@@ -174,8 +178,14 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
         if reference is None:
             from .reference import evaluate
             reference = evaluate(k.fusion, list(tensors))
-        mismatches = _compare(out, reference, k._out.dtype, atol, rtol)
-    return InterpretResult(lowered.name, schedule, int(seed), raw, out, mismatches, lib)
+        refs = reference if isinstance(reference, tuple) else (reference,)
+        if len(refs) != len(outs):
+            raise InputError(f"interpret: the fusion has {len(outs)} outputs but the reference gives {len(refs)}; "
+                             "pass a tuple with one tensor per output")
+        for i, (o, r, decl) in enumerate(zip(outs, refs, k._outs)):
+            lines = _compare(o, r, decl.dtype, atol, rtol)
+            mismatches += [f"output {decl.name}: {m}" for m in lines[:1]] + lines[1:] if len(outs) > 1 else lines
+    return InterpretResult(lowered.name, schedule, int(seed), raw, result, mismatches, lib)
 
 
 def run_checked(kernel, tensors):

@@ -27,6 +27,7 @@ class Kernel:
         self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
         self._params = lowered.params
         self._out = fusion.outputs[0]
+        self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
         self._plans: Dict[tuple, tuple] = {}  # call signature -> (LaunchPlan, output shape, dtype)
@@ -133,8 +134,8 @@ class Kernel:
 
     def _prepare(self, tensors, tensor_map_encoder=None, sms=None, geometry=None):
         """prepare, plus the launch plan's slots: (argument index or -1, tensor index, alignment in bytes,
-        pinned address or 0) for every argument that is a tensor's address (the output is tensor
-        len(tensors)), and on Hopper every address its tensor maps hold (runtime/launch_plan.h)."""
+        pinned address or 0) for every argument that is a tensor's address (output i is tensor
+        len(tensors) + i), and on Hopper every address its tensor maps hold (runtime/launch_plan.h)."""
         import torch
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
@@ -162,7 +163,8 @@ class Kernel:
         grid = None if hopper else self.lowered.grid(g.env)  # Hopper: its persistent grid needs the maps first
         if grid is not None:
             check_grid(self.name, grid)  # before allocating the output
-        out = torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[self._out.dtype]), device=a.device)
+        outs = [torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[o.dtype]), device=a.device) for o in self._outs]
+        out = outs[0]
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
@@ -174,9 +176,9 @@ class Kernel:
         ws = self.workspace(a.device, g.env) if self.lowered.split_k > 1 else None
         args, slots = [], []
 
-        def address(tname=None):  # the tensor's address as argument len(args), and its slot
-            t = out if tname is None else by_name[tname]
-            slots.append((len(args), len(tensors) if tname is None else index[tname], align.get(tname, 1), 0))
+        def address(tname=None, i=0):  # the tensor's (else output i's) address as argument len(args), and its slot
+            t = outs[i] if tname is None else by_name[tname]
+            slots.append((len(args), len(tensors) + i if tname is None else index[tname], align.get(tname, 1), 0))
             args.append(("ptr", t.data_ptr()))
 
         for name, kind, _, tensor in self._params:
@@ -186,6 +188,7 @@ class Kernel:
             elif name == "A": address(g.a_name)
             elif name == "B": address(g.b_name)
             elif name == "D": address()
+            elif name[:1] == "D" and name[1:].isdigit() and kind == "ptr": address(i=int(name[1:]))
             elif name in scalar: args.append(scalar[name])
             elif name.startswith("E_") and kind == "ptr": address(tensor)
             elif name.startswith("E_"):  # E_<tensor>_s<axis>: stride of an epilogue operand
@@ -198,7 +201,7 @@ class Kernel:
             check_grid(self.name, grid)
         if hopper:  # the tensor maps hold these addresses: another address needs new maps (the full path)
             slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + [out]) if t.data_ptr()]
-        return out, grid, args, slots
+        return (out if len(outs) == 1 else tuple(outs)), grid, args, slots
 
     def workspace(self, device, env):
         """(ws, flags) of a split-K kernel for a launch with sizes `env`: float32 partial tiles and one int32
@@ -221,20 +224,21 @@ class Kernel:
 
     def _launch(self, tensors, g):
         out, grid, args, slots = self._prepare(tensors, geometry=g)
-        if out.numel() == 0:
+        outs = out if isinstance(out, tuple) else (out,)
+        if outs[0].numel() == 0:
             return out
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
         plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
                                      args, slots)
-        launched = _run_plan(plan, tensors, out)
+        launched = _run_plan(plan, tensors, outs)
         assert launched, "a plan made from these tensors takes them"
         if self.lowered.split_k > 1:  # the plan would pin a workspace that a later launch may replace
             return out
         if len(self._plans) >= _MAX_PLANS:
             self._plans.clear()
-        self._plans[call_signature(tensors)] = (plan, out.shape, out.dtype)
+        self._plans[call_signature(tensors)] = (plan, outs[0].shape, [o.dtype for o in outs])
         return out
 
     def run_planned(self, tensors):
@@ -248,9 +252,9 @@ class Kernel:
         if entry is None:
             return None
         import torch
-        plan, shape, dtype = entry
-        out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
-        return out if _run_plan(plan, tensors, out) else None
+        plan, shape, dtypes = entry
+        outs = tuple(torch.empty(shape, dtype=dt, device=tensors[0].device) for dt in dtypes)
+        return (outs[0] if len(outs) == 1 else outs) if _run_plan(plan, tensors, outs) else None
 
 
 _MAX_PLANS = 64  # call signatures remembered per kernel (beyond: forgotten all at once, re-planned on use)
@@ -263,15 +267,15 @@ def call_signature(tensors) -> tuple:
     return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in tensors)
 
 
-def _run_plan(plan, tensors, out) -> bool:
+def _run_plan(plan, tensors, outs) -> bool:
     """Launch on the tensors' device (its context gets the module and runs the launch) and on that
-    device's current stream."""
+    device's current stream. outs: the fusion's outputs, in order."""
     import torch
-    device = out.device
+    device = outs[0].device
     if device.index is not None and device.index == torch.cuda.current_device():
-        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, out))
+        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, *outs))
     with torch.cuda.device(device):
-        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, out))
+        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, *outs))
 
 
 # Kernel -> its torch custom op; set once by heddle.pytorch.custom_ops (see Kernel.op)

@@ -19,7 +19,8 @@ _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
-    round_casts is set. Returns the output tensor in the output's dtype."""
+    round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
+    (e.g. the pre-activation a backward keeps, then the activation) returns them as a tuple, in order."""
     env = {t.name: x.to(compute_dtype) for t, x in zip(fusion.inputs, tensors)}
     for e in fusion.exprs():
         ins = [env[n] for n in e["inputs"]]
@@ -42,5 +43,5 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
         else:
             r = _UNARY[op](ins[0])
         env[e["output"]] = r
-    out = fusion.outputs[0]
-    return env[out.name].to(_DT[out.dtype])
+    outs = tuple(env[o.name].to(_DT[o.dtype]) for o in fusion.outputs)
+    return outs[0] if len(outs) == 1 else outs

@@ -180,6 +180,8 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
     if reference is None:
         from .reference import evaluate
         reference = evaluate(fus, ordered)
+    if isinstance(reference, tuple):  # several outputs: the simulator checks D (D1, ... store at its index)
+        reference = reference[0]
     if reference is not False:
         import torch
         ref = reference.detach().to("cpu").reshape(out_shape).to(torch.float32).contiguous()

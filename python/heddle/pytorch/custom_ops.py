@@ -21,9 +21,11 @@ from ..core.kernel import Kernel, set_op_factory
 from .autograd import register_fusion_autograd
 
 
-def register_op(name: str, input_names, run, fake):
-    """Register `heddle::<name>` (Tensor inputs -> Tensor) with a real and a fake implementation."""
-    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> Tensor"
+def register_op(name: str, input_names, run, fake, outputs: int = 1):
+    """Register `heddle::<name>` (Tensor inputs -> Tensor, or a tuple of `outputs` tensors) with a real and a
+    fake implementation."""
+    ret = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
+    schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> " + ret
     op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
     op.register_fake(lambda *t: fake(t))
     return op
@@ -42,7 +44,8 @@ def kernel_op(kernel: Kernel):
         op = _fusion_ops.get(name)
         if op is None:
             op = _fusion_ops[name] = register_op(name, [n for n, _, _ in kernel._inputs],
-                                                 lambda ts: _run_any(kernel, ts), lambda ts: _fake(kernel, ts))
+                                                 lambda ts: _run_any(kernel, ts), lambda ts: _fake(kernel, ts),
+                                                 outputs=len(kernel._outs))
             register_fusion_autograd(kernel.fusion, op)   # Kernel.op trains too
     return op
 
@@ -64,7 +67,8 @@ def _run_any(kernel: Kernel, tensors):
 def _fake(kernel: Kernel, tensors):
     inputs.same_device(kernel.name, [n for n, _, _ in kernel._inputs], tensors)
     g = MatmulGeometry(kernel._matmul_expr, {n: t for (n, _, _), t in zip(kernel._inputs, tensors)})
-    return tensors[0].new_empty(g.out_shape, dtype=getattr(torch, DTYPES[kernel._out.dtype]))
+    outs = tuple(tensors[0].new_empty(g.out_shape, dtype=getattr(torch, DTYPES[o.dtype])) for o in kernel._outs)
+    return outs[0] if len(outs) == 1 else outs
 
 
 set_op_factory(kernel_op)

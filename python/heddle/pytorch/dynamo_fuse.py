@@ -7,12 +7,15 @@ visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
   2. walks the chain of pointwise ops that consume *only* the running result:
-       scale (mul/div by a number)  ->  bias add ([N] or [1, N])  ->  scale (the bias scaled too)
+       scale (mul/div by a number)  ->  bias add ([N] or [1, N]; and / or a per-row [M, 1] bias)
+       ->  scale (the bias scaled too)
        ->  one activation (relu, gelu, gelu-tanh, silu, sigmoid, tanh; also written out as several
            ops: heddle.pytorch.dynamo_patterns)  ->  residual add (same shape)
-     with casts and clones (identity) anywhere in between, a reshape [B*S, N] -> [B, S, N] when the
-     matmul is a Linear on a 3-D input (the operand becomes batched instead), and a reshape of a bmm
-     result to more leading axes followed by scales / activation / casts (re-applied after the op);
+     with casts and clones (identity) anywhere in between; a pre-activation that the graph also returns
+     (training: saved for the backward) before a one-node activation becomes the op's second output; a
+     reshape [B*S, N] -> [B, S, N] when the matmul is a Linear on a 3-D input (the operand becomes
+     batched instead), and a reshape of a bmm result to more leading axes followed by scales /
+     activation / casts (re-applied after the op);
      operands stored transposed without a transpose node are read from their strides;
   3. replaces the matmul and the chain with one call of the heddle op for that signature
      (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<signature>.default).
@@ -238,6 +241,8 @@ class _Plan:
     post_view: Optional[fx.Node] = None                   # [B*H, M, N] -> [B, H, M, N] of a bmm result
     strided: List[str] = field(default_factory=list)      # operands read transposed from their strides
     bias_scale: float = 1.0                               # a scale after the bias, applied to it in the graph
+    saved: Optional[fx.Node] = None                       # the pre-activation the graph also returns (2nd output)
+    row_bias: Optional[fx.Node] = None                    # a per-row bias [M, 1] (or [B, M, 1])
     looked_through: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: Optional[Tuple[fx.Node, str]] = None            # the node the chain stopped at, and why
@@ -333,6 +338,11 @@ def _walk(p: _Plan) -> None:
                 cur = users[0]
                 continue
             stop = (users[0], why)
+        elif _keeps_pre_activation(p, cur, users):
+            p.saved = cur
+            p.steps.append(f"(keeps {cur.name} as a second output)")
+            cur = p.chain[-1]
+            continue
         elif any(u.op == "output" for u in users):
             why = "is a graph output (returned, or saved for the backward pass)"
             if len(users) > 1:
@@ -356,6 +366,37 @@ def _walk(p: _Plan) -> None:
         p.steps.append(f"-> {region[0]} (written out: {len(region[1])} ops)")
         p.chain.extend(region[1])
         cur = region[1][-1]
+
+
+def _row_bias_shape(v, vcur) -> bool:
+    """[M, 1] against a [M, N] result ([B, M, 1] against [B, M, N]), N > 1."""
+    return v.dim() == vcur.dim() and v.dim() in (2, 3) and _known_eq(v.shape[-1], 1) \
+        and not _known_eq(vcur.shape[-1], 1) and _same_shape(v.shape[:-1], vcur.shape[:-1])
+
+
+def _keeps_pre_activation(p: _Plan, cur: fx.Node, users: List[fx.Node]) -> bool:
+    """Training: `cur` (alpha * mm + bias) is returned by the graph (saved for the backward) and otherwise
+    read by one activation node only (through the [B*S, N] -> [B, S, N] view of a Linear on a 3-D input).
+    Absorb them; `cur` becomes the op's second output (viewed back to its shape in _apply)."""
+    inner = [u for u in users if u.op != "output"]
+    if p.saved is not None or p.stage >= _ACT or p.post_view is not None or len(inner) != 1 \
+            or len(inner) == len(users) or inner[0].op != "call_function":
+        return False
+    v, path = _val(cur), [inner[0]]
+    if path[0].target in _VIEWS and not p.batched and len(path[0].users) == 1:
+        path.append(next(iter(path[0].users)))
+    if not isinstance(v, torch.Tensor) or v.dtype not in _DT or path[-1].op != "call_function" \
+            or path[-1].target not in _ACTS:
+        return False
+    prev = cur
+    for u in path:
+        if _absorb(p, prev, u) is not None:
+            if len(p.chain) and p.chain[-1] is path[0]:  # the view went in, the activation did not: give up
+                raise _Reject(f"internal: {path[-1].name} after {path[0].name} was not absorbed")
+            return False
+        p.chain.append(u)
+        prev = u
+    return True
 
 
 def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
@@ -390,6 +431,8 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         if not _is_number(other):
             return f"scale by {other!r} is not a constant number"
         s = float(other) if t is aten.mul.Tensor else 1.0 / float(other)
+        if p.row_bias is not None:
+            return "a scale after the per-row bias: heddle scales the matmul before it"
         if p.stage == _BIAS:   # s * (mm + bias) = (s * alpha) * mm + (s * bias): the bias is scaled in the graph
             p.alpha *= s
             p.bias_scale *= s
@@ -414,11 +457,18 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         if not _same_shape(vu.shape, vcur.shape):
             return f"the add broadcasts the result {_fmt_shape(vcur)} to {_fmt_shape(vu)}"
         if _bias_shape(vo, p.n) and vo.dim() <= 2:
-            if p.stage >= _BIAS:
-                return ("a row-vector add after " + ("another bias" if p.stage == _BIAS else "the activation/residual")
-                        + ": heddle adds one bias, before the activation")
+            if p.bias is not None or p.stage > _BIAS:   # (a per-row bias may come first)
+                after = "another bias" if p.bias is not None else "the activation/residual"
+                return f"a row-vector add after {after}: heddle adds one bias, before the activation"
             p.bias, p.stage = other, _BIAS
             p.steps.append("+ bias")
+            return None
+        if _row_bias_shape(vo, vcur) and p.post_view is None:
+            if p.stage > _BIAS or p.row_bias is not None:
+                return ("a per-row [M, 1] add after " + ("another one" if p.row_bias is not None else
+                        "the activation/residual") + ": heddle adds one per-row bias, before the activation")
+            p.row_bias, p.stage = other, _BIAS
+            p.steps.append("+ row bias")
             return None
         if _same_shape(vo.shape, vcur.shape):
             if p.stage >= _RES:
@@ -463,6 +513,8 @@ def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         return f"reshape to {_fmt_shape(vu)} does not match operand a's 3-D source {_fmt_shape(vx)}"
     if p.residual is not None:
         return "reshape after a 2-D residual add"
+    if p.row_bias is not None:
+        return "reshape after a 2-D per-row bias add"
     p.a_view, p.a, p.batched = p.a, x, True
     p.steps.append("(batched over the 3-D input)")
     return None
@@ -473,13 +525,14 @@ def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
 # --------------------------------------------------------------------------------------------------
 def _spec(p: _Plan, out_dtype):
     from .matmul import MatmulSpec
-    vb, vr = _val(p.bias), _val(p.residual)
+    vb, vr, vrow = _val(p.bias), _val(p.residual), _val(p.row_bias)
     return MatmulSpec(dtype=_DT[_val(p.a).dtype], batched=p.batched, batched_b=p.batched_b, k=p.k, n=p.n,
                       trans_a=p.trans_a, trans_b=p.trans_b,
                       bias=None if vb is None else (_DT[vb.dtype], vb.dim()),
                       residual=None if vr is None else (_DT[vr.dtype], vr.dim()),
                       activation=p.activation, alpha=None if p.alpha == 1.0 else p.alpha,
-                      out_dtype=_DT[out_dtype])
+                      out_dtype=_DT[out_dtype], saved=None if p.saved is None else _DT[_val(p.saved).dtype],
+                      row_bias=None if vrow is None else (_DT[vrow.dtype], vrow.dim()))
 
 
 def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
@@ -507,14 +560,15 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  name=f"heddle_{p.root.name}_bias")
         with (fake_mode if fake_mode is not None else _nullcontext()):
             bias.meta["val"] = aten.mul.Tensor(_val(p.bias), p.bias_scale)
-    args = ops + [t for t in (bias, p.residual) if t is not None]
+    args = ops + [t for t in (bias, p.row_bias, p.residual) if t is not None]   # the fusion's input order
     vals = [_val(x) for x in args]
     with (fake_mode if fake_mode is not None else _nullcontext()):
-        out_val = target(*vals)
-        mm_val = out_val
+        mm_val = target(*vals)
+        out_val = mm_val if p.saved is None else mm_val[0]
         if p.post_view is not None:
             out_val = aten.view.default(out_val, list(vfinal.shape))
-    if out_val.dtype != vfinal.dtype or not _same_shape(out_val.shape, vfinal.shape):
+    bad_saved = p.saved is not None and p.a_view is None and not _same_shape(mm_val[1].shape, _val(p.saved).shape)
+    if out_val.dtype != vfinal.dtype or not _same_shape(out_val.shape, vfinal.shape) or bad_saved:
         for n in [a for a in args if a.name.startswith(f"heddle_{p.root.name}_")]:
             g.erase_node(n)   # the transposed / scaled operands made above
         raise _Reject(f"internal: heddle op gives {_fmt_shape(out_val)} {out_val.dtype}, the chain "
@@ -524,6 +578,20 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     new.meta.update({k: v for k, v in p.root.meta.items() if k in ("stack_trace", "nn_module_stack", "source_fn_stack",
                                                                     "seq_nr", "original_aten", "from_node")})
     new.meta["val"] = mm_val
+    if p.saved is not None:  # (output, pre-activation): the graph's other readers of the latter take item 1
+        import operator
+        with g.inserting_before(final):
+            pre = g.create_node("call_function", operator.getitem, (new, 1), name=f"heddle_{p.root.name}_pre")
+            new = g.create_node("call_function", operator.getitem, (new, 0), name=f"heddle_{p.root.name}_out")
+        pre.meta["val"], new.meta["val"] = mm_val[1], mm_val[0]
+        absorbed = set(p.chain)
+        if p.a_view is not None:  # the kept value is the 2-D [B*S, N] matmul result: view it back
+            with g.inserting_before(final):
+                pre = g.create_node("call_function", aten.view.default, (pre, [p.a_view.args[1][0], p.n]),
+                                    name=f"heddle_{p.root.name}_pre2d")
+            with (fake_mode if fake_mode is not None else _nullcontext()):
+                pre.meta["val"] = mm_val[1].reshape(_val(p.saved).shape)
+        p.saved.replace_all_uses_with(pre, delete_user_cb=lambda u: u not in absorbed)
     if p.post_view is not None:
         with g.inserting_before(final):
             new = g.create_node("call_function", aten.view.default, (new, p.post_view.args[1]),

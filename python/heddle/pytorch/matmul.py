@@ -40,11 +40,14 @@ class MatmulSpec:
     activation: Optional[str]
     alpha: Optional[float]
     out_dtype: str
+    saved: Optional[str] = None              # dtype of the pre-activation as a second output (training)
+    row_bias: Optional[Tuple[str, int]] = None  # (dtype, rank) of a per-row bias [M, 1] / [B, M, 1]
 
     def op_name(self) -> str:
         """The op's name encodes the whole spec (heddle/pytorch/op_names.py), so it can be registered from its name."""
         return op_names.encode(self.dtype, self.batched, self.batched_b, self.k, self.n, self.trans_a, self.trans_b,
-                               self.bias, self.residual, self.activation, self.alpha, self.out_dtype)
+                               self.bias, self.residual, self.activation, self.alpha, self.out_dtype, self.saved,
+                               self.row_bias)
 
     def build_fusion(self) -> Fusion:
         fd = Fusion()
@@ -58,12 +61,19 @@ class MatmulSpec:
             y = y * self.alpha
         if self.bias is not None:
             y = y + fd.input("bias", self.bias[0], [n] if self.bias[1] == 1 else [1, n])
+        if self.row_bias is not None:  # one value per row of the result, broadcast over its columns
+            y = y + fd.input("row_bias", self.row_bias[0], (["B"] if self.row_bias[1] == 3 else []) + ["M", 1])
+        pre = y
+        if self.saved is not None and self.activation is None:
+            raise ScheduleError(f"{self.op_name()}: a saved pre-activation needs an activation after it")
         if self.activation is not None:
             y = ops_unary(self.activation, y)
         if self.residual is not None:
             rshape = (["B"] if self.residual[1] == 3 else []) + ["M", n]
             y = y + fd.input("residual", self.residual[0], rshape)
         fd.output(y.to(self.out_dtype))
+        if self.saved is not None:  # the second output: what the backward keeps (docs/scheduling.md)
+            fd.output(pre.to(self.saved))
         return fd
 
 
@@ -180,8 +190,9 @@ class FusedMatmul:
         a, b = tensors[0], tensors[1]
         M = a.shape[-1] if self.spec.trans_a else a.shape[-2]
         shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
-        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[self.spec.out_dtype]
-        return a.new_empty(shape, dtype=dt)
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+        out = a.new_empty(shape, dtype=dt[self.spec.out_dtype])
+        return out if self.spec.saved is None else (out, a.new_empty(shape, dtype=dt[self.spec.saved]))
 
 
 M_BUCKETS = (64, 128, 256)  # heddle.matmul compiles one kernel per bucket of M (and one for larger M)
@@ -231,7 +242,7 @@ def _register_op(fm: FusedMatmul):
     name = fm.spec.op_name()
     _registering.add(name)
     try:
-        op = register_op(name, names, fm.run, fm.fake)
+        op = register_op(name, names, fm.run, fm.fake, outputs=1 if fm.spec.saved is None else 2)
     finally:
         _registering.discard(name)
     from .autograd import register_matmul_autograd

@@ -194,6 +194,9 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   }
   os_ << ind(e) << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
       << k.epilogueResult << ");\n";
+  for (auto& o : k.extraOutputs)
+    os_ << ind(e) << o.param << "[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r"
+        << o.reg << ");\n";
   os_ << ind(d + 2) << "}\n";
 }
 
@@ -217,6 +220,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   if (t.batched) {
     os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";
     os_ << "  D += (long long)batch_idx * batch_stride_d;\n";
+    for (auto& o : k.extraOutputs) os_ << "  " << o.param << " += (long long)batch_idx * batch_stride_d;\n";
   }
   block(k.body, 1);
   os_ << "}\n";

@@ -91,6 +91,9 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
            << "::offset(lr, lc)] = " << v << ";\n";
     else
       body << "D[(long long)row * ldd + col] = " << v << ";\n";
+    for (auto& o : k.extraOutputs)  // the TMA store path refuses further outputs (warp_specialize)
+      body << o.param << "[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r"
+           << o.reg << ");\n";
     body << "}\n";
   }
   os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment, element by element\n";

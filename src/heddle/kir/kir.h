@@ -326,6 +326,10 @@ struct Kernel {
   std::vector<EpiOp> epilogue;   // acc value is register 0
   int epilogueResult = 0;
   DType outDtype = DType::F16;
+  // Further fusion outputs (a value the epilogue computes on the way, e.g. the pre-activation a backward
+  // needs): register `reg` stored to param `param` ("D1", "D2", ...) at D's index (same ldd, batch stride).
+  struct ExtraOutput { std::string param; int reg = 0; DType dtype = DType::F16; };
+  std::vector<ExtraOutput> extraOutputs;
   // matmul template parameters the printer passes to the device headers
   struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
     bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0; } tile;  // wgmma: Hopper MmaSm90

@@ -53,6 +53,7 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.epilogue = k.epilogue;
   c.epilogueResult = k.epilogueResult;
   c.outDtype = k.outDtype;
+  c.extraOutputs = k.extraOutputs;
   c.tile = k.tile;
   c.tripChecks = k.tripChecks;
   c.syncsPlanned = k.syncsPlanned;

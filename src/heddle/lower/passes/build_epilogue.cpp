@@ -7,6 +7,8 @@
 //   r3 = gelu r2
 //   r4 = cast r3 -> bf16     (rounds through bf16, stays f32 in registers)
 //   store r4 -> D (bf16)
+// Further outputs (output T3 as well: the pre-activation a backward keeps) store their register to
+// D1, D2, ... at D's index (same ldd and batch stride); the name gains _o<dtype> per further output.
 // and the kernel name gains the program: ..._e_add_gelu_bf16 (operand loads are implied by the ops that
 // use them; a cast is named by its type; no op at all: _e_none), so two epilogues never share a name.
 // Broadcast operands index with stride params; an axis of size 1 (or missing) is not indexed.
@@ -20,9 +22,7 @@ void buildEpilogue(LowerContext& c) {
   auto& k = c.kernel;
   auto& f = c.fusion;
   auto* mm = c.tiling.mm;
-  if (f.outputs().size() != 1)
-    fail<ScheduleError>("this fusion has ", f.outputs().size(), " outputs; a matmul kernel stores one output tensor "
-                        "(split the fusion, or add the outputs in a later heddle release)");
+  if (f.outputs().empty()) fail<ScheduleError>("this fusion has no output; mark the matmul or its epilogue result");
   std::map<const TensorView*, int> reg{{mm, 0}};
   int next = 1;
   const int rank = mm->rank();
@@ -98,10 +98,11 @@ void buildEpilogue(LowerContext& c) {
     reg[e->output] = op.dst;
     k.epilogue.push_back(op);
   }
+  for (auto* o : f.outputs())
+    if (!reg.count(o) || o->isInput)
+      fail<ScheduleError>("output ", o->name, " is not computed from the matmul; mark the matmul or its epilogue "
+                          "result as the output");
   auto* out = f.outputs()[0];
-  if (!reg.count(out))
-    fail<ScheduleError>("output ", out->name, " is not computed from the matmul; mark the matmul or its epilogue "
-                        "result as the output");
   k.epilogueResult = reg[out];
   std::string sig = "_e";
   for (auto& op : k.epilogue)
@@ -119,6 +120,16 @@ void buildEpilogue(LowerContext& c) {
   ldd.kind = kir::Param::Int64;
   ldd.name = "ldd";
   k.params.push_back(ldd);
+  for (size_t i = 1; i < f.outputs().size(); ++i) {  // further outputs: D's index, their own pointer
+    auto* o = f.outputs()[i];
+    k.extraOutputs.push_back({"D" + std::to_string(i), reg[o], o->dtype});
+    kir::Param di = d;
+    di.name = k.extraOutputs.back().param;
+    di.dtype = o->dtype;
+    di.tensor = o->name;
+    k.params.push_back(di);
+    k.name += std::string("_o") + dtypeName(o->dtype);  // a kernel with another output never shares a name
+  }
   if (c.tiling.batched) {
     kir::Param bs;
     bs.kind = kir::Param::Int64;

@@ -193,6 +193,10 @@ void warpSpecialize(LowerContext& c) {
   const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
   if (!ab) fail<HeddleError>("warp_specialize: no load -> mma edge in the role graph (", graph.str(), ")");
   const RoleGraph::Edge* accEdge = epiR ? graph.find(HopperRole::Mma, HopperRole::Epilogue) : nullptr;
+  if (accEdge && !k.extraOutputs.empty())
+    fail<ScheduleError>("warp_specialize: this fusion has ", k.extraOutputs.size() + 1, " outputs, but an epilogue "
+                        "role stores one tile (sD) with one TMA store; leave out the epilogue role (roles load and "
+                        "mma: the mma warpgroups store every output from registers) or split the fusion");
   if (epiR && !(accEdge && accEdge->registers))
     fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
   for (auto& e : graph.edges)  // the edges this pass builds rings for
