@@ -317,6 +317,13 @@ __device__ __forceinline__ void tma_load_tile(T* dst, const TmaDesc* map, int ro
                        batch, bar);
 }
 
+// A row of COLS elements (a bias slice) at column col0 of a [1, N] map without swizzle: one box of
+// COLS * sizeof(T) bytes (the expect_tx count), completing on `bar`.
+template <int COLS, typename T>
+__device__ __forceinline__ void tma_load_row(T* dst, const TmaDesc* map, int col0, u64* bar) {
+  tma_load_box<2>(dst, map, col0, 0, 0, bar);
+}
+
 template <int RANK>
 __device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1, int c2, const void* src) {
 #ifdef HEDDLE_HOST_EMULATION
