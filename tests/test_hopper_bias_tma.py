@@ -1,7 +1,8 @@
-"""The sm_90a warp-specialized kernel with a TMA-loaded bias (cache_after(bias, 'tma_load')): a second
-producer role (warp 1 of the load warpgroup) loads each tile's bias slice [bn] by TMA into its own ring
-sE (fullE/emptyE, expect_tx of the box bytes), consumed by the role running the epilogue program (the
-MMA warpgroups, or the epilogue role) instead of a scalar global load per element.
+"""The sm_90a warp-specialized kernel with a TMA-loaded bias or residual (cache_after(x, 'tma_load')): a
+second producer role (warp 1 of the load warpgroup) loads each tile's bias slice [bn] (residual tile
+[bm, bn]) by TMA into its own ring sE (fullE/emptyE, expect_tx of the box bytes), consumed by the role
+running the epilogue program (the MMA warpgroups, or the epilogue role) instead of a scalar global load
+per element.
 
 Checked here: the role graph and the lowered plan (every new mbarrier with its reason), the Mermaid
 picture, the kernel-IR simulator (clean, right numbers, every mutant killed), the CPU interpreter of
@@ -23,6 +24,19 @@ def lowered(variant, bias_stages=2, stages=3, prefetch=1, **kw):
     return fd, fd.lower("sm_90a")
 
 
+def residual(variant="coop", res_stages=2, stages=3, prefetch=1, n=72, k=104, bm=None, bn=64, bk=16,
+             regs=(40, 232)):
+    """gelu(a @ b + res) with res [M, N] loaded by TMA, one [bm, bn] box per tile."""
+    wgs = 2 if variant == "coop" else 1
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", k]); b = fd.input("b", "bf16", [k, n]); res = fd.input("res", "bf16", ["M", n])
+    fd.output(heddle.ops.gelu(fd.matmul(a, b) + res).to("bf16"))
+    schedule_sm90(fd, a, b, bm=bm or 64 * wgs, bn=bn, bk=bk, wgs=wgs, stages=stages, prefetch=prefetch,
+                  roles=roles_for(variant, regs))
+    fd.cache_after(res, "tma_load").circular_buffer(res_stages)
+    return fd
+
+
 @pytest.mark.parametrize("variant,consumer", [("coop", "mma"), ("3role", "epilogue")])
 def test_role_graph_has_the_bias_edge_and_every_mbarrier_its_reason(variant, consumer):
     _, low = lowered(variant)
@@ -30,7 +44,7 @@ def test_role_graph_has_the_bias_edge_and_every_mbarrier_its_reason(variant, con
     assert f"bias_load -(sE)-> {consumer}" in text.splitlines()[0]  # the plan's summary
     assert low.name.endswith("_tmae2")
     src = low.source
-    assert "heddle::sm90::tma_load_row<64>(sE + (tl % 2) * 64, &tmE, n0, (fullE + (tl % 2)));" in src
+    assert "heddle::sm90::tma_load_plain<1, 64>(sE + (tl % 2) * 64, &tmE, 0, n0, (fullE + (tl % 2)));" in src
     assert "heddle::to_float(sE[(tl % 2) * 64 + lc])" in src
     assert "E_bias[" not in src  # no per-element global load of the bias is left
     for bar, count in (("fullE", 1), ("emptyE", 128 * (2 if variant == "coop" else 1))):
@@ -39,6 +53,43 @@ def test_role_graph_has_the_bias_edge_and_every_mbarrier_its_reason(variant, con
     assert f"edge bias_load -> {consumer} (sE (bias))" in text
     assert "128 TMA bytes" in text  # expect_tx of the [1, 64] bf16 box
     assert f"RAW sE (bias) (bias_load -> {consumer})" in text and f"WAR sE (bias) ({consumer} -> bias_load)" in text
+
+
+def test_residual_tile_is_one_box_per_tile():
+    low = residual("coop").lower("sm_90a")
+    src, text = low.source, low.explain()
+    assert "res_load -(sE)-> mma" in text.splitlines()[0]
+    assert "heddle::sm90::tma_load_plain<128, 64>(sE + (tl % 2) * 8192, &tmE, m0, n0, (fullE + (tl % 2)));" in src
+    assert "heddle::to_float(sE[(tl % 2) * 8192 + lr * 64 + lc])" in src and "E_res[" not in src
+    assert "16384 TMA bytes" in text  # expect_tx: the whole [128, 64] bf16 box
+
+
+@pytest.mark.parametrize("variant,rs", [("coop", 2), ("3role", 3)])
+def test_residual_simulates_clean_and_kills_every_mutant(variant, rs):
+    for M, n in ((200, 72), (77, 130)):
+        fd = residual(variant, rs, n=n)
+        r = verify.simulate(fd.lower("sm_90a"), inputs(fd, M, seed=M), "adversarial", 0)
+        assert r.ok, r.report()
+    fd = residual(variant, rs)
+    report = verify.kill_rate(fd.lower("sm_90a"), [inputs(fd, 200, seed=1)])
+    assert report.total >= 50 and not report.survivors, str(report)
+
+
+@needs_cxx
+def test_residual_interpreter_numbers():
+    fd = residual("coop", n=200)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    for M in (77, 200):
+        r = interpret(k, *inputs(fd, M, seed=M), schedule="random", seed=M, sms=1)
+        assert r.ok, r.report()
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_residual_interpreter_mutants():
+    fd = residual("coop")
+    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=1), sms=1)
+    assert "swap_stage" in res["by_kind"] and not res["survivors"], res["survivors"]
 
 
 def test_mermaid_draws_the_second_producer():
@@ -104,6 +155,16 @@ def test_nvrtc_compiles_without_spills_or_global_loads(variant, tile, bs):
     assert "ld.global" not in r.ptx  # the bias comes through shared memory
 
 
+@requires_nvrtc
+def test_nvrtc_compiles_the_residual_kernel():
+    fd = residual("coop", stages=4, prefetch=2, n=1024, k=4096, bm=128, bn=128, bk=64)
+    low = fd.lower("sm_90a")
+    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
+    st = r.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
+    assert not st.setmaxnreg_ignored and "ld.global" not in r.ptx, r.ptxas
+
+
 def _bias(fd):
     return next(t for t in fd.inputs if t.name == "bias")
 
@@ -122,15 +183,16 @@ def test_other_cache_kinds_ranks_and_stage_counts_are_refused():
     fd.cache_after(_bias(fd), "cp_async")
     with pytest.raises(heddle.ScheduleError, match="cached only with 'tma_load'.*not 'cp_async'"):
         fd.lower("sm_90a")
-    with pytest.raises(heddle.ScheduleError, match="the bias ring allows at most 8 stages"):
+    with pytest.raises(heddle.ScheduleError, match="the ring of bias allows at most 8 stages"):
         build("coop", bias_tma=9).lower("sm_90a")
-    fd = heddle.Fusion()
-    a = fd.input("a", "bf16", ["M", 64]); b = fd.input("b", "bf16", [64, 72]); res = fd.input("res", "bf16", ["M", 72])
-    fd.output((fd.matmul(a, b) + res).to("bf16"))
-    schedule_sm90(fd, a, b, bm=128, bn=64, bk=16, wgs=2, stages=3, roles=roles_for("coop"))
-    fd.cache_after(res, "tma_load").circular_buffer(2)
-    with pytest.raises(heddle.ScheduleError, match=r"only a bias row \[N\].*res .*has rank 2"):
-        fd.lower("sm_90a")
+    fd2 = heddle.Fusion()
+    a = fd2.input("a", "bf16", ["M", 64]); b = fd2.input("b", "bf16", [64, 72])
+    r1 = fd2.input("r1", "bf16", ["M", 72]); r2 = fd2.input("r2", "bf16", [72])
+    fd2.output((fd2.matmul(a, b) + r1 + r2).to("bf16"))
+    schedule_sm90(fd2, a, b, bm=128, bn=64, bk=16, wgs=2, stages=3, roles=roles_for("coop"))
+    fd2.cache_after(r1, "tma_load"); fd2.cache_after(r2, "tma_load")
+    with pytest.raises(heddle.ScheduleError, match="a second TMA-loaded epilogue operand"):
+        fd2.lower("sm_90a")
 
 
 @needs_cxx

@@ -119,16 +119,19 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
                                  f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
                                  f"{16 // es}, or drop the epilogue role")
             rows, cols, ld = g.M, g.N, g.N
-        elif op not in ("A", "B"):  # a bias row [N] loaded by TMA: a [1, N] map, one [1, bn] box per tile
+        elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
             t = (tensors or {}).get(op)
             if t is None:
                 raise InputError(f"{kernel.name}: no tensor for the TMA-loaded epilogue operand '{op}'")
-            why = tma_problem(t) or (None if t.dim() == 1 else f"it has {t.dim()} dimensions, the kernel loads a row [N]")
+            why = tma_problem(t)
             if why:
                 raise InputError(f"input '{op}': {kernel.name} loads it with TMA (cache_after({op}, 'tma_load')), but "
                                  f"{why}. Drop that cache to read it per element")
             es = t.element_size()
-            rows, cols, ld = 1, g.N, -(-g.N * es // 16) * 16 // es  # one row: the stride is never stepped
+            if m["box_rows"] == 1:  # one row: its stride is never stepped
+                rows, cols, ld = 1, g.N, -(-g.N * es // 16) * 16 // es
+            else:
+                rows, cols, ld = g.M, g.N, t.stride(0)
         else:
             t = g.a if op == "A" else g.b
             trans = mexpr["trans_a"] if op == "A" else mexpr["trans_b"]

@@ -25,7 +25,7 @@ std::string tileD(const kir::Kernel& k) {
 }
 
 // The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
-// operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile column lc.
+// operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile's (lr,) lc.
 void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
   for (auto& op : k.epilogue) {
     std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
@@ -35,7 +35,8 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
     switch (op.op) {
       case OpKind::Input: {
         if (op.smem) {
-          os << "heddle::to_float(" << op.smem->name << "[(" << stage.str() << ") * " << op.smem->cols << " + lc]);";
+          os << "heddle::to_float(" << op.smem->name << "[(" << stage.str() << ") * " << op.smem->rows * op.smem->cols
+             << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
           break;
         }
         std::string idx;
@@ -127,9 +128,10 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       auto& t = static_cast<const kir::TileLoad&>(n);
       if (t.kind != LoadKind::TmaLoad) return false;
       if (!t.mbar) fail<HeddleError>("printer: ", kir::describe(t), " completes on no mbarrier");
-      if (t.dst->role == "epi_tma") {  // a bias slice: one unswizzled [1, cols] box
-        os << ind << "heddle::sm90::tma_load_row<" << t.dst->cols << ">(" << stagePtr(*t.dst, t.stage) << ", &"
-           << t.tensorMap << ", " << t.col0.str() << ", " << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
+      if (t.dst->role == "epi_tma") {  // a bias row or residual tile: one unswizzled [rows, cols] box
+        os << ind << "heddle::sm90::tma_load_plain<" << t.dst->rows << ", " << t.dst->cols << ">("
+           << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str()
+           << ", " << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
         return true;
       }
       bool batched = false;  // a rank-2 B under a batched A is one matrix: a 2-D map

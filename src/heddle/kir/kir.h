@@ -308,7 +308,7 @@ struct EpiOp {
   std::string rowStride, colStride;   // its strides params ("" = broadcast over that axis)
   std::string batchStride;
   DType dtype = DType::F32;           // element type of the loaded tensor / cast target
-  Buffer* smem = nullptr;             // op == Input loaded by TMA (a bias row): read smem[stage][col in tile]
+  Buffer* smem = nullptr;             // op == Input loaded by TMA (bias row, residual): smem[stage][(row,) col]
 };
 
 struct LaunchConfig {

@@ -200,15 +200,16 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t) {
       fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand is built for cooperative MMA warpgroups "
                           "(ping-pong warpgroups would consume its ring out of order); give the MMA role ",
                           h.tileWarpgroups, " warpgroup(s)", drop);
-    if (in->rank() != 1)
-      fail<ScheduleError>("cache ", c->name, ": only a bias row [N] is loaded by TMA so far; ", in->str(), " has rank ",
-                          in->rank(), " (a residual [M, N] tile has no producer role yet)", drop);
+    if (in->rank() > 2 || t.batched)
+      fail<ScheduleError>("cache ", c->name, ": TMA loads a bias row [N] or a residual [M, N] for the epilogue; ",
+                          in->str(), " has rank ", in->rank(), t.batched ? " in a batched matmul" : "", drop);
     if (!h.epiTma.empty())
       fail<ScheduleError>("cache ", c->name, ": a second TMA-loaded epilogue operand (", h.epiTma, " has one); one "
-                          "bias row has a producer role so far", drop);
+                          "operand has a producer role so far", drop);
     const int st = c->circular.enabled() ? c->circular.stages : 2;
     if (st > 8)
-      fail<ScheduleError>("circular_buffer(", c->name, ", stages=", st, "): the bias ring allows at most 8 stages");
+      fail<ScheduleError>("circular_buffer(", c->name, ", stages=", st, "): the ring of ", in->name,
+                          " allows at most 8 stages");
     h.epiTma = in->name;
     h.epiStages = st;
     HopperRole r;

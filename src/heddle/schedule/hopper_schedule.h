@@ -52,9 +52,10 @@ struct HopperSchedule {
   bool tmaStore = false;         // epilogue stores through shared memory and TMA
   int threads = 0;
   int swizzleA = 0, swizzleB = 0;  // bytes
-  // A bias row [N] cached with cache_after(bias, 'tma_load'): a second producer role (EpiLoad, warp 1
-  // of the load warpgroup, no registers of its own) loads its [bn] slice per tile into a ring of
-  // epiStages stages that the role running the epilogue consumes (warp_specialize.cpp).
+  // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
+  // (EpiLoad, warp 1 of the load warpgroup, no registers of its own) loads its [bn] slice (its [bm, bn]
+  // tile) per output tile into a ring of epiStages stages that the role running the epilogue consumes
+  // (warp_specialize.cpp).
   std::string epiTma;            // the input tensor ("" when none)
   int epiStages = 0;
   const HopperRole* role(HopperRole::Kind k) const;

@@ -203,7 +203,8 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     std::map<std::string, float> fromSmem;  // TMA-loaded operands: the ring slot's cell, a checked read
     for (auto& op : c.k.epilogue)
       if (op.smem && !fromSmem.count(op.tensorParam))
-        fromSmem[op.tensorParam] = c.readCell(c.cellOf(op.smem, evalStage(e.operandStage, t), 0, lc, e), t, inst);
+        fromSmem[op.tensorParam] =
+            c.readCell(c.cellOf(op.smem, evalStage(e.operandStage, t), op.smem->rows > 1 ? lr : 0, lc, e), t, inst);
     std::string oob;
     float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob, &fromSmem);
     if (!oob.empty())

@@ -317,11 +317,12 @@ __device__ __forceinline__ void tma_load_tile(T* dst, const TmaDesc* map, int ro
                        batch, bar);
 }
 
-// A row of COLS elements (a bias slice) at column col0 of a [1, N] map without swizzle: one box of
-// COLS * sizeof(T) bytes (the expect_tx count), completing on `bar`.
-template <int COLS, typename T>
-__device__ __forceinline__ void tma_load_row(T* dst, const TmaDesc* map, int col0, u64* bar) {
-  tma_load_box<2>(dst, map, col0, 0, 0, bar);
+// An unswizzled ROWS x COLS box (a bias row: ROWS 1; a residual tile) at (row0, col0) of a 2-D map
+// without swizzle, row-major in dst: ROWS * COLS * sizeof(T) bytes (the expect_tx count), on `bar`.
+template <int ROWS, int COLS, typename T>
+__device__ __forceinline__ void tma_load_plain(T* dst, const TmaDesc* map, int row0, int col0, u64* bar) {
+  static_assert(ROWS >= 1 && ROWS <= 256 && COLS <= 256, "tma_load_plain: a TMA box has at most 256 per axis");
+  tma_load_box<2>(dst, map, col0, row0, 0, bar);
 }
 
 template <int RANK>

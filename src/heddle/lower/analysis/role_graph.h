@@ -7,7 +7,7 @@
 //   the accumulator written by the MMA -> the MMA role
 //   the output, from the accumulator   -> the epilogue role, or the accumulator's own role when
 //                                          there is none (registers do not cross warps)
-//   a bias tile copied by TMA (sE)     -> its own producer role (HopperRole::EpiLoad), read by the
+//   a bias/residual copied by TMA (sE) -> its own producer role (HopperRole::EpiLoad), read by the
 //                                          role running the epilogue program
 // Every buffer one role writes and another reads is an edge; the buffers of one producer and one
 // consumer share the edge. Edge kinds:

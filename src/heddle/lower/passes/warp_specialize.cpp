@@ -34,14 +34,15 @@
 // sC, fence.proxy.async + a named barrier publish sD to the async proxy, and one thread stores it
 // with TMA (bulk group, wait_group.read before sD is rewritten: the named barrier at the top of
 // the next tile).
-// A bias row cached with tma_load (hopper_schedule.h epiTma): a second producer role, warp 1 of the load
-// warpgroup, walks the tiles and loads the bias slice [bn] of each into sE[tl % se] by TMA (ring
-// fullE/emptyE, expect_tx of the box bytes); the role running the epilogue program (mma, or the
-// epilogue role) waits fullE before it and releases emptyE after it, and reads sE instead of global
-// memory:
+// A bias row (or residual) cached with tma_load (hopper_schedule.h epiTma): a second producer role, warp 1
+// of the load warpgroup, walks the tiles and loads the bias slice [bn] (residual tile [bm, bn]) of each
+// into sE[tl % se] by TMA (ring fullE/emptyE, expect_tx of the box bytes); the role running the
+// epilogue program (mma, or the epilogue role) waits fullE before it and releases emptyE after it, and
+// reads sE instead of global memory:
 //   if (tid == 32) for tl { let tile, m0, n0; wait emptyE[tl%se] parity (tl/se)%2;
-//                           arrive.expect_tx fullE[tl%se] bn*esize; tma bias[n0, n0+bn) -> sE[tl%se] }
-//   consumer, per tile: wait fullE[tl%se] parity (tl/se)%2; epilogue (r = sE[tl%se][lc]); arrive emptyE[tl%se]
+//                           arrive.expect_tx fullE[tl%se] box bytes; tma bias[n0, n0+bn) -> sE[tl%se] }
+//   consumer, per tile: wait fullE[tl%se] parity (tl/se)%2; epilogue (r = sE[tl%se][(lr,) lc]);
+//                       arrive emptyE[tl%se]
 #include <map>
 #include <sstream>
 
@@ -167,17 +168,18 @@ kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edg
   return d;
 }
 
-// The TMA-loaded epilogue operand: its ring buffer sE[se][bn] (replacing the epilogue's global loads of
-// it), tensor map tmE (one [1, bn] box of the [1, N] row, no swizzle).
+// The TMA-loaded epilogue operand: its ring buffer sE[se][rows x bn] (replacing the epilogue's global
+// loads of it), tensor map tmE without swizzle: a bias row is one [1, bn] box of a [1, N] map (rows 1),
+// a residual [M, N] one [bm, bn] box per tile (rows bm).
 kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h) {
   if (h.epiTma.empty()) return nullptr;
   kir::Buffer* sE = nullptr;
   for (auto& op : k.epilogue) {
     if (op.op != OpKind::Input || op.tensorParam != "E_" + h.epiTma) continue;
-    if (op.colStride.empty() || !op.rowStride.empty() || !op.batchStride.empty())
-      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma, " as a "
-                          "broadcast scalar, not a row along n; drop the cache (it is one value)");
-    if (!sE) sE = smemTile(k, "sE", "epi_tma", op.dtype, h.epiStages, 1, t.bn, 128);
+    if (op.colStride.empty() || !op.batchStride.empty())
+      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma, " broadcast "
+                          "along n; TMA loads a bias row [N] or a residual [M, N]: drop the cache");
+    if (!sE) sE = smemTile(k, "sE", "epi_tma", op.dtype, h.epiStages, op.rowStride.empty() ? 1 : t.bm, t.bn, 128);
     op.smem = sE;
   }
   if (!sE)
@@ -188,7 +190,7 @@ kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const Hop
   p.name = "tmE";
   p.tensor = h.epiTma;
   k.params.push_back(p);
-  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, 1, 0, false});
+  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, sE->rows, 0, false});
   return sE;
 }
 
@@ -298,7 +300,7 @@ void warpSpecialize(LowerContext& c) {
     ringE.keep = 0;
     ringE.fullCount = 1;
     ringE.emptyCount = 128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups);
-    ringE.txBytes = t.bn * dtypeBytes(sE->dtype);
+    ringE.txBytes = sE->rows * t.bn * dtypeBytes(sE->dtype);
     ringE.producer = epiLoadR->name;
     ringE.consumer = graph.nodes[epiEdge->to].name;
     ringE.full = addMbarriers(k, "fullE", se);
@@ -358,7 +360,7 @@ void warpSpecialize(LowerContext& c) {
     elected->thenBody.stmts.push_back(std::move(tiles));
     loadRole->thenBody.stmts.push_back(std::move(elected));
   }
-  if (epiEdge) {  // role <bias>_load: warp 1's elected thread, one bias slice per tile
+  if (epiEdge) {  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
     auto elected = electOne(epiLoadR->firstWarp);
     auto tiles = B.loop("tl", 0, B.tilesCta);
     B.tileLets(tiles->body, tl);
@@ -369,11 +371,13 @@ void warpSpecialize(LowerContext& c) {
     l->stage = tl % ringE.stages;
     l->iter = tl;
     l->src = "E_" + h.epiTma;
-    l->row0 = 0;
+    const bool tile = sE->rows > 1;  // a residual tile, else a bias row
+    l->row0 = tile ? var("m0") : IExpr(0);
     l->col0 = var("n0");
-    l->rowsBound = 1;
+    l->rowsBound = tile ? var("M") : IExpr(1);
     l->colsBound = var("N");
-    l->ld = "N";  // one row: never stepped
+    for (auto& op : k.epilogue)
+      if (op.smem == sE) l->ld = tile ? op.rowStride : "N";  // a bias row: never stepped
     l->kind = LoadKind::TmaLoad;
     l->tensorMap = "tmE";
     l->mbar = ringE.full;
