@@ -44,14 +44,17 @@ def schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=-1, w
 
 
 def build(variant="pipeline", stages=3, prefetch=-1, layout="NN", dtype="bf16", regs=(40, 232), bm=None, bn=64,
-          bk=16, n=72, k=None, epilogue="bias_gelu", batched=False):
-    """A fusion scheduled as `variant`; small tiles by default (the simulator's size)."""
+          bk=16, n=72, k=None, epilogue="bias_gelu", batched=False, bias_tma=0):
+    """A fusion scheduled as `variant`; small tiles by default (the simulator's size). bias_tma=s: the
+    bias row is loaded by TMA through a producer role's ring of s stages (cache_after(bias, 'tma_load'))."""
     tile_wg, _, _ = VARIANTS[variant]
     bm = bm or 64 * tile_wg
     k = k if k is not None else bk * (3 * stages + 1)
     fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue, batched=batched)
     schedule_sm90(fd, a, b, bm=bm, bn=bn, bk=bk, wgs=tile_wg, stages=stages, prefetch=prefetch,
                   war="block_sync" if variant == "block_sync" else "mbarrier", roles=roles_for(variant, regs))
+    if bias_tma:
+        fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load").circular_buffer(bias_tma)
     return fd
 
 

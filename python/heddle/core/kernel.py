@@ -169,7 +169,8 @@ class Kernel:
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
-        env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms) if hopper else ({}, {})
+        env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms,
+                                          tensors=by_name) if hopper else ({}, {})
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}

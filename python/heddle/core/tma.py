@@ -98,9 +98,10 @@ def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols
                   swizzle=_SWIZZLE[swizzle])
 
 
-def launch_args(kernel, geometry, out, encoder=None, sms=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
+def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
     """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel. encoder: the
-    tensor-map encoder (default the CUDA driver's; the interpreter passes its own); sms: see num_ctas."""
+    tensor-map encoder (default the CUDA driver's; the interpreter passes its own); sms: see num_ctas;
+    tensors: the inputs by name (an epilogue operand loaded by TMA, e.g. a bias row, has a map too)."""
     lowered = kernel.lowered
     maps = lowered.tensor_maps
     if not maps:
@@ -118,6 +119,19 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None) -> Tuple[Dict[str
                                  f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
                                  f"{16 // es}, or drop the epilogue role")
             rows, cols, ld = g.M, g.N, g.N
+        elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
+            t = (tensors or {}).get(op)
+            if t is None:
+                raise InputError(f"{kernel.name}: no tensor for the TMA-loaded epilogue operand '{op}'")
+            why = tma_problem(t)
+            if why:
+                raise InputError(f"input '{op}': {kernel.name} loads it with TMA (cache_after({op}, 'tma_load')), but "
+                                 f"{why}. Drop that cache to read it per element")
+            es = t.element_size()
+            if m["box_rows"] == 1:  # one row: its stride is never stepped
+                rows, cols, ld = 1, g.N, -(-g.N * es // 16) * 16 // es
+            else:
+                rows, cols, ld = g.M, g.N, t.stride(0)
         else:
             t = g.a if op == "A" else g.b
             trans = mexpr["trans_a"] if op == "A" else mexpr["trans_b"]

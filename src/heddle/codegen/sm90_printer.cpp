@@ -24,8 +24,9 @@ std::string tileD(const kir::Kernel& k) {
          dtypeCudaName(k.outDtype) + ">";
 }
 
-// The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue).
-void epilogueOps(std::ostream& os, const kir::Kernel& k, const std::string& ind) {
+// The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
+// operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile's (lr,) lc.
+void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
   for (auto& op : k.epilogue) {
     std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
     if (op.scalar) b = floatLit(*op.scalar);
@@ -33,6 +34,11 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const std::string& ind)
     os << ind << "const float r" << op.dst << " = ";
     switch (op.op) {
       case OpKind::Input: {
+        if (op.smem) {
+          os << "heddle::to_float(" << op.smem->name << "[(" << stage.str() << ") * " << op.smem->rows * op.smem->cols
+             << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
+          break;
+        }
         std::string idx;
         auto term = [&](const std::string& var, const std::string& stride) {
           if (stride.empty()) return;
@@ -83,7 +89,7 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
     body << "const int row = m0 + lr, col = n0 + lc;\n";
     body << "if (row < M && col < N) {" << (e.to ? "  /* the TMA store skips what lies outside D */" : "") << "\n";
     body << "const float r0 = " << (e.from ? cell(*e.from, e.fromStage) : e.acc->name + ".acc[fm][fn][r]") << ";\n";
-    epilogueOps(body, k, "");
+    epilogueOps(body, k, e.operandStage, "");
     const std::string v = "heddle::from_float<" + std::string(dtypeCudaName(k.outDtype)) + ">(r" +
                           std::to_string(k.epilogueResult) + ")";
     if (e.to)
@@ -125,6 +131,12 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       auto& t = static_cast<const kir::TileLoad&>(n);
       if (t.kind != LoadKind::TmaLoad) return false;
       if (!t.mbar) fail<HeddleError>("printer: ", kir::describe(t), " completes on no mbarrier");
+      if (t.dst->role == "epi_tma") {  // a bias row or residual tile: one unswizzled [rows, cols] box
+        os << ind << "heddle::sm90::tma_load_plain<" << t.dst->rows << ", " << t.dst->cols << ">("
+           << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str()
+           << ", " << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
+        return true;
+      }
       bool batched = false;  // a rank-2 B under a batched A is one matrix: a 2-D map
       for (auto& m : k.tensorMaps)
         if (m.param == t.tensorMap) batched = m.batched;

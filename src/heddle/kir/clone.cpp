@@ -57,6 +57,7 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->fromStage = c->fromStage.substitute(s);
       c->toStage = c->toStage.substitute(s);
       c->slot = c->slot.substitute(s);
+      c->operandStage = c->operandStage.substitute(s);
       return c;
     }
     case NodeKind::Sync: {

@@ -143,6 +143,7 @@ struct EpilogueStore : Node {
   IExpr toStage;
   bool raw = false;
   int warpShift = 0;
+  IExpr operandStage;  // the stage of the TMA-loaded epilogue operands (EpiOp::smem) this tile reads
   // Split-K (passes/reduce_splits.cpp): Partial::Store writes this thread's raw accumulator fragment to
   // workspace slot `slot` (no epilogue program, no bounds: the whole tile); Partial::Add adds the
   // fragments of slots [slot, slot + count) to the accumulators, in slot order (nothing is stored).
@@ -307,6 +308,7 @@ struct EpiOp {
   std::string rowStride, colStride;   // its strides params ("" = broadcast over that axis)
   std::string batchStride;
   DType dtype = DType::F32;           // element type of the loaded tensor / cast target
+  Buffer* smem = nullptr;             // op == Input loaded by TMA (bias row, residual): smem[stage][(row,) col]
 };
 
 struct LaunchConfig {

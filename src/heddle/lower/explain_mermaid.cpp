@@ -39,8 +39,9 @@ std::string explainMermaid(const kir::Kernel& k) {
   }
   for (size_t r = 0; r < d.roles.size(); ++r) {
     auto& x = d.roles[r];
-    std::string label = x.name + "<br/>warps " + std::to_string(x.firstWarp) + "-" +
-                        std::to_string(x.firstWarp + x.warps - 1) +
+    std::string label = x.name + (x.warps == 1 ? "<br/>warp " + std::to_string(x.firstWarp)
+                                               : "<br/>warps " + std::to_string(x.firstWarp) + "-" +
+                                                     std::to_string(x.firstWarp + x.warps - 1)) +
                         (x.registers ? ", setmaxnreg " + std::to_string(x.registers) : "");
     os << "  r" << r << "[" << quoted(label) << "]\n";
   }

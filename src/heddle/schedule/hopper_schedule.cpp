@@ -181,6 +181,47 @@ void checkAccumulatorRegisters(const MatmulTiling& t, const TargetInfo& target) 
                       " besides them (ptxas would spill); ", fix.str());
 }
 
+// A bias cached with tma_load: the second producer role (hopper_schedule.h epiTma).
+void validateEpilogueTma(const Fusion& f, MatmulTiling& t) {
+  auto& h = t.hopper;
+  for (auto* in : f.inputs()) {
+    auto caches = f.cachesOf(in);
+    if (in == t.a || in == t.b || caches.empty()) continue;
+    auto* c = caches[0];
+    const std::string drop = "; or drop cache_after(" + in->name + ") to read it per element from global memory";
+    if (c->loadKind != LoadKind::TmaLoad)
+      fail<ScheduleError>("cache ", c->name, ": an epilogue operand is cached only with 'tma_load' (a producer role "
+                          "loads its slice of each tile), not '", loadKindName(c->loadKind), "'", drop);
+    if (!h.enabled || !h.warpSpecialized)
+      fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand comes from a producer role through an "
+                          "mbarrier ring; schedule warp_specialize({load, mma[, epilogue]}) with tma_load operands",
+                          drop);
+    if (!h.coop)
+      fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand is built for cooperative MMA warpgroups "
+                          "(ping-pong warpgroups would consume its ring out of order); give the MMA role ",
+                          h.tileWarpgroups, " warpgroup(s)", drop);
+    if (in->rank() > 2 || t.batched)
+      fail<ScheduleError>("cache ", c->name, ": TMA loads a bias row [N] or a residual [M, N] for the epilogue; ",
+                          in->str(), " has rank ", in->rank(), t.batched ? " in a batched matmul" : "", drop);
+    if (!h.epiTma.empty())
+      fail<ScheduleError>("cache ", c->name, ": a second TMA-loaded epilogue operand (", h.epiTma, " has one); one "
+                          "operand has a producer role so far", drop);
+    const int st = c->circular.enabled() ? c->circular.stages : 2;
+    if (st > 8)
+      fail<ScheduleError>("circular_buffer(", c->name, ", stages=", st, "): the ring of ", in->name,
+                          " allows at most 8 stages");
+    h.epiTma = in->name;
+    h.epiStages = st;
+    HopperRole r;
+    r.name = in->name + "_load";
+    r.kind = HopperRole::EpiLoad;
+    r.warps = 1;
+    r.firstWarp = 1;  // inside the load warpgroup (whose budget it shares): no warpgroup of its own
+    h.roles.insert(h.roles.begin() + 1, r);
+  }
+}
+
+
 }  // namespace
 
 void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
@@ -191,6 +232,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
       fail<ScheduleError>("warp_specialize(", mm, "): the roles hand tiles over through mbarrier rings fed by TMA; "
                           "cache the operands with cache_after(a, 'tma_load') and cache_after(b, 'tma_load') "
                           "(or drop warp_specialize for the ", loadKindName(t.loadKind), " pipeline)");
+    validateEpilogueTma(f, t);
     return;
   }
   if (!target.wgmma)
@@ -227,10 +269,11 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
   h.threads = 128 * h.tileWarpgroups;
   if (t.roles.empty()) {
     checkAccumulatorRegisters(t, target);
-    return;
+  } else {
+    h.warpSpecialized = true;
+    validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
   }
-  h.warpSpecialized = true;
-  validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
+  validateEpilogueTma(f, t);
 }
 
 }  // namespace heddle

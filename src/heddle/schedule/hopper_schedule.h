@@ -14,6 +14,8 @@
 //             flight, mainloops ordered by an mbarrier token).
 //             {load, mma, epilogue}: the MMA warpgroups stage accumulators in shared memory for
 //             an epilogue warpgroup that stores through TMA (sync-cases 11, 12).
+//             + cache_after(bias, 'tma_load'): warp 1 of the load warpgroup is a second producer
+//             role that loads the bias slice of each tile by TMA into its own ring.
 //   warp-specialized kernels are persistent: about one CTA per SM walks the tiles in a grouped
 //   (L2-friendly) order.
 #pragma once
@@ -28,7 +30,7 @@ namespace heddle {
 
 struct HopperRole {
   std::string name;
-  enum Kind { Load, Mma, Epilogue } kind = Mma;
+  enum Kind { Load, Mma, Epilogue, EpiLoad } kind = Mma;  // EpiLoad: TMA loads of an epilogue operand
   int warps = 0;           // as asked (the load role asks for 1 warp)
   int warpgroups = 0;      // padded: setmaxnreg works on whole warpgroups
   int firstWarp = 0;
@@ -50,6 +52,12 @@ struct HopperSchedule {
   bool tmaStore = false;         // epilogue stores through shared memory and TMA
   int threads = 0;
   int swizzleA = 0, swizzleB = 0;  // bytes
+  // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
+  // (EpiLoad, warp 1 of the load warpgroup, no registers of its own) loads its [bn] slice (its [bm, bn]
+  // tile) per output tile into a ring of epiStages stages that the role running the epilogue consumes
+  // (warp_specialize.cpp).
+  std::string epiTma;            // the input tensor ("" when none)
+  int epiStages = 0;
   const HopperRole* role(HopperRole::Kind k) const;
 };
 

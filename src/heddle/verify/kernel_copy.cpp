@@ -51,6 +51,7 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.syncPlan = k.syncPlan;
   c.smemPlan = k.smemPlan;
   c.epilogue = k.epilogue;
+  for (auto& op : c.epilogue) fix(op.smem);  // a TMA-loaded epilogue operand's ring buffer
   c.epilogueResult = k.epilogueResult;
   c.outDtype = k.outDtype;
   c.extraOutputs = k.extraOutputs;

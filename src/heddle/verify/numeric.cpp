@@ -60,7 +60,7 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
 }
 
 float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
-                    std::string* oob) {
+                    std::string* oob, const std::map<std::string, float>* fromSmem) {
   std::vector<float> r(k.epilogue.size() + 2, 0.0f);
   int maxReg = 0;
   for (auto& op : k.epilogue) maxReg = std::max(maxReg, op.dst);
@@ -80,6 +80,13 @@ float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_
     float v = 0.0f;
     switch (op.op) {
       case OpKind::Input: {
+        if (op.smem) {
+          if (!fromSmem || !fromSmem->count(op.tensorParam))
+            fail<HeddleError>("simulate: epilogue input '", op.tensorParam, "' lives in ", op.smem->name,
+                              " but no shared-memory value was read for it");
+          v = fromSmem->at(op.tensorParam);
+          break;
+        }
         auto it = in.tensors.find(op.tensorParam);
         if (it == in.tensors.end()) fail<HeddleError>("simulate: no data for epilogue input '", op.tensorParam, "'");
         int64_t idx = batch * scalar(op.batchStride) + row * scalar(op.rowStride) + col * scalar(op.colStride);

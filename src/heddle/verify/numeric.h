@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "heddle/kir/kir.h"
 #include "heddle/verify/simulator.h"
@@ -17,7 +19,8 @@ void defaultTolerance(DType t, double& atol, double& rtol);
 
 // The value the epilogue stores for accumulator `acc` at output (batch, row, col), already
 // rounded to the output dtype. `oob` is set to the name of an input read out of its bounds.
+// `fromSmem`: the values of TMA-loaded operands (EpiOp::smem) by parameter, as the thread read them.
 float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row,
-                    int64_t col, std::string* oob);
+                    int64_t col, std::string* oob, const std::map<std::string, float>* fromSmem = nullptr);
 
 }  // namespace heddle::verify

@@ -200,8 +200,13 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     const int64_t row = m0 + lr, col = n0 + lc;
     if (row >= M || col >= N) continue;
     float a = e.from ? c.readCell(c.cellOf(e.from, evalStage(e.fromStage, t), lr, lc, e), t, inst) : t.acc[i];
+    std::map<std::string, float> fromSmem;  // TMA-loaded operands: the ring slot's cell, a checked read
+    for (auto& op : c.k.epilogue)
+      if (op.smem && !fromSmem.count(op.tensorParam))
+        fromSmem[op.tensorParam] =
+            c.readCell(c.cellOf(op.smem, evalStage(e.operandStage, t), op.smem->rows > 1 ? lr : 0, lc, e), t, inst);
     std::string oob;
-    float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob);
+    float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob, &fromSmem);
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
     if (e.to) writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc, e), inst, v);

@@ -317,6 +317,14 @@ __device__ __forceinline__ void tma_load_tile(T* dst, const TmaDesc* map, int ro
                        batch, bar);
 }
 
+// An unswizzled ROWS x COLS box (a bias row: ROWS 1; a residual tile) at (row0, col0) of a 2-D map
+// without swizzle, row-major in dst: ROWS * COLS * sizeof(T) bytes (the expect_tx count), on `bar`.
+template <int ROWS, int COLS, typename T>
+__device__ __forceinline__ void tma_load_plain(T* dst, const TmaDesc* map, int row0, int col0, u64* bar) {
+  static_assert(ROWS >= 1 && ROWS <= 256 && COLS <= 256, "tma_load_plain: a TMA box has at most 256 per axis");
+  tma_load_box<2>(dst, map, col0, row0, 0, bar);
+}
+
 template <int RANK>
 __device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1, int c2, const void* src) {
 #ifdef HEDDLE_HOST_EMULATION

@@ -218,6 +218,19 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h) {
     }
   };
   scan(k.body, "tile loop");
+  // a TMA-loaded epilogue operand (warp_specialize.cpp makes its buffer before the graph): its producer
+  // role writes it once per tile, the role running the epilogue program reads it
+  for (auto& b : k.buffers) {
+    if (b->role != "epi_tma") continue;
+    RoleOp load;
+    load.label = "tma " + b->name;
+    load.role = index.at(HopperRole::EpiLoad);
+    load.position = "tile loop";
+    load.writes.push_back(use(b.get(), b->stages));
+    ops.push_back(load);
+    for (auto& op : ops)
+      if (op.label == "epilogue") op.reads.push_back(use(b.get(), b->stages));
+  }
   std::vector<int> order;
   if (!h.coop) order.push_back(index.at(HopperRole::Mma));
   RoleGraph g = solveRoleGraph(names, ops, order);

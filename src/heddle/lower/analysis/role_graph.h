@@ -7,6 +7,8 @@
 //   the accumulator written by the MMA -> the MMA role
 //   the output, from the accumulator   -> the epilogue role, or the accumulator's own role when
 //                                          there is none (registers do not cross warps)
+//   a bias/residual copied by TMA (sE) -> its own producer role (HopperRole::EpiLoad), read by the
+//                                          role running the epilogue program
 // Every buffer one role writes and another reads is an edge; the buffers of one producer and one
 // consumer share the edge. Edge kinds:
 //   Ring   shared buffers (sA, sB): one full/empty mbarrier pair per stage (hopper_build.h, Ring);

@@ -34,6 +34,16 @@
 // sC, fence.proxy.async + a named barrier publish sD to the async proxy, and one thread stores it
 // with TMA (bulk group, wait_group.read before sD is rewritten: the named barrier at the top of
 // the next tile).
+// A bias row (or residual) cached with tma_load (hopper_schedule.h epiTma): a second producer role, warp 1
+// of the load warpgroup, walks the tiles and loads the bias slice [bn] (residual tile [bm, bn]) of each
+// into sE[tl % se] by TMA (ring fullE/emptyE, expect_tx of the box bytes); the role running the
+// epilogue program (mma, or the epilogue role) waits fullE before it and releases emptyE after it, and
+// reads sE instead of global memory:
+//   if (tid == 32) for tl { let tile, m0, n0; wait emptyE[tl%se] parity (tl/se)%2;
+//                           arrive.expect_tx fullE[tl%se] box bytes; tma bias[n0, n0+bn) -> sE[tl%se] }
+//   consumer, per tile: wait fullE[tl%se] parity (tl/se)%2; epilogue (r = sE[tl%se][(lr,) lc]);
+//                       arrive emptyE[tl%se]
+#include <map>
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
@@ -122,9 +132,12 @@ struct Builder {
 };
 
 // The role graph as lowered: roles with their warps and budgets, one entry per edge with its barriers.
-kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring* acc, const kir::Buffer* order) {
+kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edge*, const Ring*>& rings,
+                         const kir::Buffer* order) {
   kir::RoleDiagram d;
-  for (auto& n : g.nodes) d.roles.push_back({n.name, n.role->firstWarp, 4 * n.role->warpgroups, n.role->registers});
+  for (auto& n : g.nodes)  // a role inside another's warpgroup (the bias producer) has its own warps only
+    d.roles.push_back({n.name, n.role->firstWarp, n.role->warpgroups ? 4 * n.role->warpgroups : n.role->warps,
+                       n.role->registers});
   for (auto& e : g.edges) {
     kir::RoleDiagram::Edge x;
     x.from = e.from;
@@ -137,7 +150,7 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring* acc, co
       x.produce = "arrive order[1-c] after its k loop";
       x.consume = "wait order[c] parity (u+1-c)%2";
     } else {
-      const Ring& r = e.registers ? *acc : ab;
+      const Ring& r = *rings.at(&e);
       x.kind = "ring";
       x.buffers = r.label + (e.registers ? " (accumulator " + e.label() + ")" : "");
       x.full = r.full->name;
@@ -155,6 +168,32 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring* acc, co
   return d;
 }
 
+// The TMA-loaded epilogue operand: its ring buffer sE[se][rows x bn] (replacing the epilogue's global
+// loads of it), tensor map tmE without swizzle: a bias row is one [1, bn] box of a [1, N] map (rows 1),
+// a residual [M, N] one [bm, bn] box per tile (rows bm).
+kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h) {
+  if (h.epiTma.empty()) return nullptr;
+  kir::Buffer* sE = nullptr;
+  for (auto& op : k.epilogue) {
+    if (op.op != OpKind::Input || op.tensorParam != "E_" + h.epiTma) continue;
+    if (op.colStride.empty() || !op.batchStride.empty())
+      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma, " broadcast "
+                          "along n; TMA loads a bias row [N] or a residual [M, N]: drop the cache");
+    if (!sE) sE = smemTile(k, "sE", "epi_tma", op.dtype, h.epiStages, op.rowStride.empty() ? 1 : t.bm, t.bn, 128);
+    op.smem = sE;
+  }
+  if (!sE)
+    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue does not read ", h.epiTma,
+                        "; drop the cache");
+  kir::Param p;
+  p.kind = kir::Param::TensorMap;
+  p.name = "tmE";
+  p.tensor = h.epiTma;
+  k.params.push_back(p);
+  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, sE->rows, 0, false});
+  return sE;
+}
+
 }  // namespace
 
 void warpSpecialize(LowerContext& c) {
@@ -163,6 +202,7 @@ void warpSpecialize(LowerContext& c) {
   auto& k = c.kernel;
   if (!h.enabled || !h.warpSpecialized) return;
   Builder B{c, k, t, h, ceilDiv(var("K"), t.bk), 0};
+  kir::Buffer* sE = epilogueOperandTma(k, t, h);
   const RoleGraph graph = buildRoleGraph(k, h);
   const HopperRole& loadR = *h.role(HopperRole::Load);
   const HopperRole& mmaR = *h.role(HopperRole::Mma);
@@ -199,11 +239,18 @@ void warpSpecialize(LowerContext& c) {
                         "mma: the mma warpgroups store every output from registers) or split the fusion");
   if (epiR && !(accEdge && accEdge->registers))
     fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
-  for (auto& e : graph.edges)  // the edges this pass builds rings for
-    if (e.kind == RoleGraph::EdgeKind::Ring && &e != ab && &e != accEdge)
-      fail<ScheduleError>("warp_specialize: the role graph has an edge ", graph.nodes[e.from].name, " -> ",
-                          graph.nodes[e.to].name, " (", e.label(), ") that the Hopper lowering does not "
-                          "build a ring for (it builds load -> mma and mma -> epilogue: ", graph.str(), ")");
+  const RoleGraph::Edge* epiEdge = nullptr;  // the bias producer -> the role running the epilogue program
+  for (auto& e : graph.edges) {  // the edges this pass builds rings for
+    if (e.kind != RoleGraph::EdgeKind::Ring || &e == ab || &e == accEdge) continue;
+    if (sE && graph.nodes[e.from].role->kind == HopperRole::EpiLoad && !epiEdge) {
+      epiEdge = &e;
+      continue;
+    }
+    fail<ScheduleError>("warp_specialize: the role graph has an edge ", graph.nodes[e.from].name, " -> ",
+                        graph.nodes[e.to].name, " (", e.label(), ") that the Hopper lowering does not "
+                        "build a ring for (it builds load -> mma, mma -> epilogue and a TMA bias producer -> "
+                        "the epilogue's role: ", graph.str(), ")");
+  }
   Ring ring;
   ring.label = ab->label();
   ring.stages = ab->stages;
@@ -247,6 +294,22 @@ void warpSpecialize(LowerContext& c) {
     const int esz = dtypeBytes(k.outDtype), sw = t.bn * esz >= 128 ? 128 : t.bn * esz;
     k.tensorMaps.push_back({"tmD", "D", sw / esz, t.bm, sw, false});
   }
+  Ring ringE;
+  const HopperRole* epiLoadR = h.role(HopperRole::EpiLoad);
+  if (epiEdge) {
+    const int se = epiEdge->stages;
+    ringE.label = "sE (" + h.epiTma + ")";
+    ringE.stages = se;
+    ringE.prefetch = se - 1;  // the consumer reads with ordinary loads: nothing in flight after its release
+    ringE.keep = 0;
+    ringE.fullCount = 1;
+    ringE.emptyCount = 128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups);
+    ringE.txBytes = sE->rows * t.bn * dtypeBytes(sE->dtype);
+    ringE.producer = epiLoadR->name;
+    ringE.consumer = graph.nodes[epiEdge->to].name;
+    ringE.full = addMbarriers(k, "fullE", se);
+    ringE.empty = addMbarriers(k, "emptyE", se);
+  }
   kir::Param nc;
   nc.kind = kir::Param::Int32;
   nc.name = "num_ctas";
@@ -260,6 +323,7 @@ void warpSpecialize(LowerContext& c) {
   auto init = electOne(0);
   ring.init(k, init->thenBody);
   if (accEdge) ringC.init(k, init->thenBody);
+  if (epiEdge) ringE.init(k, init->thenBody);
   if (order) {
     Ring ord;  // init only
     ord.full = order;
@@ -300,6 +364,39 @@ void warpSpecialize(LowerContext& c) {
     elected->thenBody.stmts.push_back(std::move(tiles));
     loadRole->thenBody.stmts.push_back(std::move(elected));
   }
+  if (epiEdge) {  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
+    auto elected = electOne(epiLoadR->firstWarp);
+    auto tiles = B.loop("tl", 0, B.tilesCta);
+    B.tileLets(tiles->body, tl);
+    tiles->body.stmts.push_back(ringE.producerWait(k, tl));
+    tiles->body.stmts.push_back(ringE.producerExpectTx(k, tl));
+    auto l = std::make_unique<kir::TileLoad>();
+    l->dst = sE;
+    l->stage = tl % ringE.stages;
+    l->iter = tl;
+    l->src = "E_" + h.epiTma;
+    const bool tile = sE->rows > 1;  // a residual tile, else a bias row
+    l->row0 = tile ? var("m0") : IExpr(0);
+    l->col0 = var("n0");
+    l->rowsBound = tile ? var("M") : IExpr(1);
+    l->colsBound = var("N");
+    for (auto& op : k.epilogue)
+      if (op.smem == sE) l->ld = tile ? op.rowStride : "N";  // a bias row: never stepped
+    l->kind = LoadKind::TmaLoad;
+    l->tensorMap = "tmE";
+    l->mbar = ringE.full;
+    l->mbarIndex = tl % ringE.stages;
+    tiles->body.stmts.push_back(std::move(l));
+    elected->thenBody.stmts.push_back(std::move(tiles));
+    loadRole->thenBody.stmts.push_back(std::move(elected));
+  }
+  // the role running the epilogue program around it: wait for the tile's bias slice, read it, release it
+  auto epilogueWithOperands = [&](kir::Block& b, kir::NodePtr epi) {
+    if (epiEdge) b.stmts.push_back(ringE.consumerWait(k, tl));
+    static_cast<kir::EpilogueStore&>(*epi).operandStage = tl % ringE.stages;
+    b.stmts.push_back(std::move(epi));
+    if (epiEdge) b.stmts.push_back(ringE.consumerRelease(k, tl));
+  };
 
   // role mma (and the epilogue when there is no epilogue role)
   kir::Block* rest = &loadRole->elseBody;
@@ -313,6 +410,7 @@ void warpSpecialize(LowerContext& c) {
   IExpr wgc = (var("warp") - 4) / 4;  // ping-pong: which MMA warpgroup
   if (h.coop) {
     ring.preArrive(k, *mmaBody, "st");
+    if (epiEdge && !epiR) ringE.preArrive(k, *mmaBody, "st");
   } else {
     auto first = B.when(var("warp") < 8);
     ring.preArrive(k, first->thenBody, "st");
@@ -373,7 +471,7 @@ void warpSpecialize(LowerContext& c) {
       tiles->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarArrive, order, 1 - wgc, w));
     }
     if (!accEdge) {
-      tiles->body.stmts.push_back(kir::clone(*epiOp, {}));
+      epilogueWithOperands(tiles->body, kir::clone(*epiOp, {}));
     } else {
       IExpr j = tl;
       tiles->body.stmts.push_back(ringC.producerWait(k, j));
@@ -391,6 +489,7 @@ void warpSpecialize(LowerContext& c) {
     kir::Block& eb = mmaIf->elseBody;
     B.setmaxnreg(eb, *epiR);
     ringC.preArrive(k, eb, "st");
+    if (epiEdge) ringE.preArrive(k, eb, "st");
     auto tiles = B.loop("tl", 0, B.tilesCta);
     B.tileLets(tiles->body, tl);
     const int nthr = 128 * epiR->warpgroups, first = 32 * epiR->firstWarp;
@@ -410,7 +509,7 @@ void warpSpecialize(LowerContext& c) {
     e.to = sD;
     e.toStage = 0;
     e.warpShift = 4 * h.mmaWarpgroups;
-    tiles->body.stmts.push_back(std::move(st));
+    epilogueWithOperands(tiles->body, std::move(st));
     tiles->body.stmts.push_back(ringC.consumerRelease(k, tl));
     tiles->body.stmts.push_back(makeSync(
         k, kir::SyncKind::FenceProxyAsync,
@@ -455,16 +554,25 @@ void warpSpecialize(LowerContext& c) {
   k.launch.gridY = 1;
   k.launch.gridZ = 1;
   std::ostringstream name;
-  name << "_ws" << h.roles.size() << (h.coop ? "coop" : "pp");
-  for (auto& r : h.roles) name << "_" << r.registers;
+  int ownWarpgroups = 0;  // roles with warpgroups of their own (not the bias producer inside the load's)
+  for (auto& r : h.roles) ownWarpgroups += r.warpgroups > 0;
+  name << "_ws" << ownWarpgroups << (h.coop ? "coop" : "pp");
+  for (auto& r : h.roles)
+    if (r.warpgroups) name << "_" << r.registers;
+  if (epiEdge) name << "_tmae" << ringE.stages;
   k.name += name.str();
   std::ostringstream sum;
   sum << "roles: " << graph.str() << "; ring sA, sB: " << s << " stages, prefetch " << p << ", wgmma.wait_group("
       << keep << ")";
   if (accEdge) sum << "; accumulator ring sC: " << h.accStages << " stage(s), TMA store of sD";
+  if (epiEdge)
+    sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << epiLoadR->name << "'";
   if (order) sum << "; ping-pong order barriers";
   k.syncPlan.summary = sum.str();
-  k.syncPlan.roles = diagram(graph, ring, accEdge ? &ringC : nullptr, order);
+  std::map<const RoleGraph::Edge*, const Ring*> rings{{ab, &ring}};
+  if (accEdge) rings[accEdge] = &ringC;
+  if (epiEdge) rings[epiEdge] = &ringE;
+  k.syncPlan.roles = diagram(graph, rings, order);
 }
 
 }  // namespace heddle::passes
