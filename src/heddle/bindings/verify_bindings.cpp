@@ -120,7 +120,7 @@ void bindVerify(py::module_& m) {
           o.warpSize = l.ctx->target.warpSize;
           o.mmaFragment = l.ctx->target.mfma ? 1 : l.ctx->target.wmma ? 2 : 0;
           o.backOffBarrier = l.ctx->target.backOffBarrier;
-          o.dropOnExit = l.ctx->target.backend == Backend::Hip;
+          o.dropOnExit = l.ctx->target.waveBarrier;
           py::gil_scoped_release nogil;
           return verify::simulate(l.k(), in, o);
         },

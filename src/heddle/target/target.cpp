@@ -39,7 +39,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   g.warpSize = 64;
   g.smemLimit = 65536;
   g.maxThreads = 1024;
-  g.mfma = g.asyncLds = true;
+  g.mfma = g.asyncLds = g.waveBarrier = true;
   g.vmcntMax = 63;  // 6-bit vmcnt on GFX9
   g.name = g.rtcArch = "gfx90a";
   t[g.name] = g;

@@ -37,6 +37,9 @@ struct TargetInfo {
   bool mfma = false;          // CDNA v_mfma_* (wave64)
   bool wmma = false;          // GFX12 v_wmma_*_w32 (wave32)
   bool backOffBarrier = true;
+  // The workgroup barrier is a per-wave scalar op (wave-uniform control flow suffices) and a wave that
+  // ends drops it (AMDGPU execution synchronization); false: a per-thread barrier (bar.sync).
+  bool waveBarrier = false;
   int vmcntMax = 0;           // largest s_waitcnt vmcnt / s_wait_loadcnt immediate (0 = no counter)
   // Shared-memory operand tiles of the register-MMA path (cp_async / plain / async_lds caches):
   // rows are XOR-swizzled inside lines of this many bytes (heddle_copy.cuh SmemTile), so a row is

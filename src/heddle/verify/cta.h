@@ -57,7 +57,7 @@ struct AsyncChunk {
   bool landed;
 };
 
-enum class Status { Running, AtBarrier, Done, Blocked };
+enum class Status { Running, AtBarrier, Done, Blocked };  // Blocked: mbarrier wait or bar.sync (sm90)
 
 // Split-K across the CTAs of one simulation (verify/grid.cpp): the partial tiles in the workspace
 // (per slot: every storing thread's values and clock, the storing CTA) and the flags (released by
@@ -70,7 +70,7 @@ struct GridState {
   };
   std::map<int64_t, Partial> partials;        // by slot
   std::map<int64_t, int> released;            // flag -> releasing CTA
-};  // Blocked: mbarrier wait or bar.sync (sm90)
+};
 
 // An access ordered after a cp.async's issue but not after the wait_group that retires it. If the
 // issuing thread retires the group in the same barrier phase as the access and at an earlier

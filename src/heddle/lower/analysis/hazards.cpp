@@ -195,11 +195,9 @@ struct Tracer {
           } catch (const HeddleError&) {
             std::set<std::string> vs;
             c.cond.collectVars(vs);
-            bool threadDep = false, loopVariant = false;
-            for (auto& v : vs) {
-              threadDep |= kir::isThreadBuiltin(v) || threadVars.count(v);
-              loopVariant |= activeLoopVars.count(v) > 0;
-            }
+            const bool threadDep = threadDependent(c.cond);
+            bool loopVariant = false;
+            for (auto& v : vs) loopVariant |= activeLoopVars.count(v) > 0;
             const std::string text = c.cond.str();
             if (!threadDep && !loopVariant) unknownUniform.insert(text);
             if (threadDep || loopVariant || !enumerable.count(text)) {

@@ -174,7 +174,7 @@ struct Checker {
 }  // namespace
 
 void checkUniformity(LowerContext& c) {
-  Checker ch{std::max(1, c.kernel.launch.threads), std::max(1, c.target.warpSize), c.target.backend == Backend::Hip,
+  Checker ch{std::max(1, c.kernel.launch.threads), std::max(1, c.target.warpSize), c.target.waveBarrier,
              {}, {}};
   ch.walk(c.kernel.body, ch.T, "the kernel body");
 }
