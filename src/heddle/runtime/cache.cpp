@@ -222,7 +222,10 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   if (!stored)
     warnOnce(kWarnWrite, "cannot store a compiled kernel in the disk cache (" + writeError +
              "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
-  remote.put(remoteKey, encodeEntry(out.key, *result));
+  if (remote.enabled()) {
+    keyLock.reset();  // the entry is on disk: waiting processes need not wait for the network
+    remote.put(remoteKey, encodeEntry(out.key, *result));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.compiles;
   if (!stored) ++stats_.diskWriteErrors;

@@ -36,6 +36,8 @@ struct GridState {
 
 static GridState& grid() {
   Run& r = run();
+  if (r.launch->workers > 1)  // each worker's Run has its own GridState, and flags need the linear order
+    abort_cta("grid flags (split-K) between CTAs need the CTAs run in order: interpret with workers=1");
   if (!r.grid) r.grid = std::make_shared<GridState>();
   GridState& g = *r.grid;
   if (g.acq_cta != cta().linear) {
