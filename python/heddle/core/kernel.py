@@ -226,8 +226,6 @@ class Kernel:
     def _launch(self, tensors, g):
         out, grid, args, slots = self._prepare(tensors, geometry=g)
         outs = out if isinstance(out, tuple) else (out,)
-        if outs[0].numel() == 0:
-            return out
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
@@ -242,12 +240,13 @@ class Kernel:
         self._plans[call_signature(tensors)] = (plan, outs[0].shape, [o.dtype for o in outs])
         return out
 
-    def run_planned(self, tensors):
-        """The eager fast path: when an earlier call had this signature (call_signature), launch through
-        its plan (one C++ call binds the addresses and launches) and return the output; None otherwise
-        (or when an address no longer fits the plan), and the caller takes the full path."""
+    def run_planned(self, tensors, sig=None):
+        """The eager fast path: when an earlier call had this signature (call_signature; `sig` when the
+        caller made it already), launch through its plan (one C++ call binds the addresses and launches)
+        and return the output; None otherwise (or when an address no longer fits the plan), and the
+        caller takes the full path."""
         try:
-            entry = self._plans.get(call_signature(tensors))
+            entry = self._plans.get(call_signature(tensors) if sig is None else sig)
         except (AttributeError, TypeError):  # not tensors: the full path says what is wrong
             return None
         if entry is None:

@@ -22,14 +22,9 @@ from __future__ import annotations
 
 import torch
 
-_ACT = {
-    "relu": torch.relu,
-    "gelu": torch.nn.functional.gelu,
-    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-    "silu": torch.nn.functional.silu,
-    "sigmoid": torch.sigmoid,
-    "tanh": torch.tanh,
-}
+from ..core.reference import _UNARY
+
+_ACT = _UNARY  # the reference evaluator's element functions (heddle/core/reference.py)
 
 
 def register_matmul_autograd(fm, op) -> None:

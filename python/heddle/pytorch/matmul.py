@@ -18,7 +18,7 @@ import torch
 from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
-from ..core.kernel import Kernel, _vec_for, call_signature
+from ..core.kernel import _MAX_PLANS, Kernel, _vec_for, call_signature
 from . import op_names
 from .custom_ops import register_op
 
@@ -142,21 +142,28 @@ class FusedMatmul:
             return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch)
         return self.kernel(target, vec_a, vec_b, m)
 
-    def run(self, tensors):
-        # the same rules on every device (heddle/core/inputs.py), then torch's answer for empty problems
+    def _check(self, tensors):
+        """The same rules on every device (heddle/core/inputs.py): (geometry, torch's answer for an empty
+        problem or None)."""
         g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
-        empty = inputs.zero_size_result(self.fusion, g, tensors)
+        return g, inputs.zero_size_result(self.fusion, g, tensors)
+
+    def _launch_cuda(self, tensors, g):
+        """(the kernel chosen for these CUDA tensors, its output), launched; checked by _check."""
+        from ..core.runtime import target_for_device
+        k = self.kernel_for(tensors, target_for_device(tensors[0].device))
+        return k, k._launch(tensors, g)  # checked against the same inputs (the kernel's fusion is ours)
+
+    def run(self, tensors):
+        g, empty = self._check(tensors)
         if empty is not None:
             return empty
         a = tensors[0]
         if a.device.type == "cuda":
-            from ..core.runtime import target_for_device
-            k = self.kernel_for(tensors, target_for_device(a.device))
-            return k._launch(tensors, g)  # checked above against the same inputs (the kernel's fusion is ours)
+            return self._launch_cuda(tensors, g)[1]
         from ..core.interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
             from ..core.interpret import interpret_target, run_checked
-            a = tensors[0]
             m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), m, rtc=False,
                             sms=DEFAULT_SMS)
@@ -174,15 +181,19 @@ class FusedMatmul:
             sig = None
         k = self._eager.get(sig)
         if k is not None:
-            out = k.run_planned(tensors)
+            out = k.run_planned(tensors, sig)
             if out is not None:
                 return out
-        out = self.run(tensors)
-        if sig is not None and out.numel() and out.device.type == "cuda":
-            if len(self._eager) >= 64:
+        if sig is None or tensors[0].device.type != "cuda":  # heddle.matmul sends CUDA tensors only; else run()
+            return self.run(tensors)
+        g, empty = self._check(tensors)
+        if empty is not None:
+            return empty
+        k, out = self._launch_cuda(tensors, g)
+        if sig is not None and sig in k._plans:  # remembered only where a plan was made (not split-K)
+            if len(self._eager) >= _MAX_PLANS:
                 self._eager.clear()
-            from ..core.runtime import target_for_device
-            self._eager[sig] = self.kernel_for(tensors, target_for_device(tensors[0].device))
+            self._eager[sig] = k
         return out
 
     def fake(self, tensors):
