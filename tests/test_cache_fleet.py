@@ -58,6 +58,29 @@ def test_warm_process_never_loads_nvrtc(tmp_path):
     assert other["source"] == "compiled" and other["nvrtc_loaded"]
 
 
+MEMO = """
+import glob, json, os, shutil
+rt.set_extra_search_dirs({dirs!r})
+first = rt.compile({a!r}, "k.cu", "sm_80")
+shutil.rmtree(os.path.join({d!r}, "compilers"))  # the version record gone: this process read it once already
+second = rt.compile({b!r}, "k.cu", "sm_80")
+maps = open("/proc/self/maps").read()
+print(json.dumps({{"sources": [first.cache_source, second.cache_source], "nvrtc_loaded": "libnvrtc" in maps}}))
+"""
+
+
+@requires_nvrtc
+def test_nvrtc_version_record_read_once_per_process(tmp_path):
+    d = tmp_path / "cache"
+    result(probe(d, kernel(6)))
+    result(probe(d, kernel(7)))
+    assert (d / "compilers").is_dir()
+    code = MEMO.format(dirs=rt.extra_search_dirs() + nvrtc_wheel_dirs(), a=kernel(6), b=kernel(7), d=str(d))
+    out = result(run_python_with_C(code, env_updates={"HEDDLE_CACHE_DIR": str(d)}))
+    # the second lookup used the version remembered in memory: still a disk hit, NVRTC never loaded
+    assert out == {"sources": ["disk", "disk"], "nvrtc_loaded": False}
+
+
 @requires_nvrtc
 def test_warm_start_through_a_link_to_the_same_library(tmp_path):
     d = tmp_path / "cache"

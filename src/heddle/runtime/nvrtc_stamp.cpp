@@ -6,6 +6,8 @@
 
 #include <climits>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "heddle/runtime/cache_disk.h"
 #include "heddle/runtime/dynlib.h"
@@ -39,14 +41,40 @@ std::string firstCandidateFile() {
 
 bool usable(const std::string& dir) { return !dir.empty() && unsafeCacheDirReason(dir).empty(); }
 
+// Versions read from disk in this process, per (cache directory, search order): every compile looks the
+// version up until NVRTC loads, and a warm process may never load it. forgetNvrtcVersion clears it.
+struct Memo {
+  std::mutex mu;
+  std::map<std::string, std::string> versions;
+};
+Memo& memo() {
+  static Memo m;
+  return m;
+}
+std::string memoKey(const std::string& cacheDir) {
+  std::string k = cacheDir;
+  for (const std::string& c : nvrtcCandidates()) k += '\n' + c;
+  return k;
+}
+
 }  // namespace
 
 std::string rememberedNvrtcVersion(const std::string& cacheDir) {
+  if (cacheDir.empty()) return "";
+  const std::string mk = memoKey(cacheDir);
+  {
+    std::lock_guard<std::mutex> lock(memo().mu);
+    auto it = memo().versions.find(mk);
+    if (it != memo().versions.end()) return it->second;
+  }
   if (!usable(cacheDir)) return "";
   std::string key = identityKey(firstCandidateFile());
   if (key.empty()) return "";
   DiskRead hit = DiskStore(cacheDir + "/compilers").read(key);
-  return hit.status == DiskReadStatus::Hit ? hit.result.nvrtcVersion : "";
+  if (hit.status != DiskReadStatus::Hit) return "";
+  std::lock_guard<std::mutex> lock(memo().mu);
+  memo().versions[mk] = hit.result.nvrtcVersion;
+  return hit.result.nvrtcVersion;
 }
 
 void rememberNvrtcVersion(const std::string& cacheDir, const Nvrtc& nvrtc) {
@@ -61,6 +89,10 @@ void rememberNvrtcVersion(const std::string& cacheDir, const Nvrtc& nvrtc) {
 }
 
 void forgetNvrtcVersion(const std::string& cacheDir) {
+  {
+    std::lock_guard<std::mutex> lock(memo().mu);
+    memo().versions.clear();
+  }
   std::string key = identityKey(firstCandidateFile());
   if (usable(cacheDir) && !key.empty()) ::unlink(DiskStore(cacheDir + "/compilers").entryPath(key).c_str());
 }

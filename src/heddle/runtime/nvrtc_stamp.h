@@ -7,7 +7,8 @@
 // the same file first in the search order (dynlib.h) reads the version from there. Any change to the
 // file (an upgrade, a different HEDDLE_NVRTC_PATH, a new wheel) changes the identity, and NVRTC is
 // loaded and recorded afresh. A library found through the dynamic loader by soname has no identity
-// here (only dlopen resolves it): NVRTC is loaded as before.
+// here (only dlopen resolves it): NVRTC is loaded as before. A record read from disk is remembered for
+// the rest of the process (per cache directory and search order) until forgetNvrtcVersion.
 #pragma once
 
 #include <string>
