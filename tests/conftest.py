@@ -11,7 +11,6 @@ import glob
 import importlib
 import importlib.util
 import os
-import site
 import subprocess
 import sys
 
@@ -46,16 +45,20 @@ def heddle_error(name):
     return cls
 
 
-def nvrtc_wheel_dirs():
-    """Library directories of the nvidia-cuda-nvrtc pip wheels installed in this interpreter."""
-    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-    dirs = []
-    for root in roots:
-        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib"):
-            d = os.path.join(root, sub)
-            if os.path.isdir(d) and d not in dirs:
-                dirs.append(d)
-    return dirs
+def _load_wheel_dirs():
+    """heddle/core/wheel_dirs.py, loaded by path: it imports nothing from heddle, so this works even when
+    `import heddle` fails."""
+    spec = importlib.util.find_spec("heddle")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(location, "core", "wheel_dirs.py")
+        if os.path.exists(path):
+            mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location("_heddle_wheel_dirs", path))
+            mod.__spec__.loader.exec_module(mod)
+            return mod.wheel_dirs
+    raise ImportError("heddle/core/wheel_dirs.py not found next to the heddle package")
+
+
+nvrtc_wheel_dirs = _load_wheel_dirs()  # library directories of the nvidia-cuda-nvrtc pip wheels
 
 
 rt.set_extra_search_dirs(list(dict.fromkeys(rt.extra_search_dirs() + nvrtc_wheel_dirs())))

@@ -8,33 +8,10 @@ NVRTC search order (first hit wins):
      nvidia/cuda_nvrtc/lib, nvidia/cu12/lib) — registered here
   5. the plain sonames through the dynamic loader (LD_LIBRARY_PATH, ldconfig)
 """
-import os
-import site
-import sys
-
 from .. import _C
+from .wheel_dirs import wheel_dirs
 
 _done = False
-
-
-def wheel_dirs():
-    roots = []
-    try:
-        roots += site.getsitepackages()
-    except AttributeError:
-        pass
-    try:
-        roots.append(site.getusersitepackages())
-    except AttributeError:
-        pass
-    roots += [p for p in sys.path if p.endswith("site-packages")]
-    out = []
-    for r in roots:
-        for sub in ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib"):
-            d = os.path.join(r, sub)
-            if os.path.isdir(d) and d not in out:
-                out.append(d)
-    return out
 
 
 def ensure_search_dirs():
