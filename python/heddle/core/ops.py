@@ -1,6 +1,10 @@
 """Epilogue ops on heddle tensors: heddle.ops.gelu(x), ...; arithmetic uses + - * / directly."""
 from .fusion import Tensor, ops_unary
 
+# heddle's activations (epilogue unary ops a matmul op can end with): the one list the torch face, the op
+# names and the reference evaluator use (the C++ core's unary ops, heddle/bindings/ir_bindings.cpp)
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
+
 
 def relu(x: Tensor) -> Tensor:
     return ops_unary("relu", x)

@@ -10,16 +10,17 @@ _S: the op returns (output, pre-activation) -- the pre-activation alpha * (a @ b
 output in that dtype, for a backward that keeps it (training graphs).
 
 e.g. mm_bf16_nt_b10_k64_n128_Bbf16r1_Agelutanh_obf16 is act = gelu(tanh) of a batched a @ b^T with a
-[N] bf16 bias. No token contains '_', so decode() splits on it. Pure string work: no heddle imports.
+[N] bf16 bias. No token contains '_', so decode() splits on it. Pure string work (the activation names: heddle.core.ops).
 """
 from __future__ import annotations
 
 import struct
 from typing import Optional
 
+from ..core.ops import ACTIVATIONS
+
 _DTYPES = ("f16", "bf16", "f32")
-_ACT_CODE = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelutanh", "silu": "silu", "sigmoid": "sigmoid",
-             "tanh": "tanh"}
+_ACT_CODE = {a: a.replace("_", "") for a in ACTIVATIONS}  # gelu_tanh -> gelutanh: no '_' inside a token
 _ACT_NAME = {v: k for k, v in _ACT_CODE.items()}
 
 
