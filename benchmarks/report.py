@@ -36,6 +36,7 @@ STEP_LABEL = {
     "geometry": "launch geometry (sizes, trip check, grid)",
     "prepare": "Kernel.prepare: layout checks, output, kernel arguments, grid",
     "eager_plan": "eager call through its launch plan: signature, lookup, output, bind + pack (no driver call)",
+    "eager_plan_python": "the same with the signature and lookup in Python (the path before PlanTable)",
     "full_path": "first-call path a plan skips: input checks + Kernel.prepare",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",

@@ -28,7 +28,7 @@ from heddle import _C, bench
 from heddle.api import MatmulSpec, fused_matmul_op
 from heddle.autotune import Config
 from heddle.core import inputs
-from heddle.core.kernel import call_signature
+from heddle.core.kernel import plan_table
 from heddle.kernel import matmul_geometry
 
 rt = _C.runtime
@@ -236,17 +236,27 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
             k.lowered.check_launch(g.env)
             k.lowered.grid(g.env)
         pieces["geometry"] = (geometry, None)
-    # the eager fast path (Kernel.run_planned): everything but the stream query and the driver call
+    # the eager fast path (FusedMatmul.eager, Kernel.run_planned): one C++ call (PlanTable.run) computes
+    # the call signature, finds the plan, allocates the output, checks and packs the addresses; all but the
+    # stream query and the driver call
     out, grid, args, slots = k._prepare(tensors)
     plan = rt.LaunchPlan(rt.Kernel.load(k.binary, k.name), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes,
                          args, slots)
-    plans = {call_signature(tensors): (plan, out.shape, out.dtype)}
+    table = plan_table()
+    table.add(tensors, plan, [out])
+    pieces["eager_plan"] = (lambda: table.run(0, tensors, True), None)
 
-    def planned():
-        p, shape, dtype = plans[call_signature(tensors)]
+    # for comparison in the same run, the path it replaced (until 2026-11-23): the signature as a Python
+    # tuple, a dict lookup, torch.empty, then the plan's own launch
+    def signature(ts):
+        return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in ts)
+    plans = {signature(tensors): (plan, out.shape, out.dtype)}
+
+    def planned_in_python():
+        p, shape, dtype = plans[signature(tensors)]
         assert p.launch(0, (*tensors, torch.empty(shape, dtype=dtype)), dry_run=True)
 
-    pieces["eager_plan"] = (planned, None)
+    pieces["eager_plan_python"] = (planned_in_python, None)
     pieces["full_path"] = (lambda: k.prepare(tensors, geometry=inputs.check(k.name, k._inputs, k._matmul_expr,
                                                                             tensors)), None)
     pieces["custom_op_empty"] = (lambda: noop(tensors[0]), None)

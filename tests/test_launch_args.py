@@ -104,7 +104,7 @@ def test_grid_beyond_driver_limits_refused():
 def test_launch_runs_under_the_tensors_device(monkeypatch):
     """A fake driver: records which device is current when the kernel is launched and which stream it gets."""
     k = kernel_for(epilogue="silu_scale")
-    current = ["cuda:0"]
+    current = ["0"]
     events = []
 
     class Guard:
@@ -117,23 +117,26 @@ def test_launch_runs_under_the_tensors_device(monkeypatch):
         def __exit__(self, *exc):
             current[0] = self.saved
 
-    class Stream:
-        def __init__(self, device):
-            self.cuda_stream = 1000 + len(events)
-            events.append(("stream", str(device), current[0]))
+    def raw_stream(device):
+        events.append(("stream", str(device), current[0]))
+        return 1000 + len(events)
 
     class Loaded:
         def launch(self, grid, block, smem, stream, args):
             events.append(("launch", current[0], stream, tuple(grid)))
 
+    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 1)  # the CPU tensors stand for cuda:1 ...
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)      # ... while cuda:0 is current
     monkeypatch.setattr(torch.cuda, "device", Guard)
-    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw_stream, raising=False)
     k._loaded = Loaded()
     x, w = torch.randn(70, 64).bfloat16(), torch.randn(64, 96).bfloat16()
     out = k._launch((x, w), {})
-    dev = str(x.device)  # stands for cuda:1 while cuda:0 is current
-    assert events == [("stream", dev, dev), ("launch", dev, 1000, (3, 2, 1))]
-    assert current[0] == "cuda:0" and out.shape == (70, 96)
+    assert events == [("stream", "1", "1"), ("launch", "1", 1001, (3, 2, 1))]
+    assert current[0] == "0" and out.shape == (70, 96)
+    y = k.run_planned((torch.randn(70, 64).bfloat16(), torch.randn(64, 96).bfloat16()))  # the plan: same guard
+    assert events[2:] == [("stream", "1", "1"), ("launch", "1", 1003, (3, 2, 1))]
+    assert current[0] == "0" and y.shape == (70, 96)
 
 
 def test_heddle_matmul_picks_a_copy_width_the_batch_stride_allows():

@@ -1,14 +1,15 @@
 """Eager calls through a launch plan (runtime/launch_plan.h, Kernel.run_planned), without a GPU: a plan
 made from one call binds another call's tensors to exactly the arguments the full path (prepare) gives
 them; an address that breaks the kernel's alignment or a tensor map's address is refused (the full path
-runs instead); a fake driver sees the second call launched through the plan; heddle.matmul skips the
-custom op only for plain eager calls."""
+runs instead); the plan table (_C.runtime.PlanTable) tells call signatures apart in C++; a fake driver
+sees the second call launched through the plan; heddle.matmul skips the custom op only for plain eager
+calls."""
 import pytest
 import torch
 
 import heddle
 from heddle import _C
-from heddle.core.kernel import call_signature
+from heddle.core.kernel import plan_table
 from heddle.pytorch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
 from matmul_defs import matmul_fusion, schedule
 
@@ -49,7 +50,9 @@ def test_a_plan_binds_another_calls_tensors_to_the_arguments_prepare_gives():
     plan, out, grid, args = make_plan(k, first)
     assert plan.args((*first, out)) == args and plan.grid == tuple(grid)
     second = operands()  # same signature, other addresses
-    assert call_signature(second) == call_signature(first)
+    table = plan_table()
+    table.add(first, plan, [out])
+    assert second in table
     out2, grid2, want = k.prepare(second)
     got = plan.args((*second, out2))
     assert got == want and grid2 == grid
@@ -62,7 +65,9 @@ def test_an_address_the_vector_copies_cannot_take_breaks_the_plan():
     first = operands()
     plan, out, _, _ = make_plan(k, first)
     odd = operands(offset=1)  # x starts 2 bytes into a 16-byte copy
-    assert call_signature(odd) != call_signature(first)  # another alignment class: another plan
+    table = plan_table()
+    table.add(first, plan, [out])
+    assert odd not in table  # another alignment class: another plan
     assert plan.args((*odd, out)) is None
     with pytest.raises(heddle.InputError, match="input 'a'.*not aligned"):
         k.prepare(odd)  # what the full path says instead
@@ -91,12 +96,42 @@ def test_hopper_plans_pin_the_addresses_their_tensor_maps_hold():
     assert plan.args((a.clone(), b, out)) is None  # a new address needs new maps: the full path
 
 
-def test_second_call_launches_through_the_plan(monkeypatch):
+def test_the_plan_table_tells_every_part_of_the_signature_apart():
+    k = kernel_for()
+    first = operands()
+    plan, out, _, _ = make_plan(k, first)
+    table = plan_table()
+    table.add(first, plan, [out])
+    x, w, bias = operands()
+    assert (x, w, bias) in table and len(table) == 1
+    assert (x[:69], w, bias) not in table                          # shape
+    assert (x, w.t().contiguous().t(), bias) not in table          # strides
+    assert (x, w.half(), bias) not in table                        # dtype
+    assert (x, w) not in table and (x, w, bias, bias) not in table  # tensor count
+    assert (x, w, torch.randn(96).bfloat16()[:96]) in table
+    assert (x, w, "bias") not in table and table.run(0, (x, w, None)) is None  # not tensors: the full path
+    y = table.run(0, (x, w, bias), dry_run=True)  # CPU tensors: packed, not launched
+    assert y.shape == out.shape and y.dtype == out.dtype and y.data_ptr() != out.data_ptr()
+    table.clear()
+    assert (x, w, bias) not in table and table.run(0, (x, w, bias), dry_run=True) is None
+
+
+def test_the_plan_table_forgets_everything_beyond_its_capacity():
+    k = kernel_for()
+    table = rt.PlanTable(torch.empty, 2)
+    for m in (70, 71, 72):
+        t = operands(m=m)
+        plan, out, _, _ = make_plan(k, t)
+        table.add(t, plan, [out])
+    assert len(table) == 1 and operands(m=72) in table and operands(m=70) not in table
+    with pytest.raises(heddle.InputError, match="capacity"):
+        rt.PlanTable(torch.empty, 0)
+
+
+def test_second_call_launches_through_the_plan():
     """The fake driver of test_launch_args: the first call takes the full path and leaves a plan, the
     second (same signature, new tensors) launches through it with the new addresses."""
     k = kernel_for()
-    monkeypatch.setattr(torch.cuda, "device", lambda device: _NoGuard())
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: _Stream())
     k._loaded = rec = Recorder()
     first, second = operands(), operands()
     assert k.run_planned(first) is None  # no plan yet
@@ -108,21 +143,9 @@ def test_second_call_launches_through_the_plan(monkeypatch):
     got = rec.launches[1][4]
     assert [a for a in got if a[0] != "ptr"] == [a for a in want if a[0] != "ptr"]
     assert [v for kind, v in got if kind == "ptr"] == [t.data_ptr() for t in second] + [out.data_ptr()]
-    assert rec.launches[1][:4] == rec.launches[0][:4] and rec.launches[1][3] == 77
+    assert rec.launches[1][:4] == rec.launches[0][:4] and rec.launches[1][3] == 0  # CPU tensors: stream 0
     assert k.run_planned(operands(m=71)) is None  # another M: another signature
     assert k.run_planned(operands(offset=1)) is None
-
-
-class _NoGuard:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class _Stream:
-    cuda_stream = 77
 
 
 def test_eager_call_ok_only_for_plain_eager_calls():
@@ -155,6 +178,6 @@ def test_heddle_matmul_on_cpu_still_goes_through_the_op_and_its_checks():
     spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=64, n=32, trans_a=False, trans_b=False,
                       bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
     fm = fused_matmul_op(spec)
-    assert fm.eager([x, w]).shape == (8, 32) and not fm._eager  # CPU results are not planned
+    assert fm.eager([x, w]).shape == (8, 32) and len(fm._eager) == 0  # CPU results are not planned
     with pytest.raises(heddle.InputError, match="input 'b' axis 0"):
         fm.eager([x, torch.randn(63, 32).bfloat16()])

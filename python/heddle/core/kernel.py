@@ -30,7 +30,7 @@ class Kernel:
         self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
-        self._plans: Dict[tuple, tuple] = {}  # call signature -> (LaunchPlan, output shape, dtype)
+        self._plans = plan_table()  # call signature -> its LaunchPlan (in C++: _C.runtime.PlanTable)
         self._workspaces: Dict[tuple, tuple] = {}
         self._ws_lock = threading.Lock()
 
@@ -223,7 +223,9 @@ class Kernel:
                 have[1].zero_()
         return have
 
-    def _launch(self, tensors, g):
+    def _launch(self, tensors, g, table=None):
+        """The full path: prepare, launch through a new plan, and remember the plan for this call
+        signature here (and in `table`, the caller's own eager table) unless it pins a workspace."""
         out, grid, args, slots = self._prepare(tensors, geometry=g)
         outs = out if isinstance(out, tuple) else (out,)
         if self._loaded is None:
@@ -231,51 +233,59 @@ class Kernel:
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
         plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
                                      args, slots)
-        launched = _run_plan(plan, tensors, outs)
+        launched = _on_device(outs[0].get_device(), lambda stream: plan.launch(stream, (*tensors, *outs)))
         assert launched, "a plan made from these tensors takes them"
         if self.lowered.split_k > 1:  # the plan would pin a workspace that a later launch may replace
             return out
-        if len(self._plans) >= _MAX_PLANS:
-            self._plans.clear()
-        self._plans[call_signature(tensors)] = (plan, outs[0].shape, [o.dtype for o in outs])
+        for t in (self._plans, table):
+            if t is not None:
+                t.add(tensors, plan, outs)
         return out
 
-    def run_planned(self, tensors, sig=None):
-        """The eager fast path: when an earlier call had this signature (call_signature; `sig` when the
-        caller made it already), launch through its plan (one C++ call binds the addresses and launches)
-        and return the output; None otherwise (or when an address no longer fits the plan), and the
-        caller takes the full path."""
-        try:
-            entry = self._plans.get(call_signature(tensors) if sig is None else sig)
-        except (AttributeError, TypeError):  # not tensors: the full path says what is wrong
-            return None
-        if entry is None:
-            return None
-        import torch
-        plan, shape, dtypes = entry
-        outs = tuple(torch.empty(shape, dtype=dt, device=tensors[0].device) for dt in dtypes)
-        return (outs[0] if len(outs) == 1 else outs) if _run_plan(plan, tensors, outs) else None
+    def run_planned(self, tensors):
+        """The eager fast path: when an earlier call had this call signature (shapes, strides, dtypes,
+        device, address modulo 16), launch through its plan and return the output; None otherwise (or
+        when an address no longer fits the plan), and the caller takes the full path."""
+        return run_table(self._plans, tensors)
 
 
-_MAX_PLANS = 64  # call signatures remembered per kernel (beyond: forgotten all at once, re-planned on use)
+MAX_PLANS = 64  # call signatures remembered per table (beyond: forgotten all at once, re-planned on use)
 
 
-def call_signature(tensors) -> tuple:
-    """What a launch plan is made for: each tensor's shape, strides, dtype, device and alignment class
-    (its address modulo 16 bytes). Equal signatures pass the same checks and get the same kernel
-    arguments, but for the addresses."""
-    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in tensors)
-
-
-def _run_plan(plan, tensors, outs) -> bool:
-    """Launch on the tensors' device (its context gets the module and runs the launch) and on that
-    device's current stream. outs: the fusion's outputs, in order."""
+def plan_table():
+    """An empty table of launch plans by call signature (_C.runtime.PlanTable: signature, lookup, output
+    allocation, address checks, packing and launch in one C++ call; docs/runtime.md, "Eager calls")."""
     import torch
-    device = outs[0].device
-    if device.index is not None and device.index == torch.cuda.current_device():
-        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, *outs))
-    with torch.cuda.device(device):
-        return plan.launch(torch.cuda.current_stream(device).cuda_stream, (*tensors, *outs))
+    return _C.runtime.PlanTable(torch.empty, MAX_PLANS)
+
+
+def run_table(table, tensors):
+    """One eager launch through `table` on the tensors' device and its current stream: the output, or
+    None when the table has no plan for this call (the caller takes the full path)."""
+    try:
+        index = tensors[0].get_device()
+    except (AttributeError, TypeError, IndexError):  # not tensors: the full path says what is wrong
+        return None
+    return _on_device(index, lambda stream: table.run(stream, tensors))
+
+
+def _on_device(index: int, launch):
+    """launch(stream) on device `index`'s current stream, with that device current (its context gets the
+    module and runs the launch). index < 0 (CPU tensors: only a test's fake driver launches them): stream 0."""
+    if index < 0:
+        return launch(0)
+    import torch
+    if index == torch.cuda.current_device():
+        return launch(_raw_stream(index))
+    with torch.cuda.device(index):
+        return launch(_raw_stream(index))
+
+
+def _raw_stream(index: int) -> int:
+    """The current CUDA stream of device `index` as an integer (torch's C accessor where it has one)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
 # Kernel -> its torch custom op; set once by heddle.pytorch.custom_ops (see Kernel.op)

@@ -1,10 +1,15 @@
 // heddle._C.runtime.LaunchPlan (runtime/launch_plan.h): one call takes the tensors, reads their
 // addresses, binds the slots and launches. Thin: the plan's contents come from heddle.Kernel.
+// heddle._C.runtime.PlanTable: the eager path's one call per launch: the tensors' call signature
+// (shapes, strides, dtypes, device index, address modulo 16) computed here, its plan looked up, the
+// outputs allocated (torch.empty), the addresses checked, packed and launched. No torch headers: the
+// tensors are read through their Python attributes.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 
 #include "heddle/bindings/launch_args.h"
 #include "heddle/runtime/hip_driver.h"
@@ -53,6 +58,160 @@ py::list argList(const std::vector<KernelArg>& args) {
   return out;
 }
 
+// Launches `plan` with `addresses` (inputs, then outputs); false when a slot breaks.
+bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& addresses, bool dryRun) {
+  if (p.cuda || p.hip || dryRun) {
+    BoundArgs bound;
+    if (!p.plan->bind(addresses, &bound)) return false;
+    if (dryRun) return bound.ptrs.size() == p.plan->args().size();  // everything but the driver
+    py::gil_scoped_release release;
+    if (p.cuda) p.cuda->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
+    else p.hip->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
+    return true;
+  }
+  std::vector<KernelArg> args;  // a launcher written in Python (a test's fake driver) takes the (kind, value) list
+  if (!p.plan->bind(addresses, &args)) return false;
+  const auto& g = p.plan->grid();
+  const auto& b = p.plan->block();
+  p.launcher.attr("launch")(py::make_tuple(g[0], g[1], g[2]), py::make_tuple(b[0], b[1], b[2]), p.plan->smemBytes(),
+                            stream, argList(args));
+  return true;
+}
+
+// ---- PlanTable ------------------------------------------------------------------------------------
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
+
+PyObject* interned(const char* s) {
+  PyObject* o = PyUnicode_InternFromString(s);
+  if (!o) throw py::error_already_set();
+  return o;  // kept for the life of the process
+}
+
+// Appends an int tuple (a torch.Size or stride()) to the key; false when it is not one.
+bool appendInts(PyObject* seq, std::vector<int64_t>* key) {
+  if (!seq || !PyTuple_Check(seq)) return false;
+  Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  key->push_back(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
+    if (v == -1 && PyErr_Occurred()) return false;
+    key->push_back(v);
+  }
+  return true;
+}
+
+// The call signature of one tensor into `key`, its address into `addresses`; false (no Python error
+// left set) when `t` is not tensor-like: the caller's full path says what is wrong.
+bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
+  static PyObject* shapeName = interned("shape");
+  static PyObject* strideName = interned("stride");
+  static PyObject* dtypeName = interned("dtype");
+  static PyObject* deviceName = interned("get_device");
+  static PyObject* ptrName = interned("data_ptr");
+  PyObject* shape = PyObject_GetAttr(t, shapeName);
+  bool ok = appendInts(shape, key);
+  Py_XDECREF(shape);
+  PyObject* stride = ok ? PyObject_CallMethodNoArgs(t, strideName) : nullptr;
+  ok = ok && appendInts(stride, key);
+  Py_XDECREF(stride);
+  PyObject* dtype = ok ? PyObject_GetAttr(t, dtypeName) : nullptr;  // torch dtypes are singletons
+  if (dtype) key->push_back((int64_t)(uintptr_t)dtype);
+  ok = ok && dtype;
+  Py_XDECREF(dtype);
+  PyObject* dev = ok ? PyObject_CallMethodNoArgs(t, deviceName) : nullptr;  // -1: the CPU
+  long long index = dev ? PyLong_AsLongLong(dev) : -1;
+  ok = ok && dev && !PyErr_Occurred();
+  Py_XDECREF(dev);
+  PyObject* ptr = ok ? PyObject_CallMethodNoArgs(t, ptrName) : nullptr;
+  unsigned long long address = ptr ? PyLong_AsUnsignedLongLong(ptr) : 0;
+  ok = ok && ptr && !PyErr_Occurred();
+  Py_XDECREF(ptr);
+  if (!ok) {
+    PyErr_Clear();
+    return false;
+  }
+  key->push_back(index);
+  key->push_back((int64_t)(address % 16));
+  addresses->push_back(address);
+  return true;
+}
+
+struct PlanTable {
+  struct Output {
+    py::tuple args;  // (shape,)
+    py::dict kwargs;  // dtype, device
+  };
+  struct Entry {
+    py::object planObject;  // keeps the plan alive
+    const PyPlan* plan = nullptr;
+    std::vector<Output> outs;
+  };
+  py::object empty;  // torch.empty
+  size_t capacity;
+  std::unordered_map<std::vector<int64_t>, Entry, KeyHash> entries;
+
+  bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) const {
+    Py_ssize_t n = PySequence_Size(tensors.ptr());
+    key->reserve(16 * n);
+    addresses->reserve(n + 2);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
+      if (!t || !tensorSignature(t.ptr(), key, addresses)) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
+    std::vector<int64_t> key;
+    std::vector<uint64_t> addresses;
+    if (!signature(tensors, &key, &addresses)) throw InputError("PlanTable.add: the call's tensors are not tensors");
+    Entry e;
+    e.plan = planObject.cast<const PyPlan*>();
+    e.planObject = std::move(planObject);
+    for (const auto& o : outputs) {
+      Output out;
+      out.args = py::make_tuple(o.attr("shape"));
+      out.kwargs["dtype"] = o.attr("dtype");
+      out.kwargs["device"] = o.attr("device");
+      e.outs.push_back(std::move(out));
+    }
+    if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-planned on use
+    entries[std::move(key)] = std::move(e);
+  }
+
+  py::object run(uint64_t stream, const py::sequence& tensors, bool dryRun) const {
+    std::vector<int64_t> key;
+    std::vector<uint64_t> addresses;
+    if (!signature(tensors, &key, &addresses)) return py::none();
+    auto it = entries.find(key);
+    if (it == entries.end()) return py::none();
+    const Entry e = it->second;  // a copy: alive through torch.empty and the launch, whatever another thread does
+    const PyPlan& plan = *e.plan;
+    static PyObject* ptrName = interned("data_ptr");
+    py::tuple outs(e.outs.size());
+    for (size_t i = 0; i < e.outs.size(); ++i) {
+      PyObject* o = PyObject_Call(empty.ptr(), e.outs[i].args.ptr(), e.outs[i].kwargs.ptr());
+      if (!o) throw py::error_already_set();
+      outs[i] = py::reinterpret_steal<py::object>(o);
+      PyObject* ptr = PyObject_CallMethodNoArgs(o, ptrName);
+      if (!ptr) throw py::error_already_set();
+      addresses.push_back(PyLong_AsUnsignedLongLong(ptr));
+      Py_DECREF(ptr);
+    }
+    if (!launchPlan(plan, stream, addresses, dryRun)) return py::none();
+    return outs.size() == 1 ? py::object(outs[0]) : py::object(outs);
+  }
+};
+
 }  // namespace
 
 void bindPlan(py::module_& m) {
@@ -81,23 +240,7 @@ void bindPlan(py::module_& m) {
       .def(
           "launch",
           [](const PyPlan& p, uint64_t stream, const py::sequence& tensors, bool dryRun) {
-            std::vector<KernelArg> args;
-            if (!p.plan->bind(p.addresses(tensors), &args)) return false;
-            if (dryRun) {  // everything but the driver: the argument array it would get
-              ArgPack pack(args);
-              return pack.size() == args.size();
-            }
-            if (p.cuda || p.hip) {
-              py::gil_scoped_release release;
-              if (p.cuda) p.cuda->launch(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, args);
-              else p.hip->launch(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, args);
-            } else {
-              const auto& g = p.plan->grid();
-              const auto& b = p.plan->block();
-              p.launcher.attr("launch")(py::make_tuple(g[0], g[1], g[2]), py::make_tuple(b[0], b[1], b[2]),
-                                        p.plan->smemBytes(), stream, argList(args));
-            }
-            return true;
+            return launchPlan(p, stream, p.addresses(tensors), dryRun);
           },
           py::arg("stream"), py::arg("tensors"), py::arg("dry_run") = false,
           "Launches with these tensors (inputs, then the output) on `stream`; False (nothing launched) when an "
@@ -115,4 +258,32 @@ void bindPlan(py::module_& m) {
         const auto& g = p.plan->grid();
         return py::make_tuple(g[0], g[1], g[2]);
       });
+
+  py::class_<PlanTable>(rt, "PlanTable",
+                        "Launch plans by call signature: run() takes the tensors and does the rest in one call "
+                        "(docs/runtime.md, 'Eager calls').")
+      .def(py::init([](py::object empty, size_t capacity) {
+             if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
+             PlanTable t;
+             t.empty = std::move(empty);
+             t.capacity = capacity;
+             return t;
+           }),
+           py::arg("empty"), py::arg("capacity") = 64,
+           "empty: the output allocator, called as empty(shape, dtype=, device=) (torch.empty); capacity: "
+           "signatures kept (beyond it the table is emptied and re-filled on use)")
+      .def("add", &PlanTable::add, py::arg("tensors"), py::arg("plan"), py::arg("outputs"),
+           "Remembers `plan` for the signature of `tensors`; outputs: the outputs its first launch got (their "
+           "shape, dtype and device are what later calls allocate)")
+      .def("run", &PlanTable::run, py::arg("stream"), py::arg("tensors"), py::arg("dry_run") = false,
+           "The output (a tuple for several) of a launch through this signature's plan, or None: no plan for "
+           "the signature, or an address that breaks its slot (the caller takes the full path). dry_run: all "
+           "but the driver call.")
+      .def("__contains__", [](const PlanTable& t, const py::sequence& tensors) {
+             std::vector<int64_t> key;
+             std::vector<uint64_t> addresses;
+             return t.signature(tensors, &key, &addresses) && t.entries.count(key) > 0;
+           })
+      .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
+      .def("clear", [](PlanTable& t) { t.entries.clear(); });
 }

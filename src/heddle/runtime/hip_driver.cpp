@@ -134,6 +134,12 @@ HipLoadedKernel::HipLoadedKernel(std::shared_ptr<const RtcResult> result, std::s
 
 void HipLoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                              unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args) {
+  ArgPack pack(args);
+  launchPacked(grid, block, smemBytes, stream, pack.pointers());
+}
+
+void HipLoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
+                                   unsigned smemBytes, uint64_t stream, void** params) {
   const HipRuntime& hip = HipRuntime::instance();
   hip.require();
   for (int i = 0; i < 3; ++i)
@@ -159,8 +165,7 @@ void HipLoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::arr
     }
     fn = it->second;
   }
-  ArgPack pack(args);
-  hip.launchKernel(fn, grid, block, smemBytes, stream, pack.pointers(), "kernel '" + name_ + "'");
+  hip.launchKernel(fn, grid, block, smemBytes, stream, params, "kernel '" + name_ + "'");
 }
 
 }  // namespace heddle::rt

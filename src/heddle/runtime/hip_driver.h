@@ -66,6 +66,8 @@ class HipLoadedKernel {
   // AMD GPU, InputError on a zero dimension, CompileError when the runtime refuses.
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
               uint64_t stream, const std::vector<KernelArg>& args);
+  void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
+                    uint64_t stream, void** params);  // the argument array already packed (LaunchPlan)
 
  private:
   std::shared_ptr<const RtcResult> result_;

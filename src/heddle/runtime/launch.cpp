@@ -76,6 +76,12 @@ LoadedKernel::PerContext& LoadedKernel::resolve() {
 
 void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                           unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args) {
+  ArgPack pack(args);
+  launchPacked(grid, block, smemBytes, stream, pack.pointers());
+}
+
+void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
+                                unsigned smemBytes, uint64_t stream, void** params) {
   for (int i = 0; i < 3; ++i)
     if (grid[i] == 0 || block[i] == 0)
       fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2], " and block ",
@@ -97,9 +103,8 @@ void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<
     }
     fn = pc.fn;
   }
-  ArgPack pack(args);
-  drv.launchKernel(fn, grid, block, smemBytes, reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)),
-                   pack.pointers(), what);
+  drv.launchKernel(fn, grid, block, smemBytes, reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)), params,
+                   what);
 }
 
 int LoadedKernel::numRegisters() {

@@ -59,6 +59,9 @@ class LoadedKernel {
   // CompileError (naming the kernel and the driver error) when the driver refuses.
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
               uint64_t stream, const std::vector<KernelArg>& args);
+  // The same with the driver's argument array already packed (one pointer per parameter: LaunchPlan).
+  void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
+                    uint64_t stream, void** params);
 
   // Registers the driver reports for the loaded function (loads it in the current context).
   int numRegisters();

@@ -19,12 +19,36 @@ LaunchPlan::LaunchPlan(std::array<unsigned, 3> grid, std::array<unsigned, 3> blo
   }
 }
 
-bool LaunchPlan::bind(const std::vector<uint64_t>& addresses, std::vector<KernelArg>* out) const {
-  if (addresses.size() != tensors_) return false;
-  for (const PlanSlot& s : slots_) {
+namespace {
+bool fits(const std::vector<PlanSlot>& slots, size_t tensors, const std::vector<uint64_t>& addresses) {
+  if (addresses.size() != tensors) return false;
+  for (const PlanSlot& s : slots) {
     uint64_t a = addresses[s.tensor];
     if (a % s.align || (s.pinned && a != s.pinned)) return false;
   }
+  return true;
+}
+}  // namespace
+
+bool LaunchPlan::bind(const std::vector<uint64_t>& addresses, BoundArgs* out) const {
+  if (!fits(slots_, tensors_, addresses)) return false;
+  out->scalars.resize(args_.size());  // sized before any pointer into it is taken
+  out->ptrs.resize(args_.size());
+  for (size_t i = 0; i < args_.size(); ++i) {
+    if (args_[i].kind == KernelArg::Kind::Bytes) {
+      out->ptrs[i] = const_cast<char*>(args_[i].blob.data());  // the driver only reads it
+    } else {
+      out->scalars[i] = args_[i].bits;  // little-endian: a 4-byte parameter reads the low half
+      out->ptrs[i] = &out->scalars[i];
+    }
+  }
+  for (const PlanSlot& s : slots_)
+    if (s.arg >= 0) out->scalars[s.arg] = addresses[s.tensor];
+  return true;
+}
+
+bool LaunchPlan::bind(const std::vector<uint64_t>& addresses, std::vector<KernelArg>* out) const {
+  if (!fits(slots_, tensors_, addresses)) return false;
   *out = args_;
   for (const PlanSlot& s : slots_)
     if (s.arg >= 0) (*out)[s.arg].bits = addresses[s.tensor];

@@ -27,6 +27,15 @@ struct PlanSlot {
   uint64_t pinned = 0;   // != 0: the only address this plan takes for the tensor
 };
 
+// One call's driver argument array, packed by LaunchPlan::bind without copying the plan's arguments:
+// scalars and addresses by value here, by-value blobs (tensor maps) read in place from the plan (which
+// must outlive it).
+struct BoundArgs {
+  std::vector<uint64_t> scalars;
+  std::vector<void*> ptrs;
+  void** pointers() { return ptrs.empty() ? nullptr : ptrs.data(); }
+};
+
 class LaunchPlan {
  public:
   LaunchPlan(std::array<unsigned, 3> grid, std::array<unsigned, 3> block, unsigned smemBytes,
@@ -35,6 +44,8 @@ class LaunchPlan {
   // The argument list with the addresses in their slots (in *out); false when one breaks its slot.
   // Const: one plan serves concurrent calls.
   bool bind(const std::vector<uint64_t>& addresses, std::vector<KernelArg>* out) const;
+  // The launch path: the driver's argument array, the plan's arguments neither copied nor re-packed.
+  bool bind(const std::vector<uint64_t>& addresses, BoundArgs* out) const;
   size_t tensorCount() const { return tensors_; }
 
   const std::array<unsigned, 3>& grid() const { return grid_; }
