@@ -44,6 +44,18 @@ def test_split_k_only_when_tiles_leave_sms_idle():
     assert "split_k(3)" in sm80[0] and "split_k" not in sm80[3]  # 32 tiles of 64x128 on 108 SMs
 
 
+def test_kernels_are_kept_per_sm_count():
+    """The split-K choice depends on the SM count, so a kernel made for one count is never served for another
+    (FusedMatmul.kernel's cache key holds it)."""
+    fm = fused_matmul_op(spec(n=4096, k=4096, activation="relu"))
+    many = fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=132)
+    few = fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=32)
+    assert many.lowered.split_k == 4 and few.lowered.split_k == 1  # 32 tiles of 64x128: 132 SMs split, 32 do not
+    assert fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=132) is many and fm.kernel("sm_90a", 8, 8, 20, rtc=False,
+                                                                                     sms=32) is few
+    assert fm.kernel("sm_90a", 8, 8, 16, rtc=False) is fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=DEFAULT_SMS)
+
+
 def test_auto_schedule_without_sms_never_splits():
     fd = spec().build_fusion()
     fd.auto_schedule("sm_90a", 16, 4096, 4096)

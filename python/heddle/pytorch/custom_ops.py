@@ -21,12 +21,19 @@ from ..core.kernel import Kernel, set_op_factory
 from .autograd import register_fusion_autograd
 
 
+registering: set = set()   # op names being registered (torch.library looks them up meanwhile)
+
+
 def register_op(name: str, input_names, run, fake, outputs: int = 1):
     """Register `heddle::<name>` (Tensor inputs -> Tensor, or a tuple of `outputs` tensors) with a real and a
     fake implementation."""
     ret = "Tensor" if outputs == 1 else "(" + ", ".join(["Tensor"] * outputs) + ")"
     schema = "(" + ", ".join(f"Tensor {n}" for n in input_names) + ") -> " + ret
-    op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
+    registering.add(name)
+    try:
+        op = torch.library.custom_op(f"heddle::{name}", lambda *t: run(t), mutates_args=(), schema=schema)
+    finally:
+        registering.discard(name)
     op.register_fake(lambda *t: fake(t))
     return op
 
@@ -48,6 +55,15 @@ def kernel_op(kernel: Kernel):
                                                  outputs=len(kernel._outs))
             register_fusion_autograd(kernel.fusion, op)   # Kernel.op trains too
     return op
+
+
+def fusion_op_error(name: str) -> str:
+    """Why torch.ops.heddle.<name>, a Kernel.op op this process has not built, cannot be resolved, and what
+    to do instead (docs/torch.md, "Export")."""
+    return (f"torch.ops.heddle.{name} is a Kernel.op op: its name is a hash of a kernel's target and source, "
+            "which does not say what to build, so it cannot be registered from its name. In this process, "
+            "build the same kernel and take its op (heddle.Kernel.build(fusion, target).op) before loading the "
+            "program, or write the model with heddle.matmul, whose ops register themselves by name")
 
 
 def _run_any(kernel: Kernel, tensors):

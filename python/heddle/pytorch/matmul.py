@@ -8,6 +8,7 @@ runnable anywhere.
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -18,11 +19,11 @@ import torch
 from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
-from ..core.kernel import _MAX_PLANS, Kernel, _vec_for, call_signature
+from ..core.kernel import Kernel, _vec_for, plan_table, run_table
+from ..core.ops import ACTIVATIONS
 from . import op_names
-from .custom_ops import register_op
+from .custom_ops import fusion_op_error, register_op, registering
 
-_ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
 
@@ -86,7 +87,7 @@ class FusedMatmul:
         self._decls = [(t.name, t.dtype, t.shape) for t in self.fusion.inputs]
         self._mexpr = inputs.matmul_expr(self.fusion)
         self.kernels: Dict[tuple, Kernel] = {}
-        self._eager: Dict[tuple, Kernel] = {}  # call signature -> the kernel its CUDA calls launch
+        self._eager = plan_table()  # call signature -> the launch plan its CUDA calls take (C++)
         self.compiles = 0
         self._lock = threading.Lock()
         self.op = _register_op(self)
@@ -96,7 +97,8 @@ class FusedMatmul:
         a run-time argument: every M of a bucket runs the same kernel. sms: the SM count the bucket's
         split-K choice fills (0: the current device's, else DEFAULT_SMS)."""
         bucket = m_bucket(m)
-        key = (target, vec_a, vec_b, rtc, bucket)
+        sms = 0 if self.spec.batched else (sms or _sm_count())  # batched: no split-K, the SM count plays no part
+        key = (target, vec_a, vec_b, rtc, bucket, sms)  # split-K depends on the SM count: part of the key
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
@@ -148,11 +150,12 @@ class FusedMatmul:
         g = inputs.check(f"heddle.matmul ({self.spec.op_name()})", self._decls, self._mexpr, tensors)
         return g, inputs.zero_size_result(self.fusion, g, tensors)
 
-    def _launch_cuda(self, tensors, g):
-        """(the kernel chosen for these CUDA tensors, its output), launched; checked by _check."""
+    def _launch_cuda(self, tensors, g, table=None):
+        """(the kernel chosen for these CUDA tensors, its output), launched; checked by _check. table: where
+        the launch's plan is also remembered (the eager table)."""
         from ..core.runtime import target_for_device
         k = self.kernel_for(tensors, target_for_device(tensors[0].device))
-        return k, k._launch(tensors, g)  # checked against the same inputs (the kernel's fusion is ours)
+        return k, k._launch(tensors, g, table)  # checked against the same inputs (the kernel's fusion is ours)
 
     def run(self, tensors):
         g, empty = self._check(tensors)
@@ -174,27 +177,18 @@ class FusedMatmul:
     def eager(self, tensors):
         """A plain eager call on CUDA tensors (no tracing, no autograd: eager_call_ok), without the custom
         op layer: a signature seen before goes straight to its kernel's launch plan; else the op's own
-        implementation runs (checks, kernel choice, launch) and the kernel is remembered."""
-        try:
-            sig = call_signature(tensors)
-        except (AttributeError, TypeError):
-            sig = None
-        k = self._eager.get(sig)
-        if k is not None:
-            out = k.run_planned(tensors, sig)
-            if out is not None:
-                return out
-        if sig is None or tensors[0].device.type != "cuda":  # heddle.matmul sends CUDA tensors only; else run()
-            return self.run(tensors)
+        implementation runs (checks, kernel choice, launch) and its plan is remembered (not for split-K
+        kernels: their plans would pin a workspace). One C++ call does the planned launch: signature,
+        lookup, output, address checks, packing, driver call (heddle/core/kernel.py run_table)."""
+        out = run_table(self._eager, tensors)
+        if out is not None:
+            return out
+        if not all(isinstance(t, torch.Tensor) for t in tensors) or tensors[0].device.type != "cuda":
+            return self.run(tensors)  # heddle.matmul sends CUDA tensors only; run() checks and says what is wrong
         g, empty = self._check(tensors)
         if empty is not None:
             return empty
-        k, out = self._launch_cuda(tensors, g)
-        if sig is not None and sig in k._plans:  # remembered only where a plan was made (not split-K)
-            if len(self._eager) >= _MAX_PLANS:
-                self._eager.clear()
-            self._eager[sig] = k
-        return out
+        return self._launch_cuda(tensors, g, self._eager)[1]
 
     def fake(self, tensors):
         inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)
@@ -222,10 +216,15 @@ def _sm_count() -> int:
     """The current CUDA device's SM count, else DEFAULT_SMS."""
     try:
         if torch.cuda.is_available():
-            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+            return _sms_of(torch.cuda.current_device())
     except Exception:  # noqa: BLE001 -- no usable device: the default stands in
         pass
     return DEFAULT_SMS
+
+
+@functools.lru_cache(maxsize=None)
+def _sms_of(index: int) -> int:
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
 
 
 def _autotune():
@@ -245,17 +244,10 @@ _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
 
 
-_registering: set = set()   # op names being registered (torch.library looks them up meanwhile)
-
-
 def _register_op(fm: FusedMatmul):
     names = ["a", "b"] + [t.name for t in fm.fusion.inputs[2:]]
     name = fm.spec.op_name()
-    _registering.add(name)
-    try:
-        op = register_op(name, names, fm.run, fm.fake, outputs=1 if fm.spec.saved is None else 2)
-    finally:
-        _registering.discard(name)
+    op = register_op(name, names, fm.run, fm.fake, outputs=1 if fm.spec.saved is None else 2)
     from .autograd import register_matmul_autograd
     register_matmul_autograd(fm, op)   # heddle.matmul trains in eager mode too
     return op
@@ -296,8 +288,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
         raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
                          "bfloat16 (cast float32 operands first)")
-    if activation is not None and activation not in _ACTIVATIONS:
-        raise ScheduleError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(_ACTIVATIONS)}")
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ScheduleError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
     if a.dim() not in (2, 3) or b.dim() not in (2, 3):
         raise InputError(f"heddle.matmul: operands need rank 2 or 3, got {a.dim()} and {b.dim()}")
     k = a.shape[-2] if trans_a else a.shape[-1]
@@ -382,7 +374,7 @@ def resolve_op(name: str) -> bool:
     if fields is None:
         return False
     spec = MatmulSpec(**fields)
-    if spec.op_name() != name or name in _registering:   # not canonical, or torch looking it up mid-registration
+    if spec.op_name() != name or name in registering:   # not canonical, or torch looking it up mid-registration
         return False
     fused_matmul_op(spec)
     return True
@@ -398,6 +390,10 @@ class _HeddleNamespace(torch._ops._OpNamespace):
         try:
             return super().__getattr__(op_name)
         except AttributeError:
+            if op_name.startswith("fusion_") and op_name not in registering:
+                # a Kernel.op op this process has not built: loud (torch.export.load would only say "failed
+                # to resolve"), with what to do instead
+                raise InputError(fusion_op_error(op_name)) from None
             if op_name.startswith("__") or not resolve_op(op_name):
                 raise
             return super().__getattr__(op_name)
