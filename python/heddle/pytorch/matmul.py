@@ -274,37 +274,53 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
     activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
-    for name, t in (("a", a), ("b", b), ("bias", bias), ("residual", residual)):
-        if not (isinstance(t, torch.Tensor) or (t is None and name in ("bias", "residual"))):
-            raise InputError(f"heddle.matmul: '{name}' is a {type(t).__name__}, not a torch.Tensor")
-        if t is not None and t.dtype not in _DT:
-            raise InputError(f"heddle.matmul: '{name}' has dtype {t.dtype}; heddle takes float16, bfloat16 or "
-                             f"float32 {name} tensors — cast it first")
+    name, args = _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype)
+    if eager_call_ok(args):
+        return _by_name[name].eager(args)
+    return getattr(torch.ops.heddle, name)(*args)
+
+
+def _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype):
+    """heddle.matmul's checks, then (the name of its op, the op's tensor arguments). Every eager call runs
+    it: each tensor attribute is read once."""
+    dt_a, dt_b = _dtype_code("a", a), _dtype_code("b", b)
+    dt_bias = None if bias is None else _dtype_code("bias", bias)
+    dt_res = None if residual is None else _dtype_code("residual", residual)
     if out_dtype is not None and out_dtype not in _DT:
         raise InputError(f"heddle.matmul: out_dtype={out_dtype} is not supported; use torch.float16, "
                          "torch.bfloat16 or torch.float32")
     if alpha is not None and (isinstance(alpha, bool) or not isinstance(alpha, (int, float))):
         raise InputError(f"heddle.matmul: alpha={alpha!r} must be a Python number")
-    if a.dtype not in (torch.float16, torch.bfloat16) or b.dtype != a.dtype:
+    if dt_a == "f32" or dt_b != dt_a:
         raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
                          "bfloat16 (cast float32 operands first)")
     if activation is not None and activation not in ACTIVATIONS:
         raise ScheduleError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
-    if a.dim() not in (2, 3) or b.dim() not in (2, 3):
-        raise InputError(f"heddle.matmul: operands need rank 2 or 3, got {a.dim()} and {b.dim()}")
-    k = a.shape[-2] if trans_a else a.shape[-1]
-    n = b.shape[-2] if trans_b else b.shape[-1]
-    kb = b.shape[-1] if trans_b else b.shape[-2]
+    sa, sb = a.shape, b.shape
+    ra, rb = len(sa), len(sb)
+    if ra not in (2, 3) or rb not in (2, 3):
+        raise InputError(f"heddle.matmul: operands need rank 2 or 3, got {ra} and {rb}")
+    k = sa[-2] if trans_a else sa[-1]
+    n, kb = (sb[-2], sb[-1]) if trans_b else (sb[-1], sb[-2])
     if k != kb:
         raise InputError(f"heddle.matmul: a gives K={k} but b gives K={kb}")
-    name = _op_name(_DT[a.dtype], a.dim() == 3, b.dim() == 3, int(k), int(n), trans_a, trans_b,
-                    None if bias is None else _DT[bias.dtype], 0 if bias is None else bias.dim(),
-                    None if residual is None else _DT[residual.dtype], 0 if residual is None else residual.dim(),
-                    activation, None if alpha is None else float(alpha), _DT[out_dtype or a.dtype])
-    args = [a, b] + [t for t in (bias, residual) if t is not None]
-    if eager_call_ok(args):
-        return _by_name[name].eager(args)
-    return getattr(torch.ops.heddle, name)(*args)
+    name = _op_name(dt_a, ra == 3, rb == 3, int(k), int(n), trans_a, trans_b,
+                    dt_bias, 0 if bias is None else bias.dim(), dt_res, 0 if residual is None else residual.dim(),
+                    activation, None if alpha is None else float(alpha), dt_a if out_dtype is None else _DT[out_dtype])
+    if bias is None:
+        return name, [a, b] if residual is None else [a, b, residual]
+    return name, [a, b, bias] if residual is None else [a, b, bias, residual]
+
+
+def _dtype_code(name: str, t) -> str:
+    """heddle's code of a tensor argument's dtype (f16, bf16, f32); InputError for anything else."""
+    if not isinstance(t, torch.Tensor):
+        raise InputError(f"heddle.matmul: '{name}' is a {type(t).__name__}, not a torch.Tensor")
+    code = _DT.get(t.dtype)
+    if code is None:
+        raise InputError(f"heddle.matmul: '{name}' has dtype {t.dtype}; heddle takes float16, bfloat16 or "
+                         f"float32 {name} tensors — cast it first")
+    return code
 
 
 def eager_call_ok(tensors, device_type: str = "cuda") -> bool:
@@ -314,10 +330,15 @@ def eager_call_ok(tensors, device_type: str = "cuda") -> bool:
     if torch.compiler.is_compiling() or _modes_active():
         return False
     grad = torch.is_grad_enabled()
+    on_device = _ON_DEVICE.get(device_type)  # t.is_cuda: a bool, where t.device builds a device object
     for t in tensors:
-        if type(t) is not torch.Tensor or t.device.type != device_type or (grad and t.requires_grad):
+        if type(t) is not torch.Tensor or (grad and t.requires_grad) or \
+                not (getattr(t, on_device) if on_device else t.device.type == device_type):
             return False
     return True
+
+
+_ON_DEVICE = {"cuda": "is_cuda", "cpu": "is_cpu"}
 
 
 def _modes_active() -> bool:
