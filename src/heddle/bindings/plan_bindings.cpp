@@ -144,7 +144,7 @@ bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_
 
 struct PlanTable {
   struct Output {
-    py::tuple args;  // (shape,)
+    py::tuple args;  // the sizes as positional ints: torch.empty parses them twice as fast as a torch.Size
     py::dict kwargs;  // dtype, device
   };
   struct Entry {
@@ -179,7 +179,10 @@ struct PlanTable {
     e.planObject = std::move(planObject);
     for (const auto& o : outputs) {
       Output out;
-      out.args = py::make_tuple(o.attr("shape"));
+      py::tuple shape = py::tuple(o.attr("shape"));
+      py::tuple dims(shape.size());
+      for (size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i].cast<int64_t>());
+      out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: torch.empty(())
       out.kwargs["dtype"] = o.attr("dtype");
       out.kwargs["device"] = o.attr("device");
       e.outs.push_back(std::move(out));
