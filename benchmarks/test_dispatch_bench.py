@@ -51,14 +51,30 @@ def test_dispatch_overhead(recorder):
         return x.new_empty(0)
 
     calls = {
-        "heddle_matmul": (lambda: heddle.matmul(a, b), "heddle.matmul (custom op + kernel launch)"),
+        "heddle_matmul": (lambda: heddle.matmul(a, b), "heddle.matmul (eager: its plan table, then the launch)"),
         "kernel_call": (lambda: k(a, b), "heddle Kernel called directly (no custom op)"),
         "torch_mm": (lambda: torch.mm(a, b), "torch.mm (cuBLAS)"),
         "custom_op_empty": (lambda: noop(a), "empty torch custom op"),
     }
+    tm = _triton()
+    if tm is not None:  # Triton's launcher: the same problem through its JIT-function call (one fixed config)
+        bench.validate(tm.matmul_with(a, b), ref, what="tiny Triton matmul")
+        calls["triton_launch"] = (lambda: tm.matmul_with(a, b), "Triton matmul (its Python launcher + launch)")
     for step, (fn, what) in calls.items():
         for _ in range(20):
             fn()
         host, dev = _host_loop(fn)
         recorder.add("gpu", {"suite": "dispatch", "step": step, "what": what, "stats": host.to_dict(),
                              "device_inclusive": dev.to_dict(), "shape": f"{M}x{N}x{K}", "status": "ok"})
+
+
+def _triton():
+    """benchmarks/triton_matmul.py when triton is importable, else None."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import triton_matmul as tm
+    except ImportError:
+        return None
+    return tm if tm.available else None

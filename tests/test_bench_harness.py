@@ -119,6 +119,18 @@ def test_measure_host_reports_microseconds_per_call():
 
 # --- rotation against L2 -----------------------------------------------------------------------
 
+def test_thread_cpu_timer_counts_work_not_waiting():
+    import time
+    cpu = bench.ThreadCpuTimer()
+    a = cpu.mark()
+    time.sleep(0.05)  # waiting: wall time, no CPU time
+    slept = cpu.elapsed_ms(a, cpu.mark())
+    a = cpu.mark()
+    sum(range(3_000_000))  # working: tens of ms of CPU time, whatever else the machine runs
+    worked = cpu.elapsed_ms(a, cpu.mark())
+    assert slept < 5 and worked > 5, (slept, worked)
+
+
 def test_rotation_count():
     MB = 1 << 20
     assert bench.rotation_count(1 * MB, 50 * MB) == 64                        # capped

@@ -14,7 +14,6 @@ heddle.matmul, whose ops register themselves by name.
 from __future__ import annotations
 
 import re
-import zipfile
 from typing import List
 
 import torch
@@ -28,6 +27,7 @@ _NAME = re.compile(rb"heddle(?:::|\.)((?:mm|fusion)_[A-Za-z0-9_]+)")
 def op_names_in(path) -> List[str]:
     """The heddle op names a saved program (an AOTInductor package or a torch.export archive: a zip file,
     by path or file object) refers to, sorted."""
+    import zipfile
     try:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as e:

@@ -114,6 +114,20 @@ class WallTimer:
             torch.cuda.synchronize()
 
 
+class ThreadCpuTimer:
+    """The calling thread's CPU time: host work alone, without the time other processes took the core
+    from it (CPU-only host-cost benchmarks on a shared machine)."""
+
+    def mark(self):
+        return time.thread_time_ns()
+
+    def elapsed_ms(self, a, b) -> float:
+        return (b - a) / 1e6
+
+    def sync(self) -> None:
+        pass
+
+
 class CudaEventTimer:
     """CUDA events recorded on the current stream: device time between two marks."""
 
