@@ -73,6 +73,39 @@ def test_an_address_the_vector_copies_cannot_take_breaks_the_plan():
         k.prepare(odd)  # what the full path says instead
 
 
+def _as_bytes(kind, value):
+    """What the driver reads for a (kind, value) argument: a blob as it is, a scalar little-endian and
+    zero-extended to the 8 bytes its slot holds (runtime/launch.h KernelArg)."""
+    import struct
+    if kind == "bytes":
+        return value
+    raw = struct.pack({"ptr": "<Q", "i64": "<q", "i32": "<i", "f32": "<f"}[kind], value)
+    return raw + bytes(8 - len(raw))
+
+
+def test_the_packed_argument_array_holds_the_bound_arguments():
+    """LaunchPlan packs the driver's array without copying the plan's arguments: scalars and addresses
+    by value, tensor maps read in place from the plan. Each pointer's bytes equal the (kind, value) list."""
+    k = kernel_for()
+    first = operands()
+    plan, out, _, _ = make_plan(k, first)
+    second = operands()
+    out2 = torch.empty_like(out)
+    want = [_as_bytes(kind, v) for kind, v in plan.args((*second, out2))]
+    assert plan.packed((*second, out2)) == want
+    assert plan.packed((*operands(offset=1), out2)) is None  # a broken slot packs nothing
+    spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
+                      bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
+    fd = spec.build_fusion()
+    fd.auto_schedule("sm_90a", -1, 256, 256)
+    hk = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 256).bfloat16()
+    hout, grid, args, slots = hk._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
+    hplan = rt.LaunchPlan(Recorder(), grid, (hk.lowered.threads, 1, 1), hk.lowered.smem_bytes, args, slots)
+    got = hplan.packed((a, b, hout))
+    assert got == [_as_bytes(kind, v) for kind, v in args] and any(len(g) == 128 for g in got)  # the tensor maps
+
+
 def test_a_plan_refuses_slots_that_are_not_pointer_arguments():
     k = kernel_for()
     out, grid, args, slots = k._prepare(operands())

@@ -257,6 +257,22 @@ void bindPlan(py::module_& m) {
             return argList(args);
           },
           py::arg("tensors"), "The (kind, value) list launch would pass, or None when a slot is broken.")
+      .def(
+          "packed",
+          [](const PyPlan& p, const py::sequence& tensors) -> py::object {
+            BoundArgs bound;
+            if (!p.plan->bind(p.addresses(tensors), &bound)) return py::none();
+            py::list out;  // the bytes behind each pointer of the driver's array (8 per scalar: the low ones count)
+            const auto& args = p.plan->args();
+            for (size_t i = 0; i < args.size(); ++i) {
+              size_t n = args[i].kind == KernelArg::Kind::Bytes ? args[i].blob.size() : sizeof(uint64_t);
+              out.append(py::bytes(static_cast<const char*>(bound.ptrs[i]), n));
+            }
+            return out;
+          },
+          py::arg("tensors"),
+          "The driver's argument array launch would pass, as the bytes each pointer points to (a test of the pack), "
+          "or None when a slot is broken.")
       .def_property_readonly("grid", [](const PyPlan& p) {
         const auto& g = p.plan->grid();
         return py::make_tuple(g[0], g[1], g[2]);
