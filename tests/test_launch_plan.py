@@ -94,16 +94,23 @@ def test_the_packed_argument_array_holds_the_bound_arguments():
     want = [_as_bytes(kind, v) for kind, v in plan.args((*second, out2))]
     assert plan.packed((*second, out2)) == want
     assert plan.packed((*operands(offset=1), out2)) is None  # a broken slot packs nothing
+    (a, b, hout), args, slots, hplan = hopper_plan()
+    got = hplan.packed((a, b, hout))
+    assert got == [_as_bytes(kind, v) for kind, v in args] and any(len(g) == 128 for g in got)  # the tensor maps
+
+
+def hopper_plan():
+    """A Hopper kernel's plan on the CPU (tensor maps encoded by the interpreter's encoder): ((a, b, out),
+    arguments, slots, plan)."""
     spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
                       bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
     fd = spec.build_fusion()
     fd.auto_schedule("sm_90a", -1, 256, 256)
-    hk = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
     a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 256).bfloat16()
-    hout, grid, args, slots = hk._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
-    hplan = rt.LaunchPlan(Recorder(), grid, (hk.lowered.threads, 1, 1), hk.lowered.smem_bytes, args, slots)
-    got = hplan.packed((a, b, hout))
-    assert got == [_as_bytes(kind, v) for kind, v in args] and any(len(g) == 128 for g in got)  # the tensor maps
+    out, grid, args, slots = k._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
+    plan = rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
+    return (a, b, out), args, slots, plan
 
 
 def test_a_plan_refuses_slots_that_are_not_pointer_arguments():
@@ -115,16 +122,9 @@ def test_a_plan_refuses_slots_that_are_not_pointer_arguments():
 
 
 def test_hopper_plans_pin_the_addresses_their_tensor_maps_hold():
-    spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
-                      bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
-    fd = spec.build_fusion()
-    fd.auto_schedule("sm_90a", -1, 256, 256)
-    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
-    a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 256).bfloat16()
-    out, grid, args, slots = k._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
+    (a, b, out), args, slots, plan = hopper_plan()
     assert any(kind == "bytes" for kind, _ in args)  # the tensor maps
     assert {(t, p) for arg, t, _, p in slots if p} == {(0, a.data_ptr()), (1, b.data_ptr()), (2, out.data_ptr())}
-    plan = rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
     assert plan.args((a, b, out)) == args
     assert plan.args((a.clone(), b, out)) is None  # a new address needs new maps: the full path
 
