@@ -244,7 +244,7 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
                          args, slots)
     table = plan_table()
     table.add(tensors, plan, [out])
-    pieces["eager_plan"] = (lambda: table.run(0, tensors, True), None)
+    pieces["eager_plan"] = (lambda: table.run(0, tensors, True, torch.Tensor, True), None)  # as FusedMatmul.planned
 
     # for comparison in the same run, the path it replaced (until 2026-11-23): the signature as a Python
     # tuple, a dict lookup, torch.empty, then the plan's own launch
@@ -258,13 +258,14 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
 
     pieces["eager_plan_python"] = (planned_in_python, None)
 
-    # what heddle.matmul does before it reaches the table: argument checks, op name, the eager-call test
-    # (device_type "cpu": the tensors here are; "cuda" reads t.is_cuda the same way)
-    from heddle.pytorch.matmul import _op_and_args, eager_call_ok
+    # what heddle.matmul does before it reaches the table: argument checks, op name, the call-wide part
+    # of the eager-call test (the per-tensor part is PlanTable.run's: exact type, requires_grad)
+    from heddle.pytorch.matmul import _modes_active, _op_and_args
 
     def front():
-        _, ts = _op_and_args(tensors[0], tensors[1], tensors[2], "gelu", None, None, False, True, None)
-        assert eager_call_ok(ts, "cpu")
+        _op_and_args(tensors[0], tensors[1], tensors[2], "gelu", None, None, False, True, None)
+        assert not (torch.compiler.is_compiling() or _modes_active())
+        torch.is_grad_enabled()
     pieces["matmul_front"] = (front, None)
     pieces["full_path"] = (lambda: k.prepare(tensors, geometry=inputs.check(k.name, k._inputs, k._matmul_expr,
                                                                             tensors)), None)

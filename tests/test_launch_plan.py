@@ -145,8 +145,19 @@ def test_the_plan_table_tells_every_part_of_the_signature_apart():
     assert (x, w, "bias") not in table and table.run(0, (x, w, None)) is None  # not tensors: the full path
     y = table.run(0, (x, w, bias), dry_run=True)  # CPU tensors: packed, not launched
     assert y.shape == out.shape and y.dtype == out.dtype and y.data_ptr() != out.data_ptr()
+    # heddle.matmul's eager path also asks for exactly torch.Tensor and, under grad mode, no requires_grad
+    sub = x.as_subclass(_Sub)
+    assert table.run(0, (sub, w, bias), True) is not None and table.run(0, (sub, w, bias), True, torch.Tensor) is None
+    wg = w.clone().requires_grad_(True)
+    assert table.run(0, (x, wg, bias), True, torch.Tensor, False) is not None
+    assert table.run(0, (x, wg, bias), True, torch.Tensor, True) is None
+    assert table.run(0, (x, w, bias), True, torch.Tensor, True) is not None
     table.clear()
     assert (x, w, bias) not in table and table.run(0, (x, w, bias), dry_run=True) is None
+
+
+class _Sub(torch.Tensor):
+    pass
 
 
 def test_the_plan_table_forgets_everything_beyond_its_capacity():

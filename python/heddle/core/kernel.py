@@ -259,14 +259,15 @@ def plan_table():
     return _C.runtime.PlanTable(torch.empty, MAX_PLANS)
 
 
-def run_table(table, tensors):
+def run_table(table, tensors, exact_type=None, no_grad: bool = False):
     """One eager launch through `table` on the tensors' device and its current stream: the output, or
-    None when the table has no plan for this call (the caller takes the full path)."""
+    None when the table has no plan for this call (the caller takes the full path). exact_type, no_grad:
+    None also when a tensor's type is not exactly exact_type, or (no_grad) a tensor requires grad."""
     try:
         index = tensors[0].get_device()
     except (AttributeError, TypeError, IndexError):  # not tensors: the full path says what is wrong
         return None
-    return _on_device(index, lambda stream: table.run(stream, tensors))
+    return _on_device(index, lambda stream: table.run(stream, tensors, False, exact_type, no_grad))
 
 
 def _on_device(index: int, launch):

@@ -190,6 +190,13 @@ class FusedMatmul:
             return empty
         return self._launch_cuda(tensors, g, self._eager)[1]
 
+    def planned(self, tensors):
+        """The launch of a call signature seen before, when the call is a plain eager one on the tensors'
+        side (exactly torch.Tensor, none requiring grad under grad mode: eager_call_ok's per-tensor rules,
+        checked in C++ while the signature is read; CUDA tensors, since only their launches leave plans);
+        None otherwise. The caller has checked the rest of eager_call_ok (not compiling, no mode)."""
+        return run_table(self._eager, tensors, torch.Tensor, torch.is_grad_enabled())
+
     def fake(self, tensors):
         inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)
         a, b = tensors[0], tensors[1]
@@ -275,8 +282,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
     name, args = _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype)
-    if eager_call_ok(args):
-        return _by_name[name].eager(args)
+    if not (torch.compiler.is_compiling() or _modes_active()):
+        fm = _by_name[name]
+        out = fm.planned(args)  # a repeated plain eager call: one C++ call (it checks the tensors' side)
+        if out is not None:
+            return out
+        if eager_call_ok(args):
+            return fm.eager(args)
     return getattr(torch.ops.heddle, name)(*args)
 
 

@@ -156,13 +156,29 @@ struct PlanTable {
   size_t capacity;
   std::unordered_map<std::vector<int64_t>, Entry, KeyHash> entries;
 
-  bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) const {
+  // exact: every tensor's type must be this one (nullptr: any); noGrad: no tensor may require grad.
+  bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
+                 PyObject* exact = nullptr, bool noGrad = false) const {
+    static PyObject* gradName = interned("requires_grad");
     Py_ssize_t n = PySequence_Size(tensors.ptr());
     key->reserve(16 * n);
     addresses->reserve(n + 2);
     for (Py_ssize_t i = 0; i < n; ++i) {
       py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
-      if (!t || !tensorSignature(t.ptr(), key, addresses)) {
+      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact)) {
+        PyErr_Clear();
+        return false;
+      }
+      if (noGrad) {
+        PyObject* g = PyObject_GetAttr(t.ptr(), gradName);
+        int requires = g ? PyObject_IsTrue(g) : -1;
+        Py_XDECREF(g);
+        if (requires != 0) {
+          PyErr_Clear();
+          return false;
+        }
+      }
+      if (!tensorSignature(t.ptr(), key, addresses)) {
         PyErr_Clear();
         return false;
       }
@@ -191,10 +207,11 @@ struct PlanTable {
     entries[std::move(key)] = std::move(e);
   }
 
-  py::object run(uint64_t stream, const py::sequence& tensors, bool dryRun) const {
+  py::object run(uint64_t stream, const py::sequence& tensors, bool dryRun, const py::object& exact,
+                 bool noGrad) const {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
-    if (!signature(tensors, &key, &addresses)) return py::none();
+    if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
     auto it = entries.find(key);
     if (it == entries.end()) return py::none();
     const Entry e = it->second;  // a copy: alive through torch.empty and the launch, whatever another thread does
@@ -295,9 +312,11 @@ void bindPlan(py::module_& m) {
            "Remembers `plan` for the signature of `tensors`; outputs: the outputs its first launch got (their "
            "shape, dtype and device are what later calls allocate)")
       .def("run", &PlanTable::run, py::arg("stream"), py::arg("tensors"), py::arg("dry_run") = false,
+           py::arg("exact_type") = py::none(), py::arg("no_grad") = false,
            "The output (a tuple for several) of a launch through this signature's plan, or None: no plan for "
            "the signature, or an address that breaks its slot (the caller takes the full path). dry_run: all "
-           "but the driver call.")
+           "but the driver call. exact_type: None also for a tensor whose type is not exactly this one (a "
+           "subclass); no_grad: None also for a tensor that requires grad (autograd must see the call).")
       .def("__contains__", [](const PlanTable& t, const py::sequence& tensors) {
              std::vector<int64_t> key;
              std::vector<uint64_t> addresses;
