@@ -1,6 +1,7 @@
 // heddle/interp/rt/hrt_core.h -- internal state of the execution runtime (not seen by kernels).
 //
-// One CTA runs at a time per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
+// One CTA (with a cluster launch: the CTAs of one cluster, as one Cta, hrt_cluster.cpp) runs at a time
+// per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
 // thread each, with its own shared window; the output-write counters are shared): every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
 // a Scheduler picks which fiber runs next (adversarial: each runs until it blocks, order flipped at
 // every barrier release, asynchronous work lands as late as the program allows; random: seeded bursts,
@@ -189,7 +190,7 @@ struct Run {
   const hrt_launch* launch = nullptr;
   void* const* argv = nullptr;
   unsigned char* smem = nullptr;
-  uint32_t smem_bytes = 0;
+  uint32_t smem_bytes = 0;  // the window in use: a cluster's spans (ranks - 1) * HRT_SMEM_WINDOW_BYTES more
   std::vector<Finding> findings;
   std::map<std::string, int> per_kind;
   int max_findings = 20;
