@@ -62,6 +62,8 @@ def test_residual_tile_is_one_box_per_tile():
     assert "heddle::sm90::tma_load_plain<128, 64>(sE + (tl % 2) * 8192, &tmE, m0, n0, (fullE + (tl % 2)));" in src
     assert "heddle::to_float(sE[(tl % 2) * 8192 + lr * 64 + lc])" in src and "E_res[" not in src
     assert "16384 TMA bytes" in text  # expect_tx: the whole [128, 64] bf16 box
+    # L2 promotion: 256 bytes for the operand tiles, 128 for the per-tile residual box
+    assert {m["param"]: m["l2_promotion"] for m in low.tensor_maps} == {"tmA": 256, "tmB": 256, "tmE": 128}
 
 
 @pytest.mark.parametrize("variant,rs", [("coop", 2), ("3role", 3)])

@@ -73,7 +73,7 @@ def test_hopper_kernel_refuses_inputs_tma_cannot_take(hopper_kernel, monkeypatch
 @requires_nvrtc
 def test_tensor_maps_and_persistent_grid_on_the_host(hopper_kernel, monkeypatch):
     calls = []
-    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0:
+    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0, l2_promotion=0:
                         calls.append((dt, rows, cols, ld, bc, br, sw)) or b"\1" * 128)
     a, b, bias = bf(1000, 512), bf(512, 256), bf(256)
     out, grid, args = hopper_kernel.prepare([a, b, bias])
@@ -85,6 +85,31 @@ def test_tensor_maps_and_persistent_grid_on_the_host(hopper_kernel, monkeypatch)
     tiles = 8 * 2
     assert args[names.index("num_ctas")] == ("i32", min(tiles, 132)) and grid == (min(tiles, 132), 1, 1)
     assert out.shape == (1000, 256)
+
+
+@requires_nvrtc
+def test_tensor_maps_ask_for_l2_promotion(hopper_kernel):
+    # the encoder's own arguments (as cuTensorMapEncodeTiled gets them) and the encoded descriptor
+    seen = []
+
+    def encoder(*args, **kw):
+        seen.append(kw)
+        return heddle._C.interp.encode_tensor_map_tiled(*args, **kw)
+
+    assert [(m["param"], m["l2_promotion"]) for m in hopper_kernel.lowered.tensor_maps] == [("tmA", 256), ("tmB", 256)]
+    _, _, args = hopper_kernel.prepare([bf(1000, 512), bf(512, 256), bf(256)], tensor_map_encoder=encoder)
+    assert [kw["l2_promotion"] for kw in seen] == [3, 3]  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+    names = [p[0] for p in hopper_kernel.lowered.params]
+    for p in ("tmA", "tmB"):
+        kind, desc = args[names.index(p)]
+        assert kind == "bytes" and desc[10] == 3  # the interpreter's TensorMap keeps it at byte 10 (hrt_ptx.h)
+
+
+@requires_nvrtc
+def test_stored_output_map_asks_for_no_l2_promotion():
+    fd = build("3role", stages=3, prefetch=1, bm=64, bn=64, bk=64, n=128, k=256, layout="NT")
+    k = heddle.Kernel.build(fd, "sm_90a")
+    assert {m["param"]: m["l2_promotion"] for m in k.lowered.tensor_maps} == {"tmA": 256, "tmB": 256, "tmD": 0}
 
 
 @requires_nvrtc

@@ -9,6 +9,9 @@ with cuTensorMapEncodeTiled and passed by value. TMA puts rules on the global te
   * every other stride is a multiple of 16 bytes (and below 2^40)
   * at most 5 dimensions
 
+The lowering also chooses each map's L2 promotion (`l2_promotion` bytes: 256 for the operand tiles every
+CTA of a tile row or column re-reads, 128 for a per-tile bias or residual, none for the stored output).
+
 A tensor that breaks one raises heddle.InputError naming the tensor and the rule; heddle.matmul checks
 the same rules first and gives such operands the cp.async schedule instead (never a silent wrong
 result). Warp-specialized kernels are persistent: `num_ctas` CTAs (at most one per SM) walk the tiles.
@@ -22,6 +25,7 @@ from .errors import InputError
 
 _DATA_TYPE = {2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+_L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (NONE, L2_64B, L2_128B, L2_256B)
 _TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
 
 
@@ -89,13 +93,13 @@ def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
 
 
 def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
-            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None) -> bytes:
+            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None, l2_promotion: int = 0) -> bytes:
     dims = [cols, rows] + ([batch] if batch else [])
     strides = [ld * esize] + ([batch_stride * esize] if batch else [])
     box = [box_cols, box_rows] + ([1] if batch else [])
     encode = encoder or _C.runtime.encode_tensor_map_tiled
     return encode(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims),
-                  swizzle=_SWIZZLE[swizzle])
+                  swizzle=_SWIZZLE[swizzle], l2_promotion=_L2_PROMOTION[l2_promotion])
 
 
 def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
@@ -144,7 +148,8 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
         batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
         bstride = t.stride(0) if batch else 0
         args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
-                                             m["swizzle"], batch, bstride, **({"encoder": encoder} if encoder else {})))
+                                             m["swizzle"], batch, bstride, l2_promotion=m["l2_promotion"],
+                                             **({"encoder": encoder} if encoder else {})))
     if any(p[0] == "num_ctas" for p in lowered.params):
         env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])

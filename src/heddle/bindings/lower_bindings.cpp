@@ -179,6 +179,7 @@ void bindLower(py::module_& m) {
                d["box_rows"] = m.boxRows;
                d["swizzle"] = m.swizzle;
                d["batched"] = m.batched;
+               d["l2_promotion"] = m.l2Promotion;
                out.append(d);
              }
              return out;

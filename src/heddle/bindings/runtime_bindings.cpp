@@ -223,17 +223,19 @@ void bindDriver(py::module_& rt) {
       .def(
           "launch",
           [](LoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
-             const py::list& args) {
+             const py::list& args, const py::sequence& cluster) {
             std::vector<KernelArg> packed;
             for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
             auto g = dim3(grid, "grid");
             auto b = dim3(block, "block");
+            auto c = dim3(cluster, "cluster");
             py::gil_scoped_release release;
-            k.launch(g, b, smem, stream, packed);
+            k.launch(g, b, smem, stream, packed, c);
           },
           py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0,
-          py::arg("args") = py::list(),
-          "args: list of (kind, value), kind in 'ptr' (int or tensor), 'i32', 'i64', 'f32', 'bytes'.");
+          py::arg("args") = py::list(), py::arg("cluster") = py::make_tuple(1, 1, 1),
+          "args: list of (kind, value), kind in 'ptr' (int or tensor), 'i32', 'i64', 'f32', 'bytes'; cluster: CTAs "
+          "per thread-block cluster (x[, y[, z]]), launched with cuLaunchKernelEx when not 1.");
 }
 
 }  // namespace

@@ -337,8 +337,10 @@ struct Kernel {
     bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0; } tile;  // wgmma: Hopper MmaSm90
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
-  // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes.
-  struct TensorMapSpec { std::string param, operand; int boxCols = 0, boxRows = 0, swizzle = 0; bool batched = false; };
+  // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes
+  // (0, 64, 128 or 256: the granularity at which a TMA load's L2 misses fetch from DRAM).
+  struct TensorMapSpec { std::string param, operand; int boxCols = 0, boxRows = 0, swizzle = 0; bool batched = false;
+    int l2Promotion = 0; };
   std::vector<TensorMapSpec> tensorMaps;
   // launch-time checks: loops whose trip count must be >= minTrips
   struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };

@@ -48,6 +48,7 @@ CudaDriver::CudaDriver() {
   bind(lib_, cuGetErrorString_, "cuGetErrorString", missing);
   // Optional: only drivers for CUDA 12.0+ have it; encodeTiledTensorMap reports its absence.
   cuTensorMapEncodeTiled_ = reinterpret_cast<decltype(cuTensorMapEncodeTiled_)>(lib_.symbol("cuTensorMapEncodeTiled"));
+  cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));  // 12.0+
   if (!missing.empty()) {
     reason_ = "libcuda at " + lib_.path + " lacks " + missing + " (driver too old: update the NVIDIA driver)";
     return;
@@ -160,6 +161,30 @@ void CudaDriver::launchKernel(CUfunction f, const std::array<unsigned, 3>& grid,
   if (r != CUDA_SUCCESS)
     fail<CompileError>("cuLaunchKernel failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
                        block[0], "x", block[1], "x", block[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
+}
+
+void CudaDriver::launchKernelCluster(CUfunction f, const std::array<unsigned, 3>& grid,
+                                     const std::array<unsigned, 3>& block, const std::array<unsigned, 3>& cluster,
+                                     unsigned smemBytes, CUstream stream, void** params, const std::string& what) const {
+  require();
+  if (!cuLaunchKernelEx_)
+    throw RuntimeUnavailable("cuLaunchKernelEx is missing from " + lib_.path +
+                             ": a launch in thread-block clusters needs a driver for CUDA 12.0 or newer");
+  CUlaunchAttribute attr;
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim = {cluster[0], cluster[1], cluster[2]};
+  CUlaunchConfig cfg;
+  cfg.gridDimX = grid[0], cfg.gridDimY = grid[1], cfg.gridDimZ = grid[2];
+  cfg.blockDimX = block[0], cfg.blockDimY = block[1], cfg.blockDimZ = block[2];
+  cfg.sharedMemBytes = smemBytes;
+  cfg.hStream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CUresult r = cuLaunchKernelEx_(&cfg, f, params, nullptr);
+  if (r != CUDA_SUCCESS)
+    fail<CompileError>("cuLaunchKernelEx failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
+                       block[0], "x", block[1], "x", block[2], ", clusters of ", cluster[0], "x", cluster[1], "x",
+                       cluster[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
 }
 
 TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s) const {

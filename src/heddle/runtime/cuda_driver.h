@@ -41,6 +41,26 @@ constexpr int CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3;
 constexpr int CU_FUNC_ATTRIBUTE_NUM_REGS = 4;
 constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
+// cuLaunchKernelEx's configuration (cuda.h CUlaunchConfig / CUlaunchAttribute; the attribute value is a
+// 64-byte union of which heddle sets only clusterDim {x, y, z}).
+constexpr int CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4;
+struct CUlaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union Value {
+    char pad[64];
+    struct { unsigned x, y, z; } clusterDim;
+  } value{};
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout of cuda.h");
+struct CUlaunchConfig {
+  unsigned gridDimX = 1, gridDimY = 1, gridDimZ = 1, blockDimX = 1, blockDimY = 1, blockDimZ = 1, sharedMemBytes = 0;
+  CUstream hStream = nullptr;
+  CUlaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig layout of cuda.h");
+
 // CUtensorMap: 128 opaque bytes, 128-byte aligned (CUDA 13 layout; 64-aligned before, so 128 fits both).
 struct alignas(128) TensorMap {
   uint64_t opaque[16];
@@ -92,6 +112,11 @@ class CudaDriver {
   int getFuncAttribute(CUfunction f, int attribute, const std::string& what) const;
   void launchKernel(CUfunction f, const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                     unsigned smemBytes, CUstream stream, void** params, const std::string& what) const;
+  // A launch in thread-block clusters of cluster[0] x cluster[1] x cluster[2] CTAs (cuLaunchKernelEx with
+  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, driver 12.0+; RuntimeUnavailable naming the call without it).
+  void launchKernelCluster(CUfunction f, const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
+                           const std::array<unsigned, 3>& cluster, unsigned smemBytes, CUstream stream, void** params,
+                           const std::string& what) const;
 
   // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError).
   TensorMap encodeTiledTensorMap(const TiledTensorMapSpec& spec) const;
@@ -122,6 +147,7 @@ class CudaDriver {
   CUresult (*cuFuncGetAttribute_)(int*, int, CUfunction) = nullptr;
   CUresult (*cuLaunchKernel_)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernelEx_)(const CUlaunchConfig*, CUfunction, void**, void**) = nullptr;
   CUresult (*cuGetErrorName_)(CUresult, const char**) = nullptr;
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuTensorMapEncodeTiled_)(TensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,

@@ -75,13 +75,15 @@ LoadedKernel::PerContext& LoadedKernel::resolve() {
 }
 
 void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
-                          unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args) {
+                          unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args,
+                          const std::array<unsigned, 3>& cluster) {
   ArgPack pack(args);
-  launchPacked(grid, block, smemBytes, stream, pack.pointers());
+  launchPacked(grid, block, smemBytes, stream, pack.pointers(), cluster);
 }
 
 void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
-                                unsigned smemBytes, uint64_t stream, void** params) {
+                                unsigned smemBytes, uint64_t stream, void** params,
+                                const std::array<unsigned, 3>& cluster) {
   for (int i = 0; i < 3; ++i)
     if (grid[i] == 0 || block[i] == 0)
       fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2], " and block ",
@@ -89,6 +91,15 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
   if (grid[0] > 2147483647u || grid[1] > 65535u || grid[2] > 65535u)  // cuLaunchKernel's limits
     fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2],
                      " exceeds the driver's limits (x < 2^31, y and z <= 65535); split the launch");
+  const bool clustered = cluster[0] * cluster[1] * cluster[2] != 1;
+  for (int i = 0; clustered && i < 3; ++i)
+    if (cluster[i] == 0 || grid[i] % cluster[i])
+      fail<InputError>("launch of kernel '", name_, "': clusters of ", cluster[0], "x", cluster[1], "x", cluster[2],
+                       " CTAs must divide the grid ", grid[0], "x", grid[1], "x", grid[2], " (grid.", "xyz"[i], " = ",
+                       grid[i], " is not a multiple of ", cluster[i], "); round the grid up to whole clusters");
+  if (clustered && cluster[0] * cluster[1] * cluster[2] > 8)
+    fail<InputError>("launch of kernel '", name_, "': a cluster of ", cluster[0], "x", cluster[1], "x", cluster[2],
+                     " = ", cluster[0] * cluster[1] * cluster[2], " CTAs exceeds the portable cluster size of 8");
   const CudaDriver& drv = CudaDriver::instance();
   drv.require();
   std::string what = "kernel '" + name_ + "'";
@@ -103,8 +114,11 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
     }
     fn = pc.fn;
   }
-  drv.launchKernel(fn, grid, block, smemBytes, reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)), params,
-                   what);
+  const auto cuStream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream));
+  if (clustered)
+    drv.launchKernelCluster(fn, grid, block, cluster, smemBytes, cuStream, params, what);
+  else
+    drv.launchKernel(fn, grid, block, smemBytes, cuStream, params, what);
 }
 
 int LoadedKernel::numRegisters() {

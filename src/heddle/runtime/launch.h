@@ -57,11 +57,14 @@ class LoadedKernel {
   // Loads (once per context) and launches on `stream` (a CUstream handle as an integer; 0 = legacy
   // default stream). Throws RuntimeUnavailable without a driver, InputError on bad dimensions,
   // CompileError (naming the kernel and the driver error) when the driver refuses.
+  // cluster: CTAs per thread-block cluster along x, y, z ({1, 1, 1}: a plain cuLaunchKernel; otherwise
+  // cuLaunchKernelEx with the cluster dimension; each must divide the grid's, at most 8 CTAs in all).
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
-              uint64_t stream, const std::vector<KernelArg>& args);
+              uint64_t stream, const std::vector<KernelArg>& args,
+              const std::array<unsigned, 3>& cluster = {1, 1, 1});
   // The same with the driver's argument array already packed (one pointer per parameter: LaunchPlan).
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
-                    uint64_t stream, void** params);
+                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1});
 
   // Registers the driver reports for the loaded function (loads it in the current context).
   int numRegisters();

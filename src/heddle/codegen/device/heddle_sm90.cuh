@@ -325,6 +325,91 @@ __device__ __forceinline__ void tma_load_plain(T* dst, const TmaDesc* map, int r
   tma_load_box<2>(dst, map, col0, row0, 0, bar);
 }
 
+#ifndef HEDDLE_HOST_EMULATION
+// ---- thread-block clusters (sm_90; PTX ISA: mapa, mbarrier .shared::cluster, barrier.cluster, ------------
+// ---- fence.mbarrier_init, cp.async.bulk.tensor .multicast::cluster; interpreter: hrt_cluster.cpp) ----------
+
+// This CTA's rank in its cluster (%cluster_ctarank).
+__device__ __forceinline__ unsigned cluster_ctarank() {
+#if defined(HEDDLE_INTERPRET)
+  return ::heddle_rt::cluster_ctarank();
+#else
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+#endif
+}
+
+// This CTA's dynamic shared memory: `base` (the kernel's extern __shared__ array) on a GPU; under the
+// interpreter, whose window holds every CTA of a cluster, rank r's part of it.
+__device__ __forceinline__ unsigned char* cta_smem(unsigned char* base) {
+#if defined(HEDDLE_INTERPRET)
+  return base + ::heddle_rt::smem_cta_base();
+#else
+  return base;
+#endif
+}
+
+// Arrive on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (release at cluster
+// scope): mapa to the shared::cluster address, then a remote arrive.
+__device__ __forceinline__ void mbar_arrive_cluster(u64* bar, unsigned rank) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::mbarrier_arrive_cluster(::heddle_rt::mapa_shared_cluster(smem_u32(bar), rank));
+#else
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+#endif
+}
+
+// Makes this thread's earlier mbarrier.init visible to the other CTAs of the cluster (before the cluster barrier).
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::fence_mbarrier_init_release_cluster();
+#else
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// barrier.cluster: every (non-exited) thread of every CTA of the cluster, split into arrive and wait.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::barrier_cluster_arrive();
+#else
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::barrier_cluster_wait();
+#else
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  cluster_arrive();
+  cluster_wait();
+}
+
+// One 2-D box of `map` at (c0 = innermost, c1), multicast: it lands at dst's CTA-relative offset in every
+// CTA of `cta_mask` and completes its bytes on the mbarrier at bar's CTA-relative offset in each.
+__device__ __forceinline__ void tma_load_box_multicast(void* dst, const TmaDesc* map, int c0, int c1, u64* bar,
+                                                       unsigned short cta_mask) {
+#if defined(HEDDLE_INTERPRET)
+  const int c[2] = {c0, c1};
+  ::heddle_rt::cp_async_bulk_tensor_load_multicast(smem_u32(dst), map, 2, c, smem_u32(bar), cta_mask);
+#else
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+#endif
+}
+#endif  // !HEDDLE_HOST_EMULATION
+
 template <int RANK>
 __device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1, int c2, const void* src) {
 #ifdef HEDDLE_HOST_EMULATION

@@ -12,8 +12,12 @@
 extern "C" {
 #endif
 
-#define HRT_ABI_VERSION 2
+#define HRT_ABI_VERSION 3
 #define HRT_SMEM_WINDOW_BYTES (256 * 1024)  // the shared window of one CTA (sm_90: 227 KB usable)
+// A thread-block cluster runs as one unit: CTA rank r of the cluster owns the window's bytes
+// [r * HRT_SMEM_WINDOW_BYTES, (r + 1) * HRT_SMEM_WINDOW_BYTES) (its shared::cta addresses are window offsets)
+#define HRT_MAX_CLUSTER 2
+#define HRT_SMEM_WINDOW_TOTAL (HRT_SMEM_WINDOW_BYTES * HRT_MAX_CLUSTER)
 
 // kinds of kernel parameters (hrt_describe) and of launch arguments (hrt_launch.args)
 enum hrt_kind { HRT_PTR = 0, HRT_I32 = 1, HRT_I64 = 2, HRT_F32 = 3, HRT_TENSORMAP = 4, HRT_OTHER = 5 };
@@ -52,6 +56,8 @@ typedef struct hrt_launch {
   const uint32_t* cta_subset;
   int32_t stop_at_first;   // stop after the first CTA with a finding
   int32_t workers;         // > 1: run that many CTAs at once (one OS thread each); else one after another
+  uint32_t cluster;        // CTAs per thread-block cluster along x (0 or 1: none; at most HRT_MAX_CLUSTER);
+                           // the CTAs of a cluster run together, their threads interleaved by one scheduler
 } hrt_launch;
 
 typedef struct hrt_param {

@@ -54,6 +54,22 @@ void cp_async_bulk_tensor_store(const void* map, int rank, const int* coords, ui
 void cp_async_bulk_commit_group();
 void cp_async_bulk_wait_group_read(int n);
 
+// sm_90: thread-block clusters (hrt_cluster.cpp). The CTAs of a cluster run together; rank r's shared
+// memory is window bytes [r * HRT_SMEM_WINDOW_BYTES, ...), so a shared::cta address of rank r is a window
+// offset in that range and a shared::cluster address (mapa) is the same kind of offset in the target's.
+uint32_t cluster_ctarank();                                  // %cluster_ctarank
+uint32_t cluster_nctarank();                                 // %cluster_nctarank
+uint32_t smem_cta_base();                                    // the calling CTA's first window byte
+uint32_t mapa_shared_cluster(uint32_t addr, uint32_t rank);  // mapa.shared::cluster.u32
+void mbarrier_arrive_cluster(uint32_t cluster_addr);         // mbarrier.arrive.release.cluster.shared::cluster.b64
+void fence_mbarrier_init_release_cluster();                  // fence.mbarrier_init.release.cluster
+void barrier_cluster_arrive();                               // barrier.cluster.arrive.release
+void barrier_cluster_wait();                                 // barrier.cluster.wait.acquire
+// cp.async.bulk.tensor...multicast::cluster: the box lands at dst's CTA-relative offset in every CTA of
+// ctaMask and completes its bytes on the mbarrier at bar's CTA-relative offset in each of them
+void cp_async_bulk_tensor_load_multicast(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar,
+                                         uint16_t cta_mask);
+
 // grid level (split-K, heddle_grid.cuh; hrt_grid.cpp): gpu-scope flags between CTAs, and the partial tiles
 // they publish (store: this thread wrote `floats` floats at `slot`, published by `flag`; !store: it reads them)
 void grid_release(int* flag);

@@ -38,7 +38,7 @@ struct Recorder : ptx::Access {  // collects the byte ranges a TMA box image cov
 template <class F>
 std::string tma_global_elems(const ptx::TensorMap& m, const int32_t* coords, uint32_t off, F fn) {
   ptx::TmaBox b;
-  std::string err = ptx::tma_check("cp.async.bulk.tensor", m, HRT_SMEM_WINDOW_BYTES, off, &b);
+  std::string err = ptx::tma_check("cp.async.bulk.tensor", m, HRT_SMEM_WINDOW_TOTAL, off, &b);
   if (!err.empty()) return err;
   ptx::tma_walk(m, b, coords, off, [&](uint32_t, uint32_t, int64_t g, uint32_t) {
     if (g >= 0) fn(m.base + (uint64_t)g, (uint32_t)b.esz);
@@ -68,7 +68,7 @@ void retire_groups(std::vector<Pending>& pending, int committed, int n, int agen
 uint32_t cvta_generic_to_shared(const void* p) {
   Run& r = run();
   const uint64_t a = reinterpret_cast<uint64_t>(p), s = reinterpret_cast<uint64_t>(r.smem);
-  if (a < s || a >= s + HRT_SMEM_WINDOW_BYTES)
+  if (a < s || a >= s + HRT_SMEM_WINDOW_TOTAL)
     abort_cta("__cvta_generic_to_shared at " + pcs(__builtin_return_address(0)) + " of " + hex(a) +
               ", which is not a shared-memory address");
   return (uint32_t)(a - s);
@@ -170,7 +170,7 @@ void mma_sync_aligned_m16n8k16_row_col_f32(bool bf16, float* d, const uint32_t* 
 
 // ---- mbarriers --------------------------------------------------------------------------------
 
-static Mbar& mbar_at(uint32_t bar, const void* pc, const char* what) {
+Mbar& mbar_at(uint32_t bar, const void* pc, const char* what) {
   Cta& c = cta();
   Fiber& f = me();
   auto it = c.mbars.find(bar);
@@ -182,6 +182,18 @@ static Mbar& mbar_at(uint32_t bar, const void* pc, const char* what) {
     finding("race", std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + " uses the mbarrier at shared offset " +
                         std::to_string(bar) + " before its mbarrier.init at " + pcs(m.init_pc) + " by " +
                         who(m.init_tid) + " is ordered before it (a barrier after the init is missing)");
+  const int owner = (int)(bar / HRT_SMEM_WINDOW_BYTES);
+  if (owner != f.rank) {  // another CTA of the cluster: the init must have been fenced for the cluster
+    if (!m.fence_clk || f.vc[m.init_tid] < m.fence_clk)
+      finding("race", std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + " (CTA rank " + std::to_string(f.rank) +
+                          ") uses the mbarrier of CTA rank " + std::to_string(owner) + " at shared offset " +
+                          std::to_string(bar) + " before a fence.mbarrier_init.release.cluster after its init at " +
+                          pcs(m.init_pc) + " is ordered before it (fence the init, then barrier.cluster)");
+    if (c.rank_done[owner] == c.cta_threads)
+      finding("error", std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + " reaches the mbarrier at shared "
+                           "offset " + std::to_string(bar) + " of CTA rank " + std::to_string(owner) +
+                           ", which has exited (a barrier.cluster before exit is missing)");
+  }
   return m;
 }
 
@@ -196,7 +208,7 @@ static void mbar_complete_phase(Mbar& m) {
   std::fill(m.arrivals.begin(), m.arrivals.end(), 0);
 }
 
-static void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what) {
+void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what) {
   Fiber& f = me();
   tick();
   Mbar& m = mbar_at(bar, pc, what);
@@ -359,16 +371,24 @@ static const ptx::TensorMap& map_of(const void* map, const void* pc) {
   return *m;
 }
 
-void cp_async_bulk_tensor_load(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar) {
+// A TMA load into the calling CTA (cta_mask 0) or, multicast, into every CTA rank set in cta_mask: the box
+// at dst's and the bytes on bar's CTA-relative offsets in each (PTX ISA cp.async.bulk.tensor .multicast::cluster).
+static void tma_load_impl(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar, uint16_t cta_mask,
+                          const void* pc) {
   Cta& c = cta();
   Fiber& f = me();
-  const void* pc = __builtin_return_address(0);
   tick();
   const ptx::TensorMap& m = map_of(map, pc);
   if (rank != (int)m.rank)
     abort_cta("cp.async.bulk.tensor." + std::to_string(rank) + "d at " + pcs(pc) + " on a tensor map of rank " +
               std::to_string((int)m.rank));
-  Mbar& mb = mbar_at(bar, pc, "cp.async.bulk.tensor (its mbarrier)");
+  const uint32_t own = (uint32_t)f.rank * HRT_SMEM_WINDOW_BYTES;
+  if (cta_mask >> c.ranks)
+    abort_cta("cp.async.bulk.tensor.multicast::cluster at " + pcs(pc) + " by " + who(f.tid) + ": ctaMask " + hex(cta_mask) +
+              " names a CTA rank beyond the cluster's " + std::to_string(c.ranks) + " CTA(s)");
+  if (dst < own || bar < own || dst - own >= HRT_SMEM_WINDOW_BYTES || bar - own >= HRT_SMEM_WINDOW_BYTES)
+    abort_cta("cp.async.bulk.tensor at " + pcs(pc) + " by " + who(f.tid) + ": its destination or mbarrier is not in the "
+              "issuing CTA's shared memory");
   {  // every global element the box reads must lie in a tensor of the launch (a wrong map would fault)
     int32_t co[5] = {0, 0, 0, 0, 0};
     for (int i = 0; i < rank; ++i) co[i] = coords[i];
@@ -388,16 +408,35 @@ void cp_async_bulk_tensor_load(uint32_t dst, const void* map, int rank, const in
   for (int i = 0; i < rank; ++i) co[i] = coords[i];
   std::string err = ptx::tma_load(m, co, c.scratch.data(), run().smem_bytes, dst, &bytes, &rec);
   if (!err.empty()) abort_cta("cp.async.bulk.tensor at " + pcs(pc) + " by " + who(f.tid) + ": " + err);
-  PendingTma p{f.tid, bar, mb.phase, bytes, {}, pc};
-  for (auto& [off, n] : rec.w) {
-    p.pieces.push_back({off, std::vector<uint8_t>(c.scratch.begin() + off, c.scratch.begin() + off + n)});
-    smem_access(off, n, true, c.agent_mbar(mb.agent), mb.phase + 1, f.tid, f.vc, pc, true, "TMA load");
+  for (int r = 0; r < c.ranks; ++r) {
+    if (cta_mask ? !((cta_mask >> r) & 1) : r != f.rank) continue;
+    const uint32_t shift = (uint32_t)r * HRT_SMEM_WINDOW_BYTES - own;  // (unsigned wrap-around: a move either way)
+    Mbar& mb = mbar_at(bar + shift, pc, "cp.async.bulk.tensor (its mbarrier)");
+    PendingTma p{f.tid, bar + shift, mb.phase, bytes, {}, pc};
+    for (auto& [off, n] : rec.w) {
+      p.pieces.push_back({off + shift, std::vector<uint8_t>(c.scratch.begin() + off, c.scratch.begin() + off + n)});
+      smem_access(off + shift, n, true, c.agent_mbar(mb.agent), mb.phase + 1, f.tid, f.vc, pc, true, "TMA load");
+    }
+    c.tmas.push_back(std::move(p));
   }
-  c.tmas.push_back(std::move(p));
+}
+
+void cp_async_bulk_tensor_load(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar) {
+  tma_load_impl(dst, map, rank, coords, bar, 0, __builtin_return_address(0));
+}
+
+void cp_async_bulk_tensor_load_multicast(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar,
+                                         uint16_t cta_mask) {
+  if (!cta_mask) abort_cta("cp.async.bulk.tensor.multicast::cluster at " + pcs(__builtin_return_address(0)) + " with an empty ctaMask");
+  tma_load_impl(dst, map, rank, coords, bar, cta_mask, __builtin_return_address(0));
 }
 
 static void land_tma(PendingTma& p) {
   Cta& c = cta();
+  const int owner = (int)(p.bar / HRT_SMEM_WINDOW_BYTES);
+  if (c.ranks > 1 && c.rank_done[owner] == c.cta_threads)
+    finding("error", "TMA load issued at " + pcs(p.pc) + " by " + who(p.tid) + " lands in CTA rank " +
+                         std::to_string(owner) + " after it exited (a barrier.cluster before exit is missing)");
   for (auto& [off, data] : p.pieces) std::memcpy(run().smem + off, data.data(), data.size());
   Mbar& m = c.mbars[p.bar];
   if (m.phase != p.phase)

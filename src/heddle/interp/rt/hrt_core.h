@@ -1,6 +1,7 @@
 // heddle/interp/rt/hrt_core.h -- internal state of the execution runtime (not seen by kernels).
 //
-// One CTA runs at a time per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
+// One CTA (with a cluster launch: the CTAs of one cluster, as one Cta, hrt_cluster.cpp) runs at a time
+// per OS thread (hrt_launch.workers > 1 runs that many CTAs at once, one OS
 // thread each, with its own shared window; the output-write counters are shared): every GPU thread is a Fiber (its own stack, hrt_fiber.cpp);
 // a Scheduler picks which fiber runs next (adversarial: each runs until it blocks, order flipped at
 // every barrier release, asynchronous work lands as late as the program allows; random: seeded bursts,
@@ -46,6 +47,8 @@ struct Fiber {
   int vm_issued = 0;          // AMD: LDS DMA ops this lane took part in (its wave's vmcnt ordinal)
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
   int regs = 0;               // setmaxnreg budget (0: none set)
+  int rank = 0;               // its CTA's rank in the cluster (tid / Cta::cta_threads)
+  uint64_t cl_arrived = 0;    // the cluster-barrier phase it arrived on last, plus one (0: none)
 };
 
 struct PendingCopy {  // cp.async: issued, lands at most at the wait that retires its group
@@ -89,6 +92,7 @@ struct Mbar {
   int init_tid = -1;
   Clock init_clk = 0;
   const void* init_pc = nullptr;
+  Clock fence_clk = 0;  // the init thread's clock at its fence.mbarrier_init after the init (0: none)
 };
 
 struct NamedBar {
@@ -139,6 +143,13 @@ struct HwBarrier {
   const void* pc = nullptr; // the first signal of the current phase
 };
 
+struct ClusterBar {  // barrier.cluster: a phase completes when every non-exited thread of the cluster arrived
+  int arrived = 0;
+  uint64_t phase = 0;  // completed phases
+  VC join;             // the current phase's arrivals
+  VC done;             // published by the last completed phase
+};
+
 struct Coll {  // a warp / wave / warpgroup collective in progress
   int arrived = 0;
   uint64_t gen = 0;
@@ -179,7 +190,7 @@ struct Run {
   const hrt_launch* launch = nullptr;
   void* const* argv = nullptr;
   unsigned char* smem = nullptr;
-  uint32_t smem_bytes = 0;
+  uint32_t smem_bytes = 0;  // the window in use: a cluster's spans (ranks - 1) * HRT_SMEM_WINDOW_BYTES more
   std::vector<Finding> findings;
   std::map<std::string, int> per_kind;
   int max_findings = 20;
@@ -187,14 +198,18 @@ struct Run {
   std::vector<size_t> region_granule0;
   uint64_t events_total = 0;
   Cta* cta = nullptr;
+  int ranks = 1;  // CTAs per cluster (hrt_launch.cluster)
   std::shared_ptr<GridState> grid;  // created on first use, lives for the launch
 };
 
 struct Cta {
   Run* run;
   uint32_t linear = 0;
-  Dim3 idx{0, 0, 0};
-  int nthreads = 0, nwg = 0;
+  Dim3 idx{0, 0, 0};   // of rank 0 (rank r is idx.x + r)
+  int nthreads = 0, nwg = 0;  // of the whole cluster (one CTA without one)
+  int ranks = 1, cta_threads = 0;  // CTAs in the cluster, threads per CTA
+  std::vector<int> rank_done;      // per rank: its threads that have ended
+  ClusterBar cluster_bar;
   std::vector<std::unique_ptr<Fiber>> fibers;
   Fiber* cur = nullptr;
   void* sched_sp = nullptr;
@@ -207,7 +222,7 @@ struct Cta {
   std::vector<Granule> shadow;
   std::map<uint32_t, Mbar> mbars;
   int next_mbar_agent = 0;
-  NamedBar bars[16];
+  NamedBar bars[16 * HRT_MAX_CLUSTER];  // per rank: bar.sync ids 0..15
   std::vector<Coll> warp_coll, wave64_coll, wg_coll;
   int wave = 32;       // the kernel's wavefront size (CUDA warps: 32; AMD: 64 on CDNA, 32 on GFX12)
   bool amd = false;    // a HIP kernel (threads are named by wave; vector-memory agents per wave)
@@ -270,5 +285,10 @@ void hw_barrier_try_complete(HwBarrier& b);
 bool named_arrive(int id, const char* what, const void* pc);
 void named_wait(int id, const void* pc);  // hrt_amd.cpp: completes b's phase once every live member signalled
 void finish_cta_async();          // reports what is still in flight at exit
+void cluster_barrier_try_complete();
+// mbarriers (hrt_async.cpp): the barrier at a window offset (use-before-init and, across the CTAs of a cluster,
+// init-fence and exited-owner checks), and an arrival of the calling thread with `tx` expected bytes
+struct Mbar& mbar_at(uint32_t bar, const void* pc, const char* what);
+void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what);  // completes barrier.cluster's phase once every live thread arrived
 
 }  // namespace heddle_rt

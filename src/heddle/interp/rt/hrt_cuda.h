@@ -5,7 +5,8 @@
 //
 //   __global__ / __device__ / __host__ / __forceinline__ / __launch_bounds__ / __grid_constant__
 //                       plain C++ (the launch bounds are checked by the driver, not here)
-//   extern __shared__   a thread_local window of HRT_SMEM_WINDOW bytes: one per OS thread running CTAs
+//   extern __shared__   a thread_local window of HRT_SMEM_WINDOW bytes: one per OS thread running CTAs (a
+//                       cluster's CTAs share it, rank r at r * HRT_SMEM_WINDOW_BYTES: heddle::sm90::cta_smem)
 //   threadIdx, blockIdx, blockDim, gridDim, __syncthreads, __cvta_generic_to_shared -> heddle_rt
 //   asm / __asm__       poisoned: an inline-asm statement that no primitive replaces is a compile
 //                       error naming HEDDLE_INTERPRET_NO_PRIMITIVE_FOR_INLINE_ASM_AT_LINE_<its line>,
@@ -27,7 +28,7 @@
 #define HEDDLE_INTERPRET 1
 #endif
 
-#define HRT_SMEM_WINDOW HRT_SMEM_WINDOW_BYTES
+#define HRT_SMEM_WINDOW HRT_SMEM_WINDOW_TOTAL
 #ifndef HRT_WAVE_SIZE  // hrt_hip.h sets the AMD target's wavefront size and HRT_AMD before including this
 #define HRT_WAVE_SIZE 32
 #define HRT_AMD 0

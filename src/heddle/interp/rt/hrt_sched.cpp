@@ -40,6 +40,8 @@ static void fiber_main(void* arg) {
   hrt_kernel_invoke(run().argv);
   f->st = FState::Done;  // a barrier it never reaches becomes a deadlock report naming it
   ++cta().ndone;         // (an AMD barrier no longer waits for it)
+  ++cta().rank_done[f->rank];
+  cluster_barrier_try_complete();  // nor does a cluster barrier
   to_scheduler();
 }
 
@@ -161,7 +163,11 @@ static void schedule_cta(Cta& c) {
 // ---- thread identity ------------------------------------------------------------------------
 
 Dim3 thread_idx() { return me().idx; }
-Dim3 block_idx() { return cta().idx; }
+Dim3 block_idx() {
+  Dim3 d = cta().idx;
+  d.x += (unsigned)me().rank;
+  return d;
+}
 Dim3 block_dim() {
   const hrt_launch* l = run().launch;
   return {l->block[0], l->block[1], l->block[2]};
@@ -178,11 +184,11 @@ static void bar_arrive_wait(int id, int count, const void* pc) {
   Fiber& f = me();
   tick();
   if (id < 0 || id > 15) abort_cta("bar.sync " + std::to_string(id) + " at " + pcs(pc) + ": barrier ids are 0..15");
-  if (count <= 0 || count % 32 || count > c.nthreads)
+  if (count <= 0 || count % 32 || count > c.cta_threads)
     abort_cta("bar.sync " + std::to_string(id) + ", " + std::to_string(count) + " at " + pcs(pc) +
               ": the thread count must be a positive multiple of 32, at most the CTA's " +
-              std::to_string(c.nthreads));
-  NamedBar& b = c.bars[id];
+              std::to_string(c.cta_threads));
+  NamedBar& b = c.bars[16 * f.rank + id];  // CTA-scoped: each CTA of a cluster has its own
   if (b.arrived == 0) {
     b.expected = count;
     b.pc = pc;
@@ -214,7 +220,7 @@ static void bar_arrive_wait(int id, int count, const void* pc) {
                   std::to_string(b.expected) + " arrived)", pc);
 }
 
-void syncthreads() { bar_arrive_wait(0, cta().nthreads, __builtin_return_address(0)); }
+void syncthreads() { bar_arrive_wait(0, cta().cta_threads, __builtin_return_address(0)); }
 void bar_sync(int id, int count) { bar_arrive_wait(id, count, __builtin_return_address(0)); }
 
 // ---- collectives ----------------------------------------------------------------------------
@@ -288,13 +294,18 @@ unsigned shfl_sync(unsigned mask, unsigned v, int src, int width, int mode) {
 
 // ---- the grid -------------------------------------------------------------------------------
 
-static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
+// Runs CTA `linear` -- with a cluster launch, the `ranks` CTAs linear .. linear + ranks - 1 of one cluster
+// (consecutive along x) together: one Cta whose threads are the CTAs' threads in rank order.
+static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks, int ranks) {
   const hrt_launch* l = r.launch;
   Cta c;
   c.run = &r;
   c.linear = linear;
   c.idx = {linear % l->grid[0], (linear / l->grid[0]) % l->grid[1], linear / (l->grid[0] * l->grid[1])};
-  c.nthreads = (int)(l->block[0] * l->block[1] * l->block[2]);
+  c.ranks = ranks;
+  c.cta_threads = (int)(l->block[0] * l->block[1] * l->block[2]);
+  c.rank_done.assign(ranks, 0);
+  c.nthreads = ranks * c.cta_threads;
   c.nwg = (c.nthreads + 127) / 128;
   c.policy = l->schedule;
   c.rng.seed(l->seed * 0x9E3779B97F4A7C15ull + linear * 0xBF58476D1CE4E5B9ull + 1);
@@ -314,7 +325,9 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
   for (int t = 0; t < c.nthreads; ++t) {
     auto f = std::make_unique<Fiber>();
     f->tid = t;
-    f->idx = {t % l->block[0], (t / l->block[0]) % l->block[1], t / (l->block[0] * l->block[1])};
+    f->rank = t / c.cta_threads;
+    const uint32_t lt = (uint32_t)(t % c.cta_threads);
+    f->idx = {lt % l->block[0], (lt / l->block[0]) % l->block[1], lt / (l->block[0] * l->block[1])};
     f->vc.assign(A, 0);
     f->vc[t] = 1;
     if ((int)stacks.size() <= t) {
@@ -332,6 +345,8 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks) {
     f->sp = fiber_prepare(stacks[t] + 4096, kStack - 4096, &fiber_main, f.get());
     c.fibers.push_back(std::move(f));
   }
+  c.cluster_bar.join.assign(A, 0);
+  c.cluster_bar.done.assign(A, 0);
   schedule_cta(c);
   if (!c.aborted) finish_cta_async();
   if (!c.aborted) finish_cta_amd();
@@ -359,7 +374,7 @@ static void run_ctas(Run& r, const std::vector<uint32_t>& ids, std::atomic<size_
   std::vector<char*> stacks;
   for (size_t i; !stop.load() && (i = next.fetch_add(1)) < ids.size();) {
     const size_t before = r.findings.size();
-    run_cta(r, ids[i], stacks);
+    run_cta(r, ids[i] * r.ranks, stacks, r.ranks);
     ++*ran;
     if (r.findings.size() != before && r.launch->stop_at_first) stop.store(true);
   }
@@ -377,6 +392,12 @@ extern "C" int hrt_run(const hrt_launch* l, char** json) {
     return 1;
   };
   if (l->smem_bytes > HRT_SMEM_WINDOW_BYTES) return fail("dynamic shared memory above the interpreter's window");
+  r.ranks = l->cluster > 1 ? (int)l->cluster : 1;
+  if (r.ranks > HRT_MAX_CLUSTER || l->grid[0] % r.ranks)
+    return fail("a cluster of " + std::to_string(r.ranks) + " CTAs: the interpreter runs clusters of at most " +
+                std::to_string(HRT_MAX_CLUSTER) + " along x, dividing grid.x (" + std::to_string(l->grid[0]) + ")");
+  // a cluster's window: every rank's shared memory (rank r's at r * HRT_SMEM_WINDOW_BYTES)
+  if (r.ranks > 1) r.smem_bytes = (uint32_t)(r.ranks - 1) * HRT_SMEM_WINDOW_BYTES + l->smem_bytes;
   if (l->block[0] * l->block[1] * l->block[2] == 0 || l->block[0] * l->block[1] * l->block[2] > 1024)
     return fail("a CTA has 1..1024 threads");
   std::vector<void*> argv(l->nargs);
@@ -393,12 +414,13 @@ extern "C" int hrt_run(const hrt_launch* l, char** json) {
   for (size_t i = 0; i <= elems; ++i) written[i].store(0, std::memory_order_relaxed);
   r.out_written = written.get();
   const uint64_t total = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
-  std::vector<uint32_t> ids;
+  std::vector<uint32_t> ids;  // clusters (CTAs without a cluster launch): linear id / ranks
   if (l->ncta_subset > 0) {
     for (int i = 0; i < l->ncta_subset; ++i)
-      if (l->cta_subset[i] < total) ids.push_back(l->cta_subset[i]);
+      if (l->cta_subset[i] < total && (ids.empty() || ids.back() != l->cta_subset[i] / r.ranks))
+        ids.push_back(l->cta_subset[i] / r.ranks);
   } else {
-    for (uint64_t i = 0; i < total; ++i) ids.push_back((uint32_t)i);
+    for (uint64_t i = 0; i < total / r.ranks; ++i) ids.push_back((uint32_t)i);
   }
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};

@@ -149,7 +149,7 @@ void thread_access(const void* p, uint32_t bytes, bool write, const void* pc) {
   if (a >= (uint64_t)f.stack_lo && a < (uint64_t)f.stack_hi) return;  // registers and locals
   tick();
   const uint64_t s = reinterpret_cast<uint64_t>(r.smem);
-  if (a >= s && a < s + HRT_SMEM_WINDOW_BYTES) {
+  if (a >= s && a < s + HRT_SMEM_WINDOW_TOTAL) {
     smem_access((uint32_t)(a - s), bytes, write, f.tid, f.vc[f.tid], f.tid, f.vc, pc, false,
                 write ? "st.shared" : "ld.shared");
     return;

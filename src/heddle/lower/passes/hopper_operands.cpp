@@ -5,7 +5,9 @@
 //         params A, B, M, N, K, lda, ldb, ...      sA/sB aligned 128
 // After:  for kt { tma_load A -> sA[0] via tmA; tma_load B -> sB[0] via tmB; wgmma acc += ... }
 //         params ..., tmA, tmB (CUtensorMap by value)  sA/sB aligned 1024
-//         kernel.tensorMaps: tmA box {BOX_COLS, rows of the stored tile}, swizzle = the tile's span
+//         kernel.tensorMaps: tmA box {BOX_COLS, rows of the stored tile}, swizzle = the tile's span,
+//         L2 promotion 256 bytes (operand tiles are re-read by every CTA of their tile row or column:
+//         a miss fetches the whole 256-byte L2 line pair, the next k-tile's half of it included)
 // The box and swizzle follow heddle_sm90.cuh TmaTile: SW = min(128, cols * element size) bytes,
 // BOX_COLS = SW / element size, one box per BOX_COLS columns.
 #include "heddle/lower/lower.h"
@@ -25,6 +27,7 @@ kir::Kernel::TensorMapSpec specFor(const kir::Buffer& b, const std::string& para
   s.boxRows = b.rows;
   s.swizzle = sw;
   s.batched = batched;
+  s.l2Promotion = 256;
   return s;
 }
 

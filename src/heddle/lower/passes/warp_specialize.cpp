@@ -190,7 +190,7 @@ kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const Hop
   p.name = "tmE";
   p.tensor = h.epiTma;
   k.params.push_back(p);
-  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, sE->rows, 0, false});
+  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, sE->rows, 0, false, 128});  // read once per tile
   return sE;
 }
 
