@@ -114,6 +114,13 @@ class Tensor:
         self._tv.split_k(_int(splits, "split_k: splits"))
         return self
 
+    def stream_k(self, ctas: int) -> "Tensor":
+        """Stream-K: a persistent grid of at most `ctas` CTAs (the SM count) shares the tiles x k-tiles
+        evenly; a tile split across CTAs is reduced in CTA order through a global workspace behind grid
+        flags, the epilogue applied once by the CTA that finishes the tile (docs/hopper.md "Stream-K")."""
+        self._tv.stream_k(_int(ctas, "stream_k: ctas"))
+        return self
+
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""

@@ -98,6 +98,8 @@ void bindIr(py::module_& m) {
            py::arg("roles"))
       .def("split_k", &splitK, py::arg("splits"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
+      .def("stream_k", &streamK, py::arg("ctas"))
+      .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")

@@ -232,6 +232,25 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "split); drop warp_specialize, or drop split_k");
   }
   t.splitK = mm->splitK;
+  if (mm->streamK > 0) {
+    if (!target.gridFlags)
+      fail<ScheduleError>("stream_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+                          "(stream-K needs gpu-scope release/acquire); drop stream_k");
+    if (mm->splitK > 1)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K and split_k(", mm->splitK, ") both share the k loop "
+                          "among CTAs; keep one of them");
+    if (t.batched)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K walks the tiles of one matmul; a batched matmul is "
+                          "not supported: drop stream_k or run the batches as separate matmuls");
+    if (target.wgmma || target.tcgen05 || t.loadKind == LoadKind::TmaLoad || !mm->roles.empty())
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K runs on the cp.async pipeline (sm_80-class kernels) "
+                          "in this build, not on target ", target.name, "'s TMA / wgmma kernels: use split_k there, "
+                          "or drop stream_k");
+    if (t.swapBlocks)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K numbers the tiles itself (m tile-major); drop the "
+                          "m-tiles-on-blockIdx.x binding");
+  }
+  t.streamK = mm->streamK;
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }

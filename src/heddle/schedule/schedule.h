@@ -28,6 +28,11 @@ void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
 // in a fixed order through a global workspace (docs/hopper.md "Split-K"). 1 = off; at most kMaxSplitK.
 void splitK(TensorView* tv, int splits);
 constexpr int kMaxSplitK = 16;
+// stream_k(ctas): a persistent grid of at most `ctas` CTAs (the SM count) shares the tiles x k-tiles of the
+// matmul evenly; a tile split across CTAs is reduced in CTA order through the workspace (docs/hopper.md
+// "Stream-K"). 0 = off; at most kMaxStreamK.
+void streamK(TensorView* tv, int ctas);
+constexpr int kMaxStreamK = 1024;
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);
@@ -51,6 +56,7 @@ struct MatmulTiling {
   HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
   int splitK = 1;                     // split_k(splits)
+  int streamK = 0;                    // stream_k(ctas)
   int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };
