@@ -179,3 +179,71 @@ def test_interpret_numbers_every_m_up_to_200(G):
 def test_nvrtc_compiles_without_spills(fd):
     low = fd().lower("sm_80")
     no_spills_and_gpu_scope_flags(rt.compile(low.source, low.name, "sm_80", isolate=True), low.name)
+
+
+# --- the automatic choice (schedule/k_share.cpp, heddle.matmul's M buckets) ---------------------------
+
+def test_cost_model_numbers_and_overrides():
+    plan = heddle._C.Fusion.k_share_plan
+    # 50 tiles of 64x128x32 on 132 SMs, 128 k-tiles: split_k(2) quantizes to 100 CTAs, stream-K uses all 132
+    s, g, text = plan(50, 128, 4, 132, 64, 128, 32)
+    assert (s, g) == (1, 132)
+    assert text == ("k sharing (k-iteration units): data-parallel 128.0, split_k(2) 69.3, stream_k(132) 65.0 "
+                    "-> stream_k(132)")
+    assert plan(32, 128, 4, 132, 64, 128, 32)[:2] == (4, 0)  # 32 tiles: 4 splits fill 128 SMs, cheaper
+    assert plan(100, 128, 4, 132, 64, 128, 32)[:2] == (1, 132)  # more than half the SMs: no split-K, stream-K
+    assert plan(132, 128, 4, 132, 64, 128, 32)[:2] == (1, 0)  # the tiles fill the SMs: data-parallel
+    assert plan(100, 128, 4, 132, 64, 128, 32, stream_ok=False)[:2] == (1, 0)  # a target without it
+    assert plan(50, 128, 4, 132, 64, 128, 32, mode="split_k")[:2] == (2, 0)
+    assert plan(32, 128, 4, 132, 64, 128, 32, mode="stream_k")[:2] == (1, 132)
+    assert plan(32, 128, 4, 132, 64, 128, 32, mode="none")[:2] == (1, 0)
+    with pytest.raises(heddle.ScheduleError, match="k_share = 'fast' is not one of 'auto', 'split_k', 'stream_k'"):
+        plan(32, 128, 4, 132, 64, 128, 32, mode="fast")
+
+
+def test_matmul_buckets_pick_stream_k_by_the_model():
+    from test_matmul_buckets import spec
+    from heddle.api import fused_matmul_op
+    fm = fused_matmul_op(spec(n=6400))
+    lines = fm.describe("sm_80", sms=132).split("\n")
+    # M <= 64: 50 tiles of 64x128 -> stream-K; M <= 128: 50 tiles of 128x128 -> split_k(2) by 1 unit
+    assert "stream_k(132)" in lines[0] and lines[0].split(": ")[1].endswith("_stk132")
+    assert lines[0].endswith("split_k(2) 69.3, stream_k(132) 65.0 -> stream_k(132)")
+    assert "split_k(2)" in lines[1] and lines[1].endswith("-> split_k(2)")
+    assert "stream_k" not in lines[3] and "split_k" not in lines[3]
+    assert fm.describe("sm_80", sms=132) == "\n".join(lines)  # deterministic
+    assert "stream_k" not in fm.describe("sm_90a", sms=132)  # the TMA kernels keep split-K
+    fd = spec(n=6400).build_fusion()
+    fd.auto_schedule("sm_80", 64, 6400, 4096, sms=132, k_share="split_k")
+    assert fd.matmul_tensor._tv.splits == 2 and fd.matmul_tensor._tv.stream_k_ctas == 0
+    with pytest.raises(heddle.ScheduleError, match="k_share = 'x' is not one of"):
+        spec().build_fusion().auto_schedule("sm_80", -1, 4096, 4096, k_share="x")
+
+
+@needs_cxx
+def test_matmul_runs_stream_k_interpreted(monkeypatch):
+    from test_matmul_buckets import spec
+    from heddle.api import fused_matmul_op
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_80")
+    g = torch.Generator().manual_seed(0)
+    w = (torch.randn(192, 512, generator=g) * 0.1).bfloat16()
+    b = torch.randn(192, generator=g).bfloat16()
+    fm = fused_matmul_op(spec(n=192, k=512))
+    monkeypatch.setattr(fm, "k_share", "stream_k")  # overrides the model (which takes split-K here)
+    for m in (3, 50):
+        x = (torch.randn(m, 512, generator=g) * 0.1).bfloat16()
+        y = heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True)
+        ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double())
+        assert torch.allclose(y.double(), ref, atol=4e-2, rtol=2e-2)
+    k = fm.kernel("sm_80", 8, 8, 3, rtc=False)
+    assert k.lowered.stream_k > 0 and "_stk" in k.name
+
+
+@requires_nvrtc
+def test_bucket_stream_k_kernel_compiles_without_spills():
+    from test_matmul_buckets import spec
+    from heddle.api import fused_matmul_op
+    k = fused_matmul_op(spec(n=6400)).kernel("sm_80", 8, 8, 16, sms=132)
+    assert k.name.endswith("_stk132")
+    no_spills_and_gpu_scope_flags(k, k.name)
