@@ -8,7 +8,8 @@ import torch
 
 import heddle
 from conftest import requires_nvrtc, rt
-from heddle.interpret import mutation_kill_rate, source_mutants
+from grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_killed, same_bits_under_two_random_schedules,
+                       simulator_clean_and_every_mutant_killed)
 from hopper_defs import inputs, schedule_sm90
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion, schedule
@@ -113,13 +114,7 @@ def test_workspace_arguments():
 @pytest.mark.parametrize("target,make,M", [("sm_80", sm80, 70), ("sm_90a", sm90, 70), ("sm_80", sm80, 1)])
 def test_simulator_clean_and_every_mutant_killed(target, make, M):
     k = lowered(make(3 if target == "sm_80" else 2), target)
-    ins = inputs(k.fusion, M)
-    r = heddle.simulate(k, ins)
-    assert r.ok, r.report()
-    kinds = {m.kind for m in heddle.verify.mutants(k)}
-    assert "shift_flag" in kinds
-    kr = heddle.verify.kill_rate(k, [ins])
-    assert kr.killed == kr.total, kr
+    simulator_clean_and_every_mutant_killed(k, inputs(k.fusion, M))
 
 
 def test_simulator_names_the_missing_grid_sync():
@@ -153,11 +148,7 @@ def test_interpret_numbers_ragged(target, make, S, M):
 def test_interpret_reduction_order_is_deterministic():
     # the reducing CTA adds the partials in slot order, whatever the schedule: the same bits every run
     k = lowered(sm80(3, epilogue=None, dtype="f16"), "sm_80")
-    ins = inputs(k.fusion, 40, seed=3)
-    a = heddle.interpret(k, *ins, schedule="random", seed=1)
-    b = heddle.interpret(k, *ins, schedule="random", seed=7)
-    assert a.ok and b.ok, (a.report(), b.report())
-    assert torch.equal(a.output, b.output)
+    same_bits_under_two_random_schedules(k, inputs(k.fusion, 40, seed=3))
 
 
 @needs_cxx
@@ -166,12 +157,7 @@ def test_interpret_grid_mutants_killed(target, make, S):
     # the reduction's mutants: each grid release / wait deleted or moved to the next flag, and each block
     # barrier of the reduction deleted (the CTA-level pipeline's mutants: test_interpret_mutation.py)
     k = lowered(make(S), target)
-    first = 1 + k.source.split("\n").index([l for l in k.source.split("\n") if "if (blockIdx.z <" in l][0])
-    mine = [m for m in source_mutants(k.source) if m.line > first]
-    assert sorted(m.kind for m in mine) == ["delete_sync"] * 4 + ["shift_flag"] * 2, mine
-    res = mutation_kill_rate(k, *inputs(k.fusion, 70, seed=2), where=lambda m: m.line > first,
-                             schedules=(("adversarial", 0),))
-    assert res["total"] == 6 and not res["survivors"], res["survivors"]
+    reduction_mutants_killed(k, inputs(k.fusion, 70, seed=2), "if (blockIdx.z <")
 
 
 @needs_cxx
@@ -195,9 +181,6 @@ def test_interpret_numbers_every_m_up_to_200(target, make, S):
 def test_nvrtc_compiles_without_spills(target, fd):
     low = fd().lower(target)
     r = rt.compile(low.source, low.name, target, isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
-    assert "ld.acquire.gpu.global.b32" in r.ptx and "fence.acq_rel.gpu" in r.ptx
-    assert "st.relaxed.gpu.global.b32" in r.ptx
+    no_spills_and_gpu_scope_flags(r, low.name)
     if target == "sm_90a":
         assert "wgmma.mma_async" in r.ptx and "C7515" not in r.ptxas and "C7519" not in r.ptxas

@@ -114,6 +114,13 @@ class Tensor:
         self._tv.split_k(_int(splits, "split_k: splits"))
         return self
 
+    def stream_k(self, ctas: int) -> "Tensor":
+        """Stream-K: a persistent grid of at most `ctas` CTAs (the SM count) shares the tiles x k-tiles
+        evenly; a tile split across CTAs is reduced in CTA order through a global workspace behind grid
+        flags, the epilogue applied once by the CTA that finishes the tile (docs/hopper.md "Stream-K")."""
+        self._tv.stream_k(_int(ctas, "stream_k: ctas"))
+        return self
+
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""
@@ -230,13 +237,16 @@ class Fusion:
         return mm
 
     def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1,
-                      tma: bool = True, sms: int = 0) -> "Fusion":
+                      tma: bool = True, sms: int = 0, k_share: str = "auto") -> "Fusion":
         """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
         the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async. sms > 0
-        (the SM count) with m, n, k known: output tiles filling less than half the SMs get split-K."""
+        (the SM count) with m, n, k known: output tiles filling less than half the SMs get split-K; on the
+        cp.async kernels, tiles that do not fill the SMs get split-K or stream-K by a cost model
+        (schedule/k_share.cpp) that k_share ("split_k", "stream_k", "none") overrides."""
         self._f.auto_schedule(_str(target, "auto_schedule: target"), _int(m, "auto_schedule: m", _I64),
                               _int(n, "auto_schedule: n", _I64), _int(k, "auto_schedule: k", _I64),
-                              _bool(tma, "auto_schedule: tma"), _int(sms, "auto_schedule: sms"))
+                              _bool(tma, "auto_schedule: tma"), _int(sms, "auto_schedule: sms"),
+                              _str(k_share, "auto_schedule: k_share"))
         return self
 
     @property

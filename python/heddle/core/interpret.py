@@ -158,7 +158,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
                for (n, _, _), t in zip(k._inputs, tensors) if t.numel()]
     regions += [("output" if i == 0 else f"output {i}", o.data_ptr(), _storage_span(o), True, o.element_size())
                 for i, o in enumerate(outs)]
-    if lowered.split_k > 1:  # split-K workspace: written more than once per element by design (elem_bytes 0)
+    if lowered.needs_workspace:  # split-K / stream-K workspace: written more than once per element by design (elem_bytes 0)
         from .inputs import MatmulGeometry
         env = MatmulGeometry(k._matmul_expr, {n: t for (n, _, _), t in zip(k._inputs, tensors)}).env
         ws, flags = k.workspace(out.device, env)  # the pair prepare passed (kept per device)

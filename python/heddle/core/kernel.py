@@ -174,7 +174,7 @@ class Kernel:
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
-        ws = self.workspace(a.device, g.env) if self.lowered.split_k > 1 else None
+        ws = self.workspace(a.device, g.env) if self.lowered.needs_workspace else None
         args, slots = [], []
 
         def address(tname=None, i=0):  # the tensor's (else output i's) address as argument len(args), and its slot
@@ -235,7 +235,7 @@ class Kernel:
                                      args, slots)
         launched = _on_device(outs[0].get_device(), lambda stream: plan.launch(stream, (*tensors, *outs)))
         assert launched, "a plan made from these tensors takes them"
-        if self.lowered.split_k > 1:  # the plan would pin a workspace that a later launch may replace
+        if self.lowered.needs_workspace:  # the plan would pin a workspace that a later launch may replace
             return out
         for t in (self._plans, table):
             if t is not None:

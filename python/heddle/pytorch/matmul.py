@@ -16,6 +16,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from .. import _C
 from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
@@ -79,6 +80,10 @@ class MatmulSpec:
 
 
 class FusedMatmul:
+    # how the cp.async kernels of small-M buckets share the k loop: "auto" (the cost model of
+    # schedule/k_share.cpp), "split_k", "stream_k" or "none"; set on an op to override the model
+    k_share = "auto"
+
     """One problem signature: its fusion, its torch op, and its compiled kernels per (target, vec)."""
 
     def __init__(self, spec: MatmulSpec):
@@ -98,7 +103,7 @@ class FusedMatmul:
         split-K choice fills (0: the current device's, else DEFAULT_SMS)."""
         bucket = m_bucket(m)
         sms = 0 if self.spec.batched else (sms or _sm_count())  # batched: no split-K, the SM count plays no part
-        key = (target, vec_a, vec_b, rtc, bucket, sms)  # split-K depends on the SM count: part of the key
+        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share)  # the k sharing depends on the SM count
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
@@ -120,7 +125,7 @@ class FusedMatmul:
         fd = self.spec.build_fusion()
         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
         fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8,
-                         sms=0 if self.spec.batched else (sms or _sm_count()))
+                         sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share)
         return fd
 
     def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0) -> str:
@@ -129,8 +134,14 @@ class FusedMatmul:
         for b in M_BUCKETS + (-1,):
             fd = self.schedule(target, vec_a, vec_b, b, sms)
             low = fd.lower(target, vec_a, vec_b)
-            lines.append(f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: "
-                         f"{low.schedule}")
+            line = f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: {low.schedule}"
+            t = low.tile
+            if b > 0 and not self.spec.batched and not low.tensor_maps and vec_a >= 2 and vec_b >= 2:
+                # the cp.async kernels' k sharing: the cost model's numbers (schedule/k_share.cpp)
+                tiles = -(-b // t["bm"]) * -(-self.spec.n // t["bn"])
+                line += "; " + _C.Fusion.k_share_plan(tiles, -(-self.spec.k // t["bk"]), 4, sms or _sm_count(),
+                                                      t["bm"], t["bn"], t["bk"], not t["wgmma"], self.k_share)[2]
+            lines.append(line)
         return "\n".join(lines)
 
     def kernel_for(self, tensors, target: str) -> Kernel:

@@ -98,6 +98,8 @@ void bindIr(py::module_& m) {
            py::arg("roles"))
       .def("split_k", &splitK, py::arg("splits"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
+      .def("stream_k", &streamK, py::arg("ctas"))
+      .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")
@@ -127,13 +129,20 @@ void bindIr(py::module_& m) {
              initLoopDomain(f, t);
            })
       .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma,
-                               int sms) {
+                               int sms, const std::string& kShare) {
              AutoScheduleHints h{m, n, k};
              h.tma = tma;
              h.sms = sms;
+             h.kShare = kShare;
              autoScheduleMatmul(f, targetInfo(target), h);
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
-           py::arg("tma") = true, py::arg("sms") = 0)
+           py::arg("tma") = true, py::arg("sms") = 0, py::arg("k_share") = "auto")
+      .def_static("k_share_plan", [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk,
+                                     bool streamOk, const std::string& mode) {
+             auto c = chooseKShare(tiles, nk, stages, sms, bm, bn, bk, streamOk, mode);
+             return py::make_tuple(c.splits, c.streamCtas, c.str());
+           }, py::arg("tiles"), py::arg("nk"), py::arg("stages"), py::arg("sms"), py::arg("bm"), py::arg("bn"),
+           py::arg("bk"), py::arg("stream_ok") = true, py::arg("mode") = "auto")
       .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
              return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
            }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)

@@ -190,9 +190,13 @@ void bindLower(py::module_& m) {
              return out;
            })
       .def_property_readonly("split_k", [](const Lowered& l) { return l.k().splitK; })
+      .def_property_readonly("stream_k", [](const Lowered& l) { return l.k().streamK; })
+      .def_property_readonly("needs_workspace", [](const Lowered& l) { return l.k().splitK > 1 || l.k().streamK > 0; })
       .def("workspace", [](const Lowered& l, const py::dict& env) {
              // split-K: (slots, floats per slot); slot = tile * (splits - 1) + split, one flag per slot
              auto& k = l.k();
+             // stream-K: one slot and one flag per CTA
+             if (k.streamK > 0) return py::make_tuple(k.workspaceTiles.eval(toEnv(env)), k.tile.bm * k.tile.bn);
              if (k.splitK <= 1) return py::make_tuple(int64_t(0), 0);
              return py::make_tuple(k.workspaceTiles.eval(toEnv(env)) * (k.splitK - 1), k.tile.bm * k.tile.bn);
            })

@@ -350,6 +350,9 @@ struct Kernel {
   // `flags` (i32, workspaceTiles x (splitK-1), zero before the launch and after it).
   int splitK = 1;
   IExpr workspaceTiles;
+  // Stream-K (passes/stream_k.cpp, stream_k_fixup.cpp): a persistent grid of at most streamK CTAs shares
+  // tiles x k-tiles; one workspace slot and one flag per CTA (launch.gridX of them). 0 = off.
+  int streamK = 0;
 
   Buffer* addBuffer(std::unique_ptr<Buffer> b) { buffers.push_back(std::move(b)); return buffers.back().get(); }
   void renumber();                 // assign node ids in program order

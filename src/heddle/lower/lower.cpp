@@ -5,12 +5,14 @@
 //   build_matmul_loops  MatmulTiling                      -> kernel IR: serial k loop of TileLoad/MmaStep
 //   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
+//   stream_k            stream_k(G): k loop over KS from skkt -> persistent grid x <= G sharing tiles x k-tiles
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
 //   insert_syncs        kernel IR without syncs           -> block syncs + cp.async waits, SyncPlan
 //   reduce_splits       split-K epilogue                  -> partials through the workspace behind grid flags
+//   stream_k_fixup      stream-K one-segment body         -> segment walk, running sums CTA to CTA behind grid flags
 //   check_uniformity    kernel IR with syncs              -> unchanged (or refused: a collective in a divergent branch)
 #include "heddle/lower/lower.h"
 
@@ -24,12 +26,14 @@ const std::vector<Pass>& passList() {
       {"build_matmul_loops", passes::buildMatmulLoops},
       {"build_epilogue", passes::buildEpilogue},
       {"split_k", passes::splitK},
+      {"stream_k", passes::streamK},
       {"warp_specialize", passes::warpSpecialize},
       {"circular_buffer", passes::circularBuffer},
       {"tma_pipeline", passes::tmaPipeline},
       {"plan_smem", passes::planSmem},
       {"insert_syncs", passes::insertSyncs},
       {"reduce_splits", passes::reduceSplits},
+      {"stream_k_fixup", passes::streamKFixup},
       {"check_uniformity", passes::checkUniformity},
   };
   return list;

@@ -54,6 +54,13 @@ void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void splitK(LowerContext&);           // passes/split_k.cpp
 void reduceSplits(LowerContext&);     // passes/reduce_splits.cpp (after insert_syncs)
+void streamK(LowerContext&);          // passes/stream_k.cpp
+void streamKFixup(LowerContext&);     // passes/stream_k_fixup.cpp (after insert_syncs)
+// passes/split_k.cpp, shared with stream_k: the k loop runs ceil(KS / bk) k-tiles from k-tile
+// `firstTile` (the loads' k coordinate shifted; the index stays 0-based), and the kernel takes the
+// workspace params `ws` (f32) and `flags` (i32).
+kir::ForLoop& shareKLoop(LowerContext& c, const kir::IExpr& firstTile, const char* pass);
+void addWorkspaceParams(kir::Kernel& k);
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
 // passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split

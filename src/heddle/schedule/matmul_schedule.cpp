@@ -232,6 +232,25 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "split); drop warp_specialize, or drop split_k");
   }
   t.splitK = mm->splitK;
+  if (mm->streamK > 0) {
+    if (!target.gridFlags)
+      fail<ScheduleError>("stream_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+                          "(stream-K needs gpu-scope release/acquire); drop stream_k");
+    if (mm->splitK > 1)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K and split_k(", mm->splitK, ") both share the k loop "
+                          "among CTAs; keep one of them");
+    if (t.batched)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K walks the tiles of one matmul; a batched matmul is "
+                          "not supported: drop stream_k or run the batches as separate matmuls");
+    if (target.wgmma || target.tcgen05 || t.loadKind == LoadKind::TmaLoad || !mm->roles.empty())
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K runs on the cp.async pipeline (sm_80-class kernels) "
+                          "in this build, not on target ", target.name, "'s TMA / wgmma kernels: use split_k there, "
+                          "or drop stream_k");
+    if (t.swapBlocks)
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K numbers the tiles itself (m tile-major); drop the "
+                          "m-tiles-on-blockIdx.x binding");
+  }
+  t.streamK = mm->streamK;
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }
@@ -290,10 +309,13 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
-  if (mm->rank() == 2 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K
-    const int s = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
-                             hints.sms);
-    if (s > 1) splitK(mm, s);
+  if (mm->rank() == 2 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
+    auto c = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
+                          hints.sms, bm, bn, bk, !target.wgmma && !target.tcgen05 && target.gridFlags, hints.kShare);
+    if (c.splits > 1) splitK(mm, c.splits);
+    if (c.streamCtas > 0) streamK(mm, c.streamCtas);
+  } else if (hints.kShare != "auto" && hints.kShare != "none") {
+    chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // the mode's spelling is checked all the same
   }
 }
 

@@ -186,12 +186,23 @@ void splitK(TensorView* tv, int splits) {
   tv->splitK = splits;
 }
 
+void streamK(TensorView* tv, int ctas) {
+  if (!tv->definition || tv->definition->kind != OpKind::Matmul)
+    fail<ScheduleError>("stream_k(", tv->name, "): stream-K is set on the matmul tensor, whose tiles x k-tiles it "
+                        "shares among CTAs");
+  if (ctas < 0 || ctas > kMaxStreamK)
+    fail<ScheduleError>("stream_k(", tv->name, "): ctas = ", ctas, " must lie in [0, ", kMaxStreamK,
+                        "] (the SM count of the device; 0 turns stream-K off)");
+  tv->streamK = ctas;
+}
+
 std::string MatmulTiling::str() const {
   std::ostringstream os;
   os << "tile " << bm << "x" << bn << "x" << bk << ", warps " << warpsM << "x" << warpsN << " (" << threads()
      << " threads), " << loadKindName(loadKind) << " vec " << vecA << "/" << vecB;
   if (stages > 1) os << ", circular_buffer(stages=" << stages << ", prefetch=" << prefetch << ")";
   if (splitK > 1) os << ", split_k(" << splitK << ")";
+  if (streamK > 0) os << ", stream_k(" << streamK << ")";
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
   return os.str();
 }

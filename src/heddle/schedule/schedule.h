@@ -28,6 +28,11 @@ void warpSpecialize(TensorView* tv, const std::vector<Role>& roles);
 // in a fixed order through a global workspace (docs/hopper.md "Split-K"). 1 = off; at most kMaxSplitK.
 void splitK(TensorView* tv, int splits);
 constexpr int kMaxSplitK = 16;
+// stream_k(ctas): a persistent grid of at most `ctas` CTAs (the SM count) shares the tiles x k-tiles of the
+// matmul evenly; a tile split across CTAs is reduced in CTA order through the workspace (docs/hopper.md
+// "Stream-K"). 0 = off; at most kMaxStreamK.
+void streamK(TensorView* tv, int ctas);
+constexpr int kMaxStreamK = 1024;
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);
@@ -51,6 +56,7 @@ struct MatmulTiling {
   HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
   int splitK = 1;                     // split_k(splits)
+  int streamK = 0;                    // stream_k(ctas)
   int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };
@@ -70,11 +76,22 @@ struct AutoScheduleHints {
   int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
   bool tma = true;                   // the operands allow TMA (Hopper targets pick tma_load + roles)
   int sms = 0;                       // > 0: the SM count; with m, n, k known, too few tiles get split-K
+  std::string kShare = "auto";       // cp.async schedules: "auto" (chooseKShare's model), "split_k", "stream_k", "none"
 };
 // The split-K factor the automatic schedules pick (schedule/hopper_auto.cpp): 1 when `tiles` output tiles
 // fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
 // at least max(4, stages) of the `nk` k-tiles, at most kMaxSplitK.
 int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
+// The k sharing the automatic cp.async schedule picks (schedule/k_share.cpp): data-parallel, split_k or
+// stream_k by a deterministic cost model, `mode` overriding it; str() prints the costs and the choice.
+struct KShareChoice {
+  int splits = 1, streamCtas = 0;                  // the choice (split_k(splits) / stream_k(streamCtas))
+  int splitCandidate = 1, streamCandidate = 0;     // what was weighed
+  double dataParallel = 0, splitCost = 0, streamCost = 0;
+  std::string str() const;
+};
+KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
+                          const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 // The Hopper branch of it (tma_load, wgmma, roles): schedule/hopper_auto.cpp.
 void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);

@@ -175,7 +175,7 @@ class Cta {
   std::vector<WriteRec>& outW;
   int T = 0, W = 32;
   int64_t bx, by, bz, m0 = 0, n0 = 0;
-  int64_t batch() const { return k.splitK > 1 ? 0 : bz; }  // blockIdx.z is the split under split-K
+  int64_t batch() const { return k.splitK > 1 || k.streamK > 0 ? 0 : bz; }  // blockIdx.z is the split under split-K
   std::vector<Thread> th;
   std::mt19937_64 rng;
   int64_t releases = 0;             // barrier releases so far (the adversarial schedule turns at each)

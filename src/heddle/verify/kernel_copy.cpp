@@ -60,6 +60,7 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.syncsPlanned = k.syncsPlanned;
   c.tensorMaps = k.tensorMaps;
   c.splitK = k.splitK;
+  c.streamK = k.streamK;
   c.workspaceTiles = k.workspaceTiles;
   c.renumber();
   return c;

@@ -155,7 +155,7 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
   for (int s = 0; s < n; ++s) {
     int lr, lc;
     ownedSlot(tl, c.opt.mmaFragment, t.lane, s, lr, lc);
-    const int64_t row = c.m0 + wm * WM + lr, col = c.n0 + wn * WN + lc;
+    const int64_t row = t.env.at("m0") + wm * WM + lr, col = t.env.at("n0") + wn * WN + lc;  // a stream-K segment rebinds them
     if (row >= M || col >= N) continue;
     std::string oob;
     float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob);

@@ -196,7 +196,8 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
     std::vector<std::string> samples;
     // a persistent kernel (grid = num_ctas) walks tiles: with the whole grid simulated, all of D is its
     // output; with a subset, what it wrote
-    const bool persistent = k.launch.gridX.str() == "num_ctas", everyCta = opt.ctas.empty();
+    // (stream-K too: its CTAs walk segments of tiles)
+    const bool persistent = k.launch.gridX.str() == "num_ctas" || k.streamK > 0, everyCta = opt.ctas.empty();
     for (int i = 0; i < (persistent ? 1 : res.ctas); ++i) {
       bool sw = swapBlocks(k);
       int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * k.tile.bn;

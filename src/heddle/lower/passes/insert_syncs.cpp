@@ -396,7 +396,8 @@ void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::
 void insertSyncs(LowerContext& c) {
   if (c.kernel.syncsPlanned) return;  // Hopper rings: placed by construction (warp_specialize, tma_pipeline)
   // split-K: the k loop runs this split's KS elements (passes/split_k.cpp)
-  planSyncs(c.kernel, c.kernel.splitK > 1 ? "KS" : "K", c.tiling.bk, c.tiling.stages, c.target);
+  // stream-K: the k loop runs one segment's KS elements (passes/stream_k.cpp)
+  planSyncs(c.kernel, c.kernel.splitK > 1 || c.kernel.streamK > 0 ? "KS" : "K", c.tiling.bk, c.tiling.stages, c.target);
 }
 
 void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages, const TargetInfo& target,

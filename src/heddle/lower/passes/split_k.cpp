@@ -18,18 +18,14 @@ namespace heddle::passes {
 
 using kir::IExpr;
 
-void splitK(LowerContext& c) {
-  const int S = c.tiling.splitK;
-  if (S <= 1) return;
+kir::ForLoop& shareKLoop(LowerContext& c, const IExpr& firstTile, const char* pass) {
   auto& k = c.kernel;
-  IExpr z = IExpr::var("blockIdx.z"), nk = ceilDiv(IExpr::var("K"), c.tiling.bk);
-  IExpr kb = z * nk / S, ke = (z + 1) * nk / S;
   size_t at = 0;
   while (at < k.body.stmts.size() && k.body.stmts[at]->kind != kir::NodeKind::For) ++at;
-  if (at == k.body.stmts.size()) fail<HeddleError>("split_k: ", k.name, " has no k loop");
+  if (at == k.body.stmts.size()) fail<HeddleError>(pass, ": ", k.name, " has no k loop");
   auto* loop = static_cast<kir::ForLoop*>(k.body.stmts[at].get());
-  const std::map<std::string, IExpr> shift{{loop->var, IExpr::var(loop->var) + kb}};
-  // KS: this split's k extent in whole k-tiles; the sync planner walks the loop with KS as its trip variable
+  const std::map<std::string, IExpr> shift{{loop->var, IExpr::var(loop->var) + firstTile}};
+  // KS: this CTA's k extent in whole k-tiles; the sync planner walks the loop with KS as its trip variable
   loop->stop = ceilDiv(IExpr::var("KS"), c.tiling.bk);
   for (auto& n : loop->body.stmts) {
     if (n->kind != kir::NodeKind::TileLoad) continue;
@@ -37,17 +33,10 @@ void splitK(LowerContext& c) {
     l.row0 = l.row0.substitute(shift);
     l.col0 = l.col0.substitute(shift);
   }
-  k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Let>("KS", (ke - kb) * c.tiling.bk));
-  k.splitK = S;
-  k.workspaceTiles = k.launch.gridX * k.launch.gridY;
-  k.launch.gridZ = S;
-  k.name += "_sk" + std::to_string(S);
-  // the fewest k-tiles a split gets (floor(nk / S)) must be >= 1
-  k.tripChecks.push_back({loop->var, nk / S, 1, c.tiling.a->name,
-                          "split_k(" + std::to_string(S) + ") gives every split at least one k-tile of " +
-                              std::to_string(c.tiling.bk) + ": K must be at least " + std::to_string(S) + " x " +
-                              std::to_string(c.tiling.bk) + " = " + std::to_string(S * c.tiling.bk) +
-                              " (use fewer splits for this K)"});
+  return *loop;
+}
+
+void addWorkspaceParams(kir::Kernel& k) {
   kir::Param ws;
   ws.kind = kir::Param::TensorPtr;
   ws.name = "ws";
@@ -60,6 +49,29 @@ void splitK(LowerContext& c) {
   flags.name = "flags";
   flags.tensor = "flags";
   k.params.push_back(flags);
+}
+
+void splitK(LowerContext& c) {
+  const int S = c.tiling.splitK;
+  if (S <= 1) return;
+  auto& k = c.kernel;
+  IExpr z = IExpr::var("blockIdx.z"), nk = ceilDiv(IExpr::var("K"), c.tiling.bk);
+  IExpr kb = z * nk / S, ke = (z + 1) * nk / S;
+  auto& loop = shareKLoop(c, kb, "split_k");
+  size_t at = 0;
+  while (k.body.stmts[at].get() != &loop) ++at;
+  k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Let>("KS", (ke - kb) * c.tiling.bk));
+  k.splitK = S;
+  k.workspaceTiles = k.launch.gridX * k.launch.gridY;
+  k.launch.gridZ = S;
+  k.name += "_sk" + std::to_string(S);
+  // the fewest k-tiles a split gets (floor(nk / S)) must be >= 1
+  k.tripChecks.push_back({loop.var, nk / S, 1, c.tiling.a->name,
+                          "split_k(" + std::to_string(S) + ") gives every split at least one k-tile of " +
+                              std::to_string(c.tiling.bk) + ": K must be at least " + std::to_string(S) + " x " +
+                              std::to_string(c.tiling.bk) + " = " + std::to_string(S * c.tiling.bk) +
+                              " (use fewer splits for this K)"});
+  addWorkspaceParams(k);
 }
 
 }  // namespace heddle::passes
