@@ -92,6 +92,7 @@ class TensorView {
   CircularBufferOptions circular;          // circular_buffer(stages, prefetch)
   std::vector<Role> roles;                 // warp_specialize(roles)
   int splitK = 1;                          // split_k(splits): CTAs sharing one output tile's k loop
+  std::string epilogueStore;               // epilogue_store(kind): "tma", "direct", "" (the default)
   int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
 
   int rank() const { return (int)shape.size(); }

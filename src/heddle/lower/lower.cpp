@@ -6,6 +6,7 @@
 //   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
+//   tma_store_epilogue  MMA role's direct epilogue store  -> stmatrix chunks in sD + TMA stores (epilogue_store("tma"))
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
@@ -25,6 +26,7 @@ const std::vector<Pass>& passList() {
       {"build_epilogue", passes::buildEpilogue},
       {"split_k", passes::splitK},
       {"warp_specialize", passes::warpSpecialize},
+      {"tma_store_epilogue", passes::tmaStoreEpilogue},
       {"circular_buffer", passes::circularBuffer},
       {"tma_pipeline", passes::tmaPipeline},
       {"plan_smem", passes::planSmem},
