@@ -44,9 +44,10 @@ def schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=-1, w
 
 
 def build(variant="pipeline", stages=3, prefetch=-1, layout="NN", dtype="bf16", regs=(40, 232), bm=None, bn=64,
-          bk=16, n=72, k=None, epilogue="bias_gelu", batched=False, bias_tma=0):
+          bk=16, n=72, k=None, epilogue="bias_gelu", batched=False, bias_tma=0, store=None):
     """A fusion scheduled as `variant`; small tiles by default (the simulator's size). bias_tma=s: the
-    bias row is loaded by TMA through a producer role's ring of s stages (cache_after(bias, 'tma_load'))."""
+    bias row is loaded by TMA through a producer role's ring of s stages (cache_after(bias, 'tma_load')).
+    store: epilogue_store(store) ("tma" / "direct"; None keeps the default)."""
     tile_wg, _, _ = VARIANTS[variant]
     bm = bm or 64 * tile_wg
     k = k if k is not None else bk * (3 * stages + 1)
@@ -55,6 +56,8 @@ def build(variant="pipeline", stages=3, prefetch=-1, layout="NN", dtype="bf16", 
                   war="block_sync" if variant == "block_sync" else "mbarrier", roles=roles_for(variant, regs))
     if bias_tma:
         fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load").circular_buffer(bias_tma)
+    if store:
+        fd.matmul_tensor.epilogue_store(store)
     return fd
 
 

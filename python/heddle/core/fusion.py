@@ -121,6 +121,12 @@ class Tensor:
         self._tv.stream_k(_int(ctas, "stream_k: ctas"))
         return self
 
+    def epilogue_store(self, kind: str) -> "Tensor":
+        """How an sm_90a warp-specialized kernel writes its output tile: "tma" (staged through shared
+        memory with stmatrix, written by TMA stores) or "direct" (per-thread global stores); docs/hopper.md."""
+        self._tv.epilogue_store(kind)
+        return self
+
     @property
     def circular(self):
         """(stages, prefetch) after normalisation; (0, 0) when not circular-buffered."""

@@ -97,6 +97,7 @@ void bindIr(py::module_& m) {
       .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
            py::arg("roles"))
       .def("split_k", &splitK, py::arg("splits"))
+      .def("epilogue_store", &epilogueStore, py::arg("kind"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("stream_k", &streamK, py::arg("ctas"))
       .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })

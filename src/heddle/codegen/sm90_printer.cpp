@@ -19,9 +19,17 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   return s;
 }
 
-std::string tileD(const kir::Kernel& k) {
-  return "heddle::sm90::TmaTile<" + std::to_string(k.tile.bm) + ", " + std::to_string(k.tile.bn) + ", " +
-         dtypeCudaName(k.outDtype) + ">";
+// A global epilogue operand at (batch_idx, row, `col`) through its stride params (broadcast axes have none).
+std::string globalRead(const kir::EpiOp& op, const std::string& col) {
+  std::string idx;
+  auto term = [&](const std::string& var, const std::string& stride) {
+    if (stride.empty()) return;
+    idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
+  };
+  term("batch_idx", op.batchStride);
+  term("row", op.rowStride);
+  term(col, op.colStride);
+  return "heddle::to_float(" + op.tensorParam + "[" + (idx.empty() ? "0" : idx) + "])";
 }
 
 // The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
@@ -39,15 +47,7 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
              << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
           break;
         }
-        std::string idx;
-        auto term = [&](const std::string& var, const std::string& stride) {
-          if (stride.empty()) return;
-          idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
-        };
-        term("batch_idx", op.batchStride);
-        term("row", op.rowStride);
-        term("col", op.colStride);
-        os << "heddle::to_float(" << op.tensorParam << "[" << (idx.empty() ? "0" : idx) << "]);";
+        os << globalRead(op, "col") << ";";
         break;
       }
       case OpKind::Add: os << a << " + " << b << ";"; break;
@@ -68,47 +68,171 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
   }
 }
 
-// Every epilogue of a wgmma kernel: registers -> D, registers -> sC (raw staging), or sC -> sD for the
-// TMA store. The printer spells out one statement per fragment element (a macro over compile-time
-// (fm, fn, r)): a loop with a large body (an epilogue with erf) stops being unrolled at some size,
-// and a dynamically indexed accumulator array lives in local memory.
+// The epilogue program on a pair of adjacent columns (r0 = the two accumulators, each register a
+// heddle::sm90::pairf): element-wise arithmetic on both halves, transcendental activations by one
+// out-of-line call per pair (heddle::sm90::ool: their code exists once per kernel, not once per
+// accumulator), a 16-bit TMA-loaded operand read as one 32-bit word. Global operands read at the
+// clamped (row, col_0) and (row, col_1).
+void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage) {
+  const std::string P = "heddle::sm90::pairf";
+  for (auto& op : k.epilogue) {
+    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
+    auto bin = [&](const char* o) {
+      auto h = [&](const char* f) {
+        std::string x = a + "." + f, y = op.scalar ? floatLit(*op.scalar) : b + "." + f;
+        if (op.scalar && op.scalarOnLeft) std::swap(x, y);
+        return x + " " + o + " " + y;
+      };
+      return "{" + h("x") + ", " + h("y") + "}";
+    };
+    os << "const " << P << " r" << op.dst << " = ";
+    switch (op.op) {
+      case OpKind::Input: {
+        if (op.smem) {
+          const std::string at = op.smem->name + "[(" + stage.str() + ") * " +
+                                 std::to_string(op.smem->rows * op.smem->cols) +
+                                 (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") + " + lc0";
+          if (dtypeBytes(op.dtype) == 2)
+            os << "heddle::sm90::unpack2(" << at << "]);";
+          else
+            os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
+          break;
+        }
+        os << "{" << globalRead(op, "col_0") << ", " << globalRead(op, "col_1") << "};";
+        break;
+      }
+      case OpKind::Add: os << bin("+") << ";"; break;
+      case OpKind::Sub: os << bin("-") << ";"; break;
+      case OpKind::Mul: os << bin("*") << ";"; break;
+      case OpKind::Div: os << bin("/") << ";"; break;
+      case OpKind::Relu: os << "{heddle::relu(" << a << ".x), heddle::relu(" << a << ".y)};"; break;
+      case OpKind::GeluErf: os << "heddle::sm90::ool::gelu_erf(" << a << ");"; break;
+      case OpKind::GeluTanh: os << "heddle::sm90::ool::gelu_tanh(" << a << ");"; break;
+      case OpKind::Silu: os << "heddle::sm90::ool::silu(" << a << ");"; break;
+      case OpKind::Sigmoid: os << "heddle::sm90::ool::sigmoid(" << a << ");"; break;
+      case OpKind::Tanh: os << "heddle::sm90::ool::tanh(" << a << ");"; break;
+      case OpKind::Neg: os << "{-" << a << ".x, -" << a << ".y};"; break;
+      case OpKind::Cast: {
+        const std::string t = dtypeCudaName(op.dtype);
+        os << "{heddle::to_float(heddle::from_float<" << t << ">(" << a << ".x)), heddle::to_float(heddle::from_float<"
+           << t << ">(" << a << ".y))};";
+        break;
+      }
+      default: os << "{0.0f, 0.0f}; // unsupported";
+    }
+    os << "\n";
+  }
+}
+
+// Prints `body` as the macro `name` with `args` (one statement; a trailing backslash per line).
+void printMacro(std::ostream& os, const std::string& name, const std::string& args, const std::string& body,
+                const std::string& ind) {
+  os << "#define " << name << "(" << args << ") do { \\\n";
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) os << ind << "  " << line << " \\\n";
+  os << ind << "} while (0)\n";
+}
+
+// The staged epilogue (results into the swizzled shared tile e.to for a TMA store): column pairs. Each
+// pair (two adjacent columns of one fragment row) runs the pair program (epilogueOpsPair) and is packed
+// into one 32-bit register (one cvt.rn.bf16x2.f32); four pairs -- fragment columns fn and fn+1, rows
+// lane/4 and lane/4+8 -- are one stmatrix.x4 (16-bit outputs; f32 outputs store two floats). No
+// bounds check: the TMA store clips D's ragged edges, and the operand reads clamp row and col to the
+// last element so that they stay in bounds.
+void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w,
+                    int FM, int fnLo, int fnHi, const std::string& ind) {
+  const std::string T = dtypeCudaName(k.outDtype);
+  const bool b16 = dtypeBytes(k.outDtype) == 2;
+  std::ostringstream pair;
+  pair << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
+  pair << "const int row = m0 + lr < M ? m0 + lr : M - 1;  /* operand reads stay in bounds */\n";
+  pair << "const int col_0 = n0 + lc0 < N ? n0 + lc0 : N - 1, col_1 = n0 + lc0 + 1 < N ? n0 + lc0 + 1 : N - 1;\n";
+  pair << "(void)row, (void)col_0, (void)col_1;\n";
+  if (e.from) {
+    const std::string at = e.from->name + "[(" + e.fromStage.str() + ") * " +
+                           std::to_string(e.from->rows * e.from->cols) + " + lr * " + std::to_string(e.from->cols) +
+                           " + lc0";
+    pair << "const heddle::sm90::pairf r0 = {" << at << "], " << at << " + 1]};\n";
+  } else {
+    pair << "const heddle::sm90::pairf r0 = {" << e.acc->name << ".acc[fm][fn][2 * (h)], " << e.acc->name
+         << ".acc[fm][fn][2 * (h) + 1]};\n";
+  }
+  epilogueOpsPair(pair, k, e.operandStage);
+  const std::string res = "r" + std::to_string(k.epilogueResult);
+  const std::string tile = "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) +
+                           ", " + T + ">";
+  const std::string slot = e.to->name + " + (" + e.toStage.str() + ") * " + std::to_string(e.to->rows * e.to->cols);
+  const int c0 = e.colEnd > e.colBegin ? e.colBegin : 0;
+  if (b16) {
+    pair << "P = heddle::sm90::pack2<" << T << ">(" << res << ".x, " << res << ".y);\n";
+  } else {
+    pair << "float* d_ = " << slot << " + " << tile << "::offset(lr, lc0" << (c0 ? " - " + std::to_string(c0) : "")
+         << ");\n";
+    pair << "d_[0] = " << res << ".x;\n";
+    pair << "d_[1] = " << res << ".y;\n";
+  }
+  os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment in column pairs"
+     << (b16 ? ", four pairs per stmatrix.x4" : "") << "\n";
+  printMacro(os, "HEDDLE_PAIR", "fm, fn, h, P", pair.str(), ind);
+  if (b16) {
+    std::ostringstream st;
+    st << "unsigned p0, p1, p2, p3;\n";
+    st << "HEDDLE_PAIR(fm, fn, 0, p0); HEDDLE_PAIR(fm, fn, 1, p1); HEDDLE_PAIR(fm, (fn) + 1, 0, p2); "
+          "HEDDLE_PAIR(fm, (fn) + 1, 1, p3);\n";
+    st << "/* lane l: row l%8 of matrix l/8 = (fragment column fn + l/16, rows +8 when (l/8) is odd) */\n";
+    st << "const int sr = Mma::row_of(" << w << ", 0, fm, 0) + (lane & 7) + (((lane >> 3) & 1) << 3);\n";
+    st << "const int sc = 8 * (fn) + ((lane >> 4) << 3)" << (c0 ? " - " + std::to_string(c0) : "") << ";\n";
+    st << "heddle::sm90::stmatrix_x4(" << slot << " + " << tile << "::offset(sr, sc), p0, p1, p2, p3);\n";
+    printMacro(os, "HEDDLE_STMATRIX", "fm, fn", st.str(), ind);
+  }
+  for (int fm = 0; fm < FM; ++fm)
+    for (int fn = fnLo; fn < fnHi; fn += 2) {
+      if (b16) {
+        os << ind << "HEDDLE_STMATRIX(" << fm << ", " << fn << ");\n";
+      } else {
+        os << ind;
+        for (int f = fn; f < fn + 2; ++f)
+          for (int h = 0; h < 2; ++h) os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << ", _);";
+        os << "\n";
+      }
+    }
+  if (b16) os << "#undef HEDDLE_STMATRIX\n";
+  os << "#undef HEDDLE_PAIR\n";
+}
+
+// Every epilogue of a wgmma kernel: registers -> D, registers -> sC (raw staging), or registers / sC
+// -> sD for the TMA store (stagedEpilogue). The printer spells out one statement per fragment element
+// or pair (a macro over compile-time (fm, fn, r)): a loop with a large body (an epilogue with erf) stops
+// being unrolled at some size, and a dynamically indexed accumulator array lives in local memory.
 void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const auto& tl = k.tile;
   const int FM = (tl.coop ? tl.bm / tl.mmaWarpgroups : tl.bm) / 64, FN = tl.bn / 8;
   const std::string w = e.warpShift ? "warp - " + std::to_string(e.warpShift) : "warp";
+  const bool chunk = e.colEnd > e.colBegin;
+  const int fnLo = chunk ? e.colBegin / 8 : 0, fnHi = chunk ? e.colEnd / 8 : FN;
+  if (e.to && !e.raw) return stagedEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);
   std::ostringstream body;
   body << "const int lr = Mma::row_of(" << w << ", lane, fm, r), lc = Mma::col_of(" << w << ", lane, fn, r);\n";
-  auto cell = [&](const kir::Buffer& b, const kir::IExpr& st) {
-    return b.name + "[(" + st.str() + ") * " + std::to_string(b.rows * b.cols) + " + lr * " + std::to_string(b.cols) +
-           " + lc]";
-  };
   if (e.raw) {
     if (!e.to) fail<HeddleError>("printer: ", kir::describe(e), " stores raw accumulators nowhere");
-    body << cell(*e.to, e.toStage) << " = " << e.acc->name << ".acc[fm][fn][r];\n";
+    body << e.to->name << "[(" << e.toStage.str() << ") * " << e.to->rows * e.to->cols << " + lr * " << e.to->cols
+         << " + lc] = " << e.acc->name << ".acc[fm][fn][r];\n";
   } else {
     body << "const int row = m0 + lr, col = n0 + lc;\n";
-    body << "if (row < M && col < N) {" << (e.to ? "  /* the TMA store skips what lies outside D */" : "") << "\n";
-    body << "const float r0 = " << (e.from ? cell(*e.from, e.fromStage) : e.acc->name + ".acc[fm][fn][r]") << ";\n";
+    body << "if (row < M && col < N) {\n";
+    body << "const float r0 = " << e.acc->name << ".acc[fm][fn][r];\n";
     epilogueOps(body, k, e.operandStage, "");
-    const std::string v = "heddle::from_float<" + std::string(dtypeCudaName(k.outDtype)) + ">(r" +
-                          std::to_string(k.epilogueResult) + ")";
-    if (e.to)
-      body << e.to->name << "[(" << e.toStage.str() << ") * " << e.to->rows * e.to->cols << " + " << tileD(k)
-           << "::offset(lr, lc)] = " << v << ";\n";
-    else
-      body << "D[(long long)row * ldd + col] = " << v << ";\n";
-    for (auto& o : k.extraOutputs)  // the TMA store path refuses further outputs (warp_specialize)
+    body << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
+         << k.epilogueResult << ");\n";
+    for (auto& o : k.extraOutputs)
       body << o.param << "[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r"
            << o.reg << ");\n";
     body << "}\n";
   }
   os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment, element by element\n";
-  os << "#define HEDDLE_FRAGMENT(fm, fn, r) do { \\\n";
-  std::istringstream lines(body.str());
-  for (std::string line; std::getline(lines, line);) os << ind << "  " << line << " \\\n";
-  os << ind << "} while (0)\n";
+  printMacro(os, "HEDDLE_FRAGMENT", "fm, fn, r", body.str(), ind);
   for (int fm = 0; fm < FM; ++fm)
-    for (int fn = 0; fn < FN; ++fn) {
+    for (int fn = fnLo; fn < fnHi; ++fn) {
       os << ind;
       for (int r = 0; r < 4; ++r) os << (r ? " " : "") << "HEDDLE_FRAGMENT(" << fm << ", " << fn << ", " << r << ");";
       os << "\n";
@@ -159,7 +283,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     }
     case kir::NodeKind::TmaStore: {
       auto& t = static_cast<const kir::TmaStore&>(n);
-      os << ind << "heddle::sm90::tma_store_tile<" << tileD(k) << ", 2>(&" << t.tensorMap << ", " << t.row0.str()
+      os << ind << "heddle::sm90::tma_store_tile<heddle::sm90::TmaTile<" << t.src->rows << ", " << t.src->cols << ", "
+         << dtypeCudaName(k.outDtype) << ">, 2>(&" << t.tensorMap << ", " << t.row0.str()
          << ", " << t.col0.str() << ", 0, " << stagePtr(*t.src, t.stage) << ");\n";
       return true;
     }

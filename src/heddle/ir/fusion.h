@@ -93,6 +93,7 @@ class TensorView {
   std::vector<Role> roles;                 // warp_specialize(roles)
   int splitK = 1;                          // split_k(splits): CTAs sharing one output tile's k loop
   int streamK = 0;                         // stream_k(ctas): persistent CTAs sharing tiles x k-tiles (0 = off)
+  std::string epilogueStore;               // epilogue_store(kind): "tma", "direct", "" (the default)
   int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
 
   int rank() const { return (int)shape.size(); }

@@ -175,6 +175,7 @@ std::string describe(const Node& n) {
       os << (e.raw ? "accumulator store" : "epilogue store");
       if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
       os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);
+      if (e.colEnd > e.colBegin) os << " (columns " << e.colBegin << ".." << e.colEnd - 1 << ")";
       break;
     }
     case NodeKind::Let: {
@@ -184,7 +185,8 @@ std::string describe(const Node& n) {
     }
     case NodeKind::TmaStore: {
       auto& t = static_cast<const TmaStore&>(n);
-      os << "tma_store " << t.src->name << "[" << t.stage.str() << "] -> " << t.tensorMap << " (tile " << t.iter.str() << ")";
+      os << "tma_store " << t.src->name << "[" << t.stage.str() << "] -> " << t.tensorMap << " at (" << t.row0.str()
+         << ", " << t.col0.str() << ") (item " << t.iter.str() << ")";
       break;
     }
     case NodeKind::Alloc: os << "alloc " << static_cast<const Alloc&>(n).buf->name; break;

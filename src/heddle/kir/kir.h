@@ -144,6 +144,9 @@ struct EpilogueStore : Node {
   bool raw = false;
   int warpShift = 0;
   IExpr operandStage;  // the stage of the TMA-loaded epilogue operands (EpiOp::smem) this tile reads
+  // A column chunk of the tile (colEnd > colBegin): only the fragment elements of tile columns
+  // [colBegin, colEnd), written to column lc - colBegin of `to` (passes/tma_store_epilogue.cpp).
+  int colBegin = 0, colEnd = 0;
   // Split-K (passes/reduce_splits.cpp): Partial::Store writes this thread's raw accumulator fragment to
   // workspace slot `slot` (no epilogue program, no bounds: the whole tile); Partial::Add adds the
   // fragments of slots [slot, slot + count) to the accumulators, in slot order (nothing is stored).

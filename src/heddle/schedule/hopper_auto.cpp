@@ -9,6 +9,8 @@
 //                warpgroup gives registers to the MMA warpgroups (setmaxnreg). One MMA warpgroup
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
+//   epilogue     two MMA warpgroups with N known and 16-byte output rows (one output): epilogue_store("tma")
+//                -- stmatrix into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
 //   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
 //                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
@@ -87,6 +89,10 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   } else if (!batched) {
     Role load{"load", 1, wgs == 2 ? 40 : 0}, mma{"mma", 4 * wgs, wgs == 2 ? 232 : 0};
     warpSpecialize(mm, {load, mma});
+    // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
+    const auto& outs = f.outputs();
+    if (wgs == 2 && hints.n > 0 && outs.size() == 1 && hints.n * dtypeBytes(outs[0]->dtype) % 16 == 0)
+      epilogueStore(mm, "tma");
   }
 }
 

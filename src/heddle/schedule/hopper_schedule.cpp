@@ -221,6 +221,42 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t) {
   }
 }
 
+// epilogue_store(kind) (hopper_schedule.h mmaTmaStore). The epilogue role always stores by TMA; the
+// two-role cooperative kernel does when asked ("tma"); everything else stores directly.
+void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& target) {
+  auto& h = t.hopper;
+  const std::string& kind = t.mm->epilogueStore;
+  const std::string mm = t.mm->name;
+  if (kind.empty()) return;
+  const bool epiRole = h.role(HopperRole::Epilogue) != nullptr;
+  if (kind == "direct") {
+    if (epiRole)
+      fail<ScheduleError>("epilogue_store(", mm, ", 'direct'): the epilogue role stores its tile by TMA; drop the "
+                          "epilogue role (roles load and mma) for per-thread stores");
+    return;
+  }
+  if (epiRole) return;  // "tma": what the epilogue role does anyway
+  const std::string drop = "; or epilogue_store('direct')";
+  if (!h.enabled || !h.warpSpecialized)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
+                        "sm_90a kernels (warp_specialize with tma_load operands)", drop);
+  if (!h.coop)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): ping-pong MMA warpgroups store directly (one shared tile "
+                        "per warpgroup is not built); give the MMA role ", h.tileWarpgroups, " warpgroup(s)", drop);
+  if (f.outputs().size() != 1 || t.batched)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): one TMA store writes one 2-D output; this fusion has ",
+                        f.outputs().size(), " output(s)", t.batched ? " and is batched" : "", drop);
+  const int esz = dtypeBytes(f.outputs()[0]->dtype);
+  h.mmaTmaStore = true;
+  h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64)
+  const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
+  int64_t bias = 0;  // the TMA-loaded bias row / residual tile ring
+  for (auto* in : f.inputs())
+    if (in->name == h.epiTma) bias = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * 2;
+  const int64_t chunk = (int64_t)t.bm * 128;
+  const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages) + 1024;  // + alignment slack
+  h.storeStages = operand + 2 * chunk + bias + bars <= target.smemLimit ? 2 : 1;
+}
 
 }  // namespace
 
@@ -233,6 +269,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
                           "cache the operands with cache_after(a, 'tma_load') and cache_after(b, 'tma_load') "
                           "(or drop warp_specialize for the ", loadKindName(t.loadKind), " pipeline)");
     validateEpilogueTma(f, t);
+    validateEpilogueStore(f, t, target);
     return;
   }
   if (!target.wgmma)
@@ -274,6 +311,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
     validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
   }
   validateEpilogueTma(f, t);
+  validateEpilogueStore(f, t, target);
 }
 
 }  // namespace heddle

@@ -58,6 +58,11 @@ struct HopperSchedule {
   // (warp_specialize.cpp).
   std::string epiTma;            // the input tensor ("" when none)
   int epiStages = 0;
+  // epilogue_store("tma") on the two-role cooperative kernel (passes/tma_store_epilogue.cpp): the MMA
+  // warpgroups stage the output tile in column chunks of storeCols (one 128-byte swizzle box wide) through
+  // sD[storeStages] with stmatrix, and one elected thread writes each chunk with a TMA store.
+  bool mmaTmaStore = false;
+  int storeCols = 0, storeStages = 0;
   const HopperRole* role(HopperRole::Kind k) const;
 };
 

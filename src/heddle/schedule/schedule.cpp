@@ -30,6 +30,7 @@ void initLoopDomain(Fusion& f, TensorView* tv) {
   int r = a->rank();
   Size K = e->transA ? a->shape[r - 2] : a->shape[r - 1];
   tv->domain.axes.clear();
+  tv->epilogueStore.clear();  // a new schedule starts with the default store (auto schedules re-run this)
   auto add = [&](const std::string& n, const Size& s, bool red) {
     IterDomain d;
     d.name = d.root = n;
@@ -194,6 +195,15 @@ void streamK(TensorView* tv, int ctas) {
     fail<ScheduleError>("stream_k(", tv->name, "): ctas = ", ctas, " must lie in [0, ", kMaxStreamK,
                         "] (the SM count of the device; 0 turns stream-K off)");
   tv->streamK = ctas;
+}
+
+void epilogueStore(TensorView* tv, const std::string& kind) {
+  if (!tv->definition || tv->definition->kind != OpKind::Matmul)
+    fail<ScheduleError>("epilogue_store(", tv->name, "): the epilogue store is set on the matmul tensor");
+  if (kind != "tma" && kind != "direct")
+    fail<ScheduleError>("epilogue_store(", tv->name, "): kind '", kind, "' is not one of 'tma' (shared memory + TMA "
+                        "store) or 'direct' (per-thread global stores)");
+  tv->epilogueStore = kind;
 }
 
 std::string MatmulTiling::str() const {

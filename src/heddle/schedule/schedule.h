@@ -33,6 +33,10 @@ constexpr int kMaxSplitK = 16;
 // "Stream-K"). 0 = off; at most kMaxStreamK.
 void streamK(TensorView* tv, int ctas);
 constexpr int kMaxStreamK = 1024;
+// epilogue_store(kind): how the sm_90a warp-specialized kernels write the output tile: "tma" (staged through
+// shared memory with stmatrix, written by TMA stores; docs/hopper.md "The TMA-store epilogue") or "direct"
+// (every thread stores its fragment to global memory).
+void epilogueStore(TensorView* tv, const std::string& kind);
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);

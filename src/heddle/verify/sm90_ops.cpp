@@ -193,6 +193,8 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
   const uint32_t inst = c.newInst(e, t, 0, 0);
   for (int i = 0; i < n; ++i) {
     const int lr = f.row(t.lane, i), lc = f.col(t.lane, i);
+    const bool chunk = e.colEnd > e.colBegin;  // a column chunk of the tile into `to` at lc - colBegin
+    if (chunk && (lc < e.colBegin || lc >= e.colEnd)) continue;
     if (e.raw) {
       writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc, e), inst, t.acc[i]);
       continue;
@@ -209,7 +211,7 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob, &fromSmem);
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
-    if (e.to) writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc, e), inst, v);
+    if (e.to) writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc - (chunk ? e.colBegin : 0), e), inst, v);
     else storeD(c, t, e, inst, row, col, v);
   }
   if (!e.from) {

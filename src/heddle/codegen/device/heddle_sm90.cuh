@@ -36,6 +36,7 @@
 // layout code here; the harness checks that the two agree (tests/test_hopper_device.py).
 #pragma once
 #include "heddle/heddle_types.cuh"
+#include "heddle/heddle_math.cuh"
 
 namespace heddle {
 
@@ -95,6 +96,67 @@ template <> struct IsBf16<bf16> { static constexpr bool value = true; };
 __forceinline__ unsigned smem_u32(const void* p) { return emu::smem_offset(p); }
 #else
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#endif
+
+#ifndef HEDDLE_HOST_EMULATION  // printed kernels only
+// ---- the staged epilogue: packed pairs and stmatrix ------------------------------------------
+
+// Two adjacent output elements in one 32-bit register, the lower column in the lower half (the
+// layout stmatrix stores): one cvt.rn.{bf16x2,f16x2}.f32 on the device (it packs its first source
+// into the upper half).
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+  static_assert(sizeof(T) == 2, "pack2: 16-bit element types only");
+  unsigned r;
+#if defined(__CUDA_ARCH__)
+  if constexpr (IsBf16<T>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  r = (unsigned)from_float<T>(lo).bits | ((unsigned)from_float<T>(hi).bits << 16);
+#endif
+  return r;
+}
+
+// Two adjacent columns of one fragment row: the staged epilogue's register type (one pair program).
+struct pairf {
+  float x, y;
+};
+
+// A 16-bit pair of a shared tile read as one 32-bit word (`first` at an even element index).
+template <typename T>
+__device__ __forceinline__ pairf unpack2(const T& first) {
+  const unsigned w = *reinterpret_cast<const unsigned*>(&first);
+  T lo, hi;
+  lo.bits = (unsigned short)(w & 0xffffu);
+  hi.bits = (unsigned short)(w >> 16);
+  return {to_float(lo), to_float(hi)};
+}
+
+// The transcendental activations on a pair, out of line: one copy per kernel that every fragment pair
+// calls, so the epilogue's code (and NVRTC + ptxas time) does not grow with the accumulator count.
+namespace ool {
+static __device__ __noinline__ pairf gelu_erf(pairf v) { return {heddle::gelu_erf(v.x), heddle::gelu_erf(v.y)}; }
+static __device__ __noinline__ pairf gelu_tanh(pairf v) { return {heddle::gelu_tanh(v.x), heddle::gelu_tanh(v.y)}; }
+static __device__ __noinline__ pairf silu(pairf v) { return {heddle::silu(v.x), heddle::silu(v.y)}; }
+static __device__ __noinline__ pairf sigmoid(pairf v) { return {heddle::sigmoid(v.x), heddle::sigmoid(v.y)}; }
+static __device__ __noinline__ pairf tanh(pairf v) { return {heddle::tanh(v.x), heddle::tanh(v.y)}; }
+}  // namespace ool
+
+// stmatrix.sync.aligned.m8n8.x4.shared.b16 (PTX ISA 7.8, sm_90): a warp collective storing four 8x8
+// matrices of 16-bit elements. Lane l gives the address of row l%8 of matrix l/8 (16 contiguous,
+// 16-byte-aligned bytes) and holds in r<i> row l/4, columns 2*(l%4) and 2*(l%4)+1 of matrix i.
+__device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+#if defined(HEDDLE_INTERPRET)
+  const unsigned regs[4] = {r0, r1, r2, r3};
+  ::heddle_rt::stmatrix_sync_aligned_m8n8(4, regs, smem_u32(row));
+#else
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(row)), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
 #endif
 
 // ---- mbarriers ------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ void cp_async_shared_global(uint32_t dst, const void* src, int cp_bytes, int src
 void cp_async_commit_group();
 void cp_async_wait_group(int n);
 void ldmatrix_sync_aligned_m8n8(int num, bool trans, uint32_t* regs, uint32_t addr);
+// sm_90: stmatrix.sync.aligned.m8n8.x{num}.shared.b16 (a warp collective: each lane's row address, num registers)
+void stmatrix_sync_aligned_m8n8(int num, const uint32_t* regs, uint32_t addr);
 void mma_sync_aligned_m16n8k16_row_col_f32(bool bf16, float* d, const uint32_t* a, const uint32_t* b);
 
 // sm_90a: mbarriers, fences, registers, named barriers

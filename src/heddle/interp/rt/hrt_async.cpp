@@ -150,6 +150,43 @@ void ldmatrix_sync_aligned_m8n8(int num, bool trans, uint32_t* regs, uint32_t ad
              });
 }
 
+void stmatrix_sync_aligned_m8n8(int num, const uint32_t* regs, uint32_t addr) {
+  const void* pc = __builtin_return_address(0);
+  if (!(num == 1 || num == 2 || num == 4)) abort_cta("stmatrix at " + pcs(pc) + " with ." + std::to_string(num) + " matrices");
+  struct In { uint32_t addr; uint32_t regs[4]; };
+  In in{addr, {0, 0, 0, 0}};
+  std::memcpy(in.regs, regs, sizeof(uint32_t) * num);
+  collective(32, num == 4 ? "stmatrix.x4" : num == 2 ? "stmatrix.x2" : "stmatrix.x1", pc, &in, nullptr,
+             [&](void** ins, void**) {
+               // each lane's 16-byte row write is that lane's own generic-proxy store (its fence.proxy.async covers it)
+               struct LaneSink : ptx::Access {
+                 const void* pc;
+                 uint32_t rows[32];
+                 int num;
+                 void write(uint32_t off, uint32_t bytes) override {
+                   Cta& c = cta();
+                   for (uint32_t o = off; o < off + bytes; o += 16)
+                     for (int l = 0; l < 8 * num; ++l)
+                       if (o >= rows[l] && o < rows[l] + 16) {
+                         Fiber& f = *c.fibers[(me().tid / 32) * 32 + l];
+                         smem_access(o, 16, true, f.tid, f.vc[f.tid], f.tid, f.vc, pc, false, "stmatrix");
+                         break;
+                       }
+                 }
+               } sink;
+               sink.pc = pc;
+               sink.num = num;
+               uint32_t vals[32][4];
+               for (int l = 0; l < 32; ++l) {
+                 auto* x = static_cast<In*>(ins[l]);
+                 sink.rows[l] = x->addr;
+                 std::memcpy(vals[l], x->regs, sizeof vals[l]);
+               }
+               std::string err = ptx::stmatrix(num, run().smem, run().smem_bytes, sink.rows, vals, &sink);
+               if (!err.empty()) abort_cta("stmatrix at " + pcs(pc) + ": " + err);
+             });
+}
+
 void mma_sync_aligned_m16n8k16_row_col_f32(bool bf16, float* d, const uint32_t* a, const uint32_t* b) {
   const void* pc = __builtin_return_address(0);
   struct In { const uint32_t* a; const uint32_t* b; };
@@ -492,6 +529,8 @@ void cp_async_bulk_tensor_store(const void* map, int rank, const int* coords, ui
     ptx::tma_report(b, src, &sink, false);
   }
   c.stores.push_back(p);
+  f.bulk_store_group = p.group;
+  f.bulk_store_pc = pc;
 }
 
 void cp_async_bulk_commit_group() {
@@ -504,6 +543,7 @@ void cp_async_bulk_wait_group_read(int n) {
   Fiber& f = me();
   tick();
   retire_groups(c.stores, f.bulk_committed, n, c.agent_bulk(f.tid), perform_store);
+  f.bulk_read_waited = std::max(f.bulk_read_waited, f.bulk_committed - n);
 }
 
 // ---- the scheduler's side -----------------------------------------------------------------------
@@ -552,6 +592,12 @@ void finish_cta_async() {
   if (!c.copies.empty())
     finding("async", std::to_string(c.copies.size()) + " cp.async copies still in flight when CTA " +
                          std::to_string(c.linear) + " exits (no wait_group drains them)");
+  for (auto& f : c.fibers)  // the shared memory a bulk store reads is the CTA's: it must have been read first
+    if (f->bulk_store_group > f->bulk_read_waited)
+      finding("async", who(f->tid) + " ends CTA " + std::to_string(c.linear) + " with the TMA store issued at " +
+                           pcs(f->bulk_store_pc) + " (bulk group " + std::to_string(f->bulk_store_group) +
+                           ") not waited for by cp.async.bulk.wait_group.read: the CTA's shared memory may be "
+                           "reused before the store has read it");
   for (auto& p : c.stores) perform_store(p);  // bulk stores finish after exit: their writes count
   if (!c.wgmmas.empty())
     finding("async", "wgmma results still pending when CTA " + std::to_string(c.linear) + " exits (no wgmma.wait_group)");

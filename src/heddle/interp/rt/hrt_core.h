@@ -44,6 +44,10 @@ struct Fiber {
   const void* wait_pc = nullptr;
   VC vc;
   int cp_committed = 0, bulk_committed = 0, wg_committed = 0;
+  // bulk stores: the group of the last one issued, and the groups whose shared-memory reads a
+  // cp.async.bulk.wait_group.read has waited for (the CTA must not end before they were read)
+  int bulk_store_group = 0, bulk_read_waited = 0;
+  const void* bulk_store_pc = nullptr;
   int vm_issued = 0;          // AMD: LDS DMA ops this lane took part in (its wave's vmcnt ordinal)
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
   int regs = 0;               // setmaxnreg budget (0: none set)

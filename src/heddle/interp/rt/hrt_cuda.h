@@ -41,6 +41,9 @@
 #define __forceinline__ inline
 #endif
 #define __launch_bounds__(...)
+#ifndef __noinline__
+#define __noinline__ __attribute__((noinline))
+#endif
 #define __grid_constant__
 #define __shared__ thread_local
 #define __align__(n) __attribute__((aligned(n)))

@@ -198,6 +198,40 @@ inline std::string hexstr(uint64_t v) {
 // ================================================================================================
 
 // ------------------------------------------------------------------------------------------------
+// stmatrix.sync.aligned.m8n8.x{num}.shared.b16 (PTX ISA "stmatrix", 7.8, sm_90): the inverse of ldmatrix
+// without .trans -- lane 8i+r gives the 16-byte-aligned address of row r of matrix i; lane l holds in
+// in[l][i] row l/4, columns 2*(l%4) (lower 16 bits) and 2*(l%4)+1 (upper) of matrix i.
+// ------------------------------------------------------------------------------------------------
+inline std::string stmatrix(int num, uint8_t* smem, uint32_t smem_bytes, const uint32_t row_off[32],
+                            const uint32_t in[32][4], Access* acc) {
+  if (num != 1 && num != 2 && num != 4)
+    return "stmatrix: .num must be x1, x2 or x4 (got " + std::to_string(num) + ")";
+  for (int lane = 0; lane < 8 * num; ++lane) {
+    const uint32_t a = row_off[lane];
+    if (a & 15u)
+      return "stmatrix: row address " + hexstr(a) + " supplied by lane " + std::to_string(lane) + " (matrix " +
+             std::to_string(lane / 8) + " row " + std::to_string(lane % 8) + ") is not 16-byte aligned";
+    if (uint64_t(a) + 16 > smem_bytes)
+      return "stmatrix: row address " + hexstr(a) + " supplied by lane " + std::to_string(lane) +
+             " is outside the shared window of " + std::to_string(smem_bytes) + " bytes";
+  }
+  for (int mi = 0; mi < num; ++mi)
+    for (int r = 0; r < 8; ++r) {
+      uint16_t row[8];
+      for (int w = 0; w < 4; ++w) {  // the row's four 32-bit words come from lanes 4r .. 4r+3
+        row[2 * w] = uint16_t(in[4 * r + w][mi] & 0xffffu);
+        row[2 * w + 1] = uint16_t(in[4 * r + w][mi] >> 16);
+      }
+      std::memcpy(smem + row_off[mi * 8 + r], row, 16);
+    }
+  if (acc) {
+    RangeBatcher rb(acc, true);
+    for (int lane = 0; lane < 8 * num; ++lane) rb.add(row_off[lane], 16);
+  }
+  return "";
+}
+
+// ------------------------------------------------------------------------------------------------
 // ldmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16
 // ------------------------------------------------------------------------------------------------
 inline std::string ldmatrix(int num, bool trans, const uint8_t* smem, uint32_t smem_bytes,

@@ -1,0 +1,163 @@
+// tma_store_epilogue: the two-role cooperative sm_90a kernel with epilogue_store("tma") stages its output
+// tile through shared memory and writes it with TMA stores (sync-case 11), instead of every MMA thread
+// storing its fragment to global memory behind a bounds check per element.
+//
+// The tile is written in column chunks of C = 128 bytes / element size (one 128-byte swizzle box: 64
+// bf16 columns), c = 0 .. bn/C-1, through sD[sd] (sd = 2 stages when shared memory holds them, else 1).
+// Chunk q = tl * (bn/C) + c of the CTA's walk uses stage q % sd.
+//
+// Before (warp_specialize, role mma, per tile):
+//   ... wgmma.wait_group(0); epilogue store -> D
+// After:
+//   for c in [0, bn/C):                                       # unrolled: constant fragment columns
+//     if (warp 4 elected) bulk.wait_group.read(sd-1)          # WAR sD[q%sd]: the store of chunk q-sd read it
+//     bar.sync 2, mma threads                                 # ... before any thread rewrites it
+//     epilogue store -> sD[q%sd] (columns [c*C, (c+1)*C))     # stmatrix, pairs of columns
+//     fence.proxy.async                                       # each writer: generic -> async proxy
+//     bar.sync 2, mma threads                                 # every fenced write before the store
+//     if (warp 4 elected) { tma_store sD[q%sd] -> D (m0, n0 + c*C); bulk.commit_group }
+//   (after the tile loop) if (warp 4 elected) bulk.wait_group.read(0)   # sD outlives its last store
+// The store's bounds clip the ragged edges of D (no per-element check); the TMA-loaded bias ring and
+// the ring syncs around the epilogue store stay as they were.
+#include "heddle/lower/passes/hopper_build.h"
+
+namespace heddle::passes {
+
+using namespace hopper;
+
+namespace {
+
+struct Found {
+  kir::Block* tileBody = nullptr;  // the tile loop's body, holding the epilogue store
+  size_t at = 0;
+  kir::Block* roleBody = nullptr;  // the block holding the tile loop
+  size_t loopAt = 0;
+};
+
+// The direct epilogue store of the MMA role (registers -> D) and the blocks around it.
+bool findStore(kir::Block& b, Found& f) {
+  for (size_t i = 0; i < b.stmts.size(); ++i) {
+    auto& n = *b.stmts[i];
+    if (n.kind == kir::NodeKind::For) {
+      auto& body = static_cast<kir::ForLoop&>(n).body;
+      for (size_t j = 0; j < body.stmts.size(); ++j) {
+        auto& m = *body.stmts[j];
+        if (m.kind != kir::NodeKind::EpilogueStore) continue;
+        auto& e = static_cast<kir::EpilogueStore&>(m);
+        if (e.from || e.to || e.raw) continue;
+        f = {&body, j, &b, i};
+        return true;
+      }
+      if (findStore(body, f)) return true;
+    } else if (n.kind == kir::NodeKind::If) {
+      auto& x = static_cast<kir::IfThenElse&>(n);
+      if (findStore(x.thenBody, f) || findStore(x.elseBody, f)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void tmaStoreEpilogue(LowerContext& c) {
+  auto& t = c.tiling;
+  auto& h = t.hopper;
+  auto& k = c.kernel;
+  if (!h.mmaTmaStore) return;
+  Found f;
+  if (!findStore(k.body, f))
+    fail<HeddleError>("tma_store_epilogue: the MMA role of ", k.name, " has no direct epilogue store");
+  const int cols = h.storeCols, chunks = t.bn / cols, sd = h.storeStages, mmaThreads = 128 * h.mmaWarpgroups;
+  const int first = 4, barId = 2;  // the MMA role's first warp; bar.sync 1 is the epilogue role's
+  auto sDb = std::make_unique<kir::Buffer>();
+  sDb->name = "sD";
+  sDb->role = "D";
+  sDb->memory = MemoryType::Shared;
+  sDb->dtype = k.outDtype;
+  sDb->stages = sd;
+  sDb->rows = t.bm;
+  sDb->cols = cols;
+  sDb->align = 1024;  // a 128-byte swizzled TMA box
+  kir::Buffer* sD = k.addBuffer(std::move(sDb));
+  kir::Param pd;
+  pd.kind = kir::Param::TensorMap;
+  pd.name = "tmD";
+  pd.tensor = "D";
+  k.params.push_back(pd);
+  k.tensorMaps.push_back({"tmD", "D", cols, t.bm, 128, false});
+
+  // `if (warp 4 elected) cp.async.bulk.wait_group.read(n)`, the WAR edge tma_store reads -> `next`
+  auto waitRead = [&](int n, const std::string& next, const std::string& why) {
+    auto w = electOne(first);
+    const std::string to = next == "the end of the CTA" ? "exit" : "epilogue";
+    w->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkWaitRead,
+                                         {"WAR sD (tma_store -> " + to + ")", "tma_store reads of sD", next, "sD", "",
+                                          "cp.async.bulk.wait_group.read(" + std::to_string(n) + "): " + why},
+                                         n));
+    return w;
+  };
+  auto& epi = static_cast<kir::EpilogueStore&>(*f.tileBody->stmts[f.at]);
+  auto barrier = [&](Why why) {  // bar.sync 2 over the MMA warpgroups
+    why.mechanism = "named barrier (" + std::to_string(mmaThreads) + " MMA threads): " + why.mechanism;
+    auto b = makeSync(k, kir::SyncKind::NamedBarrier, why, barId);
+    b->count = mmaThreads;
+    return b;
+  };
+  std::vector<kir::NodePtr> seq;
+  for (int ch = 0; ch < chunks; ++ch) {
+    IExpr q = var("tl") * chunks + ch, st = q % sd;
+    const std::string col = " (columns " + std::to_string(ch * cols) + ".." + std::to_string(ch * cols + cols - 1) + ")";
+    seq.push_back(waitRead(sd - 1, "epilogue writes of sD",
+                           "the store of chunk q-" + std::to_string(sd) + " (the last one from this slot) has read sD "
+                           "before the barrier lets the MMA threads rewrite it" + col));
+    seq.push_back(barrier({"WAR sD (tma_store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
+                           "thread 128's wait_group.read happens before every thread's rewrite of the slot" + col}));
+    auto st1 = kir::clone(epi, {});
+    auto& e = static_cast<kir::EpilogueStore&>(*st1);
+    e.to = sD;
+    e.toStage = st;
+    e.colBegin = ch * cols;
+    e.colEnd = ch * cols + cols;
+    seq.push_back(std::move(st1));
+    seq.push_back(makeSync(
+        k, kir::SyncKind::FenceProxyAsync,
+        {"RAW sD (stmatrix -> tma_store)", "epilogue writes of sD (generic proxy)", "tma_store reads (async proxy)",
+         "sD", "",
+         "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
+         "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" + col}));
+    seq.push_back(barrier({"RAW sD (stmatrix -> tma_store)", "epilogue writes of sD", "tma_store reads of sD", "sD", "",
+                           "every fenced write of the chunk happens before thread 128 issues its TMA store" + col}));
+    auto issue = electOne(first);
+    auto ts = std::make_unique<kir::TmaStore>();
+    ts->src = sD;
+    ts->stage = st;
+    ts->tensorMap = "tmD";
+    ts->row0 = var("m0");
+    ts->col0 = var("n0") + ch * cols;
+    ts->iter = q;
+    issue->thenBody.stmts.push_back(std::move(ts));
+    issue->thenBody.stmts.push_back(
+        makeSync(k, kir::SyncKind::BulkCommit,
+                 {"group tma_store sD", "", "", "sD", "",
+                  "close the bulk group of this chunk's store so wait_group.read can retire it" + col}));
+    seq.push_back(std::move(issue));
+  }
+  auto& stmts = f.tileBody->stmts;
+  stmts.erase(stmts.begin() + f.at);
+  stmts.insert(stmts.begin() + f.at, std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
+
+  // the CTA's shared memory must outlive the reads of its last stores
+  f.roleBody->stmts.insert(f.roleBody->stmts.begin() + f.loopAt + 1,
+                           waitRead(0, "the end of the CTA",
+                                    "after the last tile: the CTA's shared memory stays valid until its last TMA store "
+                                    "has read it"));
+  // sD is allocated with the other shared buffers at the top of the kernel
+  size_t at = 0;
+  while (at < k.body.stmts.size() && k.body.stmts[at]->kind == kir::NodeKind::Alloc) ++at;
+  k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Alloc>(sD));
+  k.name += "_tmas" + std::to_string(sd);
+  k.syncPlan.summary += "; TMA store of D in " + std::to_string(chunks) + " chunk(s) of " + std::to_string(cols) +
+                        " columns through sD[" + std::to_string(sd) + "] (stmatrix, bar.sync 2)";
+}
+
+}  // namespace heddle::passes
