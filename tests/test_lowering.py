@@ -16,7 +16,7 @@ def lower(stages, prefetch, kind="cp_async", **kw):
 
 def test_pass_list_order():
     assert heddle.pass_names() == ["validate_schedule", "build_matmul_loops", "build_epilogue", "split_k",
-                                   "warp_specialize", "circular_buffer", "tma_pipeline", "plan_smem", "insert_syncs",
+                                   "warp_specialize", "tcgen05_specialize", "circular_buffer", "tma_pipeline", "plan_smem", "insert_syncs",
                                    "reduce_splits", "check_uniformity"]
 
 

@@ -24,6 +24,8 @@ std::string tileD(const kir::Kernel& k) {
          dtypeCudaName(k.outDtype) + ">";
 }
 
+}  // namespace
+
 // The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
 // operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile's (lr,) lc.
 void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
@@ -67,6 +69,8 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
     os << "\n";
   }
 }
+
+namespace {
 
 // Every epilogue of a wgmma kernel: registers -> D, registers -> sC (raw staging), or sC -> sD for the
 // TMA store. The printer spells out one statement per fragment element (a macro over compile-time

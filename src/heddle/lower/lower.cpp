@@ -6,6 +6,7 @@
 //   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
+//   tcgen05_specialize  Blackwell roles (sm_100a)         -> load warp, tcgen05 MMA warp, epilogue warpgroup; TMEM ring
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
@@ -25,6 +26,7 @@ const std::vector<Pass>& passList() {
       {"build_epilogue", passes::buildEpilogue},
       {"split_k", passes::splitK},
       {"warp_specialize", passes::warpSpecialize},
+      {"tcgen05_specialize", passes::tcgen05Specialize},
       {"circular_buffer", passes::circularBuffer},
       {"tma_pipeline", passes::tmaPipeline},
       {"plan_smem", passes::planSmem},

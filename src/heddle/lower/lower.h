@@ -52,6 +52,7 @@ void insertSyncs(LowerContext&);
 void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
+void tcgen05Specialize(LowerContext&);  // passes/tcgen05_specialize.cpp (Blackwell roles)
 void splitK(LowerContext&);           // passes/split_k.cpp
 void reduceSplits(LowerContext&);     // passes/reduce_splits.cpp (after insert_syncs)
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
