@@ -9,7 +9,8 @@
 //   alloc sA, sB, full[s], empty[s], accFull[a], accEmpty[a], tmem_slot; let bid
 //   if (tid == 0) { init full[*] (1), empty[*] (1), accFull[*] (1), accEmpty[*] (128) }
 //   if (warp == 1) { tcgen05.alloc tmem_slot, C columns; tcgen05.relinquish_alloc_permit }
-//   tcgen05.fence::before_thread_sync; block_sync; tcgen05.fence::after_thread_sync
+//   tcgen05.fence::before_thread_sync; block_sync      (each role's first tensor-memory use follows its
+//                                                        fence::after_thread_sync after a ring wait)
 //   if (warp < 4) {                                                # warpgroup 0: load and mma
 //     setmaxnreg.dec R
 //     if (tid == 0)  for tl { let tile, m0, n0; for kt {              # role load (warp 0, elected)
@@ -202,10 +203,6 @@ void tcgen05Specialize(LowerContext& c) {
                           {"init mbarriers, tmem_slot", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init and warp 1's tcgen05.alloc must be visible to "
                            "every role before it arrives, waits or reads tmem_slot (roles diverge after it)"}));
-  body.push_back(tcgenOp(k, kir::SyncKind::TcgenFenceAfter, slot, 0,
-                         {"acquire tmem_slot", "tcgen05.alloc", "every role's tensor-memory use", "tmem_slot", "",
-                          "tcgen05.fence::after_thread_sync: tensor-memory accesses after the block barrier are "
-                          "ordered after the allocation"}));
   const IExpr tilesCta = ceilDiv(ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn) - var("bid"), var("num_ctas"));
   IExpr kt = var("kt"), tl = var("tl"), g = tl * nk + kt;
 
