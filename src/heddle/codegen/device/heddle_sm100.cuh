@@ -4,7 +4,7 @@
 // Everything else (mbarriers, TMA, swizzled tiles, setmaxnreg, elect.sync) is heddle_sm90.cuh's.
 // The PTX facts this rests on are listed in docs/blackwell.md (PTX ISA 9.7.16); nothing here has run
 // on a B200: the encodings are checked by NVRTC (syntax) and by the CPU interpreter's independent
-// model of them (src/heddle/interp/rt/hrt_ptx_tcgen05.h), not by hardware.
+// model of them (src/heddle/interp/rt/hrt_ptx_tcgen05.h, under HEDDLE_INTERPRET), not by hardware.
 //
 // MmaSm100<BM, BN, BK, A_KMAJOR, B_KMAJOR, T>: BM = 128 (cta_group::1), BN a multiple of 64 up to 256.
 //   Operand stages are the Hopper TmaTile layouts (1024-byte aligned, 32/64/128-byte swizzle); the
@@ -17,6 +17,7 @@
 //   Instruction descriptor (kind::f16, table 42): D f32 (1 at bits 4-5), A/B f16 0 or bf16 1 (7-9,
 //   10-12), transpose A/B = MN-major (15, 16), N>>3 (17-22), M>>4 (24-28).
 #pragma once
+#include "heddle/heddle_math.cuh"
 #include "heddle/heddle_sm90.cuh"
 
 namespace heddle {
@@ -24,28 +25,60 @@ namespace sm100 {
 
 using u64 = unsigned long long;
 
+// Under HEDDLE_INTERPRET every primitive calls the execution runtime (src/heddle/interp/rt/hrt_tcgen05.cpp).
 __device__ __forceinline__ void tmem_alloc(unsigned* slot, int ncols) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_alloc(sm90::smem_u32(slot), ncols);
+#else
   asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;\n" ::"r"(sm90::smem_u32(slot)),
                "r"(ncols)
                : "memory");
+#endif
 }
 __device__ __forceinline__ void tmem_relinquish() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_relinquish_alloc_permit();
+#else
   asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void tmem_dealloc(unsigned addr, int ncols) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_dealloc(addr, ncols);
+#else
   asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;\n" ::"r"(addr), "r"(ncols) : "memory");
+#endif
 }
-__device__ __forceinline__ void fence_before() { asm volatile("tcgen05.fence::before_thread_sync;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_after() { asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_before() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_fence(true);
+#else
+  asm volatile("tcgen05.fence::before_thread_sync;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fence_after() {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_fence(false);
+#else
+  asm volatile("tcgen05.fence::after_thread_sync;\n" ::: "memory");
+#endif
+}
 
 // One arrival on `bar` once every earlier tcgen05 operation of this thread has completed.
 __device__ __forceinline__ void commit(u64* bar) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_commit(sm90::smem_u32(bar));
+#else
   asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];\n" ::"r"(
                    sm90::smem_u32(bar))
                : "memory");
+#endif
 }
 
 __device__ __forceinline__ void mma_f16_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, int accumulate) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_mma_f16_ss(d, a_desc, b_desc, idesc, accumulate);
+#else
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -54,12 +87,17 @@ __device__ __forceinline__ void mma_f16_ss(unsigned d, u64 a_desc, u64 b_desc, u
       "}\n" ::"r"(d),
       "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(accumulate)
       : "memory");
+#endif
 }
 
 // 32 consecutive columns from `addr` (lane = the warp's quarter, 32x32b: thread t gets lane + t), in
 // registers once tcgen05.wait::ld returned.
 __device__ __forceinline__ void tmem_load_32(unsigned addr, float (&v)[32]) {
   unsigned r[32];
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_ld_32x32b(32, addr, r);
+  ::heddle_rt::tcgen05_wait_ld();
+#else
   asm volatile(
       "tcgen05.ld.sync.aligned.32x32b.x32.b32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, [%32];\n"
@@ -70,8 +108,9 @@ __device__ __forceinline__ void tmem_load_32(unsigned addr, float (&v)[32]) {
       : "r"(addr)
       : "memory");
   asm volatile("tcgen05.wait::ld.sync.aligned;\n" ::: "memory");
+#endif
 #pragma unroll
-  for (int j = 0; j < 32; ++j) v[j] = __uint_as_float(r[j]);
+  for (int j = 0; j < 32; ++j) v[j] = f32_bits(r[j]);
 }
 
 }  // namespace sm100
