@@ -258,7 +258,7 @@ def test_role_unknown_option():
     with pytest.raises(ScheduleError) as ei:
         C.validate_roles({"load": {"warps": 1, "regs": 40}, "mma": 4})
     msg = str(ei.value)
-    assert "role 'load' has unknown option 'regs'" in msg and "warps=, warpgroups= and registers=" in msg
+    assert "role 'load' has unknown option 'regs'" in msg and "warps=, warpgroups=, registers= and (the sm_100a epilogue) stages=" in msg
 
 
 ROLES = {"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}}

@@ -204,7 +204,7 @@ _SYNC_LINE = _re.compile(
     r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
     r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
     r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\(|"
-    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\)|"
+    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\)|sm100::commit\(|sm100::tmem_alloc\(|sm100::tmem_dealloc\(|"
     r"barrier_(?:init|join|signal|signal_isfirst|wait)<[\d, ]+>\(\)|barrier_leave\(\))|"
     r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
 _SPLIT = _re.compile(r"heddle::barrier_(signal|wait)(?:<\d+>)?\(\);")  # split (-1) or named (gfx1250)

@@ -54,9 +54,10 @@ static std::vector<Role> toRoles(const py::dict& roles) {
         auto key = kk.cast<std::string>();
         if (key == "warps" || key == "warpgroups") role.warps = roleWarps(role.name, key, vv.cast<int64_t>());
         else if (key == "registers") role.registers = vv.cast<int>();
+        else if (key == "stages") role.stages = vv.cast<int>();
         else
           fail<ScheduleError>("warp_specialize: role '", role.name, "' has unknown option '", key,
-                              "'; a role takes warps=, warpgroups= and registers=");
+                              "'; a role takes warps=, warpgroups=, registers= and (the sm_100a epilogue) stages=");
       }
     }
     r.push_back(role);

@@ -1,6 +1,7 @@
 // CUDA spellings for the C-like printer: includes of the device runtime headers, kernel
 // qualifiers, and the sync ops (block_sync, cp.async commit/wait).
 #include "heddle/codegen/printer.h"
+#include "heddle/codegen/sm100_printer.h"
 #include "heddle/codegen/sm90_printer.h"
 
 namespace heddle {
@@ -20,7 +21,10 @@ class CudaPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_copy.cuh\"\n"
        << "#include \"heddle/heddle_mma_sm80.cuh\"\n"
        << (k.tile.wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
-       << (k.splitK > 1 || k.streamK > 0 ? "#include \"heddle/heddle_grid.cuh\"\n" : "")
+       << (k.tile.tcgen05 ? "#include \"heddle/heddle_sm100.cuh\"
+" : "")
+       << (k.splitK > 1 || k.streamK > 0 ? "#include \"heddle/heddle_grid.cuh\"
+" : "")
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
        << "#define heddle_max(a, b) ((a) > (b) ? (a) : (b))\n\n";
@@ -40,11 +44,13 @@ class CudaPrinter : public CLikePrinter {
       default: break;
     }
     std::string h = sm90print::syncOp(*k_, s);  // Hopper ops (codegen/sm90_printer.cpp)
+    if (h.empty()) h = sm100print::syncOp(*k_, s);  // tcgen05 ops (codegen/sm100_printer.cpp)
     if (h.empty()) fail<HeddleError>("CUDA printer: no spelling for ", kir::describe(s), " on ", target_.name);
     return h;
   }
   std::string mmaType(const kir::Kernel& k) override {
     if (k.tile.wgmma) return sm90print::mmaType(k);
+    if (k.tile.tcgen05) return sm100print::mmaType(k);
     const auto& t = k.tile;
     std::ostringstream os;
     os << "heddle::MmaSm80<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.warpsM << ", " << t.warpsN << ", "

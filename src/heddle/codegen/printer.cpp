@@ -1,6 +1,7 @@
 // The C-like printer shared by the CUDA and HIP backends.
 #include "heddle/codegen/printer.h"
 
+#include "heddle/codegen/sm100_printer.h"
 #include "heddle/codegen/sm90_printer.h"
 
 #include <cstdlib>
@@ -30,7 +31,8 @@ std::string CLikePrinter::bufferPtr(const kir::Buffer& b, const kir::IExpr& stag
 }
 
 void CLikePrinter::node(const kir::Node& n, int d) {
-  if (sm90print::printNode(os_, *k_, n, ind(d))) return;  // Hopper nodes (codegen/sm90_printer.cpp)
+  if (sm100print::printNode(os_, *k_, n, ind(d))) return;  // Blackwell nodes (codegen/sm100_printer.cpp)
+  if (sm90print::printNode(os_, *k_, n, ind(d))) return;   // Hopper nodes (codegen/sm90_printer.cpp)
   switch (n.kind) {
     case kir::NodeKind::For: {
       auto& f = static_cast<const kir::ForLoop&>(n);
@@ -210,7 +212,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << kernelQualifiers(k) << " " << k.name << "(";
   for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
   os_ << ") {\n";
-  os_ << "  extern __shared__ __align__(" << (k.tile.wgmma ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
+  os_ << "  extern __shared__ __align__(" << (k.tile.wgmma || k.tile.tcgen05 ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
       << ";\n";
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x

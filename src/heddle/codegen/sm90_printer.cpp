@@ -32,6 +32,8 @@ std::string globalRead(const kir::EpiOp& op, const std::string& col) {
   return "heddle::to_float(" + op.tensorParam + "[" + (idx.empty() ? "0" : idx) + "])";
 }
 
+}  // namespace
+
 // The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
 // operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile's (lr,) lc.
 void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
@@ -67,6 +69,8 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
     os << "\n";
   }
 }
+
+namespace {
 
 // The epilogue program on a pair of adjacent columns (r0 = the two accumulators, each register a
 // heddle::sm90::pairf): element-wise arithmetic on both halves, transcendental activations by one

@@ -71,6 +71,7 @@ struct Role {
   std::string name;
   int warps = 0;
   int registers = 0;  // 0 = not set; else 24..256, multiple of 8
+  int stages = 0;     // the epilogue role on sm_100a: tensor-memory accumulator stages, 1 or 2 (0 = auto)
 };
 
 class TensorView {

@@ -44,6 +44,8 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->stageA = c->stageA.substitute(s);
       c->stageB = c->stageB.substitute(s);
       c->iter = c->iter.substitute(s);
+      c->accStage = c->accStage.substitute(s);
+      c->accumulate = c->accumulate.substitute(s);
       return c;
     }
     case NodeKind::SmemAccess: {

@@ -42,6 +42,12 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::BarrierSignalIsFirst: return "s_barrier_signal_isfirst";
     case SyncKind::GridRelease: return "grid.release";
     case SyncKind::GridWait: return "grid.wait";
+    case SyncKind::TmemAlloc: return "tcgen05.alloc";
+    case SyncKind::TmemRelinquish: return "tcgen05.relinquish_alloc_permit";
+    case SyncKind::TmemDealloc: return "tcgen05.dealloc";
+    case SyncKind::TcgenCommit: return "tcgen05.commit";
+    case SyncKind::TcgenFenceBefore: return "tcgen05.fence::before_thread_sync";
+    case SyncKind::TcgenFenceAfter: return "tcgen05.fence::after_thread_sync";
   }
   return "?";
 }
@@ -130,7 +136,7 @@ std::string describe(const Node& n) {
     }
     case NodeKind::MmaStep: {
       auto& m = static_cast<const MmaStep&>(n);
-      os << (m.wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
+      os << (m.tcgen05 ? "tcgen05.mma " : m.wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
          << m.stageB.str() << "] (k-tile " << m.iter.str() << ")";
       break;
     }
@@ -143,6 +149,7 @@ std::string describe(const Node& n) {
       if (s.buf && s.buf->role == "mbar") os << " " << s.buf->name << "[" << s.index.str() << "]";
       if (s.sync == SyncKind::MbarWait) os << " parity " << s.parity.str();
       if (s.sync == SyncKind::MbarInit) os << " count " << s.count;
+      if (s.sync == SyncKind::TmemAlloc || s.sync == SyncKind::TmemDealloc) os << " " << s.arg << " columns";
       if (s.sync == SyncKind::MbarArriveExpectTx) os << " tx " << s.arg;
       if (s.sync == SyncKind::SetMaxNReg) os << (s.count > 0 ? ".inc " : ".dec ") << s.arg;
       if (s.sync == SyncKind::NamedBarrier) os << " " << s.arg << ", " << s.count;

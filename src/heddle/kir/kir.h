@@ -124,6 +124,11 @@ struct MmaStep : Node {
   IExpr stageA, stageB;
   IExpr iter;
   bool wgmma = false;  // Hopper: asynchronous warpgroup MMA, its reads retired by wgmma.wait_group
+  // Blackwell (sm_100a, passes/tcgen05_specialize.cpp): one thread issues tcgen05.mma into the tensor-memory
+  // accumulator stage accStage (columns accStage * bn ..); accumulate == 0 on a tile's first k-tile
+  // (enable-input-d = 0: fresh columns hold no value). Asynchronous: it completes at the next tcgen05.commit.
+  bool tcgen05 = false;
+  IExpr accStage, accumulate;
 };
 
 // The fused epilogue: reads the accumulator fragment, applies the epilogue program, stores to
@@ -143,6 +148,9 @@ struct EpilogueStore : Node {
   IExpr toStage;
   bool raw = false;
   int warpShift = 0;
+  // Blackwell: the accumulators come from tensor-memory stage fromStage (tcgen05.ld 32x32b, wait::ld),
+  // one tile row per epilogue thread (warpShift: the epilogue warpgroup's first warp).
+  bool tmem = false;
   IExpr operandStage;  // the stage of the TMA-loaded epilogue operands (EpiOp::smem) this tile reads
   // A column chunk of the tile (colEnd > colBegin): only the fragment elements of tile columns
   // [colBegin, colEnd), written to column lc - colBegin of `to` (passes/tma_store_epilogue.cpp).
@@ -204,6 +212,13 @@ enum class SyncKind {
   GridRelease,        // one thread: fence.acq_rel.gpu; flags[index] = 1 (publishes the CTA's partial)
   GridWait,           // one thread: for j in [index, index + count): spin on ld.acquire.gpu flags[j] until
                       // set, then reset it to 0 (every flag is back to 0 after the launch)
+  // Blackwell (sm_100a, docs/blackwell.md): tensor memory and the tcgen05 ordering ops.
+  TmemAlloc,          // tcgen05.alloc (a whole warp): arg columns, address written to buf[0] (shared memory)
+  TmemRelinquish,     // tcgen05.relinquish_alloc_permit (a whole warp)
+  TmemDealloc,        // tcgen05.dealloc (the allocating warp): arg columns at the address in buf[0]
+  TcgenCommit,        // tcgen05.commit -> mbarrier buf[index]: one arrival once this thread's earlier tcgen05 ops completed
+  TcgenFenceBefore,   // tcgen05.fence::before_thread_sync
+  TcgenFenceAfter,    // tcgen05.fence::after_thread_sync
 };
 // The barrier id a split-barrier op names (BarrierSignal / BarrierWait default to the workgroup barrier).
 constexpr int kWorkgroupBarrier = -1;
@@ -337,7 +352,8 @@ struct Kernel {
   std::vector<ExtraOutput> extraOutputs;
   // matmul template parameters the printer passes to the device headers
   struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
-    bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0; } tile;  // wgmma: Hopper MmaSm90
+    bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
+    bool tcgen05 = false; int accStages = 0; int tmemCols = 0; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
   // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes

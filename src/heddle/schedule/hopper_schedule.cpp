@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "heddle/schedule/blackwell_schedule.h"
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
@@ -56,6 +57,11 @@ std::vector<HopperRole::Kind> roleKinds(const std::string& mm, const std::vector
 
 void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInfo& target, DType outDtype) {
   const std::string mm = t.mm->name;
+  for (auto& r : t.roles)
+    if (r.stages)
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages, ", the tensor-memory "
+                          "accumulator ring of the sm_100a kernel; ", target.name, " stages accumulators in shared "
+                          "memory as they fit: drop stages=");
   if (!h.warMbarrier)
     fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
                         "a warp-specialized ring releases its slots through empty mbarriers (drop war=)");
@@ -260,6 +266,10 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
 
 }  // namespace
 
+std::vector<HopperRole::Kind> hopperRoleKinds(const std::string& mm, const std::vector<Role>& roles) {
+  return roleKinds(mm, roles);
+}
+
 void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
   auto& h = t.hopper;
   const std::string mm = t.mm->name;
@@ -272,6 +282,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
     validateEpilogueStore(f, t, target);
     return;
   }
+  if (target.tcgen05) return validateBlackwellSchedule(f, target, t);  // schedule/blackwell_schedule.cpp
   if (!target.wgmma)
     fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,
                         " does not have in this build (sm_90a does); use ", target.loadKindsAvailable(), " on ", target.name);

@@ -63,8 +63,16 @@ struct HopperSchedule {
   // sD[storeStages] with stmatrix, and one elected thread writes each chunk with a TMA store.
   bool mmaTmaStore = false;
   int storeCols = 0, storeStages = 0;
+  // sm_100a (blackwell_schedule.h): the tcgen05 kernel -- load warp 0, MMA warp 1 (one thread issues
+  // tcgen05.mma into tensor memory), one epilogue warpgroup (warps 4-7); accStages tensor-memory
+  // accumulator stages of bn columns, tmemCols columns allocated (a power of two >= 32).
+  bool tcgen05 = false;
+  int tmemCols = 0;
   const HopperRole* role(HopperRole::Kind k) const;
 };
+
+// What each role of a warp-specialized matmul does, by name or by position (hopper_schedule.cpp).
+std::vector<HopperRole::Kind> hopperRoleKinds(const std::string& mm, const std::vector<Role>& roles);
 
 struct MatmulTiling;
 // Checks the Hopper rules and fills tiling.hopper (ScheduleError naming the rule otherwise).

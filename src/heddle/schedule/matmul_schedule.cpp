@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "heddle/schedule/schedule.h"
+#include "heddle/schedule/blackwell_schedule.h"
 
 namespace heddle {
 
@@ -263,6 +264,10 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulHopper(f, target, given);
+  }
+  if (target.tcgen05 && given.tma) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
+    auto ca = f.cachesOf(mm->definition->inputs[0]);
+    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulBlackwell(f, target, given);
   }
   if (!target.mmaSync)
     fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");

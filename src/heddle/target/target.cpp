@@ -27,6 +27,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   b.name = b.rtcArch = "sm_100a";
   b.wgmma = false;
   b.tcgen05 = true;
+  b.tmemColumns = 512;
   b.gridFlags = false;  // split-K is not lowered for the tcgen05 path yet
   t[b.name] = b;
 

@@ -21,6 +21,7 @@ struct TargetInfo {
   bool mbarrier = false;
   bool wgmma = false;         // Hopper warpgroup MMA
   bool tcgen05 = false;       // Blackwell tensor-memory MMA
+  int tmemColumns = 0;        // tensor-memory columns per CTA (128 lanes x tmemColumns 32-bit cells)
   bool mmaSync = false;       // warp-level mma.sync (sm_80+)
   bool setmaxnreg = false;
   bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)

@@ -251,6 +251,10 @@ class Cta {
   float asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g, const char* reader);
   void retireReads(Thread& t, AsyncReadGroup& g);
   void landTma(TmaOp& op);
+  // --- sm100_sim.cpp: tcgen05 (tensor memory, tcgen05.mma / commit / ld, the tcgen05 fences)
+  bool execSm100Sync(Thread& t, const kir::Sync& s);  // false: not a tcgen05 op
+  bool execSm100Leaf(Thread& t, const kir::Node& n);  // false: not a tcgen05 leaf
+  void sm100Finish();
 
  private:
   enum class Order { Ordered, Unordered, AfterIssue };  // AfterIssue: async write not yet ordered

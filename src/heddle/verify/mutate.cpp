@@ -73,6 +73,8 @@ const std::vector<MutationKind>& mutationKinds() {
                            kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit,
                            kir::SyncKind::WgmmaWait, kir::SyncKind::FenceProxyAsync, kir::SyncKind::NamedBarrier,
                            kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead,
+                           kir::SyncKind::TmemAlloc, kir::SyncKind::TmemDealloc, kir::SyncKind::TcgenCommit,
+                           kir::SyncKind::TcgenFenceBefore, kir::SyncKind::TcgenFenceAfter,
                            // split-K grid flags
                            kir::SyncKind::GridRelease, kir::SyncKind::GridWait});
        },

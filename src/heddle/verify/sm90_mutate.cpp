@@ -3,7 +3,7 @@
 //   flip_parity    mbarrier.try_wait.parity P -> parity (P + 1) % 2
 //   over_arrive    one more mbarrier.arrive right after an arrive (or arrive.expect_tx)
 //   under_arrive   mbarrier.init count n -> n + 1 (every phase misses one arrival)
-//   role_cycle     a wait moves to its partner barrier (full <-> empty, fullC <-> emptyC, order[c] <->
+//   role_cycle     a wait moves to its partner barrier (full <-> empty, fullC <-> emptyC, accFull <-> accEmpty, order[c] <->
 //                  order[1-c]): the producer then waits for what only it produces, the consumer for
 //                  what only it releases -- the two sides wait on each other
 #include "heddle/verify/mutate.h"
@@ -19,6 +19,8 @@ bool isSyncKind(const kir::Node& n, kir::SyncKind k) {
 std::string partnerName(const std::string& n) {
   if (n.rfind("full", 0) == 0) return "empty" + n.substr(4);
   if (n.rfind("empty", 0) == 0) return "full" + n.substr(5);
+  if (n.rfind("accFull", 0) == 0) return "accEmpty" + n.substr(7);  // the tcgen05 accumulator ring
+  if (n.rfind("accEmpty", 0) == 0) return "accFull" + n.substr(8);
   return n;
 }
 

@@ -233,6 +233,7 @@ static void execTmaStore(Cta& c, Thread& t, const kir::TmaStore& s) {
 }
 
 bool Cta::execSm90Leaf(Thread& t, const kir::Node& n) {
+  if (k.tile.tcgen05 && execSm100Leaf(t, n)) return true;  // sm100_sim.cpp
   switch (n.kind) {
     case kir::NodeKind::Let: {
       auto& l = static_cast<const kir::Let&>(n);

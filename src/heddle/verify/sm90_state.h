@@ -68,6 +68,11 @@ struct Sm90Thread {
   int namedBar = -1;                     // blocked in bar.sync
   const kir::Sync* namedNode = nullptr;
   std::vector<uint32_t> unfenced;        // cells written through the generic proxy since the last proxy fence
+  // sm100 (sm100_sim.cpp): the clock tcgen05 accesses are ordered by (the thread's clock at its last
+  // tcgen05.fence::after_thread_sync), and tcgen05 accesses not yet published (the cells of tcgen05.ld
+  // reads and of the allocation's writes, with their instances) until the next fence::before_thread_sync
+  std::vector<uint32_t> tcView;
+  std::vector<std::pair<uint32_t, uint32_t>> tcReads, tcWrites;
 };
 
 struct Sm90State {
@@ -80,6 +85,9 @@ struct Sm90State {
   std::vector<uint32_t> inflightInst;    // per cell: one of them (for messages)
   std::vector<uint32_t> fencedAt;        // per cell: the writer's clock at its proxy fence after the last generic write
   std::map<int, std::vector<int>> named; // bar.sync id -> waiting threads
+  // sm100: tensor memory (the accumulator buffer's cells: stages x 128 lanes x bn columns)
+  bool tmemLive = false, tmemEverAllocated = false, relinquished = false;
+  int tmemCols = 0;
 };
 
 }  // namespace heddle::verify

@@ -244,7 +244,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       w.clear();
       return true;
     }
-    default: return false;
+    default: return execSm100Sync(t, s);  // tcgen05 ops (sm100_sim.cpp)
   }
 }
 
@@ -312,6 +312,7 @@ std::string Cta::sm90Stuck() const {
 
 void Cta::sm90Finish() {
   if (!sm90.active || stopped) return;
+  sm100Finish();
   while (sm90Land(true)) {
   }
   for (auto& m : sm90.bars) {

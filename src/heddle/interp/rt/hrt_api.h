@@ -50,6 +50,18 @@ void wgmma_wait_group(int n);
 void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a,
                         int tnsp_b);
 
+// sm_100a: tensor memory and tcgen05 (hrt_tcgen05.cpp). alloc / relinquish / dealloc / ld are warp
+// collectives; mma and commit are issued by one thread; an mma runs (reads shared memory, writes tensor
+// memory) when the commit after it lands, which then arrives once on `bar`.
+void tcgen05_alloc(uint32_t slot, int ncols);
+void tcgen05_relinquish_alloc_permit();
+void tcgen05_dealloc(uint32_t taddr, int ncols);
+void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d);
+void tcgen05_commit(uint32_t bar);
+void tcgen05_ld_32x32b(int num, uint32_t taddr, uint32_t* regs);
+void tcgen05_wait_ld();
+void tcgen05_fence(bool before);
+
 // sm_90a: TMA (cp.async.bulk.tensor) and bulk groups
 void cp_async_bulk_tensor_load(uint32_t dst, const void* map, int rank, const int* coords, uint32_t bar);
 void cp_async_bulk_tensor_store(const void* map, int rank, const int* coords, uint32_t src);

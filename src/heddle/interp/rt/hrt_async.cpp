@@ -258,6 +258,25 @@ void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what
   if (m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
 }
 
+void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what) {
+  // called by the scheduler (a landing), outside any thread: findings, not abort_cta
+  Cta& c = cta();
+  auto it = c.mbars.find(bar);
+  if (it == c.mbars.end()) {
+    finding("error", std::string(what) + " at " + pcs(pc) + " arrives on shared offset " + std::to_string(bar) +
+                         ", where no mbarrier was initialised");
+    return;
+  }
+  Mbar& m = it->second;
+  vc_join(m.arrivals, vc);
+  if (m.pending <= 0) {
+    finding("async", std::string(what) + " at " + pcs(pc) + ": more arrivals than the mbarrier's count " +
+                         std::to_string(m.count) + " in one phase");
+    return;
+  }
+  if (--m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
+}
+
 void mbarrier_init(uint32_t bar, int count) {
   Cta& c = cta();
   Fiber& f = me();
@@ -564,10 +583,11 @@ bool land_one(bool random_pick) {
       land_tma(p);
       return true;
     }
-    return false;
+    return land_one_tcgen05(false);
   }
+  if (!c.tc_commits.empty() && (c.rng() & 3) == 0 && land_one_tcgen05(true)) return true;
   const size_t total = nt + copies.size() + stores.size();
-  if (!total) return false;
+  if (!total) return land_one_tcgen05(true);
   size_t k = c.rng() % total;
   if (k < nt) {
     PendingTma p = std::move(c.tmas[k]);
@@ -584,6 +604,7 @@ bool land_one(bool random_pick) {
 }
 
 void finish_cta_async() {
+  finish_cta_tcgen05();
   Cta& c = cta();
   if (!c.tmas.empty())
     finding("async", std::to_string(c.tmas.size()) + " TMA load(s) still in flight when CTA " + std::to_string(c.linear) +

@@ -24,6 +24,7 @@
 #include "heddle/interp/rt/hrt_abi.h"
 #include "heddle/interp/rt/hrt_api.h"
 #include "heddle/interp/rt/hrt_ptx.h"
+#include "heddle/interp/rt/hrt_ptx_tcgen05.h"
 
 namespace heddle_rt {
 
@@ -84,6 +85,22 @@ struct PendingWgmma {  // a thread's share of a wgmma: its accumulators land at 
   int tid, group;
   float* d;
   std::vector<float> result;
+};
+
+struct PendingTcMma {  // tcgen05.mma issued, not yet run: it runs when a later commit of its thread lands
+  int tid;
+  uint32_t d, idesc;
+  uint64_t a, b;
+  bool enable;
+  const void* pc;
+};
+
+struct PendingTcCommit {  // tcgen05.commit: runs its thread's earlier MMAs, then one arrival on `bar`
+  int tid;
+  uint32_t bar;
+  std::vector<PendingTcMma> mmas;
+  VC vc;           // the issuing thread's clock at the commit (what the arrival publishes)
+  const void* pc;
 };
 
 struct Mbar {
@@ -239,6 +256,10 @@ struct Cta {
   std::vector<PendingTma> tmas;
   std::vector<PendingStore> stores;
   std::vector<PendingWgmma> wgmmas;
+  // sm_100a (hrt_tcgen05.cpp): the CTA's tensor memory, MMAs not yet committed, commits not yet landed
+  std::unique_ptr<ptx::Tmem> tmem;
+  std::vector<PendingTcMma> tc_mmas;
+  std::vector<PendingTcCommit> tc_commits;
   std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
   // agents
   int agent_cp(int t) const { return nthreads + t; }
@@ -281,6 +302,9 @@ void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid)
 
 // async engines (hrt_async.cpp)
 bool land_one(bool random_pick);  // lands one piece of pending asynchronous work; false if none
+bool land_one_tcgen05(bool random_pick);  // hrt_tcgen05.cpp: the same for tcgen05 commits
+void finish_cta_tcgen05();                // hrt_tcgen05.cpp: what tcgen05 leaves behind at exit
+void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what);  // an arrival carrying `vc`
 bool land_one_dma(bool random_pick);  // hrt_amd.cpp: the same for LDS DMA
 void finish_cta_amd();                // hrt_amd.cpp: LDS DMA still in flight at exit
 void hw_barrier_try_complete(HwBarrier& b);

@@ -108,7 +108,10 @@ struct Checker {
   }
 
   int needs(const kir::Node& n) const {
-    if (n.kind == kir::NodeKind::MmaStep) return static_cast<const kir::MmaStep&>(n).wgmma ? 128 : W;
+    if (n.kind == kir::NodeKind::MmaStep) {  // tcgen05.mma: issued by one thread
+      auto& m = static_cast<const kir::MmaStep&>(n);
+      return m.tcgen05 ? 1 : m.wgmma ? 128 : W;
+    }
     if (n.kind == kir::NodeKind::If) return static_cast<const kir::IfThenElse&>(n).electWarp >= 0 ? W : 1;
     if (n.kind != kir::NodeKind::Sync) return 1;
     auto& sy = static_cast<const kir::Sync&>(n);
@@ -124,7 +127,10 @@ struct Checker {
       case kir::SyncKind::WgmmaCommit:
       case kir::SyncKind::WgmmaWait:
       case kir::SyncKind::SetMaxNReg: return std::min(T, 128);
-      case kir::SyncKind::NamedBarrier: return W;
+      case kir::SyncKind::NamedBarrier:
+      case kir::SyncKind::TmemAlloc:       // tcgen05.alloc / relinquish / dealloc: .sync.aligned, a whole warp
+      case kir::SyncKind::TmemRelinquish:
+      case kir::SyncKind::TmemDealloc: return W;
       default: return 1;
     }
   }

@@ -180,4 +180,56 @@ void finishPlan(kir::Kernel& k, const std::string& summary) {
   k.syncsPlanned = true;
 }
 
+std::unique_ptr<kir::ForLoop> forLoop(const std::string& v, IExpr lo, IExpr hi) {
+  auto l = std::make_unique<kir::ForLoop>();
+  l->var = v;
+  l->start = lo;
+  l->stop = hi;
+  return l;
+}
+
+std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
+  auto i = std::make_unique<kir::IfThenElse>();
+  i->cond = cond;
+  return i;
+}
+
+void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
+  IExpr M = var("M"), N = var("N");
+  IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.hopper.groupM;
+  b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));
+  IExpr tile = var("tile"), per = G * nN;
+  IExpr first = (tile / per) * G;
+  IExpr gsz = min(nM - first, G);
+  b.stmts.push_back(std::make_unique<kir::Let>("m0", (first + (tile % per) % gsz) * t.bm));
+  b.stmts.push_back(std::make_unique<kir::Let>("n0", ((tile % per) / gsz) * t.bn));
+}
+
+std::unique_ptr<kir::IfThenElse> tmaProducerRole(kir::Kernel& k, const MatmulTiling& t, const Ring& ring,
+                                                 const std::vector<kir::TileLoad*>& loads, int warp, IExpr tilesCta,
+                                                 IExpr nk) {
+  const int s = ring.stages;
+  IExpr g = var("tl") * nk + var("kt");
+  auto elected = electOne(warp);
+  auto tiles = forLoop("tl", 0, tilesCta);
+  persistentTileLets(tiles->body, t, var("tl"));
+  auto kl = forLoop("kt", 0, nk);
+  kl->cbStages = s;
+  kl->cbPrefetch = ring.prefetch;
+  kl->body.stmts.push_back(ring.producerWait(k, g));
+  kl->body.stmts.push_back(ring.producerExpectTx(k, g));
+  for (auto* l : loads) {
+    auto cl = kir::clone(*l, {});
+    auto& x = static_cast<kir::TileLoad&>(*cl);
+    x.stage = g % s;
+    x.iter = g;
+    x.mbar = ring.full;
+    x.mbarIndex = g % s;
+    kl->body.stmts.push_back(std::move(cl));
+  }
+  tiles->body.stmts.push_back(std::move(kl));
+  elected->thenBody.stmts.push_back(std::move(tiles));
+  return elected;
+}
+
 }  // namespace heddle::passes::hopper

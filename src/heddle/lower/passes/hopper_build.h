@@ -64,6 +64,21 @@ struct Ring {
 // (printed with elect.sync where the target has it, kir::IfThenElse::electWarp).
 std::unique_ptr<kir::IfThenElse> electOne(int warp);
 
+// `for (v = lo; v < hi; ++v) {}` (a serial loop) and `if (cond) {}`.
+std::unique_ptr<kir::ForLoop> forLoop(const std::string& v, IExpr lo, IExpr hi);
+std::unique_ptr<kir::IfThenElse> when(IExpr cond);
+
+// let tile, m0, n0 for this CTA's local tile index `tl` of the persistent walk (blockIdx.x + tl *
+// num_ctas, in the grouped order: groupM m-tiles share an n tile).
+void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl);
+
+// The TMA producer role of a persistent warp-specialized matmul: one elected thread of `warp` walks this
+// CTA's tiles, and for item g = tl * nk + kt waits the ring's empty[g%s], arrive.expect_tx full[g%s] and
+// issues clones of `loads` into slot g % s completing on full[g%s].
+std::unique_ptr<kir::IfThenElse> tmaProducerRole(kir::Kernel& k, const MatmulTiling& t, const Ring& ring,
+                                                 const std::vector<kir::TileLoad*>& loads, int warp, IExpr tilesCta,
+                                                 IExpr nk);
+
 // Renumbers the sync reasons in program order, sets the plan summary and marks the kernel as
 // planned (insert_syncs then leaves it alone).
 void finishPlan(kir::Kernel& k, const std::string& summary);

@@ -37,11 +37,11 @@ void setupHopperOperands(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  k.tile.wgmma = true;
+  k.tile.wgmma = !h.tcgen05;  // tcgen05: the MMA is tcgen05.mma (passes/tcgen05_specialize.cpp)
   k.tile.coop = h.coop;
   k.tile.mmaWarpgroups = h.coop ? h.mmaWarpgroups : 1;
   k.tile.mmaWarpBase = h.warpSpecialized ? 4 : 0;
-  k.name += "_sm90";
+  k.name += h.tcgen05 ? "_sm100" : "_sm90";
   for (auto& b : k.buffers) {
     if (b->role != "A" && b->role != "B") continue;
     b->align = 1024;  // swizzle patterns start on 1024-byte boundaries: descriptors carry base offset 0
@@ -57,7 +57,7 @@ void setupHopperOperands(LowerContext& c) {
       auto& l = static_cast<kir::TileLoad&>(n);
       l.tensorMap = l.dst->role == "A" ? "tmA" : "tmB";
     } else if (n.kind == kir::NodeKind::MmaStep) {
-      static_cast<kir::MmaStep&>(n).wgmma = true;
+      static_cast<kir::MmaStep&>(n).wgmma = !h.tcgen05;
     }
   });
   // the first wgmma of a tile overwrites the accumulators (scale-d = 0): a tile needs a k step

@@ -84,31 +84,15 @@ struct Builder {
   IExpr nk, tilesCta, numCtas = var("num_ctas");
 
   // let tile, m0, n0 for local tile index `tl` (grouped order: groupM m-tiles share n)
-  void tileLets(kir::Block& b, IExpr tl) const {
-    IExpr M = var("M"), N = var("N");
-    IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = h.groupM;
-    b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * numCtas));
-    IExpr tile = var("tile"), per = G * nN;
-    IExpr first = (tile / per) * G;
-    IExpr gsz = min(nM - first, G);
-    b.stmts.push_back(std::make_unique<kir::Let>("m0", (first + (tile % per) % gsz) * t.bm));
-    b.stmts.push_back(std::make_unique<kir::Let>("n0", ((tile % per) / gsz) * t.bn));
-  }
+  void tileLets(kir::Block& b, IExpr tl) const { persistentTileLets(b, t, tl); }
 
   std::unique_ptr<kir::ForLoop> loop(const std::string& v, IExpr lo, IExpr hi, kir::LoopStage st = kir::LoopStage::Serial) {
-    auto l = std::make_unique<kir::ForLoop>();
-    l->var = v;
-    l->start = lo;
-    l->stop = hi;
+    auto l = forLoop(v, lo, hi);
     l->stage = st;
     return l;
   }
 
-  std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
-    auto i = std::make_unique<kir::IfThenElse>();
-    i->cond = cond;
-    return i;
-  }
+  std::unique_ptr<kir::IfThenElse> when(IExpr cond) { return hopper::when(cond); }
 
   void setmaxnreg(kir::Block& b, const HopperRole& r) {
     if (!r.registers) return;
@@ -200,7 +184,7 @@ void warpSpecialize(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (!h.enabled || !h.warpSpecialized) return;
+  if (!h.enabled || !h.warpSpecialized || h.tcgen05) return;  // tcgen05: passes/tcgen05_specialize.cpp
   Builder B{c, k, t, h, ceilDiv(var("K"), t.bk), 0};
   kir::Buffer* sE = epilogueOperandTma(k, t, h);
   const RoleGraph graph = buildRoleGraph(k, h);
@@ -342,28 +326,7 @@ void warpSpecialize(LowerContext& c) {
   // role load: one elected thread walks every tile's k loop
   auto loadRole = B.when(var("warp") < 4);
   B.setmaxnreg(loadRole->thenBody, loadR);
-  {
-    auto elected = electOne(0);
-    auto tiles = B.loop("tl", 0, B.tilesCta);
-    B.tileLets(tiles->body, tl);
-    auto kl = B.loop("kt", 0, B.nk);
-    kl->cbStages = s;
-    kl->cbPrefetch = p;
-    kl->body.stmts.push_back(ring.producerWait(k, g));
-    kl->body.stmts.push_back(ring.producerExpectTx(k, g));
-    for (auto* l : loads) {
-      auto cl = kir::clone(*l, {});
-      auto& x = static_cast<kir::TileLoad&>(*cl);
-      x.stage = g % s;
-      x.iter = g;
-      x.mbar = ring.full;
-      x.mbarIndex = g % s;
-      kl->body.stmts.push_back(std::move(cl));
-    }
-    tiles->body.stmts.push_back(std::move(kl));
-    elected->thenBody.stmts.push_back(std::move(tiles));
-    loadRole->thenBody.stmts.push_back(std::move(elected));
-  }
+  loadRole->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, 0, B.tilesCta, B.nk));
   if (epiEdge) {  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
     auto elected = electOne(epiLoadR->firstWarp);
     auto tiles = B.loop("tl", 0, B.tilesCta);

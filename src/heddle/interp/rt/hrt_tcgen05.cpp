@@ -1,0 +1,178 @@
+// heddle/interp/rt/hrt_tcgen05.cpp -- the sm_100a tcgen05 primitives under HEDDLE_INTERPRET, on the data
+// semantics of hrt_ptx_tcgen05.h (PTX ISA 9.7.16):
+//   tcgen05.alloc / relinquish_alloc_permit / dealloc   warp collectives on the CTA's tensor memory; the
+//                      allocation's address is written to shared memory (a write of the issuing warp)
+//   tcgen05.mma        one thread; asynchronous: it runs -- reads its shared-memory operands, writes the
+//                      tensor-memory accumulator -- only when a later tcgen05.commit of the same thread lands
+//   tcgen05.commit     lands when the scheduler says (adversarial: as late as allowed): runs the thread's
+//                      MMAs issued before it, in order, then arrives once on the mbarrier with the thread's
+//                      clock at the commit. An MMA never committed, a commit never landed, or tensor memory
+//                      still allocated when the CTA exits is a finding.
+//   tcgen05.ld 32x32b  the warp's lane quarter, read when issued (the value the accumulator holds then: an
+//                      MMA that has not landed shows as stale or NaN data, i.e. wrong numbers)
+//   tcgen05.wait::ld, the tcgen05 fences   scheduling points; their ordering is modelled by the kernel-IR
+//                      simulator (verify/sm100_sim.cpp), not here
+#include <cstring>
+
+#include "heddle/interp/rt/hrt_core.h"
+
+namespace heddle_rt {
+
+namespace {
+
+struct OperandSink : ptx::Access {  // the MMA's operand reads, as async-proxy reads of the issuing thread
+  uint32_t tid;
+  Clock clk;
+  const VC* vc;
+  const void* pc;
+  void read(uint32_t off, uint32_t bytes) override {
+    smem_access(off, bytes, false, tid, clk, tid, *vc, pc, true, "tcgen05.mma operand read");
+  }
+  void write(uint32_t, uint32_t) override {}
+};
+
+ptx::Tmem& tmem_of(Cta& c) {
+  if (!c.tmem) c.tmem.reset(new ptx::Tmem());
+  return *c.tmem;
+}
+
+void land_commit(PendingTcCommit& p) {
+  Cta& c = cta();
+  for (auto& m : p.mmas) {
+    OperandSink sink;
+    sink.tid = uint32_t(p.tid);
+    sink.clk = p.vc[p.tid];
+    sink.vc = &p.vc;
+    sink.pc = m.pc;
+    const std::string err = ptx::tcgen05_mma_f16_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem,
+                                                    run().smem_bytes, &sink);
+    // the scheduler lands commits outside any thread: report (abort_cta belongs to a running thread)
+    if (!err.empty()) finding("error", err + " (issued at " + pcs(m.pc) + " by " + who(m.tid) + ")");
+  }
+  mbar_arrive_vc(p.bar, p.vc, p.pc, "tcgen05.commit");
+}
+
+}  // namespace
+
+void tcgen05_alloc(uint32_t slot, int ncols) {
+  const void* pc = __builtin_return_address(0);
+  struct In { uint32_t slot; int ncols; };
+  In in{slot, ncols};
+  collective(32, "tcgen05.alloc", pc, &in, nullptr, [&](void** ins, void**) {
+    Cta& c = cta();
+    In* i0 = static_cast<In*>(ins[0]);
+    for (int t = 1; t < 32; ++t)
+      if (static_cast<In*>(ins[t])->slot != i0->slot || static_cast<In*>(ins[t])->ncols != i0->ncols)
+        abort_cta("tcgen05.alloc at " + pcs(pc) + ": the lanes of the warp pass different operands");
+    uint32_t addr = 0;
+    const std::string err = tmem_of(c).alloc(i0->ncols, &addr);
+    if (!err.empty()) abort_cta(err + " at " + pcs(pc));
+    if (uint64_t(i0->slot) + 4 > run().smem_bytes) abort_cta("tcgen05.alloc at " + pcs(pc) + ": slot outside shared memory");
+    Fiber& f = me();
+    smem_access(i0->slot, 4, true, uint32_t(f.tid), f.vc[f.tid], uint32_t(f.tid), f.vc, pc, false, "tcgen05.alloc");
+    std::memcpy(run().smem + i0->slot, &addr, 4);
+  });
+}
+
+void tcgen05_relinquish_alloc_permit() {
+  const void* pc = __builtin_return_address(0);
+  collective(32, "tcgen05.relinquish_alloc_permit", pc, nullptr, nullptr,
+             [&](void**, void**) { tmem_of(cta()).relinquished = true; });
+}
+
+void tcgen05_dealloc(uint32_t taddr, int ncols) {
+  const void* pc = __builtin_return_address(0);
+  struct In { uint32_t a; int n; };
+  In in{taddr, ncols};
+  collective(32, "tcgen05.dealloc", pc, &in, nullptr, [&](void** ins, void**) {
+    Cta& c = cta();
+    In* i0 = static_cast<In*>(ins[0]);
+    for (auto& p : c.tc_commits)
+      if (!p.mmas.empty())
+        finding("async", "tcgen05.dealloc at " + pcs(pc) + " frees tensor memory while MMAs committed at " +
+                             pcs(p.pc) + " by " + who(p.tid) + " have not completed");
+    const std::string err = tmem_of(c).dealloc(i0->a, i0->n);
+    if (!err.empty()) abort_cta(err + " at " + pcs(pc));
+  });
+}
+
+void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
+  Cta& c = cta();
+  tick();
+  c.tc_mmas.push_back(PendingTcMma{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, __builtin_return_address(0)});
+}
+
+void tcgen05_commit(uint32_t bar) {
+  Cta& c = cta();
+  Fiber& f = me();
+  tick();
+  PendingTcCommit p;
+  p.tid = f.tid;
+  p.bar = bar;
+  p.pc = __builtin_return_address(0);
+  for (size_t i = 0; i < c.tc_mmas.size();) {
+    if (c.tc_mmas[i].tid == f.tid) {
+      p.mmas.push_back(c.tc_mmas[i]);
+      c.tc_mmas.erase(c.tc_mmas.begin() + long(i));
+    } else {
+      ++i;
+    }
+  }
+  p.vc = f.vc;
+  ++f.vc[f.tid];
+  c.tc_commits.push_back(std::move(p));
+}
+
+void tcgen05_ld_32x32b(int num, uint32_t taddr, uint32_t* regs) {
+  const void* pc = __builtin_return_address(0);
+  struct In { int num; uint32_t addr; };
+  In in{num, taddr};
+  collective(32, "tcgen05.ld.32x32b", pc, &in, regs, [&](void** ins, void** outs) {
+    Cta& c = cta();
+    In* i0 = static_cast<In*>(ins[0]);
+    for (int t = 1; t < 32; ++t)
+      if (static_cast<In*>(ins[t])->num != i0->num || static_cast<In*>(ins[t])->addr != i0->addr)
+        abort_cta("tcgen05.ld at " + pcs(pc) + ": the lanes of the warp pass different operands");
+    static thread_local uint32_t out[32][128];
+    const std::string err = ptx::tcgen05_ld_32x32b(tmem_of(c), me().tid / 32, i0->addr, i0->num, out);
+    if (!err.empty()) abort_cta(err + " at " + pcs(pc));
+    for (int t = 0; t < 32; ++t) std::memcpy(outs[t], out[t], sizeof(uint32_t) * size_t(i0->num));
+  });
+}
+
+void tcgen05_wait_ld() { tick(); }
+void tcgen05_fence(bool) { tick(); }
+
+bool land_one_tcgen05(bool random_pick) {
+  Cta& c = cta();
+  if (c.tc_commits.empty()) return false;
+  // per thread, commits land in issue order (tcgen05 ops of one thread complete in order)
+  size_t k = 0;
+  if (random_pick) {
+    std::vector<size_t> firsts;
+    for (size_t i = 0; i < c.tc_commits.size(); ++i) {
+      bool first = true;
+      for (size_t j = 0; j < i; ++j) first = first && c.tc_commits[j].tid != c.tc_commits[i].tid;
+      if (first) firsts.push_back(i);
+    }
+    k = firsts[c.rng() % firsts.size()];
+  }
+  PendingTcCommit p = std::move(c.tc_commits[k]);
+  c.tc_commits.erase(c.tc_commits.begin() + long(k));
+  land_commit(p);
+  return true;
+}
+
+void finish_cta_tcgen05() {
+  Cta& c = cta();
+  while (!c.tc_commits.empty()) land_one_tcgen05(false);  // arrivals nobody waits for (the last k-tile's empty)
+  if (!c.tc_mmas.empty())
+    finding("async", std::to_string(c.tc_mmas.size()) + " tcgen05.mma issued at " + pcs(c.tc_mmas.front().pc) + " by " +
+                         who(c.tc_mmas.front().tid) + " never committed (no tcgen05.commit after them): they never complete");
+  if (c.tmem && c.tmem->allocated_columns())
+    finding("async", "CTA " + std::to_string(c.linear) + " exits with " + std::to_string(c.tmem->allocated_columns()) +
+                         " tensor-memory columns allocated (no tcgen05.dealloc)");
+  c.tmem.reset();
+}
+
+}  // namespace heddle_rt

@@ -1,0 +1,319 @@
+// tcgen05_specialize: split a Blackwell (sm_100a) matmul into its three roles, derived from the role
+// graph: load warp -> MMA warp (tcgen05.mma into tensor memory) -> epilogue warpgroup, with one mbarrier
+// ring per producer -> consumer edge and the persistent, grouped tile walk of the Hopper kernel
+// (docs/blackwell.md; sync-case 13). The graph as lowered is kept in k.syncPlan.roles.
+//
+// Before (build_matmul_loops, tiling with roles {load, mma, epilogue}, tcgen05):
+//   alloc sA, sB, acc; for kt { tma A; tma B; mma acc += sA x sB }; epilogue store
+// After (s operand stages, a accumulator stages, g = tl*nk + kt):
+//   alloc sA, sB, full[s], empty[s], accFull[a], accEmpty[a], tmem_slot; let bid
+//   if (tid == 0) { init full[*] (1), empty[*] (1), accFull[*] (1), accEmpty[*] (128) }
+//   if (warp == 1) { tcgen05.alloc tmem_slot, C columns; tcgen05.relinquish_alloc_permit }
+//   tcgen05.fence::before_thread_sync; block_sync      (each role's first tensor-memory use follows its
+//                                                        fence::after_thread_sync after a ring wait)
+//   if (warp < 4) {                                                # warpgroup 0: load and mma
+//     setmaxnreg.dec R
+//     if (tid == 0)  for tl { let tile, m0, n0; for kt {              # role load (warp 0, elected)
+//         wait empty[g%s] parity (g/s)%2; arrive.expect_tx full[g%s]; tma A, B -> slot g%s } }
+//     if (tid == 32) { for st < s: arrive empty[st]                    # role mma (warp 1, elected)
+//       for tl { wait accEmpty[tl%a] parity (tl/a)%2; tcgen05.fence::after_thread_sync
+//         for kt { wait full[g%s] parity (g/s)%2; tcgen05.mma tmem[tl%a] += sA x sB (accumulate kt > 0)
+//                  tcgen05.commit -> empty[g%s] }
+//         tcgen05.commit -> accFull[tl%a] } }
+//   } else {                                                        # role epilogue (warps 4-7)
+//     setmaxnreg R_epi; for st < a: arrive accEmpty[st]
+//     for tl { let tile, m0, n0; wait accFull[tl%a] parity (tl/a)%2; tcgen05.fence::after_thread_sync
+//              epilogue from tmem[tl%a] (tcgen05.ld 32x32b + wait::ld); tcgen05.fence::before_thread_sync
+//              arrive accEmpty[tl%a] }
+//   }
+//   block_sync; if (warp == 1) { tcgen05.fence::after_thread_sync; tcgen05.dealloc tmem_slot, C columns }
+#include <map>
+#include <sstream>
+
+#include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/passes/hopper_build.h"
+
+namespace heddle::passes {
+
+using namespace hopper;
+
+namespace {
+
+std::unique_ptr<kir::Sync> setmaxnreg(kir::Kernel& k, const HopperRole& r, int threads) {
+  if (!r.registers) return nullptr;
+  const int cap = std::min(256, (65536 / threads) / 8 * 8);
+  const bool inc = r.registers >= cap;
+  auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
+                    {"registers " + r.name, "", "", "", "",
+                     std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
+                         ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
+                         std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(threads) + ", 1))"},
+                    r.registers);
+  s->count = inc ? 1 : -1;
+  return s;
+}
+
+kir::Buffer* tmemSlot(kir::Kernel& k) {
+  auto b = std::make_unique<kir::Buffer>();
+  b->name = "tmem_slot";
+  b->role = "tmem";
+  b->memory = MemoryType::Shared;
+  b->dtype = DType::F32;  // one 32-bit word: the tensor-memory address tcgen05.alloc writes
+  b->rows = b->cols = 1;
+  b->align = 16;
+  return k.addBuffer(std::move(b));
+}
+
+std::unique_ptr<kir::Sync> tcgenOp(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* buf, IExpr index, const Why& why,
+                                   int arg = 0) {
+  auto s = makeSync(k, kind, why, arg);
+  s->buf = buf;
+  s->index = index;
+  return s;
+}
+
+kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc) {
+  kir::RoleDiagram d;
+  for (auto& n : g.nodes)
+    d.roles.push_back({n.name, n.role->firstWarp, n.role->kind == HopperRole::Epilogue ? 4 : 1, n.role->registers});
+  auto edge = [&](int from, int to, const Ring& r, const std::string& buffers, const std::string& produce,
+                  const std::string& release) {
+    kir::RoleDiagram::Edge x;
+    x.from = from;
+    x.to = to;
+    x.kind = "ring";
+    x.buffers = buffers;
+    x.full = r.full->name;
+    x.empty = r.empty->name;
+    x.stages = r.stages;
+    const std::string S = std::to_string(r.stages);
+    x.produce = produce;
+    x.consume = "wait " + r.full->name + "[i%" + S + "] parity (i/" + S + ")%2";
+    x.release = release + "; producer waits parity (j/" + S + ")%2";
+    d.edges.push_back(x);
+  };
+  const int load = g.node(HopperRole::Load), mma = g.node(HopperRole::Mma), epi = g.node(HopperRole::Epilogue);
+  const std::string S = std::to_string(ab.stages), A = std::to_string(acc.stages);
+  edge(load, mma, ab, ab.label, "arrive.expect_tx " + ab.full->name + "[j%" + S + "], TMA",
+       "tcgen05.commit -> " + ab.empty->name + "[i%" + S + "] after the k-tile's MMAs");
+  edge(mma, epi, acc, "accumulator in tensor memory", "tcgen05.commit -> " + acc.full->name + "[t%" + A + "]",
+       "tcgen05.ld, wait::ld, fence::before_thread_sync; arrive " + acc.empty->name + "[t%" + A + "]");
+  return d;
+}
+
+}  // namespace
+
+void tcgen05Specialize(LowerContext& c) {
+  auto& t = c.tiling;
+  auto& h = t.hopper;
+  auto& k = c.kernel;
+  if (!h.enabled || !h.tcgen05) return;
+  const RoleGraph graph = buildRoleGraph(k, h);
+  const HopperRole& loadR = *h.role(HopperRole::Load);
+  const HopperRole& mmaR = *h.role(HopperRole::Mma);
+  const HopperRole& epiR = *h.role(HopperRole::Epilogue);
+  const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
+  const RoleGraph::Edge* accEdge = graph.find(HopperRole::Mma, HopperRole::Epilogue);
+  if (!ab || !accEdge || graph.edges.size() != 2)
+    fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue (", graph.str(), ")");
+  const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
+  const IExpr nk = ceilDiv(var("K"), t.bk);
+
+  std::vector<kir::NodePtr> ops;
+  kir::Buffer *sA = nullptr, *sB = nullptr, *acc = nullptr;
+  for (auto& b : k.buffers) {
+    if (b->role == "A") sA = b.get();
+    if (b->role == "B") sB = b.get();
+    if (b->role == "acc") acc = b.get();
+  }
+  std::vector<kir::TileLoad*> loads;
+  kir::MmaStep* mmaOp = nullptr;
+  kir::EpilogueStore* epiOp = nullptr;
+  for (auto& n : k.body.stmts) {
+    if (n->kind == kir::NodeKind::For)
+      for (auto& m : static_cast<kir::ForLoop&>(*n).body.stmts) ops.push_back(kir::clone(*m, {}));
+    if (n->kind == kir::NodeKind::EpilogueStore) ops.push_back(kir::clone(*n, {}));
+  }
+  for (auto& n : ops) {
+    if (n->kind == kir::NodeKind::TileLoad) loads.push_back(static_cast<kir::TileLoad*>(n.get()));
+    if (n->kind == kir::NodeKind::MmaStep) mmaOp = static_cast<kir::MmaStep*>(n.get());
+    if (n->kind == kir::NodeKind::EpilogueStore) epiOp = static_cast<kir::EpilogueStore*>(n.get());
+  }
+  if (!sA || !sB || !acc || !mmaOp || !epiOp || loads.size() != 2)
+    fail<HeddleError>("tcgen05_specialize: expected two TMA loads, one MMA and one epilogue in the k loop");
+
+  // --- rings, one per edge of the role graph --------------------------------------------------
+  Ring ring;  // operands: the MMA thread releases item i itself (tcgen05.commit): prefetch s-1, keep 0
+  ring.label = ab->label();
+  ring.stages = s;
+  ring.prefetch = s - 1;
+  ring.keep = 0;
+  ring.fullCount = 1;
+  ring.emptyCount = 1;
+  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  ring.producer = loadR.name;
+  ring.consumer = mmaR.name;
+  ring.full = addMbarriers(k, "full", s);
+  ring.empty = addMbarriers(k, "empty", s);
+  Ring ringAcc;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
+  ringAcc.label = "tmem acc";
+  ringAcc.stages = a;
+  ringAcc.prefetch = a - 1;
+  ringAcc.keep = 0;
+  ringAcc.fullCount = 1;
+  ringAcc.emptyCount = 128;
+  ringAcc.producer = mmaR.name;
+  ringAcc.consumer = epiR.name;
+  ringAcc.full = addMbarriers(k, "accFull", a);
+  ringAcc.empty = addMbarriers(k, "accEmpty", a);
+  kir::Buffer* slot = tmemSlot(k);
+  kir::Param nc;
+  nc.kind = kir::Param::Int32;
+  nc.name = "num_ctas";
+  k.params.push_back(nc);
+
+  // --- the kernel body ----------------------------------------------------------------------
+  std::vector<kir::NodePtr> body;
+  for (auto& b : k.buffers)
+    if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
+  body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));
+  auto init = electOne(0);
+  ring.init(k, init->thenBody);
+  ringAcc.init(k, init->thenBody);
+  body.push_back(std::move(init));
+  const std::string cols = std::to_string(C);
+  auto alloc = when(eq(var("warp"), 1));
+  alloc->thenBody.stmts.push_back(
+      tcgenOp(k, kir::SyncKind::TmemAlloc, slot, 0,
+              {"alloc tensor memory", "", "", "tmem_slot", "",
+               "tcgen05.alloc (warp 1, the MMA role's warp): " + cols + " columns = " + std::to_string(a) + " x " +
+                   std::to_string(t.bn) + " accumulator columns rounded up to a power of two >= 32; the address "
+                   "lands in tmem_slot"},
+              C));
+  alloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemRelinquish, slot, 0,
+                                          {"relinquish tensor memory permit", "", "", "tmem_slot", "",
+                                           "tcgen05.relinquish_alloc_permit: this CTA allocates once, so another "
+                                           "CTA on the SM may allocate without waiting"}));
+  body.push_back(std::move(alloc));
+  body.push_back(tcgenOp(k, kir::SyncKind::TcgenFenceBefore, slot, 0,
+                         {"publish tmem_slot", "tcgen05.alloc", "every role's tensor-memory use", "tmem_slot", "",
+                          "tcgen05.fence::before_thread_sync: the allocation is ordered before the block barrier "
+                          "that hands its address to the MMA and epilogue roles"}));
+  body.push_back(makeSync(k, kir::SyncKind::BlockSync,
+                          {"init mbarriers, tmem_slot", "", "", "", "",
+                           "block barrier: thread 0's mbarrier.init and warp 1's tcgen05.alloc must be visible to "
+                           "every role before it arrives, waits or reads tmem_slot (roles diverge after it)"}));
+  const IExpr tilesCta = ceilDiv(ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn) - var("bid"), var("num_ctas"));
+  IExpr kt = var("kt"), tl = var("tl"), g = tl * nk + kt;
+
+  auto wg0 = when(var("warp") < 4);
+  if (auto r = setmaxnreg(k, loadR, h.threads)) wg0->thenBody.stmts.push_back(std::move(r));
+  wg0->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, loadR.firstWarp, tilesCta, nk));  // role load
+  {  // role mma: warp 1's elected thread issues every tcgen05 op of the kernel
+    auto elected = electOne(mmaR.firstWarp);
+    ring.preArrive(k, elected->thenBody, "st");
+    auto tiles = forLoop("tl", 0, tilesCta);
+    tiles->body.stmts.push_back(ringAcc.producerWait(k, tl));
+    tiles->body.stmts.push_back(tcgenOp(
+        k, kir::SyncKind::TcgenFenceAfter, acc, 0,
+        {"WAR tmem acc (epilogue -> mma)", "epilogue tcgen05.ld of the stage", "tcgen05.mma writes of the stage",
+         "tmem acc", (tl % a).str(),
+         "tcgen05.fence::after_thread_sync after the accEmpty wait: the MMAs that overwrite the stage are ordered "
+         "after the epilogue's loads of it (which it fenced before arriving)"}));
+    auto kl = forLoop("kt", 0, nk);
+    kl->cbStages = s;
+    kl->cbPrefetch = s - 1;
+    kl->body.stmts.push_back(ring.consumerWait(k, g));
+    auto m = kir::clone(*mmaOp, {});
+    auto& mm = static_cast<kir::MmaStep&>(*m);
+    mm.stageA = mm.stageB = g % s;
+    mm.iter = g;
+    mm.wgmma = false;
+    mm.tcgen05 = true;
+    mm.accStage = tl % a;
+    mm.accumulate = kt;
+    kl->body.stmts.push_back(std::move(m));
+    kl->body.stmts.push_back(tcgenOp(
+        k, kir::SyncKind::TcgenCommit, ring.empty, g % s,
+        {"WAR " + ring.label + " (" + mmaR.name + " -> " + loadR.name + ")", "tcgen05.mma reads of " + ring.label,
+         "tma writes of " + ring.label, ring.label, (g % s).str(),
+         "tcgen05.commit -> " + ring.empty->name + "[g%" + std::to_string(s) + "]: one arrival once this k-tile's "
+             "MMAs have read the slot; the producer's item g+" + std::to_string(s) + " waits that phase, parity "
+             "((g+" + std::to_string(s) + ")/" + std::to_string(s) + ")%2"}));
+    tiles->body.stmts.push_back(std::move(kl));
+    tiles->body.stmts.push_back(tcgenOp(
+        k, kir::SyncKind::TcgenCommit, ringAcc.full, tl % a,
+        {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes of the stage",
+         "epilogue tcgen05.ld", "tmem acc", (tl % a).str(),
+         "tcgen05.commit -> accFull[t%" + std::to_string(a) + "]: one arrival once every MMA of the tile completed "
+             "(the accumulator is final); the epilogue waits parity (t/" + std::to_string(a) + ")%2"}));
+    elected->thenBody.stmts.push_back(std::move(tiles));
+    wg0->thenBody.stmts.push_back(std::move(elected));
+  }
+  {  // role epilogue: warps 4-7, one tile row per thread
+    kir::Block& eb = wg0->elseBody;
+    if (auto r = setmaxnreg(k, epiR, h.threads)) eb.stmts.push_back(std::move(r));
+    ringAcc.preArrive(k, eb, "st");
+    auto tiles = forLoop("tl", 0, tilesCta);
+    persistentTileLets(tiles->body, t, tl);
+    tiles->body.stmts.push_back(ringAcc.consumerWait(k, tl));
+    tiles->body.stmts.push_back(tcgenOp(
+        k, kir::SyncKind::TcgenFenceAfter, acc, 0,
+        {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes", "epilogue tcgen05.ld",
+         "tmem acc", (tl % a).str(),
+         "tcgen05.fence::after_thread_sync after the accFull wait: the loads are ordered after the MMAs the "
+         "commit published"}));
+    auto st = kir::clone(*epiOp, {});
+    auto& e = static_cast<kir::EpilogueStore&>(*st);
+    e.tmem = true;
+    e.fromStage = tl % a;
+    e.warpShift = epiR.firstWarp;
+    tiles->body.stmts.push_back(std::move(st));
+    tiles->body.stmts.push_back(tcgenOp(
+        k, kir::SyncKind::TcgenFenceBefore, acc, 0,
+        {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld", "next tcgen05.mma writes",
+         "tmem acc", (tl % a).str(),
+         "tcgen05.fence::before_thread_sync: this thread's loads (retired by wait::ld) are ordered before the "
+         "accEmpty arrive that frees the stage"}));
+    tiles->body.stmts.push_back(ringAcc.consumerRelease(k, tl));
+    eb.stmts.push_back(std::move(tiles));
+  }
+  body.push_back(std::move(wg0));
+  body.push_back(makeSync(k, kir::SyncKind::BlockSync,
+                          {"teardown tmem", "every role's tensor-memory use", "tcgen05.dealloc", "tmem_slot", "",
+                           "block barrier: the epilogue's last loads (fenced before_thread_sync) happen before warp 1 "
+                           "frees the tensor memory"}));
+  auto dealloc = when(eq(var("warp"), 1));
+  dealloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TcgenFenceAfter, slot, 0,
+                                            {"acquire teardown", "the epilogue's loads", "tcgen05.dealloc", "tmem_slot",
+                                             "", "tcgen05.fence::after_thread_sync before the dealloc"}));
+  dealloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemDealloc, slot, 0,
+                                            {"free tensor memory", "", "", "tmem_slot", "",
+                                             "tcgen05.dealloc by the allocating warp, the same " + cols +
+                                                 " columns, before the kernel exits"},
+                                            C));
+  body.push_back(std::move(dealloc));
+  k.body.stmts = std::move(body);
+
+  k.tile.tcgen05 = true;
+  k.tile.accStages = a;
+  k.tile.tmemCols = C;
+  k.launch.threads = h.threads;
+  k.launch.gridX = var("num_ctas");
+  k.launch.gridY = 1;
+  k.launch.gridZ = 1;
+  std::ostringstream name;
+  name << "_ws3tc_a" << a;
+  for (auto& r : h.roles)
+    if (r.warpgroups) name << "_" << r.registers;
+  k.name += name.str();
+  std::ostringstream sum;
+  sum << "roles: " << loadR.name << " (warp 0) -(" << ring.label << ")-> " << mmaR.name << " (warp 1, tcgen05.mma) -("
+      << "accumulator in tensor memory)-> " << epiR.name << " (warps 4-7); ring " << ring.label << ": " << s
+      << " stages, released by tcgen05.commit; accumulator ring in tensor memory: " << a << " stage(s) of " << t.bn
+      << " columns (" << C << " allocated)";
+  k.syncPlan.summary = sum.str();
+  k.syncPlan.roles = diagram(graph, ring, ringAcc);
+}
+
+}  // namespace heddle::passes

@@ -1,0 +1,226 @@
+// tcgen05 (sm_100a) in the simulator: tensor memory as cells of the accumulator buffer (accStages x 128
+// lanes x bn columns) under the same happens-before shadow as shared memory, with the tcgen05 ordering
+// rules of the PTX memory model (docs/blackwell.md):
+//   tcgen05.alloc      warp-collective (lane 0 acts): the CTA's allocation; it writes the address to
+//                      tmem_slot and defines every column (a NaN: fresh columns hold no value). Both are
+//                      tcgen05 writes: published only by the thread's next tcgen05.fence::before_thread_sync.
+//   tcgen05.dealloc    the allocating warp, the same column count: writes every column (a later use, or
+//                      an access not ordered before it, is reported); an allocation still live when the
+//                      CTA ends is misuse.
+//   tcgen05.mma        one thread: reads its sA / sB slots (ordinary reads at the issue, ordered by the
+//                      full wait), writes the 128 x bn accumulator stage (read too unless enable-input-d
+//                      is 0) in tensor memory, checked against the thread's tcgen05 view
+//   tcgen05.commit     one arrival on the mbarrier carrying the thread's clock: every earlier tcgen05 op
+//                      of the thread (modelled as done at its issue) happens before the phase it completes
+//   tcgen05.ld (the epilogue from tensor memory): thread (warp w, lane l) reads row 32*(w%4) + l of the
+//                      stage, checked against its tcgen05 view; the reads are published only by its next
+//                      fence::before_thread_sync
+//   fence::after_thread_sync   the thread's tcgen05 view becomes its current clock
+//   fence::before_thread_sync  publishes the thread's pending tcgen05 accesses at its current clock
+// So a missing after-fence leaves tcgen05 accesses unordered with what the preceding wait acquired,
+// and a missing before-fence leaves them unordered with what the following arrive or barrier releases.
+#include <cmath>
+#include <limits>
+
+#include "heddle/verify/cta.h"
+#include "heddle/verify/numeric.h"
+
+namespace heddle::verify {
+
+namespace {
+
+constexpr uint32_t kUnpublished = 0xFFFFFFF0u;  // the clock of a tcgen05 access no fence has published yet
+
+const kir::Buffer* tmemAcc(const kir::Kernel& k) {
+  for (auto& b : k.buffers)
+    if (b->role == "acc") return b.get();
+  return nullptr;
+}
+
+const kir::Buffer* tmemSlotBuf(const kir::Kernel& k) {
+  for (auto& b : k.buffers)
+    if (b->role == "tmem") return b.get();
+  return nullptr;
+}
+
+// Runs f with the thread's clock replaced by its tcgen05 view (own entry current).
+template <typename F>
+void underTcView(Thread& t, F f) {
+  if (t.h.tcView.size() != t.vc.size()) t.h.tcView.assign(t.vc.size(), 0);
+  t.h.tcView[t.tid] = t.vc[t.tid];
+  std::swap(t.vc, t.h.tcView);
+  f();
+  std::swap(t.vc, t.h.tcView);
+}
+
+}  // namespace
+
+bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
+  using K = kir::SyncKind;
+  auto misuse = [&](const std::string& key, const std::string& what) {
+    rep.add(Finding::AsyncMisuse, key, [&] { return "'" + kir::describe(s) + "' (" + threadName(t.tid, W) + "): " + what; });
+    if (opt.stopAtFirstError) stopped = true;
+  };
+  switch (s.sync) {
+    case K::TmemAlloc: {
+      if (t.lane != 0) return true;  // a warp collective: lane 0 stands for the warp
+      if (sm90.tmemLive) misuse("realloc", "allocates tensor memory a second time before the dealloc");
+      if (sm90.relinquished) misuse("relinquished", "allocates after tcgen05.relinquish_alloc_permit");
+      sm90.tmemLive = sm90.tmemEverAllocated = true;
+      sm90.tmemCols = s.arg;
+      const kir::Buffer* acc = tmemAcc(k);
+      if (acc && (s.arg & (s.arg - 1)) == 0 && s.arg >= 32 && s.arg < k.tile.bn * k.tile.accStages)
+        misuse("cols", std::to_string(s.arg) + " columns hold fewer than the " + std::to_string(k.tile.accStages) +
+                           " x " + std::to_string(k.tile.bn) + " accumulator columns");
+      const uint32_t inst = newInst(s, t, 0, 0);
+      underTcView(t, [&] {
+        const uint32_t slot = cellOf(tmemSlotBuf(k), 0, 0, 0, s);
+        writeCell(slot, t, inst, -1);
+        smem[slot] = 0.0f;
+        t.h.tcWrites.push_back({slot, inst});
+        if (!acc) return;
+        for (int st = 0; st < k.tile.accStages; ++st)
+          for (int r = 0; r < 128; ++r)
+            for (int c = 0; c < k.tile.bn; ++c) {
+              const uint32_t cell = cellOf(acc, st, r, c, s);
+              writeCell(cell, t, inst, -1);
+              smem[cell] = std::numeric_limits<float>::quiet_NaN();
+              t.h.tcWrites.push_back({cell, inst});
+            }
+      });
+      for (auto& [cell, in] : t.h.tcWrites) smemW[cell].clock = kUnpublished;
+      return true;
+    }
+    case K::TmemRelinquish:
+      if (t.lane == 0) sm90.relinquished = true;
+      return true;
+    case K::TmemDealloc: {
+      if (t.lane != 0) return true;
+      if (!sm90.tmemLive) {
+        misuse("dealloc", "frees tensor memory that is not allocated");
+        return true;
+      }
+      if (s.arg != sm90.tmemCols)
+        misuse("dealloccols", "frees " + std::to_string(s.arg) + " columns of an allocation of " +
+                                  std::to_string(sm90.tmemCols));
+      const uint32_t inst = newInst(s, t, 0, 0);
+      const kir::Buffer* acc = tmemAcc(k);
+      underTcView(t, [&] {
+        readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, s), t, inst);
+        if (!acc) return;
+        for (int st = 0; st < k.tile.accStages; ++st)
+          for (int r = 0; r < 128; ++r)
+            for (int c = 0; c < k.tile.bn; ++c) writeCell(cellOf(acc, st, r, c, s), t, inst, -1);
+      });
+      sm90.tmemLive = false;
+      return true;
+    }
+    case K::TcgenCommit: {
+      const int id = mbarId(s.buf, s.index.eval(t.env), s);
+      if (!mbarVisible(t, sm90.bars[id], s)) return true;
+      mbarArrive(id, t.vc);
+      t.vc[t.tid]++;
+      return true;
+    }
+    case K::TcgenFenceAfter:
+      t.h.tcView = t.vc;
+      return true;
+    case K::TcgenFenceBefore: {
+      const uint32_t now = t.vc[t.tid];
+      for (auto& [cell, inst] : t.h.tcReads) smemR[(size_t)cell * T + t.tid] = ((uint64_t)now << 32) | (uint64_t)(inst + 1);
+      for (auto& [cell, inst] : t.h.tcWrites)
+        if (smemW[cell].thread == t.tid && smemW[cell].inst == inst) smemW[cell].clock = now;
+      t.h.tcReads.clear();
+      t.h.tcWrites.clear();
+      return true;
+    }
+    default: return false;
+  }
+}
+
+bool Cta::execSm100Leaf(Thread& t, const kir::Node& n) {
+  const auto& tl = k.tile;
+  if (n.kind == kir::NodeKind::MmaStep) {
+    auto& m = static_cast<const kir::MmaStep&>(n);
+    if (!m.tcgen05) return false;
+    const int64_t sa = evalStage(m.stageA, t), sb = evalStage(m.stageB, t), iter = m.iter.eval(t.env);
+    const int64_t st = m.accStage.eval(t.env);
+    const bool accumulate = m.accumulate.eval(t.env) != 0;
+    const uint32_t inst = newInst(m, t, iter, sa);
+    if (!sm90.tmemLive) {
+      rep.add(Finding::AsyncMisuse, "mmanotmem|" + std::to_string(m.id), [&] {
+        return "'" + kir::describe(m) + "' (" + threadName(t.tid, W) + ") writes tensor memory that is not allocated";
+      });
+      if (opt.stopAtFirstError) stopped = true;
+      return true;
+    }
+    std::vector<float> A((size_t)tl.bm * tl.bk), B((size_t)tl.bk * tl.bn);
+    for (int r = 0; r < tl.bm; ++r)
+      for (int kk = 0; kk < tl.bk; ++kk)
+        A[(size_t)r * tl.bk + kk] = readCell(cellOf(m.a, sa, tl.aKMajor ? r : kk, tl.aKMajor ? kk : r, m), t, inst);
+    for (int kk = 0; kk < tl.bk; ++kk)
+      for (int c = 0; c < tl.bn; ++c)
+        B[(size_t)kk * tl.bn + c] = readCell(cellOf(m.b, sb, tl.bKMajor ? c : kk, tl.bKMajor ? kk : c, m), t, inst);
+    underTcView(t, [&] {
+      readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, m), t, inst);
+      for (int r = 0; r < tl.bm; ++r)
+        for (int c = 0; c < tl.bn; ++c) {
+          const uint32_t cell = cellOf(m.acc, st, r, c, m);
+          float s = accumulate ? readCell(cell, t, inst) : 0.0f;
+          for (int kk = 0; kk < tl.bk; ++kk) s += A[(size_t)r * tl.bk + kk] * B[(size_t)kk * tl.bn + c];
+          writeCell(cell, t, inst, -1);
+          smem[cell] = s;
+        }
+    });
+    return true;
+  }
+  if (n.kind == kir::NodeKind::EpilogueStore) {
+    auto& e = static_cast<const kir::EpilogueStore&>(n);
+    if (!e.tmem) return false;
+    const int64_t M = in.scalars.at("M"), N = in.scalars.at("N");
+    const int64_t m0 = t.env.at("m0"), n0 = t.env.at("n0"), st = evalStage(e.fromStage, t);
+    const int lr = 32 * (t.warp % 4) + t.lane;
+    const uint32_t inst = newInst(e, t, 0, st);
+    std::vector<std::pair<int, float>> vals;
+    underTcView(t, [&] {
+      readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, e), t, inst);
+      for (int c = 0; c < tl.bn; ++c) {  // tcgen05.ld of the whole row (out-of-range columns too)
+        const uint32_t cell = cellOf(e.acc, st, lr, c, e);
+        vals.push_back({c, readCell(cell, t, inst)});
+        t.h.tcReads.push_back({cell, inst});
+      }
+    });
+    for (auto& [cell, i] : t.h.tcReads) smemR[(size_t)cell * T + t.tid] = ((uint64_t)kUnpublished << 32) | (uint64_t)(i + 1);
+    const int64_t row = m0 + lr;
+    if (row >= M) return true;
+    for (auto& [c, a] : vals) {
+      const int64_t col = n0 + c;
+      if (col >= N) continue;
+      std::string oob;
+      const float v = epilogueValue(k, in, a, 0, row, col, &oob, nullptr);
+      if (!oob.empty())
+        rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
+      const int64_t di = row * in.scalars.at("ldd") + col;
+      if (di < 0 || di >= (int64_t)out.size()) continue;
+      WriteRec& w = outW[di];
+      if (w.thread >= 0)
+        rep.add(Finding::Race, "D|" + std::to_string(e.id), [&] {
+          return "output D(" + std::to_string(row) + ", " + std::to_string(col) + ") is written twice ('" +
+                 kir::describe(e) + "')";
+        });
+      w = WriteRec{t.tid, ctaIndex, t.vc[t.tid], inst};
+      out[di] = v;
+    }
+    return true;
+  }
+  return false;
+}
+
+void Cta::sm100Finish() {
+  if (!sm90.tmemLive) return;
+  rep.add(Finding::AsyncMisuse, "tmemleak", [&] {
+    return "the CTA ends with " + std::to_string(sm90.tmemCols) + " tensor-memory columns allocated (no tcgen05.dealloc)";
+  });
+}
+
+}  // namespace heddle::verify
