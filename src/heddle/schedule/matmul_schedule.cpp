@@ -264,8 +264,8 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "split); drop warp_specialize, or drop split_k");
   }
   t.splitK = mm->splitK;
-  validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   validateMatmulGroup(f, target, t);
+  validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }
 
