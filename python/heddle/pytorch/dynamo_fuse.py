@@ -686,7 +686,7 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
 
 def _fuse_gated(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
     from .dynamo_gated import apply_gated, find_gated
-    for p in find_gated(gm):
+    for p in find_gated(gm, _operand, _static_int):
         names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
         try:
             op, summary = apply_gated(gm, p, fake_mode)

@@ -182,8 +182,7 @@ def _val(n):
     return n.meta.get("val") if isinstance(n, fx.Node) else None
 
 
-def _match(mul: fx.Node) -> Optional[GatedPlan]:
-    from .dynamo_fuse import _operand, _static_int
+def _match(mul: fx.Node, _operand, _static_int) -> Optional[GatedPlan]:
     if mul.op != "call_function" or mul.target is not aten.mul.Tensor or len(mul.args) != 2:
         return None
     if not all(isinstance(a, fx.Node) for a in mul.args):
@@ -217,10 +216,12 @@ def _match(mul: fx.Node) -> Optional[GatedPlan]:
     return None
 
 
-def find_gated(gm: fx.GraphModule) -> List[GatedPlan]:
+def find_gated(gm: fx.GraphModule, operand, static_int) -> List[GatedPlan]:
+    """The gated pairs of `gm`. operand(node, rank) -> (node heddle reads, transposed?, looked through) and
+    static_int(size) -> int | None are dynamo_fuse's (_operand, _static_int): the same operand rules."""
     plans, used = [], set()
     for n in gm.graph.nodes:
-        p = _match(n)
+        p = _match(n, operand, static_int)
         if p is not None and not (set(p.nodes) & used):
             plans.append(p)
             used |= set(p.nodes)

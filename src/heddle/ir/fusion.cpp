@@ -172,9 +172,9 @@ void Fusion::checkGroupMember(const Expr* first, TensorView* a, TensorView* b, b
   auto* b0 = first->inputs[1];
   const std::string call = "matmul(" + a->name + ", " + b->name + ")";
   if (a != a0 || transA != first->transA)
-    fail<ScheduleError>(call, ": this fusion already has matmul(", a0->name, ", ", b0->name, "); a second matmul "
-                        "joins it as a group (one kernel, e.g. SwiGLU's gate and up projections) only when it reads "
-                        "the same A operand ", a0->name, (first->transA ? " transposed" : ""),
+    fail<ScheduleError>(call, ": this fusion already has a matmul, matmul(", a0->name, ", ", b0->name, "); a second "
+                        "matmul joins it as a group (one kernel, e.g. SwiGLU's gate and up projections) only when it "
+                        "reads the same A operand ", a0->name, (first->transA ? " transposed" : ""),
                         ". Otherwise split it into two fusions");
   if (b->rank() != 2 || b0->rank() != 2 || a->rank() != 2)
     fail<ScheduleError>(call, ": a matmul group takes rank-2 operands (", a->str(), ", ", b->str(),
