@@ -113,7 +113,9 @@ def test_b_stage_is_filled_in_parts_and_the_epilogue_reads_both_slices(trans_b):
 
 
 def test_grid_counts_output_columns():
-    low = swiglu().lower("sm_80")
+    fd = swiglu()
+    assert fd.validate("sm_80").endswith("layout NT, matmul group of 2 (32 output columns of each per tile)")
+    low = fd.lower("sm_80")
     assert low.grid({"M": 72, "N": 200, "K": 96, "batch": 1})[:2] == (7, 2)  # ceil(200/32), ceil(72/64)
 
 

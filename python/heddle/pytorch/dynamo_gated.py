@@ -36,7 +36,8 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 _CASTS = (prims.convert_element_type.default, aten._to_copy.default)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-_DT = {torch.float16: "f16", torch.bfloat16: "bf16"}
+_DT = {torch.float16: "f16", torch.bfloat16: "bf16"}          # operands
+_OUT_DT = {**_DT, torch.float32: "f32"}                        # outputs (a float32 product of casts)
 
 
 def _act_of(n: fx.Node) -> Optional[str]:
@@ -211,6 +212,8 @@ def _match(mul: fx.Node, _operand, _static_int) -> Optional[GatedPlan]:
             continue
         if _static_int(vx.shape[-1]) is None or _static_int(_val(mm_g).shape[-1]) is None:
             continue
+        if any(_val(n).dtype not in _OUT_DT for n in (mul, act, *chain_g, *chain_act, *chain_u)):
+            continue
         return GatedPlan(mul, mm_g, mm_u, x, w1, w3, tb1, name, act, chain_g, chain_act, chain_u,
                          through_a + through1 + through3 + [xg] + ([xu] if xu is not xg else []))
     return None
@@ -243,8 +246,8 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
     """Replace the pattern by one heddle op; returns (op name, summary)."""
     exported = _exported(p)
     spec = GatedSpec(dtype=_DT[_val(p.x).dtype], k=int(_val(p.x).shape[-1]), n=int(_val(p.mm_g).shape[-1]),
-                     trans_b=p.trans_b, activation=p.activation, out_dtype=_DT[_val(p.mul).dtype],
-                     extra=tuple((w, _DT.get(_val(n).dtype, "f32")) for w, n in exported))
+                     trans_b=p.trans_b, activation=p.activation, out_dtype=_OUT_DT[_val(p.mul).dtype],
+                     extra=tuple((w, _OUT_DT[_val(n).dtype]) for w, n in exported))
     gated_op(spec)
     target = getattr(torch.ops.heddle, spec.op_name()).default
     g = gm.graph
@@ -259,19 +262,30 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
     new.meta["val"] = val
     new.meta.update({k: v for k, v in p.mm_g.meta.items() if k in ("stack_trace", "nn_module_stack", "seq_nr")})
 
+    def dims(v):
+        return [str(d) for d in v.shape]
+
+    views = [n for n in p.chain_g + p.chain_u if n.target in _VIEWS]
+
     def item(i, like: fx.Node) -> fx.Node:
         cur = new
-        with g.inserting_before(first):
-            if len(vals) > 1:
+        if len(vals) > 1:
+            with g.inserting_before(first):
                 cur = g.create_node("call_function", operator.getitem, (new, i), name=f"heddle_{p.mm_g.name}_o{i}")
-                cur.meta["val"] = vals[i]
-            want = _val(like)
-            if list(want.shape) != list(vals[i].shape):
-                v = g.create_node("call_function", aten.view.default, (cur, list(want.shape)),
+            cur.meta["val"] = vals[i]
+        want = _val(like)
+        if dims(want) != dims(vals[i]):
+            # the chain's own view to this shape (its size arguments may be symbolic nodes): the earliest one,
+            # which precedes every reader of the value replaced
+            src = min((n for n in views if dims(_val(n)) == dims(want)), key=lambda n: pos[n], default=None)
+            if src is None:
+                raise ValueError(f"no view in the chain gives {like.name}'s shape {dims(want)}")
+            with g.inserting_before(src):
+                v = g.create_node("call_function", aten.view.default, (cur, src.args[1]),
                                   name=f"heddle_{p.mm_g.name}_v{i}")
-                with (fake_mode if fake_mode is not None else _Null()):
-                    v.meta["val"] = vals[i].view(want.shape)
-                cur = v
+            with (fake_mode if fake_mode is not None else _Null()):
+                v.meta["val"] = vals[i].view(want.shape)
+            cur = v
         return cur
 
     inner = set(p.nodes)

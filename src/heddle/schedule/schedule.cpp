@@ -193,6 +193,8 @@ std::string MatmulTiling::str() const {
   if (stages > 1) os << ", circular_buffer(stages=" << stages << ", prefetch=" << prefetch << ")";
   if (splitK > 1) os << ", split_k(" << splitK << ")";
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
+  if (parts > 1)  // a matmul group: the accumulator tile holds bn / parts columns of each member
+    os << ", matmul group of " << parts << " (" << bn / parts << " output columns of each per tile)";
   return os.str();
 }
 
