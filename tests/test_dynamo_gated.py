@@ -140,3 +140,23 @@ def test_interpreted_group_kernel_matches_eager(monkeypatch):
         out = torch.compile(m, backend=heddle_backend, options={"fallback": "eager"})(x)
     _close(out, ref)
     assert gated_groups("inference")
+
+
+def test_gated_op_names_round_trip_and_resolve_in_a_fresh_process():
+    from heddle.pytorch.dynamo_gated import GatedSpec, resolve
+    spec = GatedSpec("bf16", 64, 128, True, "gelu_tanh", "f32", (("g", "bf16"), ("act", "f32")))
+    assert GatedSpec.decode(spec.op_name()) == spec
+    for bad in ("gated_bf16_swish_k64_n128_t_obf16", "gated_bf16_silu_k64_n128_t_obf16_sxbf16",
+                "gated_bf16_silu_k0_n128_t_obf16"):
+        assert not resolve(bad)
+    import subprocess
+    import sys
+    name = GatedSpec("bf16", 64, 96, True, "silu", "bf16").op_name()
+    code = ("import torch, heddle\n"   # torch.export.load looks ops up by name in a fresh process
+            f"op = getattr(torch.ops.heddle, {name!r}).default\n"
+            "x, w1, w3 = torch.randn(5, 64).bfloat16(), torch.randn(96, 64).bfloat16(), torch.randn(96, 64).bfloat16()\n"
+            "want = torch.nn.functional.silu(x.float() @ w1.float().T) * (x.float() @ w3.float().T)\n"
+            "torch.testing.assert_close(op(x, w1, w3).float(), want, atol=5e-2, rtol=2e-2)\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "ok", r.stderr

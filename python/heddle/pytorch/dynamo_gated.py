@@ -16,8 +16,8 @@ on CPU the fusion in float32 with torch; autograd through the fusion (Kernel.op'
 """
 from __future__ import annotations
 
-import hashlib
 import operator
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -71,8 +71,20 @@ class GatedSpec:
     extra: Tuple[Tuple[str, str], ...] = ()   # further outputs: ("g" | "u" | "act", dtype)
 
     def op_name(self) -> str:
-        h = hashlib.sha256(repr(self).encode()).hexdigest()[:10]
-        return f"gated_{self.dtype}_{self.activation}_{self.k}x{self.n}_{h}"
+        """The name encodes the whole spec (GatedSpec.decode reads it back), so torch.export.load registers the
+        op from its name in a fresh process (heddle.pytorch.matmul.resolve_op)."""
+        kept = "".join(f"_s{what}{dt}" for what, dt in self.extra)
+        return (f"gated_{self.dtype}_{self.activation}_k{self.k}_n{self.n}_{'t' if self.trans_b else 'n'}"
+                f"_o{self.out_dtype}{kept}")
+
+    @staticmethod
+    def decode(name: str) -> Optional["GatedSpec"]:
+        m = _NAME.fullmatch(name)
+        if m is None:
+            return None
+        dt, act, k, n, tb, out, kept = m.groups()
+        extra = tuple(_KEPT.findall(kept))
+        return GatedSpec(dt, int(k), int(n), tb == "t", act, out, extra)
 
     def build_fusion(self) -> Fusion:
         fd = Fusion()
@@ -87,6 +99,21 @@ class GatedSpec:
         return fd
 
 
+_NAME = re.compile(r"gated_(f16|bf16)_(silu|gelu_tanh|gelu)_k(\d+)_n(\d+)_(t|n)_o(f16|bf16|f32)"
+                   r"((?:_s(?:g|u|act)(?:f16|bf16|f32))*)")
+_KEPT = re.compile(r"_s(g|u|act)(f16|bf16|f32)")
+_registering: set = set()   # op names being registered (torch.library looks them up meanwhile)
+
+
+def resolve(name: str) -> bool:
+    """Register torch.ops.heddle.<name> when it names a gated op (its canonical name); False if not."""
+    spec = GatedSpec.decode(name)
+    if spec is None or spec.op_name() != name or spec.k <= 0 or spec.n <= 0 or name in _registering:
+        return False   # not canonical, or torch looking the name up while it is being registered
+    gated_op(spec)
+    return True
+
+
 class GatedMatmul:
     """One gated signature: its fusion, torch op and kernels per (target, vec, M bucket)."""
 
@@ -97,7 +124,12 @@ class GatedMatmul:
         self._mexpr = inputs.matmul_expr(self.fusion)
         self.kernels: Dict[tuple, Kernel] = {}
         self._lock = threading.Lock()
-        self.op = register_op(spec.op_name(), ["x", "w1", "w3"], self.run, self.fake, outputs=1 + len(spec.extra))
+        _registering.add(spec.op_name())
+        try:
+            self.op = register_op(spec.op_name(), ["x", "w1", "w3"], self.run, self.fake,
+                                  outputs=1 + len(spec.extra))
+        finally:
+            _registering.discard(spec.op_name())
         register_fusion_autograd(self.fusion, self.op)
 
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int, rtc: bool = True) -> Kernel:
