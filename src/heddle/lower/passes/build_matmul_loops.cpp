@@ -15,8 +15,8 @@
 //
 // A matmul group (P members sharing A, e.g. SwiGLU's gate B and up B1; MatmulTiling::parts): the CTA's
 // n0 is blockIdx * bn / P in output columns, and warp column w's WN accumulator columns hold WN / P
-// columns of each member, so B's stage is filled in P * warpsN parts:
-// one TileLoad node (one write of the stage) with P * warpsN parts (bn 128, 2 warp columns, P 2):
+// columns of each member, so B's stage is filled by one TileLoad node (one write of the stage, as the sync
+// planner sees it) with P * warpsN parts, each from its member's own tensor (bn 128, 2 warp columns, P 2):
 //   cp_async B|B1|B|B1 -> sB[0]:  B  cols n0 + 0 .. +32  -> stage cols 0 .. 32     warp column 0, member 0
 //                                 B1 cols n0 + 0 .. +32  -> stage cols 32 .. 64    warp column 0, member 1
 //                                 B  cols n0 + 32 .. +64 -> stage cols 64 .. 96    warp column 1, member 0 ...
