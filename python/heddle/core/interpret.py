@@ -295,7 +295,7 @@ def source_mutants(source: str) -> List[SourceMutant]:
                 moved[i], moved[j] = lines[j], lines[i]
                 out.append(SourceMutant("move_split", i + 1, f"barrier_{m.group(1)} moved "
                                         f"{'above' if j < i else 'below'} `{lines[j].strip()}`", "\n".join(moved)))
-        m = _re.search(r"(tma_load_tile<[^>]*>>?|tma_load_plain<[^>]*>|copy_tile_(?:async|sync)<[^>]*>)\((\w+) \+ \(", code)
+        m = _re.search(r"(tma_load_tile<[^>]*>>?|tma_load_plain<[^>]*>|copy_(?:tile|part)_(?:async|sync)<[^>]*>)\((\w+) \+ \(", code)
         if m:
             # sA + (STAGE) * ELEMS -> sA + ((STAGE) + 1) % S * ELEMS, S read off the printed "% S)" of the index
             s = _re.search(r"% (\d+)\) \* \d+", code[m.end():])

@@ -144,7 +144,16 @@ class Kernel:
             tma.check_operands(self, _Operands(self._matmul_expr, by_name))
         g = geometry or MatmulGeometry(self._matmul_expr, by_name)
         a, b, M, N = g.a, g.b, g.M, g.N
-        for nm, t, vec in () if hopper else ((g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])):
+        # a matmul group's further B operands (params B1, B2, ...: loaded like B, with ldb1, ldb2, ...)
+        group_b = {name: tensor for name, kind, _, tensor in self._params
+                   if kind == "ptr" and name[:1] == "B" and name[1:].isdigit()}
+        for tname in group_b.values():
+            if by_name[tname].stride(-1) != 1 and by_name[tname].shape[-1] > 1:
+                raise InputError(f"input '{tname}': its last axis has stride {by_name[tname].stride(-1)}; heddle "
+                                 "reads rows contiguously — call .contiguous()")
+        operands = [(g.a_name, a, self.vec[0]), (g.b_name, b, self.vec[1])]
+        operands += [(tname, by_name[tname], self.vec[1]) for tname in group_b.values()]
+        for nm, t, vec in () if hopper else operands:
             ld = t.stride(-2)
             if ld % vec or t.data_ptr() % (vec * t.element_size()):
                 raise InputError(f"input '{nm}': row stride {ld} elements / address {t.data_ptr():#x} is not aligned "
@@ -174,6 +183,7 @@ class Kernel:
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
+        align.update({tname: self.vec[1] * b.element_size() for tname in group_b.values()})
         ws = self.workspace(a.device, g.env) if self.lowered.needs_workspace else None
         args, slots = [], []
 
@@ -188,6 +198,8 @@ class Kernel:
             elif name == "flags" and ws is not None: args.append(("ptr", ws[1].data_ptr()))
             elif name == "A": address(g.a_name)
             elif name == "B": address(g.b_name)
+            elif name in group_b: address(group_b[name])
+            elif name[:3] == "ldb" and "B" + name[3:] in group_b: args.append(("i64", by_name[group_b["B" + name[3:]]].stride(-2)))
             elif name == "D": address()
             elif name[:1] == "D" and name[1:].isdigit() and kind == "ptr": address(i=int(name[1:]))
             elif name in scalar: args.append(scalar[name])

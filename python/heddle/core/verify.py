@@ -170,6 +170,9 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
             scalars[name] = b.stride(0) if b.dim() == 3 else 0
         elif name.startswith("E_") and kind == "ptr":
             tensors[name] = _f32_bytes(by_name[tensor])
+        elif name[:1] == "B" and name[1:].isdigit() and kind == "ptr":  # a matmul group's further B
+            tensors[name] = _f32_bytes(by_name[tensor])
+            scalars["ldb" + name[1:]] = by_name[tensor].stride(-2)
         elif name.startswith("E_"):
             tname, ax = name[2:].rsplit("_s", 1)
             scalars[name] = by_name[tname].stride(int(ax))

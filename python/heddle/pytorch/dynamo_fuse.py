@@ -633,6 +633,8 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     report = GraphReport(kind=kind, graph=_graph_counter[0])
     fake_mode = _fake_mode(gm)
     why: Dict[str, Decision] = {}
+    if enabled:  # SwiGLU-style gated pairs first: one heddle op for both matmuls (dynamo_gated.py)
+        _fuse_gated(gm, fake_mode, report, why)
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
@@ -680,6 +682,25 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
         if n.op == "call_function" and n.name not in seen and not _is_heddle(n):
             report.decisions.append(Decision(n.name, _op_label(n), "other", "not matmul-like"))
     return report
+
+
+def _fuse_gated(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
+    from .dynamo_gated import apply_gated, find_gated
+    for p in find_gated(gm, _operand, _static_int):
+        names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+        try:
+            op, summary = apply_gated(gm, p, fake_mode)
+        except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
+            import warnings
+            warnings.warn(f"heddle: could not fuse the gated pair {p.mm_g.name}, {p.mm_u.name}: "
+                          f"{type(e).__name__}: {e}; they are fused one by one")
+            continue
+        gi = len(report.groups)
+        report.groups.append(Group(gi, names[0], names, op, summary))
+        for nm, lb in zip(names, labels):
+            first = nm == names[0]
+            why[nm] = Decision(nm, lb, "fused" if first else "absorbed", f"-> {op}" if first else
+                               f"into group {gi} ({op})", gi)
 
 
 def _is_heddle(n: fx.Node) -> bool:

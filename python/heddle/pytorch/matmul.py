@@ -414,6 +414,9 @@ def _warn_if_spills(k: Kernel) -> None:
 # --------------------------------------------------------------------------------------------------
 def resolve_op(name: str) -> bool:
     """Register torch.ops.heddle.<name> from its name when it names a heddle matmul op; False if not."""
+    if name.startswith("gated_"):   # a gated pair (heddle/pytorch/dynamo_gated.py)
+        from .dynamo_gated import resolve
+        return resolve(name)
     fields = op_names.decode(name)
     if fields is None:
         return False

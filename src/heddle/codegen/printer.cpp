@@ -74,7 +74,19 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     }
     case kir::NodeKind::TileLoad: {
       auto& t = static_cast<const kir::TileLoad&>(n);
-      const char* fn = t.kind == LoadKind::CpAsync || t.kind == LoadKind::AsyncLds ? "copy_tile_async" : "copy_tile_sync";
+      const bool async = t.kind == LoadKind::CpAsync || t.kind == LoadKind::AsyncLds;
+      for (auto& p : t.parts) {  // a matmul group's stage: each part's box lands at its offset of the stage
+        const bool rows = t.partAxis == 0;
+        auto plus = [](const kir::IExpr& e, int off) { return off ? (e + off).str() : e.str(); };
+        os_ << ind(d) << "heddle::" << (async ? "copy_part_async" : "copy_part_sync") << "<" << t.dst->rows << ", "
+            << t.dst->cols << ", " << t.boxRows() << ", " << t.boxCols() << ", " << t.vec << ", " << k_->launch.threads
+            << ">(" << bufferPtr(*t.dst, t.stage) << ", " << (rows ? p.dstOffset : 0) << ", "
+            << (rows ? 0 : p.dstOffset) << ", " << p.src << ", " << p.ld << ", " << plus(t.row0, rows ? p.srcOffset : 0)
+            << ", " << plus(t.col0, rows ? 0 : p.srcOffset) << ", " << t.rowsBound.str() << ", "
+            << t.colsBound.str() << ", tid);\n";
+      }
+      if (!t.parts.empty()) break;
+      const char* fn = async ? "copy_tile_async" : "copy_tile_sync";
       os_ << ind(d) << "heddle::" << fn << "<" << t.dst->rows << ", " << t.dst->cols << ", " << t.vec << ", "
           << k_->launch.threads << ">(" << bufferPtr(*t.dst, t.stage) << ", " << t.src << ", " << t.ld << ", "
           << t.row0.str() << ", " << t.col0.str() << ", " << t.rowsBound.str() << ", " << t.colsBound.str()
@@ -145,11 +157,16 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
     if (b->memory == MemoryType::Local) acc = b->name;
   os_ << ind(d) << "// epilogue: per accumulator element, predicated on the tile edge\n";
   os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm)\n";
-  os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < Mma::FN; ++fn)\n";
+  // a matmul group: fn walks member 0's slice; member p's element sits at fn + p * FN / P (same thread)
+  const int parts = k.tile.parts;
+  const std::string fnEnd = parts > 1 ? "Mma::FN / " + std::to_string(parts) : "Mma::FN";
+  os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < " << fnEnd << "; ++fn)\n";
   os_ << ind(d + 2) << "#pragma unroll\n" << ind(d + 2) << "for (int r = 0; r < 4; ++r) {\n";
   int e = d + 3;
   os_ << ind(e) << "const int row = m0 + Mma::row_of(warp, lane, fm, r);\n";
-  os_ << ind(e) << "const int col = n0 + Mma::col_of(warp, lane, fn, r);\n";
+  os_ << ind(e) << "const int col = n0 + "
+      << (parts > 1 ? "Mma::part_col_of<" + std::to_string(parts) + ">" : std::string("Mma::col_of"))
+      << "(warp, lane, fn, r);\n";
   // HEDDLE_TEST_PRINTER_BUG=epilogue_row_bound (tests only): prints `row > M`, an off-by-one that NVRTC
   // compiles and the kernel-IR simulator cannot see (it never reads this text); the interpreter of the
   // printed source reports the out-of-bounds store (tests/test_interpret_checks.py).
@@ -176,6 +193,9 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
         os_ << "heddle::to_float(" << op.tensorParam << "[" << (idx.empty() ? "0" : idx) << "]);";
         break;
       }
+      case OpKind::Matmul:  // member op.a of a matmul group: its accumulator slice, same element
+        os_ << acc << ".acc[fm][fn + " << op.a << " * (" << fnEnd << ")][r];";
+        break;
       case OpKind::Add: os_ << a << " + " << b << ";"; break;
       case OpKind::Sub: os_ << a << " - " << b << ";"; break;
       case OpKind::Mul: os_ << a << " * " << b << ";"; break;
@@ -217,7 +237,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
       << ";\n";
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x
   os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx." << (swap ? "y" : "x")
-      << " * " << t.bn << ";\n";
+      << " * " << t.bn / t.parts << ";\n";  // a matmul group: bn / parts output columns of each member
   os_ << "  const int batch_idx = blockIdx.z;\n";
   if (t.batched) {
     os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";

@@ -166,12 +166,38 @@ static bool sameSize(const Size& a, const Size& b) {
   return a.value == b.value;
 }
 
+// A further matmul joins the fusion's matmul group: same A (tensor and layout), a B like the first's.
+void Fusion::checkGroupMember(const Expr* first, TensorView* a, TensorView* b, bool transA, bool transB) const {
+  auto* a0 = first->inputs[0];
+  auto* b0 = first->inputs[1];
+  const std::string call = "matmul(" + a->name + ", " + b->name + ")";
+  if (a != a0 || transA != first->transA)
+    fail<ScheduleError>(call, ": this fusion already has a matmul, matmul(", a0->name, ", ", b0->name, "); a second "
+                        "matmul joins it as a group (one kernel, e.g. SwiGLU's gate and up projections) only when it "
+                        "reads the same A operand ", a0->name, (first->transA ? " transposed" : ""),
+                        ". Otherwise split it into two fusions");
+  if (b->rank() != 2 || b0->rank() != 2 || a->rank() != 2)
+    fail<ScheduleError>(call, ": a matmul group takes rank-2 operands (", a->str(), ", ", b->str(),
+                        "); run batched matmuls as separate fusions");
+  if (transB != first->transB)
+    fail<ScheduleError>(call, ": operand ", b->name, " is ", (transB ? "" : "not "), "transposed but ", b0->name,
+                        " is", (first->transB ? "" : " not"), "; the members of a matmul group share one B layout "
+                        "(pass trans_b=", (first->transB ? "True" : "False"), ")");
+  if (!(b->shape == b0->shape) || b->dtype != b0->dtype)
+    fail<ScheduleError>(call, ": operand ", b->str(), " differs from ", b0->str(), " (the group's first B); the "
+                        "members of a matmul group have B operands of one shape and dtype");
+  for (auto* mm : matmuls())
+    if (mm->definition->inputs[1] == b)
+      fail<ScheduleError>(call, ": ", b->name, " is already multiplied by ", a->name, " in this fusion (", mm->name,
+                          "); reuse ", mm->name, " instead of computing it twice");
+  if ((int)matmuls().size() >= kMaxGroup)
+    fail<ScheduleError>(call, ": a matmul group has at most ", kMaxGroup, " members; split it into two fusions");
+}
+
 TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
-  if (findMatmul())
-    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): this fusion already has a matmul; heddle fuses one "
-                        "matmul with its epilogue per kernel — split it into two fusions");
+  if (auto* first = findMatmul()) checkGroupMember(first->definition, a, b, transA, transB);
   if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
                         dtypeName(b->dtype), "; heddle's tensor-core matmul takes two f16 or two bf16 inputs "
@@ -317,6 +343,13 @@ std::vector<TensorView*> Fusion::allTensors() const {
 std::vector<Expr*> Fusion::exprs() const {
   std::vector<Expr*> r;
   for (auto& e : exprs_) r.push_back(e.get());  // creation order is topological
+  return r;
+}
+
+std::vector<TensorView*> Fusion::matmuls() const {
+  std::vector<TensorView*> r;
+  for (auto& e : exprs_)
+    if (e->kind == OpKind::Matmul) r.push_back(e->output);
   return r;
 }
 

@@ -123,7 +123,12 @@ class Fusion {
   std::vector<TensorView*> allTensors() const;
   std::vector<Expr*> exprs() const;  // topological order
   TensorView* tensor(int id) const { return tvs_.at(id).get(); }
-  TensorView* findMatmul() const;    // the matmul output, or null
+  TensorView* findMatmul() const;    // the matmul output, or null (a group: its first member)
+  // Matmuls that share their A operand (a "matmul group": SwiGLU's gate and up projections, q/k/v):
+  // every matmul output in creation order. One kernel computes them all: each CTA tile's accumulator
+  // holds a slice of every member, so the epilogue combines them per element (silu(g) * u).
+  std::vector<TensorView*> matmuls() const;
+  static constexpr int kMaxGroup = 4;
   std::vector<TensorView*> cachesOf(TensorView* t) const;
 
   std::string str() const;  // readable IR, one line per expression
@@ -134,6 +139,7 @@ class Fusion {
  private:
   int serial_ = nextSerial();
   static int nextSerial();
+  void checkGroupMember(const Expr* first, TensorView* a, TensorView* b, bool transA, bool transB) const;
   TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
   Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
   std::vector<std::unique_ptr<TensorView>> tvs_;

@@ -119,7 +119,7 @@ std::vector<Access> accessesOf(const Node& n) {
 int vmemOpsPerThread(const Node& n, int threads) {
   if (n.kind == NodeKind::TileLoad) {  // one LDS DMA per VEC-element chunk (heddle_hip_copy.cuh)
     auto& t = static_cast<const TileLoad&>(n);
-    int64_t chunks = (int64_t)t.dst->rows * t.dst->cols / std::max(1, t.vec);
+    int64_t chunks = (int64_t)t.dst->rows * t.dst->cols / std::max(1, t.vec);  // parts: the same in all
     return (int)(chunks / std::max(1, threads));
   }
   return 1;  // SmemAccess: one instruction
@@ -130,7 +130,10 @@ std::string describe(const Node& n) {
   switch (n.kind) {
     case NodeKind::TileLoad: {
       auto& t = static_cast<const TileLoad&>(n);
-      os << loadKindName(t.kind) << " " << t.src << " -> " << t.dst->name << "[" << t.stage.str() << "] (k-tile "
+      std::string src = t.src;
+      for (size_t i = 0; i < t.parts.size(); ++i)  // a matmul group's stage: "B|B1|B|B1"
+        src = (i ? src + "|" : std::string()) + t.parts[i].src;
+      os << loadKindName(t.kind) << " " << src << " -> " << t.dst->name << "[" << t.stage.str() << "] (k-tile "
          << t.iter.str() << ")";
       break;
     }

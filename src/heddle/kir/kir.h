@@ -115,6 +115,15 @@ struct TileLoad : Node {
   std::string tensorMap;
   Buffer* mbar = nullptr;
   IExpr mbarIndex;
+  // Matmul groups: the stage is filled in parts (one node: one write of the whole stage). Part i copies
+  // the box of `partExtent` rows (partAxis 0) or cols (partAxis 1) at offset srcOffset from (row0, col0)
+  // of its own source `src` (leading dimension `ld`) to offset dstOffset of the stage along that axis;
+  // the other axis is the whole tile's. Empty: one copy of the whole tile from `src`.
+  struct Part { std::string src, ld; int srcOffset = 0, dstOffset = 0; };
+  std::vector<Part> parts;
+  int partAxis = 1, partExtent = 0;
+  int boxRows() const { return parts.empty() || partAxis == 1 ? dst->rows : partExtent; }
+  int boxCols() const { return parts.empty() || partAxis == 0 ? dst->cols : partExtent; }
 };
 
 // One BK-deep slab of the CTA tile's MMA: acc += A[stageA] x B[stageB].
@@ -316,6 +325,7 @@ struct SmemPlan {
 };
 
 // Epilogue program: straight-line SSA over per-element values (registers r0, r1, ...).
+// op == Matmul: dst = the accumulator of matmul-group member `a` (>= 1) at this element (member 0 is r0).
 struct EpiOp {
   OpKind op = OpKind::Input;
   int dst = -1;
@@ -353,7 +363,8 @@ struct Kernel {
   // matmul template parameters the printer passes to the device headers
   struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
     bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
-    bool tcgen05 = false; int accStages = 0; int tmemCols = 0; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100
+    bool tcgen05 = false; int accStages = 0; int tmemCols = 0;
+    int parts = 1; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100; parts: matmul-group members (n0 = blockIdx * bn / parts)
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
   // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes

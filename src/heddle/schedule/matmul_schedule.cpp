@@ -66,6 +66,40 @@ void checkSmemRows(const MatmulTiling& t, const TargetInfo& target, int elemByte
   }
 }
 
+// A matmul group (Fusion::matmuls): the further members' B tiles fill column slices of B's cache, loaded
+// like it; each warp's n range splits into one slice per member (mma.sync fragments of 8 columns).
+void validateMatmulGroup(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
+  t.mms = f.matmuls();
+  for (auto* m : t.mms) t.bs.push_back(m->definition->inputs[1]);
+  t.parts = (int)t.mms.size();
+  if (t.parts == 1) return;
+  std::string names;
+  for (auto* m : t.mms) names += (names.empty() ? "" : ", ") + m->name;
+  const std::string what = "matmul group (" + names + ")";
+  for (size_t p = 1; p < t.bs.size(); ++p)
+    if (!f.cachesOf(t.bs[p]).empty())
+      fail<ScheduleError>(what, ": ", t.bs[p]->name, " has a cache of its own (", f.cachesOf(t.bs[p])[0]->name,
+                          "); the group's B tiles share ", t.bCache->name, " (the first member's): drop cache_after(",
+                          t.bs[p]->name, ")");
+  if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
+    fail<ScheduleError>(what, ": one kernel for the group is built with cp.async (or plain) caches and mma.sync; ",
+                        target.name, "'s TMA + wgmma path (cache kind tma_load, warp_specialize) does not take a group "
+                        "yet: use cache_after(", t.a->name, ", 'cp_async') and cache_after(", t.b->name,
+                        ", 'cp_async') without roles, or split the group into separate fusions");
+  if (!target.mmaSync || target.mfma || target.wmma)
+    fail<ScheduleError>(what, ": target ", target.name, " has no lowering for a matmul group in this build (the "
+                        "group is lowered for mma.sync targets: sm_80, sm_90a); split it into separate fusions");
+  if (t.splitK > 1)
+    fail<ScheduleError>(what, ": split_k does not take a matmul group; drop split_k(", t.mm->name, ")");
+  if (t.streamK > 0)
+    fail<ScheduleError>(what, ": stream_k does not take a matmul group; drop stream_k(", t.mm->name, ")");
+  const int wn = t.bn / t.warpsN;
+  if (wn % (8 * t.parts))
+    fail<ScheduleError>(what, ": each warp's ", wn, " accumulator columns (n tile ", t.bn, " over ", t.warpsN,
+                        " warps) split into ", t.parts, " slices of whole 8-column mma fragments, one per member; "
+                        "use an n tile whose warp tile is a multiple of ", 8 * t.parts);
+}
+
 }  // namespace
 
 std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, int bm, int bn) {
@@ -252,6 +286,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
+  validateMatmulGroup(f, target, t);
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   return t;
 }
@@ -260,12 +295,13 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
   if (target.mfma || target.wmma) return autoScheduleMatmulAmd(f, target, given);  // schedule/amd_schedule.cpp
-  if (target.wgmma && given.tma) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
+  const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
+  if (target.wgmma && given.tma && parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulHopper(f, target, given);
   }
-  if (target.tcgen05 && given.tma) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
+  if (target.tcgen05 && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulBlackwell(f, target, given);
   }
@@ -287,6 +323,7 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     wm = 1;
     wn = 4;
   }
+  if (parts == 3) bn = 192;  // q/k/v: each warp's n range splits into 3 slices of whole 8-column fragments
   auto* mmExpr = mm->definition;
   auto existing = f.cachesOf(mmExpr->inputs[0]);
   if (!existing.empty() && existing[0]->loadKind == LoadKind::Plain) {
@@ -314,7 +351,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
-  if (mm->rank() == 2 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
+  if (mm->rank() == 2 && parts == 1 && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
+    // (a matmul group shares no k loop: validateMatmulGroup)
     auto c = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
                           hints.sms, bm, bn, bk, !target.wgmma && !target.tcgen05 && target.gridFlags, hints.kShare);
     if (c.splits > 1) splitK(mm, c.splits);

@@ -214,6 +214,8 @@ std::string MatmulTiling::str() const {
   if (splitK > 1) os << ", split_k(" << splitK << ")";
   if (streamK > 0) os << ", stream_k(" << streamK << ")";
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
+  if (parts > 1)  // a matmul group: the accumulator tile holds bn / parts columns of each member
+    os << ", matmul group of " << parts << " (" << bn / parts << " output columns of each per tile)";
   return os.str();
 }
 

@@ -61,6 +61,12 @@ struct MatmulTiling {
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
   int splitK = 1;                     // split_k(splits)
   int streamK = 0;                    // stream_k(ctas)
+  // A matmul group (Fusion::matmuls, e.g. SwiGLU's gate and up): parts > 1 members share A; bs[p] is
+  // member p's B (bs[0] == b), mms[p] its output. The n tile bn is the accumulator width: each warp's
+  // WN = bn / warpsN columns hold WN / parts columns of every member, so one CTA computes bn / parts
+  // output columns of each (docs/scheduling.md, "Matmul groups").
+  int parts = 1;
+  std::vector<TensorView*> bs, mms;
   int threads() const { return warpSize * warpsM * warpsN; }
   std::string str() const;
 };

@@ -60,7 +60,7 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
 }
 
 float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
-                    std::string* oob, const std::map<std::string, float>* fromSmem) {
+                    std::string* oob, const std::map<std::string, float>* fromSmem, const float* parts) {
   std::vector<float> r(k.epilogue.size() + 2, 0.0f);
   int maxReg = 0;
   for (auto& op : k.epilogue) maxReg = std::max(maxReg, op.dst);
@@ -98,6 +98,10 @@ float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_
         }
         break;
       }
+      case OpKind::Matmul:  // member op.a of a matmul group at this element
+        if (!parts) fail<HeddleError>("simulate: epilogue reads matmul-group member ", op.a, " but no value was given");
+        v = parts[op.a];
+        break;
       case OpKind::Add: v = a + b; break;
       case OpKind::Sub: v = a - b; break;
       case OpKind::Mul: v = a * b; break;

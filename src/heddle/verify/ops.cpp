@@ -41,16 +41,29 @@ float token(const kir::Node& n, int64_t iter) { return (float)((n.id + 1) * 4096
 
 }  // namespace
 
-static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
+static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L, const kir::TileLoad::Part* part = nullptr);
+
+// A stage filled in parts (matmul group): each part a copy of its box, in order (heddle_copy.cuh copy_part_*).
+static void execTileLoadParts(Cta& c, Thread& t, const kir::TileLoad& L) {
+  if (L.parts.empty()) return execTileLoad(c, t, L);
+  for (auto& p : L.parts) execTileLoad(c, t, L, &p);
+}
+
+static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L, const kir::TileLoad::Part* part) {
   const int64_t stage = evalStage(L.stage, t), iter = L.iter.eval(t.env);
-  const int rows = L.dst->rows, cols = L.dst->cols, vec = L.vec;
+  const int rows = L.boxRows(), cols = L.boxCols(), vec = L.vec;
+  const bool alongRows = part && L.partAxis == 0;
+  const int dr0 = alongRows ? part->dstOffset : 0, dc0 = part && !alongRows ? part->dstOffset : 0;
   if (vec <= 0 || vec > 64 || cols % vec) fail<HeddleError>("simulate: ", kir::describe(L), ": vec ", vec, " does not divide ", cols);
   const int64_t perRow = cols / vec, nChunks = (int64_t)rows * perRow;
-  const int64_t row0 = L.row0.eval(t.env), col0 = L.col0.eval(t.env);
+  const int64_t row0 = L.row0.eval(t.env) + (alongRows ? part->srcOffset : 0),
+                col0 = L.col0.eval(t.env) + (part && !alongRows ? part->srcOffset : 0);
   const int64_t nrows = L.rowsBound.eval(t.env), ncols = L.colsBound.eval(t.env);
-  const int64_t ld = scalarOf(c.in, L.ld), off = L.batchStride.empty() ? 0 : c.bz * scalarOf(c.in, L.batchStride);
-  auto src = c.in.tensors.find(L.src);
-  if (src == c.in.tensors.end()) fail<HeddleError>("simulate: no data for kernel input '", L.src, "'");
+  const std::string& srcName = part ? part->src : L.src;
+  const int64_t ld = scalarOf(c.in, part ? part->ld : L.ld),
+                off = L.batchStride.empty() ? 0 : c.bz * scalarOf(c.in, L.batchStride);
+  auto src = c.in.tensors.find(srcName);
+  if (src == c.in.tensors.end()) fail<HeddleError>("simulate: no data for kernel input '", srcName, "'");
   const auto& g = src->second;
   const uint32_t inst = c.newInst(L, t, iter, stage);
   const uint32_t base = c.cellOf(L.dst, stage, 0, 0, L);
@@ -68,7 +81,7 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
       if (gi < 0 || gi >= (int64_t)g.size()) {
         c.rep.add(Finding::Mismatch, "oob|" + std::to_string(L.id), [&] {
           std::ostringstream os;
-          os << "out-of-bounds global read: " << c.describeInst(inst) << " reads " << L.src << "[" << gi << "] of "
+          os << "out-of-bounds global read: " << c.describeInst(inst) << " reads " << srcName << "[" << gi << "] of "
              << g.size() << " elements (row " << gr << ", col " << gc + e << ")";
           return os.str();
         });
@@ -77,7 +90,7 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L) {
         vals[e] = g[gi];
       }
     }
-    const uint32_t cell = base + (uint32_t)(r * cols + col);
+    const uint32_t cell = base + (uint32_t)((dr0 + r) * L.dst->cols + dc0 + col);
     if (async) {
       for (int e = 0; e < vec; ++e) c.writeCell(cell + e, t, inst, t.openGroup);
       uint32_t idx = (uint32_t)c.chunks.size();
@@ -152,13 +165,20 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
   const int n = ownedCount(tl, c.opt.mmaFragment);
   if ((int)t.acc.size() != n) t.acc.assign(n, 0.0f);
   const uint32_t inst = c.newInst(e, t, 0, 0);
+  // a matmul group of P members: slots of the warp's first slice (fragment fn < FN / P) are the output
+  // elements; member p's value of slot s is slot s + p * (FN / P) * 4 (heddle_mma_sm80.cuh part_col_of)
+  const int P = std::max(1, tl.parts), partSlots = (WN / 8 / P) * 4;
+  std::vector<float> parts(P);
   for (int s = 0; s < n; ++s) {
     int lr, lc;
     ownedSlot(tl, c.opt.mmaFragment, t.lane, s, lr, lc);
-    const int64_t row = t.env.at("m0") + wm * WM + lr, col = t.env.at("n0") + wn * WN + lc;  // a stream-K segment rebinds them
+    if (P > 1 && (s / 4) % (WN / 8) >= WN / 8 / P) continue;  // a further member's slot
+    // a stream-K segment rebinds m0 / n0
+    const int64_t row = t.env.at("m0") + wm * WM + lr, col = t.env.at("n0") + wn * (WN / P) + lc;
     if (row >= M || col >= N) continue;
+    for (int p = 0; p < P; ++p) parts[p] = t.acc[s + p * partSlots];
     std::string oob;
-    float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob);
+    float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob, nullptr, parts.data());
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] {
         return "out-of-bounds global read of epilogue input " + oob + " at output (" + std::to_string(row) + ", " +
@@ -242,7 +262,7 @@ void Cta::execLeaf(Thread& t, const kir::Node& n) {
   if (n.kind == kir::NodeKind::EpilogueStore && execPartial(t, static_cast<const kir::EpilogueStore&>(n))) return;
   if (sm90.active && execSm90Leaf(t, n)) return;  // Hopper leaves (sm90_ops.cpp)
   switch (n.kind) {
-    case kir::NodeKind::TileLoad: execTileLoad(*this, t, static_cast<const kir::TileLoad&>(n)); return;
+    case kir::NodeKind::TileLoad: execTileLoadParts(*this, t, static_cast<const kir::TileLoad&>(n)); return;
     case kir::NodeKind::MmaStep: execMma(*this, t, static_cast<const kir::MmaStep&>(n)); return;
     case kir::NodeKind::EpilogueStore: execEpilogue(*this, t, static_cast<const kir::EpilogueStore&>(n)); return;
     case kir::NodeKind::SmemAccess: execSmemAccess(*this, t, static_cast<const kir::SmemAccess&>(n)); return;

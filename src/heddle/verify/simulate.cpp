@@ -10,6 +10,7 @@
 // Happens-before tracking (cta.h) makes the verdict independent of the interleaving for races and
 // early async reads; the schedule decides which stale values the numbers see and which
 // interleaving a deadlock shows up in.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -48,7 +49,7 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
   if (k.tile.bm > 0) {
     bool sw = swapBlocks(k);
     m0 = (sw ? bx : by) * k.tile.bm;
-    n0 = (sw ? by : bx) * k.tile.bn;
+    n0 = (sw ? by : bx) * (k.tile.bn / std::max(1, k.tile.parts));  // a matmul group: bn / parts columns
   }
   setupMemory();
   setupSm90();  // mbarrier agents widen the vector clocks (sm90_sync.cpp)
@@ -200,9 +201,10 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
     const bool persistent = k.launch.gridX.str() == "num_ctas" || k.streamK > 0, everyCta = opt.ctas.empty();
     for (int i = 0; i < (persistent ? 1 : res.ctas); ++i) {
       bool sw = swapBlocks(k);
-      int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * k.tile.bn;
+      const int64_t bnOut = k.tile.bn / std::max(1, k.tile.parts);  // output columns per CTA
+      int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * bnOut;
       if (persistent) m0 = n0 = 0;
-      const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm), nEnd = persistent ? N : std::min(N, n0 + k.tile.bn);
+      const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm), nEnd = persistent ? N : std::min(N, n0 + bnOut);
       for (int64_t r = m0; r < mEnd; ++r)
         for (int64_t c = n0; c < nEnd; ++c) {
           const int64_t b = k.splitK > 1 ? 0 : ctas[i][2];  // split-K: blockIdx.z is the split

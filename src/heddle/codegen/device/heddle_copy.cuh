@@ -123,10 +123,11 @@ __device__ __forceinline__ void zero_sync(void* smem) {
 // UNROLL bounds how many chunks the compiler may overlap: the async copy holds no data in
 // registers (full unroll); the sync copy holds each chunk in registers between load and store, so
 // a full unroll next to live accumulators would spill.
-template <int ROWS, int COLS, int VEC, int THREADS, int UNROLL, typename T, typename F>
+// Tile: the stage's layout; the ROWS x COLS box lands at (dr0, dc0) of it (a part: copy_part_*).
+template <int ROWS, int COLS, int VEC, int THREADS, int UNROLL, typename T, typename Tile, typename F>
 __device__ __forceinline__ void for_each_chunk(T* smem, const T* g, long long ld, int row0,
-                                               int col0, int nrows, int ncols, int tid, F f) {
-  using Tile = SmemTile<ROWS, COLS, T>;
+                                               int col0, int nrows, int ncols, int tid, F f,
+                                               int dr0 = 0, int dc0 = 0) {
   static_assert(COLS % VEC == 0, "copy_tile: VEC must divide COLS");
   static_assert(Tile::kEpc % VEC == 0, "copy_tile: a VEC chunk must not straddle 16 bytes");
   static_assert(THREADS > 0, "copy_tile: THREADS must be positive");
@@ -145,33 +146,37 @@ __device__ __forceinline__ void for_each_chunk(T* smem, const T* g, long long ld
       int valid = gr < nrows ? ncols - gc : 0;
       valid = valid < 0 ? 0 : (valid > VEC ? VEC : valid);
       const T* src = valid > 0 ? g + (long long)gr * ld + gc : g;
-      f(smem + Tile::offset(r, c), src, valid);
+      f(smem + Tile::offset(dr0 + r, dc0 + c), src, valid);
     }
   }
 }
 
 }  // namespace detail
 
-template <int ROWS, int COLS, int VEC, int THREADS, typename T>
-__device__ __forceinline__ void copy_tile_async(T* smem, const T* g, long long ld, int row0,
+// copy_part_async / copy_part_sync<TROWS, TCOLS, ROWS, COLS, VEC, THREADS>: as copy_tile_*, for the
+//   ROWS x COLS box at (dr0, dc0) of a TROWS x TCOLS SmemTile stage (a matmul group fills B's stage with
+//   one part per member and warp column; dc0 % 8 == 0 keeps every chunk inside its 16 bytes).
+template <int TROWS, int TCOLS, int ROWS, int COLS, int VEC, int THREADS, typename T>
+__device__ __forceinline__ void copy_part_async(T* smem, int dr0, int dc0, const T* g, long long ld, int row0,
                                                 int col0, int nrows, int ncols, int tid) {
   constexpr int kBytes = VEC * (int)sizeof(T);
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "copy_tile_async: VEC*sizeof(T) must be 4, 8 or 16 bytes");
-  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (1 << 30)>(
-      smem, g, ld, row0, col0, nrows, ncols, tid, [](T* s, const T* src, int valid) {
-        detail::cp_async<kBytes>(s, src, valid * (int)sizeof(T));
-      });
+  static_assert(ROWS <= TROWS && COLS <= TCOLS, "copy_part_async: the box must fit the stage");
+  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (1 << 30), T, SmemTile<TROWS, TCOLS, T>>(
+      smem, g, ld, row0, col0, nrows, ncols, tid,
+      [](T* s, const T* src, int valid) { detail::cp_async<kBytes>(s, src, valid * (int)sizeof(T)); }, dr0, dc0);
 }
 
-template <int ROWS, int COLS, int VEC, int THREADS, typename T>
-__device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld, int row0,
+template <int TROWS, int TCOLS, int ROWS, int COLS, int VEC, int THREADS, typename T>
+__device__ __forceinline__ void copy_part_sync(T* smem, int dr0, int dc0, const T* g, long long ld, int row0,
                                                int col0, int nrows, int ncols, int tid) {
   constexpr int kBytes = VEC * (int)sizeof(T);
   constexpr int kElem = (int)sizeof(T);
   static_assert(kBytes == kElem || kBytes == 4 || kBytes == 8 || kBytes == 16,
                 "copy_tile_sync: VEC*sizeof(T) must be sizeof(T), 4, 8 or 16 bytes");
-  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (kBytes == 16 ? 4 : 1)>(
+  static_assert(ROWS <= TROWS && COLS <= TCOLS, "copy_part_sync: the box must fit the stage");
+  detail::for_each_chunk<ROWS, COLS, VEC, THREADS, (kBytes == 16 ? 4 : 1), T, SmemTile<TROWS, TCOLS, T>>(
       smem, g, ld, row0, col0, nrows, ncols, tid, [](T* s, const T* src, int valid) {
         if (valid == VEC) {
           detail::copy_sync<kBytes>(s, src);
@@ -182,7 +187,19 @@ __device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld
             else detail::zero_sync<kElem>(s + e);
           }
         }
-      });
+      }, dr0, dc0);
+}
+
+template <int ROWS, int COLS, int VEC, int THREADS, typename T>
+__device__ __forceinline__ void copy_tile_async(T* smem, const T* g, long long ld, int row0,
+                                                int col0, int nrows, int ncols, int tid) {
+  copy_part_async<ROWS, COLS, ROWS, COLS, VEC, THREADS>(smem, 0, 0, g, ld, row0, col0, nrows, ncols, tid);
+}
+
+template <int ROWS, int COLS, int VEC, int THREADS, typename T>
+__device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld, int row0,
+                                               int col0, int nrows, int ncols, int tid) {
+  copy_part_sync<ROWS, COLS, ROWS, COLS, VEC, THREADS>(smem, 0, 0, g, ld, row0, col0, nrows, ncols, tid);
 }
 
 __device__ __forceinline__ void cp_async_commit() {

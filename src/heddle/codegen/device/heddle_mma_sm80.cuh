@@ -196,6 +196,13 @@ struct MmaSm80 {
   __host__ __device__ __forceinline__ static int col_of(int warp, int lane, int fn, int r) {
     return (warp % WARPS_N) * WN + fn * 8 + ((lane & 3) << 1) + (r & 1);
   }
+  // A group of P matmuls (fn < FN / P): the output column, within the CTA's WARPS_N * WN / P, of
+  // fragment fn of the warp's first slice; member p's element is acc[fm][fn + p * FN / P][r].
+  template <int P>
+  __host__ __device__ __forceinline__ static int part_col_of(int warp, int lane, int fn, int r) {
+    static_assert(P >= 1 && FN % P == 0, "MmaSm80::part_col_of: the warp tile must split into P whole slices");
+    return (warp % WARPS_N) * (WN / P) + fn * 8 + ((lane & 3) << 1) + (r & 1);
+  }
 };
 
 }  // namespace heddle

@@ -12,6 +12,9 @@
 // and the kernel name gains the program: ..._e_add_gelu_bf16 (operand loads are implied by the ops that
 // use them; a cast is named by its type; no op at all: _e_none), so two epilogues never share a name.
 // Broadcast operands index with stride params; an axis of size 1 (or missing) is not indexed.
+// A matmul group (SwiGLU: g = matmul(x, w1); u = matmul(x, w3); out = silu(g) * u): member 0 is r0,
+// member p a register defined by `rP = acc part p` (the same element of member p's accumulator slice):
+//   r1 = acc part 1;  r2 = silu r0;  r3 = mul r2, r1;  r4 = cast r3 -> bf16;  store r4 -> D
 #include <map>
 
 #include "heddle/lower/lower.h"
@@ -26,6 +29,14 @@ void buildEpilogue(LowerContext& c) {
   std::map<const TensorView*, int> reg{{mm, 0}};
   int next = 1;
   const int rank = mm->rank();
+  for (int p = 1; p < c.tiling.parts; ++p) {  // the further members of a matmul group
+    kir::EpiOp op;
+    op.op = OpKind::Matmul;
+    op.a = p;
+    op.dst = next++;
+    reg[c.tiling.mms[p]] = op.dst;
+    k.epilogue.push_back(op);
+  }
   auto operandLoad = [&](TensorView* x, const std::string& user) {
     if (!x->isInput)
       fail<ScheduleError>("epilogue op ", user, ": operand ", x->name, " does not depend on the matmul and is not an "
@@ -106,7 +117,7 @@ void buildEpilogue(LowerContext& c) {
   k.epilogueResult = reg[out];
   std::string sig = "_e";
   for (auto& op : k.epilogue)
-    if (op.op != OpKind::Input) sig += std::string("_") + (op.op == OpKind::Cast ? dtypeName(op.dtype) : opName(op.op));
+    if (op.op != OpKind::Input && op.op != OpKind::Matmul) sig += std::string("_") + (op.op == OpKind::Cast ? dtypeName(op.dtype) : opName(op.op));
   k.name += sig == "_e" ? "_e_none" : sig;
   k.outDtype = out->dtype;
   kir::Param d;

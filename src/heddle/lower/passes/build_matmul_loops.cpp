@@ -12,6 +12,16 @@
 // Tiles are described in storage order (cols contiguous), so a transposed operand is just a
 // different tile shape and origin; out-of-bounds elements are zero-filled by the copy, which is
 // what makes ragged M, N and K work without a separate tail loop.
+//
+// A matmul group (P members sharing A, e.g. SwiGLU's gate B and up B1; MatmulTiling::parts): the CTA's
+// n0 is blockIdx * bn / P in output columns, and warp column w's WN accumulator columns hold WN / P
+// columns of each member, so B's stage is filled by one TileLoad node (one write of the stage, as the sync
+// planner sees it) with P * warpsN parts, each from its member's own tensor (bn 128, 2 warp columns, P 2):
+//   cp_async B|B1|B|B1 -> sB[0]:  B  cols n0 + 0 .. +32  -> stage cols 0 .. 32     warp column 0, member 0
+//                                 B1 cols n0 + 0 .. +32  -> stage cols 32 .. 64    warp column 0, member 1
+//                                 B  cols n0 + 32 .. +64 -> stage cols 64 .. 96    warp column 1, member 0 ...
+// (transposed B: row slices of the [bn][bk] stage). Every member's output column j of a warp then sits
+// in the same thread as the others' (fragment fn + p * FN / P): the epilogue combines them in registers.
 #include <sstream>
 
 #include "heddle/lower/lower.h"
@@ -47,8 +57,16 @@ void buildMatmulLoops(LowerContext& c) {
   };
   k.params.push_back(ptr("A", t.a->dtype, t.a->name, true));
   k.params.push_back(ptr("B", t.b->dtype, t.b->name, true));
+  auto bParam = [](int p) { return p ? "B" + std::to_string(p) : std::string("B"); };
+  auto ldbParam = [](int p) { return p ? "ldb" + std::to_string(p) : std::string("ldb"); };
+  for (int p = 1; p < t.parts; ++p) k.params.push_back(ptr(bParam(p), t.bs[p]->dtype, t.bs[p]->name, true));
   for (auto* n : {"M", "N", "K"}) k.params.push_back(scalar(n, kir::Param::Int32));
   for (auto* n : {"lda", "ldb"}) k.params.push_back(scalar(n, kir::Param::Int64));
+  for (int p = 1; p < t.parts; ++p) k.params.push_back(scalar(ldbParam(p), kir::Param::Int64));
+  if (t.parts > 1) {
+    k.name += "_g" + std::to_string(t.parts);  // a group kernel never shares a name with a single matmul
+    k.tile.parts = t.parts;
+  }
   if (t.batched) {
     k.params.push_back(scalar("batch_stride_a", kir::Param::Int64));
     k.params.push_back(scalar("batch_stride_b", kir::Param::Int64));
@@ -120,6 +138,14 @@ void buildMatmulLoops(LowerContext& c) {
   else addLoad(sA, "A", m0, k0, M, K, "lda", bsa, t.vecA);
   if (t.transB) addLoad(sB, "B", n0, k0, N, K, "ldb", bsb, t.vecB);
   else addLoad(sB, "B", k0, n0, K, N, "ldb", bsb, t.vecB);
+  if (t.parts > 1) {  // one node, one part per warp column and member
+    auto* l = static_cast<kir::TileLoad*>(loop->body.stmts.back().get());
+    const int wn = t.bn / t.warpsN, slice = wn / t.parts;
+    l->partAxis = t.transB ? 0 : 1;
+    l->partExtent = slice;
+    for (int w = 0; w < t.warpsN; ++w)
+      for (int p = 0; p < t.parts; ++p) l->parts.push_back({bParam(p), ldbParam(p), w * slice, w * wn + p * slice});
+  }
   if (t.loadKind == LoadKind::CpAsync) loop->body.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
   auto* mma = loop->body.add<kir::MmaStep>();
   mma->a = sA;
@@ -133,7 +159,7 @@ void buildMatmulLoops(LowerContext& c) {
   st->out = "D";
 
   k.launch.threads = t.threads();
-  IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn);
+  IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn / t.parts);
   k.launch.gridX = t.swapBlocks ? gm : gn;
   k.launch.gridY = t.swapBlocks ? gn : gm;
   k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
