@@ -21,10 +21,8 @@ class CudaPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_copy.cuh\"\n"
        << "#include \"heddle/heddle_mma_sm80.cuh\"\n"
        << (k.tile.wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
-       << (k.tile.tcgen05 ? "#include \"heddle/heddle_sm100.cuh\"
-" : "")
-       << (k.splitK > 1 || k.streamK > 0 ? "#include \"heddle/heddle_grid.cuh\"
-" : "")
+       << (k.tile.tcgen05 ? "#include \"heddle/heddle_sm100.cuh\"\n" : "")
+       << (k.splitK > 1 || k.streamK > 0 ? "#include \"heddle/heddle_grid.cuh\"\n" : "")
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
        << "#define heddle_max(a, b) ((a) > (b) ? (a) : (b))\n\n";
