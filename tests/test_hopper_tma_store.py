@@ -156,6 +156,16 @@ def test_schedules_not_built_are_named_errors(variant, kw, match):
         build(variant, **kw).lower("sm_90a")
 
 
+def test_tma_store_on_sm100a_is_a_named_error():
+    # the tcgen05 kernel's epilogue warpgroup stores from registers: "tma" would be silently ignored
+    fd, _, _ = matmul_fusion(n=512, k=512, dtype="bf16")
+    fd.auto_schedule("sm_100a", m=512, n=512, k=512)
+    fd.lower("sm_100a")
+    fd.matmul_tensor.epilogue_store("tma")
+    with pytest.raises(heddle.ScheduleError, match=r"epilogue_store\(.*'tma'\): the sm_100a tcgen05 kernel"):
+        fd.lower("sm_100a")
+
+
 def test_unknown_kind_is_a_schedule_error():
     fd = build("coop")
     with pytest.raises(heddle.ScheduleError, match="kind 'smem' is not one of 'tma'"):

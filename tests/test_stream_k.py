@@ -247,3 +247,22 @@ def test_bucket_stream_k_kernel_compiles_without_spills():
     k = fused_matmul_op(spec(n=6400)).kernel("sm_80", 8, 8, 16, sms=132)
     assert k.name.endswith("_stk132")
     no_spills_and_gpu_scope_flags(k, k.name)
+
+
+def test_k_sharing_follows_the_target_and_k_share():
+    """A target without grid flags (sm_100a) never gets split-K or stream-K from the automatic schedule
+    (it would refuse them); the Hopper TMA schedule honours k_share = "none" / "stream_k" (no split-K)."""
+    from test_matmul_buckets import spec
+    fd = spec(n=4096).build_fusion()
+    fd.auto_schedule("sm_100a", 16, 4096, 4096, tma=False, sms=148)  # the cp.async kernel, 64 tiles
+    assert fd.matmul_tensor._tv.splits == 1 and fd.matmul_tensor._tv.stream_k_ctas == 0
+    fd.lower("sm_100a", 8, 8)  # accepted: no grid flags asked for
+    auto = spec(n=4096).build_fusion()
+    auto.auto_schedule("sm_90a", 16, 4096, 4096, sms=132)
+    assert auto.matmul_tensor._tv.splits > 1  # the model's split-K on the TMA pipeline
+    for mode in ("none", "stream_k"):
+        fd = spec(n=4096).build_fusion()
+        fd.auto_schedule("sm_90a", 16, 4096, 4096, sms=132, k_share=mode)
+        assert fd.matmul_tensor._tv.splits == 1 and fd.matmul_tensor._tv.stream_k_ctas == 0
+    with pytest.raises(heddle.ScheduleError, match="k_share = 'y' is not one of"):
+        spec().build_fusion().auto_schedule("sm_90a", 16, 4096, 4096, k_share="y")

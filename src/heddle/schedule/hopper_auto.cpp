@@ -82,7 +82,10 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     circularBuffer(c, stages, prefetch);
   }
   int splits = 1;
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0)
+  chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
+  // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
+  // built for the TMA kernels) falls back to that as well
+  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
     splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
   if (splits > 1) {
     splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
