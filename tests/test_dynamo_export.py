@@ -159,6 +159,28 @@ def test_load_ops_registers_the_ops_a_saved_program_names(tmp_path):
         heddle.pytorch.load_ops(str(tmp_path / "block.pt2.missing"))
 
 
+class _GatedModel(torch.nn.Module):
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+        self.w1 = torch.nn.Parameter(torch.randn(96, 64).bfloat16())
+        self.w3 = torch.nn.Parameter(torch.randn(96, 64).bfloat16())
+
+    def forward(self, x):
+        return getattr(torch.ops.heddle, self.name)(x, self.w1, self.w3)
+
+
+def test_load_ops_registers_a_gated_op_a_saved_program_names(tmp_path):
+    # the torch.compile backend's gated pairs (SwiGLU) are ops too: load_ops must find them in the archive
+    from heddle.pytorch.dynamo_gated import GatedSpec
+    name = GatedSpec("bf16", 64, 96, True, "silu", "bf16").op_name()
+    path = str(tmp_path / "gated.pt2")
+    torch.export.save(torch.export.export(_GatedModel(name), (torch.randn(5, 64).bfloat16(),)), path)
+    assert heddle.pytorch.export.op_names_in(path) == [name]
+    r = _run_fresh("import sys, torch, heddle\nprint('registered', heddle.pytorch.load_ops(sys.argv[1]))", path)
+    assert r.returncode == 0 and f"registered {[name]}" in r.stdout, r.stderr[-3000:]
+
+
 def test_load_ops_names_a_kernel_op_it_cannot_build(tmp_path):
     path = _save_kernel_op_program(tmp_path)
     r = _run_fresh("import sys, heddle\nheddle.pytorch.load_ops(sys.argv[1])", path)
