@@ -44,7 +44,7 @@ def test_split_k_only_when_tiles_leave_sms_idle():
     assert "split_k(3)" in sm80[0] and "split_k" not in sm80[3]  # 32 tiles of 64x128 on 108 SMs
 
 
-def test_kernels_are_kept_per_sm_count():
+def test_kernels_are_kept_per_sm_count(monkeypatch):
     """The split-K choice depends on the SM count, so a kernel made for one count is never served for another
     (FusedMatmul.kernel's cache key holds it)."""
     fm = fused_matmul_op(spec(n=4096, k=4096, activation="relu"))
@@ -53,7 +53,9 @@ def test_kernels_are_kept_per_sm_count():
     assert many.lowered.split_k == 4 and few.lowered.split_k == 1  # 32 tiles of 64x128: 132 SMs split, 32 do not
     assert fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=132) is many and fm.kernel("sm_90a", 8, 8, 20, rtc=False,
                                                                                      sms=32) is few
-    assert fm.kernel("sm_90a", 8, 8, 16, rtc=False) is fm.kernel("sm_90a", 8, 8, 16, rtc=False, sms=DEFAULT_SMS)
+    import heddle.pytorch.matmul as hm
+    monkeypatch.setattr(hm, "_sm_count", lambda: 32)  # sms=0: the current device's count (here: stands in)
+    assert fm.kernel("sm_90a", 8, 8, 16, rtc=False) is few
 
 
 def test_auto_schedule_without_sms_never_splits():
@@ -94,3 +96,19 @@ def test_bucket_kernels_compile_without_spills():
         assert k.name.endswith(tail) and st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, \
             (k.name, k.ptxas)
         assert "ld.acquire.gpu.global.b32" in k.ptx and "wgmma.mma_async" in k.ptx
+
+
+def test_setting_k_share_drops_the_eager_plans():
+    """The eager plan table is keyed by the call signature only: a new k_share must not keep launching the
+    kernels chosen under the old one."""
+    fm = fused_matmul_op(spec(n=4096, k=4096, activation="relu"))
+    cleared = []
+
+    class Table:
+        def clear(self):
+            cleared.append(True)
+    fm._eager = Table()
+    assert fm.k_share == "auto"
+    fm.k_share = "none"
+    assert fm.k_share == "none" and cleared == [True]
+    assert fused_matmul_op(spec(n=2048, k=4096)).k_share == "auto"  # per op, not per class

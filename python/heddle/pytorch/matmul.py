@@ -80,11 +80,20 @@ class MatmulSpec:
 
 
 class FusedMatmul:
-    # how the cp.async kernels of small-M buckets share the k loop: "auto" (the cost model of
-    # schedule/k_share.cpp), "split_k", "stream_k" or "none"; set on an op to override the model
-    k_share = "auto"
-
     """One problem signature: its fusion, its torch op, and its compiled kernels per (target, vec)."""
+
+    _k_share = "auto"
+
+    @property
+    def k_share(self) -> str:
+        """How the kernels of small-M buckets share the k loop: "auto" (the cost model of
+        schedule/k_share.cpp), "split_k", "stream_k" or "none"; set on an op to override the model."""
+        return self._k_share
+
+    @k_share.setter
+    def k_share(self, mode: str):
+        self._k_share = mode
+        self._eager.clear()  # the eager plans launch kernels chosen under the old setting
 
     def __init__(self, spec: MatmulSpec):
         self.spec = spec
@@ -140,7 +149,8 @@ class FusedMatmul:
                 # the cp.async kernels' k sharing: the cost model's numbers (schedule/k_share.cpp)
                 tiles = -(-b // t["bm"]) * -(-self.spec.n // t["bn"])
                 line += "; " + _C.Fusion.k_share_plan(tiles, -(-self.spec.k // t["bk"]), 4, sms or _sm_count(),
-                                                      t["bm"], t["bn"], t["bk"], not t["wgmma"], self.k_share)[2]
+                                                      t["bm"], t["bn"], t["bk"], mode=self.k_share,
+                                                      target=target)[2]
             lines.append(line)
         return "\n".join(lines)
 
@@ -153,7 +163,7 @@ class FusedMatmul:
         if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
             batch = int(a.shape[0]) if self.spec.batched else 1
             return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch)
-        return self.kernel(target, vec_a, vec_b, m)
+        return self.kernel(target, vec_a, vec_b, m, sms=_sms_of(a.get_device()) if a.is_cuda else 0)
 
     def _check(self, tensors):
         """The same rules on every device (heddle/core/inputs.py): (geometry, torch's answer for an empty

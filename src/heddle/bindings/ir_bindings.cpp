@@ -140,11 +140,21 @@ void bindIr(py::module_& m) {
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
            py::arg("tma") = true, py::arg("sms") = 0, py::arg("k_share") = "auto")
       .def_static("k_share_plan", [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk,
-                                     bool streamOk, const std::string& mode) {
+                                     bool streamOk, const std::string& mode, const std::string& target) {
+             // target: the cp.async schedule's rules for it (no k sharing without grid flags; stream-K where
+             // streamKOk), as autoScheduleMatmul applies them; "" = stream_ok as given
+             if (!target.empty()) {
+               const TargetInfo& t = targetInfo(target);
+               if (!kShareOk(t)) {
+                 chooseKShare(0, 0, stages, 0, bm, bn, bk, false, mode);  // the mode's spelling
+                 return py::make_tuple(int(1), int(0), "k sharing: none (target " + t.name + " has no grid flags)");
+               }
+               streamOk = streamKOk(t);
+             }
              auto c = chooseKShare(tiles, nk, stages, sms, bm, bn, bk, streamOk, mode);
-             return py::make_tuple(c.splits, c.streamCtas, c.str());
+             return py::make_tuple(int(c.splits), int(c.streamCtas), c.str());
            }, py::arg("tiles"), py::arg("nk"), py::arg("stages"), py::arg("sms"), py::arg("bm"), py::arg("bn"),
-           py::arg("bk"), py::arg("stream_ok") = true, py::arg("mode") = "auto")
+           py::arg("bk"), py::arg("stream_ok") = true, py::arg("mode") = "auto", py::arg("target") = "")
       .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
              return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
            }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)

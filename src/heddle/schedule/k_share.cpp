@@ -31,6 +31,9 @@ std::string KShareChoice::str() const {
   return os.str();
 }
 
+bool kShareOk(const TargetInfo& target) { return target.gridFlags; }
+bool streamKOk(const TargetInfo& target) { return !target.wgmma && !target.tcgen05 && target.gridFlags; }
+
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode) {
   if (mode != "auto" && mode != "split_k" && mode != "stream_k" && mode != "none")

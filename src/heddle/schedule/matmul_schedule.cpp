@@ -351,10 +351,10 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
-  if (mm->rank() == 2 && parts == 1 && target.gridFlags && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
+  if (mm->rank() == 2 && parts == 1 && kShareOk(target) && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
     // (a matmul group shares no k loop: validateMatmulGroup; a target without grid flags runs neither)
     auto c = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
-                          hints.sms, bm, bn, bk, !target.wgmma && !target.tcgen05 && target.gridFlags, hints.kShare);
+                          hints.sms, bm, bn, bk, streamKOk(target), hints.kShare);
     if (c.splits > 1) splitK(mm, c.splits);
     if (c.streamCtas > 0) streamK(mm, c.streamCtas);
   } else if (hints.kShare != "auto" && hints.kShare != "none") {

@@ -100,6 +100,10 @@ struct KShareChoice {
   double dataParallel = 0, splitCost = 0, streamCost = 0;
   std::string str() const;
 };
+// Whether the automatic schedule may share the k loop on `target` at all (grid flags), and may use stream-K
+// there (the cp.async pipeline: not the TMA / wgmma or tcgen05 kernels).
+bool kShareOk(const TargetInfo& target);
+bool streamKOk(const TargetInfo& target);
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
