@@ -28,9 +28,9 @@ import torch.fx as fx
 from ..core import inputs
 from ..core.fusion import Fusion, ops_unary
 from ..core.inputs import DTYPES, MatmulGeometry
-from ..core.kernel import Kernel, _vec_for
+from ..core.kernel import Kernel, _vec_for, plan_table, run_table
 from .autograd import register_fusion_autograd
-from .custom_ops import register_op
+from .custom_ops import register_op, registering
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -102,13 +102,12 @@ class GatedSpec:
 _NAME = re.compile(r"gated_(f16|bf16)_(silu|gelu_tanh|gelu)_k(\d+)_n(\d+)_(t|n)_o(f16|bf16|f32)"
                    r"((?:_s(?:g|u|act)(?:f16|bf16|f32))*)")
 _KEPT = re.compile(r"_s(g|u|act)(f16|bf16|f32)")
-_registering: set = set()   # op names being registered (torch.library looks them up meanwhile)
 
 
 def resolve(name: str) -> bool:
     """Register torch.ops.heddle.<name> when it names a gated op (its canonical name); False if not."""
     spec = GatedSpec.decode(name)
-    if spec is None or spec.op_name() != name or spec.k <= 0 or spec.n <= 0 or name in _registering:
+    if spec is None or spec.op_name() != name or spec.k <= 0 or spec.n <= 0 or name in registering:
         return False   # not canonical, or torch looking the name up while it is being registered
     gated_op(spec)
     return True
@@ -124,12 +123,8 @@ class GatedMatmul:
         self._mexpr = inputs.matmul_expr(self.fusion)
         self.kernels: Dict[tuple, Kernel] = {}
         self._lock = threading.Lock()
-        _registering.add(spec.op_name())
-        try:
-            self.op = register_op(spec.op_name(), ["x", "w1", "w3"], self.run, self.fake,
-                                  outputs=1 + len(spec.extra))
-        finally:
-            _registering.discard(spec.op_name())
+        self._plans = plan_table()  # call signature -> the launch plan of its CUDA calls (C++)
+        self.op = register_op(spec.op_name(), ["x", "w1", "w3"], self.run, self.fake, outputs=1 + len(spec.extra))
         register_fusion_autograd(self.fusion, self.op)
 
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int, rtc: bool = True) -> Kernel:
@@ -147,6 +142,10 @@ class GatedMatmul:
             return k
 
     def run(self, tensors):
+        if tensors and getattr(tensors[0], "is_cuda", False):
+            out = run_table(self._plans, tensors)  # a CUDA call signature seen before: its plan
+            if out is not None:
+                return out
         g = inputs.check(self.spec.op_name(), self._decls, self._mexpr, tensors)
         empty = inputs.zero_size_result(self.fusion, g, tensors)
         if empty is not None:
@@ -154,7 +153,8 @@ class GatedMatmul:
         vec_a, vec_b = _vec_for(tensors[0]), min(_vec_for(tensors[1]), _vec_for(tensors[2]))
         if tensors[0].device.type == "cuda":
             from ..core.runtime import target_for_device
-            return self.kernel(target_for_device(tensors[0].device), vec_a, vec_b, g.M)._launch(tensors, g)
+            k = self.kernel(target_for_device(tensors[0].device), vec_a, vec_b, g.M)
+            return k._launch(tensors, g, self._plans)  # checked; the plan is kept for the next such call
         from ..core.interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed group kernel on the CPU
             from ..core.interpret import interpret_target, run_checked
