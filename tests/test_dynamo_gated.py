@@ -160,3 +160,37 @@ def test_gated_op_names_round_trip_and_resolve_in_a_fresh_process():
             "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_a_rewrite_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
+    """Training: the gated op also gives the values the backward keeps. When the rewrite cannot replace every
+    value (here: the view of the product back to the 3-D shape fails, after the kept 2-D values were wired),
+    nothing of it stays in the graph: the matmuls are fused one by one, each runs once, no gated op is called,
+    outputs and gradients equal eager."""
+    import heddle.pytorch.dynamo_gated as dg
+    views = []
+
+    class Aten:  # aten whose view fails: the rewrite stops half-way
+        def __getattr__(self, name):
+            if name == "view":
+                views.append(name)
+                raise RuntimeError("injected: no aten.view")
+            return getattr(torch.ops.aten, name)
+    monkeypatch.setattr(dg, "aten", Aten())
+    called = []
+    real = dg.GatedMatmul.run
+    monkeypatch.setattr(dg.GatedMatmul, "run", lambda self, t: called.append(1) or real(self, t))
+    m = mlp("llama").train()
+    x = torch.randn(2, 8, 64).to(BF16).requires_grad_(True)
+    ref = m(x)
+    ref.float().square().mean().backward()
+    ref_grads = {n: p.grad.clone() for n, p in m.named_parameters()}
+    m.zero_grad(set_to_none=True)
+    with pytest.warns(UserWarning, match="could not fuse the gated pair"):
+        out = torch.compile(m, backend=heddle_backend, options={"fallback": "eager"})(x)
+    out.float().square().mean().backward()
+    _close(out, ref)
+    for n, p in m.named_parameters():
+        _close(p.grad, ref_grads[n])
+    assert views and not called  # the failure was injected half-way; no gated op left to run
+    assert not gated_groups("forward") and hd.stats["matmuls_left"] == 0

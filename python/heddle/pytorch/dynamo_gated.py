@@ -293,6 +293,7 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
         new = g.create_node("call_function", target, (x, p.w1, p.w3), name=f"heddle_{p.mm_g.name}_gated")
     new.meta["val"] = val
     new.meta.update({k: v for k, v in p.mm_g.meta.items() if k in ("stack_trace", "nn_module_stack", "seq_nr")})
+    created = [new]  # every node made here, in order: erased again if the rewrite cannot finish
 
     def dims(v):
         return [str(d) for d in v.shape]
@@ -304,6 +305,7 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
         if len(vals) > 1:
             with g.inserting_before(first):
                 cur = g.create_node("call_function", operator.getitem, (new, i), name=f"heddle_{p.mm_g.name}_o{i}")
+            created.append(cur)
             cur.meta["val"] = vals[i]
         want = _val(like)
         if dims(want) != dims(vals[i]):
@@ -315,15 +317,23 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
             with g.inserting_before(src):
                 v = g.create_node("call_function", aten.view.default, (cur, src.args[1]),
                                   name=f"heddle_{p.mm_g.name}_v{i}")
+            created.append(v)
             with (fake_mode if fake_mode is not None else _Null()):
                 v.meta["val"] = vals[i].view(want.shape)
             cur = v
         return cur
 
+    try:  # every replacement value first: the graph changes only once they all exist
+        kept = [(node, item(i, node)) for i, (_, node) in enumerate(exported, start=1)]
+        result = item(0, p.mul)
+    except Exception:
+        for n in reversed(created):  # users before what they use: the graph as it was
+            g.erase_node(n)
+        raise
     inner = set(p.nodes)
-    for i, (_, node) in enumerate(exported, start=1):
-        node.replace_all_uses_with(item(i, node), delete_user_cb=lambda u: u not in inner)
-    p.mul.replace_all_uses_with(item(0, p.mul))
+    for node, value in kept:
+        node.replace_all_uses_with(value, delete_user_cb=lambda u: u not in inner)
+    p.mul.replace_all_uses_with(result)
     for node in reversed(p.nodes):
         if not node.users:
             g.erase_node(node)
