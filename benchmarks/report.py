@@ -38,6 +38,7 @@ STEP_LABEL = {
     "eager_plan": "eager call through its launch plan: signature, lookup, output, bind + pack (no driver call)",
     "eager_plan_python": "the same with the signature and lookup in Python (the path before PlanTable)",
     "matmul_front": "heddle.matmul before the plan: argument checks, op name, not compiling / no mode / grad mode",
+    "eager_matmul_call": "the whole eager heddle.matmul call: front, glue, planned call (launch a dry run)",
     "full_path": "first-call path a plan skips: input checks + Kernel.prepare",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",

@@ -288,7 +288,8 @@ def _on_device(index: int, launch):
     if index < 0:
         return launch(0)
     import torch
-    if index == torch.cuda.current_device():
+    current = getattr(torch._C, "_cuda_getDevice", None)  # torch.cuda.current_device without its Python layers
+    if index == (current() if current is not None else torch.cuda.current_device()):
         return launch(_raw_stream(index))
     with torch.cuda.device(index):
         return launch(_raw_stream(index))

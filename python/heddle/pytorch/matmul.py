@@ -220,6 +220,12 @@ class FusedMatmul:
         side (exactly torch.Tensor, none requiring grad under grad mode: eager_call_ok's per-tensor rules,
         checked in C++ while the signature is read; CUDA tensors, since only their launches leave plans);
         None otherwise. The caller has checked the rest of eager_call_ok (not compiling, no mode)."""
+        try:  # run_table folded in: this is the hot path of every repeated eager call
+            index = tensors[0].get_device()
+        except (AttributeError, TypeError, IndexError):  # not tensors: the full path says what is wrong
+            return None
+        if index < 0:  # CPU tensors: only a test's fake driver launches them
+            return self._eager.run(0, tensors, False, torch.Tensor, torch.is_grad_enabled())
         return run_table(self._eager, tensors, torch.Tensor, torch.is_grad_enabled())
 
     def fake(self, tensors):
