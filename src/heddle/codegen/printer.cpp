@@ -138,6 +138,18 @@ void CLikePrinter::block(const kir::Block& b, int d) {
   for (auto& s : b.stmts) node(*s, d);
 }
 
+std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col) {
+  std::string idx;
+  auto term = [&](const std::string& var, const std::string& stride) {
+    if (stride.empty()) return;
+    idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
+  };
+  term("batch_idx", op.batchStride);
+  term("row", op.rowStride);
+  term(col, op.colStride);
+  return "heddle::to_float(" + op.tensorParam + "[" + (idx.empty() ? "0" : idx) + "])";
+}
+
 std::string floatLit(double v) {
   // The epilogue computes in float: the value rounds to float (nearest, ties to even; the fusion
   // refuses finite values beyond float range). inf and NaN have no literal: spell their bits.
@@ -182,15 +194,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
     os_ << ind(e) << dst;
     switch (op.op) {
       case OpKind::Input: {
-        std::string idx;
-        auto term = [&](const std::string& var, const std::string& stride) {
-          if (stride.empty()) return;
-          idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
-        };
-        term("batch_idx", op.batchStride);
-        term("row", op.rowStride);
-        term("col", op.colStride);
-        os_ << "heddle::to_float(" << op.tensorParam << "[" << (idx.empty() ? "0" : idx) << "]);";
+        os_ << epilogueGlobalRead(op, "col") << ";";
         break;
       }
       case OpKind::Matmul:  // member op.a of a matmul group: its accumulator slice, same element

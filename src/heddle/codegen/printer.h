@@ -40,6 +40,9 @@ class CLikePrinter {
 // A float constant as CUDA/HIP source: the double rounded to float, inf/NaN through
 // heddle::f32_bits (heddle_math.cuh), e.g. "0.5f", "1e+30f", "heddle::f32_bits(0x7f800000u)".
 std::string floatLit(double v);
+// A global epilogue operand read at (batch_idx, row, `col`) through its stride params (broadcast axes have
+// none), as a float: "heddle::to_float(T[(long long)row * ldT + ...])".
+std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col);
 
 std::string printKernel(const kir::Kernel& k, const TargetInfo& t);
 // The HIP subclass (codegen/hip_printer.cpp); printKernel dispatches to it for Backend::Hip.

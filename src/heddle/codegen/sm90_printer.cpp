@@ -19,18 +19,6 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   return s;
 }
 
-// A global epilogue operand at (batch_idx, row, `col`) through its stride params (broadcast axes have none).
-std::string globalRead(const kir::EpiOp& op, const std::string& col) {
-  std::string idx;
-  auto term = [&](const std::string& var, const std::string& stride) {
-    if (stride.empty()) return;
-    idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
-  };
-  term("batch_idx", op.batchStride);
-  term("row", op.rowStride);
-  term(col, op.colStride);
-  return "heddle::to_float(" + op.tensorParam + "[" + (idx.empty() ? "0" : idx) + "])";
-}
 
 }  // namespace
 
@@ -49,7 +37,7 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
              << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
           break;
         }
-        os << globalRead(op, "col") << ";";
+        os << epilogueGlobalRead(op, "col") << ";";
         break;
       }
       case OpKind::Add: os << a << " + " << b << ";"; break;
@@ -102,7 +90,7 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
             os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
           break;
         }
-        os << "{" << globalRead(op, "col_0") << ", " << globalRead(op, "col_1") << "};";
+        os << "{" << epilogueGlobalRead(op, "col_0") << ", " << epilogueGlobalRead(op, "col_1") << "};";
         break;
       }
       case OpKind::Add: os << bin("+") << ";"; break;
