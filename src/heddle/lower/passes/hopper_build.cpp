@@ -1,6 +1,8 @@
 // Hopper lowering building blocks (see hopper_build.h).
 #include "heddle/lower/passes/hopper_build.h"
 
+#include <algorithm>
+
 #include <sstream>
 
 namespace heddle::passes::hopper {
@@ -148,6 +150,20 @@ void Ring::preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) 
                 std::to_string(prefetch) + "] up front, so one parity formula (j/s)%2 serves every item";
   loop->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarArrive, empty, IExpr::var(loopVar), w));
   b.stmts.push_back(std::move(loop));
+}
+
+std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const HopperRole& r, int threads) {
+  if (!r.registers) return nullptr;
+  const int cap = std::min(256, (65536 / threads) / 8 * 8);  // setmaxnreg counts reach 256
+  const bool inc = r.registers >= cap;
+  auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
+                    {"registers " + r.name, "", "", "", "",
+                     std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
+                         ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
+                         std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(threads) + ", 1))"},
+                    r.registers);
+  s->count = inc ? 1 : -1;
+  return s;
 }
 
 std::unique_ptr<kir::IfThenElse> electOne(int warp) {

@@ -41,6 +41,10 @@ std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Wh
 std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* bar, IExpr index,
                                     const Why& why, int arg = 0, IExpr parity = 0);
 
+// setmaxnreg for role `r` (nullptr when it sets no budget): .inc when its budget reaches the entry cap of a
+// block of `threads` (__launch_bounds__(threads, 1)), else .dec; its reason names both.
+std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const HopperRole& r, int threads);
+
 struct Ring {
   std::string label;                 // "sA, sB" for messages
   kir::Buffer *full = nullptr, *empty = nullptr;

@@ -39,20 +39,6 @@ using namespace hopper;
 
 namespace {
 
-std::unique_ptr<kir::Sync> setmaxnreg(kir::Kernel& k, const HopperRole& r, int threads) {
-  if (!r.registers) return nullptr;
-  const int cap = std::min(256, (65536 / threads) / 8 * 8);
-  const bool inc = r.registers >= cap;
-  auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
-                    {"registers " + r.name, "", "", "", "",
-                     std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
-                         ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
-                         std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(threads) + ", 1))"},
-                    r.registers);
-  s->count = inc ? 1 : -1;
-  return s;
-}
-
 kir::Buffer* tmemSlot(kir::Kernel& k) {
   auto b = std::make_unique<kir::Buffer>();
   b->name = "tmem_slot";
@@ -207,7 +193,7 @@ void tcgen05Specialize(LowerContext& c) {
   IExpr kt = var("kt"), tl = var("tl"), g = tl * nk + kt;
 
   auto wg0 = when(var("warp") < 4);
-  if (auto r = setmaxnreg(k, loadR, h.threads)) wg0->thenBody.stmts.push_back(std::move(r));
+  if (auto r = setMaxNReg(k, loadR, h.threads)) wg0->thenBody.stmts.push_back(std::move(r));
   wg0->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, loadR.firstWarp, tilesCta, nk));  // role load
   {  // role mma: warp 1's elected thread issues every tcgen05 op of the kernel
     auto elected = electOne(mmaR.firstWarp);
@@ -252,7 +238,7 @@ void tcgen05Specialize(LowerContext& c) {
   }
   {  // role epilogue: warps 4-7, one tile row per thread
     kir::Block& eb = wg0->elseBody;
-    if (auto r = setmaxnreg(k, epiR, h.threads)) eb.stmts.push_back(std::move(r));
+    if (auto r = setMaxNReg(k, epiR, h.threads)) eb.stmts.push_back(std::move(r));
     ringAcc.preArrive(k, eb, "st");
     auto tiles = forLoop("tl", 0, tilesCta);
     persistentTileLets(tiles->body, t, tl);

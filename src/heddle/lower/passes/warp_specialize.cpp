@@ -95,17 +95,7 @@ struct Builder {
   std::unique_ptr<kir::IfThenElse> when(IExpr cond) { return hopper::when(cond); }
 
   void setmaxnreg(kir::Block& b, const HopperRole& r) {
-    if (!r.registers) return;
-    const int cap = (65536 / h.threads) / 8 * 8;
-    const bool inc = r.registers >= cap;
-    auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
-                      {"registers " + r.name, "", "", "", "",
-                       std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
-                           ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
-                           std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(h.threads) + ", 1))"},
-                      r.registers);
-    s->count = inc ? 1 : -1;
-    b.stmts.push_back(std::move(s));
+    if (auto s = setMaxNReg(k, r, h.threads)) b.stmts.push_back(std::move(s));
   }
 
   std::unique_ptr<kir::Sync> wgmmaOp(kir::SyncKind kind, kir::Buffer* acc, const Why& why, int arg = 0) {
