@@ -37,8 +37,10 @@ STEP_LABEL = {
     "prepare": "Kernel.prepare: layout checks, output, kernel arguments, grid",
     "eager_plan": "eager call through its launch plan: signature, lookup, output, bind + pack (no driver call)",
     "eager_plan_python": "the same with the signature and lookup in Python (the path before PlanTable)",
-    "matmul_front": "heddle.matmul before the plan: argument checks, op name, not compiling / no mode / grad mode",
-    "eager_matmul_call": "the whole eager heddle.matmul call: front, glue, planned call (launch a dry run)",
+    "matmul_front": "heddle.matmul's checks on a call its front has not seen: argument checks, op name, no mode",
+    "eager_matmul_call": "the whole eager heddle.matmul call, repeated: Python front + CallTable.run (launch a dry run)",
+    "eager_matmul_call_before": "the same call as heddle.matmul made it before CallTable: Python checks + PlanTable.run",
+    "eager_front": "CallTable.run alone: modes, grad rule, signature, lookup, output, bind + pack (no driver call)",
     "full_path": "first-call path a plan skips: input checks + Kernel.prepare",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",
@@ -46,6 +48,7 @@ STEP_LABEL = {
     "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
     "import_heddle_over_torch": "`import heddle` after torch, in-process clock (target <= 100 ms)",
     "first_kernel_warm": "heddle.matmul's first kernel in a new process, warm disk cache (target <= 5 ms)",
+    "fleet_compiles": "processes asking for one kernel at once, empty cache: compiles (target 1); time to the kernel",
 }
 STEP_ORDER = list(STEP_LABEL)
 
@@ -123,6 +126,8 @@ def compile_table(records: List[dict]) -> str:
         extra = ""
         if r["step"] == "nvrtc_cold" and r.get("nvrtc_reported_ms") is not None:
             extra = f" (NVRTC's own clock {_fmt(r['nvrtc_reported_ms'])} ms)"
+        if r["step"] == "fleet_compiles":
+            extra = f" per process; {r.get('compiled')} compile(s) in {r.get('processes')} processes"
         out.append(f"| {label} | {r['variant']} | {_time(st, unit)}{extra} | {_spread(st, unit)} | {st['n']} |")
     return "\n".join(out)
 

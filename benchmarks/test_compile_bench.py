@@ -258,8 +258,9 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
 
     pieces["eager_plan_python"] = (planned_in_python, None)
 
-    # what heddle.matmul does before it reaches the table: argument checks, op name, the call-wide part
-    # of the eager-call test (the per-tensor part is PlanTable.run's: exact type, requires_grad)
+    # what heddle.matmul does on a call its front has not seen (the path of every call before the front,
+    # CallTable): argument checks, op name, the call-wide part of the eager-call test (the per-tensor part
+    # is PlanTable.run's: exact type, requires_grad)
     from heddle.pytorch.matmul import _modes_active, _op_and_args
 
     def front():
@@ -268,19 +269,30 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
         torch.is_grad_enabled()
     pieces["matmul_front"] = (front, None)
 
-    # the whole eager heddle.matmul call (front, glue, planned call) on the same plan table, its launch
-    # made a dry run by a thin wrapper (one extra Python call over the real path)
+    # the whole eager heddle.matmul call on the same plan: its first call takes the full path through the
+    # op's plan table (this one) and leaves the plan keyed by the whole call in heddle.matmul's front
+    # (CallTable); the timed calls are the real function, their launches dry runs (both tables' dry_run)
     from heddle.pytorch import matmul as hm
-
-    class _DryTable:
-        def run(self, stream, ts, _dry, exact_type, no_grad):
-            return table.run(stream, ts, True, exact_type, no_grad)
     name, _ = hm._op_and_args(tensors[0], tensors[1], tensors[2], "gelu", None, None, False, True, None)
     saved = (hm._by_name.get(name), fm._eager)
-    hm._by_name[name], fm._eager = fm, _DryTable()
-    assert hm.matmul(tensors[0], tensors[1], bias=tensors[2], activation="gelu", trans_b=True) is not None
-    pieces["eager_matmul_call"] = (lambda: hm.matmul(tensors[0], tensors[1], bias=tensors[2], activation="gelu",
-                                                     trans_b=True), None)
+    hm._by_name[name], fm._eager = fm, table
+    table.dry_run = hm._calls.dry_run = True
+
+    def call():
+        return hm.matmul(tensors[0], tensors[1], bias=tensors[2], activation="gelu", trans_b=True)
+    before = len(hm._calls)
+    assert call() is not None and len(hm._calls) == before + 1  # the full path, then the front holds it
+    pieces["eager_matmul_call"] = (call, None)
+    pieces["eager_front"] = (lambda: hm._calls.run(tensors[0], tensors[1], tensors[2], None, "gelu", None, False, True,
+                                                  None), None)
+    assert pieces["eager_front"][0]() is not None  # the timed calls are front hits
+
+    def call_before_front():  # heddle.matmul's body until CallTable (2026-11-23), for comparison in this run
+        nm, args = hm._op_and_args(tensors[0], tensors[1], tensors[2], "gelu", None, None, False, True, None)
+        if not (torch.compiler.is_compiling() or _modes_active()):
+            return hm._by_name[nm].planned(args)
+    assert call_before_front() is not None
+    pieces["eager_matmul_call_before"] = (lambda: call_before_front(), None)
     pieces["full_path"] = (lambda: k.prepare(tensors, geometry=inputs.check(k.name, k._inputs, k._matmul_expr,
                                                                             tensors)), None)
     pieces["custom_op_empty"] = (lambda: noop(tensors[0]), None)
@@ -288,6 +300,8 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
     for step, (fn, _) in pieces.items():  # the thread's CPU time: other processes on the machine do not count
         st = bench.measure_host(fn, calls=2000, repeats=7, timer=bench.ThreadCpuTimer())
         _record(recorder, variant, step, st)
+    table.dry_run = hm._calls.dry_run = False
+    hm._calls.clear()  # its entries launch these CPU tensors' dry-run plan
     if saved[0] is None:
         hm._by_name.pop(name, None)
     else:

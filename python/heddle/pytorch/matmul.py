@@ -20,7 +20,7 @@ from .. import _C
 from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
-from ..core.kernel import Kernel, _vec_for, plan_table, run_table
+from ..core.kernel import MAX_PLANS, Kernel, _vec_for, plan_table, run_table
 from ..core.ops import ACTIVATIONS
 from . import op_names
 from .custom_ops import fusion_op_error, register_op, registering
@@ -94,6 +94,7 @@ class FusedMatmul:
     def k_share(self, mode: str):
         self._k_share = mode
         self._eager.clear()  # the eager plans launch kernels chosen under the old setting
+        _calls.clear()       # and heddle.matmul's front holds them too
 
     def __init__(self, spec: MatmulSpec):
         self.spec = spec
@@ -312,14 +313,21 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
     activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
+    if not torch.compiler.is_compiling():
+        # a plain eager call like an earlier planned one (same arguments, same tensor signatures): one C++
+        # call, CallTable.run (no mode, grad rule, signature, lookup, output, pack, launch); else None
+        out = _calls.run(a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype)
+        if out is not None:
+            return out
     name, args = _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype)
     if not (torch.compiler.is_compiling() or _modes_active()):
         fm = _by_name[name]
-        out = fm.planned(args)  # a repeated plain eager call: one C++ call (it checks the tensors' side)
-        if out is not None:
+        out = fm.planned(args)  # a plain eager call whose tensors' signature this op planned: one C++ call
+        if out is None and eager_call_ok(args):
+            out = fm.eager(args)
+        if out is not None:  # keyed by the whole call when it launched through a plan (the next call's front)
+            _calls.adopt((a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype), fm._eager)
             return out
-        if eager_call_ok(args):
-            return fm.eager(args)
     return getattr(torch.ops.heddle, name)(*args)
 
 
@@ -384,13 +392,21 @@ def eager_call_ok(tensors, device_type: str = "cuda") -> bool:
 _ON_DEVICE = {"cuda": "is_cuda", "cpu": "is_cpu"}
 
 
-def _modes_active() -> bool:
+def _mode_queries():
+    """torch's queries for dispatch modes, function modes and functorch transforms (each true when one is
+    active); a torch without them gets one that is always true: every call goes through the op."""
     C = torch._C
-    try:
-        return bool(C._len_torch_dispatch_stack() or C._is_torch_function_mode_enabled()
-                    or C._are_functorch_transforms_active())
-    except AttributeError:  # a torch without these queries: always through the op
-        return True
+    names = ("_len_torch_dispatch_stack", "_is_torch_function_mode_enabled", "_are_functorch_transforms_active")
+    queries = tuple(getattr(C, n, None) for n in names)
+    return (lambda: True,) * len(names) if None in queries else queries
+
+
+_MODE_QUERIES = _mode_queries()
+
+
+def _modes_active() -> bool:
+    q = _MODE_QUERIES
+    return bool(q[0]() or q[1]() or q[2]())
 
 
 def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_rank, res_dt, res_rank,
@@ -414,6 +430,12 @@ def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_ra
 
 _op_names: Dict[tuple, str] = {}
 _by_name: Dict[str, FusedMatmul] = {}  # op name -> its FusedMatmul (the eager path)
+# heddle.matmul's front (docs/runtime.md, "Eager calls"): a repeated plain eager call -> the plan its op's
+# table holds for its tensors; torch.Tensor operands by signature, dtypes by identity, the rest by value
+_calls = _C.runtime.CallTable(torch.empty, MAX_PLANS, exact_type=torch.Tensor, identity_types=[torch.dtype],
+                              blockers=_MODE_QUERIES, grad_enabled=torch.is_grad_enabled,
+                              current_device=getattr(torch._C, "_cuda_getDevice", None),
+                              raw_stream=getattr(torch._C, "_cuda_getCurrentRawStream", None))
 # torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
 # torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
 _op_name._dynamo_marked_constant = True

@@ -3,7 +3,8 @@
 // heddle._C.runtime.PlanTable: the eager path's one call per launch: the tensors' call signature
 // (shapes, strides, dtypes, device index, address modulo 16) computed here, its plan looked up, the
 // outputs allocated (torch.empty), the addresses checked, packed and launched. No torch headers: the
-// tensors are read through their Python attributes.
+// tensors are read through their Python attributes. heddle._C.runtime.CallTable: the same for a whole
+// heddle.matmul call (its tensors and the plain values beside them), keyed to a PlanTable's plan.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -142,43 +143,68 @@ bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_
   return true;
 }
 
-struct PlanTable {
+// One signature's plan and what its calls allocate. Shared (never changed once made) by the table that
+// made it and the call tables that adopted it.
+struct PlanEntry {
   struct Output {
     py::tuple args;  // the sizes as positional ints: torch.empty parses them twice as fast as a torch.Size
     py::dict kwargs;  // dtype, device
   };
-  struct Entry {
-    py::object planObject;  // keeps the plan alive
-    const PyPlan* plan = nullptr;
-    std::vector<Output> outs;
-  };
+  py::object planObject;  // keeps the plan alive
+  const PyPlan* plan = nullptr;
+  std::vector<Output> outs;
+};
+using EntryMap = std::unordered_map<std::vector<int64_t>, std::shared_ptr<const PlanEntry>, KeyHash>;
+
+// The outputs of a launch through `e` (allocated with `empty`, their addresses appended to `addresses`),
+// launched on `stream`; None when an address breaks a slot (the caller takes the full path).
+py::object launchEntry(const PlanEntry& e, const py::object& empty, uint64_t stream, std::vector<uint64_t>* addresses,
+                       bool dryRun) {
+  static PyObject* ptrName = interned("data_ptr");
+  py::tuple outs(e.outs.size());
+  for (size_t i = 0; i < e.outs.size(); ++i) {
+    PyObject* o = PyObject_Call(empty.ptr(), e.outs[i].args.ptr(), e.outs[i].kwargs.ptr());
+    if (!o) throw py::error_already_set();
+    outs[i] = py::reinterpret_steal<py::object>(o);
+    PyObject* ptr = PyObject_CallMethodNoArgs(o, ptrName);
+    if (!ptr) throw py::error_already_set();
+    addresses->push_back(PyLong_AsUnsignedLongLong(ptr));
+    Py_DECREF(ptr);
+  }
+  if (!launchPlan(*e.plan, stream, *addresses, dryRun)) return py::none();
+  return outs.size() == 1 ? py::object(outs[0]) : py::object(outs);
+}
+
+// True when `t` requires grad, or when that cannot be read (either way: not a call to plan).
+bool requiresGrad(PyObject* t) {
+  static PyObject* gradName = interned("requires_grad");
+  PyObject* g = PyObject_GetAttr(t, gradName);
+  int requires = g ? PyObject_IsTrue(g) : -1;
+  Py_XDECREF(g);
+  if (requires < 0) PyErr_Clear();
+  return requires != 0;
+}
+
+struct PlanTable {
   py::object empty;  // torch.empty
   size_t capacity;
-  std::unordered_map<std::vector<int64_t>, Entry, KeyHash> entries;
+  bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
+  EntryMap entries;
 
   // exact: every tensor's type must be this one (nullptr: any); noGrad: no tensor may require grad.
   bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
                  PyObject* exact = nullptr, bool noGrad = false) const {
-    static PyObject* gradName = interned("requires_grad");
     Py_ssize_t n = PySequence_Size(tensors.ptr());
+    if (n < 0) {
+      PyErr_Clear();
+      return false;
+    }
     key->reserve(16 * n);
     addresses->reserve(n + 2);
     for (Py_ssize_t i = 0; i < n; ++i) {
       py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
-      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact)) {
-        PyErr_Clear();
-        return false;
-      }
-      if (noGrad) {
-        PyObject* g = PyObject_GetAttr(t.ptr(), gradName);
-        int requires = g ? PyObject_IsTrue(g) : -1;
-        Py_XDECREF(g);
-        if (requires != 0) {
-          PyErr_Clear();
-          return false;
-        }
-      }
-      if (!tensorSignature(t.ptr(), key, addresses)) {
+      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact) || (noGrad && requiresGrad(t.ptr())) ||
+          !tensorSignature(t.ptr(), key, addresses)) {
         PyErr_Clear();
         return false;
       }
@@ -186,49 +212,193 @@ struct PlanTable {
     return true;
   }
 
+  std::shared_ptr<const PlanEntry> find(const py::sequence& tensors) const {
+    std::vector<int64_t> key;
+    std::vector<uint64_t> addresses;
+    if (!signature(tensors, &key, &addresses)) return nullptr;
+    auto it = entries.find(key);
+    return it == entries.end() ? nullptr : it->second;
+  }
+
   void add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
     if (!signature(tensors, &key, &addresses)) throw InputError("PlanTable.add: the call's tensors are not tensors");
-    Entry e;
-    e.plan = planObject.cast<const PyPlan*>();
-    e.planObject = std::move(planObject);
+    auto e = std::make_shared<PlanEntry>();
+    e->plan = planObject.cast<const PyPlan*>();
+    e->planObject = std::move(planObject);
     for (const auto& o : outputs) {
-      Output out;
+      PlanEntry::Output out;
       py::tuple shape = py::tuple(o.attr("shape"));
       py::tuple dims(shape.size());
       for (size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i].cast<int64_t>());
       out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: torch.empty(())
       out.kwargs["dtype"] = o.attr("dtype");
       out.kwargs["device"] = o.attr("device");
-      e.outs.push_back(std::move(out));
+      e->outs.push_back(std::move(out));
     }
     if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-planned on use
     entries[std::move(key)] = std::move(e);
   }
 
-  py::object run(uint64_t stream, const py::sequence& tensors, bool dryRun, const py::object& exact,
-                 bool noGrad) const {
+  py::object run(uint64_t stream, const py::sequence& tensors, bool dry, const py::object& exact, bool noGrad) const {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
     if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
     auto it = entries.find(key);
     if (it == entries.end()) return py::none();
-    const Entry e = it->second;  // a copy: alive through torch.empty and the launch, whatever another thread does
-    const PyPlan& plan = *e.plan;
-    static PyObject* ptrName = interned("data_ptr");
-    py::tuple outs(e.outs.size());
-    for (size_t i = 0; i < e.outs.size(); ++i) {
-      PyObject* o = PyObject_Call(empty.ptr(), e.outs[i].args.ptr(), e.outs[i].kwargs.ptr());
-      if (!o) throw py::error_already_set();
-      outs[i] = py::reinterpret_steal<py::object>(o);
-      PyObject* ptr = PyObject_CallMethodNoArgs(o, ptrName);
-      if (!ptr) throw py::error_already_set();
-      addresses.push_back(PyLong_AsUnsignedLongLong(ptr));
-      Py_DECREF(ptr);
+    std::shared_ptr<const PlanEntry> e = it->second;  // alive through torch.empty and the launch, whatever another
+                                                      // thread does to the table
+    return launchEntry(*e, empty, stream, &addresses, dry || dryRun);
+  }
+};
+
+// ---- CallTable ------------------------------------------------------------------------------------
+// heddle.matmul's front: a whole call's arguments -> the plan entry a PlanTable holds for its tensors,
+// adopted after the call's full path (checks, op choice, launch) went through that plan. Each argument
+// is keyed in order: a tensor of exactly the `exact` type by its signature (as in PlanTable); None, a
+// bool, an int, a float or a str by value (a str by its hash, compared on a hit); an object of one of the
+// `identity` types (torch.dtype) by identity (held by the entry, so its address stays its own). Any other
+// argument (a tensor subclass such as nn.Parameter, a list, a float subclass) is never planned: the call
+// takes the full path, which checks it. run() also sends the call there when a blocker returns true
+// (dispatch or function modes, functorch transforms), when `grad_enabled()` and a tensor requires grad,
+// and when the tensors' device is not the current one.
+struct CallTable {
+  struct Entry {
+    std::shared_ptr<const PlanEntry> plan;
+    std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
+    std::vector<py::object> held;                             // the identity-keyed arguments
+  };
+  py::object empty, exact, gradEnabled, currentDevice, rawStream;
+  std::vector<py::object> blockers, identity;
+  size_t capacity = 64;
+  bool dryRun = false;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Entry>, KeyHash> entries;
+
+  // The key of the call `args`, its tensors' addresses and the first tensor's device index (-1: the
+  // CPU, or no tensor); false when an argument is never planned or (checkGrad) a tensor requires grad.
+  // adopting: where the entry's strings and held objects go.
+  bool key(PyObject* args, std::vector<int64_t>* key, std::vector<uint64_t>* addresses, long long* device,
+           bool checkGrad, Entry* adopting) const {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    addresses->reserve(n + 2);
+    *device = -1;
+    bool first = true;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* o = PyTuple_GET_ITEM(args, i);
+      PyTypeObject* type = Py_TYPE(o);
+      if ((PyObject*)type == exact.ptr()) {
+        key->push_back(1);
+        if ((checkGrad && requiresGrad(o)) || !tensorSignature(o, key, addresses)) return false;
+        if (first) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device index, address % 16)
+        first = false;
+      } else if (o == Py_None) {
+        key->push_back(2);
+      } else if (type == &PyBool_Type) {
+        key->push_back(o == Py_True ? 4 : 3);
+      } else if (type == &PyLong_Type) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+          PyErr_Clear();
+          return false;
+        }
+        key->push_back(5);
+        key->push_back(v);
+      } else if (type == &PyFloat_Type) {
+        double d = PyFloat_AS_DOUBLE(o);
+        int64_t bits;
+        std::memcpy(&bits, &d, sizeof bits);
+        key->push_back(6);
+        key->push_back(bits);
+      } else if (type == &PyUnicode_Type) {
+        Py_hash_t h = PyObject_Hash(o);  // cached in the str
+        if (h == -1) {
+          PyErr_Clear();
+          return false;
+        }
+        key->push_back(7);
+        key->push_back((int64_t)h);
+        if (adopting) adopting->strings.emplace_back(i, py::reinterpret_borrow<py::object>(o));
+      } else if (isIdentityType(type)) {
+        key->push_back(8);
+        key->push_back((int64_t)(uintptr_t)o);
+        if (adopting) adopting->held.push_back(py::reinterpret_borrow<py::object>(o));
+      } else {
+        return false;
+      }
     }
-    if (!launchPlan(plan, stream, addresses, dryRun)) return py::none();
-    return outs.size() == 1 ? py::object(outs[0]) : py::object(outs);
+    return true;
+  }
+
+  bool isIdentityType(PyTypeObject* type) const {
+    for (const auto& t : identity)
+      if ((PyObject*)type == t.ptr()) return true;
+    return false;
+  }
+
+  // True when calling f() gives a true value (or fails: then the full path runs and says what is wrong).
+  static bool truthy(const py::object& f) {
+    PyObject* r = PyObject_CallNoArgs(f.ptr());
+    int v = r ? PyObject_IsTrue(r) : 1;
+    Py_XDECREF(r);
+    if (v < 0 || !r) PyErr_Clear();
+    return v != 0;
+  }
+
+  py::object run(const py::args& args) const {
+    for (const auto& b : blockers)
+      if (truthy(b)) return py::none();
+    bool grad = !gradEnabled.is_none() && truthy(gradEnabled);
+    std::vector<int64_t> k;
+    k.reserve(64);
+    std::vector<uint64_t> addresses;
+    long long device = -1;
+    if (!key(args.ptr(), &k, &addresses, &device, grad, nullptr)) return py::none();
+    auto it = entries.find(k);
+    if (it == entries.end()) return py::none();
+    std::shared_ptr<const Entry> e = it->second;  // alive through torch.empty and the launch
+    for (const auto& [i, s] : e->strings) {
+      PyObject* given = PyTuple_GET_ITEM(args.ptr(), i);
+      if (given != s.ptr() && PyUnicode_Compare(given, s.ptr()) != 0) {
+        PyErr_Clear();
+        return py::none();  // another str with the same hash
+      }
+    }
+    uint64_t stream = 0;  // the CPU: only a test's fake driver launches CPU tensors
+    if (device >= 0) {    // the tensors' device must be the current one; the launch goes on its current stream
+      if (currentDevice.is_none() || rawStream.is_none()) return py::none();
+      PyObject* cur = PyObject_CallNoArgs(currentDevice.ptr());
+      long long c = cur ? PyLong_AsLongLong(cur) : -2;
+      Py_XDECREF(cur);
+      if (PyErr_Occurred()) PyErr_Clear();
+      if (c != device) return py::none();  // the full path switches the device
+      py::int_ index(device);
+      PyObject* s = PyObject_CallOneArg(rawStream.ptr(), index.ptr());
+      if (!s) throw py::error_already_set();
+      stream = PyLong_AsUnsignedLongLong(s);
+      Py_DECREF(s);
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
+    return launchEntry(*e->plan, empty, stream, &addresses, dryRun);
+  }
+
+  // Remembers the plan `source` holds for this call's tensors (the exact-type tensors among `args`, in
+  // order) under the key of the whole call; false when there is none or an argument is never planned.
+  bool adopt(const py::tuple& args, const PlanTable& source) {
+    auto e = std::make_shared<Entry>();
+    std::vector<int64_t> k;
+    std::vector<uint64_t> addresses;
+    long long device = -1;
+    if (!key(args.ptr(), &k, &addresses, &device, false, e.get())) return false;
+    py::list tensors;
+    for (const auto& a : args)
+      if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) tensors.append(a);
+    e->plan = source.find(tensors);
+    if (!e->plan) return false;
+    if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-adopted on use
+    entries[std::move(k)] = std::move(e);
+    return true;
   }
 };
 
@@ -323,5 +493,50 @@ void bindPlan(py::module_& m) {
              return t.signature(tensors, &key, &addresses) && t.entries.count(key) > 0;
            })
       .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
-      .def("clear", [](PlanTable& t) { t.entries.clear(); });
+      .def("clear", [](PlanTable& t) { t.entries.clear(); })
+      .def_readwrite("dry_run", &PlanTable::dryRun,
+                     "True: every launch through this table stops before the driver call (host-cost benchmarks)");
+
+  py::class_<CallTable>(rt, "CallTable",
+                        "heddle.matmul's front: a whole call's arguments -> the launch plan its tensors took, one C++ "
+                        "call per repeated call (docs/runtime.md, 'Eager calls').")
+      .def(py::init([](py::object empty, size_t capacity, py::object exactType, const py::sequence& identityTypes,
+                       const py::sequence& blockers, py::object gradEnabled, py::object currentDevice,
+                       py::object rawStream) {
+             if (capacity == 0) throw InputError("CallTable: capacity must be at least 1");
+             if (!PyType_Check(exactType.ptr())) throw InputError("CallTable: exact_type must be a type");
+             CallTable t;
+             t.empty = std::move(empty);
+             t.capacity = capacity;
+             t.exact = std::move(exactType);
+             for (const auto& i : identityTypes) {
+               if (!PyType_Check(i.ptr())) throw InputError("CallTable: identity_types must be types");
+               t.identity.push_back(py::reinterpret_borrow<py::object>(i));
+             }
+             for (const auto& b : blockers) t.blockers.push_back(py::reinterpret_borrow<py::object>(b));
+             t.gradEnabled = std::move(gradEnabled);
+             t.currentDevice = std::move(currentDevice);
+             t.rawStream = std::move(rawStream);
+             return t;
+           }),
+           py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"),
+           py::arg("blockers"), py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
+           "empty: the output allocator (torch.empty); capacity: calls kept (beyond it the table is emptied); "
+           "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "
+           "identity_types: types of arguments keyed by identity (torch.dtype); blockers: callables, any true "
+           "result sends a call down the full path (dispatch and function modes, functorch transforms); "
+           "grad_enabled: callable, under a true result a tensor that requires grad sends the call down the full "
+           "path; current_device(), raw_stream(index): the current CUDA device and its stream as ints (None: "
+           "calls on a device never run from the table)")
+      .def("run", &CallTable::run,
+           "The output of this call launched through the plan adopted for its arguments, or None: the caller "
+           "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
+           "the plan's slots)")
+      .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"),
+           "Keys the plan `source` (a PlanTable) holds for the tensors among `args` by the whole call `args`; "
+           "False when there is none or an argument is never planned")
+      .def("__len__", [](const CallTable& t) { return t.entries.size(); })
+      .def("clear", [](CallTable& t) { t.entries.clear(); })
+      .def_readwrite("dry_run", &CallTable::dryRun,
+                     "True: every launch through this table stops before the driver call (host-cost benchmarks)");
 }
