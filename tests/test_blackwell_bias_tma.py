@@ -97,6 +97,13 @@ def test_simulator_clean_with_right_numbers(ops, tma, se, s, a):
             assert r.ok, f"{ops} {tma} se={se} M={M} N={n} {sched}:\n{r.report()}"
 
 
+@pytest.mark.parametrize("layout,dtype", [("TT", "f16"), ("NT", "bf16"), ("TN", "f16")])
+def test_simulator_layouts_and_dtypes(layout, dtype):
+    fd = build_epi(("bias", "res"), "res" if layout == "NT" else "bias", 2, n=100, k=77, layout=layout, dtype=dtype)
+    r = verify.simulate(fd.lower("sm_100a"), inputs(fd, 264, seed=4), "random", 3)
+    assert r.ok, r.report()
+
+
 @pytest.mark.parametrize("ops,tma,k", [(("bias",), "bias", 104), (("bias", "res"), "res", 40)])
 def test_every_simulator_mutant_is_killed(ops, tma, k):
     se = 2  # 3 x 3 tiles, 3 per simulated CTA: the 2-slot ring wraps (its WAR edge is exercised)
