@@ -230,10 +230,10 @@ class Fusion:
 
     def cache_after(self, t: Tensor, kind: str = "cp_async") -> Tensor:
         """A shared-memory copy of input `t`, filled with kind 'plain' | 'cp_async' | 'tma_load'. On a
-        matmul operand it feeds the MMA; on a bias row [N] of a warp-specialized sm_90a kernel, 'tma_load'
-        gives it a producer role loading one [bn] slice per tile into a ring (circular_buffer(stages),
-        default 2) that the epilogue reads; a residual [M, N] likewise, one [bm, bn] tile per output tile
-        (docs/hopper.md, "A TMA-loaded bias or residual")."""
+        matmul operand it feeds the MMA; on a bias row [N] of a warp-specialized sm_90a or sm_100a kernel,
+        'tma_load' gives it a producer role loading one [bn] slice per tile into a ring
+        (circular_buffer(stages), default 2) that the epilogue reads; a residual [M, N] likewise, one
+        [bm, bn] tile per output tile (docs/hopper.md, "A TMA-loaded bias or residual"; docs/blackwell.md)."""
         return self._wrap(self._f.cache_after(_tensor(self, t, "cache_after"), _str(kind, "cache_after: kind")))
 
     def schedule(self) -> Tensor:

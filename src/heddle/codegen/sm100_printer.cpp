@@ -23,12 +23,16 @@ std::string tmemSlot(const kir::Kernel& k) {
 }
 
 // The epilogue from tensor memory: each thread of the epilogue warpgroup owns tile row 32*(warp%4) + lane
-// (the 32x32b lane mapping) and walks its bn columns 32 at a time (tcgen05.ld x32, wait::ld).
+// (the 32x32b lane mapping) and walks its bn columns 32 at a time (tcgen05.ld x32, wait::ld). A TMA-loaded
+// bias / residual is read from its ring slot e.operandStage at the tile's (lr,) lc.
 void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
   os << ind << "// " << kir::describe(e) << ": tile row 32*(warp%4)+lane from tensor memory, 32 columns at a time\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  bool fromSmem = false;
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr;
+  if (fromSmem) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   os << in << "const int row = m0 + 32 * (warp % 4) + lane;\n";
   os << in << "#pragma unroll 1\n";
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {\n";
@@ -39,7 +43,8 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << in3 << "const int col = n0 + c0 + j;\n";
   os << in3 << "if (row >= M || col >= N) continue;\n";
   os << in3 << "const float r0 = v[j];\n";
-  sm90print::epilogueOps(os, k, 0, in3);
+  if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
+  sm90print::epilogueOps(os, k, e.operandStage, in3);
   os << in3 << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
      << k.epilogueResult << ");\n";
   for (auto& o : k.extraOutputs)

@@ -119,13 +119,6 @@ void validateBlackwellSchedule(const Fusion& f, const TargetInfo& target, Matmul
   if (t.stages > 8)
     fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages, "): the tcgen05 operand ring allows "
                         "at most 8 stages");
-  for (auto* in : f.inputs()) {
-    auto caches = f.cachesOf(in);
-    if (in != t.a && in != t.b && !caches.empty())
-      fail<ScheduleError>("cache ", caches[0]->name, ": a cached epilogue operand (", in->name, ") has no producer role "
-                          "in the ", target.name, " tcgen05 kernel yet; drop cache_after(", in->name, ") to read it "
-                          "per element from global memory");
-  }
   h.swizzleA = t.transA ? 128 : 2 * t.bk;
   h.swizzleB = t.transB ? 2 * t.bk : 128;
   h.tileWarpgroups = 1;
@@ -135,12 +128,16 @@ void validateBlackwellSchedule(const Fusion& f, const TargetInfo& target, Matmul
   h.warpSpecialized = true;
   h.persistent = true;
   validateRolesSm100(t, h, target);
+  validateEpilogueTma(f, t, 2);  // a TMA-loaded bias / residual: its producer on warp 2 (load 0, mma 1)
 }
 
 // The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64
 // where N >= 256, else 128 x 128 x 64; as many operand stages as fit (at most 6); two accumulator
 // stages in tensor memory; roles {load: 1 warp, mma: 1 warp, epilogue: 4 warps}, no register budgets
 // (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule.
+// As on sm_90a, it does not cache a bias / residual with tma_load itself; one the user cached keeps its
+// producer role and ring, whose slots the stage count (and the n tile: 128 where 256 leaves no two
+// operand stages) leave room for.
 void autoScheduleMatmulBlackwell(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   auto* e = mm->definition;
@@ -152,9 +149,25 @@ void autoScheduleMatmulBlackwell(Fusion& f, const TargetInfo& target, const Auto
   AutoScheduleHints hints = given;
   const Size& N = mm->shape[mm->rank() - 1];
   if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
-  const int bm = 128, bk = 64, bn = hints.n >= 256 ? 256 : 128;
+  const int bm = 128, bk = 64;
+  // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): its slots count too
+  auto epiRing = [&](int bn) {
+    int64_t bytes = 0;
+    for (auto* in : f.inputs()) {
+      auto caches = f.cachesOf(in);
+      if (in == e->inputs[0] || in == e->inputs[1] || caches.empty() || caches[0]->loadKind != LoadKind::TmaLoad)
+        continue;
+      const int st = caches[0]->circular.enabled() ? caches[0]->circular.stages : 2;
+      bytes += (int64_t)st * (in->rank() == 2 ? bm : 1) * bn * dtypeBytes(in->dtype);
+    }
+    return bytes;
+  };
+  auto fits = [&](int s, int bn) {
+    return (int64_t)s * (bm * bk + bk * bn) * 2 + epiRing(bn) + 4096 <= target.smemLimit;
+  };
+  int bn = hints.n >= 256 && fits(2, 256) ? 256 : 128;
   int stages = 6;
-  while (stages > 2 && (int64_t)stages * (bm * bk + bk * bn) * 2 + 4096 > target.smemLimit) --stages;
+  while (stages > 2 && !fits(stages, bn)) --stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);
   split(mm, "n", bn);

@@ -10,6 +10,9 @@
 //             tensor memory and one elected thread issues tcgen05.mma / tcgen05.commit), epilogue (4
 //             warps = one warpgroup: tcgen05.ld, the epilogue program, stores). Warps 0-3 form the first
 //             warpgroup (load, mma and two idle warps): load and mma share its register budget.
+//             + cache_after(bias or residual, 'tma_load'): warp 2 is a second producer role ('<x>_load')
+//             that loads the operand's [bn] slice ([bm, bn] tile) of each tile by TMA into its own ring
+//             (circular_buffer(s) of that cache, default 2) read by the epilogue warpgroup.
 //   stages    operand ring: circular_buffer(stages) of the caches, 2..8; accumulator ring in tensor
 //             memory: the epilogue role's stages= (1 or 2; default 2 where 2 * bn columns fit in
 //             TargetInfo::tmemColumns), tmemCols = the power of two >= max(32, bn * stages) allocated.

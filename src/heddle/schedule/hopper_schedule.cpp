@@ -187,8 +187,10 @@ void checkAccumulatorRegisters(const MatmulTiling& t, const TargetInfo& target) 
                       " besides them (ptxas would spill); ", fix.str());
 }
 
+}  // namespace
+
 // A bias cached with tma_load: the second producer role (hopper_schedule.h epiTma).
-void validateEpilogueTma(const Fusion& f, MatmulTiling& t) {
+void validateEpilogueTma(const Fusion& f, MatmulTiling& t, int warp) {
   auto& h = t.hopper;
   for (auto* in : f.inputs()) {
     auto caches = f.cachesOf(in);
@@ -222,10 +224,14 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t) {
     r.name = in->name + "_load";
     r.kind = HopperRole::EpiLoad;
     r.warps = 1;
-    r.firstWarp = 1;  // inside the load warpgroup (whose budget it shares): no warpgroup of its own
-    h.roles.insert(h.roles.begin() + 1, r);
+    r.firstWarp = warp;  // inside the load warpgroup (whose budget it shares): no warpgroup of its own
+    auto at = h.roles.begin();  // the roles stay in thread order
+    while (at != h.roles.end() && at->firstWarp <= warp) ++at;
+    h.roles.insert(at, r);
   }
 }
+
+namespace {
 
 // epilogue_store(kind) (hopper_schedule.h mmaTmaStore). The epilogue role always stores by TMA; the
 // two-role cooperative kernel does when asked ("tma"); everything else stores directly.
@@ -278,7 +284,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
       fail<ScheduleError>("warp_specialize(", mm, "): the roles hand tiles over through mbarrier rings fed by TMA; "
                           "cache the operands with cache_after(a, 'tma_load') and cache_after(b, 'tma_load') "
                           "(or drop warp_specialize for the ", loadKindName(t.loadKind), " pipeline)");
-    validateEpilogueTma(f, t);
+    validateEpilogueTma(f, t, 1);
     validateEpilogueStore(f, t, target);
     return;
   }
@@ -327,7 +333,7 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
     h.warpSpecialized = true;
     validateRolesSm90(t, h, target, f.outputs().empty() ? DType::F16 : f.outputs()[0]->dtype);
   }
-  validateEpilogueTma(f, t);
+  validateEpilogueTma(f, t, 1);
   validateEpilogueStore(f, t, target);
 }
 

@@ -14,8 +14,8 @@
 //             flight, mainloops ordered by an mbarrier token).
 //             {load, mma, epilogue}: the MMA warpgroups stage accumulators in shared memory for
 //             an epilogue warpgroup that stores through TMA (sync-cases 11, 12).
-//             + cache_after(bias, 'tma_load'): warp 1 of the load warpgroup is a second producer
-//             role that loads the bias slice of each tile by TMA into its own ring.
+//             + cache_after(bias, 'tma_load'): warp 1 of the load warpgroup (warp 2 on sm_100a) is a
+//             second producer role that loads the bias slice of each tile by TMA into its own ring.
 //   warp-specialized kernels are persistent: about one CTA per SM walks the tiles in a grouped
 //   (L2-friendly) order.
 #pragma once
@@ -53,9 +53,9 @@ struct HopperSchedule {
   int threads = 0;
   int swizzleA = 0, swizzleB = 0;  // bytes
   // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
-  // (EpiLoad, warp 1 of the load warpgroup, no registers of its own) loads its [bn] slice (its [bm, bn]
-  // tile) per output tile into a ring of epiStages stages that the role running the epilogue consumes
-  // (warp_specialize.cpp).
+  // (EpiLoad, warp 1 of the load warpgroup -- warp 2 on sm_100a --, no registers of its own) loads its
+  // [bn] slice (its [bm, bn] tile) per output tile into a ring of epiStages stages that the role
+  // running the epilogue consumes (warp_specialize.cpp, tcgen05_specialize.cpp).
   std::string epiTma;            // the input tensor ("" when none)
   int epiStages = 0;
   // epilogue_store("tma") on the two-role cooperative kernel (passes/tma_store_epilogue.cpp): the MMA
@@ -77,5 +77,8 @@ std::vector<HopperRole::Kind> hopperRoleKinds(const std::string& mm, const std::
 struct MatmulTiling;
 // Checks the Hopper rules and fills tiling.hopper (ScheduleError naming the rule otherwise).
 void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& tiling);
+// An epilogue operand cached with tma_load (epiTma, epiStages): adds its producer role (EpiLoad) on warp
+// `warp` of the load warpgroup (sm_90a: 1; sm_100a: 2, warp 1 is the MMA warp), after the roles are set.
+void validateEpilogueTma(const Fusion& f, MatmulTiling& tiling, int warp);
 
 }  // namespace heddle

@@ -14,12 +14,14 @@
 //                      of the thread (modelled as done at its issue) happens before the phase it completes
 //   tcgen05.ld (the epilogue from tensor memory): thread (warp w, lane l) reads row 32*(w%4) + l of the
 //                      stage, checked against its tcgen05 view; the reads are published only by its next
-//                      fence::before_thread_sync
+//                      fence::before_thread_sync. A TMA-loaded bias / residual is an ordinary checked
+//                      shared-memory read of its ring slot (operandStage) per stored element.
 //   fence::after_thread_sync   the thread's tcgen05 view becomes its current clock
 //   fence::before_thread_sync  publishes the thread's pending tcgen05 accesses at its current clock
 // So a missing after-fence leaves tcgen05 accesses unordered with what the preceding wait acquired,
 // and a missing before-fence leaves them unordered with what the following arrive or barrier releases.
 #include <cmath>
+#include <map>
 #include <limits>
 
 #include "heddle/verify/cta.h"
@@ -196,8 +198,13 @@ bool Cta::execSm100Leaf(Thread& t, const kir::Node& n) {
     for (auto& [c, a] : vals) {
       const int64_t col = n0 + c;
       if (col >= N) continue;
+      std::map<std::string, float> fromSmem;  // a TMA-loaded bias / residual: its ring slot's cell, a checked read
+      for (auto& op : k.epilogue)
+        if (op.smem && !fromSmem.count(op.tensorParam))
+          fromSmem[op.tensorParam] =
+              readCell(cellOf(op.smem, evalStage(e.operandStage, t), op.smem->rows > 1 ? lr : 0, (int)c, e), t, inst);
       std::string oob;
-      const float v = epilogueValue(k, in, a, 0, row, col, &oob, nullptr);
+      const float v = epilogueValue(k, in, a, 0, row, col, &oob, &fromSmem);
       if (!oob.empty())
         rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
       const int64_t di = row * in.scalars.at("ldd") + col;

@@ -1,6 +1,7 @@
-// tcgen05_specialize: split a Blackwell (sm_100a) matmul into its three roles, derived from the role
-// graph: load warp -> MMA warp (tcgen05.mma into tensor memory) -> epilogue warpgroup, with one mbarrier
-// ring per producer -> consumer edge and the persistent, grouped tile walk of the Hopper kernel
+// tcgen05_specialize: split a Blackwell (sm_100a) matmul into its roles, derived from the role graph:
+// load warp -> MMA warp (tcgen05.mma into tensor memory) -> epilogue warpgroup, and a bias / residual
+// producer warp -> epilogue warpgroup when that operand is cached with tma_load, with one mbarrier ring
+// per producer -> consumer edge and the persistent, grouped tile walk of the Hopper kernel
 // (docs/blackwell.md; sync-case 13). The graph as lowered is kept in k.syncPlan.roles.
 //
 // Before (build_matmul_loops, tiling with roles {load, mma, epilogue}, tcgen05):
@@ -20,17 +21,22 @@
 //         for kt { wait full[g%s] parity (g/s)%2; tcgen05.mma tmem[tl%a] += sA x sB (accumulate kt > 0)
 //                  tcgen05.commit -> empty[g%s] }
 //         tcgen05.commit -> accFull[tl%a] } }
+//     if (tid == 64) for tl { let tile, m0, n0                       # role <x>_load (warp 2; only with a
+//         wait emptyE[tl%se] parity (tl/se)%2                           #  TMA-cached bias / residual x:
+//         arrive.expect_tx fullE[tl%se] box bytes; tma x -> sE[tl%se] } #  ring fullE[se] (1), emptyE[se] (128))
 //   } else {                                                        # role epilogue (warps 4-7)
-//     setmaxnreg R_epi; for st < a: arrive accEmpty[st]
+//     setmaxnreg R_epi; for st < a: arrive accEmpty[st]; [for st < se: arrive emptyE[st]]
 //     for tl { let tile, m0, n0; wait accFull[tl%a] parity (tl/a)%2; tcgen05.fence::after_thread_sync
-//              epilogue from tmem[tl%a] (tcgen05.ld 32x32b + wait::ld); tcgen05.fence::before_thread_sync
-//              arrive accEmpty[tl%a] }
+//              [wait fullE[tl%se] parity (tl/se)%2]
+//              epilogue from tmem[tl%a] (tcgen05.ld 32x32b + wait::ld) [reading x from sE[tl%se]]
+//              [arrive emptyE[tl%se]]; tcgen05.fence::before_thread_sync; arrive accEmpty[tl%a] }
 //   }
 //   block_sync; if (warp == 1) { tcgen05.fence::after_thread_sync; tcgen05.dealloc tmem_slot, C columns }
 #include <map>
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/passes/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -58,7 +64,7 @@ std::unique_ptr<kir::Sync> tcgenOp(kir::Kernel& k, kir::SyncKind kind, kir::Buff
   return s;
 }
 
-kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc) {
+kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc, const Ring* epiRing) {
   kir::RoleDiagram d;
   for (auto& n : g.nodes)
     d.roles.push_back({n.name, n.role->firstWarp, n.role->kind == HopperRole::Epilogue ? 4 : 1, n.role->registers});
@@ -84,6 +90,12 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc) {
        "tcgen05.commit -> " + ab.empty->name + "[i%" + S + "] after the k-tile's MMAs");
   edge(mma, epi, acc, "accumulator in tensor memory", "tcgen05.commit -> " + acc.full->name + "[t%" + A + "]",
        "tcgen05.ld, wait::ld, fence::before_thread_sync; arrive " + acc.empty->name + "[t%" + A + "]");
+  if (epiRing) {
+    const std::string E = std::to_string(epiRing->stages);
+    edge(g.node(HopperRole::EpiLoad), epi, *epiRing, epiRing->label,
+         "arrive.expect_tx " + epiRing->full->name + "[j%" + E + "], TMA",
+         "ld.shared in the epilogue; arrive " + epiRing->empty->name + "[t%" + E + "]");
+  }
   return d;
 }
 
@@ -94,14 +106,17 @@ void tcgen05Specialize(LowerContext& c) {
   auto& h = t.hopper;
   auto& k = c.kernel;
   if (!h.enabled || !h.tcgen05) return;
+  kir::Buffer* sE = epilogueOperandTma(k, t, h);  // a TMA-loaded bias / residual (before the graph: it is an edge)
   const RoleGraph graph = buildRoleGraph(k, h);
   const HopperRole& loadR = *h.role(HopperRole::Load);
   const HopperRole& mmaR = *h.role(HopperRole::Mma);
   const HopperRole& epiR = *h.role(HopperRole::Epilogue);
   const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
   const RoleGraph::Edge* accEdge = graph.find(HopperRole::Mma, HopperRole::Epilogue);
-  if (!ab || !accEdge || graph.edges.size() != 2)
-    fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue (", graph.str(), ")");
+  const RoleGraph::Edge* epiEdge = sE ? graph.find(HopperRole::EpiLoad, HopperRole::Epilogue) : nullptr;
+  if (!ab || !accEdge || (sE && !epiEdge) || graph.edges.size() != (sE ? 3u : 2u))
+    fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue", sE ? " <- " + h.epiTma +
+                      "_load" : "", " (", graph.str(), ")");
   const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
   const IExpr nk = ceilDiv(var("K"), t.bk);
 
@@ -152,6 +167,8 @@ void tcgen05Specialize(LowerContext& c) {
   ringAcc.consumer = epiR.name;
   ringAcc.full = addMbarriers(k, "accFull", a);
   ringAcc.empty = addMbarriers(k, "accEmpty", a);
+  Ring ringE;  // the bias / residual: read by the 128 epilogue threads with ordinary loads
+  if (epiEdge) ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, epiR.name, 128);
   kir::Buffer* slot = tmemSlot(k);
   kir::Param nc;
   nc.kind = kir::Param::Int32;
@@ -166,6 +183,7 @@ void tcgen05Specialize(LowerContext& c) {
   auto init = electOne(0);
   ring.init(k, init->thenBody);
   ringAcc.init(k, init->thenBody);
+  if (epiEdge) ringE.init(k, init->thenBody);
   body.push_back(std::move(init));
   const std::string cols = std::to_string(C);
   auto alloc = when(eq(var("warp"), 1));
@@ -236,10 +254,13 @@ void tcgen05Specialize(LowerContext& c) {
     elected->thenBody.stmts.push_back(std::move(tiles));
     wg0->thenBody.stmts.push_back(std::move(elected));
   }
+  if (epiEdge)  // role <x>_load: warp 2's elected thread, the operand's box of each tile
+    wg0->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, h.role(HopperRole::EpiLoad)->firstWarp, tilesCta));
   {  // role epilogue: warps 4-7, one tile row per thread
     kir::Block& eb = wg0->elseBody;
     if (auto r = setMaxNReg(k, epiR, h.threads)) eb.stmts.push_back(std::move(r));
     ringAcc.preArrive(k, eb, "st");
+    if (epiEdge) ringE.preArrive(k, eb, "st");
     auto tiles = forLoop("tl", 0, tilesCta);
     persistentTileLets(tiles->body, t, tl);
     tiles->body.stmts.push_back(ringAcc.consumerWait(k, tl));
@@ -254,7 +275,7 @@ void tcgen05Specialize(LowerContext& c) {
     e.tmem = true;
     e.fromStage = tl % a;
     e.warpShift = epiR.firstWarp;
-    tiles->body.stmts.push_back(std::move(st));
+    epilogueWithOperand(k, tiles->body, std::move(st), epiEdge ? &ringE : nullptr, tl);
     tiles->body.stmts.push_back(tcgenOp(
         k, kir::SyncKind::TcgenFenceBefore, acc, 0,
         {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld", "next tcgen05.mma writes",
@@ -292,14 +313,18 @@ void tcgen05Specialize(LowerContext& c) {
   name << "_ws3tc_a" << a;
   for (auto& r : h.roles)
     if (r.warpgroups) name << "_" << r.registers;
+  if (epiEdge) name << "_tmae" << ringE.stages;
   k.name += name.str();
   std::ostringstream sum;
   sum << "roles: " << loadR.name << " (warp 0) -(" << ring.label << ")-> " << mmaR.name << " (warp 1, tcgen05.mma) -("
       << "accumulator in tensor memory)-> " << epiR.name << " (warps 4-7); ring " << ring.label << ": " << s
       << " stages, released by tcgen05.commit; accumulator ring in tensor memory: " << a << " stage(s) of " << t.bn
       << " columns (" << C << " allocated)";
+  if (epiEdge)
+    sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << ringE.producer
+        << "' (warp " << h.role(HopperRole::EpiLoad)->firstWarp << ") -> " << epiR.name;
   k.syncPlan.summary = sum.str();
-  k.syncPlan.roles = diagram(graph, ring, ringAcc);
+  k.syncPlan.roles = diagram(graph, ring, ringAcc, epiEdge ? &ringE : nullptr);
 }
 
 }  // namespace heddle::passes

@@ -47,6 +47,7 @@
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/passes/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -140,32 +141,6 @@ kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edg
     d.edges.push_back(x);
   }
   return d;
-}
-
-// The TMA-loaded epilogue operand: its ring buffer sE[se][rows x bn] (replacing the epilogue's global
-// loads of it), tensor map tmE without swizzle: a bias row is one [1, bn] box of a [1, N] map (rows 1),
-// a residual [M, N] one [bm, bn] box per tile (rows bm).
-kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h) {
-  if (h.epiTma.empty()) return nullptr;
-  kir::Buffer* sE = nullptr;
-  for (auto& op : k.epilogue) {
-    if (op.op != OpKind::Input || op.tensorParam != "E_" + h.epiTma) continue;
-    if (op.colStride.empty() || !op.batchStride.empty())
-      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma, " broadcast "
-                          "along n; TMA loads a bias row [N] or a residual [M, N]: drop the cache");
-    if (!sE) sE = smemTile(k, "sE", "epi_tma", op.dtype, h.epiStages, op.rowStride.empty() ? 1 : t.bm, t.bn, 128);
-    op.smem = sE;
-  }
-  if (!sE)
-    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue does not read ", h.epiTma,
-                        "; drop the cache");
-  kir::Param p;
-  p.kind = kir::Param::TensorMap;
-  p.name = "tmE";
-  p.tensor = h.epiTma;
-  k.params.push_back(p);
-  k.tensorMaps.push_back({"tmE", h.epiTma, t.bn, sE->rows, 0, false, 128});  // read once per tile
-  return sE;
 }
 
 }  // namespace
@@ -270,20 +245,9 @@ void warpSpecialize(LowerContext& c) {
   }
   Ring ringE;
   const HopperRole* epiLoadR = h.role(HopperRole::EpiLoad);
-  if (epiEdge) {
-    const int se = epiEdge->stages;
-    ringE.label = "sE (" + h.epiTma + ")";
-    ringE.stages = se;
-    ringE.prefetch = se - 1;  // the consumer reads with ordinary loads: nothing in flight after its release
-    ringE.keep = 0;
-    ringE.fullCount = 1;
-    ringE.emptyCount = 128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups);
-    ringE.txBytes = sE->rows * t.bn * dtypeBytes(sE->dtype);
-    ringE.producer = epiLoadR->name;
-    ringE.consumer = graph.nodes[epiEdge->to].name;
-    ringE.full = addMbarriers(k, "fullE", se);
-    ringE.empty = addMbarriers(k, "emptyE", se);
-  }
+  if (epiEdge)
+    ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, graph.nodes[epiEdge->to].name,
+                                128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups));
   kir::Param nc;
   nc.kind = kir::Param::Int32;
   nc.name = "num_ctas";
@@ -317,38 +281,11 @@ void warpSpecialize(LowerContext& c) {
   auto loadRole = B.when(var("warp") < 4);
   B.setmaxnreg(loadRole->thenBody, loadR);
   loadRole->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, 0, B.tilesCta, B.nk));
-  if (epiEdge) {  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
-    auto elected = electOne(epiLoadR->firstWarp);
-    auto tiles = B.loop("tl", 0, B.tilesCta);
-    B.tileLets(tiles->body, tl);
-    tiles->body.stmts.push_back(ringE.producerWait(k, tl));
-    tiles->body.stmts.push_back(ringE.producerExpectTx(k, tl));
-    auto l = std::make_unique<kir::TileLoad>();
-    l->dst = sE;
-    l->stage = tl % ringE.stages;
-    l->iter = tl;
-    l->src = "E_" + h.epiTma;
-    const bool tile = sE->rows > 1;  // a residual tile, else a bias row
-    l->row0 = tile ? var("m0") : IExpr(0);
-    l->col0 = var("n0");
-    l->rowsBound = tile ? var("M") : IExpr(1);
-    l->colsBound = var("N");
-    for (auto& op : k.epilogue)
-      if (op.smem == sE) l->ld = tile ? op.rowStride : "N";  // a bias row: never stepped
-    l->kind = LoadKind::TmaLoad;
-    l->tensorMap = "tmE";
-    l->mbar = ringE.full;
-    l->mbarIndex = tl % ringE.stages;
-    tiles->body.stmts.push_back(std::move(l));
-    elected->thenBody.stmts.push_back(std::move(tiles));
-    loadRole->thenBody.stmts.push_back(std::move(elected));
-  }
+  if (epiEdge)  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
+    loadRole->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, epiLoadR->firstWarp, B.tilesCta));
   // the role running the epilogue program around it: wait for the tile's bias slice, read it, release it
   auto epilogueWithOperands = [&](kir::Block& b, kir::NodePtr epi) {
-    if (epiEdge) b.stmts.push_back(ringE.consumerWait(k, tl));
-    static_cast<kir::EpilogueStore&>(*epi).operandStage = tl % ringE.stages;
-    b.stmts.push_back(std::move(epi));
-    if (epiEdge) b.stmts.push_back(ringE.consumerRelease(k, tl));
+    epilogueWithOperand(k, b, std::move(epi), epiEdge ? &ringE : nullptr, tl);
   };
 
   // role mma (and the epilogue when there is no epilogue role)
