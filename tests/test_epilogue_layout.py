@@ -85,3 +85,10 @@ def test_nvrtc_compiles_the_overlapping_layouts_without_spills(layout):
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
     assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+
+
+def test_auto_keeps_decode_sized_m_on_one_warpgroup():
+    # M <= 64: one 64-row tile per n column, nothing to alternate; "pingpong" by hand still applies
+    assert auto(m=48).name.endswith("_ws2coop_0_0")
+    low = auto(m=48, layout="pingpong")
+    assert "64x128x64" in low.name and "_ws2pp_40_232" in low.name, low.name

@@ -6,7 +6,8 @@
 //   "epilogue_role"  one MMA warpgroup and an epilogue warpgroup fed through a shared accumulator ring:
 //                    the epilogue of tile t overlaps the mainloop of tile t+1 (stores by TMA)
 //   "auto"           pingpong for a fused epilogue (a bias / residual operand or an activation: element
-//                    math worth hiding), cooperative for a plain (cast-only) store
+//                    math worth hiding), cooperative for a plain (cast-only) store and, in hopper_auto.cpp,
+//                    for M <= 64 (one 64-row tile per n column: nothing to alternate)
 #pragma once
 
 #include <string>

@@ -12,7 +12,8 @@
 //   epilogue     layout (schedule/epilogue_layout.h, hints.epilogueLayout): a fused epilogue (bias,
 //                residual, activation) gets ping-pong MMA warpgroups (one warpgroup per 128 x 128 tile,
 //                tiles alternating: one's epilogue overlaps the other's mainloop); a plain store the
-//                cooperative pair; "epilogue_role" an epilogue warpgroup behind an accumulator ring.
+//                cooperative pair (as does M <= 64: one 64-row tile, nothing to alternate); "pingpong" and
+//                "epilogue_role" (an epilogue warpgroup behind an accumulator ring) by hand.
 //                With N known and 16-byte output rows (one output): epilogue_store("tma") -- stmatrix
 //                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
@@ -52,13 +53,16 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   const auto& outs = f.outputs();
   const int outBytes = outs.empty() ? 2 : dtypeBytes(outs[0]->dtype);
   const bool tmaAble = hints.n > 0 && outs.size() == 1 && hints.n * outBytes % 16 == 0;  // the output takes TMA
-  const bool pp = !batched && layout == "pingpong", er = !batched && layout == "epilogue_role";
+  // "auto" leaves decode-sized M (one 64-row tile per n column: nothing to alternate) on one warpgroup
+  const bool smallM = hints.m >= 0 && hints.m <= 64;
+  const bool pp = !batched && layout == "pingpong" && !(smallM && hints.epilogueLayout == "auto");
+  const bool er = !batched && layout == "epilogue_role";
   if (er && !tmaAble)
     fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
                         "known, one output and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
                         "use 'pingpong' or 'cooperative'");
   int bm = 128, bn = 128, bk = 64, wgs = 2;
-  if (hints.m >= 0 && hints.m <= 64) {
+  if (smallM) {
     bm = 64;
     wgs = 1;
   }
