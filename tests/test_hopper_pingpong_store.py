@@ -105,6 +105,14 @@ def test_interpreter_source_mutants_of_the_store_and_order_protocol_killed():
     assert res["total"] >= 4 and not res["survivors"], (res["total"], res["survivors"])
 
 
+@needs_cxx
+@pytest.mark.slow
+def test_interpreter_every_source_mutant_killed():
+    fd = pp_store(n=128, bn=128)
+    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=1), sms=1)
+    assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
+
+
 @requires_nvrtc
 @pytest.mark.parametrize("kw", [dict(), dict(dtype="f16", epilogue="silu_scale")])
 def test_nvrtc_compiles_with_stmatrix_and_bulk_store(kw):
