@@ -6,7 +6,8 @@ printed by the schedule line (describe(), explain)."""
 import pytest
 
 import heddle
-from conftest import requires_nvrtc, rt
+from conftest import requires_nvrtc
+from hopper_defs import nvrtc_sm90
 from heddle.api import MatmulSpec, fused_matmul_op
 from matmul_defs import matmul_fusion
 
@@ -81,11 +82,7 @@ def test_fused_matmul_describe_prints_and_overrides_the_layout():
 @requires_nvrtc
 @pytest.mark.parametrize("layout", ["pingpong", "epilogue_role"])
 def test_nvrtc_compiles_the_overlapping_layouts_without_spills(layout):
-    low = auto(layout=layout)
-    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
-    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+    nvrtc_sm90(auto(layout=layout))
 
 
 def test_auto_keeps_decode_sized_m_on_one_warpgroup():

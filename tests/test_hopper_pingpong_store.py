@@ -12,11 +12,11 @@ spills, setmaxnreg honoured, stmatrix and the bulk tensor store in the PTX, no s
 import pytest
 
 import heddle
-from conftest import requires_nvrtc, rt
+from conftest import requires_nvrtc
 from heddle import verify
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from hopper_defs import build, inputs
+from hopper_defs import assert_every_source_mutant_killed, build, inputs, nvrtc_sm90
 from interp_defs import needs_cxx
 
 
@@ -108,19 +108,13 @@ def test_interpreter_source_mutants_of_the_store_and_order_protocol_killed():
 @needs_cxx
 @pytest.mark.slow
 def test_interpreter_every_source_mutant_killed():
-    fd = pp_store(n=128, bn=128)
-    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=1), sms=1)
-    assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
+    assert_every_source_mutant_killed(pp_store(n=128, bn=128))
 
 
 @requires_nvrtc
 @pytest.mark.parametrize("kw", [dict(), dict(dtype="f16", epilogue="silu_scale")])
 def test_nvrtc_compiles_with_stmatrix_and_bulk_store(kw):
-    low = pp_store(bm=128, bn=128, bk=64, stages=4, prefetch=2, n=1024, k=4096, **kw).lower("sm_90a")
-    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
-    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+    r = nvrtc_sm90(pp_store(bm=128, bn=128, bk=64, stages=4, prefetch=2, n=1024, k=4096, **kw).lower("sm_90a"))
     assert "stmatrix.sync.aligned.m8n8.x4.shared.b16" in r.ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in r.ptx
     assert "cp.async.bulk.wait_group.read" in r.ptx and "fence.proxy.async" in r.ptx

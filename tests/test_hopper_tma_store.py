@@ -13,11 +13,11 @@ st.global left), and the ScheduleErrors for what is not built."""
 import pytest
 
 import heddle
-from conftest import requires_nvrtc, rt
+from conftest import requires_nvrtc
 from heddle import verify
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from hopper_defs import build, inputs
+from hopper_defs import assert_every_source_mutant_killed, build, inputs, nvrtc_sm90
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion
 
@@ -101,9 +101,7 @@ def test_interpreter_catches_a_wrong_stmatrix_row_mapping():
 @needs_cxx
 @pytest.mark.slow
 def test_interpreter_source_mutants_killed():
-    fd = tma_store(n=128, bn=128)
-    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=1), sms=1)
-    assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
+    assert_every_source_mutant_killed(tma_store(n=128, bn=128))
 
 
 @needs_cxx
@@ -118,12 +116,7 @@ def test_interpreter_source_mutants_of_the_store_protocol_killed():
 
 
 def nvrtc(fd):
-    low = fd.lower("sm_90a")
-    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
-    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
-    return r
+    return nvrtc_sm90(fd.lower("sm_90a"))
 
 
 @requires_nvrtc
