@@ -103,3 +103,21 @@ def branch(nodes, cond):
         if n["kind"] == "if" and n["cond"] == cond:
             return n
     raise KeyError(cond)
+
+
+def nvrtc_sm90(low):
+    """Compiles a lowered sm_90a kernel with NVRTC and checks what every Hopper kernel must meet: no spills,
+    no stack frame, setmaxnreg honoured, no wgmma serialisation warning (C7515/C7519). Returns the result."""
+    from conftest import rt
+    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
+    st = r.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
+    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+    return r
+
+
+def assert_every_source_mutant_killed(fd, M=200):
+    """The CPU interpreter of the printed source kills every source mutant of fd's sm_90a kernel (one SM)."""
+    from heddle.interpret import mutation_kill_rate
+    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, M, seed=1), sms=1)
+    assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]

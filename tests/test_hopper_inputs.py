@@ -126,7 +126,7 @@ def test_tma_store_output_rule(monkeypatch):
 def test_auto_schedule_picks_tma_and_roles_on_sm90a():
     from matmul_defs import matmul_fusion
     fd, a, b = matmul_fusion(n=4096, k=4096, dtype="bf16")
-    fd.auto_schedule("sm_90a", -1, 4096, 4096)
+    fd.auto_schedule("sm_90a", -1, 4096, 4096, epilogue_layout="cooperative")
     low = fd.lower("sm_90a")
     assert low.tensor_maps and "_ws2coop_40_232" in low.name and "128x256x64" in low.name
     fd, a, b = matmul_fusion(n=4096, k=4096, dtype="bf16")

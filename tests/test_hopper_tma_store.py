@@ -13,11 +13,11 @@ st.global left), and the ScheduleErrors for what is not built."""
 import pytest
 
 import heddle
-from conftest import requires_nvrtc, rt
+from conftest import requires_nvrtc
 from heddle import verify
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from hopper_defs import build, inputs
+from hopper_defs import assert_every_source_mutant_killed, build, inputs, nvrtc_sm90
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion
 
@@ -101,9 +101,7 @@ def test_interpreter_catches_a_wrong_stmatrix_row_mapping():
 @needs_cxx
 @pytest.mark.slow
 def test_interpreter_source_mutants_killed():
-    fd = tma_store(n=128, bn=128)
-    res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=1), sms=1)
-    assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
+    assert_every_source_mutant_killed(tma_store(n=128, bn=128))
 
 
 @needs_cxx
@@ -118,12 +116,7 @@ def test_interpreter_source_mutants_of_the_store_protocol_killed():
 
 
 def nvrtc(fd):
-    low = fd.lower("sm_90a")
-    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
-    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
-    return r
+    return nvrtc_sm90(fd.lower("sm_90a"))
 
 
 @requires_nvrtc
@@ -146,7 +139,6 @@ def test_nvrtc_compiles_the_epilogue_role_on_pairs():
 
 
 @pytest.mark.parametrize("variant,kw,match", [
-    ("pingpong", dict(store="tma"), "ping-pong MMA warpgroups store directly"),
     ("pipeline", dict(store="tma"), "built for the warp-specialized sm_90a kernels"),
     ("3role", dict(store="direct"), "the epilogue role stores its tile by TMA"),
     ("coop", dict(store="tma", epilogue="bias_gelu_saved"), "one TMA store writes one 2-D output"),
@@ -172,11 +164,13 @@ def test_unknown_kind_is_a_schedule_error():
         fd.matmul_tensor.epilogue_store("smem")
 
 
-@pytest.mark.parametrize("n,epilogue,tma", [(1024, "bias_gelu", True), (1028, "bias_gelu", False),
+@pytest.mark.parametrize("n,epilogue,tma", [(1024, "plain", True), (1028, "plain", False),
                                             (1024, "bias_gelu_saved", False)])
 def test_auto_schedule_takes_the_tma_store_where_the_output_is_tma_able(n, epilogue, tma):
-    # the two-warpgroup cooperative kernel (M > 64), N known: 16-byte output rows and one output
+    # the two-warpgroup cooperative kernel (M > 64, a plain store; a fused epilogue gets ping-pong: see
+    # test_epilogue_layout.py), N known: 16-byte output rows and one output
     fd, _, _ = matmul_fusion(n=n, k=4096, dtype="bf16", layout="NT", epilogue=epilogue)
-    low = fd.auto_schedule("sm_90a", m=4096, n=n, k=4096).lower("sm_90a")
+    low = fd.auto_schedule("sm_90a", m=4096, n=n, k=4096, epilogue_layout="cooperative"
+                           if epilogue == "bias_gelu_saved" else "auto").lower("sm_90a")
     assert "_ws2coop_" in low.name and low.name.endswith("_tmas2") == tma, low.name
     assert ("stmatrix_x4" in low.source) == tma

@@ -29,7 +29,9 @@ def test_decode_shapes_get_64_row_tiles_and_split_k_on_sm90():
     assert "tile 64x128x64" in lines[0] and "split_k(4)" in lines[0] and lines[0].split(": ")[1].endswith("_sk4")
     assert "tile 128x128x64" in lines[1] and "split_k(4)" in lines[1]
     assert "tile 128x256x64" in lines[2] and "split_k(4)" in lines[2]  # 2 x 16 tiles
-    assert "split_k" not in lines[3] and "_ws2coop_40_232" in lines[3]  # the persistent warp-specialized kernel
+    # the persistent warp-specialized kernel; the bias + GELU epilogue: ping-pong MMA warpgroups (128x128 tiles)
+    assert "split_k" not in lines[3] and "_ws2pp_40_232" in lines[3] and "tile 128x128x64" in lines[3]
+    assert "epilogue: ping-pong MMA warpgroups: one's epilogue overlaps the other's mainloop" in lines[3]
     assert fm.describe("sm_90a", sms=132) == "\n".join(lines)  # deterministic
 
 

@@ -243,16 +243,20 @@ class Fusion:
         return mm
 
     def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1,
-                      tma: bool = True, sms: int = 0, k_share: str = "auto") -> "Fusion":
+                      tma: bool = True, sms: int = 0, k_share: str = "auto",
+                      epilogue_layout: str = "auto") -> "Fusion":
         """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
         the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async. sms > 0
         (the SM count) with m, n, k known: output tiles filling less than half the SMs get split-K; on the
         cp.async kernels, tiles that do not fill the SMs get split-K or stream-K by a cost model
-        (schedule/k_share.cpp) that k_share ("split_k", "stream_k", "none") overrides."""
+        (schedule/k_share.cpp) that k_share ("split_k", "stream_k", "none") overrides. epilogue_layout
+        (sm_90a roles, docs/scheduling.md): "auto" (ping-pong MMA warpgroups for a fused epilogue,
+        cooperative for a plain store), "cooperative", "pingpong" or "epilogue_role"."""
         self._f.auto_schedule(_str(target, "auto_schedule: target"), _int(m, "auto_schedule: m", _I64),
                               _int(n, "auto_schedule: n", _I64), _int(k, "auto_schedule: k", _I64),
                               _bool(tma, "auto_schedule: tma"), _int(sms, "auto_schedule: sms"),
-                              _str(k_share, "auto_schedule: k_share"))
+                              _str(k_share, "auto_schedule: k_share"),
+                              _str(epilogue_layout, "auto_schedule: epilogue_layout"))
         return self
 
     @property

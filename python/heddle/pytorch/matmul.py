@@ -96,6 +96,20 @@ class FusedMatmul:
         self._eager.clear()  # the eager plans launch kernels chosen under the old setting
         _calls.clear()       # and heddle.matmul's front holds them too
 
+    _epilogue_layout = "auto"
+
+    @property
+    def epilogue_layout(self) -> str:
+        """The sm_90a warp-specialized layout of the epilogue (schedule/epilogue_layout.h): "auto" (ping-pong
+        MMA warpgroups for a fused epilogue, cooperative for a plain store), "cooperative", "pingpong" or
+        "epilogue_role"; set on an op to override the default."""
+        return self._epilogue_layout
+
+    @epilogue_layout.setter
+    def epilogue_layout(self, layout: str):
+        self._epilogue_layout = layout
+        self._eager.clear()  # the eager plans launch kernels chosen under the old setting
+
     def __init__(self, spec: MatmulSpec):
         self.spec = spec
         self.fusion = spec.build_fusion()
@@ -113,7 +127,8 @@ class FusedMatmul:
         split-K choice fills (0: the current device's, else DEFAULT_SMS)."""
         bucket = m_bucket(m)
         sms = 0 if self.spec.batched else (sms or _sm_count())  # batched: no split-K, the SM count plays no part
-        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share)  # the k sharing depends on the SM count
+        # the k sharing depends on the SM count
+        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share, self.epilogue_layout)
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
@@ -135,7 +150,8 @@ class FusedMatmul:
         fd = self.spec.build_fusion()
         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
         fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8,
-                         sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share)
+                         sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share,
+                         epilogue_layout=self.epilogue_layout)
         return fd
 
     def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0) -> str:

@@ -304,7 +304,9 @@ std::string syncOp(const kir::Kernel& k, const kir::Sync& s) {
       return std::string("heddle::sm90::setmaxnreg_") + (s.count > 0 ? "inc" : "dec") + "<" + std::to_string(s.arg) +
              ">();";
     case kir::SyncKind::NamedBarrier:
-      return "heddle::sm90::named_barrier(" + std::to_string(s.arg) + ", " + std::to_string(s.count) + ");";
+      return "heddle::sm90::named_barrier(" + std::to_string(s.arg) +
+             (s.index.isConst() && s.index.constValue() == 0 ? "" : " + " + s.index.str()) + ", " +
+             std::to_string(s.count) + ");";
     case kir::SyncKind::BulkCommit: return "heddle::sm90::bulk_commit();";
     case kir::SyncKind::BulkWaitRead: return "heddle::sm90::bulk_wait_read<" + std::to_string(s.arg) + ">();";
     default: (void)k; return "";

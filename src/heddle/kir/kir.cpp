@@ -155,7 +155,9 @@ std::string describe(const Node& n) {
       if (s.sync == SyncKind::TmemAlloc || s.sync == SyncKind::TmemDealloc) os << " " << s.arg << " columns";
       if (s.sync == SyncKind::MbarArriveExpectTx) os << " tx " << s.arg;
       if (s.sync == SyncKind::SetMaxNReg) os << (s.count > 0 ? ".inc " : ".dec ") << s.arg;
-      if (s.sync == SyncKind::NamedBarrier) os << " " << s.arg << ", " << s.count;
+      if (s.sync == SyncKind::NamedBarrier)
+        os << " " << s.arg << (s.index.isConst() && s.index.constValue() == 0 ? "" : " + " + s.index.str()) << ", "
+           << s.count;
       // AMD barrier ids: the workgroup barrier (-1) is left unnamed, as the GFX12 matmuls print it
       if ((s.sync == SyncKind::BarrierSignal || s.sync == SyncKind::BarrierWait ||
            s.sync == SyncKind::BarrierSignalIsFirst || s.sync == SyncKind::BarrierJoin ||

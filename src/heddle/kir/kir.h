@@ -204,7 +204,7 @@ enum class SyncKind {
   WgmmaWait,          // wgmma.wait_group arg (buf = the accumulator)
   FenceProxyAsync,    // fence.proxy.async.shared::cta
   SetMaxNReg,         // setmaxnreg.{inc if count > 0, dec} arg registers
-  NamedBarrier,       // bar.sync arg, count
+  NamedBarrier,       // bar.sync arg + index, count (index: 0, or per warpgroup, e.g. ping-pong's (warp - 4) / 4)
   BulkCommit,         // cp.async.bulk.commit_group (TMA stores)
   BulkWaitRead,       // cp.async.bulk.wait_group.read arg
   // AMD (docs/backends.md)

@@ -9,8 +9,13 @@
 //                warpgroup gives registers to the MMA warpgroups (setmaxnreg). One MMA warpgroup
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
-//   epilogue     two MMA warpgroups with N known and 16-byte output rows (one output): epilogue_store("tma")
-//                -- stmatrix into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
+//   epilogue     layout (schedule/epilogue_layout.h, hints.epilogueLayout): a fused epilogue (bias,
+//                residual, activation) gets ping-pong MMA warpgroups (one warpgroup per 128 x 128 tile,
+//                tiles alternating: one's epilogue overlaps the other's mainloop); a plain store the
+//                cooperative pair (as does M <= 64: one 64-row tile, nothing to alternate); "pingpong" and
+//                "epilogue_role" (an epilogue warpgroup behind an accumulator ring) by hand.
+//                With N known and 16-byte output rows (one output): epilogue_store("tma") -- stmatrix
+//                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
 //   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
 //                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
@@ -18,6 +23,7 @@
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
 
+#include "heddle/schedule/epilogue_layout.h"
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
@@ -43,14 +49,27 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
   }
   const bool batched = mm->rank() == 3;
+  const std::string layout = chooseEpilogueLayout(f, hints.epilogueLayout);  // the spelling is checked here too
+  const auto& outs = f.outputs();
+  const int outBytes = outs.empty() ? 2 : dtypeBytes(outs[0]->dtype);
+  const bool tmaAble = hints.n > 0 && outs.size() == 1 && hints.n * outBytes % 16 == 0;  // the output takes TMA
+  // "auto" leaves decode-sized M (one 64-row tile per n column: nothing to alternate) on one warpgroup
+  const bool smallM = hints.m >= 0 && hints.m <= 64;
+  const bool pp = !batched && layout == "pingpong" && !(smallM && hints.epilogueLayout == "auto");
+  const bool er = !batched && layout == "epilogue_role";
+  if (er && !tmaAble)
+    fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
+                        "known, one output and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
+                        "use 'pingpong' or 'cooperative'");
   int bm = 128, bn = 128, bk = 64, wgs = 2;
-  if (hints.m >= 0 && hints.m <= 64) {
+  if (smallM) {
     bm = 64;
     wgs = 1;
   }
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128)) bn = 256;
   int stages = 4;
-  auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + 4096 <= target.smemLimit; };
+  int64_t staging = 0;  // the epilogue role's accumulator stage sC (f32) and output tile sD
+  auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + staging + 4096 <= target.smemLimit; };
   while (stages > 2 && !fits(stages)) --stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
   if (batched && nk >= 0 && nk < stages) {  // the pipeline without roles needs stages <= k-tiles
@@ -62,6 +81,19 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
       return autoScheduleMatmul(f, target, h);
     }
     stages = (int)std::min<int64_t>(stages, n2);
+  }
+  int splits = 1;
+  chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
+  // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
+  // built for the TMA kernels) falls back to that as well
+  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
+    splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
+  if (splits == 1 && (pp || er)) {  // one warpgroup computes a whole tile of at most 128 x 128 accumulators
+    wgs = 1;
+    bn = 128;
+    if (er) staging = (int64_t)bm * (bn + 4) * 4 + (int64_t)bm * bn * outBytes;
+    stages = 4;
+    while (stages > 2 && !fits(stages)) --stages;
   }
   initLoopDomain(f, mm);
   split(mm, "m", bm);
@@ -81,21 +113,16 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
     circularBuffer(c, stages, prefetch);
   }
-  int splits = 1;
-  chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
-  // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
-  // built for the TMA kernels) falls back to that as well
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
-    splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
   if (splits > 1) {
     splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
+  } else if (er) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
+    warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, 232}, Role{"epilogue", 4, 232}});
   } else if (!batched) {
-    Role load{"load", 1, wgs == 2 ? 40 : 0}, mma{"mma", 4 * wgs, wgs == 2 ? 232 : 0};
+    const bool budgets = wgs == 2 || pp;  // more than 256 threads: the producer hands registers to the MMA
+    Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", pp ? 8 : 4 * wgs, budgets ? 232 : 0};
     warpSpecialize(mm, {load, mma});
     // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
-    const auto& outs = f.outputs();
-    if (wgs == 2 && hints.n > 0 && outs.size() == 1 && hints.n * dtypeBytes(outs[0]->dtype) % 16 == 0)
-      epilogueStore(mm, "tma");
+    if ((wgs == 2 || pp) && tmaAble) epilogueStore(mm, "tma");
   }
 }
 

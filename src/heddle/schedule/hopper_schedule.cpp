@@ -252,9 +252,6 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   if (!h.enabled || !h.warpSpecialized)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
                         "sm_90a kernels (warp_specialize with tma_load operands)", drop);
-  if (!h.coop)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): ping-pong MMA warpgroups store directly (one shared tile "
-                        "per warpgroup is not built); give the MMA role ", h.tileWarpgroups, " warpgroup(s)", drop);
   if (f.outputs().size() != 1 || t.batched)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): one TMA store writes one 2-D output; this fusion has ",
                         f.outputs().size(), " output(s)", t.batched ? " and is batched" : "", drop);
@@ -265,9 +262,13 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   int64_t bias = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())
     if (in->name == h.epiTma) bias = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * 2;
-  const int64_t chunk = (int64_t)t.bm * 128;
-  const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages) + 1024;  // + alignment slack
+  const int64_t chunk = (int64_t)t.bm * 128 * (h.coop ? 1 : 2);  // ping-pong: slots of their own per warpgroup
+  const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages + 2) + 1024;  // + the order pair, alignment slack
   h.storeStages = operand + 2 * chunk + bias + bars <= target.smemLimit ? 2 : 1;
+  if (operand + chunk + bias + bars > target.smemLimit)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the operand ring (", operand, " bytes) and one staging slot "
+                        "of ", chunk, " bytes", h.coop ? "" : " per warpgroup", " exceed ", target.name, "'s ",
+                        target.smemLimit, " bytes of shared memory; use fewer stages or a smaller tile", drop);
 }
 
 }  // namespace

@@ -58,9 +58,10 @@ struct HopperSchedule {
   // running the epilogue consumes (warp_specialize.cpp, tcgen05_specialize.cpp).
   std::string epiTma;            // the input tensor ("" when none)
   int epiStages = 0;
-  // epilogue_store("tma") on the two-role cooperative kernel (passes/tma_store_epilogue.cpp): the MMA
-  // warpgroups stage the output tile in column chunks of storeCols (one 128-byte swizzle box wide) through
-  // sD[storeStages] with stmatrix, and one elected thread writes each chunk with a TMA store.
+  // epilogue_store("tma") on the two-role kernel (passes/tma_store_epilogue.cpp): the MMA warpgroups stage
+  // the output tile in column chunks of storeCols (one 128-byte swizzle box wide) through sD[storeStages]
+  // with stmatrix, and one elected thread writes each chunk with a TMA store. Ping-pong: storeStages slots,
+  // a named barrier and an issuing thread per warpgroup.
   bool mmaTmaStore = false;
   int storeCols = 0, storeStages = 0;
   // sm_100a (blackwell_schedule.h): the tcgen05 kernel -- load warp 0, MMA warp 1 (one thread issues

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "heddle/schedule/epilogue_layout.h"
+
 namespace heddle {
 
 static int findAxis(TensorView* tv, const std::string& axis, const char* op) {
@@ -216,6 +218,10 @@ std::string MatmulTiling::str() const {
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
   if (parts > 1)  // a matmul group: the accumulator tile holds bn / parts columns of each member
     os << ", matmul group of " << parts << " (" << bn / parts << " output columns of each per tile)";
+  if (hopper.warpSpecialized && !hopper.tcgen05)  // the epilogue layout (schedule/epilogue_layout.h)
+    os << ", epilogue: " << epilogueLayoutPhrase(hopper.tmaStore ? "epilogue_role" : hopper.coop ? "cooperative"
+                                                                                                 : "pingpong")
+       << (hopper.tmaStore || hopper.mmaTmaStore ? ", TMA store" : ", direct store");
   return os.str();
 }
 

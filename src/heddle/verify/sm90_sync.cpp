@@ -225,10 +225,11 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       return true;
     case K::SetMaxNReg: return true;
     case K::NamedBarrier: {
-      auto& w = sm90.named[s.arg];
+      const int id = s.arg + (int)s.index.eval(t.env);  // per warpgroup: ping-pong's barriers 2 and 3
+      auto& w = sm90.named[id];
       w.push_back(t.tid);
       t.status = Status::Blocked;
-      t.h.namedBar = s.arg;
+      t.h.namedBar = id;
       t.h.namedNode = &s;
       if ((int)w.size() < s.count) return true;
       std::vector<uint32_t> joined(clockSize(), 0);

@@ -19,6 +19,18 @@
 //   (after the tile loop) if (warp 4 elected) bulk.wait_group.read(0)   # sD outlives its last store
 // The store's bounds clip the ragged edges of D (no per-element check); the TMA-loaded bias ring and
 // the ring syncs around the epilogue store stay as they were.
+//
+// Ping-pong MMA warpgroups (each owns whole tiles, u-th tile of warpgroup c = (warp-4)/4 is tl = 2u+c):
+// each warpgroup stages through its own slots sD[c*sd .. c*sd+sd-1] (q = u * (bn/C) + c counts its own
+// chunks), publishes them with its own named barrier (bar.sync 2 + c, 128 threads) and its first thread
+// (tid % 128 == 0) issues its stores and owns its bulk group (wait_group counts the issuing thread's
+// groups only). The epilogue sits after the warpgroup's `arrive order[1-c]`: its stores overlap the
+// other warpgroup's mainloop, and no edge crosses warpgroups (disjoint slots, barriers and groups):
+//   for c in [0, bn/C):
+//     if (tid % 128 == 0) bulk.wait_group.read(sd-1); bar.sync 2+c, 128
+//     epilogue store -> sD[c*sd + q%sd]; fence.proxy.async; bar.sync 2+c, 128
+//     if (tid % 128 == 0) { tma_store sD[c*sd + q%sd] -> D; bulk.commit_group }
+//   (after the u loop) if (tid % 128 == 0) bulk.wait_group.read(0)
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -67,14 +79,23 @@ void tmaStoreEpilogue(LowerContext& c) {
   Found f;
   if (!findStore(k.body, f))
     fail<HeddleError>("tma_store_epilogue: the MMA role of ", k.name, " has no direct epilogue store");
-  const int cols = h.storeCols, chunks = t.bn / cols, sd = h.storeStages, mmaThreads = 128 * h.mmaWarpgroups;
+  const bool pp = !h.coop;  // ping-pong: per warpgroup slots, barrier and issuing thread
+  const int cols = h.storeCols, chunks = t.bn / cols, sd = h.storeStages;
+  const int barThreads = pp ? 128 : 128 * h.mmaWarpgroups;
   const int first = 4, barId = 2;  // the MMA role's first warp; bar.sync 1 is the epilogue role's
+  const IExpr wgc = (var("warp") - 4) / 4, local = pp ? var("u") : var("tl");  // the warpgroup's own tile count
+  const std::string issuer = pp ? "thread 128 + 128 c (its warpgroup's first)" : "thread 128";
+  // the thread issuing the stores and owning their bulk group
+  auto elect = [&]() -> std::unique_ptr<kir::IfThenElse> {
+    if (!pp) return electOne(first);
+    return when(eq(var("tid") % 128, 0));
+  };
   auto sDb = std::make_unique<kir::Buffer>();
   sDb->name = "sD";
   sDb->role = "D";
   sDb->memory = MemoryType::Shared;
   sDb->dtype = k.outDtype;
-  sDb->stages = sd;
+  sDb->stages = pp ? 2 * sd : sd;  // ping-pong: sd slots per warpgroup
   sDb->rows = t.bm;
   sDb->cols = cols;
   sDb->align = 1024;  // a 128-byte swizzled TMA box
@@ -88,7 +109,7 @@ void tmaStoreEpilogue(LowerContext& c) {
 
   // `if (warp 4 elected) cp.async.bulk.wait_group.read(n)`, the WAR edge tma_store reads -> `next`
   auto waitRead = [&](int n, const std::string& next, const std::string& why) {
-    auto w = electOne(first);
+    auto w = elect();
     const std::string to = next == "the end of the CTA" ? "exit" : "epilogue";
     w->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkWaitRead,
                                          {"WAR sD (tma_store -> " + to + ")", "tma_store reads of sD", next, "sD", "",
@@ -97,21 +118,23 @@ void tmaStoreEpilogue(LowerContext& c) {
     return w;
   };
   auto& epi = static_cast<kir::EpilogueStore&>(*f.tileBody->stmts[f.at]);
-  auto barrier = [&](Why why) {  // bar.sync 2 over the MMA warpgroups
-    why.mechanism = "named barrier (" + std::to_string(mmaThreads) + " MMA threads): " + why.mechanism;
+  auto barrier = [&](Why why) {  // bar.sync 2 over the MMA warpgroups (ping-pong: 2 + c over warpgroup c)
+    why.mechanism = "named barrier (" + std::to_string(barThreads) + (pp ? " threads of this warpgroup" : " MMA threads") +
+                    "): " + why.mechanism;
     auto b = makeSync(k, kir::SyncKind::NamedBarrier, why, barId);
-    b->count = mmaThreads;
+    b->count = barThreads;
+    if (pp) b->index = wgc;
     return b;
   };
   std::vector<kir::NodePtr> seq;
   for (int ch = 0; ch < chunks; ++ch) {
-    IExpr q = var("tl") * chunks + ch, st = q % sd;
+    IExpr q = local * chunks + ch, st = pp ? wgc * sd + q % sd : q % sd;
     const std::string col = " (columns " + std::to_string(ch * cols) + ".." + std::to_string(ch * cols + cols - 1) + ")";
     seq.push_back(waitRead(sd - 1, "epilogue writes of sD",
                            "the store of chunk q-" + std::to_string(sd) + " (the last one from this slot) has read sD "
                            "before the barrier lets the MMA threads rewrite it" + col));
     seq.push_back(barrier({"WAR sD (tma_store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
-                           "thread 128's wait_group.read happens before every thread's rewrite of the slot" + col}));
+                           issuer + "'s wait_group.read happens before every thread's rewrite of the slot" + col}));
     auto st1 = kir::clone(epi, {});
     auto& e = static_cast<kir::EpilogueStore&>(*st1);
     e.to = sD;
@@ -126,8 +149,8 @@ void tmaStoreEpilogue(LowerContext& c) {
          "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
          "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" + col}));
     seq.push_back(barrier({"RAW sD (stmatrix -> tma_store)", "epilogue writes of sD", "tma_store reads of sD", "sD", "",
-                           "every fenced write of the chunk happens before thread 128 issues its TMA store" + col}));
-    auto issue = electOne(first);
+                           "every fenced write of the chunk happens before " + issuer + " issues its TMA store" + col}));
+    auto issue = elect();
     auto ts = std::make_unique<kir::TmaStore>();
     ts->src = sD;
     ts->stage = st;
@@ -157,7 +180,9 @@ void tmaStoreEpilogue(LowerContext& c) {
   k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Alloc>(sD));
   k.name += "_tmas" + std::to_string(sd);
   k.syncPlan.summary += "; TMA store of D in " + std::to_string(chunks) + " chunk(s) of " + std::to_string(cols) +
-                        " columns through sD[" + std::to_string(sd) + "] (stmatrix, bar.sync 2)";
+                        " columns through sD[" + std::to_string(sd) + "]" +
+                        (pp ? " per warpgroup (stmatrix, bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
+                            : " (stmatrix, bar.sync 2)");
 }
 
 }  // namespace heddle::passes

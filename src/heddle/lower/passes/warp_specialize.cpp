@@ -49,6 +49,7 @@
 #include "heddle/lower/analysis/role_graph.h"
 #include "heddle/lower/passes/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
+#include "heddle/schedule/epilogue_layout.h"
 
 namespace heddle::passes {
 
@@ -458,6 +459,8 @@ void warpSpecialize(LowerContext& c) {
   if (epiEdge)
     sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << epiLoadR->name << "'";
   if (order) sum << "; ping-pong order barriers";
+  if (!accEdge)  // (with an epilogue role the graph above already shows where the epilogue runs)
+    sum << "; epilogue: " << epilogueLayoutPhrase(h.coop ? "cooperative" : "pingpong");
   k.syncPlan.summary = sum.str();
   std::map<const RoleGraph::Edge*, const Ring*> rings{{ab, &ring}};
   if (accEdge) rings[accEdge] = &ringC;

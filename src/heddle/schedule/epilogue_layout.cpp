@@ -1,0 +1,34 @@
+// The epilogue layout of the automatic sm_90a schedule (see epilogue_layout.h).
+#include "heddle/schedule/epilogue_layout.h"
+
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+bool fusedEpilogue(const Fusion& f) {
+  bool seenMatmul = false;
+  for (auto* e : f.exprs()) {
+    if (e->kind == OpKind::Matmul) {
+      seenMatmul = true;
+      continue;
+    }
+    if (seenMatmul && e->kind != OpKind::Cast && e->kind != OpKind::Input) return true;
+  }
+  return false;
+}
+
+std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked) {
+  if (asked == "cooperative" || asked == "pingpong" || asked == "epilogue_role") return asked;
+  if (asked != "auto")
+    fail<ScheduleError>("auto schedule: epilogue_layout = '", asked, "' is not one of 'auto', 'cooperative', "
+                        "'pingpong', 'epilogue_role'");
+  return fusedEpilogue(f) ? "pingpong" : "cooperative";
+}
+
+std::string epilogueLayoutPhrase(const std::string& layout) {
+  if (layout == "pingpong") return "ping-pong MMA warpgroups: one's epilogue overlaps the other's mainloop";
+  if (layout == "epilogue_role") return "an epilogue warpgroup: tile t's epilogue overlaps tile t+1's mainloop";
+  return "cooperative MMA warpgroups: the epilogue follows the tile's mainloop";
+}
+
+}  // namespace heddle

@@ -1,0 +1,28 @@
+// Which warp-specialized layout the automatic sm_90a schedule gives the epilogue (hopper_auto.cpp):
+//   "cooperative"    two MMA warpgroups split each tile and run the epilogue after its mainloop: the
+//                    tensor cores idle while it runs (cheap for a plain store through TMA)
+//   "pingpong"       two MMA warpgroups on alternating tiles, mainloops ordered by the order token: one
+//                    warpgroup's epilogue (and its TMA stores) overlaps the other's mainloop
+//   "epilogue_role"  one MMA warpgroup and an epilogue warpgroup fed through a shared accumulator ring:
+//                    the epilogue of tile t overlaps the mainloop of tile t+1 (stores by TMA)
+//   "auto"           pingpong for a fused epilogue (a bias / residual operand or an activation: element
+//                    math worth hiding), cooperative for a plain (cast-only) store and, in hopper_auto.cpp,
+//                    for M <= 64 (one 64-row tile per n column: nothing to alternate)
+#pragma once
+
+#include <string>
+
+#include "heddle/ir/fusion.h"
+
+namespace heddle {
+
+// Whether the ops after the matmul do more than cast its result (an operand or an activation).
+bool fusedEpilogue(const Fusion& f);
+
+// The layout for `asked` ("auto" resolved by fusedEpilogue); ScheduleError naming the option otherwise.
+std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked);
+
+// One phrase for describe() and explain (MatmulTiling::str): what the layout overlaps.
+std::string epilogueLayoutPhrase(const std::string& layout);
+
+}  // namespace heddle

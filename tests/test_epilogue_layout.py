@@ -1,0 +1,92 @@
+"""The epilogue layout of the automatic sm_90a schedule (schedule/epilogue_layout.h): a fused epilogue (bias,
+residual, activation) defaults to ping-pong MMA warpgroups, whose epilogues overlap the other warpgroup's
+mainloop; a plain store keeps the cooperative pair; "epilogue_role" gives an epilogue warpgroup behind an
+accumulator ring. Each is selectable (auto_schedule(epilogue_layout=), FusedMatmul.epilogue_layout) and
+printed by the schedule line (describe(), explain)."""
+import pytest
+
+import heddle
+from conftest import requires_nvrtc
+from hopper_defs import nvrtc_sm90
+from heddle.api import MatmulSpec, fused_matmul_op
+from matmul_defs import matmul_fusion
+
+PHRASE = {"pingpong": "ping-pong MMA warpgroups: one's epilogue overlaps the other's mainloop",
+          "cooperative": "cooperative MMA warpgroups: the epilogue follows the tile's mainloop",
+          "epilogue_role": "an epilogue warpgroup: tile t's epilogue overlaps tile t+1's mainloop"}
+
+
+def auto(epilogue="bias_gelu", layout="auto", n=4096, m=4096):
+    fd, _, _ = matmul_fusion(n=n, k=4096, dtype="bf16", layout="NT", epilogue=epilogue)
+    return fd.auto_schedule("sm_90a", m=m, n=n, k=4096, epilogue_layout=layout).lower("sm_90a")
+
+
+@pytest.mark.parametrize("epilogue,name,layout", [("bias_gelu", "_ws2pp_40_232_tmas2", "pingpong"),
+                                                  ("silu_scale", "_ws2pp_40_232_tmas2", "pingpong"),
+                                                  ("bias_tanh", "_ws2pp_40_232_tmas2", "pingpong"),
+                                                  ("plain", "_ws2coop_40_232_tmas2", "cooperative")])
+def test_auto_overlaps_fused_epilogues_and_keeps_plain_stores_cooperative(epilogue, name, layout):
+    low = auto(epilogue)
+    assert low.name.endswith(name), low.name
+    assert ("tile 128x128x64" if layout == "pingpong" else "tile 128x256x64") in low.schedule
+    assert "epilogue: " + PHRASE[layout] + ", TMA store" in low.schedule
+    # explain's first line (the sync plan's summary) names the layout too (the role graph shows an epilogue role)
+    assert "; epilogue: " + PHRASE[layout] in low.explain().splitlines()[0]
+    assert low.explain().splitlines()[0].count("epilogue: ") == 1
+
+
+@pytest.mark.parametrize("layout,name", [("cooperative", "_ws2coop_40_232_tmas2"), ("pingpong", "_ws2pp_40_232_tmas2"),
+                                         ("epilogue_role", "_ws3coop_40_232_232")])
+def test_every_layout_is_selectable(layout, name):
+    low = auto(layout=layout)
+    assert low.name.endswith(name) and PHRASE[layout] in low.schedule, (low.name, low.schedule)
+    if layout == "epilogue_role":
+        assert "accumulator ring sC" in low.explain().splitlines()[0]
+
+
+def test_ping_pong_direct_store_where_the_output_is_not_tma_able():
+    low = auto(n=4100)  # 8200-byte rows: not a 16-byte multiple
+    assert "_ws2pp_40_232" in low.name and "_tmas" not in low.name
+    assert "ping-pong" in low.schedule and low.schedule.endswith("direct store")
+
+
+def test_split_k_decode_buckets_keep_their_tiles():
+    # too few tiles for the SMs: split-K without roles, whatever the layout asks
+    fd, _, _ = matmul_fusion(n=4096, k=4096, dtype="bf16", layout="NT")
+    low = fd.auto_schedule("sm_90a", m=128, n=4096, k=4096, sms=132).lower("sm_90a")
+    assert "split_k(4)" in low.schedule and "epilogue:" not in low.schedule
+
+
+def test_unknown_layout_and_epilogue_role_without_tma_output_are_named_errors():
+    with pytest.raises(heddle.ScheduleError, match="epilogue_layout = 'overlap' is not one of 'auto', 'cooperative'"):
+        auto(layout="overlap")
+    with pytest.raises(heddle.ScheduleError, match="'epilogue_role' stores the tile by TMA"):
+        auto(layout="epilogue_role", n=4100)
+
+
+def test_fused_matmul_describe_prints_and_overrides_the_layout():
+    fm = fused_matmul_op(MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=4096, n=4096, trans_a=False,
+                                    trans_b=True, bias=("bf16", 1), residual=None, activation="gelu", alpha=None,
+                                    out_dtype="bf16"))
+    assert fm.epilogue_layout == "auto"
+    last = fm.describe("sm_90a", sms=132).split("\n")[-1]
+    assert "_ws2pp_40_232_tmas2" in last and PHRASE["pingpong"] in last
+    fm.epilogue_layout = "cooperative"
+    try:
+        last = fm.describe("sm_90a", sms=132).split("\n")[-1]
+        assert "_ws2coop_40_232_tmas2" in last and PHRASE["cooperative"] in last
+    finally:
+        fm.epilogue_layout = "auto"  # the op is shared by the process
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("layout", ["pingpong", "epilogue_role"])
+def test_nvrtc_compiles_the_overlapping_layouts_without_spills(layout):
+    nvrtc_sm90(auto(layout=layout))
+
+
+def test_auto_keeps_decode_sized_m_on_one_warpgroup():
+    # M <= 64: one 64-row tile per n column, nothing to alternate; "pingpong" by hand still applies
+    assert auto(m=48).name.endswith("_ws2coop_0_0")
+    low = auto(m=48, layout="pingpong")
+    assert "64x128x64" in low.name and "_ws2pp_40_232" in low.name, low.name
