@@ -633,8 +633,8 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     report = GraphReport(kind=kind, graph=_graph_counter[0])
     fake_mode = _fake_mode(gm)
     why: Dict[str, Decision] = {}
-    if enabled:  # SwiGLU-style gated pairs first: one heddle op for both matmuls (dynamo_gated.py)
-        _fuse_gated(gm, fake_mode, report, why)
+    if enabled:  # matmul groups first: gated pairs (dynamo_gated.py), q / k / v (dynamo_merge.py)
+        _fuse_groups(gm, fake_mode, report, why)
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
@@ -684,23 +684,35 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     return report
 
 
-def _fuse_gated(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
-    from .dynamo_gated import apply_gated, find_gated
-    for p in find_gated(gm, _operand, _static_int):
-        names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
+    """Matmul groups (one heddle op for 2-4 matmuls reading the same A): SwiGLU-style gated pairs
+    (dynamo_gated.py), then matmuls sharing their input, q / k / v (dynamo_merge.py)."""
+    from . import dynamo_gated, dynamo_merge
+
+    def plan(root):
         try:
-            op, summary = apply_gated(gm, p, fake_mode)
-        except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
-            import warnings
-            warnings.warn(f"heddle: could not fuse the gated pair {p.mm_g.name}, {p.mm_u.name}: "
-                          f"{type(e).__name__}: {e}; they are fused one by one")
-            continue
-        gi = len(report.groups)
-        report.groups.append(Group(gi, names[0], names, op, summary))
-        for nm, lb in zip(names, labels):
-            first = nm == names[0]
-            why[nm] = Decision(nm, lb, "fused" if first else "absorbed", f"-> {op}" if first else
-                               f"into group {gi} ({op})", gi)
+            return _plan(root)
+        except _Reject:
+            return None
+    for what, find, apply in (
+            ("the gated pair", lambda: dynamo_gated.find_gated(gm, _operand, _static_int), dynamo_gated.apply_gated),
+            ("the merged group", lambda: dynamo_merge.find_merges(gm, plan), dynamo_merge.apply_merge)):
+        for p in find():
+            names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+            try:
+                op, summary = apply(gm, p, fake_mode)
+            except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
+                import warnings
+                mms = ", ".join(n for n, lb in zip(names, labels) if lb in _MATMUL_NAMES)
+                warnings.warn(f"heddle: could not fuse {what} {mms}: {type(e).__name__}: {e}; "
+                              "they are fused one by one")
+                continue
+            gi = len(report.groups)
+            report.groups.append(Group(gi, names[0], names, op, summary))
+            for nm, lb in zip(names, labels):
+                first = nm == names[0]
+                why[nm] = Decision(nm, lb, "fused" if first else "absorbed", f"-> {op}" if first else
+                                   f"into group {gi} ({op})", gi)
 
 
 def _is_heddle(n: fx.Node) -> bool:
