@@ -201,6 +201,7 @@ def test_merged_op_names_round_trip_and_resolve_in_a_fresh_process():
 
 
 @needs_cxx
+@pytest.mark.slow   # a minute on 2 cores; the group kernel with per-member bias: test_matmul_group.py
 def test_interpreted_group_kernel_matches_eager(monkeypatch):
     # HEDDLE_INTERPRET=1: the merged op runs the printed group kernel (per-member bias) on the CPU, checked
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
