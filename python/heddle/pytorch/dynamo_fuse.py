@@ -2,7 +2,9 @@
 
 Input: an aten graph after aot_autograd (forward, backward or inference), traced with inductor's
 decompositions except for the ops listed in WITHHELD (so the matmuls and activations are still
-visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) it
+visible as single nodes). Matmul groups first (one op each): gated pairs (dynamo_gated.py), then matmuls
+sharing their input, q / k / v (dynamo_merge.py). Then for every other matmul node (aten.mm, aten.addmm,
+aten.bmm) it
 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
