@@ -167,16 +167,34 @@ def test_a_merge_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
     assert not called and not merged("forward") and hd.stats["matmuls_left"] == 0
 
 
-def test_explain_agrees_with_the_compile():
-    m, x = build("qwen2"), ids()
-    with torch.no_grad():
-        rep = hd.explain(m, x, fallback="eager")
+class SelfAttention(nn.Module):
+    """LayerNorm, eval dropout (a clone under one fallback, gone under the other), q / k / v with biases."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.drop = nn.LayerNorm(64), nn.Dropout(0.1)
+        self.q, self.k, self.v = nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, x):
+        h = self.drop(self.norm(x))
+        s = torch.softmax((self.q(h) @ self.k(h).transpose(1, 2)).float() * 0.125, -1).to(x.dtype)
+        return s @ self.v(h)
+
+
+@needs_cxx
+def test_explain_agrees_with_the_inductor_compile():
+    torch.manual_seed(0)
+    m = SelfAttention().to(BF16).eval()
+    x = torch.randn(2, 8, 64).to(BF16)
+    rep = hd.explain(m, x, fallback="eager")
     want = [op for op in rep.heddle_ops if op.startswith("merged_")]
     hd.reset_stats()
     torch._dynamo.reset()
     with torch.no_grad():
-        compile_eager(m)(x)
+        out = torch.compile(m, backend=heddle_backend)(x)   # the real compile: inductor runs the rest
+        _close(out, m(x))
     assert len(want) == 1 and [g.op for g in merged("inference")] == want
+    assert "x 3 (one kernel" in merged("inference")[0].summary
 
 
 def test_merged_op_names_round_trip_and_resolve_in_a_fresh_process():

@@ -549,11 +549,13 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     ops = [p.a, p.b]
     for i, which in enumerate(("a", "b")):
         if which in p.strided:   # stored transposed: hand heddle the transposed view (contiguous rows)
+            d = _val(ops[i]).dim()   # a permute: inductor lowers it (its graph has no transpose.int left)
+            perm = list(range(d - 2)) + [d - 1, d - 2]
             with g.inserting_before(final):
-                t = g.create_node("call_function", aten.transpose.int, (ops[i], -2, -1),
+                t = g.create_node("call_function", aten.permute.default, (ops[i], perm),
                                   name=f"heddle_{p.root.name}_{which}T")
             with (fake_mode if fake_mode is not None else _nullcontext()):
-                t.meta["val"] = _val(ops[i]).transpose(-2, -1)
+                t.meta["val"] = _val(ops[i]).permute(perm)
             ops[i] = t
     bias = p.bias
     if bias is not None and p.bias_scale != 1.0:
