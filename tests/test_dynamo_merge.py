@@ -11,6 +11,8 @@ import torch.nn as nn
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
+from dynamo_models import SelfAttention
+from dynamo_models import build as build_model
 from test_dynamo import _fresh_dynamo, needs_cxx, run_fresh  # noqa: F401 (the autouse fixture)
 
 tf = pytest.importorskip("transformers", reason="transformers is an optional test dependency")
@@ -167,24 +169,9 @@ def test_a_merge_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
     assert not called and not merged("forward") and hd.stats["matmuls_left"] == 0
 
 
-class SelfAttention(nn.Module):
-    """LayerNorm, eval dropout (a clone under one fallback, gone under the other), q / k / v with biases."""
-
-    def __init__(self):
-        super().__init__()
-        self.norm, self.drop = nn.LayerNorm(64), nn.Dropout(0.1)
-        self.q, self.k, self.v = nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64)
-
-    def forward(self, x):
-        h = self.drop(self.norm(x))
-        s = torch.softmax((self.q(h) @ self.k(h).transpose(1, 2)).float() * 0.125, -1).to(x.dtype)
-        return s @ self.v(h)
-
-
 @needs_cxx
 def test_explain_agrees_with_the_inductor_compile():
-    torch.manual_seed(0)
-    m = SelfAttention().to(BF16).eval()
+    m = build_model(SelfAttention).eval()   # eval dropout: a clone under one fallback, gone under the other
     x = torch.randn(2, 8, 64).to(BF16)
     rep = hd.explain(m, x, fallback="eager")
     want = [op for op in rep.heddle_ops if op.startswith("merged_")]
