@@ -141,6 +141,22 @@ def test_members_with_other_readers_mixed_bias_and_a_richer_chain_left_alone():
     assert hd.stats["heddle_ops"] == 3 and hd.stats["matmuls_left"] == 0
 
 
+def test_a_failing_search_leaves_every_matmul_to_its_own_op(monkeypatch):
+    import heddle.pytorch.dynamo_merge as dm
+
+    def broken(gm, plan):
+        raise RuntimeError("injected")
+    monkeypatch.setattr(dm, "find_merges", broken)
+    torch.manual_seed(0)
+    m = Shared().to(BF16)
+    x, r = torch.randn(2, 6, 64).to(BF16), torch.randn(2, 6, 48).to(BF16)
+    with torch.no_grad(), pytest.warns(UserWarning, match="could not look for the merged groups: RuntimeError"):
+        out = compile_eager(m)(x, r)
+    for o, w in zip(out, m(x, r)):
+        _close(o, w)
+    assert not merged("inference") and hd.stats["heddle_ops"] == 5 and hd.stats["matmuls_left"] == 0
+
+
 def has_one(summaries, part):
     return sum(part in s for s in summaries) == 1
 

@@ -693,20 +693,26 @@ def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[s
     (dynamo_gated.py), then matmuls sharing their input, q / k / v (dynamo_merge.py)."""
     from . import dynamo_gated, dynamo_merge
 
-    def plan(root):
+    import warnings
+
+    def plan(root):   # a matmul's own chain; a rewrite bug in it is reported by the per-matmul pass
         try:
             return _plan(root)
-        except _Reject:
+        except Exception:
             return None
     for what, find, apply in (
             ("the gated pair", lambda: dynamo_gated.find_gated(gm, _operand, _static_int), dynamo_gated.apply_gated),
             ("the merged group", lambda: dynamo_merge.find_merges(gm, plan), dynamo_merge.apply_merge)):
-        for p in find():
+        try:
+            found = find()
+        except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
+            warnings.warn(f"heddle: could not look for {what}s: {type(e).__name__}: {e}; matmuls are fused one by one")
+            continue
+        for p in found:
             names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
             try:
                 op, summary = apply(gm, p, fake_mode)
             except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
-                import warnings
                 mms = ", ".join(n for n, lb in zip(names, labels) if lb in _MATMUL_NAMES)
                 warnings.warn(f"heddle: could not fuse {what} {mms}: {type(e).__name__}: {e}; "
                               "they are fused one by one")
