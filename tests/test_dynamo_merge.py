@@ -221,6 +221,23 @@ def test_merged_op_names_round_trip_and_resolve_in_a_fresh_process():
     run_fresh(code)
 
 
+def test_merged_op_trains_when_called_directly():
+    """The op's autograd formula (through its fusion, as Kernel.op's): gradients of x, every weight and bias."""
+    from heddle.pytorch.dynamo_merge import MergeSpec, merged_op
+    op = merged_op(MergeSpec("bf16", 32, 24, True, ((("f32", 1), "bf16"), (None, "f32")))).op
+    g = torch.Generator().manual_seed(3)
+    x, w0, w1 = (torch.randn(*s, generator=g).to(BF16).requires_grad_(True) for s in ((10, 32), (24, 32), (24, 32)))
+    b0 = torch.randn(24, generator=g).requires_grad_(True)
+    q, k = op(x, w0, w1, b0)
+    assert (q.dtype, k.dtype) == (BF16, torch.float32)
+    (q.float().square().sum() + k.sum()).backward()
+    got = [t.grad for t in (x, w0, w1, b0)]
+    xs = [t.detach().double().requires_grad_(True) for t in (x, w0, w1, b0)]
+    ((xs[0] @ xs[1].T + xs[3]).square().sum() + (xs[0] @ xs[2].T).sum()).backward()
+    for a, b in zip(got, xs):
+        _close(a, b.grad)
+
+
 @needs_cxx
 @pytest.mark.slow   # a minute on 2 cores; the group kernel with per-member bias: test_matmul_group.py
 def test_interpreted_group_kernel_matches_eager(monkeypatch):
