@@ -76,6 +76,21 @@ class Attention(nn.Module):
         return torch.bmm(torch.softmax(s.float(), -1).to(q.dtype), v)
 
 
+class SelfAttention(nn.Module):
+    """LayerNorm, dropout, q / k / v projections with biases on the same input (one merged heddle op), softmax
+    attention."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm, self.drop = nn.LayerNorm(d), nn.Dropout(0.1)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x):
+        h = self.drop(self.norm(x))
+        s = torch.softmax((self.q(h) @ self.k(h).transpose(1, 2)).float() * 0.125, -1).to(x.dtype)
+        return s @ self.v(h)
+
+
 def build(cls, dtype=torch.bfloat16, seed=0, **kw):
     torch.manual_seed(seed)
     return cls(**kw).to(dtype)

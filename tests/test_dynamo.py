@@ -28,6 +28,14 @@ def _fresh_dynamo():
     torch._dynamo.reset()
 
 
+def run_fresh(code: str) -> None:
+    """Run `code` in a fresh Python process (as torch.export.load would resolve ops there); it prints 'ok'."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
 def _x(*shape, dtype=torch.bfloat16, seed=1, grad=False):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(dtype).requires_grad_(grad)

@@ -9,7 +9,7 @@ import torch.nn as nn
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
-from test_dynamo import _fresh_dynamo, needs_cxx  # noqa: F401 (the autouse fixture)
+from test_dynamo import _fresh_dynamo, needs_cxx, run_fresh  # noqa: F401 (the autouse fixture)
 
 tf = pytest.importorskip("transformers", reason="transformers is an optional test dependency")
 BF16 = torch.bfloat16
@@ -149,8 +149,6 @@ def test_gated_op_names_round_trip_and_resolve_in_a_fresh_process():
     for bad in ("gated_bf16_swish_k64_n128_t_obf16", "gated_bf16_silu_k64_n128_t_obf16_sxbf16",
                 "gated_bf16_silu_k0_n128_t_obf16"):
         assert not resolve(bad)
-    import subprocess
-    import sys
     name = GatedSpec("bf16", 64, 96, True, "silu", "bf16").op_name()
     code = ("import torch, heddle\n"   # torch.export.load looks ops up by name in a fresh process
             f"op = getattr(torch.ops.heddle, {name!r}).default\n"
@@ -158,8 +156,7 @@ def test_gated_op_names_round_trip_and_resolve_in_a_fresh_process():
             "want = torch.nn.functional.silu(x.float() @ w1.float().T) * (x.float() @ w3.float().T)\n"
             "torch.testing.assert_close(op(x, w1, w3).float(), want, atol=5e-2, rtol=2e-2)\n"
             "print('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert r.stdout.strip() == "ok", r.stderr
+    run_fresh(code)
 
 
 def test_a_rewrite_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
@@ -167,7 +164,7 @@ def test_a_rewrite_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
     value (here: the view of the product back to the 3-D shape fails, after the kept 2-D values were wired),
     nothing of it stays in the graph: the matmuls are fused one by one, each runs once, no gated op is called,
     outputs and gradients equal eager."""
-    import heddle.pytorch.dynamo_gated as dg
+    import heddle.pytorch.group_op as go
     views = []
 
     class Aten:  # aten whose view fails: the rewrite stops half-way
@@ -176,10 +173,10 @@ def test_a_rewrite_that_cannot_finish_leaves_the_graph_as_it_was(monkeypatch):
                 views.append(name)
                 raise RuntimeError("injected: no aten.view")
             return getattr(torch.ops.aten, name)
-    monkeypatch.setattr(dg, "aten", Aten())
+    monkeypatch.setattr(go, "aten", Aten())
     called = []
-    real = dg.GatedMatmul.run
-    monkeypatch.setattr(dg.GatedMatmul, "run", lambda self, t: called.append(1) or real(self, t))
+    real = go.GroupOp.run
+    monkeypatch.setattr(go.GroupOp, "run", lambda self, t: called.append(1) or real(self, t))
     m = mlp("llama").train()
     x = torch.randn(2, 8, 64).to(BF16).requires_grad_(True)
     ref = m(x)

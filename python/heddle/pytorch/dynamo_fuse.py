@@ -2,7 +2,9 @@
 
 Input: an aten graph after aot_autograd (forward, backward or inference), traced with inductor's
 decompositions except for the ops listed in WITHHELD (so the matmuls and activations are still
-visible as single nodes). For every matmul node (aten.mm, aten.addmm, aten.bmm) it
+visible as single nodes). Matmul groups first (one op each): gated pairs (dynamo_gated.py), then matmuls
+sharing their input, q / k / v (dynamo_merge.py). Then for every other matmul node (aten.mm, aten.addmm,
+aten.bmm) it
 
   1. normalises the operands: transposes of the last two axes (aten.permute / t / transpose)
      become trans_a / trans_b, so the operands heddle reads have unit last stride;
@@ -547,11 +549,13 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     ops = [p.a, p.b]
     for i, which in enumerate(("a", "b")):
         if which in p.strided:   # stored transposed: hand heddle the transposed view (contiguous rows)
+            d = _val(ops[i]).dim()   # a permute: inductor lowers it (its graph has no transpose.int left)
+            perm = list(range(d - 2)) + [d - 1, d - 2]
             with g.inserting_before(final):
-                t = g.create_node("call_function", aten.transpose.int, (ops[i], -2, -1),
+                t = g.create_node("call_function", aten.permute.default, (ops[i], perm),
                                   name=f"heddle_{p.root.name}_{which}T")
             with (fake_mode if fake_mode is not None else _nullcontext()):
-                t.meta["val"] = _val(ops[i]).transpose(-2, -1)
+                t.meta["val"] = _val(ops[i]).permute(perm)
             ops[i] = t
     bias = p.bias
     if bias is not None and p.bias_scale != 1.0:
@@ -633,8 +637,8 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     report = GraphReport(kind=kind, graph=_graph_counter[0])
     fake_mode = _fake_mode(gm)
     why: Dict[str, Decision] = {}
-    if enabled:  # SwiGLU-style gated pairs first: one heddle op for both matmuls (dynamo_gated.py)
-        _fuse_gated(gm, fake_mode, report, why)
+    if enabled:  # matmul groups first: gated pairs (dynamo_gated.py), q / k / v (dynamo_merge.py)
+        _fuse_groups(gm, fake_mode, report, why)
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
@@ -684,23 +688,41 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     return report
 
 
-def _fuse_gated(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
-    from .dynamo_gated import apply_gated, find_gated
-    for p in find_gated(gm, _operand, _static_int):
-        names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
+    """Matmul groups (one heddle op for 2-4 matmuls reading the same A): SwiGLU-style gated pairs
+    (dynamo_gated.py), then matmuls sharing their input, q / k / v (dynamo_merge.py)."""
+    from . import dynamo_gated, dynamo_merge
+
+    import warnings
+
+    def plan(root):   # a matmul's own chain; a rewrite bug in it is reported by the per-matmul pass
         try:
-            op, summary = apply_gated(gm, p, fake_mode)
+            return _plan(root)
+        except Exception:
+            return None
+    for what, find, apply in (
+            ("the gated pair", lambda: dynamo_gated.find_gated(gm, _operand, _static_int), dynamo_gated.apply_gated),
+            ("the merged group", lambda: dynamo_merge.find_merges(gm, plan), dynamo_merge.apply_merge)):
+        try:
+            found = find()
         except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
-            import warnings
-            warnings.warn(f"heddle: could not fuse the gated pair {p.mm_g.name}, {p.mm_u.name}: "
-                          f"{type(e).__name__}: {e}; they are fused one by one")
+            warnings.warn(f"heddle: could not look for {what}s: {type(e).__name__}: {e}; matmuls are fused one by one")
             continue
-        gi = len(report.groups)
-        report.groups.append(Group(gi, names[0], names, op, summary))
-        for nm, lb in zip(names, labels):
-            first = nm == names[0]
-            why[nm] = Decision(nm, lb, "fused" if first else "absorbed", f"-> {op}" if first else
-                               f"into group {gi} ({op})", gi)
+        for p in found:
+            names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+            try:
+                op, summary = apply(gm, p, fake_mode)
+            except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
+                mms = ", ".join(n for n, lb in zip(names, labels) if lb in _MATMUL_NAMES)
+                warnings.warn(f"heddle: could not fuse {what} {mms}: {type(e).__name__}: {e}; "
+                              "they are fused one by one")
+                continue
+            gi = len(report.groups)
+            report.groups.append(Group(gi, names[0], names, op, summary))
+            for nm, lb in zip(names, labels):
+                first = nm == names[0]
+                why[nm] = Decision(nm, lb, "fused" if first else "absorbed", f"-> {op}" if first else
+                                   f"into group {gi} ({op})", gi)
 
 
 def _is_heddle(n: fx.Node) -> bool:

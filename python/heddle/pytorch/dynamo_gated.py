@@ -11,26 +11,19 @@ heddle.pytorch.dynamo_fuse runs find_gated + apply_gated before its per-matmul c
 
 Values of the chain that the graph reads elsewhere (training: the pre-activations and act(g) that the
 backward keeps) become further outputs of the op, stored by the same kernel, viewed back to the node's shape.
-The op: on CUDA the group kernel (mma.sync + cp.async, compiled per target and M bucket on first use);
-on CPU the fusion in float32 with torch; autograd through the fusion (Kernel.op's formula).
+The op and the graph surgery are heddle.pytorch.group_op's (shared with dynamo_merge.py, q / k / v).
 """
 from __future__ import annotations
 
-import operator
 import re
-import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 import torch.fx as fx
 
-from ..core import inputs
 from ..core.fusion import Fusion, ops_unary
-from ..core.inputs import DTYPES, MatmulGeometry
-from ..core.kernel import Kernel, _vec_for, plan_table, run_table
-from .autograd import register_fusion_autograd
-from .custom_ops import register_op, registering
+from .group_op import GroupOp, group_op, replace_with_group, resolve_group
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -106,80 +99,11 @@ _KEPT = re.compile(r"_s(g|u|act)(f16|bf16|f32)")
 
 def resolve(name: str) -> bool:
     """Register torch.ops.heddle.<name> when it names a gated op (its canonical name); False if not."""
-    spec = GatedSpec.decode(name)
-    if spec is None or spec.op_name() != name or spec.k <= 0 or spec.n <= 0 or name in registering:
-        return False   # not canonical, or torch looking the name up while it is being registered
-    gated_op(spec)
-    return True
+    return resolve_group(name, GatedSpec.decode, gated_op)
 
 
-class GatedMatmul:
-    """One gated signature: its fusion, torch op and kernels per (target, vec, M bucket)."""
-
-    def __init__(self, spec: GatedSpec):
-        self.spec = spec
-        self.fusion = spec.build_fusion()
-        self._decls = [(t.name, t.dtype, t.shape) for t in self.fusion.inputs]
-        self._mexpr = inputs.matmul_expr(self.fusion)
-        self.kernels: Dict[tuple, Kernel] = {}
-        self._lock = threading.Lock()
-        self._plans = plan_table()  # call signature -> the launch plan of its CUDA calls (C++)
-        self.op = register_op(spec.op_name(), ["x", "w1", "w3"], self.run, self.fake, outputs=1 + len(spec.extra))
-        register_fusion_autograd(self.fusion, self.op)
-
-    def kernel(self, target: str, vec_a: int, vec_b: int, m: int, rtc: bool = True) -> Kernel:
-        from .matmul import m_bucket
-        key = (target, vec_a, vec_b, m_bucket(m), rtc)
-        with self._lock:
-            k = self.kernels.get(key)
-            if k is None:
-                fd = self.spec.build_fusion()
-                if vec_a < 2 or vec_b < 2:
-                    for t in fd.inputs[:2]:
-                        fd.cache_after(t, "plain")
-                fd.auto_schedule(target, m_bucket(m) if m_bucket(m) > 0 else -1, self.spec.n, self.spec.k)
-                k = self.kernels[key] = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
-            return k
-
-    def run(self, tensors):
-        if tensors and getattr(tensors[0], "is_cuda", False):
-            out = run_table(self._plans, tensors)  # a CUDA call signature seen before: its plan
-            if out is not None:
-                return out
-        g = inputs.check(self.spec.op_name(), self._decls, self._mexpr, tensors)
-        empty = inputs.zero_size_result(self.fusion, g, tensors)
-        if empty is not None:
-            return empty
-        vec_a, vec_b = _vec_for(tensors[0]), min(_vec_for(tensors[1]), _vec_for(tensors[2]))
-        if tensors[0].device.type == "cuda":
-            from ..core.runtime import target_for_device
-            k = self.kernel(target_for_device(tensors[0].device), vec_a, vec_b, g.M)
-            return k._launch(tensors, g, self._plans)  # checked; the plan is kept for the next such call
-        from ..core.interpret import interpret_mode
-        if interpret_mode():  # HEDDLE_INTERPRET=1: the printed group kernel on the CPU
-            from ..core.interpret import interpret_target, run_checked
-            return run_checked(self.kernel(interpret_target(), vec_a, vec_b, g.M, rtc=False), tensors)
-        from ..core.reference import evaluate
-        return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
-
-    def fake(self, tensors):
-        inputs.same_device(self.spec.op_name(), ["x", "w1", "w3"], tensors)
-        g = MatmulGeometry(self._mexpr, {n: t for (n, _, _), t in zip(self._decls, tensors)})
-        outs = tuple(tensors[0].new_empty(g.out_shape, dtype=getattr(torch, DTYPES[o.dtype]))
-                     for o in self.fusion.outputs)
-        return outs[0] if len(outs) == 1 else outs
-
-
-_ops: Dict[GatedSpec, GatedMatmul] = {}
-_ops_lock = threading.Lock()
-
-
-def gated_op(spec: GatedSpec) -> GatedMatmul:
-    with _ops_lock:
-        gm = _ops.get(spec)
-        if gm is None:
-            gm = _ops[spec] = GatedMatmul(spec)
-        return gm
+def gated_op(spec: GatedSpec) -> GroupOp:
+    return group_op(spec, ["x", "w1", "w3"], parts=2)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -282,70 +206,10 @@ def apply_gated(gm: fx.GraphModule, p: GatedPlan, fake_mode) -> Tuple[str, str]:
                      extra=tuple((w, _OUT_DT[_val(n).dtype]) for w, n in exported))
     gated_op(spec)
     target = getattr(torch.ops.heddle, spec.op_name()).default
-    g = gm.graph
-    pos = {n: i for i, n in enumerate(g.nodes)}
-    first = min(p.mm_g, p.mm_u, key=lambda n: pos[n])   # every value the op replaces comes after it
-    with (fake_mode if fake_mode is not None else _Null()):
-        val = target(_val(p.x), _val(p.w1), _val(p.w3))
-    vals = val if isinstance(val, tuple) else (val,)
-    x = p.x if first is p.mm_g else p.mm_u.args[0]   # the A view that precedes the first matmul
-    with g.inserting_before(first):
-        new = g.create_node("call_function", target, (x, p.w1, p.w3), name=f"heddle_{p.mm_g.name}_gated")
-    new.meta["val"] = val
-    new.meta.update({k: v for k, v in p.mm_g.meta.items() if k in ("stack_trace", "nn_module_stack", "seq_nr")})
-    created = [new]  # every node made here, in order: erased again if the rewrite cannot finish
-
-    def dims(v):
-        return [str(d) for d in v.shape]
-
-    views = [n for n in p.chain_g + p.chain_u if n.target in _VIEWS]
-
-    def item(i, like: fx.Node) -> fx.Node:
-        cur = new
-        if len(vals) > 1:
-            with g.inserting_before(first):
-                cur = g.create_node("call_function", operator.getitem, (new, i), name=f"heddle_{p.mm_g.name}_o{i}")
-            created.append(cur)
-            cur.meta["val"] = vals[i]
-        want = _val(like)
-        if dims(want) != dims(vals[i]):
-            # the chain's own view to this shape (its size arguments may be symbolic nodes): the earliest one,
-            # which precedes every reader of the value replaced
-            src = min((n for n in views if dims(_val(n)) == dims(want)), key=lambda n: pos[n], default=None)
-            if src is None:
-                raise ValueError(f"no view in the chain gives {like.name}'s shape {dims(want)}")
-            with g.inserting_before(src):
-                v = g.create_node("call_function", aten.view.default, (cur, src.args[1]),
-                                  name=f"heddle_{p.mm_g.name}_v{i}")
-            created.append(v)
-            with (fake_mode if fake_mode is not None else _Null()):
-                v.meta["val"] = vals[i].view(want.shape)
-            cur = v
-        return cur
-
-    try:  # every replacement value first: the graph changes only once they all exist
-        kept = [(node, item(i, node)) for i, (_, node) in enumerate(exported, start=1)]
-        result = item(0, p.mul)
-    except Exception:
-        for n in reversed(created):  # users before what they use: the graph as it was
-            g.erase_node(n)
-        raise
-    inner = set(p.nodes)
-    for node, value in kept:
-        node.replace_all_uses_with(value, delete_user_cb=lambda u: u not in inner)
-    p.mul.replace_all_uses_with(result)
-    for node in reversed(p.nodes):
-        if not node.users:
-            g.erase_node(node)
-    for node in p.looked_through:
-        if not node.users and node.graph is g:
-            g.erase_node(node)
+    pos = {n: i for i, n in enumerate(gm.graph.nodes)}
+    x = p.x if pos[p.mm_g] < pos[p.mm_u] else p.mm_u.args[0]   # the A view that precedes the first matmul
+    chain = p.chain_g + p.chain_u
+    replace_with_group(gm, target, [x, p.w1, p.w3], [p.mm_g, p.mm_u],
+                       [(p.mul, chain)] + [(node, chain) for _, node in exported], set(p.nodes), p.looked_through,
+                       fake_mode, f"heddle_{p.mm_g.name}_gated")
     return spec.op_name(), p.summary(exported)
-
-
-class _Null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False

@@ -21,9 +21,9 @@ import torch
 from ..core.errors import InputError
 from . import matmul  # noqa: F401 (installs the resolver: torch.ops.heddle registers matmul ops by name)
 
-# every heddle op kind: heddle.matmul ops (mm_), gated pairs of the torch.compile backend (gated_; both
-# register from their names), Kernel.op ops (fusion_; they cannot)
-_NAME = re.compile(rb"heddle(?:::|\.)((?:mm|gated|fusion)_[A-Za-z0-9_]+)")
+# every heddle op kind: heddle.matmul ops (mm_), gated pairs and merged groups of the torch.compile backend
+# (gated_, merged_; all register from their names), Kernel.op ops (fusion_; they cannot)
+_NAME = re.compile(rb"heddle(?:::|\.)((?:mm|gated|merged|fusion)_[A-Za-z0-9_]+)")
 
 
 def op_names_in(path) -> List[str]:

@@ -475,6 +475,9 @@ def resolve_op(name: str) -> bool:
     if name.startswith("gated_"):   # a gated pair (heddle/pytorch/dynamo_gated.py)
         from .dynamo_gated import resolve
         return resolve(name)
+    if name.startswith("merged_"):   # matmuls sharing their input, q / k / v (heddle/pytorch/dynamo_merge.py)
+        from .dynamo_merge import resolve as resolve_merged
+        return resolve_merged(name)
     fields = op_names.decode(name)
     if fields is None:
         return False
