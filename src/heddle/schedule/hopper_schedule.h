@@ -68,6 +68,11 @@ struct HopperSchedule {
   // accumulator stages of bn columns, tmemCols columns allocated (a power of two >= 32).
   bool tcgen05 = false;
   int tmemCols = 0;
+  // cluster(2, along) (schedule/cluster_schedule.cpp, passes/cluster_multicast.cpp): two CTAs of a
+  // thread-block cluster compute m- (along 'm') or n-neighbouring tiles and multicast the shared operand
+  // tile (B, or A), each loading half of it. 1 = no cluster.
+  int cluster = 1;
+  char clusterAlong = 'm';
   const HopperRole* role(HopperRole::Kind k) const;
 };
 
@@ -77,5 +82,8 @@ std::vector<HopperRole::Kind> hopperRoleKinds(const std::string& mm, const std::
 struct MatmulTiling;
 // Checks the Hopper rules and fills tiling.hopper (ScheduleError naming the rule otherwise).
 void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTiling& tiling);
+// Checks cluster(size, along) against the rest of the schedule and fills tiling.hopper.cluster
+// (schedule/cluster_schedule.cpp; ScheduleError naming what to drop or change otherwise).
+void validateClusterSchedule(const TargetInfo& target, MatmulTiling& tiling);
 
 }  // namespace heddle

@@ -206,6 +206,20 @@ void epilogueStore(TensorView* tv, const std::string& kind) {
   tv->epilogueStore = kind;
 }
 
+void cluster(TensorView* tv, int size, const std::string& along) {
+  if (!tv->definition || tv->definition->kind != OpKind::Matmul)
+    fail<ScheduleError>("cluster(", tv->name, "): clusters are set on the matmul tensor, whose tiles the cluster's "
+                        "CTAs share an operand of");
+  if (size != 1 && size != 2)
+    fail<ScheduleError>("cluster(", tv->name, "): size = ", size, "; this build makes clusters of 2 CTAs (1 turns "
+                        "clusters off)");
+  if (along != "m" && along != "n")
+    fail<ScheduleError>("cluster(", tv->name, "): along = '", along, "' is not 'm' (m-neighbours share the B tile) "
+                        "or 'n' (n-neighbours share the A tile)");
+  tv->clusterSize = size;
+  tv->clusterAlong = along;
+}
+
 std::string MatmulTiling::str() const {
   std::ostringstream os;
   os << "tile " << bm << "x" << bn << "x" << bk << ", warps " << warpsM << "x" << warpsN << " (" << threads()

@@ -153,6 +153,10 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
   SimResult res;
   res.schedule = opt.schedule == Schedule::Adversarial ? std::string("adversarial")
                                                        : "random(seed=" + std::to_string(opt.seed) + ")";
+  if (k.cluster > 1)
+    fail<HeddleError>("simulate: kernel ", k.name, " runs in clusters of ", k.cluster, " CTAs (remote mbarrier arrivals, "
+                      "multicast TMA); the kernel-IR simulator runs one CTA at a time and does not model clusters in "
+                      "this build: check it with heddle.interpret, whose cluster model runs the printed source");
   Reports rep(opt.maxReportsPerKind);
   std::vector<std::array<int64_t, 3>> ctas = opt.ctas;
   if (ctas.empty()) {
