@@ -6,7 +6,8 @@ mbarrier inits are fenced for the cluster and published by a cluster barrier, a 
 the exit, and an odd tile count's absent partner tile is walked in step (loads, releases, stores nothing).
 
 Checked here: the ScheduleErrors for what is not built, the lowered plan (every new sync with its reason),
-the printed source, the CPU interpreter of the printed source in clusters of 2 (float64 numbers on ragged
+the printed source, the kernel-IR simulator's two-CTA cluster model (clean with right numbers, every mutant
+killed: the peer's release, expect_tx without the peer's half, the init fence, the exit barrier), the CPU interpreter of the printed source in clusters of 2 (float64 numbers on ragged
 shapes with odd tile counts along the cluster axis, every source mutant of the cluster protocol caught),
 whole clusters in the launch (num_ctas; the launch plan's cluster dimension: tests/test_cluster_launch.py),
 and NVRTC for sm_90a (no spills, setmaxnreg honoured, the multicast / mapa / cluster barrier in the PTX)."""
@@ -59,6 +60,15 @@ def test_bad_cluster_options_are_schedule_errors(size, along, match):
         fd.matmul_tensor.cluster(size, along)
 
 
+RAGGED = [  # (variant, along, kw, M, N, sms): odd tile counts along the cluster axis leave a partner absent
+    ("coop", "m", dict(), 300, 72, 2),             # 3 m tiles: the second pair's rank 1 is beyond M
+    ("coop", "m", dict(bias_tma=2), 77, 136, 4),    # 1 m tile (rank 1 always absent), 3 n tiles
+    ("coop", "n", dict(), 130, 200, 2),             # 4 n tiles, 2 m tiles
+    ("coop", "n", dict(store="tma", bn=128), 200, 136, 2),  # 2 n tiles of 128, TMA-store epilogue
+    ("3role", "n", dict(dtype="f16", epilogue="silu_scale"), 70, 136, 2),  # 3 n tiles, an epilogue role
+]
+
+
 # --- the lowered plan -----------------------------------------------------------------------------
 
 def test_plan_names_every_cluster_sync_with_its_reason():
@@ -96,10 +106,29 @@ def test_along_n_multicasts_a_and_pairs_n_tiles():
     assert {m["param"]: m["box_rows"] for m in low.tensor_maps}["tmA"] == 64
 
 
-def test_simulator_refuses_clusters_by_name():
+@pytest.mark.parametrize("variant,along,kw,M,N", [(v, a, kw, M, N) for v, a, kw, M, N, _ in RAGGED])
+def test_simulator_runs_both_ctas_clean_with_right_numbers(variant, along, kw, M, N):
+    fd = clustered(variant, along, n=N, k=16 * 7 - 8, **kw)
+    low = fd.lower("sm_90a")
+    for sched, seed in (("adversarial", 0), ("random", 1)):
+        r = verify.simulate(low, inputs(fd, M, seed=M), sched, seed)
+        assert r.ok, f"{variant} {along} {kw} M={M} {sched}:\n{r.report()}"
+
+
+def test_every_simulator_mutant_is_killed():
+    # among them: the peer's release and pre-arrive deleted, expect_tx counting only the own half of the
+    # shared tile, the init fence deleted, either cluster barrier deleted
     fd = clustered()
-    with pytest.raises(heddle.HeddleError, match="does not model clusters in this build: check it with heddle.interpret"):
-        verify.simulate(fd.lower("sm_90a"), inputs(fd, 200), "adversarial", 0)
+    report = verify.kill_rate(fd.lower("sm_90a"), [inputs(fd, 300, seed=1)])
+    assert report.total >= 30 and not report.survivors, str(report)
+    killed = {m.description: by for m, by in report.verdicts}
+    def by(what):
+        return [b for d, b in killed.items() if d.startswith(what)]
+    assert len(by("delete mbarrier.arrive.cluster(peer)")) == 2
+    assert any("after CTA rank" in b and "exited" in b for b in by("delete barrier.cluster")), by("delete barrier.cluster")
+    assert any("not followed by fence.mbarrier_init.release.cluster" in b
+               for b in by("delete fence.mbarrier_init.release.cluster"))
+    assert by("count only this CTA's half of the shared tile")
 
 
 # --- launch in whole clusters ---------------------------------------------------------------------
@@ -116,13 +145,6 @@ def test_num_ctas_is_whole_clusters_of_tile_pairs():
 
 # --- the interpreter of the printed source --------------------------------------------------------
 
-RAGGED = [  # (variant, along, kw, M, N, sms): odd tile counts along the cluster axis leave a partner absent
-    ("coop", "m", dict(), 300, 72, 2),             # 3 m tiles: the second pair's rank 1 is beyond M
-    ("coop", "m", dict(bias_tma=2), 77, 136, 4),    # 1 m tile (rank 1 always absent), 3 n tiles
-    ("coop", "n", dict(), 130, 200, 2),             # 4 n tiles, 2 m tiles
-    ("coop", "n", dict(store="tma", bn=128), 200, 136, 2),  # 2 n tiles of 128, TMA-store epilogue
-    ("3role", "n", dict(dtype="f16", epilogue="silu_scale"), 70, 136, 2),  # 3 n tiles, an epilogue role
-]
 
 
 @needs_cxx
