@@ -64,7 +64,7 @@ RAGGED = [  # (variant, along, kw, M, N, sms): odd tile counts along the cluster
     ("coop", "m", dict(), 300, 72, 2),             # 3 m tiles: the second pair's rank 1 is beyond M
     ("coop", "m", dict(bias_tma=2), 77, 136, 4),    # 1 m tile (rank 1 always absent), 3 n tiles
     ("coop", "n", dict(), 130, 200, 2),             # 4 n tiles, 2 m tiles
-    ("coop", "n", dict(store="tma", bn=128), 200, 136, 2),  # 2 n tiles of 128, TMA-store epilogue
+    ("coop", "m", dict(store="tma", bn=128), 300, 136, 2),  # TMA-store epilogue: the absent tile's store clipped
     ("3role", "n", dict(dtype="f16", epilogue="silu_scale"), 70, 136, 2),  # 3 n tiles, an epilogue role
 ]
 

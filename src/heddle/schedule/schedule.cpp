@@ -31,6 +31,8 @@ void initLoopDomain(Fusion& f, TensorView* tv) {
   Size K = e->transA ? a->shape[r - 2] : a->shape[r - 1];
   tv->domain.axes.clear();
   tv->epilogueStore.clear();  // a new schedule starts with the default store (auto schedules re-run this)
+  tv->clusterSize = 1;        // ... and without a cluster
+  tv->clusterAlong = "m";
   auto add = [&](const std::string& n, const Size& s, bool red) {
     IterDomain d;
     d.name = d.root = n;
