@@ -79,7 +79,12 @@ void Cta::clusterRemoteCheck(int id, const std::string& what) {
     });
     if (opt.stopAtFirstError) stopped = true;
   }
-  if (m.init && !m.clusterFenced) {
+  if (!m.init) {
+    rep.add(Finding::AsyncMisuse, "remoteuninit|" + m.buf->name, [&] {
+      return what + " reaches mbarrier " + m.name() + " of the peer CTA before its mbarrier.init";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  } else if (!m.clusterFenced) {
     rep.add(Finding::Race, "unfenced|" + m.buf->name, [&] {
       return what + " uses mbarrier " + m.name() + " from the peer CTA, but its mbarrier.init by " +
              threadName(m.initThread, W) + " is not followed by fence.mbarrier_init.release.cluster: the init "
