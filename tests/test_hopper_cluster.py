@@ -189,10 +189,11 @@ def test_interpreter_every_source_mutant_killed():
 # --- NVRTC ----------------------------------------------------------------------------------------
 
 @requires_nvrtc
-@pytest.mark.parametrize("along,kw", [("m", dict(bm=128, bn=256, bk=64)),
-                                      ("n", dict(bm=128, bn=256, bk=64, store="tma", bias_tma=2))])
-def test_nvrtc_compiles_without_spills_with_the_cluster_ops(along, kw):
-    low = clustered("coop", along, stages=4, prefetch=2, n=1024, k=4096, **kw).lower("sm_90a")
+@pytest.mark.parametrize("variant,along,kw", [("coop", "m", dict(bm=128, bn=256, bk=64)),
+                                              ("coop", "n", dict(bm=128, bn=256, bk=64, store="tma", bias_tma=2)),
+                                              ("3role", "m", dict(bm=64, bn=128, bk=64))])
+def test_nvrtc_compiles_without_spills_with_the_cluster_ops(variant, along, kw):
+    low = clustered(variant, along, stages=4, prefetch=2, n=1024, k=4096, **kw).lower("sm_90a")
     r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
