@@ -3,7 +3,8 @@ along), passes/cluster_multicast.cpp; docs/hopper.md "Clusters of 2 with TMA mul
 a cluster compute neighbouring tiles along m (sharing B) or n (sharing A), each loads half of the shared
 tile and multicasts it to both; the empty barriers count both CTAs' consumers (remote arrivals), the
 mbarrier inits are fenced for the cluster and published by a cluster barrier, a cluster barrier precedes
-the exit, and an odd tile count's absent partner tile is walked in step (loads, releases, stores nothing).
+the exit, and an odd tile count's absent partner tile is walked in step (loads, waits and releases,
+computes and stores nothing).
 
 Checked here: the ScheduleErrors for what is not built, the lowered plan (every new sync with its reason),
 the printed source, the kernel-IR simulator's two-CTA cluster model (clean with right numbers, every mutant
@@ -81,14 +82,17 @@ def test_plan_names_every_cluster_sync_with_its_reason():
                  "barrier.cluster before exit: the peer's consumers arrive on this CTA's empty",
                  "each consumer thread also arrives on the peer's empty",
                  "doubled for the cluster: the consumers of both CTAs release each slot",
-                 "the peer's multicast half (the whole shared tile's bytes)"):
+                 "the peer's multicast half (the whole shared tile's bytes)",
+                 "the absent partner tile (m0 >= M): no wgmma reads the slot"):
         assert what in text, what
     # one multicast load of B (A plain), half-box tensor map for B, both CTAs' 256 consumers on empty
     assert src.count("heddle::sm90::tma_load_tile_multicast<Mma::TileB, 2>(") == 1
     assert "heddle::sm90::tma_load_tile<Mma::TileA, 2>(" in src
     assert src.count("heddle::sm90::mbar_init((empty + (0)), 512);") == 1
-    # the release and the pre-arrive each have their remote twin; the inits are fenced; two cluster barriers
-    assert src.count("heddle::sm90::mbar_arrive_cluster(") == 2
+    # the release and the pre-arrive each have their remote twin (the release also in the absent partner
+    # tile's k loop, which waits and releases without a wgmma); the inits are fenced; two cluster barriers
+    assert src.count("heddle::sm90::mbar_arrive_cluster(") == 3
+    assert "if (m0 < M) {" in src and src.count("acc.step(") == 1
     assert src.count("heddle::sm90::fence_mbarrier_init_cluster();") == 1
     assert src.count("heddle::sm90::cluster_sync();") == 2 and "block_sync" not in src
     assert "const int crank = bid % 2;" in src and "heddle_cta_smem = heddle::sm90::cta_smem(heddle_smem);" in src
@@ -124,7 +128,7 @@ def test_every_simulator_mutant_is_killed():
     killed = {m.description: by for m, by in report.verdicts}
     def by(what):
         return [b for d, b in killed.items() if d.startswith(what)]
-    assert len(by("delete mbarrier.arrive.cluster(peer)")) == 2
+    assert len(by("delete mbarrier.arrive.cluster(peer)")) == 3  # pre-arrive, release, the absent tile's release
     assert any("after CTA rank" in b and "exited" in b for b in by("delete barrier.cluster")), by("delete barrier.cluster")
     assert any("not followed by fence.mbarrier_init.release.cluster" in b
                for b in by("delete fence.mbarrier_init.release.cluster"))

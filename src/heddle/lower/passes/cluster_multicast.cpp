@@ -18,11 +18,13 @@
 //     load: wait empty[g%s]; expect_tx full[g%s] (A + B bytes: own A, own half of B, the peer's half)
 //           tma A; tma B rows [crank * R/2, +R/2) multicast to both CTAs
 //     mma: pre-arrive and release: arrive empty[...] and, mapa, the peer's empty[...]
+//          if (m0 < M) { the k loop } else { for kt: wait full[g%s]; arrive empty[...] (own, the peer's) }
 //   barrier.cluster                                       # before exit: no remote arrive / multicast in flight
-// With an odd tile count along the cluster axis the last pair's partner tile lies beyond M (N): its CTA
-// still walks it in step -- loads its own operand (all out of bounds: zero-filled, every byte counted), its
-// half of the shared tile, releases every slot -- and its epilogue's bounds store nothing; skipping it
-// would leave the peer waiting for the half it multicasts.
+// With an odd tile count along the cluster axis the last pair row's partner tiles lie beyond M (N): their
+// CTA still walks them in step -- loads its own operand (all out of bounds: zero-filled, every byte
+// counted), its half of the shared tile, waits for each item and releases it, computing nothing (no
+// wgmma), and its epilogue's bounds store nothing; skipping the tile would leave the peer waiting for the
+// half it multicasts.
 #include <sstream>
 
 #include "heddle/lower/passes/hopper_build.h"
@@ -38,7 +40,7 @@ struct Rewriter {
   const MatmulTiling& t;
   kir::Buffer *shared = nullptr, *full = nullptr, *empty = nullptr;
   bool alongM = true;
-  int inits = 0, remotes = 0, multicasts = 0;
+  int inits = 0, remotes = 0, multicasts = 0, skips = 0;
   std::string map;  // the shared operand's tensor map
 
   // the paired walk: pair `tile` in grouped order over the pair grid, then this rank's tile of the pair
@@ -67,6 +69,42 @@ struct Rewriter {
     return s;
   }
 
+  static bool hasMma(const kir::Block& b) {
+    for (auto& s : b.stmts)
+      if (s->kind == kir::NodeKind::MmaStep) return true;
+    return false;
+  }
+
+  // The MMA role's k loop -> if (this rank's tile exists) { the k loop } else { per item: wait full, release
+  // (own and the peer's) }: an absent partner tile computes nothing, but takes every item of its walk off
+  // the ring once it landed (the previous tile's wgmma groups are retired: its k loop ends with wait_group(0))
+  kir::NodePtr skipAbsent(kir::NodePtr loop) {
+    auto& f = static_cast<kir::ForLoop&>(*loop);
+    auto idle = forLoop(f.var, f.start, f.stop);
+    idle->cbStages = f.cbStages;
+    idle->cbPrefetch = f.cbPrefetch;
+    for (auto& st : f.body.stmts) {
+      if (st->kind != kir::NodeKind::Sync) continue;
+      auto& sy = static_cast<kir::Sync&>(*st);
+      const bool keep = (sy.sync == kir::SyncKind::MbarWait && sy.buf == full) ||
+                        ((sy.sync == kir::SyncKind::MbarArrive || sy.sync == kir::SyncKind::MbarArriveRemote) &&
+                         sy.buf == empty);
+      if (!keep) continue;
+      auto c = kir::clone(sy, {});
+      auto& cs = static_cast<kir::Sync&>(*c);
+      k.syncPlan.entries.push_back(k.syncPlan.entries.at(sy.reason));
+      cs.reason = (int)k.syncPlan.entries.size() - 1;
+      amend(cs, std::string("; the absent partner tile (") + (alongM ? "m0 >= M" : "n0 >= N") +
+                    "): no wgmma reads the slot, it is released once its data landed");
+      idle->body.stmts.push_back(std::move(c));
+    }
+    auto w = when(alongM ? var("m0") < var("M") : var("n0") < var("N"));
+    w->thenBody.stmts.push_back(std::move(loop));
+    w->elseBody.stmts.push_back(std::move(idle));
+    ++skips;
+    return w;
+  }
+
   void amend(const kir::Sync& s, const std::string& more) { k.syncPlan.entries.at(s.reason).mechanism += more; }
 
   void rewrite(kir::Block& b, bool top) {
@@ -77,6 +115,7 @@ struct Rewriter {
           auto& f = static_cast<kir::ForLoop&>(n);
           if (f.var == "tl") f.stop = ceilDiv(pairs() - var("cid"), var("ncl"));
           rewrite(f.body, false);
+          if (f.var == "kt" && hasMma(f.body)) b.stmts[i] = skipAbsent(std::move(b.stmts[i]));
           break;
         }
         case kir::NodeKind::If: {
@@ -175,9 +214,9 @@ void clusterMulticast(LowerContext& c) {
   k.body.stmts.insert(k.body.stmts.begin() + (long)at + 1, std::make_move_iterator(lets.begin()),
                       std::make_move_iterator(lets.end()));
   r.rewrite(k.body, true);
-  if (!r.inits || !r.remotes || !r.multicasts)
+  if (!r.inits || !r.remotes || !r.multicasts || r.skips != 1)
     fail<HeddleError>("cluster_multicast: the ring of ", k.name, " was not found (", r.inits, " empty inits, ",
-                      r.remotes, " releases, ", r.multicasts, " loads of ", r.shared->name, ")");
+                      r.remotes, " releases, ", r.multicasts, " loads of ", r.shared->name, ", ", r.skips, " MMA k loops)");
   k.body.stmts.push_back(makeSync(
       k, kir::SyncKind::ClusterSync,
       {"exit (cluster)", "the peer's remote arrivals on this CTA's " + r.empty->name, "this CTA's exit",
