@@ -1,4 +1,5 @@
-"""Launches in thread-block clusters: LoadedKernel.launch(..., cluster=(x, y, z)) goes through
+"""Launches in thread-block clusters: LoadedKernel.launch(..., cluster=(x, y, z)) (and a LaunchPlan made with
+cluster=, as heddle.Kernel makes one for a clustered kernel) goes through
 cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, a plain launch still through cuLaunchKernel.
 Without a GPU a stand-in libcuda (tests/fake_cuda/libcuda_fake.c, loaded through HEDDLE_LIBCUDA_PATH in
 a subprocess) records what the driver is handed; the cluster rules are InputErrors before any driver call."""
@@ -44,6 +45,7 @@ def test_cluster_launch_passes_the_cluster_dimension_attribute(fake_libcuda, tmp
         "k.launch((4, 3), (128,), 0, 7, args)\n"
         "k.launch((4, 3), (128,), 0, 7, args, cluster=(2,))\n"
         "k.launch((4, 6, 2), (384,), 200000, 0, args, cluster=(1, 2, 2))\n"
+        "rt.LaunchPlan(k, (4, 1, 1), (128, 1, 1), 0, args, [], (2, 1, 1)).launch(7, [])\n"  # a clustered kernel's plan
         "print(rt.driver_available())\n"
     )
     proc = run_python_with_C(code, env_updates=_env(fake_libcuda, log))
@@ -53,6 +55,7 @@ def test_cluster_launch_passes_the_cluster_dimension_attribute(fake_libcuda, tmp
         "cuLaunchKernel grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77",
         "cuLaunchKernelEx grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1",
         "cuLaunchKernelEx grid=4,6,2 block=384 smem=200000 stream=0 a=2.5 n=77 attr0=4:1,2,2",
+        "cuLaunchKernelEx grid=4,1,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1",
     ]
 
 

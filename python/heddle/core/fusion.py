@@ -121,6 +121,14 @@ class Tensor:
         self._tv.stream_k(_int(ctas, "stream_k: ctas"))
         return self
 
+    def cluster(self, size: int, along: str = "m") -> "Tensor":
+        """Thread-block clusters of `size` (2) CTAs computing neighbouring tiles along "m" (sharing the B
+        tile) or "n" (sharing the A tile): each CTA loads half of the shared tile by TMA and multicasts it to
+        both (sm_90a warp-specialized cooperative kernels; docs/hopper.md "Clusters of 2 with TMA multicast").
+        size 1 turns it off."""
+        self._tv.cluster(_int(size, "cluster: size"), _str(along, "cluster: along"))
+        return self
+
     def epilogue_store(self, kind: str) -> "Tensor":
         """How an sm_90a warp-specialized kernel writes its output tile: "tma" (staged through shared
         memory with stmatrix, written by TMA stores) or "direct" (per-thread global stores); docs/hopper.md."""

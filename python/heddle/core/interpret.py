@@ -171,7 +171,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     else:
         text = lib.run(list(grid3), [int(lowered.threads), 1, 1], int(lowered.smem_bytes), args, names, regions,
                        schedule, int(seed), int(max_events), int(max_findings), [int(c) for c in (ctas or [])],
-                       bool(stop_at_first), max(1, int(workers)))
+                       bool(stop_at_first), max(1, int(workers)), int(lowered.cluster))
         raw = json.loads(text)
     mismatches: List[str] = []
     if reference is not False and not ctas and out.numel():
@@ -205,7 +205,8 @@ _SYNC_LINE = _re.compile(
     r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
     r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\(|"
     r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\)|sm100::commit\(|sm100::tmem_alloc\(|sm100::tmem_dealloc\(|"
-    r"barrier_(?:init|join|signal|signal_isfirst|wait)<[\d, ]+>\(\)|barrier_leave\(\))|"
+    r"barrier_(?:init|join|signal|signal_isfirst|wait)<[\d, ]+>\(\)|barrier_leave\(\)|sm90::mbar_arrive_cluster\(|"
+    r"sm90::fence_mbarrier_init_cluster\(\)|sm90::cluster_sync\(\))|"
     r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
 _SPLIT = _re.compile(r"heddle::barrier_(signal|wait)(?:<\d+>)?\(\);")  # split (-1) or named (gfx1250)
 

@@ -244,7 +244,7 @@ class Kernel:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
         plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
-                                     args, slots)
+                                     args, slots, (self.lowered.cluster, 1, 1))
         launched = _on_device(outs[0].get_device(), lambda stream: plan.launch(stream, (*tensors, *outs)))
         assert launched, "a plan made from these tensors takes them"
         if self.lowered.needs_workspace:  # the plan would pin a workspace that a later launch may replace

@@ -69,27 +69,39 @@ def check_operands(kernel, geometry) -> None:
 
 
 def _tiles(lowered, env) -> int:
+    """Output tiles; a clustered kernel's CTAs walk pairs of neighbouring tiles: 2 x its pairs."""
     t = lowered.tile
-    return max(1, -(-env["M"] // t["bm"]) * -(-env["N"] // t["bn"]))
+    nm, nn = -(-env["M"] // t["bm"]), -(-env["N"] // t["bn"])
+    c = lowered.cluster
+    if c > 1:  # a pair (cluster) per c tiles along its axis, the partner of an odd count's last tile absent
+        along = lowered.cluster_along
+        nm, nn = (-(-nm // c) * c, nn) if along == "m" else (nm, -(-nn // c) * c)
+    return max(1, nm * nn)
+
+
+def _whole_clusters(lowered, ctas: int) -> int:
+    """ctas rounded down to whole clusters (at least one cluster)."""
+    c = lowered.cluster
+    return max(c, ctas // c * c)
 
 
 def simulated_ctas(lowered, env) -> int:
     """num_ctas for the CPU simulator: at least three tiles per CTA where there are, so the persistent
     walk (ring phases that continue across tiles, slot reuse of the accumulator ring, ping-pong turns)
     is exercised."""
-    return max(1, _tiles(lowered, env) // 3)
+    return _whole_clusters(lowered, max(1, _tiles(lowered, env) // 3))
 
 
 def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
     """One CTA per SM, never more than there are tiles (sms: the SM count to assume; default the device's,
-    132 without a driver)."""
+    132 without a driver), rounded down to whole clusters (an odd SM count leaves one SM idle)."""
     if sms is None:
         sms = 132
         try:
             sms = int(_C.runtime.device_info(device.index or 0)["sms"])
         except Exception:  # no driver: the H100/H200 count
             pass
-    return max(1, min(_tiles(lowered, env), int(sms)))
+    return _whole_clusters(lowered, max(1, min(_tiles(lowered, env), int(sms))))
 
 
 def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,

@@ -101,6 +101,8 @@ void bindIr(py::module_& m) {
       .def("epilogue_store", &epilogueStore, py::arg("kind"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("stream_k", &streamK, py::arg("ctas"))
+      .def("cluster", &cluster, py::arg("size"), py::arg("along") = "m")
+      .def_property_readonly("cluster_size", [](const TensorView& t) { return py::make_tuple(t.clusterSize, t.clusterAlong); })
       .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })
       .def("__repr__", &TensorView::str);
 

@@ -191,6 +191,10 @@ void bindLower(py::module_& m) {
            })
       .def_property_readonly("split_k", [](const Lowered& l) { return l.k().splitK; })
       .def_property_readonly("stream_k", [](const Lowered& l) { return l.k().streamK; })
+      .def_property_readonly("cluster", [](const Lowered& l) { return l.k().cluster; },
+                             "CTAs per thread-block cluster along x (1: no cluster; launch with cluster=(c, 1, 1))")
+      .def_property_readonly("cluster_along", [](const Lowered& l) { return std::string(1, l.k().clusterAlong); },
+                             "the tile axis ('m' or 'n') along which a cluster's CTAs compute neighbouring tiles")
       .def_property_readonly("needs_workspace", [](const Lowered& l) { return l.k().splitK > 1 || l.k().streamK > 0; })
       .def("workspace", [](const Lowered& l, const py::dict& env) {
              // split-K: (slots, floats per slot); slot = tile * (splits - 1) + split, one flag per slot

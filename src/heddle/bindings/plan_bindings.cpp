@@ -66,7 +66,9 @@ bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& a
     if (!p.plan->bind(addresses, &bound)) return false;
     if (dryRun) return bound.ptrs.size() == p.plan->args().size();  // everything but the driver
     py::gil_scoped_release release;
-    if (p.cuda) p.cuda->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
+    if (p.cuda)
+      p.cuda->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers(),
+                           p.plan->cluster());
     else p.hip->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
     return true;
   }
@@ -410,7 +412,8 @@ void bindPlan(py::module_& m) {
                      "A launch prepared for one call signature: per call, the tensors' addresses into their slots "
                      "(docs/runtime.md, 'Eager calls').")
       .def(py::init([](py::object launcher, const py::sequence& grid, const py::sequence& block, unsigned smem,
-                       const py::list& args, const std::vector<std::tuple<int, uint32_t, uint64_t, uint64_t>>& slots) {
+                       const py::list& args, const std::vector<std::tuple<int, uint32_t, uint64_t, uint64_t>>& slots,
+                       const py::sequence& cluster) {
              std::vector<KernelArg> packed;
              for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
              std::vector<PlanSlot> s;
@@ -419,14 +422,16 @@ void bindPlan(py::module_& m) {
              p.plan = std::make_shared<LaunchPlan>(heddle::bindings::dim3(grid, "grid"),
                                                    heddle::bindings::dim3(block, "block"), smem, std::move(packed),
                                                    std::move(s));
+             p.plan->setCluster(heddle::bindings::dim3(cluster, "cluster"));
              p.launcher = launcher;
              if (py::isinstance<LoadedKernel>(launcher)) p.cuda = launcher.cast<LoadedKernel*>();
              else if (py::isinstance<HipLoadedKernel>(launcher)) p.hip = launcher.cast<HipLoadedKernel*>();
              return p;
            }),
            py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"),
-           py::arg("slots"),
-           "slots: (argument index or -1, tensor index, alignment in bytes, pinned address or 0) per tensor use")
+           py::arg("slots"), py::arg("cluster") = py::make_tuple(1, 1, 1),
+           "slots: (argument index or -1, tensor index, alignment in bytes, pinned address or 0) per tensor use; "
+           "cluster: CTAs per thread-block cluster (a clustered kernel, launched with cuLaunchKernelEx)")
       .def(
           "launch",
           [](const PyPlan& p, uint64_t stream, const py::sequence& tensors, bool dryRun) {

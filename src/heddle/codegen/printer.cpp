@@ -67,7 +67,7 @@ void CLikePrinter::node(const kir::Node& n, int d) {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
       if (b.memory == MemoryType::Shared)
         os_ << ind(d) << dtypeCudaName(b.dtype) << "* " << b.name << " = reinterpret_cast<" << dtypeCudaName(b.dtype)
-            << "*>(heddle_smem + " << b.offset << ");  // " << b.stages << " x " << b.rows << "x" << b.cols << "\n";
+            << "*>(" << smemBase(*k_) << " + " << b.offset << ");  // " << b.stages << " x " << b.rows << "x" << b.cols << "\n";
       else
         os_ << ind(d) << "Mma " << b.name << ";\n" << ind(d) << b.name << ".zero();\n";
       break;
@@ -237,6 +237,8 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
   os_ << ") {\n";
   os_ << "  extern __shared__ __align__(" << (k.tile.wgmma || k.tile.tcgen05 ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
+  if (k.cluster > 1)  // the interpreter's shared window holds every CTA of the cluster: this CTA's part
+    os_ << "  unsigned char* const heddle_cta_smem = heddle::sm90::cta_smem(heddle_smem);\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
       << ";\n";
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x

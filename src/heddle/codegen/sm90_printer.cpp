@@ -239,7 +239,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
       if (b.role != "mbar") return false;
-      os << ind << "unsigned long long* " << b.name << " = reinterpret_cast<unsigned long long*>(heddle_smem + "
+      os << ind << "unsigned long long* " << b.name << " = reinterpret_cast<unsigned long long*>(" << smemBase(k) << " + "
          << b.offset << ");  // " << b.stages << " mbarrier(s)\n";
       return true;
     }
@@ -257,6 +257,12 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       for (auto& m : k.tensorMaps)
         if (m.param == t.tensorMap) batched = m.batched;
       const int rank = batched ? 3 : 2;
+      if (t.multicast > 1) {  // this CTA's rows of a tile the cluster shares (passes/cluster_multicast.cpp)
+        os << ind << "heddle::sm90::tma_load_tile_multicast<Mma::Tile" << t.dst->role << ", " << t.multicast << ">("
+           << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str() << ", "
+           << mbarPtr(*t.mbar, t.mbarIndex) << ", crank, " << ((1 << t.multicast) - 1) << ");\n";
+        return true;
+      }
       os << ind << "heddle::sm90::tma_load_tile<Mma::Tile" << t.dst->role << ", " << rank << ">("
          << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str() << ", "
          << (batched ? "batch_idx" : "0") << ", " << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
@@ -309,6 +315,9 @@ std::string syncOp(const kir::Kernel& k, const kir::Sync& s) {
              std::to_string(s.count) + ");";
     case kir::SyncKind::BulkCommit: return "heddle::sm90::bulk_commit();";
     case kir::SyncKind::BulkWaitRead: return "heddle::sm90::bulk_wait_read<" + std::to_string(s.arg) + ">();";
+    case kir::SyncKind::MbarArriveRemote: return "heddle::sm90::mbar_arrive_cluster(" + bar() + ", 1u - crank);";
+    case kir::SyncKind::FenceMbarrierInit: return "heddle::sm90::fence_mbarrier_init_cluster();";
+    case kir::SyncKind::ClusterSync: return "heddle::sm90::cluster_sync();";
     default: (void)k; return "";
   }
 }

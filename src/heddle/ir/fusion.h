@@ -95,6 +95,8 @@ class TensorView {
   int splitK = 1;                          // split_k(splits): CTAs sharing one output tile's k loop
   int streamK = 0;                         // stream_k(ctas): persistent CTAs sharing tiles x k-tiles (0 = off)
   std::string epilogueStore;               // epilogue_store(kind): "tma", "direct", "" (the default)
+  int clusterSize = 1;                     // cluster(size, along): CTAs per thread-block cluster (1 = none)
+  std::string clusterAlong = "m";          // the tile axis the cluster's CTAs are neighbours along
   int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
 
   int rank() const { return (int)shape.size(); }

@@ -48,6 +48,9 @@ const char* syncKindName(SyncKind k) {
     case SyncKind::TcgenCommit: return "tcgen05.commit";
     case SyncKind::TcgenFenceBefore: return "tcgen05.fence::before_thread_sync";
     case SyncKind::TcgenFenceAfter: return "tcgen05.fence::after_thread_sync";
+    case SyncKind::MbarArriveRemote: return "mbarrier.arrive.cluster(peer)";
+    case SyncKind::FenceMbarrierInit: return "fence.mbarrier_init.release.cluster";
+    case SyncKind::ClusterSync: return "barrier.cluster";
   }
   return "?";
 }
@@ -135,6 +138,7 @@ std::string describe(const Node& n) {
         src = (i ? src + "|" : std::string()) + t.parts[i].src;
       os << loadKindName(t.kind) << " " << src << " -> " << t.dst->name << "[" << t.stage.str() << "] (k-tile "
          << t.iter.str() << ")";
+      if (t.multicast > 1) os << " multicast: rows of rank crank (1/" << t.multicast << ") to " << t.multicast << " CTAs";
       break;
     }
     case NodeKind::MmaStep: {

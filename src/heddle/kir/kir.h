@@ -122,6 +122,11 @@ struct TileLoad : Node {
   struct Part { std::string src, ld; int srcOffset = 0, dstOffset = 0; };
   std::vector<Part> parts;
   int partAxis = 1, partExtent = 0;
+  // Clusters (passes/cluster_multicast.cpp): > 1 when the tile is shared by the `multicast` CTAs of a
+  // cluster: this CTA (rank crank) loads rows [crank * R / multicast, +R / multicast) of the stored tile
+  // (R = dst->rows) and multicasts them to the same offset of every CTA of the cluster, completing their
+  // bytes on each CTA's mbar[mbarIndex].
+  int multicast = 1;
   int boxRows() const { return parts.empty() || partAxis == 1 ? dst->rows : partExtent; }
   int boxCols() const { return parts.empty() || partAxis == 0 ? dst->cols : partExtent; }
 };
@@ -228,6 +233,10 @@ enum class SyncKind {
   TcgenCommit,        // tcgen05.commit -> mbarrier buf[index]: one arrival once this thread's earlier tcgen05 ops completed
   TcgenFenceBefore,   // tcgen05.fence::before_thread_sync
   TcgenFenceAfter,    // tcgen05.fence::after_thread_sync
+  // Clusters of 2 (sm_90a, passes/cluster_multicast.cpp): the peer is cluster rank crank ^ 1.
+  MbarArriveRemote,   // mapa + mbarrier.arrive.release.cluster on the peer CTA's buf[index]
+  FenceMbarrierInit,  // fence.mbarrier_init.release.cluster (after this thread's mbarrier.init)
+  ClusterSync,        // barrier.cluster.arrive.release + wait.acquire: every thread of both CTAs
 };
 // The barrier id a split-barrier op names (BarrierSignal / BarrierWait default to the workgroup barrier).
 constexpr int kWorkgroupBarrier = -1;
@@ -383,6 +392,11 @@ struct Kernel {
   // Stream-K (passes/stream_k.cpp, stream_k_fixup.cpp): a persistent grid of at most streamK CTAs shares
   // tiles x k-tiles; one workspace slot and one flag per CTA (launch.gridX of them). 0 = off.
   int streamK = 0;
+  // Thread-block clusters (passes/cluster_multicast.cpp): `cluster` CTAs along x (1 = none) walking
+  // neighbouring tiles along clusterAlong ('m': they share the B tile, 'n': the A tile), launched with the
+  // cluster dimension; num_ctas is a whole number of clusters.
+  int cluster = 1;
+  char clusterAlong = 'm';
 
   Buffer* addBuffer(std::unique_ptr<Buffer> b) { buffers.push_back(std::move(b)); return buffers.back().get(); }
   void renumber();                 // assign node ids in program order

@@ -53,6 +53,7 @@ void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void tmaStoreEpilogue(LowerContext&); // passes/tma_store_epilogue.cpp (epilogue_store("tma"))
+void clusterMulticast(LowerContext&); // passes/cluster_multicast.cpp (cluster(2, along))
 void tcgen05Specialize(LowerContext&);  // passes/tcgen05_specialize.cpp (Blackwell roles)
 void splitK(LowerContext&);           // passes/split_k.cpp
 void reduceSplits(LowerContext&);     // passes/reduce_splits.cpp (after insert_syncs)

@@ -52,9 +52,12 @@ class LaunchPlan {
   const std::array<unsigned, 3>& block() const { return block_; }
   unsigned smemBytes() const { return smem_; }
   const std::vector<KernelArg>& args() const { return args_; }
+  // CTAs per thread-block cluster ({1, 1, 1}: none; a clustered kernel launches through cuLaunchKernelEx)
+  const std::array<unsigned, 3>& cluster() const { return cluster_; }
+  void setCluster(const std::array<unsigned, 3>& c) { cluster_ = c; }
 
  private:
-  std::array<unsigned, 3> grid_, block_;
+  std::array<unsigned, 3> grid_, block_, cluster_ = {1, 1, 1};
   unsigned smem_;
   std::vector<KernelArg> args_;
   std::vector<PlanSlot> slots_;

@@ -69,6 +69,11 @@ struct HopperSchedule {
   // accumulator stages of bn columns, tmemCols columns allocated (a power of two >= 32).
   bool tcgen05 = false;
   int tmemCols = 0;
+  // cluster(2, along) (schedule/cluster_schedule.cpp, passes/cluster_multicast.cpp): two CTAs of a
+  // thread-block cluster compute m- (along 'm') or n-neighbouring tiles and multicast the shared operand
+  // tile (B, or A), each loading half of it. 1 = no cluster.
+  int cluster = 1;
+  char clusterAlong = 'm';
   const HopperRole* role(HopperRole::Kind k) const;
 };
 
@@ -81,5 +86,9 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
 // An epilogue operand cached with tma_load (epiTma, epiStages): adds its producer role (EpiLoad) on warp
 // `warp` of the load warpgroup (sm_90a: 1; sm_100a: 2, warp 1 is the MMA warp), after the roles are set.
 void validateEpilogueTma(const Fusion& f, MatmulTiling& tiling, int warp);
+
+// Checks cluster(size, along) against the rest of the schedule and fills tiling.hopper.cluster
+// (schedule/cluster_schedule.cpp; ScheduleError naming what to drop or change otherwise).
+void validateClusterSchedule(const TargetInfo& target, MatmulTiling& tiling);
 
 }  // namespace heddle

@@ -288,6 +288,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.streamK = mm->streamK;
   validateMatmulGroup(f, target, t);
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
+  validateClusterSchedule(target, t);    // schedule/cluster_schedule.cpp
   return t;
 }
 

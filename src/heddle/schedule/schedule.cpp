@@ -33,6 +33,8 @@ void initLoopDomain(Fusion& f, TensorView* tv) {
   Size K = e->transA ? a->shape[r - 2] : a->shape[r - 1];
   tv->domain.axes.clear();
   tv->epilogueStore.clear();  // a new schedule starts with the default store (auto schedules re-run this)
+  tv->clusterSize = 1;        // ... and without a cluster
+  tv->clusterAlong = "m";
   auto add = [&](const std::string& n, const Size& s, bool red) {
     IterDomain d;
     d.name = d.root = n;
@@ -206,6 +208,20 @@ void epilogueStore(TensorView* tv, const std::string& kind) {
     fail<ScheduleError>("epilogue_store(", tv->name, "): kind '", kind, "' is not one of 'tma' (shared memory + TMA "
                         "store) or 'direct' (per-thread global stores)");
   tv->epilogueStore = kind;
+}
+
+void cluster(TensorView* tv, int size, const std::string& along) {
+  if (!tv->definition || tv->definition->kind != OpKind::Matmul)
+    fail<ScheduleError>("cluster(", tv->name, "): clusters are set on the matmul tensor, whose tiles the cluster's "
+                        "CTAs share an operand of");
+  if (size != 1 && size != 2)
+    fail<ScheduleError>("cluster(", tv->name, "): size = ", size, "; this build makes clusters of 2 CTAs (1 turns "
+                        "clusters off)");
+  if (along != "m" && along != "n")
+    fail<ScheduleError>("cluster(", tv->name, "): along = '", along, "' is not 'm' (m-neighbours share the B tile) "
+                        "or 'n' (n-neighbours share the A tile)");
+  tv->clusterSize = size;
+  tv->clusterAlong = along;
 }
 
 std::string MatmulTiling::str() const {

@@ -37,6 +37,11 @@ constexpr int kMaxStreamK = 1024;
 // shared memory with stmatrix, written by TMA stores; docs/hopper.md "The TMA-store epilogue") or "direct"
 // (every thread stores its fragment to global memory).
 void epilogueStore(TensorView* tv, const std::string& kind);
+// cluster(size, along): `size` CTAs of a thread-block cluster compute neighbouring tiles along `along`
+// ("m": they share the B tile, "n": the A tile), each loading part of the shared tile and multicasting it
+// to all (docs/hopper.md "Clusters of 2 with TMA multicast"). size 1 = off, 2 = the only cluster built;
+// the rest is checked with the schedule (schedule/cluster_schedule.cpp).
+void cluster(TensorView* tv, int size, const std::string& along);
 // A role's warp count from warps=count or warpgroups=count (4 warps each), refused (ScheduleError)
 // outside 0..32 warps (no block holds more) so that no count wraps around.
 int roleWarps(const std::string& role, const std::string& option, int64_t count);

@@ -97,6 +97,7 @@ struct Frame {
 
 struct Thread {
   int tid = 0, warp = 0, lane = 0;
+  int rank = 0;                             // its CTA's rank in a simulated cluster (tid = rank * Tc + local)
   Status status = Status::Running;
   const kir::Sync* barrier = nullptr;       // the barrier it waits at
   std::vector<Frame> stack;
@@ -174,6 +175,14 @@ class Cta {
   std::vector<float>& out;          // D, shared by all CTAs of a simulation
   std::vector<WriteRec>& outW;
   int T = 0, W = 32;
+  // A cluster (kir::Kernel::cluster > 1) is simulated as one Cta of `ranks` CTAs of Tc threads each: thread
+  // i is thread i % Tc of CTA rank i / Tc (blockIdx.x = bx + rank); every CTA has its own shared memory
+  // (ctaCells cells from rank * ctaCells), mbarriers (barsPerCta from rank * barsPerCta) and named
+  // barriers; barrier.cluster is the block barrier of all T threads (docs/verification.md "Clusters").
+  int ranks = 1, Tc = 0;
+  int64_t ctaCells = 0;
+  int barsPerCta = 0;
+  int curRank = 0;                  // the rank whose shared memory cellOf / mbarId address (the stepping thread's)
   int64_t bx, by, bz, m0 = 0, n0 = 0;
   int64_t batch() const { return k.splitK > 1 || k.streamK > 0 ? 0 : bz; }  // blockIdx.z is the split under split-K
   std::vector<Thread> th;
@@ -248,6 +257,10 @@ class Cta {
   void mbarArrive(int id, const std::vector<uint32_t>& vc);
   void mbarComplete(int id);
   void mbarTx(int id, int64_t bytes, const kir::Node& n);
+  // clusters: a remote operation (peer arrive, multicast landing) on CTA `rank`'s mbarrier `id` -- reported
+  // when that CTA already exited or the barrier's init was not fenced for the cluster
+  void clusterRemoteCheck(int id, const std::string& what);
+  bool rankExited(int rank) const;
   float asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g, const char* reader);
   void retireReads(Thread& t, AsyncReadGroup& g);
   void landTma(TmaOp& op);

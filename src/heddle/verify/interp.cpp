@@ -9,6 +9,7 @@ namespace heddle::verify {
 
 void Cta::step(Thread& t) {
   ++t.pos;
+  curRank = t.rank;  // cellOf / mbarId address this thread's CTA
   if (t.stack.empty()) {
     t.status = Status::Done;
     threadExited(t);

@@ -61,6 +61,8 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   c.tensorMaps = k.tensorMaps;
   c.splitK = k.splitK;
   c.streamK = k.streamK;
+  c.cluster = k.cluster;
+  c.clusterAlong = k.clusterAlong;
   c.workspaceTiles = k.workspaceTiles;
   c.renumber();
   return c;

@@ -17,6 +17,8 @@ void Cta::setupMemory() {
     regions[b.get()] = r;
     total += r.stageElems * r.stages;
   }
+  ctaCells = total;
+  total *= ranks;  // a cluster: every CTA's shared memory, rank r's from r * ctaCells
   if (total * T > (int64_t)1 << 31)
     fail<HeddleError>("simulate: ", total, " shared elements x ", T, " threads is too large to track; simulate a "
                       "smaller tile");
@@ -42,7 +44,7 @@ uint32_t Cta::cellOf(const kir::Buffer* b, int64_t stage, int64_t r, int64_t c, 
   if (stage < 0 || stage >= g.stages || r < 0 || r >= g.rows || c < 0 || c >= g.cols)
     fail<HeddleError>("simulate: ", kir::describe(n), " touches ", b->name, "[stage ", stage, "] (", r, ", ", c,
                       ") outside its ", g.stages, " x ", g.rows, " x ", g.cols, " elements");
-  return (uint32_t)(g.base + stage * g.stageElems + r * g.cols + c);
+  return (uint32_t)(curRank * ctaCells + g.base + stage * g.stageElems + r * g.cols + c);
 }
 
 uint32_t Cta::newInst(const kir::Node& n, const Thread& t, int64_t iter, int64_t stage) {
@@ -59,11 +61,13 @@ std::string Cta::describeInst(uint32_t i) const {
 }
 
 std::string Cta::describeCell(uint32_t cell) const {
+  const std::string cta = ranks > 1 ? "CTA rank " + std::to_string(cell / ctaCells) + "'s " : "";
+  if (ranks > 1) cell %= (uint32_t)ctaCells;
   for (auto& [b, g] : regions) {
     if (cell < g.base || cell >= g.base + g.stageElems * g.stages) continue;
     int64_t off = cell - g.base, st = off / g.stageElems, e = off % g.stageElems;
     std::ostringstream os;
-    os << b->name << "[stage " << st << "] element (" << e / g.cols << ", " << e % g.cols << ")";
+    os << cta << b->name << "[stage " << st << "] element (" << e / g.cols << ", " << e % g.cols << ")";
     return os.str();
   }
   return "shared element " + std::to_string(cell);
@@ -71,6 +75,7 @@ std::string Cta::describeCell(uint32_t cell) const {
 
 const std::string& Cta::bufferName(uint32_t cell) const {
   static const std::string none = "?";
+  if (ranks > 1) cell %= (uint32_t)ctaCells;
   for (auto& [b, g] : regions)
     if (cell >= g.base && cell < g.base + g.stageElems * g.stages) return b->name;
   return none;

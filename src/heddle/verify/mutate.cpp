@@ -75,6 +75,8 @@ const std::vector<MutationKind>& mutationKinds() {
                            kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead,
                            kir::SyncKind::TmemAlloc, kir::SyncKind::TmemDealloc, kir::SyncKind::TcgenCommit,
                            kir::SyncKind::TcgenFenceBefore, kir::SyncKind::TcgenFenceAfter,
+                           // clusters (the peer's release, the init fence, the cluster barriers)
+                           kir::SyncKind::MbarArriveRemote, kir::SyncKind::FenceMbarrierInit, kir::SyncKind::ClusterSync,
                            // split-K grid flags
                            kir::SyncKind::GridRelease, kir::SyncKind::GridWait});
        },

@@ -43,9 +43,11 @@ int64_t gridDim(const kir::IExpr& e, const std::map<std::string, int64_t>& env) 
 Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Reports& r, std::vector<float>& d,
          std::vector<WriteRec>& dw, int64_t x, int64_t y, int64_t z, uint64_t seed)
     : k(kk), in(inp), opt(o), rep(r), out(d), outW(dw), bx(x), by(y), bz(z), rng(seed) {
-  T = k.launch.threads;
+  T = Tc = k.launch.threads;
   W = opt.warpSize;
   if (T <= 0 || T > 1024) fail<HeddleError>("simulate: kernel ", k.name, " launches ", T, " threads per block");
+  ranks = std::max(1, k.cluster);
+  T = Tc * ranks;
   if (k.tile.bm > 0) {
     bool sw = swapBlocks(k);
     m0 = (sw ? bx : by) * k.tile.bm;
@@ -58,16 +60,17 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
   for (int i = 0; i < T; ++i) {
     Thread& t = th[i];
     t.tid = i;
-    t.warp = i / W;
+    t.rank = i / Tc;
+    t.warp = (i % Tc) / W;
     t.lane = i % W;
     t.env = in.scalars;
-    t.env["tid"] = i;
+    t.env["tid"] = i % Tc;
     t.env["warp"] = t.warp;
     t.env["lane"] = t.lane;
     t.env["m0"] = m0;
     t.env["n0"] = n0;
     t.env["batch_idx"] = batch();
-    t.env["blockIdx.x"] = bx;
+    t.env["blockIdx.x"] = bx + t.rank;
     t.env["blockIdx.y"] = by;
     t.env["blockIdx.z"] = bz;
     t.vc.assign(clockSize(), 0);
@@ -161,8 +164,12 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
     if (gx * gy * gz > 4096) fail<HeddleError>("simulate: grid of ", gx * gy * gz, " CTAs; simulate a subset (ctas=...)");
     for (int64_t z = 0; z < gz; ++z)
       for (int64_t y = 0; y < gy; ++y)
-        for (int64_t x = 0; x < gx; ++x) ctas.push_back({x, y, z});
+        for (int64_t x = 0; x < gx; x += std::max(1, k.cluster)) ctas.push_back({x, y, z});  // a cluster: one Cta
   }
+  for (auto& c : ctas)
+    if (k.cluster > 1 && c[0] % k.cluster)
+      fail<HeddleError>("simulate: CTA (", c[0], ", ", c[1], ", ", c[2], ") is not the first of its cluster of ", k.cluster,
+                        "; name clusters by their first CTA (x a multiple of ", k.cluster, ")");
   bool hasStore = false;
   kir::walk(k.body, [&](const kir::Node& n) { hasStore |= n.kind == kir::NodeKind::EpilogueStore; });
   size_t outSize = in.reference.size();

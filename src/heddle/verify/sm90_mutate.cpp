@@ -6,6 +6,7 @@
 //   role_cycle     a wait moves to its partner barrier (full <-> empty, fullC <-> emptyC, accFull <-> accEmpty, order[c] <->
 //                  order[1-c]): the producer then waits for what only it produces, the consumer for
 //                  what only it releases -- the two sides wait on each other
+//   own_half_tx    clusters: arrive.expect_tx counts this CTA's half of the multicast tile only (not the peer's)
 #include "heddle/verify/mutate.h"
 
 namespace heddle::verify {
@@ -82,6 +83,26 @@ std::vector<MutationKind> sm90MutationKinds() {
       if (b->name == to && b->stages == s.buf->stages) s.buf = b.get();
   };
   v.push_back(cycle);
+  MutationKind half{"own_half_tx", [](const kir::Node& n) { return isSyncKind(n, kir::SyncKind::MbarArriveExpectTx); },
+                    [](const kir::Node& n) { return "count only this CTA's half of the shared tile: " + kir::describe(n); },
+                    [](kir::Block&, size_t) {}};
+  auto sharedHalf = [](const kir::Kernel& k) -> int64_t {  // the multicast tile's bytes the peer delivers
+    int64_t bytes = 0;
+    kir::walk(k.body, [&](const kir::Node& n) {
+      if (n.kind != kir::NodeKind::TileLoad) return;
+      auto& l = static_cast<const kir::TileLoad&>(n);
+      if (l.multicast > 1) bytes = l.dst->bytesPerStage() / l.multicast;
+    });
+    return bytes;
+  };
+  half.appliesInKernel = [sharedHalf](const kir::Kernel& k, const kir::Node& n) {
+    return k.cluster > 1 && static_cast<const kir::Sync&>(n).buf && static_cast<const kir::Sync&>(n).buf->name == "full" &&
+           sharedHalf(k) > 0;
+  };
+  half.applyInKernel = [sharedHalf](kir::Kernel& k, kir::Block& p, size_t i) {
+    static_cast<kir::Sync&>(*p.stmts[i]).arg -= (int)sharedHalf(k);
+  };
+  v.push_back(half);
   return v;
 }
 

@@ -77,9 +77,11 @@ float Cta::asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g,
   return v;
 }
 
-static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L) {
+// One TMA copy into CTA rank `rank` (the issuer's own, or a multicast target): the tile's rows [r0, r1).
+static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L, int rank, int r0, int r1) {
+  c.curRank = rank;
   const int id = c.mbarId(L.mbar, L.mbarIndex.eval(t.env), L);
-  c.mbarVisible(t, c.sm90.bars[id], L);
+  if (rank == t.rank) c.mbarVisible(t, c.sm90.bars[id], L);
   const int64_t stage = evalStage(L.stage, t), iter = L.iter.eval(t.env);
   const int64_t row0 = L.row0.eval(t.env), col0 = L.col0.eval(t.env);
   const int64_t nrows = L.rowsBound.eval(t.env), ncols = L.colsBound.eval(t.env);
@@ -92,8 +94,10 @@ static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L) {
   op.inst = c.newInst(L, t, iter, stage);
   op.thread = t.tid;
   op.issuerVc = t.vc;
+  op.phase = c.sm90.bars[id].phase;
   const uint32_t base = c.cellOf(L.dst, stage, 0, 0, L);
-  for (int r = 0; r < L.dst->rows; ++r)
+  c.curRank = t.rank;
+  for (int r = r0; r < r1; ++r)
     for (int col = 0; col < L.dst->cols; ++col) {
       const int64_t gr = row0 + r, gc = col0 + col;
       float v = 0.0f;
@@ -104,9 +108,19 @@ static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L) {
       op.cells.push_back(base + (uint32_t)(r * L.dst->cols + col));
       op.vals.push_back(v);
     }
-  op.bytes = (int64_t)L.dst->rows * L.dst->cols * dtypeBytes(L.dst->dtype);
+  op.bytes = (int64_t)(r1 - r0) * L.dst->cols * dtypeBytes(L.dst->dtype);
   c.sm90.tma.push_back(std::move(op));
   c.sm90.pending.push_back((int)c.sm90.tma.size() - 1);
+}
+
+// A TMA tile load; multicast (kir::TileLoad::multicast): this CTA's rows of the shared tile (rank crank's
+// 1/multicast part) land in every CTA of the cluster, completing bytes on each CTA's barrier.
+static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L) {
+  if (L.multicast <= 1) return issueTma(c, t, L, t.rank, 0, L.dst->rows);
+  if (L.multicast > c.ranks)
+    fail<HeddleError>("simulate: '", kir::describe(L), "' multicasts to ", L.multicast, " CTAs of a cluster of ", c.ranks);
+  const int part = L.dst->rows / L.multicast, me = (int)t.env.at("crank");
+  for (int r = 0; r < L.multicast; ++r) issueTma(c, t, L, r, me * part, (me + 1) * part);
 }
 
 static void execWgmma(Cta& c, Thread& t, const kir::MmaStep& m) {

@@ -38,7 +38,12 @@ struct MbarState {
   std::vector<uint32_t> acc;        // joined by the current phase's arrivals and landings
   std::vector<uint32_t> released;   // cumulative clock of the completed phases
   uint32_t epoch = 0;               // this barrier's agent clock (TMA landings)
-  std::string name() const { return buf->name + "[" + std::to_string(index) + "]"; }
+  bool clusterFenced = false;       // fence.mbarrier_init.release.cluster by the init thread after the init
+  int rank = -1;                    // its CTA's rank in a simulated cluster (-1: no cluster)
+  std::string name() const {
+    return (rank >= 0 ? "CTA rank " + std::to_string(rank) + "'s " : std::string()) + buf->name + "[" +
+           std::to_string(index) + "]";
+  }
 };
 
 struct TmaOp {
@@ -50,6 +55,7 @@ struct TmaOp {
   int64_t bytes = 0;
   std::vector<uint32_t> issuerVc;   // the issuing thread's clock at the issue
   bool landed = false;
+  int64_t phase = 0;                // clusters: the target barrier's phase at the issue (it must land in it)
 };
 
 struct AsyncReadGroup {

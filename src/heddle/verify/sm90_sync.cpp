@@ -23,16 +23,19 @@
 namespace heddle::verify {
 
 void Cta::setupSm90() {
-  for (auto& b : k.buffers) {
-    if (b->role != "mbar") continue;
-    sm90.barBase[b.get()] = (int)sm90.bars.size();
-    for (int i = 0; i < b->stages; ++i) {
-      MbarState m;
-      m.buf = b.get();
-      m.index = i;
-      sm90.bars.push_back(m);
+  for (int r = 0; r < ranks; ++r)  // a cluster: every CTA's barriers, rank r's from r * barsPerCta
+    for (auto& b : k.buffers) {
+      if (b->role != "mbar") continue;
+      if (!r) sm90.barBase[b.get()] = (int)sm90.bars.size();
+      for (int i = 0; i < b->stages; ++i) {
+        MbarState m;
+        m.buf = b.get();
+        m.index = i;
+        m.rank = ranks > 1 ? r : -1;
+        sm90.bars.push_back(m);
+      }
     }
-  }
+  barsPerCta = (int)sm90.bars.size() / ranks;
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind == kir::NodeKind::Let || n.kind == kir::NodeKind::TmaStore ||
         (n.kind == kir::NodeKind::MmaStep && static_cast<const kir::MmaStep&>(n).wgmma) ||
@@ -58,7 +61,37 @@ int Cta::mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const {
   if (!b || it == sm90.barBase.end()) fail<HeddleError>("simulate: ", kir::describe(n), " names no mbarrier array");
   if (index < 0 || index >= b->stages)
     fail<HeddleError>("simulate: ", kir::describe(n), " uses ", b->name, "[", index, "] of ", b->stages, " mbarriers");
-  return it->second + (int)index;
+  return curRank * barsPerCta + it->second + (int)index;
+}
+
+bool Cta::rankExited(int rank) const {
+  for (int i = rank * Tc; i < (rank + 1) * Tc; ++i)
+    if (th[i].status != Status::Done) return false;
+  return true;
+}
+
+void Cta::clusterRemoteCheck(int id, const std::string& what) {
+  MbarState& m = sm90.bars[id];
+  if (rankExited(m.rank)) {
+    rep.add(Finding::AsyncMisuse, "exited|" + m.buf->name, [&] {
+      return what + " reaches mbarrier " + m.name() + " after CTA rank " + std::to_string(m.rank) +
+             " exited (its shared memory is gone: a barrier.cluster before exit is missing)";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  }
+  if (!m.init) {
+    rep.add(Finding::AsyncMisuse, "remoteuninit|" + m.buf->name, [&] {
+      return what + " reaches mbarrier " + m.name() + " of the peer CTA before its mbarrier.init";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  } else if (!m.clusterFenced) {
+    rep.add(Finding::Race, "unfenced|" + m.buf->name, [&] {
+      return what + " uses mbarrier " + m.name() + " from the peer CTA, but its mbarrier.init by " +
+             threadName(m.initThread, W) + " is not followed by fence.mbarrier_init.release.cluster: the init "
+             "need not be visible at cluster scope";
+    });
+    if (opt.stopAtFirstError) stopped = true;
+  }
 }
 
 bool Cta::mbarVisible(Thread& t, MbarState& m, const kir::Node& n) {
@@ -113,7 +146,7 @@ void Cta::mbarArrive(int id, const std::vector<uint32_t>& vc) {
 void Cta::mbarTx(int id, int64_t bytes, const kir::Node& n) {
   MbarState& m = sm90.bars[id];
   m.tx -= bytes;
-  if (m.tx < 0) {
+  if (m.tx < 0 && ranks == 1) {  // a cluster: the peer's multicast may land before this CTA's expect_tx
     rep.add(Finding::AsyncMisuse, "tx|" + m.name(), [&] {
       std::ostringstream os;
       os << "transaction count mismatch on mbarrier " << m.name() << ": '" << kir::describe(n) << "' delivered "
@@ -193,6 +226,24 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       }
       return true;
     }
+    case K::MbarArriveRemote: {  // clusters: the peer CTA's barrier (rank ^ 1 of a cluster of 2)
+      const int peer = t.rank ^ 1;
+      if (peer >= ranks)
+        fail<HeddleError>("simulate: ", kir::describe(s), " in a kernel without a cluster of 2 (", k.name, ")");
+      curRank = peer;
+      const int id = mbarId(s.buf, s.index.eval(t.env), s);
+      curRank = t.rank;
+      clusterRemoteCheck(id, "'" + kir::describe(s) + "' (" + threadName(t.tid, W) + ")");
+      if (!mbarVisible(t, sm90.bars[id], s)) return true;
+      mbarArrive(id, t.vc);
+      t.vc[t.tid]++;
+      return true;
+    }
+    case K::FenceMbarrierInit:
+      for (auto& m : sm90.bars)
+        if (m.init && m.initThread == t.tid) m.clusterFenced = true;
+      return true;
+    case K::ClusterSync: arriveBarrier(t, s); return true;  // every thread of the cluster (one simulated Cta)
     case K::WgmmaFence:
       t.h.accTouched = false;
       return true;
@@ -226,7 +277,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
     case K::SetMaxNReg: return true;
     case K::NamedBarrier: {
       const int id = s.arg + (int)s.index.eval(t.env);  // per warpgroup: ping-pong's barriers 2 and 3
-      auto& w = sm90.named[id];
+      auto& w = sm90.named[id + 64 * t.rank];            // a cluster: each CTA's own named barriers
       w.push_back(t.tid);
       t.status = Status::Blocked;
       t.h.namedBar = id;
@@ -251,6 +302,18 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
 
 void Cta::landTma(TmaOp& op) {
   MbarState& m = sm90.bars[op.bar];
+  if (ranks > 1) {
+    const std::string what = "the TMA load '" + kir::describe(*insts[op.inst].node) + "' (" + threadName(op.thread, W) + ")";
+    if (m.rank != th[op.thread].rank) clusterRemoteCheck(op.bar, what);
+    if (m.phase != op.phase) {
+      rep.add(Finding::AsyncMisuse, "latephase|" + m.buf->name, [&] {
+        return what + " lands on mbarrier " + m.name() + " after the phase it was issued in (" +
+               std::to_string(op.phase) + ") completed: the expected transaction bytes are short of what the "
+               "cluster's copies deliver (a consumer may read the stage before the data)";
+      });
+      if (opt.stopAtFirstError) stopped = true;
+    }
+  }
   const int agent = T + op.bar;
   const uint32_t epoch = ++m.epoch;
   for (size_t i = 0; i < op.cells.size(); ++i) {

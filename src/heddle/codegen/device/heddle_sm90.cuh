@@ -470,6 +470,22 @@ __device__ __forceinline__ void tma_load_box_multicast(void* dst, const TmaDesc*
       : "memory");
 #endif
 }
+
+// Rank `rank`'s share of a Tile shared by the PARTS CTAs of a cluster (the lowered cluster kernels,
+// passes/cluster_multicast.cpp): rows [rank * R, (rank + 1) * R) of every box, R = ROWS / PARTS, multicast to
+// the CTAs of `cta_mask` at the same CTA-relative offsets, their bytes completing on each CTA's `bar`. The
+// host encodes the map with box {kBoxCols, R}; R is whole 8-row swizzle atoms, so each part lands where the
+// whole box would have put it (its offset is a multiple of the 8 * kSwizzle-byte swizzle period).
+template <typename Tile, int PARTS, typename T>
+__device__ __forceinline__ void tma_load_tile_multicast(T* dst, const TmaDesc* map, int row0, int col0, u64* bar,
+                                                        unsigned rank, unsigned short cta_mask) {
+  constexpr int kRows = Tile::kBoxBytes / Tile::kSwizzle / PARTS;
+  static_assert(kRows % 8 == 0, "tma_load_tile_multicast: each part must be whole 8-row swizzle atoms");
+#pragma unroll
+  for (int j = 0; j < Tile::kBoxes; ++j)
+    tma_load_box_multicast(reinterpret_cast<char*>(dst) + j * Tile::kBoxBytes + (int)rank * kRows * Tile::kSwizzle, map,
+                           col0 + j * Tile::kBoxCols, row0 + (int)rank * kRows, bar, cta_mask);
+}
 #endif  // !HEDDLE_HOST_EMULATION
 
 template <int RANK>

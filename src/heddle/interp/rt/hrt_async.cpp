@@ -20,11 +20,12 @@ struct AccessSink : ptx::Access {  // routes a primitive's shared accesses into 
   const void* pc;
   bool async_proxy;
   const char* what;
+  uint32_t base = 0;  // window offset of the CTA the primitive's offsets are relative to (wgmma descriptors)
   void read(uint32_t off, uint32_t bytes) override {
-    smem_access(off, bytes, false, agent, clk, tid, *vc, pc, async_proxy, what);
+    smem_access(base + off, bytes, false, agent, clk, tid, *vc, pc, async_proxy, what);
   }
   void write(uint32_t off, uint32_t bytes) override {
-    smem_access(off, bytes, true, agent, clk, tid, *vc, pc, async_proxy, what);
+    smem_access(base + off, bytes, true, agent, clk, tid, *vc, pc, async_proxy, what);
   }
 };
 
@@ -409,8 +410,10 @@ void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t de
     sink.pc = pc;
     sink.async_proxy = true;
     sink.what = "wgmma operand read";
-    std::string err = ptx::wgmma_m64nNk16_ss(i0->n, i0->bf16, i0->da, i0->db, i0->scale_d, i0->ta, i0->tb, run().smem,
-                                             run().smem_bytes, dp, &sink);
+    // a descriptor holds a shared::cta address (18 bits): in the issuing CTA's part of a cluster's window
+    sink.base = (uint32_t)issuer.rank * HRT_SMEM_WINDOW_BYTES;
+    std::string err = ptx::wgmma_m64nNk16_ss(i0->n, i0->bf16, i0->da, i0->db, i0->scale_d, i0->ta, i0->tb,
+                                             run().smem + sink.base, run().smem_bytes - sink.base, dp, &sink);
     if (!err.empty()) abort_cta("wgmma.mma_async at " + pcs(pc) + ": " + err);
     for (int t = 0; t < 128; ++t)
       c.wgmmas.push_back(PendingWgmma{128 * wg + t, i0->group, static_cast<float*>(outs[t]), std::move(acc[t])});

@@ -117,6 +117,7 @@ struct Checker {
     auto& sy = static_cast<const kir::Sync&>(n);
     switch (sy.sync) {
       case kir::SyncKind::BlockSync: return waveBarriers ? W : T;
+      case kir::SyncKind::ClusterSync: return T;  // barrier.cluster.*.aligned: every thread of the CTA
       case kir::SyncKind::BarrierSignal:
       case kir::SyncKind::BarrierWait: return sy.arg == kir::kWorkgroupBarrier && !waveBarriers ? T : W;
       case kir::SyncKind::BarrierInit:
