@@ -11,7 +11,8 @@
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
 //   epilogue     two MMA warpgroups with N known and 16-byte output rows (one output): epilogue_store("tma")
 //                -- stmatrix into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
-//   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
+//   batched      the same warp-specialized kernel, its persistent walk over batch x m-tiles x n-tiles (the
+//                batch axis bound to BIDz becomes the walk's outer coordinate); no split-K
 //   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
 //                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
@@ -53,16 +54,6 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + 4096 <= target.smemLimit; };
   while (stages > 2 && !fits(stages)) --stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
-  if (batched && nk >= 0 && nk < stages) {  // the pipeline without roles needs stages <= k-tiles
-    while (bk > 16 && (hints.k + bk - 1) / bk < 2) bk /= 2;
-    const int64_t n2 = (hints.k + bk - 1) / bk;
-    if (n2 < 2) {  // one k-tile: nothing to pipeline, use the cp.async schedule
-      AutoScheduleHints h = given;
-      h.tma = false;
-      return autoScheduleMatmul(f, target, h);
-    }
-    stages = (int)std::min<int64_t>(stages, n2);
-  }
   initLoopDomain(f, mm);
   split(mm, "m", bm);
   split(mm, "n", bn);
@@ -75,7 +66,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "m.i.i", "n.i", "k.i"};
   if (batched) order.insert(order.begin(), "b");
   reorder(mm, order);
-  const int prefetch = batched || stages < 3 ? stages - 1 : stages - 2;
+  const int prefetch = stages < 3 ? stages - 1 : stages - 2;
   for (auto* in : {e->inputs[0], e->inputs[1]}) {
     auto caches = f.cachesOf(in);
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
@@ -89,7 +80,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
   if (splits > 1) {
     splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
-  } else if (!batched) {
+  } else {
     Role load{"load", 1, wgs == 2 ? 40 : 0}, mma{"mma", 4 * wgs, wgs == 2 ? 232 : 0};
     warpSpecialize(mm, {load, mma});
     // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
