@@ -207,6 +207,18 @@ def test_interpreter_shared_weight():
 
 
 @needs_cxx
+def test_interpreter_strided_batch_is_read_in_place():
+    # A a slice of a larger tensor: batch stride 90 * 104 elements, not M * K; the 3-D map carries it
+    fd = batched("coop", stages=3, prefetch=1)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    a, b, bias = inputs(fd, 90, seed=7, batch=3)
+    a = a[:, 5:82, :]
+    assert a.stride(0) == 90 * 104 and not a.is_contiguous()
+    r = interpret(k, a, b, bias, sms=3)
+    assert r.ok, r.report()
+
+
+@needs_cxx
 @pytest.mark.parametrize("good,bad", [
     # the batch of a tile: its boundary one tile off
     ("const int batch_idx = tile / (heddle_ceil_div(M, 128) * heddle_ceil_div(N, 64));",
