@@ -156,9 +156,12 @@ def test_heddle_matmul_routes_by_alignment():
     assert not k_cp.lowered.tensor_maps and "cp_async" in k_cp.name
 
 
-def test_batched_auto_schedule_uses_the_pipeline_without_roles():
+def test_batched_auto_schedule_uses_the_warp_specialized_batch_walk():
+    # the persistent walk covers batch x m-tiles x n-tiles (tests/test_hopper_batched.py): every map is 3-D
     from matmul_defs import matmul_fusion
     fd, a, b = matmul_fusion(n=256, k=512, dtype="bf16", batched=True)
     fd.auto_schedule("sm_90a", -1, 256, 512)
     low = fd.lower("sm_90a")
-    assert low.tensor_maps and "_ws" not in low.name and all(m["batched"] for m in low.tensor_maps)
+    assert "_ws2coop_" in low.name and low.tile["batch_walk"]
+    assert [m["param"] for m in low.tensor_maps] == ["tmA", "tmB", "tmD"]
+    assert all(m["batched"] for m in low.tensor_maps)

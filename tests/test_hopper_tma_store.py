@@ -141,7 +141,7 @@ def test_nvrtc_compiles_the_epilogue_role_on_pairs():
 @pytest.mark.parametrize("variant,kw,match", [
     ("pipeline", dict(store="tma"), "built for the warp-specialized sm_90a kernels"),
     ("3role", dict(store="direct"), "the epilogue role stores its tile by TMA"),
-    ("coop", dict(store="tma", epilogue="bias_gelu_saved"), "one TMA store writes one 2-D output"),
+    ("coop", dict(store="tma", epilogue="bias_gelu_saved"), "one TMA store writes one output"),
 ])
 def test_schedules_not_built_are_named_errors(variant, kw, match):
     with pytest.raises(heddle.ScheduleError, match=match):

@@ -174,7 +174,8 @@ class Kernel:
             check_grid(self.name, grid)  # before allocating the output
         outs = [torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[o.dtype]), device=a.device) for o in self._outs]
         out = outs[0]
-        scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "lda": ("i64", a.stride(-2)),
+        scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "batch": ("i32", g.batch),
+                  "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}

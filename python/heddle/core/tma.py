@@ -66,6 +66,17 @@ def check_operands(kernel, geometry) -> None:
         if why:
             raise InputError(f"input '{name}': {kernel.name} loads it with TMA (cp.async.bulk.tensor), but {why}. "
                              "heddle.matmul picks a cp.async kernel for such inputs by itself")
+        if broadcast_batch(t):
+            raise InputError(f"input '{name}': its batch stride is 0 (one matrix broadcast over {t.shape[0]} "
+                             f"batches); {kernel.name} steps a batched operand's 3-D tensor map by its batch "
+                             "stride, which the tensor-map encoder is not promised to take as 0. For a weight "
+                             f"shared by every batch pass {name}[0] to a fusion declaring it rank 2 (one 2-D map), "
+                             "or .contiguous(); heddle.matmul picks a cp.async kernel for such inputs by itself")
+
+
+def broadcast_batch(t) -> bool:
+    """A batched operand whose batches are one matrix (batch stride 0, e.g. expand())."""
+    return t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0
 
 
 def _tiles(lowered, env) -> int:
@@ -76,7 +87,7 @@ def _tiles(lowered, env) -> int:
     if c > 1:  # a pair (cluster) per c tiles along its axis, the partner of an odd count's last tile absent
         along = lowered.cluster_along
         nm, nn = (-(-nm // c) * c, nn) if along == "m" else (nm, -(-nn // c) * c)
-    return max(1, nm * nn)
+    return max(1, nm * nn * (env["batch"] if t.get("batch_walk") else 1))  # a batch walk covers every matrix
 
 
 def _whole_clusters(lowered, ctas: int) -> int:

@@ -21,6 +21,7 @@ from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import MAX_PLANS, Kernel, _vec_for, plan_table, run_table
+from ..core.tma import broadcast_batch
 from ..core.ops import ACTIVATIONS
 from . import op_names
 from .custom_ops import fusion_op_error, register_op, registering
@@ -121,20 +122,22 @@ class FusedMatmul:
         self._lock = threading.Lock()
         self.op = _register_op(self)
 
-    def kernel(self, target: str, vec_a: int, vec_b: int, m: int = -1, rtc: bool = True, sms: int = 0) -> Kernel:
+    def kernel(self, target: str, vec_a: int, vec_b: int, m: int = -1, rtc: bool = True, sms: int = 0,
+               tma: bool = True) -> Kernel:
         """The kernel for M bucket m_bucket(m) (m < 0: the largest bucket), compiled once on first use. M stays
         a run-time argument: every M of a bucket runs the same kernel. sms: the SM count the bucket's
-        split-K choice fills (0: the current device's, else DEFAULT_SMS)."""
+        split-K choice fills (0: the current device's, else DEFAULT_SMS). tma=False: no TMA kernel (an operand
+        whose batch stride is 0, heddle.tma.broadcast_batch)."""
         bucket = m_bucket(m)
         sms = 0 if self.spec.batched else (sms or _sm_count())  # batched: no split-K, the SM count plays no part
         # the k sharing depends on the SM count
-        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share, self.epilogue_layout)
+        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share, self.epilogue_layout, tma)
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
                 k = self.kernels.get(key)
                 if k is None:
-                    fd = self.schedule(target, vec_a, vec_b, bucket, sms)
+                    fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
                     _warn_if_spills(k)
@@ -142,14 +145,14 @@ class FusedMatmul:
                     self.compiles += 1
         return k
 
-    def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0) -> Fusion:
+    def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0, tma: bool = True) -> Fusion:
         """The fusion scheduled for M bucket `bucket` (M_BUCKETS; -1 = larger): the automatic schedule told
         M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K."""
         if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
             return _plain_schedule(self.spec, target)
         fd = self.spec.build_fusion()
         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
-        fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=vec_a >= 8 and vec_b >= 8,
+        fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=tma and vec_a >= 8 and vec_b >= 8,
                          sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share,
                          epilogue_layout=self.epilogue_layout)
         return fd
@@ -180,7 +183,8 @@ class FusedMatmul:
         if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
             batch = int(a.shape[0]) if self.spec.batched else 1
             return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch)
-        return self.kernel(target, vec_a, vec_b, m, sms=_sms_of(a.get_device()) if a.is_cuda else 0)
+        return self.kernel(target, vec_a, vec_b, m, sms=_sms_of(a.get_device()) if a.is_cuda else 0,
+                           tma=not _broadcast_batch(tensors))
 
     def _check(self, tensors):
         """The same rules on every device (heddle/core/inputs.py): (geometry, torch's answer for an empty
@@ -211,7 +215,7 @@ class FusedMatmul:
             from ..core.interpret import interpret_target, run_checked
             m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), m, rtc=False,
-                            sms=DEFAULT_SMS)
+                            sms=DEFAULT_SMS, tma=not _broadcast_batch(tensors))
             return run_checked(k, tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
@@ -275,6 +279,11 @@ def _sm_count() -> int:
     except Exception:  # noqa: BLE001 -- no usable device: the default stands in
         pass
     return DEFAULT_SMS
+
+
+def _broadcast_batch(tensors) -> bool:
+    """An operand whose batches are one matrix (batch stride 0): TMA maps are not promised to take it."""
+    return any(broadcast_batch(t) for t in tensors[:2])
 
 
 @functools.lru_cache(maxsize=None)

@@ -167,6 +167,7 @@ void bindLower(py::module_& m) {
              d["bn"] = t.bn;
              d["bk"] = t.bk;
              d["wgmma"] = t.wgmma;
+             d["batch_walk"] = t.batchWalk;  // a persistent walk over batch x m-tiles x n-tiles
              return d;
            })
       .def_property_readonly("tensor_maps", [](const Lowered& l) {  // Hopper: what the launcher encodes

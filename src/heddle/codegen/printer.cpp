@@ -244,8 +244,8 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x
   os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx." << (swap ? "y" : "x")
       << " * " << t.bn / t.parts << ";\n";  // a matmul group: bn / parts output columns of each member
-  os_ << "  const int batch_idx = blockIdx.z;\n";
-  if (t.batched) {
+  if (!t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
+  if (t.batched && !t.batchWalk) {
     os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";
     os_ << "  D += (long long)batch_idx * batch_stride_d;\n";
     for (auto& o : k.extraOutputs) os_ << "  " << o.param << " += (long long)batch_idx * batch_stride_d;\n";

@@ -214,11 +214,12 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
     body << "if (row < M && col < N) {\n";
     body << "const float r0 = " << e.acc->name << ".acc[fm][fn][r];\n";
     epilogueOps(body, k, e.operandStage, "");
-    body << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
-         << k.epilogueResult << ");\n";
+    // a batch walk's D is not offset per CTA: the tile's batch_idx indexes it
+    const std::string at = std::string(k.tile.batchWalk ? "[(long long)batch_idx * batch_stride_d + " : "[") +
+                           "(long long)row * ldd + col]";
+    body << "D" << at << " = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r" << k.epilogueResult << ");\n";
     for (auto& o : k.extraOutputs)
-      body << o.param << "[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r"
-           << o.reg << ");\n";
+      body << o.param << at << " = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r" << o.reg << ");\n";
     body << "}\n";
   }
   os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment, element by element\n";
@@ -281,9 +282,13 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     }
     case kir::NodeKind::TmaStore: {
       auto& t = static_cast<const kir::TmaStore&>(n);
+      bool batched = false;  // a batched D: a 3-D map, the tile's batch_idx its third coordinate
+      for (auto& m : k.tensorMaps)
+        if (m.param == t.tensorMap) batched = m.batched;
       os << ind << "heddle::sm90::tma_store_tile<heddle::sm90::TmaTile<" << t.src->rows << ", " << t.src->cols << ", "
-         << dtypeCudaName(k.outDtype) << ">, 2>(&" << t.tensorMap << ", " << t.row0.str()
-         << ", " << t.col0.str() << ", 0, " << stagePtr(*t.src, t.stage) << ");\n";
+         << dtypeCudaName(k.outDtype) << ">, " << (batched ? 3 : 2) << ">(&" << t.tensorMap << ", " << t.row0.str()
+         << ", " << t.col0.str() << ", " << (batched ? "batch_idx" : "0") << ", " << stagePtr(*t.src, t.stage)
+         << ");\n";
       return true;
     }
     default: return false;

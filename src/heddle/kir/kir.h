@@ -373,7 +373,10 @@ struct Kernel {
   struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
     bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
     bool tcgen05 = false; int accStages = 0; int tmemCols = 0;
-    int parts = 1; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100; parts: matmul-group members (n0 = blockIdx * bn / parts)
+    int parts = 1;
+    bool batchWalk = false; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100; parts: matmul-group members (n0 = blockIdx * bn / parts)
+  // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):
+  // no blockIdx.z batch, D indexed with batch_idx * batch_stride_d
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
   // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes

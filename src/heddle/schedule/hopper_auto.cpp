@@ -16,7 +16,9 @@
 //                "epilogue_role" (an epilogue warpgroup behind an accumulator ring) by hand.
 //                With N known and 16-byte output rows (one output): epilogue_store("tma") -- stmatrix
 //                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
-//   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
+//   batched      the same warp-specialized kernel (cooperative: "auto" keeps batched kernels off the
+//                ping-pong and epilogue-role layouts), its persistent walk over batch x m-tiles x n-tiles (the
+//                batch axis bound to BIDz becomes the walk's outer coordinate); no split-K
 //   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
 //                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
@@ -57,6 +59,10 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   const bool smallM = hints.m >= 0 && hints.m <= 64;
   const bool pp = !batched && layout == "pingpong" && !(smallM && hints.epilogueLayout == "auto");
   const bool er = !batched && layout == "epilogue_role";
+  if (batched && hints.epilogueLayout != "auto" && layout != "cooperative")
+    fail<ScheduleError>("auto schedule: epilogue_layout = '", layout, "' is not built into the automatic schedule of a "
+                        "batched matmul (it takes cooperative MMA warpgroups); use 'auto' or 'cooperative', or "
+                        "schedule warp_specialize by hand");
   if (er && !tmaAble)
     fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
                         "known, one output and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
@@ -72,16 +78,6 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + staging + 4096 <= target.smemLimit; };
   while (stages > 2 && !fits(stages)) --stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
-  if (batched && nk >= 0 && nk < stages) {  // the pipeline without roles needs stages <= k-tiles
-    while (bk > 16 && (hints.k + bk - 1) / bk < 2) bk /= 2;
-    const int64_t n2 = (hints.k + bk - 1) / bk;
-    if (n2 < 2) {  // one k-tile: nothing to pipeline, use the cp.async schedule
-      AutoScheduleHints h = given;
-      h.tma = false;
-      return autoScheduleMatmul(f, target, h);
-    }
-    stages = (int)std::min<int64_t>(stages, n2);
-  }
   int splits = 1;
   chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
   // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
@@ -107,7 +103,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "m.i.i", "n.i", "k.i"};
   if (batched) order.insert(order.begin(), "b");
   reorder(mm, order);
-  const int prefetch = batched || stages < 3 ? stages - 1 : stages - 2;
+  const int prefetch = stages < 3 ? stages - 1 : stages - 2;
   for (auto* in : {e->inputs[0], e->inputs[1]}) {
     auto caches = f.cachesOf(in);
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
@@ -117,7 +113,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
   } else if (er) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
     warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, 232}, Role{"epilogue", 4, 232}});
-  } else if (!batched) {
+  } else {
     const bool budgets = wgs == 2 || pp;  // more than 256 threads: the producer hands registers to the MMA
     Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", pp ? 8 : 4 * wgs, budgets ? 232 : 0};
     warpSpecialize(mm, {load, mma});

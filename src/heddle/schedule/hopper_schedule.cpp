@@ -65,9 +65,6 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
   if (!h.warMbarrier)
     fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
                         "a warp-specialized ring releases its slots through empty mbarriers (drop war=)");
-  if (t.batched)
-    fail<ScheduleError>("warp_specialize(", mm, "): batched matmuls are not warp-specialized in this build (the "
-                        "persistent tile walk covers one matrix); drop warp_specialize for the batched TMA pipeline");
   HopperRole load, mma, epi;
   int nLoad = 0, nMma = 0, nEpi = 0;
   const std::vector<HopperRole::Kind> kinds = roleKinds(mm, t.roles);
@@ -208,9 +205,9 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t, int warp) {
       fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand is built for cooperative MMA warpgroups "
                           "(ping-pong warpgroups would consume its ring out of order); give the MMA role ",
                           h.tileWarpgroups, " warpgroup(s)", drop);
-    if (in->rank() > 2 || t.batched)
+    if (in->rank() > 2)  // a batched matmul shares a bias row or [M, N] residual across its batch
       fail<ScheduleError>("cache ", c->name, ": TMA loads a bias row [N] or a residual [M, N] for the epilogue; ",
-                          in->str(), " has rank ", in->rank(), t.batched ? " in a batched matmul" : "", drop);
+                          in->str(), " has rank ", in->rank(), t.batched ? " (one residual per batch)" : "", drop);
     if (!h.epiTma.empty())
       fail<ScheduleError>("cache ", c->name, ": a second TMA-loaded epilogue operand (", h.epiTma, " has one); one "
                           "operand has a producer role so far", drop);
@@ -252,9 +249,9 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   if (!h.enabled || !h.warpSpecialized)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
                         "sm_90a kernels (warp_specialize with tma_load operands)", drop);
-  if (f.outputs().size() != 1 || t.batched)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): one TMA store writes one 2-D output; this fusion has ",
-                        f.outputs().size(), " output(s)", t.batched ? " and is batched" : "", drop);
+  if (f.outputs().size() != 1)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): one TMA store writes one output; this fusion has ",
+                        f.outputs().size(), " output(s)", drop);
   const int esz = dtypeBytes(f.outputs()[0]->dtype);
   h.mmaTmaStore = true;
   h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64)

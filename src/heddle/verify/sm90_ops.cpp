@@ -85,7 +85,8 @@ static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L, int rank, int r0
   const int64_t stage = evalStage(L.stage, t), iter = L.iter.eval(t.env);
   const int64_t row0 = L.row0.eval(t.env), col0 = L.col0.eval(t.env);
   const int64_t nrows = L.rowsBound.eval(t.env), ncols = L.colsBound.eval(t.env);
-  const int64_t ld = scalar(c.in, L.ld), off = L.batchStride.empty() ? 0 : c.bz * scalar(c.in, L.batchStride);
+  const int64_t bz = t.env.count("batch_idx") ? t.env.at("batch_idx") : c.bz;  // a batch walk: the tile's
+  const int64_t ld = scalar(c.in, L.ld), off = L.batchStride.empty() ? 0 : bz * scalar(c.in, L.batchStride);
   auto src = c.in.tensors.find(L.src);
   if (src == c.in.tensors.end()) fail<HeddleError>("simulate: no data for kernel input '", L.src, "'");
   const auto& g = src->second;

@@ -210,11 +210,21 @@ std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
   return i;
 }
 
+IExpr persistentTileCount(const MatmulTiling& t) {
+  IExpr tiles = ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn);
+  return t.batched ? tiles * var("batch") : tiles;
+}
+
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
   IExpr M = var("M"), N = var("N");
   IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.hopper.groupM;
   b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));
   IExpr tile = var("tile"), per = G * nN;
+  if (t.batched) {  // the batch is the walk's outer coordinate: every matrix's tiles in the grouped order
+    b.stmts.push_back(std::make_unique<kir::Let>("batch_idx", tile / (nM * nN)));
+    b.stmts.push_back(std::make_unique<kir::Let>("mtile", tile % (nM * nN)));
+    tile = var("mtile");
+  }
   IExpr first = (tile / per) * G;
   IExpr gsz = min(nM - first, G);
   b.stmts.push_back(std::make_unique<kir::Let>("m0", (first + (tile % per) % gsz) * t.bm));

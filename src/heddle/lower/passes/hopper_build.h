@@ -73,8 +73,11 @@ std::unique_ptr<kir::ForLoop> forLoop(const std::string& v, IExpr lo, IExpr hi);
 std::unique_ptr<kir::IfThenElse> when(IExpr cond);
 
 // let tile, m0, n0 for this CTA's local tile index `tl` of the persistent walk (blockIdx.x + tl *
-// num_ctas, in the grouped order: groupM m-tiles share an n tile).
+// num_ctas, in the grouped order: groupM m-tiles share an n tile). Batched: tile -> (batch_idx = tile /
+// tiles per matrix, mtile = the rest), m0 and n0 from mtile: the walk covers batch x m-tiles x n-tiles.
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl);
+// The tiles the persistent walk covers: ceil(M/bm) * ceil(N/bn) (times the run-time `batch` when batched).
+IExpr persistentTileCount(const MatmulTiling& t);
 
 // The TMA producer role of a persistent warp-specialized matmul: one elected thread of `warp` walks this
 // CTA's tiles, and for item g = tl * nk + kt waits the ring's empty[g%s], arrive.expect_tx full[g%s] and

@@ -105,7 +105,7 @@ void tmaStoreEpilogue(LowerContext& c) {
   pd.name = "tmD";
   pd.tensor = "D";
   k.params.push_back(pd);
-  k.tensorMaps.push_back({"tmD", "D", cols, t.bm, 128, false});
+  k.tensorMaps.push_back({"tmD", "D", cols, t.bm, 128, t.batched});  // batched: a 3-D map, batch_idx per tile
 
   // `if (warp 4 elected) cp.async.bulk.wait_group.read(n)`, the WAR edge tma_store reads -> `next`
   auto waitRead = [&](int n, const std::string& next, const std::string& why) {

@@ -1,7 +1,10 @@
 // warp_specialize: split a Hopper matmul into roles (warp groups with their own code), derived from
 // the role graph, with one mbarrier ring per producer -> consumer edge (sync-cases 10, 12) and a
 // persistent, grouped walk over the output tiles. The graph as lowered (roles, rings, mbarriers) is
-// kept in k.syncPlan.roles for explain(format="mermaid").
+// kept in k.syncPlan.roles for explain(format="mermaid"). Batched (B x M x N): the walk covers batch x
+// m-tiles x n-tiles, `let batch_idx = tile / tiles per matrix` and the grouped (m0, n0) of the rest; the
+// TMA loads of a batched operand (and the TMA store of D) take batch_idx as their third coordinate, a
+// rank-2 B (a shared weight) is one 2-D map; param `batch`, grid.z = 1 (kir Tile::batchWalk).
 //
 // Before (build_matmul_loops, tiling with roles {load, mma[, epilogue]}):
 //   alloc sA, sB, acc; for kt { tma A; tma B; wgmma acc += sA x sB }; epilogue store
@@ -242,7 +245,7 @@ void warpSpecialize(LowerContext& c) {
     pd.tensor = "D";
     k.params.push_back(pd);
     const int esz = dtypeBytes(k.outDtype), sw = t.bn * esz >= 128 ? 128 : t.bn * esz;
-    k.tensorMaps.push_back({"tmD", "D", sw / esz, t.bm, sw, false});
+    k.tensorMaps.push_back({"tmD", "D", sw / esz, t.bm, sw, t.batched});
   }
   Ring ringE;
   const HopperRole* epiLoadR = h.role(HopperRole::EpiLoad);
@@ -253,6 +256,11 @@ void warpSpecialize(LowerContext& c) {
   nc.kind = kir::Param::Int32;
   nc.name = "num_ctas";
   k.params.push_back(nc);
+  if (t.batched) {  // the batch is a coordinate of the tile walk (persistentTileLets), not blockIdx.z
+    nc.name = "batch";
+    k.params.push_back(nc);
+    k.tile.batchWalk = true;
+  }
 
   // --- the kernel body ----------------------------------------------------------------------
   std::vector<kir::NodePtr> body;
@@ -275,7 +283,7 @@ void warpSpecialize(LowerContext& c) {
                           {"init mbarriers", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init must be visible to every role before it "
                            "arrives or waits (the last block-wide barrier: roles diverge after it)"}));
-  B.tilesCta = ceilDiv(ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn) - var("bid"), B.numCtas);
+  B.tilesCta = ceilDiv(persistentTileCount(t) - var("bid"), B.numCtas);
   IExpr kt = var("kt"), tl = var("tl"), g = tl * B.nk + kt;
 
   // role load: one elected thread walks every tile's k loop
