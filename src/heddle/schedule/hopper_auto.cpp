@@ -12,8 +12,9 @@
 //   epilogue     two MMA warpgroups with N known and 16-byte output rows (one output): epilogue_store("tma")
 //                -- stmatrix into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
-//   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
-//                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
+//   k sharing    with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles not filling the
+//                SMs: the cost model of k_share.cpp (k_share= overrides it) picks split_k(autoSplitK(...)) on
+//                the TMA pipeline without roles, or stream_k(SMs) on the warp-specialized kernel
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -81,17 +82,21 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
     circularBuffer(c, stages, prefetch);
   }
-  int splits = 1;
-  chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
-  // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
-  // built for the TMA kernels) falls back to that as well
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
-    splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
-  if (splits > 1) {
-    splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
+  // k sharing when the tiles leave SMs idle (M, N, K and the SM count known): the cost model of the cp.async
+  // schedule (k_share.cpp), k_share overriding it; split-K on the TMA pipeline without roles, stream-K on the
+  // warp-specialized kernel
+  KShareChoice ks;
+  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
+    ks = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms, bm, bn, bk,
+                      streamKOk(target), hints.kShare);
+  else
+    chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same
+  if (ks.splits > 1) {
+    splitK(mm, ks.splits);  // the TMA pipeline without roles, one CTA per (tile, split)
   } else if (!batched) {
     Role load{"load", 1, wgs == 2 ? 40 : 0}, mma{"mma", 4 * wgs, wgs == 2 ? 232 : 0};
     warpSpecialize(mm, {load, mma});
+    if (ks.streamCtas > 0) streamK(mm, ks.streamCtas);  // both roles walk the CTA's (tile, k-range) segments
     // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
     const auto& outs = f.outputs();
     if (wgs == 2 && hints.n > 0 && outs.size() == 1 && hints.n * dtypeBytes(outs[0]->dtype) % 16 == 0)
