@@ -118,7 +118,8 @@ def test_simulator_clean_and_every_mutant_killed(G, M, kw):
 
 # --- the interpreter of the printed source -------------------------------------------------------
 
-CASES = [(11, 1, {}), (11, 70, {}), (11, 129, {}), (11, 136, dict(layout="TN")), (13, 200, dict(store="tma", prefetch=2, bn=128)),
+CASES = [(11, 1, {}), (11, 70, {}), (11, 129, {}), (11, 136, dict(layout="TN")),
+         (13, 200, dict(store="tma", prefetch=2, bn=128)),
          (9, 57, dict(layout="NT", dtype="f16", epilogue="silu_scale"))]
 
 

@@ -46,8 +46,8 @@ void checkStreamKRoles(const MatmulTiling& t) {
                         "mma role the tile's warpgroups, or drop stream_k");
   if (h.role(HopperRole::Epilogue))
     fail<ScheduleError>("stream_k(", mm, "): stream-K reduces the accumulators in the MMA warpgroups, before the "
-                        "epilogue; an epilogue role is not built with it: drop the epilogue role (epilogue_store('tma') "
-                        "stages the output from the mma role), or drop stream_k");
+                        "epilogue; an epilogue role is not built with it: drop the epilogue role "
+                        "(epilogue_store('tma') stages the output from the mma role), or drop stream_k");
   if (!h.epiTma.empty())
     fail<ScheduleError>("stream_k(", mm, "): the TMA-loaded epilogue operand '", h.epiTma, "' is walked per tile, not "
                         "per stream-K segment: drop cache_after(", h.epiTma, ", 'tma_load'), or drop stream_k");

@@ -84,7 +84,8 @@ void dropFirstSlotWaits(std::vector<kir::NodePtr>& epi, int sd) {
   int stores = 0;
   for (size_t i = 0; i < epi.size();) {
     auto* x = epi[i]->kind == kir::NodeKind::If ? static_cast<kir::IfThenElse*>(epi[i].get()) : nullptr;
-    const bool waitRead = x && x->thenBody.stmts.size() == 1 && syncKind(*x->thenBody.stmts[0]) == kir::SyncKind::BulkWaitRead;
+    const bool waitRead =
+        x && x->thenBody.stmts.size() == 1 && syncKind(*x->thenBody.stmts[0]) == kir::SyncKind::BulkWaitRead;
     if (waitRead && stores < sd && i + 1 < epi.size() && syncKind(*epi[i + 1]) == kir::SyncKind::NamedBarrier) {
       epi.erase(epi.begin() + i, epi.begin() + i + 2);
       continue;
@@ -105,16 +106,16 @@ void streamKRoles(LowerContext& c) {
   if (loops.size() != 2)
     fail<HeddleError>("stream_k_roles: ", k.name, " has ", loops.size(), " tile loops; stream-K walks those of the "
                       "load and mma roles");
-  const int mmaThreads = 128 * t.hopper.mmaWarpgroups;
+  const int mmaThreads = 128 * t.hopper.mmaWarpgroups, first = k.tile.mmaWarpBase;  // the MMA role's first warp
   streamk::Threads th;
-  th.one = [] { return electOne(4); };
+  th.one = [first] { return electOne(first); };
   th.barrier = [&](Why w) {  // bar.sync 2 over the MMA warpgroups (as tma_store_epilogue's)
     auto b = makeSync(k, kir::SyncKind::NamedBarrier, w, 2);
     b->count = mmaThreads;
     return b;
   };
   th.who = "named barrier (" + std::to_string(mmaThreads) + " MMA threads)";
-  th.issuer = "thread 128";
+  th.issuer = "thread " + std::to_string(32 * first);
 
   for (auto* tl : loops) {
     auto seg = streamk::segmentLoop(t);
@@ -163,8 +164,8 @@ void streamKRoles(LowerContext& c) {
   streamk::ctaLets(lets, t, k.workspaceTiles);
   body.insert(body.begin() + at + 1, std::make_move_iterator(lets.begin()), std::make_move_iterator(lets.end()));
   k.launch.gridX = k.workspaceTiles;
-  k.params.erase(std::remove_if(k.params.begin(), k.params.end(), [](const kir::Param& p) { return p.name == "num_ctas"; }),
-                 k.params.end());
+  auto numCtas = [](const kir::Param& p) { return p.name == "num_ctas"; };
+  k.params.erase(std::remove_if(k.params.begin(), k.params.end(), numCtas), k.params.end());
   k.syncPlan.summary = streamk::summary(k);
 }
 
