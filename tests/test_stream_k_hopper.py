@@ -152,6 +152,26 @@ def test_nvrtc_compiles_without_spills(kw):
     assert "setmaxnreg.inc.sync.aligned.u32" in r.ptx and "wgmma.mma_async.sync.aligned" in r.ptx
 
 
+# --- a GPU (sm_90; skipped without one) ----------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("store", [None, "tma"])
+@pytest.mark.parametrize("M", [1, 16, 64, 128, 200])
+def test_gpu_numbers_and_the_same_bits(M, store):
+    import torch
+    from heddle.reference import evaluate
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("needs an sm_90 GPU (Hopper)")
+    fd = build("coop", stages=4, prefetch=2, bm=128, bn=256, bk=64, n=4096, k=4096, store=store)
+    fd.matmul_tensor.stream_k(torch.cuda.get_device_properties(0).multi_processor_count)
+    k = heddle.Kernel.build(fd, "sm_90a")
+    ts = inputs(fd, M, seed=M)
+    ref = evaluate(fd, ts).float()
+    one, two = (k(*[t.cuda() for t in ts]).cpu() for _ in range(2))
+    assert torch.equal(one, two)  # the fixed-order reduction: the same bits on every launch
+    assert torch.allclose(one.float(), ref, atol=4e-2, rtol=4e-2), (M, (one.float() - ref).abs().max().item())
+
+
 # --- the automatic choice (hopper_auto.cpp with k_share.cpp's model) -------------------------------
 
 def test_auto_schedule_takes_stream_k_where_the_model_says():
