@@ -48,7 +48,9 @@ def ranges(M, G, n=N, k=K, bm=64, bn=64, bk=32):
     grid = max(tiles, min(G, tiles * nk))
     out = []
     for c in range(grid):
-        b, e = c * tiles * nk // grid, (c + 1) * tiles * nk // grid
+        q, r = divmod(tiles * nk, grid)  # the first r CTAs get q + 1 iterations, the others q
+        b = c * q + min(c, r)
+        e = b + q + (c < r)
         segs = [(t, max(b, t * nk) - t * nk, min(e, (t + 1) * nk) - t * nk) for t in range((e - 1) // nk, b // nk - 1, -1)]
         out.append(segs)
     return grid, out
@@ -101,6 +103,17 @@ def test_walk_covers_every_k_iteration_once_in_at_most_two_segments(M, G):
     lets = {l.split("let ")[1].split(" = ")[0]: l.split(" = ", 1)[1] for l in k.lowered.kernel_ir.split("\n")
             if l.strip().startswith("let ")}
     assert lets["sk_k0"] == "heddle_max(sk_b, sk_t * sk_nk)" and lets["sk_t"] == "sk_t1 - sk_s"
+    assert lets["sk_b"] == "sk_c * sk_q + heddle_min(sk_c, sk_r)" and lets["sk_e"] == "sk_b + sk_q + (sk_c < sk_r)"
+
+
+def test_walk_stays_in_32_bits_on_large_grids():
+    # 16384 x 16384 of 64x64 tiles, K = 8192: 65536 tiles (the grid) of 256 k-tiles; c * iters would need 42 bits
+    M = n = 16384
+    grid, walk = ranges(M, 132, n=n, k=8192)
+    assert grid == 65536 and walk[0] == [(0, 0, 256)] and walk[-1] == [(65535, 0, 256)]  # one tile each
+    low = lowered(sm80(132, n=n, k=8192)).lowered
+    assert low.grid({"M": M, "N": n, "K": 8192}) == (65536, 1, 1)
+    assert "blockIdx.x * sk_iters" not in low.kernel_ir and "sk_c * sk_iters" not in low.kernel_ir
 
 
 def test_schedule_errors():

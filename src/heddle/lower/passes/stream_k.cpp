@@ -5,7 +5,8 @@
 //
 //   nk = ceil(K / bk), tiles = ceil(M / bm) * ceil(N / bn), iters = tiles * nk
 //   grid x = max(tiles, min(G, iters)) CTAs (<= G whenever tiles <= G: persistent, all resident);
-//   CTA c runs the global k-iterations [c * iters / grid, (c + 1) * iters / grid), at least one each and at
+//   CTA c runs floor(iters / grid) global k-iterations, one more for c < iters % grid (contiguous, in CTA
+//   order: [c*q + min(c, r), ...) with q, r = iters / grid, iters % grid), at least one each and at
 //   most nk (grid >= tiles), so its range touches one or two tiles: one or two segments.
 //
 // Before (build_matmul_loops):

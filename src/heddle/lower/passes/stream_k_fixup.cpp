@@ -6,7 +6,8 @@
 // Before (one tile's pipelined loops, then the epilogue):
 //   alloc sA, sB, acc; ...prologue / main / epilogue loops over ceil(KS/bk) k-tiles from skkt...; epilogue store
 // After (c = blockIdx.x; nk k-tiles per tile; CTA c owns the global k-iterations [b, e)):
-//   let sk_b = c*iters/grid, sk_e = (c+1)*iters/grid, sk_t1 = (sk_e-1)/nk, sk_t0 = sk_b/nk
+//   let sk_b, sk_e (sk_q = iters/grid each, one more for the first iters%grid CTAs), sk_t1 = (sk_e-1)/nk,
+//       sk_t0 = sk_b/nk
 //   for sk_s in [0, sk_t1 - sk_t0 + 1) serial {         # the last tile first: its head is published at once
 //     let sk_t = sk_t1 - sk_s; m0, n0 of tile sk_t; sk_k0 = max(sk_b, sk_t*nk); sk_k1 = min(sk_e, (sk_t+1)*nk)
 //     let skkt = sk_k0 - sk_t*nk, KS = (sk_k1 - sk_k0)*bk

@@ -13,7 +13,7 @@
 //            for kt in [0, nk) { wait full[g%s]; wgmma; commit; wait_group(keep); arrive empty[(g+p+1)%s] }
 //            wgmma.wait_group(0); <epilogue: the direct store, or tma_store_epilogue's chunks> } }
 // After (c = blockIdx.x; grid = max(tiles, min(G, tiles*nk)) CTAs, no num_ctas parameter):
-//   let bid, sk_nk, sk_iters, sk_b, sk_e, sk_t0, sk_t1; init; block_sync
+//   let bid, sk_c, sk_nk, sk_iters, sk_q, sk_r, sk_b, sk_e, sk_t0, sk_t1; init; block_sync
 //   if (warp < 4) { if (tid == 0) for sk_s in [0, sk_t1-sk_t0+1) { let sk_t, m0, n0, sk_k0, sk_k1, skkt, sk_o
 //                     for kt in [0, sk_k1-sk_k0) { ...the same, item g = sk_o + kt... } } }
 //   else { pre-arrive empty; for sk_s { lets; acc = 0; for kt in [0, sk_k1-sk_k0) { ...item g = sk_o + kt... }

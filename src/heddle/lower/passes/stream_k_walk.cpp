@@ -7,12 +7,17 @@ using hopper::makeSync;
 using hopper::var;
 
 void ctaLets(std::vector<kir::NodePtr>& out, const MatmulTiling& t, IExpr grid) {
-  IExpr cta = var("blockIdx.x"), nk = var("sk_nk");
+  IExpr cta = var("sk_c"), nk = var("sk_nk"), q = var("sk_q"), r = var("sk_r");
   IExpr gn = ceilDiv(var("N"), t.bn), gm = ceilDiv(var("M"), t.bm);
+  out.push_back(std::make_unique<kir::Let>("sk_c", var("blockIdx.x")));  // signed, like every index below
   out.push_back(std::make_unique<kir::Let>("sk_nk", ceilDiv(var("K"), t.bk)));
   out.push_back(std::make_unique<kir::Let>("sk_iters", gm * gn * nk));
-  out.push_back(std::make_unique<kir::Let>("sk_b", cta * var("sk_iters") / grid));
-  out.push_back(std::make_unique<kir::Let>("sk_e", (cta + 1) * var("sk_iters") / grid));
+  // the first sk_r CTAs get sk_q + 1 iterations, the others sk_q (no product c * iters: it would overflow
+  // 32 bits on large grids, e.g. 8192 tiles of 64 k-tiles)
+  out.push_back(std::make_unique<kir::Let>("sk_q", var("sk_iters") / grid));
+  out.push_back(std::make_unique<kir::Let>("sk_r", var("sk_iters") % grid));
+  out.push_back(std::make_unique<kir::Let>("sk_b", cta * q + min(cta, r)));
+  out.push_back(std::make_unique<kir::Let>("sk_e", var("sk_b") + q + (cta < r)));
   out.push_back(std::make_unique<kir::Let>("sk_t0", var("sk_b") / nk));
   out.push_back(std::make_unique<kir::Let>("sk_t1", (var("sk_e") - 1) / nk));
 }

@@ -3,8 +3,9 @@
 // the walk of a CTA over its one or two (tile, k-range) segments and the fixed-order reduction of a
 // split tile through the workspace behind one gpu-scope flag per CTA (docs/hopper.md "Stream-K").
 //
-//   CTA lets:      sk_nk = ceil(K/bk), sk_iters = tiles * sk_nk, sk_b = c*sk_iters/grid,
-//                  sk_e = (c+1)*sk_iters/grid, sk_t0 = sk_b/sk_nk, sk_t1 = (sk_e-1)/sk_nk   (c = blockIdx.x)
+//   CTA lets:      sk_nk = ceil(K/bk), sk_iters = tiles * sk_nk, sk_q = sk_iters/grid, sk_r = sk_iters%grid,
+//                  sk_b = c*sk_q + min(c, sk_r), sk_e = sk_b + sk_q + (c < sk_r) (the first sk_r CTAs one more),
+//                  sk_t0 = sk_b/sk_nk, sk_t1 = (sk_e-1)/sk_nk   (c = sk_c = blockIdx.x)
 //   segment loop:  for sk_s in [0, sk_t1 - sk_t0 + 1) { let sk_t = sk_t1 - sk_s; m0, n0 of tile sk_t (m
 //                  tile-major); sk_k0 = max(sk_b, sk_t*sk_nk); sk_k1 = min(sk_e, (sk_t+1)*sk_nk);
 //                  skkt = sk_k0 - sk_t*sk_nk (the segment's first k-tile in its tile) ... }
