@@ -11,7 +11,7 @@ import heddle
 from conftest import requires_nvrtc, rt
 from grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_killed, same_bits_under_two_random_schedules,
                        simulator_clean_and_every_mutant_killed)
-from hopper_defs import inputs, schedule_sm90
+from hopper_defs import build, inputs, schedule_sm90
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion, schedule
 
@@ -24,8 +24,21 @@ def sm80(G, n=N, k=K, dtype="bf16", layout="NN", bm=64, bn=64, bk=32, stages=3, 
     return fd
 
 
+def sm90(G, store=None, prefetch=-1, bn=64, n=N, k=16 * 13, variant="coop", **kw):
+    """The sm_90a warp-specialized kernel (roles load, mma; 128 x bn x 16 tiles, 4 stages) with stream_k(G):
+    test_stream_k_hopper.py."""
+    fd = build(variant, stages=4, prefetch=prefetch, bn=bn, bk=16, n=n, k=k, store=store, **kw)
+    fd.matmul_tensor.stream_k(G)
+    return fd
+
+
 def lowered(fd, target="sm_80"):
     return heddle.Kernel.build(fd, target, rtc=False)
+
+
+# the two kernel families with stream-K: the cp.async kernel (every thread computes) and the sm_90a
+# warp-specialized TMA kernel (a producer role, the MMA warpgroups reduce)
+FAMILIES = {"sm_80": lambda G, **kw: lowered(sm80(G, **kw)), "sm_90a": lambda G, **kw: lowered(sm90(G, **kw), "sm_90a")}
 
 
 def ranges(M, G, n=N, k=K, bm=64, bn=64, bk=32):
@@ -35,7 +48,9 @@ def ranges(M, G, n=N, k=K, bm=64, bn=64, bk=32):
     grid = max(tiles, min(G, tiles * nk))
     out = []
     for c in range(grid):
-        b, e = c * tiles * nk // grid, (c + 1) * tiles * nk // grid
+        q, r = divmod(tiles * nk, grid)  # the first r CTAs get q + 1 iterations, the others q
+        b = c * q + min(c, r)
+        e = b + q + (c < r)
         segs = [(t, max(b, t * nk) - t * nk, min(e, (t + 1) * nk) - t * nk) for t in range((e - 1) // nk, b // nk - 1, -1)]
         out.append(segs)
     return grid, out
@@ -88,6 +103,17 @@ def test_walk_covers_every_k_iteration_once_in_at_most_two_segments(M, G):
     lets = {l.split("let ")[1].split(" = ")[0]: l.split(" = ", 1)[1] for l in k.lowered.kernel_ir.split("\n")
             if l.strip().startswith("let ")}
     assert lets["sk_k0"] == "heddle_max(sk_b, sk_t * sk_nk)" and lets["sk_t"] == "sk_t1 - sk_s"
+    assert lets["sk_b"] == "sk_c * sk_q + heddle_min(sk_c, sk_r)" and lets["sk_e"] == "sk_b + sk_q + (sk_c < sk_r)"
+
+
+def test_walk_stays_in_32_bits_on_large_grids():
+    # 16384 x 16384 of 64x64 tiles, K = 8192: 65536 tiles (the grid) of 256 k-tiles; c * iters would need 42 bits
+    M = n = 16384
+    grid, walk = ranges(M, 132, n=n, k=8192)
+    assert grid == 65536 and walk[0] == [(0, 0, 256)] and walk[-1] == [(65535, 0, 256)]  # one tile each
+    low = lowered(sm80(132, n=n, k=8192)).lowered
+    assert low.grid({"M": M, "N": n, "K": 8192}) == (65536, 1, 1)
+    assert "blockIdx.x * sk_iters" not in low.kernel_ir and "sk_c * sk_iters" not in low.kernel_ir
 
 
 def test_schedule_errors():
@@ -106,8 +132,9 @@ def test_schedule_errors():
     with pytest.raises(heddle.ScheduleError, match="stream-K walks the tiles of one matmul"):
         fd.lower("sm_80")
     fd, a, b = matmul_fusion(n=64, k=256)
-    schedule_sm90(fd, a, b).stream_k(8)
-    with pytest.raises(heddle.ScheduleError, match="stream-K runs on the cp.async pipeline"):
+    schedule_sm90(fd, a, b).stream_k(8)  # the TMA pipeline without roles (the roles: test_stream_k_hopper.py)
+    with pytest.raises(heddle.ScheduleError, match=r"stream-K runs on the warp-specialized persistent kernel: add "
+                                                   r"warp_specialize\(\{load, mma\}\), or use split_k"):
         fd.lower("sm_90a")
     fd, a, b = matmul_fusion(n=64, k=256)
     schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, kind="plain").stream_k(8)
@@ -145,25 +172,29 @@ def test_interpret_numbers_ragged(G, M, layout):
 
 
 @needs_cxx
-def test_interpret_reduction_order_is_deterministic():
+@pytest.mark.parametrize("family", FAMILIES)
+def test_interpret_reduction_order_is_deterministic(family):
     # each split tile's running sum goes CTA to CTA in CTA order, whatever the schedule: the same bits
-    k = lowered(sm80(11, epilogue=None, dtype="f16"))
+    k = FAMILIES[family](11, epilogue=None, dtype="f16")
     same_bits_under_two_random_schedules(k, inputs(k.fusion, 40, seed=3))
 
 
 @needs_cxx
-def test_interpret_grid_mutants_killed():
-    # the reduction's mutants: the grid release / wait deleted or moved to the next flag, and each block
-    # barrier of the reduction deleted (the CTA-level pipeline's mutants: test_interpret_mutation.py)
-    k = lowered(sm80(11))
+@pytest.mark.parametrize("family", FAMILIES)
+def test_interpret_grid_mutants_killed(family):
+    # the reduction's mutants: the grid release / wait deleted or moved to the next flag, and each barrier of
+    # the reduction (block barrier; sm_90a: the MMA warpgroups' named barrier) deleted (the CTA-level
+    # pipeline's and ring's mutants: test_interpret_mutation.py, test_hopper_*.py)
+    k = FAMILIES[family](11)
     reduction_mutants_killed(k, inputs(k.fusion, 70, seed=2), "if (sk_t * sk_nk < sk_k0)")
 
 
 @needs_cxx
 @pytest.mark.slow
-@pytest.mark.parametrize("G", [11, 132])
-def test_interpret_numbers_every_m_up_to_200(G):
-    k = lowered(sm80(G))
+@pytest.mark.parametrize("family,G,kw", [("sm_80", 11, {}), ("sm_80", 132, {}), ("sm_90a", 11, {}),
+                                         ("sm_90a", 132, dict(store="tma", prefetch=2, bn=128))])
+def test_interpret_numbers_every_m_up_to_200(family, G, kw):
+    k = FAMILIES[family](G, **kw)
     for M in range(1, 201):
         r = heddle.interpret(k, *inputs(k.fusion, M, seed=M))
         assert r.ok, (M, r.report())
@@ -212,9 +243,13 @@ def test_matmul_buckets_pick_stream_k_by_the_model():
     assert "split_k(2)" in lines[1] and lines[1].endswith("-> split_k(2)")
     assert "stream_k" not in lines[3] and "split_k" not in lines[3]
     assert fm.describe("sm_80", sms=132) == "\n".join(lines)  # deterministic
-    assert "stream_k" not in fm.describe("sm_90a", sms=132)  # the TMA kernels keep split-K
-    # the cp.async kernels on sm_90a (vec 4): the model weighs split-K only, as the schedule does
-    assert all("stream_k" not in line for line in fm.describe("sm_90a", 4, 4, sms=132).split("\n"))
+    # the TMA kernels weigh the same model: stream-K on the warp-specialized kernel, split-K without roles
+    tma = fm.describe("sm_90a", sms=132).split("\n")
+    assert "_stk132_ws2coop" in tma[0] and tma[0].endswith("split_k(2) 34.7, stream_k(132) 33.0 -> stream_k(132)")
+    assert "_sk2" in tma[1] and tma[1].endswith("-> split_k(2)")
+    # the cp.async kernels on sm_90a (vec 4): as on sm_80
+    assert [x.split("; ", 1)[1] for x in fm.describe("sm_90a", 4, 4, sms=132).split("\n")[:3]] == \
+        [x.split("; ", 1)[1] for x in lines[:3]]
     # sm_100a has no grid flags: no k sharing at all, and describe says so
     assert "has no grid flags" in fm.describe("sm_100a", 4, 4, sms=148).split("\n")[0]
     fd = spec(n=6400).build_fusion()
@@ -225,11 +260,12 @@ def test_matmul_buckets_pick_stream_k_by_the_model():
 
 
 @needs_cxx
-def test_matmul_runs_stream_k_interpreted(monkeypatch):
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_matmul_runs_stream_k_interpreted(monkeypatch, target):
     from test_matmul_buckets import spec
     from heddle.api import fused_matmul_op
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
-    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_80")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", target)
     g = torch.Generator().manual_seed(0)
     w = (torch.randn(192, 512, generator=g) * 0.1).bfloat16()
     b = torch.randn(192, generator=g).bfloat16()
@@ -240,22 +276,27 @@ def test_matmul_runs_stream_k_interpreted(monkeypatch):
         y = heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True)
         ref = torch.nn.functional.gelu(x.double() @ w.double().T + b.double())
         assert torch.allclose(y.double(), ref, atol=4e-2, rtol=2e-2)
-    used = list(fm.kernels.values())  # the kernels the calls compiled (M 3 and 50 share the M <= 64 bucket)
+    # the kernels the calls compiled for this target (M 3 and 50 share the M <= 64 bucket; the op is shared)
+    used = [k for key, k in fm.kernels.items() if key[0] == target]
     assert len(used) == 1 and used[0].lowered.stream_k > 0 and "_stk" in used[0].name
+    assert ("_ws" in used[0].name) == (target == "sm_90a")  # sm_90a: the warp-specialized TMA kernel
 
 
 @requires_nvrtc
-def test_bucket_stream_k_kernel_compiles_without_spills():
+@pytest.mark.parametrize("target,suffix", [("sm_80", "_stk132"), ("sm_90a", "_stk132_ws2coop_0_0")])
+def test_bucket_stream_k_kernel_compiles_without_spills(target, suffix):
+    # the M <= 64 bucket's kernel the model picks (sm_90a: 64x128x64, one MMA warpgroup, no register budgets)
     from test_matmul_buckets import spec
     from heddle.api import fused_matmul_op
-    k = fused_matmul_op(spec(n=6400)).kernel("sm_80", 8, 8, 16, sms=132)
-    assert k.name.endswith("_stk132")
+    k = fused_matmul_op(spec(n=6400)).kernel(target, 8, 8, 16, sms=132)
+    assert k.name.endswith(suffix)
     no_spills_and_gpu_scope_flags(k, k.name)
 
 
 def test_k_sharing_follows_the_target_and_k_share():
     """A target without grid flags (sm_100a) never gets split-K or stream-K from the automatic schedule
-    (it would refuse them); the Hopper TMA schedule honours k_share = "none" / "stream_k" (no split-K)."""
+    (it would refuse them); the Hopper TMA schedule honours k_share = "none" (neither) and "stream_k"
+    (stream-K on the warp-specialized kernel)."""
     from test_matmul_buckets import spec
     fd = spec(n=4096).build_fusion()
     fd.auto_schedule("sm_100a", 16, 4096, 4096, tma=False, sms=148)  # the cp.async kernel, 64 tiles
@@ -264,9 +305,9 @@ def test_k_sharing_follows_the_target_and_k_share():
     auto = spec(n=4096).build_fusion()
     auto.auto_schedule("sm_90a", 16, 4096, 4096, sms=132)
     assert auto.matmul_tensor._tv.splits > 1  # the model's split-K on the TMA pipeline
-    for mode in ("none", "stream_k"):
+    for mode, ctas in (("none", 0), ("stream_k", 132)):
         fd = spec(n=4096).build_fusion()
         fd.auto_schedule("sm_90a", 16, 4096, 4096, sms=132, k_share=mode)
-        assert fd.matmul_tensor._tv.splits == 1 and fd.matmul_tensor._tv.stream_k_ctas == 0
+        assert fd.matmul_tensor._tv.splits == 1 and fd.matmul_tensor._tv.stream_k_ctas == ctas
     with pytest.raises(heddle.ScheduleError, match="k_share = 'y' is not one of"):
         spec().build_fusion().auto_schedule("sm_90a", 16, 4096, 4096, k_share="y")

@@ -165,8 +165,9 @@ class FusedMatmul:
             low = fd.lower(target, vec_a, vec_b)
             line = f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: {low.schedule}"
             t = low.tile
-            if b > 0 and not self.spec.batched and not low.tensor_maps and vec_a >= 2 and vec_b >= 2:
-                # the cp.async kernels' k sharing: the cost model's numbers (schedule/k_share.cpp)
+            if b > 0 and not self.spec.batched and vec_a >= 2 and vec_b >= 2:
+                # the k sharing of the cp.async and the sm_90a TMA kernels: the cost model's numbers
+                # (schedule/k_share.cpp; 4 stages weigh as any fewer: autoSplitK keeps max(4, stages) k-tiles)
                 tiles = -(-b // t["bm"]) * -(-self.spec.n // t["bn"])
                 line += "; " + _C.Fusion.k_share_plan(tiles, -(-self.spec.k // t["bk"]), 4, sms or _sm_count(),
                                                       t["bm"], t["bn"], t["bk"], mode=self.k_share,

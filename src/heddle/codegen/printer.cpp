@@ -105,17 +105,20 @@ void CLikePrinter::node(const kir::Node& n, int d) {
         epilogue(*k_, d);
         break;
       }
-      // split-K (heddle_grid.cuh): the thread's whole fragment, no bounds (the workspace holds whole tiles)
-      const std::string tpl = "<sizeof(" + e.acc->name + ".acc) / sizeof(float), " +
-                              std::to_string(k_->launch.threads) + ">";
+      // split-K (heddle_grid.cuh): the thread's whole fragment, no bounds (the workspace holds whole tiles);
+      // in a warp-specialized kernel the MMA warpgroups hold the accumulators, numbered from their first thread
+      const int base = 32 * k_->tile.mmaWarpBase;
+      const int threads = base ? 128 * k_->tile.mmaWarpgroups : k_->launch.threads;
+      const std::string tid = base ? "tid - " + std::to_string(base) : "tid";
+      const std::string tpl = "<sizeof(" + e.acc->name + ".acc) / sizeof(float), " + std::to_string(threads) + ">";
       const std::string slot = "ws + (long long)(" + e.slot.str() + ") * " + std::to_string(k_->tile.bm * k_->tile.bn);
       os_ << ind(d) << "// " << kir::describe(e) << "\n";
       if (e.partial == kir::EpilogueStore::Partial::Store)
         os_ << ind(d) << "heddle::grid::store_partial" << tpl << "(&" << e.acc->name << ".acc[0][0][0], " << slot
-            << ", flags + (" << e.slot.str() << "), tid);\n";
+            << ", flags + (" << e.slot.str() << "), " << tid << ");\n";
       else
         os_ << ind(d) << "heddle::grid::add_partials" << tpl << "(&" << e.acc->name << ".acc[0][0][0], " << slot << ", "
-            << e.count << ", flags + (" << e.slot.str() << "), tid);\n";
+            << e.count << ", flags + (" << e.slot.str() << "), " << tid << ");\n";
       break;
     }
     case kir::NodeKind::SmemAccess:

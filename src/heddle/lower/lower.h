@@ -59,6 +59,7 @@ void splitK(LowerContext&);           // passes/split_k.cpp
 void reduceSplits(LowerContext&);     // passes/reduce_splits.cpp (after insert_syncs)
 void streamK(LowerContext&);          // passes/stream_k.cpp
 void streamKFixup(LowerContext&);     // passes/stream_k_fixup.cpp (after insert_syncs)
+void streamKRoles(LowerContext&);     // passes/stream_k_roles.cpp (the warp-specialized sm_90a kernel)
 // passes/split_k.cpp, shared with stream_k: the k loop runs ceil(KS / bk) k-tiles from k-tile
 // `firstTile` (the loads' k coordinate shifted; the index stays 0-based), and the kernel takes the
 // workspace params `ws` (f32) and `flags` (i32).

@@ -7,7 +7,9 @@
 //                    the epilogue of tile t overlaps the mainloop of tile t+1 (stores by TMA)
 //   "auto"           pingpong for a fused epilogue (a bias / residual operand or an activation: element
 //                    math worth hiding), cooperative for a plain (cast-only) store and, in hopper_auto.cpp,
-//                    for M <= 64 (one 64-row tile per n column: nothing to alternate)
+//                    for M <= 64 (one 64-row tile per n column: nothing to alternate) and for a bias /
+//                    residual the user cached with tma_load (its ring is built for cooperative warpgroups);
+//                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp)
 #pragma once
 
 #include <string>
@@ -18,6 +20,10 @@ namespace heddle {
 
 // Whether the ops after the matmul do more than cast its result (an operand or an activation).
 bool fusedEpilogue(const Fusion& f);
+
+// Whether an input other than the matmul operands is cached (a bias / residual loaded by TMA for the
+// epilogue: cooperative warpgroups only, no stream-K).
+bool cachedEpilogueOperand(const Fusion& f);
 
 // The layout for `asked` ("auto" resolved by fusedEpilogue); ScheduleError naming the option otherwise.
 std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked);

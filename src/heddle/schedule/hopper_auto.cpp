@@ -19,8 +19,11 @@
 //   batched      the same warp-specialized kernel (cooperative: "auto" keeps batched kernels off the
 //                ping-pong and epilogue-role layouts), its persistent walk over batch x m-tiles x n-tiles (the
 //                batch axis bound to BIDz becomes the walk's outer coordinate); no split-K
-//   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
-//                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
+//   k sharing    with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles not filling the
+//                SMs: the cost model of k_share.cpp (k_share= overrides it) picks split_k(autoSplitK(...)) on
+//                the TMA pipeline without roles, or stream_k(SMs) on the warp-specialized kernel
+//                (cooperative: it takes precedence over the overlapped layouts; not with a TMA-loaded
+//                bias / residual, which stream-K does not take)
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -78,16 +81,24 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + staging + 4096 <= target.smemLimit; };
   while (stages > 2 && !fits(stages)) --stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
-  int splits = 1;
-  chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
-  // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
-  // built for the TMA kernels) falls back to that as well
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
-    splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
-  if (splits == 1 && (pp || er)) {  // one warpgroup computes a whole tile of at most 128 x 128 accumulators
+  // k sharing when the tiles leave SMs idle (M, N, K and the SM count known): the cost model of the cp.async
+  // schedule (k_share.cpp), k_share overriding it; split-K on the TMA pipeline without roles, stream-K on the
+  // cooperative warp-specialized kernel (so it takes precedence over the overlapped epilogue layouts)
+  KShareChoice ks;
+  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
+    ks = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms, bm, bn, bk,
+                      streamKOk(target) && !cachedEpilogueOperand(f) &&
+                          (hints.epilogueLayout == "auto" || layout == "cooperative"),
+                      hints.kShare);
+  else
+    chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same
+  // the overlapped layouts where the k loop is not shared (an explicit layout keeps stream-K off above)
+  const bool overlap = ks.splits == 1 && ks.streamCtas == 0;
+  const bool usePP = pp && overlap, useER = er && overlap;
+  if (usePP || useER) {  // one warpgroup computes a whole tile of at most 128 x 128 accumulators
     wgs = 1;
     bn = 128;
-    if (er) staging = (int64_t)bm * (bn + 4) * 4 + (int64_t)bm * bn * outBytes;
+    if (useER) staging = (int64_t)bm * (bn + 4) * 4 + (int64_t)bm * bn * outBytes;
     stages = 4;
     while (stages > 2 && !fits(stages)) --stages;
   }
@@ -109,16 +120,17 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
     circularBuffer(c, stages, prefetch);
   }
-  if (splits > 1) {
-    splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
-  } else if (er) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
+  if (ks.splits > 1) {
+    splitK(mm, ks.splits);  // the TMA pipeline without roles, one CTA per (tile, split)
+  } else if (useER) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
     warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, 232}, Role{"epilogue", 4, 232}});
   } else {
-    const bool budgets = wgs == 2 || pp;  // more than 256 threads: the producer hands registers to the MMA
-    Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", pp ? 8 : 4 * wgs, budgets ? 232 : 0};
+    const bool budgets = wgs == 2 || usePP;  // more than 256 threads: the producer hands registers to the MMA
+    Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", usePP ? 8 : 4 * wgs, budgets ? 232 : 0};
     warpSpecialize(mm, {load, mma});
+    if (ks.streamCtas > 0) streamK(mm, ks.streamCtas);  // both roles walk the CTA's (tile, k-range) segments
     // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
-    if ((wgs == 2 || pp) && tmaAble) epilogueStore(mm, "tma");
+    if ((wgs == 2 || usePP) && tmaAble) epilogueStore(mm, "tma");
   }
 }
 

@@ -1,5 +1,6 @@
-// How the automatic cp.async schedule shares the k loop among CTAs when the output tiles leave SMs idle:
-// not at all (data-parallel), split_k(S) (autoSplitK's S), or stream_k(SMs). A deterministic cost model in
+// How the automatic schedules (cp.async; sm_90a TMA: hopper_auto.cpp) share the k loop among CTAs when the
+// output tiles leave SMs idle: not at all (data-parallel), split_k(S) (autoSplitK's S), or stream_k(SMs);
+// checkStreamKRoles: what stream-K takes on the warp-specialized kernel. A deterministic cost model in
 // units of one CTA's k-iteration (one bm x bn x bk step), printed by KShareChoice::str():
 //   fix          = (write + read of one f32 bm x bn tile) / (one k-iteration's operand bytes)
 //                = 2 * bm * bn * 4 / ((bm + bn) * bk * 2)
@@ -9,7 +10,8 @@
 //   stream_k(sms)  ceil(iters / G) + (p - 1) * fix, G = min(sms, iters), q = floor(iters / G),
 //                  p = min(G, ceil((nk - 1) / q) + 1) CTAs at most per tile (1 when q >= nk): the running
 //                  sum goes CTA to CTA (read + write each), after the CTAs' equal shares of the k-iterations
-// Stream-K is a candidate only when the tiles do not fill the SMs (tiles < sms) and the target runs it.
+// Stream-K is a candidate only when the tiles do not fill the SMs (tiles < sms) and the target runs it
+// (streamKOk: the cp.async kernels, and on sm_90a the warp-specialized TMA kernel, hopper_auto.cpp).
 // Ties go to the simpler kernel (data-parallel, then split-K). `mode` overrides the model: "split_k",
 // "stream_k" (each only where it applies), "none"; "auto" takes the cheapest.
 #include <algorithm>
@@ -32,7 +34,24 @@ std::string KShareChoice::str() const {
 }
 
 bool kShareOk(const TargetInfo& target) { return target.gridFlags; }
-bool streamKOk(const TargetInfo& target) { return !target.wgmma && !target.tcgen05 && target.gridFlags; }
+bool streamKOk(const TargetInfo& target) { return !target.tcgen05 && target.gridFlags; }
+
+void checkStreamKRoles(const MatmulTiling& t) {
+  const auto& h = t.hopper;
+  if (!h.warpSpecialized) return;  // the cp.async pipeline: stream_k_fixup.cpp
+  const std::string mm = t.mm->name;
+  if (!h.coop)
+    fail<ScheduleError>("stream_k(", mm, "): stream-K on the warp-specialized kernel is built for cooperative MMA "
+                        "warpgroups (one tile's accumulators in both); ping-pong warpgroups own whole tiles: give the "
+                        "mma role the tile's warpgroups, or drop stream_k");
+  if (h.role(HopperRole::Epilogue))
+    fail<ScheduleError>("stream_k(", mm, "): stream-K reduces the accumulators in the MMA warpgroups, before the "
+                        "epilogue; an epilogue role is not built with it: drop the epilogue role "
+                        "(epilogue_store('tma') stages the output from the mma role), or drop stream_k");
+  if (!h.epiTma.empty())
+    fail<ScheduleError>("stream_k(", mm, "): the TMA-loaded epilogue operand '", h.epiTma, "' is walked per tile, not "
+                        "per stream-K segment: drop cache_after(", h.epiTma, ", 'tma_load'), or drop stream_k");
+}
 
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode) {

@@ -277,10 +277,13 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     if (t.batched)
       fail<ScheduleError>("stream_k(", mm->name, "): stream-K walks the tiles of one matmul; a batched matmul is "
                           "not supported: drop stream_k or run the batches as separate matmuls");
-    if (target.wgmma || target.tcgen05 || t.loadKind == LoadKind::TmaLoad || !mm->roles.empty())
-      fail<ScheduleError>("stream_k(", mm->name, "): stream-K runs on the cp.async pipeline (sm_80-class kernels) "
-                          "in this build, not on target ", target.name, "'s TMA / wgmma kernels: use split_k there, "
-                          "or drop stream_k");
+    if (target.tcgen05)
+      fail<ScheduleError>("stream_k(", mm->name, "): the sm_100a tcgen05 kernel is persistent over whole tiles in this "
+                          "build; drop stream_k");
+    if (t.loadKind == LoadKind::TmaLoad && mm->roles.empty())
+      fail<ScheduleError>("stream_k(", mm->name, "): on the TMA / wgmma kernels stream-K runs on the warp-specialized "
+                          "persistent kernel: add warp_specialize({load, mma}), or use split_k on the pipeline without "
+                          "roles");
     if (t.swapBlocks)
       fail<ScheduleError>("stream_k(", mm->name, "): stream-K numbers the tiles itself (m tile-major); drop the "
                           "m-tiles-on-blockIdx.x binding");
@@ -288,6 +291,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.streamK = mm->streamK;
   validateMatmulGroup(f, target, t);
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
+  if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
   validateClusterSchedule(target, t);    // schedule/cluster_schedule.cpp
   return t;
 }

@@ -107,9 +107,12 @@ struct KShareChoice {
   std::string str() const;
 };
 // Whether the automatic schedule may share the k loop on `target` at all (grid flags), and may use stream-K
-// there (the cp.async pipeline: not the TMA / wgmma or tcgen05 kernels).
+// there (the cp.async pipeline and the sm_90a warp-specialized TMA kernel: not the tcgen05 kernel).
 bool kShareOk(const TargetInfo& target);
 bool streamKOk(const TargetInfo& target);
+// stream_k on a warp-specialized sm_90a kernel: roles {load, mma} with cooperative MMA warpgroups, the
+// epilogue in the MMA role (direct or epilogue_store("tma")); ScheduleError naming what to drop otherwise.
+void checkStreamKRoles(const MatmulTiling& t);
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);

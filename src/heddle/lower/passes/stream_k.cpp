@@ -1,10 +1,12 @@
 // stream_k: a persistent grid shares the matmul's tiles x k-tiles evenly (schedule stream_k(G), G = the SM
 // count). This pass only reshapes the k loop and the launch, before the loop is pipelined; the walk over
-// the CTA's segments and the reduction of split tiles is stream_k_fixup (after insert_syncs).
+// the CTA's segments and the reduction of split tiles is stream_k_fixup (after insert_syncs), or on the
+// warp-specialized sm_90a kernel stream_k_roles (after warp_specialize, which takes the shifted loads).
 //
 //   nk = ceil(K / bk), tiles = ceil(M / bm) * ceil(N / bn), iters = tiles * nk
 //   grid x = max(tiles, min(G, iters)) CTAs (<= G whenever tiles <= G: persistent, all resident);
-//   CTA c runs the global k-iterations [c * iters / grid, (c + 1) * iters / grid), at least one each and at
+//   CTA c runs floor(iters / grid) global k-iterations, one more for c < iters % grid (contiguous, in CTA
+//   order: [c*q + min(c, r), ...) with q, r = iters / grid, iters % grid), at least one each and at
 //   most nk (grid >= tiles), so its range touches one or two tiles: one or two segments.
 //
 // Before (build_matmul_loops):
