@@ -120,6 +120,29 @@ def test_what_the_front_does_not_key_takes_the_full_path(planned):
     assert len(rec.launches) == n + 1
 
 
+def test_a_negative_view_is_never_launched_through_a_plan(planned):
+    """A negative view (torch._neg_view; x.conj().imag makes one) has its tensor's shape, strides, dtype and
+    address: the plans would hand the kernel memory that holds -x. The signature reads the bit, so such a
+    call takes the full path (its value resolved: right numbers), on a first call and after plain ones."""
+    rec, fm = planned
+    x, w, bias = operands()
+    neg = torch._neg_view
+    for args in ((neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias))):  # first: before the front has one
+        torch.testing.assert_close(call(*args).double(), reference(*args), atol=0.1, rtol=0.05)
+    call(x, w, bias)
+    call(x, w, bias)  # the front holds this call now
+    n = len(rec.launches)
+    assert n == 3 and len(hm._calls) == 1
+    for args in ((neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias))):
+        assert hm._calls.run(*args, None, "gelu", None, False, True, None) is None
+        assert fm.planned(list(args)) is None and fm._eager.run(0, list(args), True) is None
+        torch.testing.assert_close(call(*args).double(), reference(*args), atol=0.1, rtol=0.05)
+        assert neg(neg(x)).is_neg() is False and call(neg(neg(x)), w, bias) is not None  # the bit cleared: a plan
+    assert len(rec.launches) == n + 3 and len(hm._calls) == 1
+    zero = torch._efficientzerotensor(x.shape, dtype=x.dtype)  # no memory: never a plan either
+    assert hm._calls.run(zero, w, bias, None, "gelu", None, False, True, None) is None and fm.planned([zero, w, bias]) is None
+
+
 def test_a_bool_is_not_the_int_it_equals(planned):
     """alpha=True is refused even after alpha=1 (== True, same hash) was planned: the key holds the type."""
     spec_alpha = hm._op_and_args(*operands(), "gelu", None, 1, False, True, None)[0]
