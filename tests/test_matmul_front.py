@@ -143,6 +143,27 @@ def test_a_negative_view_is_never_launched_through_a_plan(planned):
     assert hm._calls.run(zero, w, bias, None, "gelu", None, False, True, None) is None and fm.planned([zero, w, bias]) is None
 
 
+def test_a_view_into_storage_and_an_empty_problem_keep_their_meaning(planned):
+    """What else a signature could hide: a view `offset` elements into its storage launches with its own
+    address (the alignment class is keyed, the address read per call); a view with a row stride of 0 or
+    another offset class is another signature; an empty problem never launches (M = 0: an empty result;
+    K = 0 would be another op)."""
+    rec, fm = planned
+    x, w, bias = operands()
+    call(x, w, bias)
+    call(x, w, bias)
+    n = len(rec.launches)
+    x8 = operands(offset=8)[0]  # 16 bytes into its storage: the same alignment class
+    y = call(x8, w, bias)
+    assert len(rec.launches) == n + 1 and rec.launches[-1][1] == [x8.data_ptr(), w.data_ptr(), bias.data_ptr(),
+                                                                 y.data_ptr()]
+    assert x8.data_ptr() == x8.untyped_storage().data_ptr() + 16
+    rows = x[:1].expand(16, K)  # every row the same memory: keyed by its strides, the full path reads it right
+    torch.testing.assert_close(call(rows, w, bias).double(), reference(rows, w, bias), atol=0.1, rtol=0.05)
+    empty = call(x[:0], w, bias)
+    assert empty.shape == (0, N) and len(rec.launches) == n + 1
+
+
 def test_a_bool_is_not_the_int_it_equals(planned):
     """alpha=True is refused even after alpha=1 (== True, same hash) was planned: the key holds the type."""
     spec_alpha = hm._op_and_args(*operands(), "gelu", None, 1, False, True, None)[0]
