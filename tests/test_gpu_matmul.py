@@ -71,3 +71,26 @@ def test_heddle_matmul_auto(M, N, K):
     ref = torch.nn.functional.gelu(x.double() @ w.double().t() + bias.double())
     err = ((y.double() - ref).abs().max() / ref.abs().max()).item()
     assert err < TOL["bf16"], err
+
+
+def test_heddle_matmul_reads_a_negative_view_as_its_value():
+    """A negative view (torch._neg_view; x.conj().imag makes one) shares its tensor's memory, shape, strides
+    and address: on the first call and after plain calls of the same signature (which leave launch plans)
+    heddle.matmul and Kernel.__call__ compute with -x, not with the memory."""
+    x, w = rand((100, 256), "bf16"), rand((192, 256), "bf16", 256 ** -0.5)
+    bias = rand((192,), "bf16")
+    neg = torch._neg_view
+
+    def ref(a, b, c):
+        return torch.nn.functional.gelu(a.double() @ b.double().t() + c.double())
+
+    for args in ((neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias)), (x, w, bias)) * 2:
+        y = heddle.matmul(*args[:2], bias=args[2], activation="gelu", trans_b=True)
+        torch.testing.assert_close(y.double(), ref(*args), atol=4e-2, rtol=2e-2)
+    fd, a, b = matmul_fusion(m="M", n=192, k=256, dtype="bf16", layout="NN", epilogue="bias_gelu")
+    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=3)
+    k = fd.compile(heddle.runtime.target_for_device())
+    wt = w.t().contiguous()
+    for args in ((x, wt, bias), (neg(x), wt, bias), (x, wt, bias), (neg(x), wt, bias)):
+        want = torch.nn.functional.gelu(args[0].double() @ args[1].double() + args[2].double())
+        torch.testing.assert_close(k(*args).double(), want, atol=4e-2, rtol=2e-2)

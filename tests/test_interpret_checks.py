@@ -112,6 +112,18 @@ def test_launch_arguments_checked_against_the_printed_signature():
         lib.run([1, 1, 1], [128, 1, 1], 0, args, [p[0] for p in k.lowered.params], [])
 
 
+def test_a_negative_view_is_read_as_its_value():
+    """The interpreter hands the kernel the tensors' memory, as a launch does: a negative view (whose memory
+    holds its negation) is resolved first, else the kernel would compute with -a (tests/test_launch_plan.py:
+    the plan tables and Kernel.prepare refuse one)."""
+    k = kernel(sm80(stages=2, prefetch=1, k=32 * 3), "sm_80")  # the kernel of the test above: one host build
+    a, b, bias = inputs(k.fusion, 64, seed=1)
+    r = interpret(k, torch._neg_view(a), b, bias)
+    assert r.ok, r.report()
+    want = torch.nn.functional.gelu(-a.double() @ b.double() + bias.double())
+    torch.testing.assert_close(r.output.double(), want, atol=0.05, rtol=0.02)
+
+
 def test_tensor_map_encoder_refuses_what_the_driver_refuses():
     enc = heddle._C.interp.encode_tensor_map_tiled
     t = torch.zeros(64, 64, dtype=torch.bfloat16)

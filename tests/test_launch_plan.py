@@ -9,6 +9,7 @@ import torch
 
 import heddle
 from heddle import _C
+from heddle.core import inputs
 from heddle.core.kernel import plan_table
 from heddle.pytorch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
 from matmul_defs import matmul_fusion, schedule
@@ -225,3 +226,44 @@ def test_heddle_matmul_on_cpu_still_goes_through_the_op_and_its_checks():
     assert fm.eager([x, w]).shape == (8, 32) and len(fm._eager) == 0  # CPU results are not planned
     with pytest.raises(heddle.InputError, match="input 'b' axis 0"):
         fm.eager([x, torch.randn(63, 32).bfloat16()])
+
+
+def _not_their_memory(x, w, bias):
+    """The calls of (x, w, bias) with one tensor whose memory does not hold its value: a negative view
+    (torch._neg_view; x.conj().imag makes one too) of each tensor, and a ZeroTensor (no memory at all)."""
+    neg = torch._neg_view
+    return [(neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias)),
+            (torch._efficientzerotensor(x.shape, dtype=x.dtype), w, bias)]
+
+
+def test_a_tensor_whose_memory_is_not_its_value_takes_no_plan():
+    """The plan tables key what a kernel reads (shape, strides, dtype, device, address class): a negative
+    view has all of its tensor's, so the signature reads the bit too and refuses it (as a ZeroTensor's null
+    address); the full path resolves it, and Kernel.prepare, which takes the addresses, names it."""
+    k = kernel_for()
+    k._loaded = rec = Recorder()
+    k._launch(operands(), None)  # a plan for this signature in the kernel's own table
+    x, w, bias = operands()
+    for call in _not_their_memory(x, w, bias):
+        assert call not in k._plans and k._plans.run(0, call, True) is None and k.run_planned(call) is None
+    assert (x, w, bias) in k._plans and k.run_planned((x, w, bias)) is not None and len(rec.launches) == 2
+    plan, out, _, _ = make_plan(k, (x, w, bias))
+    assert k._plans.add((torch._neg_view(x), w, bias), plan, [out]) is False  # never found: not remembered
+    with pytest.raises(heddle.InputError, match="input 'a' has torch's negative bit.*a.resolve_neg()"):
+        k.prepare((torch._neg_view(x), w, bias))
+    with pytest.raises(heddle.InputError, match="input 'a' is a ZeroTensor.*torch.zeros"):
+        k.prepare(_not_their_memory(x, w, bias)[3])
+    # what the eager full paths call first: the same values in plain tensors; plain calls untouched
+    for call in _not_their_memory(x, w, bias):
+        got = inputs.materialize(call)
+        assert not any(t.is_neg() or t._is_zerotensor() for t in got)
+        assert all(torch.equal(g, c) for g, c in zip(got, call))
+    plain = (x, w, bias)
+    assert inputs.materialize(plain) is plain
+    # the conjugate bit: complex tensors only (a real one cannot carry it), which no dtype check takes
+    c = torch.randn(70, 64, dtype=torch.complex64).conj()
+    with pytest.raises(heddle.InputError, match="dtype torch.complex64"):
+        k.bind((c, w, bias))
+    with pytest.raises(heddle.InputError, match="'a' has dtype torch.complex64"):
+        heddle.matmul(c, c.t())
+

@@ -120,6 +120,50 @@ def test_what_the_front_does_not_key_takes_the_full_path(planned):
     assert len(rec.launches) == n + 1
 
 
+def test_a_negative_view_is_never_launched_through_a_plan(planned):
+    """A negative view (torch._neg_view; x.conj().imag makes one) has its tensor's shape, strides, dtype and
+    address: the plans would hand the kernel memory that holds -x. The signature reads the bit, so such a
+    call takes the full path (its value resolved: right numbers), on a first call and after plain ones."""
+    rec, fm = planned
+    x, w, bias = operands()
+    neg = torch._neg_view
+    for args in ((neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias))):  # first: before the front has one
+        torch.testing.assert_close(call(*args).double(), reference(*args), atol=0.1, rtol=0.05)
+    call(x, w, bias)
+    call(x, w, bias)  # the front holds this call now
+    n = len(rec.launches)
+    assert n == 3 and len(hm._calls) == 1
+    for args in ((neg(x), w, bias), (x, neg(w), bias), (x, w, neg(bias))):
+        assert hm._calls.run(*args, None, "gelu", None, False, True, None) is None
+        assert fm.planned(list(args)) is None and fm._eager.run(0, list(args), True) is None
+        torch.testing.assert_close(call(*args).double(), reference(*args), atol=0.1, rtol=0.05)
+        assert neg(neg(x)).is_neg() is False and call(neg(neg(x)), w, bias) is not None  # the bit cleared: a plan
+    assert len(rec.launches) == n + 3 and len(hm._calls) == 1
+    zero = torch._efficientzerotensor(x.shape, dtype=x.dtype)  # no memory: never a plan either
+    assert hm._calls.run(zero, w, bias, None, "gelu", None, False, True, None) is None and fm.planned([zero, w, bias]) is None
+
+
+def test_a_view_into_storage_and_an_empty_problem_keep_their_meaning(planned):
+    """What else a signature could hide: a view `offset` elements into its storage launches with its own
+    address (the alignment class is keyed, the address read per call); a view with a row stride of 0 or
+    another offset class is another signature; an empty problem never launches (M = 0: an empty result;
+    K = 0 would be another op)."""
+    rec, fm = planned
+    x, w, bias = operands()
+    call(x, w, bias)
+    call(x, w, bias)
+    n = len(rec.launches)
+    x8 = operands(offset=8)[0]  # 16 bytes into its storage: the same alignment class
+    y = call(x8, w, bias)
+    assert len(rec.launches) == n + 1 and rec.launches[-1][1] == [x8.data_ptr(), w.data_ptr(), bias.data_ptr(),
+                                                                 y.data_ptr()]
+    assert x8.data_ptr() == x8.untyped_storage().data_ptr() + 16
+    rows = x[:1].expand(16, K)  # every row the same memory: keyed by its strides, the full path reads it right
+    torch.testing.assert_close(call(rows, w, bias).double(), reference(rows, w, bias), atol=0.1, rtol=0.05)
+    empty = call(x[:0], w, bias)
+    assert empty.shape == (0, N) and len(rec.launches) == n + 1
+
+
 def test_a_bool_is_not_the_int_it_equals(planned):
     """alpha=True is refused even after alpha=1 (== True, same hash) was planned: the key holds the type."""
     spec_alpha = hm._op_and_args(*operands(), "gelu", None, 1, False, True, None)[0]

@@ -5,6 +5,8 @@ CPU and the GPU apply the same rules and raise the same heddle.InputError.
   bind(where, decls, tensors)     count, type, device (one device, meta included), dtype, rank, sizes
   check(where, decls, mexpr, ts)  bind + the matmul operands' layout (rows contiguous)
   zero_size_result(fusion, g, ts) M, N or batch = 0: an empty result; K = 0: zeros through the epilogue
+  materialize(tensors)            tensors whose memory is not their value made plain (before any kernel reads it)
+  check_memory(where, decls, ts)  InputError for such a tensor (the last guard before an address is taken)
 """
 from __future__ import annotations
 
@@ -26,6 +28,39 @@ def same_device(where: str, names: Sequence[str], tensors) -> None:
         elif dev != first[1]:
             raise InputError(f"{where}: input '{name}' is on {dev} but input '{first[0]}' is on {first[1]}; "
                              "move all inputs to one device (meta tensors cannot mix with real ones)")
+
+
+def materialize(tensors):
+    """`tensors` with every tensor whose memory does not hold its value made plain, for a kernel that reads
+    memory: torch's negative bit resolved (torch._neg_view, x.conj().imag: the memory holds -x) and a
+    ZeroTensor (torch._efficientzerotensor: no memory at all) made real zeros. Torch's dispatcher does this
+    for a custom op's implementation; heddle's eager paths skip it, so each calls this before its checks.
+    The conjugate bit needs no resolving: torch sets it on complex tensors only, which no check accepts.
+    `tensors` itself when nothing needs it (the usual case); non-tensors pass through (the checks name them)."""
+    import torch
+    if not any(isinstance(t, torch.Tensor) and (t.is_neg() or t._is_zerotensor()) for t in tensors):
+        return tensors
+    return [_plain(t) if isinstance(t, torch.Tensor) else t for t in tensors]
+
+
+def _plain(t):
+    import torch
+    if t._is_zerotensor():
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+    return t.resolve_neg()  # itself when the bit is not set
+
+
+def check_memory(where: str, decls, tensors) -> None:
+    """InputError for an input whose memory does not hold its value (see materialize): the guard of the one
+    place that takes tensors' addresses (Kernel.prepare), for a caller that did not materialize them."""
+    for (name, _, _), t in zip(decls, tensors):
+        if t.is_neg():
+            raise InputError(f"{where}: input '{name}' has torch's negative bit (a torch._neg_view, or the imaginary "
+                             f"part of a conjugate): its memory holds -{name}, which a kernel would read; call "
+                             f"{name}.resolve_neg() first (heddle.matmul, Kernel.__call__ and Kernel.op do this)")
+        if t._is_zerotensor():
+            raise InputError(f"{where}: input '{name}' is a ZeroTensor (torch._efficientzerotensor) with no memory "
+                             f"for a kernel to read; pass torch.zeros({list(t.shape)}, dtype={t.dtype}) instead")
 
 
 def bind(where: str, decls, tensors) -> Dict[str, int]:

@@ -23,6 +23,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 from .. import _C
+from . import inputs
 from .errors import HeddleError, InputError
 
 _TOL = {"f16": (1e-2, 1e-2), "bf16": (4e-2, 2e-2), "f32": (1e-3, 1e-3)}
@@ -145,7 +146,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     for i, t in enumerate(tensors):
         if not isinstance(t, torch.Tensor):
             raise InputError(f"interpret: argument {i} is a {type(t).__name__}, not a torch.Tensor")
-    tensors = tuple(t.detach().cpu() for t in tensors)
+    tensors = tuple(inputs.materialize([t.detach().cpu() for t in tensors]))  # what a launch reads (negative bits)
     k.bind(tensors)
     result, grid, args = k.prepare(tensors, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=sms)
     outs = result if isinstance(result, tuple) else (result,)  # a fusion's outputs, in order (D, D1, ...)

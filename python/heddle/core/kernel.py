@@ -117,6 +117,7 @@ class Kernel:
         out = self.run_planned(tensors)  # a call like an earlier one: its launch plan, no checks redone
         if out is not None:
             return out
+        tensors = inputs.materialize(tensors)  # a negative view's memory holds its negation: resolve it
         g = inputs.check(self.name, self._inputs, self._matmul_expr, tensors)
         if tensors[0].device.type != "cuda":
             raise InputError(f"{self.name}: kernels run on CUDA tensors; got {tensors[0].device}. "
@@ -137,6 +138,7 @@ class Kernel:
         pinned address or 0) for every argument that is a tensor's address (output i is tensor
         len(tensors) + i), and on Hopper every address its tensor maps hold (runtime/launch_plan.h)."""
         import torch
+        inputs.check_memory(self.name, self._inputs, tensors)  # every address below holds its tensor's value
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
         hopper = bool(self.lowered.tensor_maps)
         if hopper:  # TMA's own rules first, with a message naming them (heddle/core/tma.py)

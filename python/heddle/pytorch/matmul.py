@@ -201,10 +201,29 @@ class FusedMatmul:
         return k, k._launch(tensors, g, table)  # checked against the same inputs (the kernel's fusion is ours)
 
     def run(self, tensors):
+        """The op's implementation: a CUDA call signature checked and launched before goes through its plan,
+        anything else through the full path."""
         if tensors and getattr(tensors[0], "is_cuda", False):
-            out = run_table(self._eager, tensors)  # a call signature checked and launched before: its plan
+            out = run_table(self._eager, tensors)
             if out is not None:
                 return out
+        return self._full(tensors)
+
+    def eager(self, tensors):
+        """A plain eager call on CUDA tensors (no tracing, no autograd: eager_call_ok), without the custom
+        op layer: a signature seen before goes straight to its kernel's launch plan; else the op's own
+        implementation runs (checks, kernel choice, launch) and its plan is remembered (not for split-K
+        kernels: their plans would pin a workspace). One C++ call does the planned launch: signature,
+        lookup, output, address checks, packing, driver call (heddle/core/kernel.py run_table)."""
+        out = run_table(self._eager, tensors)
+        return out if out is not None else self._full(tensors)
+
+    def _full(self, tensors):
+        """The full path of run and eager: checks, then the kernel's launch on CUDA tensors (its plan kept for
+        the next call of this signature), the interpreted kernel under HEDDLE_INTERPRET=1, else torch."""
+        # a negative view's memory holds its negation: resolved here (torch's dispatcher does it for the op,
+        # not for an eager call), and the plan tables' signatures refuse it, so such a call always comes here
+        tensors = inputs.materialize(tensors)
         g, empty = self._check(tensors)
         if empty is not None:
             return empty
@@ -220,22 +239,6 @@ class FusedMatmul:
             return run_checked(k, tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
-
-    def eager(self, tensors):
-        """A plain eager call on CUDA tensors (no tracing, no autograd: eager_call_ok), without the custom
-        op layer: a signature seen before goes straight to its kernel's launch plan; else the op's own
-        implementation runs (checks, kernel choice, launch) and its plan is remembered (not for split-K
-        kernels: their plans would pin a workspace). One C++ call does the planned launch: signature,
-        lookup, output, address checks, packing, driver call (heddle/core/kernel.py run_table)."""
-        out = run_table(self._eager, tensors)
-        if out is not None:
-            return out
-        if not all(isinstance(t, torch.Tensor) for t in tensors) or tensors[0].device.type != "cuda":
-            return self.run(tensors)  # heddle.matmul sends CUDA tensors only; run() checks and says what is wrong
-        g, empty = self._check(tensors)
-        if empty is not None:
-            return empty
-        return self._launch_cuda(tensors, g, self._eager)[1]
 
     def planned(self, tensors):
         """The launch of a call signature seen before, when the call is a plain eager one on the tensors'

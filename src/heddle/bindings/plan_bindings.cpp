@@ -1,7 +1,8 @@
 // heddle._C.runtime.LaunchPlan (runtime/launch_plan.h): one call takes the tensors, reads their
 // addresses, binds the slots and launches. Thin: the plan's contents come from heddle.Kernel.
 // heddle._C.runtime.PlanTable: the eager path's one call per launch: the tensors' call signature
-// (shapes, strides, dtypes, device index, address modulo 16) computed here, its plan looked up, the
+// (shapes, strides, dtypes, device index, address modulo 16; a tensor whose memory is not its value,
+// torch's negative bit or a null address, has none) computed here, its plan looked up, the
 // outputs allocated (torch.empty), the addresses checked, packed and launched. No torch headers: the
 // tensors are read through their Python attributes. heddle._C.runtime.CallTable: the same for a whole
 // heddle.matmul call (its tensors and the plain values beside them), keyed to a PlanTable's plan.
@@ -110,13 +111,16 @@ bool appendInts(PyObject* seq, std::vector<int64_t>* key) {
 }
 
 // The call signature of one tensor into `key`, its address into `addresses`; false (no Python error
-// left set) when `t` is not tensor-like: the caller's full path says what is wrong.
+// left set) when `t` is not tensor-like, or when its memory does not hold its value (a negative view,
+// torch._neg_view: the memory holds -t with t's shape, strides and address; a ZeroTensor: address 0):
+// the caller's full path resolves it or says what is wrong.
 bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
   static PyObject* shapeName = interned("shape");
   static PyObject* strideName = interned("stride");
   static PyObject* dtypeName = interned("dtype");
   static PyObject* deviceName = interned("get_device");
   static PyObject* ptrName = interned("data_ptr");
+  static PyObject* negName = interned("is_neg");
   PyObject* shape = PyObject_GetAttr(t, shapeName);
   bool ok = appendInts(shape, key);
   Py_XDECREF(shape);
@@ -133,8 +137,11 @@ bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_
   Py_XDECREF(dev);
   PyObject* ptr = ok ? PyObject_CallMethodNoArgs(t, ptrName) : nullptr;
   unsigned long long address = ptr ? PyLong_AsUnsignedLongLong(ptr) : 0;
-  ok = ok && ptr && !PyErr_Occurred();
+  ok = ok && ptr && !PyErr_Occurred() && address != 0;
   Py_XDECREF(ptr);
+  PyObject* neg = ok ? PyObject_CallMethodNoArgs(t, negName) : nullptr;
+  ok = ok && neg == Py_False;
+  Py_XDECREF(neg);
   if (!ok) {
     PyErr_Clear();
     return false;
@@ -222,10 +229,11 @@ struct PlanTable {
     return it == entries.end() ? nullptr : it->second;
   }
 
-  void add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
+  // False (nothing remembered) when the tensors have no signature: no later call could find the plan.
+  bool add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
-    if (!signature(tensors, &key, &addresses)) throw InputError("PlanTable.add: the call's tensors are not tensors");
+    if (!signature(tensors, &key, &addresses)) return false;
     auto e = std::make_shared<PlanEntry>();
     e->plan = planObject.cast<const PyPlan*>();
     e->planObject = std::move(planObject);
@@ -241,6 +249,7 @@ struct PlanTable {
     }
     if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-planned on use
     entries[std::move(key)] = std::move(e);
+    return true;
   }
 
   py::object run(uint64_t stream, const py::sequence& tensors, bool dry, const py::object& exact, bool noGrad) const {
@@ -485,7 +494,8 @@ void bindPlan(py::module_& m) {
            "signatures kept (beyond it the table is emptied and re-filled on use)")
       .def("add", &PlanTable::add, py::arg("tensors"), py::arg("plan"), py::arg("outputs"),
            "Remembers `plan` for the signature of `tensors`; outputs: the outputs its first launch got (their "
-           "shape, dtype and device are what later calls allocate)")
+           "shape, dtype and device are what later calls allocate). False, nothing remembered, when the tensors "
+           "have no signature (not tensors; a negative view or a tensor without memory, which run() refuses)")
       .def("run", &PlanTable::run, py::arg("stream"), py::arg("tensors"), py::arg("dry_run") = false,
            py::arg("exact_type") = py::none(), py::arg("no_grad") = false,
            "The output (a tuple for several) of a launch through this signature's plan, or None: no plan for "
