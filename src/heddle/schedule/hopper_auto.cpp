@@ -5,6 +5,10 @@
 //                N >= 256 and M > 128; 64 x 128 x 64 with one warpgroup for M <= 64 (decode shapes)
 //   ring         4 stages (fewer when shared memory would not hold them), prefetch stages-2: one
 //                wgmma group stays in flight while the next k-tile's data is awaited
+//   fit          fitAutoTile (shared with sm_100a): beside the operand stages it counts the TMA-store
+//                epilogue's staging chunk sD (bm x 128 bytes) and the ring of a bias / residual the user
+//                cached with tma_load; n falls from 256 to 128 (to 64) where two stages would not fit
+//                (a cached 4096-wide bf16 residual: 128 x 128 x 64 with 4 stages)
 //   roles        {load: 1 warp, 40 registers; mma: 2 warpgroups, 232 registers} -- the load
 //                warpgroup gives registers to the MMA warpgroups (setmaxnreg). One MMA warpgroup
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
@@ -13,7 +17,8 @@
 //                -- stmatrix into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
 //   batched      the TMA pipeline without roles (batched kernels are not warp-specialized yet)
 //   split-K      with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles filling less
-//                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles
+//                than half the SMs: split_k(autoSplitK(...)) on the TMA pipeline without roles -- not with a
+//                cached bias / residual, whose producer role needs the warp-specialized kernel
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -21,6 +26,50 @@
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
+
+std::vector<TensorView*> cachedEpilogueOperands(const Fusion& f) {
+  auto* e = f.findMatmul()->definition;
+  std::vector<TensorView*> out;
+  for (auto* in : f.inputs()) {
+    auto caches = f.cachesOf(in);
+    if (in != e->inputs[0] && in != e->inputs[1] && !caches.empty() && caches[0]->loadKind == LoadKind::TmaLoad)
+      out.push_back(in);
+  }
+  return out;
+}
+
+AutoTileFit fitAutoTile(const Fusion& f, const TargetInfo& target, int bm, int bk, int widest, int maxStages,
+                        int64_t epilogueBytes) {
+  const auto epi = cachedEpilogueOperands(f);
+  auto ringStages = [&](TensorView* in) {
+    const auto& c = f.cachesOf(in)[0]->circular;
+    return c.enabled() ? c.stages : 2;  // validateEpilogueTma's default
+  };
+  auto bytes = [&](int stages, int bn) {
+    int64_t b = (int64_t)stages * (bm * bk + bk * bn) * 2 + epilogueBytes + 4096;  // + mbarriers, alignment
+    for (auto* in : epi) b += (int64_t)ringStages(in) * (in->rank() == 2 ? bm : 1) * bn * dtypeBytes(in->dtype);
+    return b;
+  };
+  AutoTileFit fit;
+  for (int bn = widest; bn >= 64 && !fit.bn; bn /= 2)
+    if (bytes(2, bn) <= target.smemLimit) fit.bn = bn;
+  if (!fit.bn) {
+    std::string rings, names;
+    for (auto* in : epi) {
+      const std::string sep = rings.empty() ? "" : ", ";
+      rings += sep + in->name + " (cache " + f.cachesOf(in)[0]->name + ", " + std::to_string(ringStages(in)) +
+               " stages of its " + (in->rank() == 2 ? "[" + std::to_string(bm) + ", 64] tile" : "[64] slice") + ")";
+      names += sep + in->name;
+    }
+    fail<ScheduleError>("auto schedule: on ", target.name, " even a ", bm, "x64x", bk, " tile with two operand stages ",
+                        "and the ring of ", rings, " needs ", bytes(2, 64), " bytes of shared memory but a block has ",
+                        target.smemLimit, "; lower that ring's stages (circular_buffer) or drop cache_after(", names,
+                        ") to read it from global memory");
+  }
+  fit.stages = maxStages;
+  while (fit.stages > 2 && bytes(fit.stages, fit.bn) > target.smemLimit) --fit.stages;
+  return fit;
+}
 
 int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms) {
   if (tiles <= 0 || nk <= 0 || sms <= 0 || 2 * tiles > sms) return 1;
@@ -49,9 +98,11 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     wgs = 1;
   }
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128)) bn = 256;
-  int stages = 4;
-  auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + 4096 <= target.smemLimit; };
-  while (stages > 2 && !fits(stages)) --stages;
+  // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
+  // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
+  const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128);
+  bn = fit.bn;
+  int stages = fit.stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
   if (batched && nk >= 0 && nk < stages) {  // the pipeline without roles needs stages <= k-tiles
     while (bk > 16 && (hints.k + bk - 1) / bk < 2) bk /= 2;
@@ -85,7 +136,9 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked here too
   // k_share: "auto" and "split_k" take autoSplitK's S; "none" keeps one CTA per tile, and "stream_k" (not
   // built for the TMA kernels) falls back to that as well
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && (hints.kShare == "auto" || hints.kShare == "split_k"))
+  const bool roles = !cachedEpilogueOperands(f).empty();  // a cached bias / residual needs its producer role
+  if (!batched && !roles && hints.m > 0 && hints.n > 0 && nk > 0 &&
+      (hints.kShare == "auto" || hints.kShare == "split_k"))
     splits = autoSplitK(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms);
   if (splits > 1) {
     splitK(mm, splits);  // the TMA pipeline without roles, one CTA per (tile, split)
