@@ -6,14 +6,19 @@ refuses for shared memory (a cached 4096-wide residual once got 128x256 and a Sc
 Checked here: a grid of shapes x epilogues (bias, residual, both) x cached operand x epilogue_store lowers
 without a refusal; the picked tile and stages for a few cases, each the largest that fits (one more stage,
 or the next wider tile, scheduled by hand is refused by the lowering); split-K is not picked where the
-cached operand needs its producer role; the named error where no tile fits; NVRTC for sm_90a."""
+cached operand needs its producer role; the named error where no tile fits; the kernel-IR simulator and
+the CPU interpreter of the printed source on a picked fallback kernel (float64-right numbers); NVRTC for
+sm_90a (no spills)."""
 import re
 
 import pytest
 
 import heddle
 from conftest import requires_nvrtc, rt
-from hopper_defs import schedule_sm90
+from heddle import verify
+from heddle.interpret import interpret
+from hopper_defs import inputs, schedule_sm90
+from interp_defs import needs_cxx
 
 LIMIT = 232448  # TargetInfo::smemLimit of sm_90a and sm_100a
 
@@ -131,6 +136,23 @@ def test_no_tile_fits_is_a_named_error():
                        r"stages and the ring of res \(cache res_smem, 8 stages of its \[128, 64\] tile\) needs "
                        r"\d+ bytes .*drop cache_after\(res\)"):
         fd.auto_schedule("sm_90a", -1, 4096, 4096)
+
+
+def test_the_fallback_kernel_simulates_clean_with_right_numbers():
+    # N = 256 would get 128x256 without the ring; the cached residual's ring makes it 128x128, 4 stages
+    fd, low = auto(epi=("bias", "res"), cache="res", n=256, k=256)
+    assert choice(low.name) == (128, 128, 4) and "_tmae2_tmas2" in low.name, low.name
+    r = verify.simulate(low, inputs(fd, 130, seed=3), "adversarial", 0)
+    assert r.ok, r.report()
+
+
+@needs_cxx
+@pytest.mark.slow  # ~20 s of C++ compile of the 128x128 printed source on a cold cache
+def test_the_fallback_kernel_interprets_with_right_numbers():
+    fd, _ = auto(epi=("bias", "res"), cache="res", n=256, k=256)
+    r = interpret(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, 200, seed=5), schedule="random", seed=5,
+                  sms=1)
+    assert r.ok, r.report()
 
 
 @requires_nvrtc
