@@ -136,8 +136,8 @@ void validateBlackwellSchedule(const Fusion& f, const TargetInfo& target, Matmul
 // stages in tensor memory; roles {load: 1 warp, mma: 1 warp, epilogue: 4 warps}, no register budgets
 // (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule.
 // As on sm_90a, it does not cache a bias / residual with tma_load itself; one the user cached keeps its
-// producer role and ring, whose slots the stage count (and the n tile: 128 where 256 leaves no two
-// operand stages) leave room for.
+// producer role and ring, whose slots the stage count and the n tile leave room for (fitAutoTile, shared
+// with sm_90a: 128 where 256 leaves no two operand stages, 64 where 128 leaves none).
 void autoScheduleMatmulBlackwell(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   auto* e = mm->definition;
@@ -150,24 +150,9 @@ void autoScheduleMatmulBlackwell(Fusion& f, const TargetInfo& target, const Auto
   const Size& N = mm->shape[mm->rank() - 1];
   if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
   const int bm = 128, bk = 64;
-  // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): its slots count too
-  auto epiRing = [&](int bn) {
-    int64_t bytes = 0;
-    for (auto* in : f.inputs()) {
-      auto caches = f.cachesOf(in);
-      if (in == e->inputs[0] || in == e->inputs[1] || caches.empty() || caches[0]->loadKind != LoadKind::TmaLoad)
-        continue;
-      const int st = caches[0]->circular.enabled() ? caches[0]->circular.stages : 2;
-      bytes += (int64_t)st * (in->rank() == 2 ? bm : 1) * bn * dtypeBytes(in->dtype);
-    }
-    return bytes;
-  };
-  auto fits = [&](int s, int bn) {
-    return (int64_t)s * (bm * bk + bk * bn) * 2 + epiRing(bn) + 4096 <= target.smemLimit;
-  };
-  int bn = hints.n >= 256 && fits(2, 256) ? 256 : 128;
-  int stages = 6;
-  while (stages > 2 && !fits(stages, bn)) --stages;
+  // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
+  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 0);
+  const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);
   split(mm, "n", bn);

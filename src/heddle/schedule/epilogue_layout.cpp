@@ -17,15 +17,6 @@ bool fusedEpilogue(const Fusion& f) {
   return false;
 }
 
-bool cachedEpilogueOperand(const Fusion& f) {
-  auto* mm = f.findMatmul();
-  if (!mm) return false;
-  const auto& ops = mm->definition->inputs;
-  for (auto* in : f.inputs())
-    if (in != ops[0] && in != ops[1] && !f.cachesOf(in).empty()) return true;
-  return false;
-}
-
 std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked) {
   if (asked == "cooperative" || asked == "pingpong" || asked == "epilogue_role") return asked;
   if (asked != "auto")
@@ -33,7 +24,7 @@ std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked) {
                         "'pingpong', 'epilogue_role'");
   // a TMA-loaded bias / residual ring is built for cooperative MMA warpgroups (ping-pong would consume it
   // out of order); the epilogue role would take it, at twice the compile time: cooperative
-  return fusedEpilogue(f) && !cachedEpilogueOperand(f) ? "pingpong" : "cooperative";
+  return fusedEpilogue(f) && cachedEpilogueOperands(f).empty() ? "pingpong" : "cooperative";
 }
 
 std::string epilogueLayoutPhrase(const std::string& layout) {

@@ -21,10 +21,6 @@ namespace heddle {
 // Whether the ops after the matmul do more than cast its result (an operand or an activation).
 bool fusedEpilogue(const Fusion& f);
 
-// Whether an input other than the matmul operands is cached (a bias / residual loaded by TMA for the
-// epilogue: cooperative warpgroups only, no stream-K).
-bool cachedEpilogueOperand(const Fusion& f);
-
 // The layout for `asked` ("auto" resolved by fusedEpilogue); ScheduleError naming the option otherwise.
 std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked);
 

@@ -5,6 +5,10 @@
 //                N >= 256 and M > 128; 64 x 128 x 64 with one warpgroup for M <= 64 (decode shapes)
 //   ring         4 stages (fewer when shared memory would not hold them), prefetch stages-2: one
 //                wgmma group stays in flight while the next k-tile's data is awaited
+//   fit          fitAutoTile (shared with sm_100a): beside the operand stages it counts the TMA-store
+//                epilogue's staging chunk sD (bm x 128 bytes) and the ring of a bias / residual the user
+//                cached with tma_load; n falls from 256 to 128 (to 64) where two stages would not fit
+//                (a cached 4096-wide bf16 residual: 128 x 128 x 64 with 4 stages)
 //   roles        {load: 1 warp, 40 registers; mma: 2 warpgroups, 232 registers} -- the load
 //                warpgroup gives registers to the MMA warpgroups (setmaxnreg). One MMA warpgroup
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
@@ -22,8 +26,8 @@
 //   k sharing    with M, N, K and the SM count known (heddle.matmul's M buckets) and tiles not filling the
 //                SMs: the cost model of k_share.cpp (k_share= overrides it) picks split_k(autoSplitK(...)) on
 //                the TMA pipeline without roles, or stream_k(SMs) on the warp-specialized kernel
-//                (cooperative: it takes precedence over the overlapped layouts; not with a TMA-loaded
-//                bias / residual, which stream-K does not take)
+//                (cooperative: it takes precedence over the overlapped layouts) -- neither with a cached bias /
+//                residual, whose producer role needs the warp-specialized kernel and which stream-K does not take
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -32,6 +36,50 @@
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
+
+std::vector<TensorView*> cachedEpilogueOperands(const Fusion& f) {
+  auto* e = f.findMatmul()->definition;
+  std::vector<TensorView*> out;
+  for (auto* in : f.inputs()) {
+    auto caches = f.cachesOf(in);
+    if (in != e->inputs[0] && in != e->inputs[1] && !caches.empty() && caches[0]->loadKind == LoadKind::TmaLoad)
+      out.push_back(in);
+  }
+  return out;
+}
+
+AutoTileFit fitAutoTile(const Fusion& f, const TargetInfo& target, int bm, int bk, int widest, int maxStages,
+                        int64_t epilogueBytes) {
+  const auto epi = cachedEpilogueOperands(f);
+  auto ringStages = [&](TensorView* in) {
+    const auto& c = f.cachesOf(in)[0]->circular;
+    return c.enabled() ? c.stages : 2;  // validateEpilogueTma's default
+  };
+  auto bytes = [&](int stages, int bn) {
+    int64_t b = (int64_t)stages * (bm * bk + bk * bn) * 2 + epilogueBytes + 4096;  // + mbarriers, alignment
+    for (auto* in : epi) b += (int64_t)ringStages(in) * (in->rank() == 2 ? bm : 1) * bn * dtypeBytes(in->dtype);
+    return b;
+  };
+  AutoTileFit fit;
+  for (int bn = widest; bn >= 64 && !fit.bn; bn /= 2)
+    if (bytes(2, bn) <= target.smemLimit) fit.bn = bn;
+  if (!fit.bn) {
+    std::string rings, names;
+    for (auto* in : epi) {
+      const std::string sep = rings.empty() ? "" : ", ";
+      rings += sep + in->name + " (cache " + f.cachesOf(in)[0]->name + ", " + std::to_string(ringStages(in)) +
+               " stages of its " + (in->rank() == 2 ? "[" + std::to_string(bm) + ", 64] tile" : "[64] slice") + ")";
+      names += sep + in->name;
+    }
+    fail<ScheduleError>("auto schedule: on ", target.name, " even a ", bm, "x64x", bk, " tile with two operand stages ",
+                        "and the ring of ", rings, " needs ", bytes(2, 64), " bytes of shared memory but a block has ",
+                        target.smemLimit, "; lower that ring's stages (circular_buffer) or drop cache_after(", names,
+                        ") to read it from global memory");
+  }
+  fit.stages = maxStages;
+  while (fit.stages > 2 && bytes(fit.stages, fit.bn) > target.smemLimit) --fit.stages;
+  return fit;
+}
 
 int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms) {
   if (tiles <= 0 || nk <= 0 || sms <= 0 || 2 * tiles > sms) return 1;
@@ -76,20 +124,20 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     wgs = 1;
   }
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128)) bn = 256;
-  int stages = 4;
-  int64_t staging = 0;  // the epilogue role's accumulator stage sC (f32) and output tile sD
-  auto fits = [&](int s) { return (int64_t)s * (bm * bk + bk * bn) * 2 + staging + 4096 <= target.smemLimit; };
-  while (stages > 2 && !fits(stages)) --stages;
+  // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
+  // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
+  const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128);
+  bn = fit.bn;
+  int stages = fit.stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
   // k sharing when the tiles leave SMs idle (M, N, K and the SM count known): the cost model of the cp.async
   // schedule (k_share.cpp), k_share overriding it; split-K on the TMA pipeline without roles, stream-K on the
   // cooperative warp-specialized kernel (so it takes precedence over the overlapped epilogue layouts)
   KShareChoice ks;
-  if (!batched && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
+  const bool cached = !cachedEpilogueOperands(f).empty();  // a cached bias / residual needs its producer role
+  if (!batched && !cached && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
     ks = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms, bm, bn, bk,
-                      streamKOk(target) && !cachedEpilogueOperand(f) &&
-                          (hints.epilogueLayout == "auto" || layout == "cooperative"),
-                      hints.kShare);
+                      streamKOk(target) && (hints.epilogueLayout == "auto" || layout == "cooperative"), hints.kShare);
   else
     chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same
   // the overlapped layouts where the k loop is not shared (an explicit layout keeps stream-K off above)
@@ -97,10 +145,11 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   const bool usePP = pp && overlap, useER = er && overlap;
   if (usePP || useER) {  // one warpgroup computes a whole tile of at most 128 x 128 accumulators
     wgs = 1;
-    bn = 128;
-    if (useER) staging = (int64_t)bm * (bn + 4) * 4 + (int64_t)bm * bn * outBytes;
-    stages = 4;
-    while (stages > 2 && !fits(stages)) --stages;
+    // the epilogue role's accumulator stage sC (f32) and output tile sD; ping-pong: one sD chunk per warpgroup
+    const int64_t staging = useER ? (int64_t)bm * (128 + 4) * 4 + (int64_t)bm * 128 * outBytes : 2 * (int64_t)bm * 128;
+    const auto fit1 = fitAutoTile(f, target, bm, bk, 128, 4, staging);
+    bn = fit1.bn;
+    stages = fit1.stages;
   }
   initLoopDomain(f, mm);
   split(mm, "m", bm);

@@ -98,6 +98,22 @@ struct AutoScheduleHints {
 // fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
 // at least max(4, stages) of the `nk` k-tiles, at most kMaxSplitK.
 int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
+// The bias / residual inputs the user cached with tma_load (every input but the matmul's operands with a
+// tma_load cache): each keeps its producer role and ring (validateEpilogueTma), so the automatic schedules
+// leave room for the ring and keep the warp-specialized kernel (no split-K) for them.
+std::vector<TensorView*> cachedEpilogueOperands(const Fusion& f);
+// The n tile and operand stages the automatic TMA schedules (sm_90a hopper_auto.cpp, sm_100a
+// blackwell_schedule.cpp) pick within TargetInfo::smemLimit (schedule/hopper_auto.cpp): the widest n tile
+// of widest, widest/2, .. 64 beside which two operand stages fit, then the most stages (2..maxStages).
+// Counted: the operand stages (bm x bk + bk x bn, 2-byte elements), the ring of every cachedEpilogueOperands
+// (its circular_buffer stages, default 2, of a [bn] slice or a [bm, bn] tile), `epilogueBytes` the kernel
+// keeps besides (the TMA-store epilogue's staging chunk) and 4 KiB of mbarriers and alignment. A ring that
+// leaves no two stages even at n = 64 is a ScheduleError naming it.
+struct AutoTileFit {
+  int bn = 0, stages = 0;
+};
+AutoTileFit fitAutoTile(const Fusion& f, const TargetInfo& target, int bm, int bk, int widest, int maxStages,
+                        int64_t epilogueBytes);
 // The k sharing the automatic cp.async schedule picks (schedule/k_share.cpp): data-parallel, split_k or
 // stream_k by a deterministic cost model, `mode` overriding it; str() prints the costs and the choice.
 struct KShareChoice {
