@@ -90,3 +90,41 @@ def test_auto_keeps_decode_sized_m_on_one_warpgroup():
     assert auto(m=48).name.endswith("_ws2coop_0_0")
     low = auto(m=48, layout="pingpong")
     assert "64x128x64" in low.name and "_ws2pp_40_232" in low.name, low.name
+
+
+def _cached_bias(m=4096, n=4096, layout="auto", sms=0):
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", 4096]); b = fd.input("b", "bf16", [4096, n]); bias = fd.input("bias", "bf16", [n])
+    fd.output(heddle.ops.gelu(fd.matmul(a, b) + bias).to("bf16"))
+    fd.cache_after(bias, "tma_load")
+    return fd.auto_schedule("sm_90a", m=m, n=n, k=4096, sms=sms, epilogue_layout=layout).lower("sm_90a")
+
+
+def test_a_cached_bias_keeps_the_cooperative_kernel_its_ring_is_built_for():
+    # ping-pong would consume the bias ring out of order (the validator refuses it): "auto" takes cooperative,
+    # and neither split-K nor stream-K (the producer role needs the warp-specialized kernel) at decode M
+    low = _cached_bias()
+    assert "_ws2coop_40_232" in low.name and PHRASE["cooperative"] in low.schedule, (low.name, low.schedule)
+    low = _cached_bias(m=128, sms=132)
+    assert "split_k" not in low.schedule and "stream_k" not in low.schedule and "_ws2coop" in low.name
+    with pytest.raises(heddle.ScheduleError, match="built for cooperative MMA warpgroups"):
+        _cached_bias(layout="pingpong")
+
+
+def test_stream_k_takes_precedence_over_the_overlapped_layout_only_under_auto():
+    # N 6400, K 8192 at M <= 256: 50 tiles leave SMs idle, the cost model takes stream-K on the cooperative kernel
+    fd, _, _ = matmul_fusion(n=6400, k=8192, dtype="bf16", layout="NT", epilogue="bias_gelu")
+    low = fd.auto_schedule("sm_90a", m=256, n=6400, k=8192, sms=132).lower("sm_90a")
+    assert "_stk" in low.name and "_ws2coop" in low.name, low.name
+    fd, _, _ = matmul_fusion(n=6400, k=8192, dtype="bf16", layout="NT", epilogue="bias_gelu")
+    low = fd.auto_schedule("sm_90a", m=256, n=6400, k=8192, sms=132, epilogue_layout="pingpong").lower("sm_90a")
+    assert "_stk" not in low.name, low.name  # an explicit layout keeps stream-K off (split-K may still come)
+
+
+def test_batched_auto_schedule_is_cooperative_and_refuses_an_explicit_overlapped_layout():
+    fd, _, _ = matmul_fusion(n=512, k=4096, dtype="bf16", layout="NT", epilogue="bias_gelu", batched=True)
+    low = fd.auto_schedule("sm_90a", m=512, n=512, k=4096).lower("sm_90a")
+    assert "_ws2coop" in low.name and PHRASE["cooperative"] in low.schedule, (low.name, low.schedule)
+    fd, _, _ = matmul_fusion(n=512, k=4096, dtype="bf16", layout="NT", epilogue="bias_gelu", batched=True)
+    with pytest.raises(heddle.ScheduleError, match="not built into the automatic schedule of a batched matmul"):
+        fd.auto_schedule("sm_90a", m=512, n=512, k=4096, epilogue_layout="pingpong")

@@ -47,9 +47,9 @@ def choice(name):
     return int(m[1]), int(m[2]), int(m[3])
 
 
-def auto(m=-1, sms=0, target="sm_90a", **kw):
+def auto(m=-1, sms=0, target="sm_90a", layout="auto", **kw):
     fd, _, _ = fusion(**kw)
-    fd.auto_schedule(target, m, kw.get("n", 4096), kw.get("k", 4096), sms=sms)
+    fd.auto_schedule(target, m, kw.get("n", 4096), kw.get("k", 4096), sms=sms, epilogue_layout=layout)
     return fd, fd.lower(target)
 
 
@@ -102,7 +102,7 @@ CASES = [
 
 @pytest.mark.parametrize("m,kw,want", CASES)
 def test_picks_the_largest_fitting_tile_and_stages(m, kw, want):
-    fd, low = auto(m, **kw)
+    fd, low = auto(m, layout="cooperative", **kw)  # the tile fit of the cooperative kernel (hand() builds it)
     assert choice(low.name) == want, low.name
     plan = {s["buffer"]: s["bytes"] for s in low.smem_plan}
     assert low.smem_bytes <= LIMIT and ("_tmae" in low.name) == bool(kw.get("cache"))
@@ -118,7 +118,7 @@ def test_picks_the_largest_fitting_tile_and_stages(m, kw, want):
     if bn < (256 if kw.get("n", 4096) >= 256 else 128):
         larger.append((2 * bn, 2))
     for bn2, st2 in larger:  # the next larger choice is refused for shared memory
-        with pytest.raises(heddle.ScheduleError, match=r"shared memory: the kernel needs \d+ bytes"):
+        with pytest.raises(heddle.ScheduleError, match=r"shared memory"):
             hand(bm, bn2, st2, **kw).lower("sm_90a")
     hand(bm, bn, stages, **kw).lower("sm_90a")  # and the choice itself by hand lowers the same
 
