@@ -13,6 +13,8 @@ heddle custom ops), and hands the rewritten graph to inductor (default) or runs 
 Options (torch.compile(..., options={...}) or heddle_backend(gm, inputs, key=value)):
   fallback  "inductor" (default) | "eager": who runs everything heddle does not fuse
   fuse      True (default) | False: False keeps the pipeline but fuses nothing (for A/B checks)
+  groups    True (default) | False: False forms no matmul groups (gated pairs, merged q / k / v): every matmul
+            its own heddle op. True forms those the device's target lowers well (docs/torch.md)
   any other key is an inductor config option (e.g. "max_autotune": True) and needs fallback inductor.
 mode= ("reduce-overhead", "max-autotune", ...) is passed on to inductor; "reduce-overhead" wraps the
 graph, heddle ops included, in CUDA graphs.
@@ -32,13 +34,14 @@ from .dynamo_fuse import WITHHELD, GraphReport, decompose_leftovers, fuse
 
 __all__ = ["heddle_backend", "explain", "Explanation", "reports", "stats", "reset_stats"]
 
-_HEDDLE_KEYS = ("fallback", "fuse")
+_HEDDLE_KEYS = ("fallback", "fuse", "groups")
 
 
 @dataclass
 class Options:
     fallback: str = "inductor"
     fuse: bool = True
+    groups: bool = True
     inductor: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -50,6 +53,7 @@ class Options:
         if o.fallback not in ("inductor", "eager"):
             raise ValueError(f"heddle backend: fallback={o.fallback!r}; use 'inductor' or 'eager'")
         o.fuse = bool(raw.pop("fuse", True))
+        o.groups = bool(raw.pop("groups", True))
         if raw:
             if o.fallback != "inductor":
                 raise ValueError(f"heddle backend: unknown option(s) {sorted(raw)}; heddle's options are "
@@ -97,7 +101,7 @@ def _record(report: GraphReport) -> None:
 
 
 def _rewrite(gm, kind: str, opts: Options) -> GraphReport:
-    report = fuse(gm, kind, enabled=opts.fuse)
+    report = fuse(gm, kind, enabled=opts.fuse, groups=opts.groups)
     _record(report)
     return report
 

@@ -96,6 +96,7 @@ class GraphReport:
     graph: int            # index of the graph in this process
     groups: List[Group] = field(default_factory=list)
     decisions: List[Decision] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)    # e.g. why no matmul groups were formed
 
     @property
     def fused(self) -> List[Decision]:
@@ -122,6 +123,7 @@ class GraphReport:
         shown = [d for d in self.decisions if d.status == "not fused"]
         for d in shown:
             lines.append(f"  not fused  {d.node} ({d.op}): {d.reason}")
+        lines += [f"  note: {n}" for n in self.notes]
         others = [d for d in self.decisions if d.status == "other"]
         if others:
             ops = sorted({d.op for d in others})
@@ -631,14 +633,14 @@ def _fake_mode(gm: fx.GraphModule):
 _graph_counter = [0]
 
 
-def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
-    """Rewrite `gm` in place; return the decisions for every call_function node."""
+def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = True) -> GraphReport:
+    """Rewrite `gm` in place; return the decisions for every call_function node. groups=False: no matmul groups."""
     _graph_counter[0] += 1
     report = GraphReport(kind=kind, graph=_graph_counter[0])
     fake_mode = _fake_mode(gm)
     why: Dict[str, Decision] = {}
     if enabled:  # matmul groups first: gated pairs (dynamo_gated.py), q / k / v (dynamo_merge.py)
-        _fuse_groups(gm, fake_mode, report, why)
+        _fuse_groups(gm, fake_mode, report, why, groups)
     roots = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in MATMULS]
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in OTHER_MATMULS:
@@ -688,10 +690,13 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True) -> GraphReport:
     return report
 
 
-def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision]) -> None:
+def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision], on: bool) -> None:
     """Matmul groups (one heddle op for 2-4 matmuls reading the same A): SwiGLU-style gated pairs
-    (dynamo_gated.py), then matmuls sharing their input, q / k / v (dynamo_merge.py)."""
-    from . import dynamo_gated, dynamo_merge
+    (dynamo_gated.py), then q / k / v (dynamo_merge.py): those the graph's target lowers (group_op.group_rewrites)."""
+    from . import dynamo_gated, dynamo_merge, group_op
+    gated, merged, note = group_op.group_rewrites(group_op.graph_target(gm)) if on else \
+        (False, False, "no matmul groups (options={'groups': False})")
+    report.notes += [note] if note else []
 
     import warnings
 
@@ -701,8 +706,9 @@ def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[s
         except Exception:
             return None
     for what, find, apply in (
-            ("the gated pair", lambda: dynamo_gated.find_gated(gm, _operand, _static_int), dynamo_gated.apply_gated),
-            ("the merged group", lambda: dynamo_merge.find_merges(gm, plan), dynamo_merge.apply_merge)):
+            ("the gated pair", lambda: dynamo_gated.find_gated(gm, _operand, _static_int) if gated else [],
+             dynamo_gated.apply_gated),
+            ("the merged group", lambda: dynamo_merge.find_merges(gm, plan) if merged else [], dynamo_merge.apply_merge)):
         try:
             found = find()
         except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone

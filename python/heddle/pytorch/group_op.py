@@ -3,6 +3,10 @@ the graph surgery that puts it in place of the nodes it computes. Shared by the 
 group rewrites: dynamo_gated.py (SwiGLU `act(x W1^T) * (x W3^T)`) and dynamo_merge.py (q / k / v: matmuls
 sharing their input, each member its own output).
 
+Which rewrites a graph takes depends on the device its heddle ops run on (graph_target, group_rewrites: the
+rule is C++'s TargetInfo::matmulGroup, _C.target_info(t)["matmul_group"]); options={"groups": False} turns
+both off.
+
 A spec (GatedSpec, MergeSpec) names the op (the name encodes the whole spec, so torch.ops.heddle registers it
 from its name in a fresh process) and builds its fusion. The op: on CUDA the group kernel (mma.sync + cp.async,
 compiled per target and M bucket on first use); on CPU the fusion in float32 with torch (the printed kernel
@@ -16,12 +20,14 @@ from __future__ import annotations
 
 import operator
 import threading
-from typing import Dict, List, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.fx as fx
 
+from .. import _C
 from ..core import inputs
+from ..core.errors import ScheduleError
 from ..core.inputs import DTYPES, MatmulGeometry
 from ..core.kernel import Kernel, _vec_for, plan_table, run_table
 from .autograd import register_fusion_autograd
@@ -49,6 +55,12 @@ class GroupOp:
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int, rtc: bool = True) -> Kernel:
         from .matmul import m_bucket
         key = (target, vec_a, vec_b, m_bucket(m), rtc)
+        if _C.target_info(target)["matmul_group"] == "none":
+            raise ScheduleError(
+                f"heddle op {self.spec.op_name()}: target {target} has no lowering for a matmul group (the group "
+                "kernel is built for mma.sync targets: sm_80, sm_90a, sm_100a); compile the model with "
+                "torch.compile(model, backend='heddle', options={'groups': False}) so that its matmuls run as "
+                "separate heddle ops")
         with self._lock:
             k = self.kernels.get(key)
             if k is None:
@@ -87,6 +99,40 @@ class GroupOp:
         outs = tuple(tensors[0].new_empty(g.out_shape, dtype=getattr(torch, DTYPES[o.dtype]))
                      for o in self.fusion.outputs)
         return outs[0] if len(outs) == 1 else outs
+
+
+def graph_target(gm: fx.GraphModule) -> Optional[str]:
+    """The target a graph's heddle ops run on: None for a CPU graph (torch / the interpreter runs its ops),
+    else the target of its CUDA (ROCm) device (heddle.core.runtime.target_for_device), "" when heddle has none."""
+    devs = [v.device for n in gm.graph.nodes if n.op == "placeholder"
+            for v in [_val(n)] if isinstance(v, torch.Tensor) and v.device.type == "cuda"]
+    if not devs:
+        return None
+    from ..core.runtime import target_for_device
+    try:
+        return target_for_device(devs[0])
+    except ScheduleError:
+        return ""
+
+
+def group_rewrites(target: Optional[str]) -> Tuple[bool, bool, str]:
+    """(gated pairs?, merges?, why not) for a graph whose heddle ops run on `target` (None: CPU, both).
+    C++ says how the target lowers a group (TargetInfo::matmulGroup):
+      best    both (sm_80: a single matmul takes mma.sync + cp.async too)
+      weaker  gated pairs only (sm_90a, sm_100a: the group kernel is mma.sync + cp.async, a single matmul gets
+              TMA + wgmma / tcgen05). A merge would trade that pipeline for reading A once: q / k / v stay
+              separate ops. A gated pair keeps its op: it stores act(g) * u once instead of g and u going
+              through memory to a product kernel, and saves a kernel (unmeasured against the TMA pair).
+      none    neither (AMD targets refuse a group: ScheduleError); every matmul gets its own op."""
+    if target is None:
+        return True, True, ""
+    kind = _C.target_info(target)["matmul_group"] if target else "none"
+    if kind == "best":
+        return True, True, ""
+    if kind == "weaker":
+        return True, False, (f"no merged groups on {target}: a group runs mma.sync + cp.async, each matmul alone "
+                             "TMA + its target's MMA")
+    return False, False, f"no matmul groups on {target or 'this device'}: it has no lowering for them"
 
 
 _ops: Dict[object, GroupOp] = {}

@@ -207,6 +207,10 @@ void bindIr(py::module_& m) {
     d["split_barrier"] = t.splitBarrier;
     d["named_barriers"] = t.namedBarriers;
     d["rtc_arch"] = t.rtcArch;
+    // a matmul group: "best" (on the pipeline a single matmul takes), "weaker" (mma.sync where a single
+    // matmul takes TMA + wgmma / tcgen05) or "none" (refused: ScheduleError)
+    const GroupLowering g = t.matmulGroup();
+    d["matmul_group"] = g == GroupLowering::Best ? "best" : g == GroupLowering::Weaker ? "weaker" : "none";
     d["describe"] = t.describe();
     return d;
   });

@@ -86,9 +86,10 @@ void validateMatmulGroup(const Fusion& f, const TargetInfo& target, MatmulTiling
                         target.name, "'s TMA + wgmma path (cache kind tma_load, warp_specialize) does not take a group "
                         "yet: use cache_after(", t.a->name, ", 'cp_async') and cache_after(", t.b->name,
                         ", 'cp_async') without roles, or split the group into separate fusions");
-  if (!target.mmaSync || target.mfma || target.wmma)
+  if (target.matmulGroup() == GroupLowering::None)
     fail<ScheduleError>(what, ": target ", target.name, " has no lowering for a matmul group in this build (the "
-                        "group is lowered for mma.sync targets: sm_80, sm_90a); split it into separate fusions");
+                        "group is lowered for mma.sync targets: sm_80, sm_90a, sm_100a); split it into separate "
+                        "fusions");
   if (t.splitK > 1)
     fail<ScheduleError>(what, ": split_k does not take a matmul group; drop split_k(", t.mm->name, ")");
   if (t.streamK > 0)

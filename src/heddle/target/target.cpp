@@ -104,6 +104,11 @@ std::string TargetInfo::loadKindsAvailable() const {
   return s;
 }
 
+GroupLowering TargetInfo::matmulGroup() const {
+  if (!mmaSync || mfma || wmma) return GroupLowering::None;
+  return (wgmma || tcgen05) && tma ? GroupLowering::Weaker : GroupLowering::Best;
+}
+
 std::string TargetInfo::describe() const {
   std::ostringstream os;
   os << name << " (warp " << warpSize << ", smem " << smemLimit / 1024 << " KiB";

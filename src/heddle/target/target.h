@@ -10,6 +10,13 @@ namespace heddle {
 
 enum class Backend { Cuda, Hip };
 
+// How a target lowers a matmul group (2-4 matmuls sharing A, Fusion::matmuls): the group kernel is built
+// with mma.sync + cp.async only (schedule/matmul_schedule.cpp, validateMatmulGroup).
+//   Best:   on the pipeline a single matmul of this target takes too (sm_80)
+//   Weaker: on a pipeline weaker than a single matmul's (sm_90a: TMA + wgmma, sm_100a: TMA + tcgen05)
+//   None:   refused with a ScheduleError (AMD MFMA / WMMA targets, targets without mma.sync)
+enum class GroupLowering { None, Weaker, Best };
+
 struct TargetInfo {
   std::string name;           // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200", "gfx1250"
   Backend backend = Backend::Cuda;  // selects the printer and the runtime compiler only
@@ -48,6 +55,8 @@ struct TargetInfo {
   // LdsTile) and any multiple of 16 bytes.
   int smemSwizzleLine = 0;
   std::string describe() const;
+  // The one rule for matmul groups (see GroupLowering).
+  GroupLowering matmulGroup() const;
   // The one rule for operand-tile rows (see smemSwizzleLine): a row of `bytes` bytes is accepted.
   bool smemRowOk(long bytes) const;
   // The global->shared load kinds this target offers, for advice: "'cp_async' or 'plain'".
