@@ -121,3 +121,23 @@ def assert_every_source_mutant_killed(fd, M=200):
     from heddle.interpret import mutation_kill_rate
     res = mutation_kill_rate(heddle.Kernel.build(fd, "sm_90a", rtc=False), *inputs(fd, M, seed=1), sms=1)
     assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
+
+
+def assert_simulates_clean(fd, Ms=(200, 77), label=""):
+    """The kernel-IR simulator runs fd's sm_90a kernel clean with float64-right numbers for each M, under the
+    adversarial schedule and a random one."""
+    from heddle import verify
+    low = fd.lower("sm_90a")
+    for i, M in enumerate(Ms):
+        for sched, seed in (("adversarial", 0), ("random", i + 1)):
+            r = verify.simulate(low, inputs(fd, M, seed=M), sched, seed)
+            assert r.ok, f"{label} M={M} {sched}:\n{r.report()}"
+
+
+def killed_sync_mutants(fd, M=200, at_least=40):
+    """Every simulator mutant of fd's sm_90a kernel is killed (at least `at_least` of them); returns the killed
+    mutants' descriptions joined by ' | ' (for checks that a given sync was among them)."""
+    from heddle import verify
+    report = verify.kill_rate(fd.lower("sm_90a"), [inputs(fd, M, seed=1)])
+    assert report.total >= at_least and not report.survivors, str(report)
+    return " | ".join(m.description for m, v in report.verdicts if v != "SURVIVED")

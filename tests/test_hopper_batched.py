@@ -19,7 +19,7 @@ from conftest import requires_nvrtc, rt
 from heddle import verify
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from hopper_defs import build, inputs, roles_for, schedule_sm90, walk
+from hopper_defs import build, inputs, nvrtc_sm90, roles_for, schedule_sm90, walk
 from interp_defs import needs_cxx
 from matmul_defs import LAYOUTS
 
@@ -126,11 +126,7 @@ def test_bias_ring_and_ping_pong_lower_batched():
 # --- NVRTC --------------------------------------------------------------------------------------------
 
 def nvrtc(fd):
-    low = fd.lower("sm_90a")
-    r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
-    st = r.stats
-    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
-    assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+    r = nvrtc_sm90(fd.lower("sm_90a"))
     assert "cp.async.bulk.tensor.3d.shared::cluster.global" in r.ptx and "wgmma.mma_async" in r.ptx
     return r
 

@@ -14,10 +14,10 @@ import pytest
 
 import heddle
 from conftest import requires_nvrtc
-from heddle import verify
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from hopper_defs import assert_every_source_mutant_killed, build, inputs, nvrtc_sm90
+from hopper_defs import (assert_every_source_mutant_killed, assert_simulates_clean, build, inputs,
+                         killed_sync_mutants, nvrtc_sm90)
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion
 
@@ -57,19 +57,11 @@ def test_direct_store_stays_selectable_and_is_the_default():
 @pytest.mark.parametrize("kw", [dict(), dict(bias_tma=2), dict(bn=64, n=72, stages=2, prefetch=0),
                                 dict(dtype="f16", epilogue="silu_scale")])
 def test_simulator_clean_with_right_numbers(kw):
-    fd = tma_store(**kw)
-    low = fd.lower("sm_90a")
-    for i, M in enumerate((200, 77)):
-        for sched, seed in (("adversarial", 0), ("random", i + 1)):
-            r = verify.simulate(low, inputs(fd, M, seed=M), sched, seed)
-            assert r.ok, f"{kw} M={M} {sched}:\n{r.report()}"
+    assert_simulates_clean(tma_store(**kw), label=str(kw))
 
 
 def test_every_simulator_mutant_is_killed():
-    fd = tma_store()
-    report = verify.kill_rate(fd.lower("sm_90a"), [inputs(fd, 200, seed=1)])
-    assert report.total >= 40 and not report.survivors, str(report)
-    killed = " | ".join(m.description for m, v in report.verdicts if v != "SURVIVED")
+    killed = killed_sync_mutants(tma_store(), at_least=40)
     for sync in ("fence.proxy.async", "cp.async.bulk.wait_group.read", "bar.sync 2"):
         assert sync in killed, (sync, killed)
 
