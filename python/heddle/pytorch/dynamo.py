@@ -30,7 +30,8 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from ..core.dump import dump
-from .dynamo_fuse import WITHHELD, GraphReport, decompose_leftovers, fuse
+from .dynamo_fuse import WITHHELD, decompose_leftovers, fuse
+from .dynamo_report import GraphReport
 
 __all__ = ["heddle_backend", "explain", "Explanation", "reports", "stats", "reset_stats"]
 

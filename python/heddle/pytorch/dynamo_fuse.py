@@ -22,8 +22,8 @@ aten.bmm) it
   3. replaces the matmul and the chain with one call of the heddle op for that signature
      (heddle.pytorch.matmul.fused_matmul_op: torch.ops.heddle.mm_<dtype>_<layout>_<signature>.default).
 
-Every call_function node gets a decision with a reason (GraphReport); the backend prints it under
-HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
+Every call_function node gets a decision with a reason (dynamo_report.GraphReport); the backend prints it
+under HEDDLE_DUMP=partition and heddle.dynamo.explain returns it. Nothing here depends on which compiler runs
 the rest of the graph; decompose_leftovers() re-applies the withheld decompositions to the nodes that
 were not fused, so inductor sees the graph it would have seen without heddle.
 
@@ -39,19 +39,13 @@ import torch
 import torch.fx as fx
 
 from .dynamo_patterns import is_identity_clone, match_activation
+from .dynamo_report import MATMUL_NAMES, MATMULS, OTHER_MATMULS, Decision, Group, GraphReport, op_label
 
 aten = torch.ops.aten
 prims = torch.ops.prims
 
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
-MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
-# matmul-like ops heddle sees but has no pattern for: recorded as such.
-OTHER_MATMULS = {aten.baddbmm.default: "baddbmm", aten.addbmm.default: "addbmm", aten.matmul.default: "matmul",
-                 aten.linear.default: "linear", aten.mv.default: "mv", aten.dot.default: "dot",
-                 aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm",
-                 aten._transformer_encoder_layer_fwd.default: "_transformer_encoder_layer_fwd",
-                 aten._native_multi_head_attention.default: "_native_multi_head_attention"}
 # PyTorch's fused eval-mode fast paths (nn.TransformerEncoderLayer / nn.MultiheadAttention under no_grad)
 _FASTPATH = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 _TRANSPOSES = (aten.permute.default, aten.t.default, aten.transpose.int)
@@ -66,83 +60,6 @@ WITHHELD = (aten.gelu.default, aten.silu.default, aten.mm.default, aten.addmm.de
 
 # stages of the epilogue, in heddle's order: act(alpha * mm + bias) + residual, then the cast
 _MM, _BIAS, _ACT, _RES = 0, 1, 2, 3
-
-
-# --------------------------------------------------------------------------------------------------
-# decisions
-# --------------------------------------------------------------------------------------------------
-@dataclass
-class Decision:
-    node: str
-    op: str
-    status: str          # "fused" (the matmul of a group) | "absorbed" | "not fused" | "other"
-    reason: str
-    group: Optional[int] = None
-
-
-@dataclass
-class Group:
-    index: int
-    root: str
-    nodes: List[str]
-    op: str               # heddle op name
-    summary: str          # e.g. "mm(a, b^T) + bias -> gelu -> bf16"
-    stop: str = ""        # why the chain ends where it does
-
-
-@dataclass
-class GraphReport:
-    kind: str             # "forward" | "backward" | "inference"
-    graph: int            # index of the graph in this process
-    groups: List[Group] = field(default_factory=list)
-    decisions: List[Decision] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)    # e.g. why no matmul groups were formed
-
-    @property
-    def fused(self) -> List[Decision]:
-        return [d for d in self.decisions if d.status == "fused"]
-
-    @property
-    def unfused_matmuls(self) -> List[Decision]:
-        return [d for d in self.decisions if d.status == "not fused" and d.op in _MATMUL_NAMES]
-
-    def decision(self, node: str) -> Decision:
-        for d in self.decisions:
-            if d.node == node:
-                return d
-        raise KeyError(node)
-
-    def __str__(self) -> str:
-        lines = [f"graph {self.graph} ({self.kind}): {len(self.groups)} heddle op(s), "
-                 f"{len(self.unfused_matmuls)} matmul(s) left to torch"]
-        for g in self.groups:
-            lines.append(f"  [{g.index}] {g.op}: {g.summary}")
-            lines.append(f"      nodes: {', '.join(g.nodes)}")
-            if g.stop:
-                lines.append(f"      chain ends: {g.stop}")
-        shown = [d for d in self.decisions if d.status == "not fused"]
-        for d in shown:
-            lines.append(f"  not fused  {d.node} ({d.op}): {d.reason}")
-        lines += [f"  note: {n}" for n in self.notes]
-        others = [d for d in self.decisions if d.status == "other"]
-        if others:
-            ops = sorted({d.op for d in others})
-            lines.append(f"  {len(others)} other node(s) left to the fallback compiler: {', '.join(ops)}")
-        return "\n".join(lines) + "\n"
-
-
-_MATMUL_NAMES = set(MATMULS.values()) | set(OTHER_MATMULS.values())
-
-
-def _op_label(node: fx.Node) -> str:
-    t = node.target
-    if t in MATMULS:
-        return MATMULS[t]
-    if t in OTHER_MATMULS:
-        return OTHER_MATMULS[t]
-    if isinstance(t, torch._ops.OpOverload):
-        return f"{t.namespace}.{t._schema.name.split('::')[-1]}" if t.namespace != "aten" else t.__name__.split(".")[0]
-    return getattr(t, "__name__", str(t))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,7 +280,7 @@ def _walk(p: _Plan) -> None:
                 p.steps.pop()
                 p.stop = (p.post_view, f"{p.post_view.name} reshapes the batched result to "
                           f"{_fmt_shape(_val(p.post_view))} and is then read by {stop[0].name} "
-                          f"({_op_label(stop[0])}): not a scale, activation or cast")
+                          f"({op_label(stop[0])}): not a scale, activation or cast")
                 p.post_view = None
             return
         p.activation, p.stage = region[0], _ACT
@@ -423,7 +340,7 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
     if t in _VIEWS:
         return _absorb_view(p, cur, u)
     if p.post_view is not None and t is not aten.mul.Tensor and t is not aten.div.Tensor and t not in _ACTS:
-        return (f"{_op_label(u)} after the reshape of the batched result to {_fmt_shape(_val(p.post_view))}: "
+        return (f"{op_label(u)} after the reshape of the batched result to {_fmt_shape(_val(p.post_view))}: "
                 "after such a reshape heddle absorbs scales, activations and casts only")
     if t in (aten.mul.Tensor, aten.div.Tensor):
         other = u.args[1] if u.args[0] is cur else u.args[0]
@@ -492,8 +409,8 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
         p.steps.append(f"-> {act}")
         return None
     if t in _TRANSPOSES or t in (aten.expand.default, aten.slice.Tensor, aten.select.int, aten.alias.default):
-        return f"{_op_label(u)} is a view of the result: it stays outside the heddle op, reading its output"
-    return f"{_op_label(u)} is not a heddle epilogue op"
+        return f"{op_label(u)} is a view of the result: it stays outside the heddle op, reading its output"
+    return f"{op_label(u)} is not a heddle epilogue op"
 
 
 def _absorb_view(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
@@ -657,7 +574,7 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
         try:
             p = _plan(root)
             names = [root.name] + [c.name for c in p.chain]
-            labels = [label] + [_op_label(c) for c in p.chain]
+            labels = [label] + [op_label(c) for c in p.chain]
             stop = p.stop
             op = _apply(gm, p, fake_mode)
         except _Reject as e:
@@ -675,7 +592,7 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
         for nm, lb in zip(names[1:], labels[1:]):
             why[nm] = Decision(nm, lb, "absorbed", f"into group {gi} ({op})", gi)
         if stop is not None and stop[0].name not in why and stop[0].name not in names:
-            why[stop[0].name] = Decision(stop[0].name, _op_label(stop[0]), "other",
+            why[stop[0].name] = Decision(stop[0].name, op_label(stop[0]), "other",
                                          f"not absorbed into group {gi}: {stop[1]}")
     gm.graph.lint()
     gm.recompile()
@@ -686,7 +603,7 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
         seen.add(d.node)
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.name not in seen and not _is_heddle(n):
-            report.decisions.append(Decision(n.name, _op_label(n), "other", "not matmul-like"))
+            report.decisions.append(Decision(n.name, op_label(n), "other", "not matmul-like"))
     return report
 
 
@@ -715,11 +632,11 @@ def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[s
             warnings.warn(f"heddle: could not look for {what}s: {type(e).__name__}: {e}; matmuls are fused one by one")
             continue
         for p in found:
-            names, labels = [n.name for n in p.nodes], [_op_label(n) for n in p.nodes]
+            names, labels = [n.name for n in p.nodes], [op_label(n) for n in p.nodes]
             try:
                 op, summary = apply(gm, p, fake_mode)
             except Exception as e:  # never break the user's model over a rewrite bug: the matmuls go on alone
-                mms = ", ".join(n for n, lb in zip(names, labels) if lb in _MATMUL_NAMES)
+                mms = ", ".join(n for n, lb in zip(names, labels) if lb in MATMUL_NAMES)
                 warnings.warn(f"heddle: could not fuse {what} {mms}: {type(e).__name__}: {e}; "
                               "they are fused one by one")
                 continue
