@@ -141,3 +141,12 @@ def killed_sync_mutants(fd, M=200, at_least=40):
     report = verify.kill_rate(fd.lower("sm_90a"), [inputs(fd, M, seed=1)])
     assert report.total >= at_least and not report.survivors, str(report)
     return " | ".join(m.description for m, v in report.verdicts if v != "SURVIVED")
+
+
+def assert_interprets_clean(kernel, args, sms=1):
+    """The CPU interpreter runs the kernel's printed source on `args` clean with float64-right numbers, under
+    the adversarial schedule and a random one."""
+    from heddle.interpret import interpret
+    for sched, seed in (("adversarial", 0), ("random", 3)):
+        r = interpret(kernel, *args, schedule=sched, seed=seed, sms=sms)
+        assert r.ok, r.report()
