@@ -295,15 +295,18 @@ class Fusion:
         return self._f.validate(_str(target, "validate: target"), _int(vec_a, "validate: vec_a"),
                                 _int(vec_b, "validate: vec_b"))
 
-    def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False):
-        """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source)."""
+    def lower(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, dump_passes: bool = False,
+              vec_e: int = 1):
+        """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source). vec_a, vec_b:
+        elements per copy of A and B; vec_e: elements per read of an epilogue operand (2: a staged sm_90a
+        epilogue reads a bias or residual in aligned column pairs, passes/vectorize_epilogue_reads.cpp)."""
         return _C.lower(self._f, _str(target, "lower: target"), _int(vec_a, "lower: vec_a"),
-                        _int(vec_b, "lower: vec_b"), bool(dump_passes))
+                        _int(vec_b, "lower: vec_b"), bool(dump_passes), _int(vec_e, "lower: vec_e"))
 
-    def compile(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, **rtc):
+    def compile(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, vec_e: int = 1, **rtc):
         """Lower and compile with NVRTC (no GPU needed). Returns a heddle.Kernel."""
         from .kernel import Kernel
-        return Kernel.build(self, target, vec_a=vec_a, vec_b=vec_b, **rtc)
+        return Kernel.build(self, target, vec_a=vec_a, vec_b=vec_b, vec_e=vec_e, **rtc)
 
     def __str__(self) -> str:
         return str(self._f)

@@ -17,12 +17,13 @@ from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geome
 
 
 class Kernel:
-    def __init__(self, fusion, lowered, binary, target: str, vec_a: int, vec_b: int):
+    def __init__(self, fusion, lowered, binary, target: str, vec_a: int, vec_b: int, vec_e: int = 1):
         self.fusion = fusion
         self.lowered = lowered
         self.binary = binary
         self.target = target
         self.vec = (vec_a, vec_b)
+        self.vec_e = vec_e  # 2: the epilogue reads lowered.pair_operands in aligned column pairs
         self._loaded = None
         self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
         self._params = lowered.params
@@ -37,19 +38,21 @@ class Kernel:
     @classmethod
     def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
               use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True,
-              allow_spills: bool = False) -> "Kernel":
+              allow_spills: bool = False, vec_e: int = 1) -> "Kernel":
         """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
-        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True."""
+        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True.
+        vec_e=2: a staged sm_90a epilogue reads its bias / residual in aligned column pairs (the launch checks
+        their layout: _pair_ok)."""
         dump("fusion", lambda: str(fusion))
-        lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"))
+        lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"), vec_e=vec_e)
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
         dump("passes", lambda: "".join(f"--- after {n} ({ms:.3f} ms)\n{ir}" for n, ms, _, ir in lowered.passes))
         dump("kernel_ir", lambda: lowered.kernel_ir)
         dump("sync", lowered.explain)
         dump("cuda", lambda: lowered.source)
         if not rtc:
-            return cls(fusion, lowered, None, target, vec_a, vec_b)
+            return cls(fusion, lowered, None, target, vec_a, vec_b, vec_e)
         from .runtime import ensure_search_dirs
         ensure_search_dirs()
         if lowered.rtc_arch.startswith("gfx"):  # AMD: hiprtc through the same cache (docs/backends.md)
@@ -60,7 +63,7 @@ class Kernel:
                                         isolate=isolate, want_ptx=True, use_cache=use_cache)
         dump("ptx", lambda: binary.ptx)
         dump("ptxas", lambda: binary.ptxas)
-        kernel = cls(fusion, lowered, binary, target, vec_a, vec_b)
+        kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
         if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
             _refuse_spills(kernel)
         return kernel
@@ -166,6 +169,14 @@ class Kernel:
                                  f"kernel's {vec}-element copies, so batches >= 1 would be read misaligned; call "
                                  f".contiguous() on a padded layout or recompile with vec={_vec_for(t)} "
                                  "(heddle.matmul does this for you)")
+        pairs = self.lowered.pair_operands if self.vec_e > 1 else []
+        for nm in pairs:  # read two columns per load (passes/vectorize_epilogue_reads.cpp)
+            t = by_name[nm]
+            if not _pair_ok(t):
+                raise InputError(f"input '{nm}': the kernel reads it two columns per load (vec_e=2), which needs "
+                                 f"contiguous columns (stride {t.stride(-1)}), even strides {tuple(t.stride())} and "
+                                 f"a {2 * t.element_size()}-byte aligned address ({t.data_ptr():#x}); call "
+                                 ".contiguous() or recompile with vec_e=1 (heddle.matmul does this for you)")
         for axis in ("M", "N", "K"):  # the kernel takes them as 32-bit ints
             if g.env[axis] >= 2 ** 31:
                 raise InputError(f"{self.name}: {axis}={g.env[axis]} does not fit the kernel's 32-bit size "
@@ -187,6 +198,7 @@ class Kernel:
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
         align.update({tname: self.vec[1] * b.element_size() for tname in group_b.values()})
+        align.update({nm: 2 * by_name[nm].element_size() for nm in pairs})
         ws = self.workspace(a.device, g.env) if self.lowered.needs_workspace else None
         args, slots = [], []
 
@@ -343,6 +355,22 @@ def _vec_for(t) -> int:
         if vec >= 1 and t.stride(-2) % vec == 0 and bs % vec == 0 and t.data_ptr() % (vec * es) == 0:
             return vec
     return 1
+
+
+def _pair_ok(t) -> bool:
+    """Whether an epilogue operand suits reads of two adjacent columns in one load (vec_e=2): its columns
+    contiguous, every other stride even (axes of size 1 aside) and its base pair-aligned. A tensor with a
+    single column is never read in pairs and suits any kernel."""
+    if t.dim() == 0 or t.shape[-1] <= 1:
+        return True
+    if t.stride(-1) != 1 or t.data_ptr() % (2 * t.element_size()):
+        return False
+    return all(s % 2 == 0 for n, s in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
+
+
+def _vec_e_for(tensors) -> int:
+    """vec_e for these epilogue operands: 2 when every one suits pair reads (_pair_ok), else 1."""
+    return 2 if all(_pair_ok(t) for t in tensors) else 1
 
 
 def _wants(stage: str) -> bool:

@@ -20,7 +20,7 @@ from .. import _C
 from ..core import inputs
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
-from ..core.kernel import MAX_PLANS, Kernel, _vec_for, plan_table, run_table
+from ..core.kernel import MAX_PLANS, Kernel, _vec_e_for, _vec_for, plan_table, run_table
 from ..core.tma import broadcast_batch
 from ..core.ops import ACTIVATIONS
 from . import op_names
@@ -123,15 +123,16 @@ class FusedMatmul:
         self.op = _register_op(self)
 
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int = -1, rtc: bool = True, sms: int = 0,
-               tma: bool = True) -> Kernel:
+               tma: bool = True, vec_e: int = 1) -> Kernel:
         """The kernel for M bucket m_bucket(m) (m < 0: the largest bucket), compiled once on first use. M stays
         a run-time argument: every M of a bucket runs the same kernel. sms: the SM count the bucket's
         split-K choice fills (0: the current device's, else DEFAULT_SMS). tma=False: no TMA kernel (an operand
-        whose batch stride is 0, heddle.tma.broadcast_batch)."""
+        whose batch stride is 0, heddle.tma.broadcast_batch). vec_e=2: the bias / residual suit reads of two
+        columns per load (core/kernel.py _vec_e_for)."""
         bucket = m_bucket(m)
         sms = 0 if self.spec.batched else (sms or _sm_count())  # batched: no split-K, the SM count plays no part
         # the k sharing depends on the SM count
-        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share, self.epilogue_layout, tma)
+        key = (target, vec_a, vec_b, rtc, bucket, sms, self.k_share, self.epilogue_layout, tma, vec_e)
         k = self.kernels.get(key)
         if k is None:
             with self._lock:
@@ -139,7 +140,7 @@ class FusedMatmul:
                 if k is None:
                     fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
-                    k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True)
+                    k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True, vec_e=vec_e)
                     _warn_if_spills(k)
                     self.kernels[key] = k
                     self.compiles += 1
@@ -157,12 +158,12 @@ class FusedMatmul:
                          epilogue_layout=self.epilogue_layout)
         return fd
 
-    def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0) -> str:
+    def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0, vec_e: int = 2) -> str:
         """The kernel choice per M bucket, one line each (deterministic; nothing is compiled)."""
         lines = []
         for b in M_BUCKETS + (-1,):
             fd = self.schedule(target, vec_a, vec_b, b, sms)
-            low = fd.lower(target, vec_a, vec_b)
+            low = fd.lower(target, vec_a, vec_b, vec_e=vec_e)
             line = f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: {low.schedule}"
             t = low.tile
             if b > 0 and not self.spec.batched and vec_a >= 2 and vec_b >= 2:
@@ -178,14 +179,14 @@ class FusedMatmul:
     def kernel_for(self, tensors, target: str) -> Kernel:
         """The kernel for these operands: the tuned config under HEDDLE_AUTOTUNE=1, else the automatic
         schedule of their M bucket."""
-        vec_a, vec_b = _vec_for(tensors[0]), _vec_for(tensors[1])
+        vec_a, vec_b, vec_e = _vec_for(tensors[0]), _vec_for(tensors[1]), _vec_e_for(tensors[2:])
         a = tensors[0]
         m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
         if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
             batch = int(a.shape[0]) if self.spec.batched else 1
-            return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch)
+            return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch, vec_e=vec_e)
         return self.kernel(target, vec_a, vec_b, m, sms=_sms_of(a.get_device()) if a.is_cuda else 0,
-                           tma=not _broadcast_batch(tensors))
+                           tma=not _broadcast_batch(tensors), vec_e=vec_e)
 
     def _check(self, tensors):
         """The same rules on every device (heddle/core/inputs.py): (geometry, torch's answer for an empty
@@ -235,7 +236,7 @@ class FusedMatmul:
             from ..core.interpret import interpret_target, run_checked
             m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
             k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), m, rtc=False,
-                            sms=DEFAULT_SMS, tma=not _broadcast_batch(tensors))
+                            sms=DEFAULT_SMS, tma=not _broadcast_batch(tensors), vec_e=_vec_e_for(tensors[2:]))
             return run_checked(k, tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)

@@ -252,7 +252,7 @@ class TuneResult:
     describe: str
     target: str
     problem: Problem
-    vec: Tuple[int, int]
+    vec: Tuple[int, ...]  # (vec_a, vec_b) or (vec_a, vec_b, vec_e)
     candidates: List[Candidate]
     timed: bool                       # a timer was available
     compiled_now: List[str] = field(default_factory=list)  # config keys compiled by this call
@@ -349,7 +349,8 @@ def _build_kernel(build, config: Config, target: str, vec):
     from ..core.kernel import Kernel
     fd = _fresh_fusion(build)
     config.apply(fd)
-    return Kernel.build(fd, target, vec_a=vec[0], vec_b=vec[1], allow_spills=True)  # spills: a status here
+    return Kernel.build(fd, target, vec_a=vec[0], vec_b=vec[1], allow_spills=True,  # spills: a status here
+                        vec_e=vec[2] if len(vec) > 2 else 1)
 
 
 def _device_name(timer) -> str:
@@ -368,7 +369,7 @@ def problem_key(fd, target: str, vec, problem: Problem, device: str) -> Tuple[st
     h = hashlib.sha256(blob.encode()).hexdigest()[:16]
     ops = [e["op"] for e in fd.exprs() if e["op"] not in ("matmul", "cast")]
     dt = fd.inputs[0].dtype
-    desc = f"{target} on {device}: {dt} {problem}" + (f" +{'+'.join(ops)}" if ops else "") + f" vec {vec[0]}x{vec[1]}"
+    desc = f"{target} on {device}: {dt} {problem}" + (f" +{'+'.join(ops)}" if ops else "") + f" vec {'x'.join(map(str, vec))}"
     return h, desc
 
 
@@ -381,7 +382,7 @@ def _reusable(prev: Optional[dict], src: str, timing: bool) -> bool:
     return st in ("wrong", "spills", "compile_error", "launch_error") or st == ("ok" if timing else "compiled")
 
 
-def tune(build, target: str, m: int, n: int, k: int, batch: int = 1, *, vec: Tuple[int, int] = (8, 8),
+def tune(build, target: str, m: int, n: int, k: int, batch: int = 1, *, vec: Tuple[int, ...] = (8, 8),
          space: Optional[Sequence[Config]] = None, timer=None, store: Optional[Store] = None,
          progress: Optional[bool] = None, workers: Optional[int] = None, retune: bool = False) -> TuneResult:
     """Tune the matmul fusion that `build()` returns (a fresh, unscheduled Fusion per call; a
@@ -413,7 +414,7 @@ def tune(build, target: str, m: int, n: int, k: int, batch: int = 1, *, vec: Tup
         fd = _fresh_fusion(build)
         try:
             c.apply(fd)
-            lowered = fd.lower(target, vec[0], vec[1])
+            lowered = fd.lower(target, vec[0], vec[1], vec_e=vec[2] if len(vec) > 2 else 1)
         except HeddleError as e:  # ScheduleError, InputError: what the target or layout cannot take
             results[c.key] = Candidate(c, "pruned", str(e))
             continue
@@ -543,14 +544,14 @@ def default_timer(build, problem: Problem):
 
 def matmul_kernel(fm, target: str, vec_a: int, vec_b: int, m: int, batch: int = 1, *, timer=None,
                   store: Optional[Store] = None, progress: Optional[bool] = None,
-                  space: Optional[Sequence[Config]] = None):
+                  space: Optional[Sequence[Config]] = None, vec_e: int = 1):
     """The kernel heddle.matmul runs under HEDDLE_AUTOTUNE=1: the tuned config for this problem's
     signature, target, alignment and M bucket (tuned on first use, persisted), or the automatic
     schedule when nothing could be timed or the layout needs synchronous copies."""
     if vec_a < 2 or vec_b < 2:
-        return fm.kernel(target, vec_a, vec_b, int(m))
+        return fm.kernel(target, vec_a, vec_b, int(m), vec_e=vec_e)
     bucket = m_bucket(int(m))
-    ck = (fm.spec, target, vec_a, vec_b, bucket)
+    ck = (fm.spec, target, vec_a, vec_b, bucket, vec_e)
     res = _chosen.get(ck)
     if res is None:
         with _chosen_lock:
@@ -558,7 +559,8 @@ def matmul_kernel(fm, target: str, vec_a: int, vec_b: int, m: int, batch: int = 
             if res is None:
                 problem = Problem(bucket, fm.spec.n, fm.spec.k, int(batch))
                 t = timer if timer is not None else default_timer(fm.spec, problem)
-                res = tune(fm.spec, target, bucket, fm.spec.n, fm.spec.k, batch, vec=(vec_a, vec_b), timer=t,
+                vec = (vec_a, vec_b) if vec_e == 1 else (vec_a, vec_b, vec_e)
+                res = tune(fm.spec, target, bucket, fm.spec.n, fm.spec.k, batch, vec=vec, timer=t,
                            store=store, progress=progress, space=space)
                 best = res.best_candidate
                 if best is not None:
@@ -569,7 +571,7 @@ def matmul_kernel(fm, target: str, vec_a: int, vec_b: int, m: int, batch: int = 
                           file=sys.stderr)
                 _chosen[ck] = res
     if res.best is None:
-        return fm.kernel(target, vec_a, vec_b, int(m))
+        return fm.kernel(target, vec_a, vec_b, int(m), vec_e=vec_e)
     return res.kernel
 
 

@@ -160,6 +160,14 @@ void bindLower(py::module_& m) {
              }
              return out;
            })
+      .def_property_readonly("pair_operands", [](const Lowered& l) {  // vec_e=2: what the launch checks
+             py::list out;
+             for (auto& op : l.k().epilogue)
+               if (op.pairs)
+                 for (auto& p : l.k().params)
+                   if (p.name == op.tensorParam) out.append(p.tensor);
+             return out;
+           })
       .def_property_readonly("tile", [](const Lowered& l) {
              auto& t = l.k().tile;
              py::dict d;
@@ -221,17 +229,18 @@ void bindLower(py::module_& m) {
              }
            });
 
-  m.def("lower", [](const Fusion& f, const std::string& target, int vecA, int vecB, bool dumpPasses) {
+  m.def("lower", [](const Fusion& f, const std::string& target, int vecA, int vecB, bool dumpPasses, int vecE) {
           LowerOptions o;
           o.vecA = vecA;
           o.vecB = vecB;
+          o.vecE = vecE;
           o.dumpPasses = dumpPasses;
           auto l = std::make_shared<Lowered>();
           l->ctx = lower(f, targetInfo(target), o);
           l->source = printKernel(l->ctx->kernel, l->ctx->target);
           return l;
         }, py::arg("fusion"), py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8,
-        py::arg("dump_passes") = false, py::keep_alive<0, 1>());
+        py::arg("dump_passes") = false, py::arg("vec_e") = 1, py::keep_alive<0, 1>());
   m.def("pass_names", [] {
     std::vector<std::string> r;
     for (auto& p : passList()) r.push_back(p.name);

@@ -141,16 +141,20 @@ void CLikePrinter::block(const kir::Block& b, int d) {
   for (auto& s : b.stmts) node(*s, d);
 }
 
-std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col) {
+std::string epilogueGlobalIndex(const kir::EpiOp& op, const std::string& col, bool unitCol) {
   std::string idx;
-  auto term = [&](const std::string& var, const std::string& stride) {
+  auto term = [&](const std::string& var, const std::string& stride, bool scaled) {
     if (stride.empty()) return;
-    idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + " * " + stride;
+    idx += (idx.empty() ? "" : " + ") + std::string("(long long)") + var + (scaled ? " * " + stride : "");
   };
-  term("batch_idx", op.batchStride);
-  term("row", op.rowStride);
-  term(col, op.colStride);
-  return "heddle::to_float(" + op.tensorParam + "[" + (idx.empty() ? "0" : idx) + "])";
+  term("batch_idx", op.batchStride, true);
+  term("row", op.rowStride, true);
+  term(col, op.colStride, !unitCol);
+  return idx.empty() ? "0" : idx;
+}
+
+std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col) {
+  return "heddle::to_float(" + op.tensorParam + "[" + epilogueGlobalIndex(op, col) + "])";
 }
 
 std::string floatLit(double v) {

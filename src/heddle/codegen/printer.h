@@ -43,6 +43,9 @@ std::string floatLit(double v);
 // A global epilogue operand read at (batch_idx, row, `col`) through its stride params (broadcast axes have
 // none), as a float: "heddle::to_float(T[(long long)row * ldT + ...])".
 std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col);
+// The element index of that read (the column term unscaled when `unitCol`: an operand read in pairs,
+// whose column stride the launch checked to be 1).
+std::string epilogueGlobalIndex(const kir::EpiOp& op, const std::string& col, bool unitCol = false);
 // The shared-memory base the buffers are placed at: heddle_smem, or in a cluster kernel this CTA's part of
 // it (heddle_cta_smem = heddle::sm90::cta_smem(heddle_smem): the interpreter's window holds the cluster's CTAs).
 inline std::string smemBase(const kir::Kernel& k) { return k.cluster > 1 ? "heddle_cta_smem" : "heddle_smem"; }

@@ -90,6 +90,10 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
             os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
           break;
         }
+        if (op.pairs) {  // vectorize_epilogue_reads: one load of the aligned pair at colv
+          os << "heddle::sm90::load_pair(" << op.tensorParam << " + " << epilogueGlobalIndex(op, "colv", true) << ");";
+          break;
+        }
         os << "{" << epilogueGlobalRead(op, "col_0") << ", " << epilogueGlobalRead(op, "col_1") << "};";
         break;
       }
@@ -140,6 +144,10 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   pair << "const int row = m0 + lr < M ? m0 + lr : M - 1;  /* operand reads stay in bounds */\n";
   pair << "const int col_0 = n0 + lc0 < N ? n0 + lc0 : N - 1, col_1 = n0 + lc0 + 1 < N ? n0 + lc0 + 1 : N - 1;\n";
   pair << "(void)row, (void)col_0, (void)col_1;\n";
+  bool pairs = false;
+  for (auto& op : k.epilogue) pairs |= op.pairs;
+  if (pairs)  // N is even (16-byte output rows): the pair at colv is whole and starts at an even column
+    pair << "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;  /* the aligned pair read (vec_e=2) */\n";
   if (e.from) {
     const std::string at = e.from->name + "[(" + e.fromStage.str() + ") * " +
                            std::to_string(e.from->rows * e.from->cols) + " + lr * " + std::to_string(e.from->cols) +

@@ -265,6 +265,8 @@ std::string Kernel::str() const {
     os << "  buffer " << b->name << ": " << (b->memory == MemoryType::Shared ? "shared" : "registers") << " "
        << dtypeName(b->dtype) << "[" << b->stages << "][" << b->rows << "][" << b->cols << "]"
        << (b->offset >= 0 ? " @" + std::to_string(b->offset) : "") << "\n";
+  for (auto& op : epilogue)
+    if (op.pairs) os << "  epilogue reads " << op.tensorParam << " two columns per load (aligned pairs)\n";
   dump(os, body, 1, *this);
   return os.str();
 }

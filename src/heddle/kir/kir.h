@@ -346,6 +346,7 @@ struct EpiOp {
   std::string batchStride;
   DType dtype = DType::F32;           // element type of the loaded tensor / cast target
   Buffer* smem = nullptr;             // op == Input loaded by TMA (bias row, residual): smem[stage][(row,) col]
+  bool pairs = false;                 // op == Input read two adjacent columns per load (vectorize_epilogue_reads)
 };
 
 struct LaunchConfig {

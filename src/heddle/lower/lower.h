@@ -15,6 +15,7 @@ namespace heddle {
 
 struct LowerOptions {
   int vecA = 8, vecB = 8;      // copy widths the inputs' alignment allows
+  int vecE = 1;                // elements per read of an epilogue operand (2: aligned pairs; vectorize_epilogue_reads)
   bool dumpPasses = false;     // keep the IR after each pass (HEDDLE_DUMP=passes)
 };
 
@@ -53,6 +54,7 @@ void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void tmaStoreEpilogue(LowerContext&); // passes/tma_store_epilogue.cpp (epilogue_store("tma"))
+void vectorizeEpilogueReads(LowerContext&);  // passes/vectorize_epilogue_reads.cpp (vec_e=2)
 void clusterMulticast(LowerContext&); // passes/cluster_multicast.cpp (cluster(2, along))
 void tcgen05Specialize(LowerContext&);  // passes/tcgen05_specialize.cpp (Blackwell roles)
 void splitK(LowerContext&);           // passes/split_k.cpp

@@ -134,6 +134,23 @@ __device__ __forceinline__ pairf unpack2(const T& first) {
   return {to_float(lo), to_float(hi)};
 }
 
+// Two adjacent columns of a global epilogue operand in one load (vec_e=2; passes/vectorize_epilogue_reads.cpp):
+// 32 bits of a 16-bit pair, 64 bits of an f32 pair. `first` is pair-aligned: the launch checked the operand's
+// base and strides, and the printed column is even.
+template <typename T>
+__device__ __forceinline__ pairf load_pair(const T* first) {
+  if constexpr (sizeof(T) == 2) {
+    return unpack2(*first);
+  } else {
+    static_assert(sizeof(T) == 4, "load_pair: 16-bit or f32 operands");
+    struct alignas(8) F2 {
+      float x, y;
+    };
+    const F2 v = *reinterpret_cast<const F2*>(first);
+    return {v.x, v.y};
+  }
+}
+
 // The transcendental activations on a pair, out of line: one copy per kernel that every fragment pair
 // calls, so the epilogue's code (and NVRTC + ptxas time) does not grow with the accumulator count.
 namespace ool {

@@ -295,7 +295,9 @@ void collective(int width, const char* what, const void* pc, void* in, void* out
 void vc_join(VC& into, const VC& from);
 void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock clk, uint32_t tid, const VC& vc,
                  const void* pc, bool async_proxy, const char* what);
-void thread_access(const void* p, uint32_t bytes, bool write, const void* pc);
+// `natural`: a load or store of 2, 4, 8 or 16 bytes (not a block copy), which a GPU faults on unless its
+// address is a multiple of its size ("misaligned address"): reported as such.
+void thread_access(const void* p, uint32_t bytes, bool write, const void* pc, bool natural = false);
 void shadow_reset();
 int region_of(uint64_t addr, uint32_t bytes, bool writable_only = false);  // index into launch regions, or -1
 void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid);

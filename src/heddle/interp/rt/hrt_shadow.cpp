@@ -138,7 +138,7 @@ static void count_output_write(int i, uint64_t a, uint32_t bytes, By by) {
   }
 }
 
-void thread_access(const void* p, uint32_t bytes, bool write, const void* pc) {
+void thread_access(const void* p, uint32_t bytes, bool write, const void* pc, bool natural) {
   Run* rp = run_ptr();
   if (!rp) return;  // the entry stub, outside any GPU thread
   Run& r = *rp;
@@ -147,6 +147,10 @@ void thread_access(const void* p, uint32_t bytes, bool write, const void* pc) {
   const uint64_t a = reinterpret_cast<uint64_t>(p);
   Fiber& f = *c->cur;
   if (a >= (uint64_t)f.stack_lo && a < (uint64_t)f.stack_hi) return;  // registers and locals
+  if (natural && bytes > 1 && a % bytes)
+    abort_cta(std::string(write ? "store of " : "load of ") + std::to_string(bytes) + " bytes at " + hex(a) + " (" + pcs(pc) +
+              ") by " + who(f.tid) + " in CTA " + std::to_string(c->linear) + ": the address is not a multiple of " +
+              std::to_string(bytes) + " (a GPU faults: misaligned address)");
   tick();
   const uint64_t s = reinterpret_cast<uint64_t>(r.smem);
   if (a >= s && a < s + HRT_SMEM_WINDOW_TOTAL) {
@@ -176,12 +180,12 @@ void global_store_by_engine(uint64_t a, uint32_t bytes, const void* pc, int tid)
 using heddle_rt::thread_access;
 #define HRT_PC __builtin_return_address(0)
 #define HRT_HOOKS(N)                                                                            \
-  extern "C" void __tsan_read##N(void* p) { thread_access(p, N, false, HRT_PC); }               \
-  extern "C" void __tsan_write##N(void* p) { thread_access(p, N, true, HRT_PC); }               \
-  extern "C" void __tsan_unaligned_read##N(void* p) { thread_access(p, N, false, HRT_PC); }     \
-  extern "C" void __tsan_unaligned_write##N(void* p) { thread_access(p, N, true, HRT_PC); }     \
-  extern "C" void __tsan_volatile_read##N(void* p) { thread_access(p, N, false, HRT_PC); }      \
-  extern "C" void __tsan_volatile_write##N(void* p) { thread_access(p, N, true, HRT_PC); }
+  extern "C" void __tsan_read##N(void* p) { thread_access(p, N, false, HRT_PC, true); }               \
+  extern "C" void __tsan_write##N(void* p) { thread_access(p, N, true, HRT_PC, true); }               \
+  extern "C" void __tsan_unaligned_read##N(void* p) { thread_access(p, N, false, HRT_PC, true); }     \
+  extern "C" void __tsan_unaligned_write##N(void* p) { thread_access(p, N, true, HRT_PC, true); }     \
+  extern "C" void __tsan_volatile_read##N(void* p) { thread_access(p, N, false, HRT_PC, true); }      \
+  extern "C" void __tsan_volatile_write##N(void* p) { thread_access(p, N, true, HRT_PC, true); }
 HRT_HOOKS(1)
 HRT_HOOKS(2)
 HRT_HOOKS(4)
