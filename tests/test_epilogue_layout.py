@@ -7,7 +7,8 @@ import pytest
 
 import heddle
 from conftest import requires_nvrtc
-from hopper_defs import nvrtc_sm90
+from hopper_defs import assert_interprets_clean, inputs, nvrtc_sm90
+from interp_defs import needs_cxx
 from heddle.api import MatmulSpec, fused_matmul_op
 from matmul_defs import matmul_fusion
 
@@ -86,10 +87,29 @@ def test_nvrtc_compiles_the_overlapping_layouts_without_spills(layout):
 
 
 def test_auto_keeps_decode_sized_m_on_one_warpgroup():
-    # M <= 64: one 64-row tile per n column, nothing to alternate; "pingpong" by hand still applies
-    assert auto(m=48).name.endswith("_ws2coop_0_0")
+    # M <= 64: one 64-row tile per n column, nothing to alternate (its epilogue staged and TMA-stored all the
+    # same); "pingpong" by hand still applies
+    low = auto(m=48)
+    assert low.name.endswith("_ws2coop_0_0_tmas2") and "TMA store" in low.schedule, low.name
     low = auto(m=48, layout="pingpong")
     assert "64x128x64" in low.name and "_ws2pp_40_232" in low.name, low.name
+
+
+@requires_nvrtc
+def test_nvrtc_compiles_the_one_warpgroup_tma_store():
+    r = nvrtc_sm90(auto(m=48))
+    assert "stmatrix" in r.ptx and "cp.async.bulk.tensor.2d.global.shared" in r.ptx and "st.global" not in r.ptx
+
+
+@needs_cxx
+def test_one_warpgroup_tma_store_interprets_clean():
+    # the M <= 64 kernel (one MMA warpgroup, 256 threads) with its staged epilogue and the bias read in pairs:
+    # float64-right numbers on ragged M and N (two CTAs walk the tiles)
+    fd, _, _ = matmul_fusion(n=200, k=96, dtype="bf16", layout="NT", epilogue="bias_gelu")
+    fd.auto_schedule("sm_90a", m=64, n=200, k=96)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False, vec_e=2)
+    assert k.name.endswith("_ws2coop_0_0_tmas2_ev2"), k.name
+    assert_interprets_clean(k, inputs(fd, 50, seed=5), sms=2)
 
 
 def _cached_bias(m=4096, n=4096, layout="auto", sms=0):

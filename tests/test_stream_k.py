@@ -283,9 +283,10 @@ def test_matmul_runs_stream_k_interpreted(monkeypatch, target):
 
 
 @requires_nvrtc
-@pytest.mark.parametrize("target,suffix", [("sm_80", "_stk132"), ("sm_90a", "_stk132_ws2coop_0_0")])
+@pytest.mark.parametrize("target,suffix", [("sm_80", "_stk132"), ("sm_90a", "_stk132_ws2coop_0_0_tmas2")])
 def test_bucket_stream_k_kernel_compiles_without_spills(target, suffix):
-    # the M <= 64 bucket's kernel the model picks (sm_90a: 64x128x64, one MMA warpgroup, no register budgets)
+    # the M <= 64 bucket's kernel the model picks (sm_90a: 64x128x64, one MMA warpgroup, no register budgets,
+    # the TMA-store epilogue)
     from test_matmul_buckets import spec
     from heddle.api import fused_matmul_op
     k = fused_matmul_op(spec(n=6400)).kernel(target, 8, 8, 16, sms=132)

@@ -19,7 +19,8 @@
 //                cooperative pair (as does M <= 64: one 64-row tile, nothing to alternate); "pingpong" and
 //                "epilogue_role" (an epilogue warpgroup behind an accumulator ring) by hand.
 //                With N known and 16-byte output rows (one output): epilogue_store("tma") -- stmatrix
-//                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp)
+//                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp), for every layout and
+//                for one MMA warpgroup (M <= 64) too
 //   batched      the same warp-specialized kernel (cooperative: "auto" keeps batched kernels off the
 //                ping-pong and epilogue-role layouts), its persistent walk over batch x m-tiles x n-tiles (the
 //                batch axis bound to BIDz becomes the walk's outer coordinate); no split-K
@@ -179,7 +180,8 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     warpSpecialize(mm, {load, mma});
     if (ks.streamCtas > 0) streamK(mm, ks.streamCtas);  // both roles walk the CTA's (tile, k-range) segments
     // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
-    if ((wgs == 2 || usePP) && tmaAble) epilogueStore(mm, "tma");
+    // (one MMA warpgroup too: M <= 64 stages its 64-row tile the same way instead of 128 bounds-checked stores)
+    if (tmaAble) epilogueStore(mm, "tma");
   }
 }
 
