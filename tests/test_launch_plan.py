@@ -223,9 +223,9 @@ def test_heddle_matmul_on_cpu_still_goes_through_the_op_and_its_checks():
     spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=64, n=32, trans_a=False, trans_b=False,
                       bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
     fm = fused_matmul_op(spec)
-    assert fm.eager([x, w]).shape == (8, 32) and len(fm._eager) == 0  # CPU results are not planned
+    assert fm.run([x, w]).shape == (8, 32) and len(fm._eager) == 0  # CPU results are not planned
     with pytest.raises(heddle.InputError, match="input 'b' axis 0"):
-        fm.eager([x, torch.randn(63, 32).bfloat16()])
+        fm.run([x, torch.randn(63, 32).bfloat16()])
 
 
 def _not_their_memory(x, w, bias):

@@ -208,20 +208,13 @@ class FusedMatmul:
             out = run_table(self._eager, tensors)
             if out is not None:
                 return out
-        return self._full(tensors)
+        return self.full(tensors)
 
-    def eager(self, tensors):
-        """A plain eager call on CUDA tensors (no tracing, no autograd: eager_call_ok), without the custom
-        op layer: a signature seen before goes straight to its kernel's launch plan; else the op's own
-        implementation runs (checks, kernel choice, launch) and its plan is remembered (not for split-K
-        kernels: their plans would pin a workspace). One C++ call does the planned launch: signature,
-        lookup, output, address checks, packing, driver call (heddle/core/kernel.py run_table)."""
-        out = run_table(self._eager, tensors)
-        return out if out is not None else self._full(tensors)
-
-    def _full(self, tensors):
-        """The full path of run and eager: checks, then the kernel's launch on CUDA tensors (its plan kept for
-        the next call of this signature), the interpreted kernel under HEDDLE_INTERPRET=1, else torch."""
+    def full(self, tensors):
+        """The path of a call no plan takes: checks, then the kernel's launch on CUDA tensors (its plan kept for
+        the next call of this signature, except a split-K kernel's: it would pin a workspace), the interpreted
+        kernel under HEDDLE_INTERPRET=1, else torch. run (the op) comes here when its plan table misses;
+        heddle.matmul's plain eager calls come here directly when `planned` missed, without the op layer."""
         # a negative view's memory holds its negation: resolved here (torch's dispatcher does it for the op,
         # not for an eager call), and the plan tables' signatures refuse it, so such a call always comes here
         tensors = inputs.materialize(tensors)
@@ -256,7 +249,7 @@ class FusedMatmul:
 
     def fake(self, tensors):
         inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)
-        a, b = tensors[0], tensors[1]
+        a = tensors[0]
         M = a.shape[-1] if self.spec.trans_a else a.shape[-2]
         shape = ((a.shape[0],) if self.spec.batched else ()) + (M, self.spec.n)
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
@@ -353,8 +346,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     if not (torch.compiler.is_compiling() or _modes_active()):
         fm = _by_name[name]
         out = fm.planned(args)  # a plain eager call whose tensors' signature this op planned: one C++ call
-        if out is None and eager_call_ok(args):
-            out = fm.eager(args)
+        if out is None and eager_call_ok(args):  # not planned yet: no op layer, the plan tables just missed
+            out = fm.full(args)
         if out is not None:  # keyed by the whole call when it launched through a plan (the next call's front)
             _calls.adopt((a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype), fm._eager)
             return out
