@@ -13,7 +13,8 @@ import torch
 
 import heddle
 from heddle.pytorch import op_names
-from heddle.pytorch.matmul import MatmulSpec, resolve_op
+from heddle.pytorch.matmul import MatmulSpec
+from heddle.pytorch.resolver import resolve_op
 
 from test_dynamo_ops import VARIANTS
 

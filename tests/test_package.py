@@ -63,3 +63,49 @@ def test_layers_import_one_way():
                 seen += 1
                 assert mod.startswith(ok), f"heddle/{layer}/{name} imports {mod}: not below the {layer} layer"
     assert seen > 20  # the walk did read the imports
+
+
+def _module_graph():
+    """heddle module -> the heddle modules its file imports (function-local imports too: a lazy import is
+    still a dependency), for every module file of the three layers and the package root."""
+    files = {"heddle": os.path.join(PKG, "__init__.py")}
+    for layer in ("core", "tuning", "pytorch"):
+        for name in os.listdir(os.path.join(PKG, layer)):
+            if name.endswith(".py"):
+                mod = f"heddle.{layer}" + ("" if name == "__init__.py" else "." + name[:-3])
+                files[mod] = os.path.join(PKG, layer, name)
+    graph = {}
+    for mod, path in files.items():
+        package = mod if path.endswith("__init__.py") else mod.rsplit(".", 1)[0]
+        deps = set()
+        for name in _imports(path, package):  # "pkg.mod.Name" -> the longest prefix that is a module file
+            while name and name not in files:
+                name = name.rsplit(".", 1)[0] if "." in name else ""
+            if name and name != mod:
+                deps.add(name)
+        graph[mod] = deps
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    """No import circle among heddle's modules (docs/architecture.md: one-way imports inside a layer too)."""
+    graph = _module_graph()
+    # a package's __init__ may import its own modules (it is their face); circles through it do not count
+    inits = {"heddle", "heddle.core", "heddle.tuning", "heddle.pytorch"}
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for d in sorted(graph[m] - inits):
+            if state.get(d) == "open":
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
+            if d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state and m not in inits:
+            visit(m)
+    assert len(graph) > 30 and sum(len(d) for d in graph.values()) > 40  # the walk did read the imports

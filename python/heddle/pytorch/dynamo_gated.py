@@ -65,7 +65,7 @@ class GatedSpec:
 
     def op_name(self) -> str:
         """The name encodes the whole spec (GatedSpec.decode reads it back), so torch.export.load registers the
-        op from its name in a fresh process (heddle.pytorch.matmul.resolve_op)."""
+        op from its name in a fresh process (heddle.pytorch.resolver.resolve_op)."""
         kept = "".join(f"_s{what}{dt}" for what, dt in self.extra)
         return (f"gated_{self.dtype}_{self.activation}_k{self.k}_n{self.n}_{'t' if self.trans_b else 'n'}"
                 f"_o{self.out_dtype}{kept}")

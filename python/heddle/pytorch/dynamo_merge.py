@@ -52,7 +52,7 @@ class MergeSpec:
 
     def op_name(self) -> str:
         """The name encodes the whole spec (MergeSpec.decode reads it back): torch.export.load registers the op
-        from its name in a fresh process (heddle.pytorch.matmul.resolve_op)."""
+        from its name in a fresh process (heddle.pytorch.resolver.resolve_op)."""
         mem = "".join(f"_m{'' if b is None else f'B{b[0]}r{b[1]}'}o{o}" for b, o in self.members)
         return f"merged_{self.dtype}_k{self.k}_n{self.n}_{'t' if self.trans_b else 'n'}{mem}"
 

@@ -19,7 +19,7 @@ from typing import List
 import torch
 
 from ..core.errors import InputError
-from . import matmul  # noqa: F401 (installs the resolver: torch.ops.heddle registers matmul ops by name)
+from . import resolver  # noqa: F401 (torch.ops.heddle registers heddle ops by name)
 
 # every heddle op kind: heddle.matmul ops (mm_), gated pairs and merged groups of the torch.compile backend
 # (gated_, merged_; all register from their names), Kernel.op ops (fusion_; they cannot)

@@ -31,6 +31,7 @@ from ..core.errors import ScheduleError
 from ..core.inputs import DTYPES, MatmulGeometry
 from ..core.kernel import Kernel, _vec_for, plan_table, run_table
 from .autograd import register_fusion_autograd
+from .buckets import m_bucket
 from .custom_ops import register_op, registering
 
 aten = torch.ops.aten
@@ -53,7 +54,6 @@ class GroupOp:
         register_fusion_autograd(self.fusion, self.op)
 
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int, rtc: bool = True) -> Kernel:
-        from .matmul import m_bucket
         key = (target, vec_a, vec_b, m_bucket(m), rtc)
         if _C.target_info(target)["matmul_group"] == "none":
             raise ScheduleError(

@@ -24,7 +24,8 @@ from ..core.kernel import MAX_PLANS, Kernel, _vec_e_for, _vec_for, plan_table, r
 from ..core.tma import broadcast_batch
 from ..core.ops import ACTIVATIONS
 from . import op_names
-from .custom_ops import fusion_op_error, register_op, registering
+from .buckets import DEFAULT_SMS, M_BUCKETS, m_bucket  # noqa: F401 (heddle.api's names)
+from .custom_ops import register_op
 
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
@@ -257,18 +258,6 @@ class FusedMatmul:
         return out if self.spec.saved is None else (out, a.new_empty(shape, dtype=dt[self.spec.saved]))
 
 
-M_BUCKETS = (64, 128, 256)  # heddle.matmul compiles one kernel per bucket of M (and one for larger M)
-DEFAULT_SMS = 132           # the SM count split-K fills without a GPU to ask (an H100 SXM)
-
-
-def m_bucket(m: int) -> int:
-    """The M bucket a run-time M falls in: 64, 128, 256, or -1 for larger (or unknown, m < 0) M."""
-    for b in M_BUCKETS:
-        if 0 <= m <= b:
-            return b
-    return -1
-
-
 def _sm_count() -> int:
     """The current CUDA device's SM count, else DEFAULT_SMS."""
     try:
@@ -471,60 +460,3 @@ def _warn_if_spills(k: Kernel) -> None:
         warnings.warn(f"heddle: the automatic schedule's kernel {k.name} spills {st.spill_stores} bytes of stores "
                       f"at {st.registers} registers; it runs, slower than it should (please report it; "
                       f"HEDDLE_AUTOTUNE=1 picks among non-spilling configs)", RuntimeWarning, stacklevel=3)
-
-
-
-# --------------------------------------------------------------------------------------------------
-# resolving heddle ops by name (torch.export.load in a process that never built them)
-# --------------------------------------------------------------------------------------------------
-def resolve_op(name: str) -> bool:
-    """Register torch.ops.heddle.<name> from its name when it names a heddle matmul op; False if not."""
-    if name.startswith("gated_"):   # a gated pair (heddle/pytorch/dynamo_gated.py)
-        from .dynamo_gated import resolve
-        return resolve(name)
-    if name.startswith("merged_"):   # matmuls sharing their input, q / k / v (heddle/pytorch/dynamo_merge.py)
-        from .dynamo_merge import resolve as resolve_merged
-        return resolve_merged(name)
-    fields = op_names.decode(name)
-    if fields is None:
-        return False
-    spec = MatmulSpec(**fields)
-    if spec.op_name() != name or name in registering:   # not canonical, or torch looking it up mid-registration
-        return False
-    fused_matmul_op(spec)
-    return True
-
-
-class _HeddleNamespace(torch._ops._OpNamespace):
-    """torch.ops.heddle: an op not registered yet in this process is registered from its name on first
-    lookup, e.g. by torch.export.load's deserializer or by unpickling a graph."""
-
-    __module__ = "torch.ops"   # what torch's own namespace says: serialised targets read torch.ops.heddle.<op>
-
-    def __getattr__(self, op_name: str):
-        try:
-            return super().__getattr__(op_name)
-        except AttributeError:
-            if op_name.startswith("fusion_") and op_name not in registering:
-                # a Kernel.op op this process has not built: loud (torch.export.load would only say "failed
-                # to resolve"), with what to do instead
-                raise InputError(fusion_op_error(op_name)) from None
-            if op_name.startswith("__") or not resolve_op(op_name):
-                raise
-            return super().__getattr__(op_name)
-
-
-def install_resolver() -> None:
-    ns = torch.ops.__dict__.get("heddle")
-    if isinstance(ns, _HeddleNamespace):
-        return
-    new = _HeddleNamespace("heddle")
-    if ns is not None:    # keep the packets already resolved
-        for k, v in ns.__dict__.items():
-            new.__dict__.setdefault(k, v)
-    setattr(torch.ops, "heddle", new)
-    if "heddle" not in torch.ops._dir:
-        torch.ops._dir.append("heddle")
-
-
-install_resolver()
