@@ -66,7 +66,7 @@ def test_batched_and_other_epilogue_compile():
     assert_clean(build(3, 2, batched=True, epilogue="silu_scale"))
     k = build(2, 1, dtype="bf16", epilogue="bias_tanh")   # heddle::tanh -> tanhf through NVRTC
     assert_clean(k)
-    assert "heddle::tanh(" in k.source
+    assert "heddle::ool::tanh(" in k.source  # the pair epilogue calls it out of line (heddle_math.cuh)
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])

@@ -45,7 +45,7 @@ def test_plan_stages_chunks_through_sd_with_every_sync_reasoned():
     assert "HEDDLE_STMATRIX(0, 8);" in src and "heddle::sm90::stmatrix_x4(" in src
     # the pair program: no per-element bounds check or global store; GELU out of line, once per pair
     assert "if (row < M && col < N)" not in src and "D[(long long)" not in src
-    assert "heddle::sm90::ool::gelu_erf(r2)" in src and "heddle::gelu_erf(" not in src.split("extern")[-1]
+    assert "heddle::ool::gelu_erf(r2)" in src and "heddle::gelu_erf(" not in src.split("extern")[-1]
 
 
 def test_direct_store_stays_selectable_and_is_the_default():

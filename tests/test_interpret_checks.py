@@ -82,7 +82,7 @@ def test_printer_bug_caught_by_interpret_missed_by_nvrtc_and_the_simulator():
     if heddle.nvrtc_available():
         assert "NVRTC_OK True" in p.stdout    # the bug compiles
     assert "INTERP_OK False" in p.stdout
-    assert "outside every tensor" in p.stdout and "D[(long long)row * ldd + col]" in p.stdout, p.stdout
+    assert "outside every tensor" in p.stdout and "heddle::store_pair(D + at" in p.stdout, p.stdout
     # without the switch, the same kernel is clean
     assert interpret(kernel(fd, "sm_80"), *ins).ok
 

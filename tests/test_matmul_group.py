@@ -106,10 +106,12 @@ def test_b_stage_is_filled_in_parts_and_the_epilogue_reads_both_slices(trans_b):
     for (d_r, d_c, src_name), (off, n_off, name) in zip(offs, want):
         assert int(d_r if rows else d_c) == off and src_name == name
     assert len(loads) == 4
-    assert "Mma::part_col_of<2>(warp, lane, fn, r)" in src
+    # the epilogue in column pairs (docs/backends.md): member 1's slice read at the same pair
+    assert "Mma::part_col_of<2>(warp, lane, fn, 0)" in src
     assert "for (int fn = 0; fn < Mma::FN / 2; ++fn)" in src
-    assert "const float r1 = acc.acc[fm][fn + 1 * (Mma::FN / 2)][r];" in src
-    assert "heddle::silu(r0)" in src and "r2 * r1" in src
+    assert "const heddle::pairf r1 = {acc.acc[fm][(fn) + 1 * (Mma::FN / 2)][2 * (h)], " \
+           "acc.acc[fm][(fn) + 1 * (Mma::FN / 2)][2 * (h) + 1]};" in src
+    assert "heddle::ool::silu(r0)" in src and "{r2.x * r1.x, r2.y * r1.y}" in src
 
 
 def test_grid_counts_output_columns():
@@ -213,7 +215,7 @@ def test_group_mutants_are_caught():
     bad = [
         src.replace(part, part.replace(", B1, ldb1,", ", B, ldb,")),                     # a member's source
         src.replace(part, part.replace("n0 + 16,", "n0,") if "n0 + 16," in part else part.replace("n0,", "n0 + 16,")),
-        src.replace("acc.acc[fm][fn + 1 * (Mma::FN / 2)][r]", "acc.acc[fm][fn][r]"),     # the up slice
+        src.replace("acc.acc[fm][(fn) + 1 * (Mma::FN / 2)]", "acc.acc[fm][fn]"),         # the up slice
         src.replace("part_col_of<2>", "col_of"),                                            # output columns
         src.replace("fn < Mma::FN / 2;", "fn < Mma::FN / 2 - 1;"),                        # a slice unstored
     ]

@@ -42,8 +42,8 @@ class Kernel:
         """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
         registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True.
-        vec_e=2: a staged sm_90a epilogue reads its bias / residual in aligned column pairs (the launch checks
-        their layout: _pair_ok)."""
+        vec_e=2: an epilogue in column pairs (the staged sm_90a one, the mma.sync one) reads its bias / residual
+        in aligned column pairs (the launch checks their layout: _pair_ok)."""
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"), vec_e=vec_e)
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
@@ -174,7 +174,8 @@ class Kernel:
             t = by_name[nm]
             if not _pair_ok(t):
                 raise InputError(f"input '{nm}': the kernel reads it two columns per load (vec_e=2), which needs "
-                                 f"contiguous columns (stride {t.stride(-1)}), even strides {tuple(t.stride())} and "
+                                 f"an even number of contiguous columns ({t.shape[-1]}, stride {t.stride(-1)}), even strides "
+                                 f"{tuple(t.stride())} and "
                                  f"a {2 * t.element_size()}-byte aligned address ({t.data_ptr():#x}); call "
                                  ".contiguous() or recompile with vec_e=1 (heddle.matmul does this for you)")
         for axis in ("M", "N", "K"):  # the kernel takes them as 32-bit ints
@@ -359,11 +360,13 @@ def _vec_for(t) -> int:
 
 def _pair_ok(t) -> bool:
     """Whether an epilogue operand suits reads of two adjacent columns in one load (vec_e=2): its columns
-    contiguous, every other stride even (axes of size 1 aside) and its base pair-aligned. A tensor with a
-    single column is never read in pairs and suits any kernel."""
+    contiguous and even in number (every pair at an even column is whole: the mma.sync epilogue reads them
+    without a bounds check, passes/vectorize_epilogue_reads.cpp), every other stride even (axes of size 1
+    aside) and its base pair-aligned. A tensor with a single column is never read in pairs and suits any
+    kernel."""
     if t.dim() == 0 or t.shape[-1] <= 1:
         return True
-    if t.stride(-1) != 1 or t.data_ptr() % (2 * t.element_size()):
+    if t.shape[-1] % 2 or t.stride(-1) != 1 or t.data_ptr() % (2 * t.element_size()):
         return False
     return all(s % 2 == 0 for n, s in zip(t.shape[:-1], t.stride()[:-1]) if n > 1)
 

@@ -102,7 +102,8 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     case kir::NodeKind::EpilogueStore: {
       auto& e = static_cast<const kir::EpilogueStore&>(n);
       if (e.partial == kir::EpilogueStore::Partial::None) {
-        epilogue(*k_, d);
+        if (e.columnPairs) pairEpilogue(*k_, d);
+        else epilogue(*k_, d);
         break;
       }
       // split-K (heddle_grid.cuh): the thread's whole fragment, no bounds (the workspace holds whole tiles);
@@ -170,16 +171,157 @@ std::string floatLit(double v) {
   return s + "f";
 }
 
-void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
+namespace {
+
+// The accumulator buffer of a register-MMA kernel ("acc" when it has none: a hand-built kernel).
+std::string accName(const kir::Kernel& k) {
   std::string acc = "acc";
   for (auto& b : k.buffers)
     if (b->memory == MemoryType::Local) acc = b->name;
+  return acc;
+}
+
+// HEDDLE_TEST_PRINTER_BUG=<name> (tests only): whether the printer is asked to print that bug.
+bool printerBug(const char* name) {
+  const char* bug = std::getenv("HEDDLE_TEST_PRINTER_BUG");
+  return bug && std::string(bug) == name;
+}
+
+// A matmul group walks member 0's fragment columns fn < FN / P; member p's element is at fn + p * FN / P.
+std::string fnEnd(const kir::Kernel& k) {
+  return k.tile.parts > 1 ? "Mma::FN / " + std::to_string(k.tile.parts) : "Mma::FN";
+}
+
+}  // namespace
+
+void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage) {
+  const std::string P = "heddle::pairf";
+  for (auto& op : k.epilogue) {
+    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
+    auto bin = [&](const char* o) {
+      auto h = [&](const char* f) {
+        std::string x = a + "." + f, y = op.scalar ? floatLit(*op.scalar) : b + "." + f;
+        if (op.scalar && op.scalarOnLeft) std::swap(x, y);
+        return x + " " + o + " " + y;
+      };
+      return "{" + h("x") + ", " + h("y") + "}";
+    };
+    os << "const " << P << " r" << op.dst << " = ";
+    switch (op.op) {
+      case OpKind::Input: {
+        if (op.smem) {
+          const std::string at = op.smem->name + "[(" + stage.str() + ") * " +
+                                 std::to_string(op.smem->rows * op.smem->cols) +
+                                 (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") + " + lc0";
+          if (dtypeBytes(op.dtype) == 2)
+            os << "heddle::unpack2(" << at << "]);";
+          else
+            os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
+          break;
+        }
+        if (op.pairs) {  // vectorize_epilogue_reads: one load of the aligned pair at colv
+          os << "heddle::load_pair(" << op.tensorParam << " + " << epilogueGlobalIndex(op, "colv", true) << ");";
+          break;
+        }
+        os << "{" << epilogueGlobalRead(op, "col_0") << ", " << epilogueGlobalRead(op, "col_1") << "};";
+        break;
+      }
+      case OpKind::Matmul: {  // member op.a of a matmul group: its accumulator slice, same pair
+        const std::string at = accName(k) + ".acc[fm][(fn) + " + std::to_string(op.a) + " * (" + fnEnd(k) + ")][2 * (h)";
+        os << "{" << at << "], " << at << " + 1]};";
+        break;
+      }
+      case OpKind::Add: os << bin("+") << ";"; break;
+      case OpKind::Sub: os << bin("-") << ";"; break;
+      case OpKind::Mul: os << bin("*") << ";"; break;
+      case OpKind::Div: os << bin("/") << ";"; break;
+      case OpKind::Relu: os << "{heddle::relu(" << a << ".x), heddle::relu(" << a << ".y)};"; break;
+      case OpKind::GeluErf: os << "heddle::ool::gelu_erf(" << a << ");"; break;
+      case OpKind::GeluTanh: os << "heddle::ool::gelu_tanh(" << a << ");"; break;
+      case OpKind::Silu: os << "heddle::ool::silu(" << a << ");"; break;
+      case OpKind::Sigmoid: os << "heddle::ool::sigmoid(" << a << ");"; break;
+      case OpKind::Tanh: os << "heddle::ool::tanh(" << a << ");"; break;
+      case OpKind::Neg: os << "{-" << a << ".x, -" << a << ".y};"; break;
+      case OpKind::Cast: {
+        const std::string t = dtypeCudaName(op.dtype);
+        os << "{heddle::to_float(heddle::from_float<" << t << ">(" << a << ".x)), heddle::to_float(heddle::from_float<"
+           << t << ">(" << a << ".y))};";
+        break;
+      }
+      default: os << "{0.0f, 0.0f}; // unsupported";
+    }
+    os << "\n";
+  }
+}
+
+// The register epilogue in column pairs (EpilogueStore::columnPairs: the mma.sync m16n8 fragment, whose
+// registers 2h and 2h+1 are columns c, c+1 of one row, c even), in two unrolled walks over the pairs:
+//   1. per pair inside the tile edge (row < M, c < N): the pair program (epilogueOpsPair: activations out
+//      of line, one copy per kernel; operands read in pairs under vec_e=2 at colv = c, whole because the
+//      launch refuses them unless their column count is even: passes/vectorize_epilogue_reads.cpp), the
+//      result held packed (pack_pair: one cvt.rn.bf16x2.f32 per 16-bit pair) in <out>_v[fm][fn][h];
+//   2. per pair inside the edge: one 32-bit store of the packed pair (64-bit for f32) when the output's
+//      pairs are all whole and aligned -- pair_aligned(D, ldd, N), a kernel-uniform check of the pointer,
+//      ldd and N --, else scalar stores, the second one only inside N; extra outputs alike.
+// Two walks, so that the one branch on the kernel-uniform check is over stores alone: with the store in the
+// first walk, NVVM threads that branch through the whole epilogue and prints the pair program twice.
+void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
+  const std::string acc = accName(k), fe = fnEnd(k);
+  const int parts = k.tile.parts;
+  struct Out {
+    std::string param;
+    DType dtype;
+    int reg;
+  };
+  std::vector<Out> outs{{"D", k.outDtype, k.epilogueResult}};
+  for (auto& o : k.extraOutputs) outs.push_back({o.param, o.dtype, o.reg});
+  auto loops = [&] {
+    os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm)\n";
+    os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < " << fe << "; ++fn)\n";
+    os_ << ind(d + 2) << "#pragma unroll\n" << ind(d + 2) << "for (int h = 0; h < 2; ++h) {\n";
+    os_ << ind(d + 3) << "const int row = m0 + Mma::row_of(warp, lane, fm, 2 * h);\n";
+    os_ << ind(d + 3) << "const int col = n0 + "
+        << (parts > 1 ? "Mma::part_col_of<" + std::to_string(parts) + ">" : std::string("Mma::col_of"))
+        << "(warp, lane, fn, 0);  /* even */\n";
+    os_ << ind(d + 3)
+        << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
+  };
+  os_ << ind(d) << "// epilogue: per accumulator pair (columns c, c+1 of one fragment row), predicated on the tile edge;\n"
+      << ind(d) << "// the results held packed, then stored (one 32-bit store per pair when the output's pairs are aligned)\n";
+  for (auto& o : outs)
+    os_ << ind(d) << "typename heddle::pair_reg<" << dtypeCudaName(o.dtype) << ">::type " << o.param << "_v[Mma::FM]["
+        << fe << "][2];\n";
+  loops();
+  std::ostringstream body;
+  body << "const int col_0 = col, col_1 = col + 1 < N ? col + 1 : col;  /* scalar reads stay inside N */\n";
+  body << "(void)col_0, (void)col_1;\n";
+  bool pairs = false;
+  for (auto& op : k.epilogue) pairs |= op.pairs;
+  if (pairs) body << "const int colv = col;  /* the aligned pair read (vec_e=2: N even) */\n";
+  body << "const heddle::pairf r0 = {" << acc << ".acc[fm][fn][2 * (h)], " << acc << ".acc[fm][fn][2 * (h) + 1]};\n";
+  epilogueOpsPair(body, k, kir::IExpr(0));
+  for (auto& o : outs)
+    body << o.param << "_v[fm][fn][h] = heddle::pack_pair<" << dtypeCudaName(o.dtype) << ">(r" << o.reg << ");\n";
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) os_ << ind(d + 3) << line << "\n";
+  os_ << ind(d + 2) << "}\n";
+  for (auto& o : outs)
+    os_ << ind(d) << "const bool " << o.param << "_pairs = heddle::pair_aligned(" << o.param << ", ldd, N);\n";
+  loops();
+  os_ << ind(d + 3) << "const long long at = (long long)row * ldd + col;\n";
+  for (auto& o : outs)
+    os_ << ind(d + 3) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fm][fn][h], " << o.param
+        << "_pairs, col + 1 < N);\n";
+  os_ << ind(d + 2) << "}\n";
+}
+
+void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
+  const std::string acc = accName(k);
   os_ << ind(d) << "// epilogue: per accumulator element, predicated on the tile edge\n";
   os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm)\n";
   // a matmul group: fn walks member 0's slice; member p's element sits at fn + p * FN / P (same thread)
   const int parts = k.tile.parts;
-  const std::string fnEnd = parts > 1 ? "Mma::FN / " + std::to_string(parts) : "Mma::FN";
-  os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < " << fnEnd << "; ++fn)\n";
+  os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < " << fnEnd(k) << "; ++fn)\n";
   os_ << ind(d + 2) << "#pragma unroll\n" << ind(d + 2) << "for (int r = 0; r < 4; ++r) {\n";
   int e = d + 3;
   os_ << ind(e) << "const int row = m0 + Mma::row_of(warp, lane, fm, r);\n";
@@ -189,9 +331,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   // HEDDLE_TEST_PRINTER_BUG=epilogue_row_bound (tests only): prints `row > M`, an off-by-one that NVRTC
   // compiles and the kernel-IR simulator cannot see (it never reads this text); the interpreter of the
   // printed source reports the out-of-bounds store (tests/test_interpret_checks.py).
-  const char* bug = std::getenv("HEDDLE_TEST_PRINTER_BUG");
-  const bool rowBug = bug && std::string(bug) == "epilogue_row_bound";
-  os_ << ind(e) << (rowBug ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
+  os_ << ind(e) << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
   os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
   for (auto& op : k.epilogue) {
     std::string dst = "const float r" + std::to_string(op.dst) + " = ";
@@ -205,7 +345,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
         break;
       }
       case OpKind::Matmul:  // member op.a of a matmul group: its accumulator slice, same element
-        os_ << acc << ".acc[fm][fn + " << op.a << " * (" << fnEnd << ")][r];";
+        os_ << acc << ".acc[fm][fn + " << op.a << " * (" << fnEnd(k) << ")][r];";
         break;
       case OpKind::Add: os_ << a << " + " << b << ";"; break;
       case OpKind::Sub: os_ << a << " - " << b << ";"; break;

@@ -26,7 +26,8 @@ class CLikePrinter {
 
   void block(const kir::Block& b, int depth);
   void node(const kir::Node& n, int depth);
-  void epilogue(const kir::Kernel& k, int depth);
+  void epilogue(const kir::Kernel& k, int depth);      // per accumulator element
+  void pairEpilogue(const kir::Kernel& k, int depth);  // per column pair (EpilogueStore::columnPairs)
   std::string bufferPtr(const kir::Buffer& b, const kir::IExpr& stage);
   std::string paramDecl(const kir::Param& p);
   std::string ind(int d) { return std::string(2 * d, ' '); }
@@ -43,6 +44,15 @@ std::string floatLit(double v);
 // A global epilogue operand read at (batch_idx, row, `col`) through its stride params (broadcast axes have
 // none), as a float: "heddle::to_float(T[(long long)row * ldT + ...])".
 std::string epilogueGlobalRead(const kir::EpiOp& op, const std::string& col);
+// The epilogue program on a pair of adjacent columns of one fragment row (`const heddle::pairf rN = ...;` per
+// op, r0 = the two accumulators; heddle_math.cuh): element-wise arithmetic on both halves, transcendental
+// activations by one out-of-line call per pair (heddle::ool: their code exists once per kernel), a TMA-loaded
+// 16-bit operand (ring slot `stage`, tile position lr, lc0) as one 32-bit word, an operand read in pairs
+// (EpiOp::pairs) by one load of the whole, aligned pair at `colv`, other global operands at (row, col_0) and
+// (row, col_1),
+// a matmul group member's slice at the same pair (fm, fn, h). Used by the sm_90a staged epilogue and the
+// mma.sync register epilogue (CLikePrinter::pairEpilogue).
+void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage);
 // The element index of that read (the column term unscaled when `unitCol`: an operand read in pairs,
 // whose column stride the launch checked to be 1).
 std::string epilogueGlobalIndex(const kir::EpiOp& op, const std::string& col, bool unitCol = false);

@@ -60,66 +60,6 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
 
 namespace {
 
-// The epilogue program on a pair of adjacent columns (r0 = the two accumulators, each register a
-// heddle::sm90::pairf): element-wise arithmetic on both halves, transcendental activations by one
-// out-of-line call per pair (heddle::sm90::ool: their code exists once per kernel, not once per
-// accumulator), a 16-bit TMA-loaded operand read as one 32-bit word. Global operands read at the
-// clamped (row, col_0) and (row, col_1).
-void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage) {
-  const std::string P = "heddle::sm90::pairf";
-  for (auto& op : k.epilogue) {
-    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
-    auto bin = [&](const char* o) {
-      auto h = [&](const char* f) {
-        std::string x = a + "." + f, y = op.scalar ? floatLit(*op.scalar) : b + "." + f;
-        if (op.scalar && op.scalarOnLeft) std::swap(x, y);
-        return x + " " + o + " " + y;
-      };
-      return "{" + h("x") + ", " + h("y") + "}";
-    };
-    os << "const " << P << " r" << op.dst << " = ";
-    switch (op.op) {
-      case OpKind::Input: {
-        if (op.smem) {
-          const std::string at = op.smem->name + "[(" + stage.str() + ") * " +
-                                 std::to_string(op.smem->rows * op.smem->cols) +
-                                 (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") + " + lc0";
-          if (dtypeBytes(op.dtype) == 2)
-            os << "heddle::sm90::unpack2(" << at << "]);";
-          else
-            os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
-          break;
-        }
-        if (op.pairs) {  // vectorize_epilogue_reads: one load of the aligned pair at colv
-          os << "heddle::sm90::load_pair(" << op.tensorParam << " + " << epilogueGlobalIndex(op, "colv", true) << ");";
-          break;
-        }
-        os << "{" << epilogueGlobalRead(op, "col_0") << ", " << epilogueGlobalRead(op, "col_1") << "};";
-        break;
-      }
-      case OpKind::Add: os << bin("+") << ";"; break;
-      case OpKind::Sub: os << bin("-") << ";"; break;
-      case OpKind::Mul: os << bin("*") << ";"; break;
-      case OpKind::Div: os << bin("/") << ";"; break;
-      case OpKind::Relu: os << "{heddle::relu(" << a << ".x), heddle::relu(" << a << ".y)};"; break;
-      case OpKind::GeluErf: os << "heddle::sm90::ool::gelu_erf(" << a << ");"; break;
-      case OpKind::GeluTanh: os << "heddle::sm90::ool::gelu_tanh(" << a << ");"; break;
-      case OpKind::Silu: os << "heddle::sm90::ool::silu(" << a << ");"; break;
-      case OpKind::Sigmoid: os << "heddle::sm90::ool::sigmoid(" << a << ");"; break;
-      case OpKind::Tanh: os << "heddle::sm90::ool::tanh(" << a << ");"; break;
-      case OpKind::Neg: os << "{-" << a << ".x, -" << a << ".y};"; break;
-      case OpKind::Cast: {
-        const std::string t = dtypeCudaName(op.dtype);
-        os << "{heddle::to_float(heddle::from_float<" << t << ">(" << a << ".x)), heddle::to_float(heddle::from_float<"
-           << t << ">(" << a << ".y))};";
-        break;
-      }
-      default: os << "{0.0f, 0.0f}; // unsupported";
-    }
-    os << "\n";
-  }
-}
-
 // Prints `body` as the macro `name` with `args` (one statement; a trailing backslash per line).
 void printMacro(std::ostream& os, const std::string& name, const std::string& args, const std::string& body,
                 const std::string& ind) {
@@ -152,9 +92,9 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
     const std::string at = e.from->name + "[(" + e.fromStage.str() + ") * " +
                            std::to_string(e.from->rows * e.from->cols) + " + lr * " + std::to_string(e.from->cols) +
                            " + lc0";
-    pair << "const heddle::sm90::pairf r0 = {" << at << "], " << at << " + 1]};\n";
+    pair << "const heddle::pairf r0 = {" << at << "], " << at << " + 1]};\n";
   } else {
-    pair << "const heddle::sm90::pairf r0 = {" << e.acc->name << ".acc[fm][fn][2 * (h)], " << e.acc->name
+    pair << "const heddle::pairf r0 = {" << e.acc->name << ".acc[fm][fn][2 * (h)], " << e.acc->name
          << ".acc[fm][fn][2 * (h) + 1]};\n";
   }
   epilogueOpsPair(pair, k, e.operandStage);
@@ -164,7 +104,7 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   const std::string slot = e.to->name + " + (" + e.toStage.str() + ") * " + std::to_string(e.to->rows * e.to->cols);
   const int c0 = e.colEnd > e.colBegin ? e.colBegin : 0;
   if (b16) {
-    pair << "P = heddle::sm90::pack2<" << T << ">(" << res << ".x, " << res << ".y);\n";
+    pair << "P = heddle::pack2<" << T << ">(" << res << ".x, " << res << ".y);\n";
   } else {
     pair << "float* d_ = " << slot << " + " << tile << "::offset(lr, lc0" << (c0 ? " - " + std::to_string(c0) : "")
          << ");\n";

@@ -192,6 +192,7 @@ std::string describe(const Node& n) {
       if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
       os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);
       if (e.colEnd > e.colBegin) os << " (columns " << e.colBegin << ".." << e.colEnd - 1 << ")";
+      if (e.columnPairs) os << " in column pairs";
       break;
     }
     case NodeKind::Let: {

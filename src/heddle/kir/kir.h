@@ -169,6 +169,10 @@ struct EpilogueStore : Node {
   // A column chunk of the tile (colEnd > colBegin): only the fragment elements of tile columns
   // [colBegin, colEnd), written to column lc - colBegin of `to` (passes/tma_store_epilogue.cpp).
   int colBegin = 0, colEnd = 0;
+  // The register epilogue of an mma.sync kernel (TargetInfo::mmaSync, heddle_mma_sm80.cuh): fragment
+  // registers 2h, 2h+1 are columns c, c+1 of one row, so the epilogue runs per column pair (the pair
+  // program, packed 32-bit stores; codegen CLikePrinter::pairEpilogue). false: per element.
+  bool columnPairs = false;
   // Split-K (passes/reduce_splits.cpp): Partial::Store writes this thread's raw accumulator fragment to
   // workspace slot `slot` (no epilogue program, no bounds: the whole tile); Partial::Add adds the
   // fragments of slots [slot, slot + count) to the accumulators, in slot order (nothing is stored).

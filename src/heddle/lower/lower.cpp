@@ -8,7 +8,7 @@
 //   stream_k            stream_k(G): k loop over KS from skkt -> persistent grid x <= G sharing tiles x k-tiles
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
 //   tma_store_epilogue  MMA role's direct epilogue store  -> stmatrix chunks in sD + TMA stores (epilogue_store("tma"))
-//   vectorize_epilogue_reads  vec_e=2, staged epilogue   -> its global operands read in aligned column pairs
+//   vectorize_epilogue_reads  vec_e=2, pair epilogue     -> its global operands read in aligned column pairs
 //   stream_k_roles      stream_k(G) with roles (sm_90a)   -> both roles walk the CTA's (tile, k-range) segments; fixup
 //   cluster_multicast   cluster(2, along): the ring        -> paired tile walk, shared tile multicast, remote releases
 //   tcgen05_specialize  Blackwell roles (sm_100a)         -> load warp, tcgen05 MMA warp, epilogue warpgroup; TMEM ring

@@ -101,65 +101,13 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)_
 #ifndef HEDDLE_HOST_EMULATION  // printed kernels only
 // ---- the staged epilogue: packed pairs and stmatrix ------------------------------------------
 
-// Two adjacent output elements in one 32-bit register, the lower column in the lower half (the
-// layout stmatrix stores): one cvt.rn.{bf16x2,f16x2}.f32 on the device (it packs its first source
-// into the upper half).
-template <typename T>
-__device__ __forceinline__ unsigned pack2(float lo, float hi) {
-  static_assert(sizeof(T) == 2, "pack2: 16-bit element types only");
-  unsigned r;
-#if defined(__CUDA_ARCH__)
-  if constexpr (IsBf16<T>::value)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  r = (unsigned)from_float<T>(lo).bits | ((unsigned)from_float<T>(hi).bits << 16);
-#endif
-  return r;
-}
-
-// Two adjacent columns of one fragment row: the staged epilogue's register type (one pair program).
-struct pairf {
-  float x, y;
-};
-
-// A 16-bit pair of a shared tile read as one 32-bit word (`first` at an even element index).
-template <typename T>
-__device__ __forceinline__ pairf unpack2(const T& first) {
-  const unsigned w = *reinterpret_cast<const unsigned*>(&first);
-  T lo, hi;
-  lo.bits = (unsigned short)(w & 0xffffu);
-  hi.bits = (unsigned short)(w >> 16);
-  return {to_float(lo), to_float(hi)};
-}
-
-// Two adjacent columns of a global epilogue operand in one load (vec_e=2; passes/vectorize_epilogue_reads.cpp):
-// 32 bits of a 16-bit pair, 64 bits of an f32 pair. `first` is pair-aligned: the launch checked the operand's
-// base and strides, and the printed column is even.
-template <typename T>
-__device__ __forceinline__ pairf load_pair(const T* first) {
-  if constexpr (sizeof(T) == 2) {
-    return unpack2(*first);
-  } else {
-    static_assert(sizeof(T) == 4, "load_pair: 16-bit or f32 operands");
-    struct alignas(8) F2 {
-      float x, y;
-    };
-    const F2 v = *reinterpret_cast<const F2*>(first);
-    return {v.x, v.y};
-  }
-}
-
-// The transcendental activations on a pair, out of line: one copy per kernel that every fragment pair
-// calls, so the epilogue's code (and NVRTC + ptxas time) does not grow with the accumulator count.
-namespace ool {
-static __device__ __noinline__ pairf gelu_erf(pairf v) { return {heddle::gelu_erf(v.x), heddle::gelu_erf(v.y)}; }
-static __device__ __noinline__ pairf gelu_tanh(pairf v) { return {heddle::gelu_tanh(v.x), heddle::gelu_tanh(v.y)}; }
-static __device__ __noinline__ pairf silu(pairf v) { return {heddle::silu(v.x), heddle::silu(v.y)}; }
-static __device__ __noinline__ pairf sigmoid(pairf v) { return {heddle::sigmoid(v.x), heddle::sigmoid(v.y)}; }
-static __device__ __noinline__ pairf tanh(pairf v) { return {heddle::tanh(v.x), heddle::tanh(v.y)}; }
-}  // namespace ool
+// The pair epilogue's pieces (heddle::pairf, pack2, unpack2, load_pair, ool::*) are target-neutral and
+// live in heddle_math.cuh (the sm_80 mma.sync epilogue uses them too); their sm90 names stay as aliases.
+using heddle::load_pair;
+using heddle::pack2;
+using heddle::pairf;
+using heddle::unpack2;
+namespace ool = heddle::ool;
 
 // stmatrix.sync.aligned.m8n8.x4.shared.b16 (PTX ISA 7.8, sm_90): a warp collective storing four 8x8
 // matrices of 16-bit elements. Lane l gives the address of row l%8 of matrix l/8 (16 contiguous,

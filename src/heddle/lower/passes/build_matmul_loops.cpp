@@ -8,7 +8,7 @@
 //       cp_async A -> sA[0] (k-tile kt); cp_async B -> sB[0] (k-tile kt); cp.async.commit_group
 //       mma acc += sA[0] x sB[0] (k-tile kt)
 //     }
-//     epilogue store -> D
+//     epilogue store -> D in column pairs     (mma.sync targets: the fragment holds column pairs)
 // Tiles are described in storage order (cols contiguous), so a transposed operand is just a
 // different tile shape and origin; out-of-bounds elements are zero-filled by the copy, which is
 // what makes ragged M, N and K work without a separate tail loop.
@@ -157,6 +157,9 @@ void buildMatmulLoops(LowerContext& c) {
   auto* st = k.body.add<kir::EpilogueStore>();
   st->acc = accB;
   st->out = "D";
+  // an mma.sync fragment (MmaSm80) holds column pairs; AMD's MFMA / WMMA registers walk rows, and the
+  // wgmma / tcgen05 kernels (hopper.enabled) print their own epilogues
+  st->columnPairs = c.target.mmaSync && !t.hopper.enabled;
 
   k.launch.threads = t.threads();
   IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn / t.parts);
