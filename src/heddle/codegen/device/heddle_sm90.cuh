@@ -134,6 +134,11 @@ __device__ __forceinline__ pairf unpack2(const T& first) {
   return {to_float(lo), to_float(hi)};
 }
 
+// Two f32 columns as one 8-byte access (an f32 pair's load or store).
+struct alignas(8) f32x2 {
+  float x, y;
+};
+
 // Two adjacent columns of a global epilogue operand in one load (vec_e=2; passes/vectorize_epilogue_reads.cpp):
 // 32 bits of a 16-bit pair, 64 bits of an f32 pair. `first` is pair-aligned: the launch checked the operand's
 // base and strides, and the printed column is even.
@@ -143,12 +148,39 @@ __device__ __forceinline__ pairf load_pair(const T* first) {
     return unpack2(*first);
   } else {
     static_assert(sizeof(T) == 4, "load_pair: 16-bit or f32 operands");
-    struct alignas(8) F2 {
-      float x, y;
-    };
-    const F2 v = *reinterpret_cast<const F2*>(first);
+    const f32x2 v = *reinterpret_cast<const f32x2*>(first);
     return {v.x, v.y};
   }
+}
+
+// The direct store's operand read (N may be odd): the pair at the even column of `first` in one load when
+// both its columns are inside N (`whole`), else the one column inside (in both halves; the second half
+// is computed but never stored), so that no read passes the operand's last column.
+template <typename T>
+__device__ __forceinline__ pairf load_pair_or_first(const T* first, bool whole) {
+  if (whole) return load_pair(first);
+  const float v = to_float(*first);
+  return {v, v};
+}
+
+// The direct store of a pair: one 32-bit store of two packed 16-bit elements (pack2), one 64-bit store of
+// two floats. `first` must be pair-aligned (pair_stores_ok) and both columns inside the output.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* first, pairf v) {
+  if constexpr (sizeof(T) == 2) {
+    *reinterpret_cast<unsigned*>(first) = pack2<T>(v.x, v.y);
+  } else {
+    static_assert(sizeof(T) == 4, "store_pair: 16-bit or f32 outputs");
+    *reinterpret_cast<f32x2*>(first) = f32x2{v.x, v.y};
+  }
+}
+
+// Whether every pair store at an even column of an output is aligned: its base pair-aligned and every
+// stride the index uses (`strides`: the OR of them, e.g. ldd | batch_stride_d) even. Warp-uniform: the
+// printed epilogue evaluates it once and falls back to scalar stores when it fails (an odd N).
+template <typename T>
+__device__ __forceinline__ bool pair_stores_ok(const T* base, long long strides) {
+  return (strides & 1) == 0 && (reinterpret_cast<unsigned long long>(base) & (2 * sizeof(T) - 1)) == 0;
 }
 
 // The transcendental activations on a pair, out of line: one copy per kernel that every fragment pair
