@@ -72,7 +72,9 @@ def test_roles_rings_and_the_batch_in_the_tile_walk():
     # both operands batched: 3-D maps with batch_idx the third coordinate; D indexed by the tile's batch
     assert {m["param"]: m["batched"] for m in low.tensor_maps} == {"tmA": True, "tmB": True}
     assert "&tmA, m0, kt * 16, batch_idx, (full + (" in src and "&tmB, kt * 16, n0, batch_idx, (full + (" in src
-    assert "D[(long long)batch_idx * batch_stride_d + (long long)row * ldd + col]" in src
+    assert "const long long at = (long long)batch_idx * batch_stride_d + (long long)row * ldd + col;" in src
+    # its pair stores are aligned only if every batch's rows start at an even element too
+    assert "heddle::pair_aligned(D, ldd | batch_stride_d, N)" in src
 
 
 def test_the_walk_covers_every_batch_and_tile_once():
@@ -220,7 +222,8 @@ def test_interpreter_strided_batch_is_read_in_place():
     # the operand's batch coordinate dropped: every batch reads matrix 0
     (", batch_idx, (full + (", ", 0, (full + ("),
     # D stored without its batch offset
-    ("D[(long long)batch_idx * batch_stride_d + ", "D[(long long)0 * batch_stride_d + "),
+    ("const long long at = (long long)batch_idx * batch_stride_d + ",
+     "const long long at = (long long)0 * batch_stride_d + "),
 ])
 def test_interpreter_catches_a_wrong_batch_coordinate(good, bad):
     fd = batched("coop", stages=3, prefetch=1)

@@ -45,9 +45,9 @@ def test_role_graph_has_the_bias_edge_and_every_mbarrier_its_reason(variant, con
     assert low.name.endswith("_tmae2")
     src = low.source
     assert "heddle::sm90::tma_load_plain<1, 64>(sE + (tl % 2) * 64, &tmE, 0, n0, (fullE + (tl % 2)));" in src
-    # the epilogue role's staged (TMA-store) epilogue reads a column pair as one 32-bit word
-    read = "to_float(sE[(tl % 2) * 64 + lc])" if variant == "coop" else "unpack2(sE[(tl % 2) * 64 + lc0])"
-    assert read in src
+    # both pair epilogues -- the MMA warpgroups' direct store (coop), the epilogue role's staged store
+    # (3role) -- read a column pair of the ring slot as one 32-bit word
+    assert "heddle::unpack2(sE[(tl % 2) * 64 + lc0]);" in src and "to_float(sE[" not in src
     assert "E_bias[" not in src  # no per-element global load of the bias is left
     for bar, count in (("fullE", 1), ("emptyE", 128 * (2 if variant == "coop" else 1))):
         for st in (0, 1):
@@ -62,7 +62,7 @@ def test_residual_tile_is_one_box_per_tile():
     src, text = low.source, low.explain()
     assert "res_load -(sE)-> mma" in text.splitlines()[0]
     assert "heddle::sm90::tma_load_plain<128, 64>(sE + (tl % 2) * 8192, &tmE, m0, n0, (fullE + (tl % 2)));" in src
-    assert "heddle::to_float(sE[(tl % 2) * 8192 + lr * 64 + lc])" in src and "E_res[" not in src
+    assert "heddle::unpack2(sE[(tl % 2) * 8192 + lr * 64 + lc0]);" in src and "E_res[" not in src
     assert "16384 TMA bytes" in text  # expect_tx: the whole [128, 64] bf16 box
     # L2 promotion: 256 bytes for the operand tiles, 128 for the per-tile residual box
     assert {m["param"]: m["l2_promotion"] for m in low.tensor_maps} == {"tmA": 256, "tmB": 256, "tmE": 128}

@@ -19,7 +19,7 @@ from heddle.core.interpret import _Mutated
 from heddle.core.kernel import _pair_ok, _vec_e_for
 from heddle.interpret import interpret
 from heddle.pytorch.matmul import FusedMatmul, MatmulSpec
-from hopper_defs import assert_interprets_clean, nvrtc_sm90
+from hopper_defs import assert_interprets_clean, inputs, nvrtc_sm90
 from interp_defs import needs_cxx
 
 COLV = "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;"
@@ -37,10 +37,7 @@ def scheduled(s, layout="auto", m=-1):
 
 
 def data(fd, M, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
-    shape = lambda t: [M if s == "M" else s for s in t.shape]  # noqa: E731
-    return [(torch.randn(shape(t), generator=g) * 0.5).to(dt[t.dtype]) for t in fd.inputs]
+    return inputs(fd, M, seed=seed)
 
 
 def test_lowering_reads_bias_and_residual_in_pairs():

@@ -51,7 +51,9 @@ def test_plan_stages_chunks_through_sd_with_every_sync_reasoned():
 def test_direct_store_stays_selectable_and_is_the_default():
     for store in (None, "direct"):
         src = build("coop", stages=3, n=200, bn=128, store=store).lower("sm_90a").source
-        assert "tma_store" not in src and "D[(long long)row * ldd + col]" in src
+        # the direct store: bounds-checked column pairs into D (tests/test_hopper_direct_pairs.py)
+        assert "tma_store" not in src and "const long long at = (long long)row * ldd + col;" in src
+        assert "heddle::store_pair(D + at, heddle::pack_pair<heddle::bf16>(r" in src and "pair_st, whole);" in src
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(bias_tma=2), dict(bn=64, n=72, stages=2, prefetch=0),

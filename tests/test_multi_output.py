@@ -13,6 +13,16 @@ from heddle.interpret import _Mutated, interpret
 from interp_defs import amd, inputs, kernel, needs_cxx, sm80, sm90
 
 STORE_D1 = "D1[(long long)row * ldd + col] = heddle::from_float<heddle::bf16>("
+# sm_90a stores column pairs (tests/test_hopper_direct_pairs.py): D1's 32-bit pair store at D's index
+STORE_D1_SM90 = "heddle::store_pair(D1 + at, heddle::pack_pair<heddle::bf16>("
+
+
+# sm_80 holds each output's packed pairs, then stores them (docs/backends.md "The mma.sync epilogue in column pairs")
+STORE_D1_SM80 = "D1_v[fm][fn][h] = heddle::pack_pair<heddle::bf16>("
+
+
+def store_d1(target):
+    return {"sm_90a": STORE_D1_SM90, "sm_80": STORE_D1_SM80}.get(target, STORE_D1)
 
 
 def saved(target, **kw):
@@ -29,9 +39,11 @@ def test_second_output_is_a_pointer_param_stored_at_ds_index(target):
     params = [p[0] for p in low.params]
     assert "D" in params and "D1" in params
     assert low.name.endswith("_e_add_gelu_bf16_bf16_obf16")  # the output's dtype is in the name
-    assert STORE_D1 in low.source
+    assert store_d1(target) in low.source
     # the stored register is the pre-activation's cast, not the gelu's: r3 = gelu(r2), r5 = bf16(r2)
-    assert "heddle::gelu_erf(r2)" in low.source and "heddle::bf16>(r2)" in low.source
+    # both pair programs: both columns of a pair, the GELU out of line
+    assert "heddle::ool::gelu_erf(r2)" in low.source and "heddle::bf16>(r2.y)" in low.source
+    assert store_d1(target) + "r5)" in low.source
 
 
 def test_batched_second_output_is_offset_per_batch():
@@ -53,10 +65,10 @@ def test_interpreter_numbers_of_both_outputs(target):
     torch.testing.assert_close(pre.double(), want_pre, atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(out.double(), torch.nn.functional.gelu(want_pre), atol=2e-2, rtol=2e-2)
     # the second store edited: it writes the activation (wrong numbers) or nothing (never written)
-    src = k.source
-    reg = src.split(STORE_D1, 1)[1].split(")", 1)[0]
-    for bad in (src.replace(STORE_D1 + reg + ")", STORE_D1 + "r3)"),
-                src.replace(STORE_D1, "if (0) " + STORE_D1)):
+    src, store = k.source, store_d1(target)
+    reg = src.split(store, 1)[1].split(")", 1)[0]
+    for bad in (src.replace(store + reg + ")", store + "r3)"),
+                src.replace(store, "if (0) " + store)):
         assert bad != src
         rb = interpret(_Mutated(k, bad), *ins)
         assert not rb.ok and any("output" in m for m in rb.mismatches), rb.report()
@@ -124,8 +136,12 @@ def test_two_output_kernels_compile_without_spills(target):
         assert r.stats.spill_stores == 0 and r.stats.spill_loads == 0, r.ptxas
         return r.ptx
     one, two = ptx("bias_gelu"), ptx("bias_gelu_saved")
-    # D1's stores are in the binary: twice the 16-bit global stores of the one-output kernel
+    # D1's stores are in the binary: twice the 32-bit pair stores of the one-output kernel, and twice the
+    # 16-bit stores of cut or misaligned pairs
     assert two.count("st.global.u16") == 2 * one.count("st.global.u16") > 0
+    # 16 pair stores per thread per output: sm_90a 64x64 tile, one warpgroup; sm_80 64x64 tile, 2x2 warps
+    pairs = 32
+    assert two.count("st.global.u32") == 2 * one.count("st.global.u32") == pairs
 
 
 # --- the torch op that keeps the pre-activation (heddle.pytorch: MatmulSpec.saved, the training backend) ---

@@ -42,8 +42,9 @@ class Kernel:
         """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
         registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True.
-        vec_e=2: an epilogue in column pairs (the staged sm_90a one, the mma.sync one) reads its bias / residual
-        in aligned column pairs (the launch checks their layout: _pair_ok)."""
+        vec_e=2: an epilogue in column pairs (the staged or direct sm_90a one, the mma.sync one) reads its bias /
+        residual in aligned column pairs (the launch checks their layout: _pair_ok, an even column count
+        included)."""
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"), vec_e=vec_e)
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")

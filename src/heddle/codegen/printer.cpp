@@ -305,13 +305,15 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   std::istringstream lines(body.str());
   for (std::string line; std::getline(lines, line);) os_ << ind(d + 3) << line << "\n";
   os_ << ind(d + 2) << "}\n";
-  for (auto& o : outs)
-    os_ << ind(d) << "const bool " << o.param << "_pairs = heddle::pair_aligned(" << o.param << ", ldd, N);\n";
+  // one flag for every output: per-output flags let NVVM unswitch the store walk once per combination
+  os_ << ind(d) << "const bool pair_st = ";
+  for (size_t i = 0; i < outs.size(); ++i)
+    os_ << (i ? " && " : "") << "heddle::pair_aligned(" << outs[i].param << ", ldd, N)";
+  os_ << ";  // every output's pairs whole and aligned (kernel-uniform)\n";
   loops();
   os_ << ind(d + 3) << "const long long at = (long long)row * ldd + col;\n";
   for (auto& o : outs)
-    os_ << ind(d + 3) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fm][fn][h], " << o.param
-        << "_pairs, col + 1 < N);\n";
+    os_ << ind(d + 3) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fm][fn][h], pair_st, col + 1 < N);\n";
   os_ << ind(d + 2) << "}\n";
 }
 

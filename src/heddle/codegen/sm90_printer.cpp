@@ -1,7 +1,10 @@
 // Hopper spellings for the CUDA printer (see sm90_printer.h).
 #include "heddle/codegen/sm90_printer.h"
 
+#include <algorithm>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "heddle/codegen/printer.h"
 
@@ -60,6 +63,19 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
 
 namespace {
 
+// The pair's accumulators (acc[fm][fn][2h], acc[fm][fn][2h + 1]: columns lc0 and lc0 + 1 of row lr), or
+// the raw staging tile e.from at (lr, lc0), as the pair program's r0.
+std::string pairSource(const kir::EpilogueStore& e) {
+  if (e.from) {
+    const std::string at = e.from->name + "[(" + e.fromStage.str() + ") * " +
+                           std::to_string(e.from->rows * e.from->cols) + " + lr * " + std::to_string(e.from->cols) +
+                           " + lc0";
+    return "const heddle::pairf r0 = {" + at + "], " + at + " + 1]};\n";
+  }
+  return "const heddle::pairf r0 = {" + e.acc->name + ".acc[fm][fn][2 * (h)], " + e.acc->name +
+         ".acc[fm][fn][2 * (h) + 1]};\n";
+}
+
 // Prints `body` as the macro `name` with `args` (one statement; a trailing backslash per line).
 void printMacro(std::ostream& os, const std::string& name, const std::string& args, const std::string& body,
                 const std::string& ind) {
@@ -88,15 +104,7 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   for (auto& op : k.epilogue) pairs |= op.pairs;
   if (pairs)  // N is even (16-byte output rows): the pair at colv is whole and starts at an even column
     pair << "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;  /* the aligned pair read (vec_e=2) */\n";
-  if (e.from) {
-    const std::string at = e.from->name + "[(" + e.fromStage.str() + ") * " +
-                           std::to_string(e.from->rows * e.from->cols) + " + lr * " + std::to_string(e.from->cols) +
-                           " + lc0";
-    pair << "const heddle::pairf r0 = {" << at << "], " << at << " + 1]};\n";
-  } else {
-    pair << "const heddle::pairf r0 = {" << e.acc->name << ".acc[fm][fn][2 * (h)], " << e.acc->name
-         << ".acc[fm][fn][2 * (h) + 1]};\n";
-  }
+  pair << pairSource(e);
   epilogueOpsPair(pair, k, e.operandStage);
   const std::string res = "r" + std::to_string(k.epilogueResult);
   const std::string tile = "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) +
@@ -140,9 +148,58 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   os << "#undef HEDDLE_PAIR\n";
 }
 
-// Every epilogue of a wgmma kernel: registers -> D, registers -> sC (raw staging), or registers / sC
-// -> sD for the TMA store (stagedEpilogue). The printer spells out one statement per fragment element
-// or pair (a macro over compile-time (fm, fn, r)): a loop with a large body (an epilogue with erf) stops
+// The direct store (registers -> D and the extra outputs D1..): column pairs, like the staged store. Each
+// pair (fm, fn, h) of the fragment -- columns col = n0 + lc0 (even) and col + 1 of one row -- is skipped
+// when its row or first column is outside D, runs the pair program (epilogueOpsPair: activations out of
+// line, so the code does not grow with the accumulator count) and is stored by one 32-bit (16-bit
+// output; 64-bit for f32) store when every output's pairs are whole and aligned (pair_st = heddle::pair_aligned:
+// bases, ldd (and batch_stride_d) and N even; evaluated once, warp-uniform), else by scalar stores, the
+// second only inside N (an odd N: the last column's pair is cut; an odd ldd: pairs start at odd addresses).
+void directPairEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w,
+                        int FM, int fnLo, int fnHi, const std::string& ind) {
+  const bool walk = k.tile.batchWalk;  // a batch walk's D is not offset per CTA: the tile's batch_idx indexes it
+  std::ostringstream pair;
+  pair << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
+  pair << "const int row = m0 + lr, col = n0 + lc0;\n";
+  pair << "if (row < M && col < N) {\n";
+  pair << "const bool whole = col + 1 < N;  /* N may be odd: the last column's pair is cut */\n";
+  pair << "const int col_0 = col, col_1 = whole ? col + 1 : col;\n";
+  pair << "(void)col_0, (void)col_1;\n";
+  bool pairs = false;
+  for (auto& op : k.epilogue) pairs |= op.pairs;
+  if (pairs)  // operands read in pairs have an even column count (the launch checks it): col's pair is whole
+    pair << "const int colv = col;  /* the aligned pair read (vec_e=2) */\n";
+  pair << pairSource(e);
+  epilogueOpsPair(pair, k, e.operandStage);
+  pair << "const long long at = " << (walk ? "(long long)batch_idx * batch_stride_d + " : "")
+       << "(long long)row * ldd + col;\n";
+  std::vector<std::pair<std::string, std::pair<DType, int>>> outs = {{"D", {k.outDtype, k.epilogueResult}}};
+  for (auto& o : k.extraOutputs) outs.push_back({o.param, {o.dtype, o.reg}});
+  for (auto& [d, o] : outs)
+    pair << "heddle::store_pair(" << d << " + at, heddle::pack_pair<" << dtypeCudaName(o.first) << ">(r" << o.second
+         << "), pair_st, whole);\n";
+  pair << "}\n";
+  os << ind << "{  // " << kir::describe(e) << ": this thread's wgmma fragment in column pairs, stored directly\n";
+  os << ind << "const bool pair_st = ";
+  for (size_t i = 0; i < outs.size(); ++i)
+    os << (i ? " && " : "") << "heddle::pair_aligned(" << outs[i].first << ", ldd"
+       << (walk ? " | batch_stride_d" : "") << ", N)";
+  os << ";  // every pair store aligned (warp-uniform)\n";
+  printMacro(os, "HEDDLE_PAIR", "fm, fn, h", pair.str(), ind);
+  for (int fm = 0; fm < FM; ++fm)
+    for (int fn = fnLo; fn < fnHi; fn += 2) {
+      os << ind;
+      for (int f = fn; f < std::min(fn + 2, fnHi); ++f)
+        for (int h = 0; h < 2; ++h) os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << ");";
+      os << "\n";
+    }
+  os << "#undef HEDDLE_PAIR\n";
+  os << ind << "}\n";
+}
+
+// Every epilogue of a wgmma kernel: registers -> D (directPairEpilogue), registers -> sC (raw staging),
+// or registers / sC -> sD for the TMA store (stagedEpilogue). The printer spells out one statement per
+// fragment element or pair (a macro over compile-time (fm, fn, r)): a loop with a large body (an epilogue with erf) stops
 // being unrolled at some size, and a dynamically indexed accumulator array lives in local memory.
 void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const auto& tl = k.tile;
@@ -151,26 +208,13 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
   const bool chunk = e.colEnd > e.colBegin;
   const int fnLo = chunk ? e.colBegin / 8 : 0, fnHi = chunk ? e.colEnd / 8 : FN;
   if (e.to && !e.raw) return stagedEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);
-  std::ostringstream body;
+  if (!e.raw) return directPairEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);
+  if (!e.to) fail<HeddleError>("printer: ", kir::describe(e), " stores raw accumulators nowhere");
+  std::ostringstream body;  // raw accumulators -> the staging tile sC (an epilogue role stages from it)
   body << "const int lr = Mma::row_of(" << w << ", lane, fm, r), lc = Mma::col_of(" << w << ", lane, fn, r);\n";
-  if (e.raw) {
-    if (!e.to) fail<HeddleError>("printer: ", kir::describe(e), " stores raw accumulators nowhere");
-    body << e.to->name << "[(" << e.toStage.str() << ") * " << e.to->rows * e.to->cols << " + lr * " << e.to->cols
-         << " + lc] = " << e.acc->name << ".acc[fm][fn][r];\n";
-  } else {
-    body << "const int row = m0 + lr, col = n0 + lc;\n";
-    body << "if (row < M && col < N) {\n";
-    body << "const float r0 = " << e.acc->name << ".acc[fm][fn][r];\n";
-    epilogueOps(body, k, e.operandStage, "");
-    // a batch walk's D is not offset per CTA: the tile's batch_idx indexes it
-    const std::string at = std::string(k.tile.batchWalk ? "[(long long)batch_idx * batch_stride_d + " : "[") +
-                           "(long long)row * ldd + col]";
-    body << "D" << at << " = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r" << k.epilogueResult << ");\n";
-    for (auto& o : k.extraOutputs)
-      body << o.param << at << " = heddle::from_float<" << dtypeCudaName(o.dtype) << ">(r" << o.reg << ");\n";
-    body << "}\n";
-  }
-  os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment, element by element\n";
+  body << e.to->name << "[(" << e.toStage.str() << ") * " << e.to->rows * e.to->cols << " + lr * " << e.to->cols
+       << " + lc] = " << e.acc->name << ".acc[fm][fn][r];\n";
+  os << ind << "// " << kir::describe(e) << ": this thread's raw wgmma fragment, element by element\n";
   printMacro(os, "HEDDLE_FRAGMENT", "fm, fn, r", body.str(), ind);
   for (int fm = 0; fm < FM; ++fm)
     for (int fn = fnLo; fn < fnHi; ++fn) {
