@@ -123,6 +123,17 @@ def assert_every_source_mutant_killed(fd, M=200):
     assert "delete_sync" in res["by_kind"] and not res["survivors"], res["survivors"]
 
 
+def assert_store_protocol_mutants_killed(fd, M=200):
+    """The CPU interpreter kills the deletion of each sync the TMA-store epilogue rests on (the proxy fence,
+    the wait_group.read, the named barriers) in fd's sm_90a kernel (one SM)."""
+    from heddle.interpret import mutation_kill_rate
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    keys = ("fence_proxy_async", "bulk_wait_read", "named_barrier")
+    res = mutation_kill_rate(k, *inputs(fd, M, seed=1), sms=1, kinds=("delete_sync",),
+                             where=lambda mu: any(x in mu.what for x in keys))
+    assert res["total"] >= 3 and not res["survivors"], (res["total"], res["survivors"])
+
+
 def assert_simulates_clean(fd, Ms=(200, 77), label=""):
     """The kernel-IR simulator runs fd's sm_90a kernel clean with float64-right numbers for each M, under the
     adversarial schedule and a random one."""

@@ -9,15 +9,15 @@ out of line, no per-element bounds check), the kernel-IR simulator (clean, right
 killed -- the proxy fence, the wait_group.read and the barrier before the store among them), the CPU
 interpreter of the printed source (float64 numbers on ragged shapes, source mutants and a wrong stmatrix
 row mapping caught), NVRTC for sm_90a (no spills, stmatrix and the bulk tensor store in the PTX, no
-st.global left), and the ScheduleErrors for what is not built."""
+st.global left), and the ScheduleErrors for what is not built. Two outputs: test_hopper_tma_store_two_outputs.py."""
 import pytest
 
 import heddle
 from conftest import requires_nvrtc
 from heddle.core.interpret import _Mutated
-from heddle.interpret import interpret, mutation_kill_rate
+from heddle.interpret import interpret
 from hopper_defs import (assert_every_source_mutant_killed, assert_interprets_clean, assert_simulates_clean,
-                         build, inputs, killed_sync_mutants, nvrtc_sm90)
+                         assert_store_protocol_mutants_killed, build, inputs, killed_sync_mutants, nvrtc_sm90)
 from interp_defs import needs_cxx
 from matmul_defs import matmul_fusion
 
@@ -99,12 +99,7 @@ def test_interpreter_source_mutants_killed():
 @needs_cxx
 def test_interpreter_source_mutants_of_the_store_protocol_killed():
     # the three syncs the store rests on: the proxy fence, the wait_group.read, the barrier before the store
-    fd = tma_store(n=128, bn=128)
-    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
-    keys = ("fence_proxy_async", "bulk_wait_read", "named_barrier")
-    res = mutation_kill_rate(k, *inputs(fd, 200, seed=1), sms=1, kinds=("delete_sync",),
-                             where=lambda mu: any(x in mu.what for x in keys))
-    assert res["total"] >= 3 and not res["survivors"], (res["total"], res["survivors"])
+    assert_store_protocol_mutants_killed(tma_store(n=128, bn=128))
 
 
 def nvrtc(fd):
@@ -133,7 +128,6 @@ def test_nvrtc_compiles_the_epilogue_role_on_pairs():
 @pytest.mark.parametrize("variant,kw,match", [
     ("pipeline", dict(store="tma"), "built for the warp-specialized sm_90a kernels"),
     ("3role", dict(store="direct"), "the epilogue role stores its tile by TMA"),
-    ("coop", dict(store="tma", epilogue="bias_gelu_saved"), "one TMA store writes one output"),
 ])
 def test_schedules_not_built_are_named_errors(variant, kw, match):
     with pytest.raises(heddle.ScheduleError, match=match):
@@ -157,10 +151,11 @@ def test_unknown_kind_is_a_schedule_error():
 
 
 @pytest.mark.parametrize("n,epilogue,tma", [(1024, "plain", True), (1028, "plain", False),
-                                            (1024, "bias_gelu_saved", False)])
+                                            (1024, "bias_gelu_saved", True), (1028, "bias_gelu_saved", False)])
 def test_auto_schedule_takes_the_tma_store_where_the_output_is_tma_able(n, epilogue, tma):
     # the two-warpgroup cooperative kernel (M > 64, a plain store; a fused epilogue gets ping-pong: see
-    # test_epilogue_layout.py), N known: 16-byte output rows and one output
+    # test_epilogue_layout.py), N known: 16-byte output rows (two outputs of one element size: each staged,
+    # test_hopper_tma_store_two_outputs.py)
     fd, _, _ = matmul_fusion(n=n, k=4096, dtype="bf16", layout="NT", epilogue=epilogue)
     low = fd.auto_schedule("sm_90a", m=4096, n=n, k=4096, epilogue_layout="cooperative"
                            if epilogue == "bias_gelu_saved" else "auto").lower("sm_90a")

@@ -3,7 +3,7 @@ out = gelu(pre)` with both `out` and `pre` marked as outputs (training keeps the
 backward). The kernel stores `pre` to D1 at D's index: kernel IR / printed source, NVRTC compiles for
 sm_80 and sm_90a, and the interpreter's numbers of both outputs against float64 torch (sm_80, sm_90a,
 gfx942), with mutants of the second store caught. An epilogue role (one TMA store of one tile) refuses a
-second output."""
+second output; the MMA warpgroups' TMA-store epilogue stages both (test_hopper_tma_store_two_outputs.py)."""
 import pytest
 import torch
 
@@ -95,10 +95,14 @@ def test_interpreter_roles_and_split_k_store_both_outputs():
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_simulator_runs_two_output_kernels_clean(target):
-    # the kernel-IR simulator checks D's numbers (D1 is stored at D's index by the same thread)
+    # the kernel-IR simulator checks both outputs' numbers (D1 is stored at D's index by the same thread)
     fd = saved(target) if target == "sm_80" else sm90("coop", epilogue="bias_gelu_saved", k=16 * 7)
     r = heddle.simulate(fd.lower(target), inputs(fd, 72, seed=1), fusion=fd)
-    assert r.ok, r
+    assert r.ok and len(r.outputs) == 2 and not torch.isnan(r.outputs[1]).any(), r
+    from heddle.reference import evaluate
+    d, d1 = evaluate(fd, inputs(fd, 72, seed=1))
+    bad = heddle.simulate(fd.lower(target), inputs(fd, 72, seed=1), fusion=fd, reference=(d, d1 * 2))
+    assert not bad.ok and "D1[0][" in bad.report(), bad.report()
 
 
 @needs_cxx

@@ -194,7 +194,7 @@ class Kernel:
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
-        env, extra = tma.launch_args(self, g, out, encoder=tensor_map_encoder, sms=sms,
+        env, extra = tma.launch_args(self, g, outs, encoder=tensor_map_encoder, sms=sms,
                                           tensors=by_name) if hopper else ({}, {})
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
@@ -230,7 +230,7 @@ class Kernel:
             grid = self.lowered.grid({**g.env, **env})
             check_grid(self.name, grid)
         if hopper:  # the tensor maps hold these addresses: another address needs new maps (the full path)
-            slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + [out]) if t.data_ptr()]
+            slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + outs) if t.data_ptr()]
         return (out if len(outs) == 1 else tuple(outs)), grid, args, slots
 
     def workspace(self, device, env):

@@ -128,9 +128,11 @@ def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols
 def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
     """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel. encoder: the
     tensor-map encoder (default the CUDA driver's; the interpreter passes its own); sms: see num_ctas;
-    tensors: the inputs by name (an epilogue operand loaded by TMA, e.g. a bias row, has a map too)."""
+    tensors: the inputs by name (an epilogue operand loaded by TMA, e.g. a bias row, has a map too). out: the
+    output, or the outputs (D, D1, ...) of a fusion with several (the TMA-store epilogue maps each)."""
     lowered = kernel.lowered
     maps = lowered.tensor_maps
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)  # D, then D1, ... (a map per staged output)
     if not maps:
         return {}, {}
     g = geometry
@@ -138,11 +140,12 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
     env, args = {}, {}
     for m in maps:
         op = m["operand"]
-        if op == "D":
-            t = out
+        if op == "D" or (op[:1] == "D" and op[1:].isdigit()):  # output D, or a further output D1, D2, ...
+            i = 0 if op == "D" else int(op[1:])
+            t = outs[i]
             es = t.element_size()
             if (g.N * es) % 16:
-                raise InputError(f"output of {kernel.name}: the epilogue stores it with TMA, which needs rows of a "
+                raise InputError(f"output {i} of {kernel.name}: the epilogue stores it with TMA, which needs rows of a "
                                  f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
                                  f"{16 // es}, or drop the epilogue role")
             rows, cols, ld = g.M, g.N, g.N

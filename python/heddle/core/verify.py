@@ -48,12 +48,23 @@ class SimResult:
         return self.races + self.deadlocks + self.async_misuse + self.mismatches + self.barrier_misuse
 
     @property
-    def output(self):
-        """The simulated output D as a float32 torch tensor (NaN where no simulated CTA wrote)."""
+    def outputs(self):
+        """Every simulated output (D, then D1, ... of a fusion with several) as float32 torch tensors (NaN
+        where no simulated CTA wrote)."""
         import torch
         data = bytearray(self._raw.output_bytes)
         t = torch.frombuffer(data, dtype=torch.float32) if data else torch.empty(0)
-        return t.reshape(self._out_shape) if self._out_shape and t.numel() else t
+        if not self._out_shape or not t.numel():
+            return (t,)
+        per = 1
+        for s in self._out_shape:
+            per *= s
+        return tuple(t[i * per:(i + 1) * per].reshape(self._out_shape) for i in range(max(1, t.numel() // per)))
+
+    @property
+    def output(self):
+        """The simulated output D as a float32 torch tensor (NaN where no simulated CTA wrote)."""
+        return self.outputs[0]
 
     def report(self) -> str:
         return self._raw.report()
@@ -183,12 +194,12 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
     if reference is None:
         from .reference import evaluate
         reference = evaluate(fus, ordered)
-    if isinstance(reference, tuple):  # several outputs: the simulator checks D (D1, ... store at its index)
-        reference = reference[0]
     if reference is not False:
         import torch
-        ref = reference.detach().to("cpu").reshape(out_shape).to(torch.float32).contiguous()
-        ref_bytes = _f32_bytes(ref)
+        # several outputs: D, D1, ... one after the other (the simulator checks each); one tensor: D alone
+        refs = reference if isinstance(reference, tuple) else (reference,)
+        ref_bytes = b"".join(_f32_bytes(r.detach().to("cpu").reshape(out_shape).to(torch.float32).contiguous())
+                             for r in refs)
     return _Prepared(scalars, tensors, ref_bytes, out_shape)
 
 

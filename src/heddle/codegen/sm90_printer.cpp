@@ -90,10 +90,10 @@ void printMacro(std::ostream& os, const std::string& name, const std::string& ar
 // into one 32-bit register (one cvt.rn.bf16x2.f32); four pairs -- fragment columns fn and fn+1, rows
 // lane/4 and lane/4+8 -- are one stmatrix.x4 (16-bit outputs; f32 outputs store two floats). No
 // bounds check: the TMA store clips D's ragged edges, and the operand reads clamp row and col to the
-// last element so that they stay in bounds.
+// last element so that they stay in bounds. Further outputs (e.toExtra: D1, ...) are packed from their
+// registers in the same pair and stored by a stmatrix.x4 of their own into their slot.
 void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w,
                     int FM, int fnLo, int fnHi, const std::string& ind) {
-  const std::string T = dtypeCudaName(k.outDtype);
   const bool b16 = dtypeBytes(k.outDtype) == 2;
   std::ostringstream pair;
   pair << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
@@ -106,33 +106,65 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
     pair << "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;  /* the aligned pair read (vec_e=2) */\n";
   pair << pairSource(e);
   epilogueOpsPair(pair, k, e.operandStage);
-  const std::string res = "r" + std::to_string(k.epilogueResult);
-  const std::string tile = "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) +
-                           ", " + T + ">";
-  const std::string slot = e.to->name + " + (" + e.toStage.str() + ") * " + std::to_string(e.to->rows * e.to->cols);
+  // output o (0: D into e.to; o >= 1: k.extraOutputs[o-1] into e.toExtra[o-1]) is register res[o], packed
+  // into macro argument P<o> (16-bit outputs; validate_schedule gives every output D's element size)
+  const int nOut = 1 + (int)e.toExtra.size();
+  if (e.toExtra.size() != k.extraOutputs.size())
+    fail<HeddleError>("printer: ", kir::describe(e), " stages ", nOut, " output(s) of ", 1 + k.extraOutputs.size());
+  std::vector<std::string> res{"r" + std::to_string(k.epilogueResult)}, slot, tile;
+  std::vector<const kir::Buffer*> bufs{e.to};
+  for (size_t i = 0; i < e.toExtra.size(); ++i) {
+    res.push_back("r" + std::to_string(k.extraOutputs[i].reg));
+    bufs.push_back(e.toExtra[i]);
+  }
+  for (auto* b : bufs) {
+    if (dtypeBytes(b->dtype) != dtypeBytes(k.outDtype))
+      fail<HeddleError>("printer: ", b->name, " stages ", dtypeName(b->dtype), " beside D's ", dtypeName(k.outDtype));
+    tile.push_back("heddle::sm90::TmaTile<" + std::to_string(b->rows) + ", " + std::to_string(b->cols) + ", " +
+                   dtypeCudaName(b->dtype) + ">");
+    slot.push_back(b->name + " + (" + e.toStage.str() + ") * " + std::to_string(b->rows * b->cols));
+  }
+  auto P = [](int o) { return o ? "P" + std::to_string(o) : std::string("P"); };
+  std::string args = "fm, fn, h";
+  for (int o = 0; o < nOut; ++o) args += ", " + P(o);
   const int c0 = e.colEnd > e.colBegin ? e.colBegin : 0;
-  if (b16) {
-    pair << "P = heddle::pack2<" << T << ">(" << res << ".x, " << res << ".y);\n";
-  } else {
-    pair << "float* d_ = " << slot << " + " << tile << "::offset(lr, lc0" << (c0 ? " - " + std::to_string(c0) : "")
-         << ");\n";
-    pair << "d_[0] = " << res << ".x;\n";
-    pair << "d_[1] = " << res << ".y;\n";
+  for (int o = 0; o < nOut; ++o) {
+    if (b16) {
+      pair << P(o) << " = heddle::pack2<" << dtypeCudaName(bufs[o]->dtype) << ">(" << res[o] << ".x, " << res[o]
+           << ".y);\n";
+    } else {
+      const std::string d = "d" + std::to_string(o) + "_";
+      pair << "float* " << d << " = " << slot[o] << " + " << tile[o] << "::offset(lr, lc0"
+           << (c0 ? " - " + std::to_string(c0) : "") << ");\n";
+      pair << d << "[0] = " << res[o] << ".x;\n";
+      pair << d << "[1] = " << res[o] << ".y;\n";
+    }
   }
   os << ind << "// " << kir::describe(e) << ": this thread's wgmma fragment in column pairs"
-     << (b16 ? ", four pairs per stmatrix.x4" : "") << "\n";
-  printMacro(os, "HEDDLE_PAIR", "fm, fn, h, P", pair.str(), ind);
+     << (b16 ? ", four pairs per stmatrix.x4" : "") << (nOut > 1 ? ", every output" : "") << "\n";
+  printMacro(os, "HEDDLE_PAIR", args, pair.str(), ind);
   if (b16) {
     std::ostringstream st;
-    st << "unsigned p0, p1, p2, p3;\n";
-    st << "HEDDLE_PAIR(fm, fn, 0, p0); HEDDLE_PAIR(fm, fn, 1, p1); HEDDLE_PAIR(fm, (fn) + 1, 0, p2); "
-          "HEDDLE_PAIR(fm, (fn) + 1, 1, p3);\n";
+    auto reg = [](int o, int j) { return (o ? "p" + std::to_string(o) + "_" : std::string("p")) + std::to_string(j); };
+    for (int o = 0; o < nOut; ++o)
+      st << "unsigned " << reg(o, 0) << ", " << reg(o, 1) << ", " << reg(o, 2) << ", " << reg(o, 3) << ";\n";
+    const char* at[4] = {"fm, fn, 0", "fm, fn, 1", "fm, (fn) + 1, 0", "fm, (fn) + 1, 1"};
+    for (int j = 0; j < 4; ++j) {
+      st << (j ? " " : "") << "HEDDLE_PAIR(" << at[j];
+      for (int o = 0; o < nOut; ++o) st << ", " << reg(o, j);
+      st << ");";
+    }
+    st << "\n";
     st << "/* lane l: row l%8 of matrix l/8 = (fragment column fn + l/16, rows +8 when (l/8) is odd) */\n";
     st << "const int sr = Mma::row_of(" << w << ", 0, fm, 0) + (lane & 7) + (((lane >> 3) & 1) << 3);\n";
     st << "const int sc = 8 * (fn) + ((lane >> 4) << 3)" << (c0 ? " - " + std::to_string(c0) : "") << ";\n";
-    st << "heddle::sm90::stmatrix_x4(" << slot << " + " << tile << "::offset(sr, sc), p0, p1, p2, p3);\n";
+    for (int o = 0; o < nOut; ++o)
+      st << "heddle::sm90::stmatrix_x4(" << slot[o] << " + " << tile[o] << "::offset(sr, sc), " << reg(o, 0) << ", "
+         << reg(o, 1) << ", " << reg(o, 2) << ", " << reg(o, 3) << ");\n";
     printMacro(os, "HEDDLE_STMATRIX", "fm, fn", st.str(), ind);
   }
+  std::string unused;
+  for (int o = 0; o < nOut; ++o) unused += ", _";
   for (int fm = 0; fm < FM; ++fm)
     for (int fn = fnLo; fn < fnHi; fn += 2) {
       if (b16) {
@@ -140,7 +172,8 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
       } else {
         os << ind;
         for (int f = fn; f < fn + 2; ++f)
-          for (int h = 0; h < 2; ++h) os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << ", _);";
+          for (int h = 0; h < 2; ++h)
+            os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << unused << ");";
         os << "\n";
       }
     }
@@ -278,7 +311,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       for (auto& m : k.tensorMaps)
         if (m.param == t.tensorMap) batched = m.batched;
       os << ind << "heddle::sm90::tma_store_tile<heddle::sm90::TmaTile<" << t.src->rows << ", " << t.src->cols << ", "
-         << dtypeCudaName(k.outDtype) << ">, " << (batched ? 3 : 2) << ">(&" << t.tensorMap << ", " << t.row0.str()
+         << dtypeCudaName(t.src->dtype) << ">, " << (batched ? 3 : 2) << ">(&" << t.tensorMap << ", " << t.row0.str()
          << ", " << t.col0.str() << ", " << (batched ? "batch_idx" : "0") << ", " << stagePtr(*t.src, t.stage)
          << ");\n";
       return true;

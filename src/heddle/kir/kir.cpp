@@ -112,6 +112,7 @@ std::vector<Access> accessesOf(const Node& n) {
     auto& e = static_cast<const EpilogueStore&>(n);  // Hopper staging: the wgmma fragment mapping
     if (e.from) r.push_back({e.from, e.fromStage, false, "frag", AsyncKind::None});
     if (e.to) r.push_back({e.to, e.toStage, true, "frag", AsyncKind::None});
+    for (auto* x : e.toExtra) r.push_back({x, e.toStage, true, "frag", AsyncKind::None});
   } else if (n.kind == NodeKind::TmaStore) {
     auto& t = static_cast<const TmaStore&>(n);
     r.push_back({t.src, t.stage, false, "tma", AsyncKind::BulkStore});
@@ -191,6 +192,7 @@ std::string describe(const Node& n) {
       os << (e.raw ? "accumulator store" : "epilogue store");
       if (e.from) os << " from " << e.from->name << "[" << e.fromStage.str() << "]";
       os << " -> " << (e.to ? e.to->name + "[" + e.toStage.str() + "]" : e.out);
+      for (auto* x : e.toExtra) os << ", " << x->name << "[" << e.toStage.str() << "]";
       if (e.colEnd > e.colBegin) os << " (columns " << e.colBegin << ".." << e.colEnd - 1 << ")";
       if (e.columnPairs) os << " in column pairs";
       break;

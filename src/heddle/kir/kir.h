@@ -160,6 +160,9 @@ struct EpilogueStore : Node {
   IExpr fromStage;
   Buffer* to = nullptr;
   IExpr toStage;
+  // A staged store of a fusion with further outputs (Kernel::extraOutputs): output i's values go to
+  // toExtra[i][toStage], same chunk and layout as `to` (passes/tma_store_epilogue.cpp).
+  std::vector<Buffer*> toExtra;
   bool raw = false;
   int warpShift = 0;
   // Blackwell: the accumulators come from tensor-memory stage fromStage (tcgen05.ld 32x32b, wait::ld),

@@ -18,9 +18,10 @@
 //                tiles alternating: one's epilogue overlaps the other's mainloop); a plain store the
 //                cooperative pair (as does M <= 64: one 64-row tile, nothing to alternate); "pingpong" and
 //                "epilogue_role" (an epilogue warpgroup behind an accumulator ring) by hand.
-//                With N known and 16-byte output rows (one output): epilogue_store("tma") -- stmatrix
-//                into shared chunks, TMA stores (passes/tma_store_epilogue.cpp), for every layout and
-//                for one MMA warpgroup (M <= 64) too
+//                With N known and 16-byte output rows: epilogue_store("tma") -- stmatrix into shared
+//                chunks, TMA stores (passes/tma_store_epilogue.cpp), for every layout and for one MMA
+//                warpgroup (M <= 64) too; several outputs of one element size (training's pre-activation)
+//                each stage their own chunk (the fit counts bm x 128 bytes per output)
 //   batched      the same warp-specialized kernel (cooperative: "auto" keeps batched kernels off the
 //                ping-pong and epilogue-role layouts), its persistent walk over batch x m-tiles x n-tiles (the
 //                batch axis bound to BIDz becomes the walk's outer coordinate); no split-K
@@ -106,7 +107,12 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   const std::string layout = chooseEpilogueLayout(f, hints.epilogueLayout);  // the spelling is checked here too
   const auto& outs = f.outputs();
   const int outBytes = outs.empty() ? 2 : dtypeBytes(outs[0]->dtype);
-  const bool tmaAble = hints.n > 0 && outs.size() == 1 && hints.n * outBytes % 16 == 0;  // the output takes TMA
+  // the outputs take TMA: N known, 16-byte rows, and (several outputs: training's pre-activation) one element
+  // size, each output staged in chunks of its own (passes/tma_store_epilogue.cpp)
+  bool sameSize = true;
+  for (auto* o : outs) sameSize &= dtypeBytes(o->dtype) == outBytes;
+  const bool tmaAble = hints.n > 0 && !outs.empty() && sameSize && hints.n * outBytes % 16 == 0;
+  const int64_t nOut = std::max<int64_t>(1, (int64_t)outs.size());
   // "auto" leaves decode-sized M (one 64-row tile per n column: nothing to alternate) on one warpgroup
   const bool smallM = hints.m >= 0 && hints.m <= 64;
   const bool pp = !batched && layout == "pingpong" && !(smallM && hints.epilogueLayout == "auto");
@@ -117,8 +123,12 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
                         "schedule warp_specialize by hand");
   if (er && !tmaAble)
     fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
-                        "known, one output and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
+                        "known and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
                         "use 'pingpong' or 'cooperative'");
+  if (er && outs.size() > 1)
+    fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stages one output tile (sD) for its TMA "
+                        "store, but this fusion has ", outs.size(), " outputs; use 'pingpong' or 'cooperative' (the "
+                        "MMA warpgroups stage every output)");
   int bm = 128, bn = 128, bk = 64, wgs = 2;
   if (smallM) {
     bm = 64;
@@ -127,7 +137,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128)) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
-  const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128);
+  const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
   bn = fit.bn;
   int stages = fit.stages;
   const int64_t nk = hints.k >= 0 ? (hints.k + bk - 1) / bk : -1;
@@ -147,7 +157,8 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   if (usePP || useER) {  // one warpgroup computes a whole tile of at most 128 x 128 accumulators
     wgs = 1;
     // the epilogue role's accumulator stage sC (f32) and output tile sD; ping-pong: one sD chunk per warpgroup
-    const int64_t staging = useER ? (int64_t)bm * (128 + 4) * 4 + (int64_t)bm * 128 * outBytes : 2 * (int64_t)bm * 128;
+    const int64_t staging =
+        useER ? (int64_t)bm * (128 + 4) * 4 + (int64_t)bm * 128 * outBytes : 2 * (int64_t)bm * 128 * nOut;
     const auto fit1 = fitAutoTile(f, target, bm, bk, 128, 4, staging);
     bn = fit1.bn;
     stages = fit1.stages;
@@ -179,7 +190,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", usePP ? 8 : 4 * wgs, budgets ? 232 : 0};
     warpSpecialize(mm, {load, mma});
     if (ks.streamCtas > 0) streamK(mm, ks.streamCtas);  // both roles walk the CTA's (tile, k-range) segments
-    // the TMA-store epilogue where the output is TMA-able: N known, rows a multiple of 16 bytes, one output
+    // the TMA-store epilogue where the outputs are TMA-able: N known, rows a multiple of 16 bytes, one element size
     // (one MMA warpgroup too: M <= 64 stages its 64-row tile the same way instead of 128 bounds-checked stores)
     if (tmaAble) epilogueStore(mm, "tma");
   }

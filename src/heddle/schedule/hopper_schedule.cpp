@@ -249,23 +249,32 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   if (!h.enabled || !h.warpSpecialized)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
                         "sm_90a kernels (warp_specialize with tma_load operands)", drop);
-  if (f.outputs().size() != 1)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): one TMA store writes one output; this fusion has ",
-                        f.outputs().size(), " output(s)", drop);
-  const int esz = dtypeBytes(f.outputs()[0]->dtype);
+  // several outputs (training: the pre-activation beside D): each output has staging slots of its own, the
+  // same chunks, and the elected thread stores them all in one bulk group; every output's element size
+  // must be D's (one 128-byte box per output per chunk)
+  const auto& outs = f.outputs();
+  if (outs.empty()) return;  // build_epilogue names it
+  const int esz = dtypeBytes(outs[0]->dtype);
+  for (size_t i = 1; i < outs.size(); ++i)
+    if (dtypeBytes(outs[i]->dtype) != esz)
+      fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[i]->name, " (", dtypeName(outs[i]->dtype),
+                          ") and output ", outs[0]->name, " (", dtypeName(outs[0]->dtype), ") differ in element size; "
+                          "the staged chunks are one 128-byte box of every output. Give the outputs one element size",
+                          drop);
   h.mmaTmaStore = true;
   h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64)
   const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
   int64_t bias = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())
     if (in->name == h.epiTma) bias = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * 2;
-  const int64_t chunk = (int64_t)t.bm * 128 * (h.coop ? 1 : 2);  // ping-pong: slots of their own per warpgroup
+  // a chunk of every output; ping-pong: slots of their own per warpgroup
+  const int64_t chunk = (int64_t)t.bm * 128 * (int64_t)outs.size() * (h.coop ? 1 : 2);
   const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages + 2) + 1024;  // + the order pair, alignment slack
   h.storeStages = operand + 2 * chunk + bias + bars <= target.smemLimit ? 2 : 1;
   if (operand + chunk + bias + bars > target.smemLimit)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the operand ring (", operand, " bytes) and one staging slot "
-                        "of ", chunk, " bytes", h.coop ? "" : " per warpgroup", " exceed ", target.name, "'s ",
-                        target.smemLimit, " bytes of shared memory; use fewer stages or a smaller tile", drop);
+                        "of ", chunk, " bytes (", outs.size(), " output(s)", h.coop ? "" : ", both warpgroups", ") exceed ",
+                        target.name, "'s ", target.smemLimit, " bytes of shared memory; use fewer stages or a smaller tile", drop);
 }
 
 }  // namespace

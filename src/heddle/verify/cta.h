@@ -172,8 +172,12 @@ class Cta {
   const SimInputs& in;
   const SimOptions& opt;
   Reports& rep;
-  std::vector<float>& out;          // D, shared by all CTAs of a simulation
+  std::vector<float>& out;          // D, then D1, ... (Kernel::extraOutputs), shared by all CTAs of a simulation
   std::vector<WriteRec>& outW;
+  // elements per output: output o (0 = D) is out[o * outElems() ...]
+  int64_t outElems() const { return (int64_t)out.size() / (1 + (int64_t)k.extraOutputs.size()); }
+  // the output param a node stores (0: "D", o: "D<o>"), for messages
+  std::string outName(int o) const { return o ? k.extraOutputs.at(o - 1).param : std::string("D"); }
   int T = 0, W = 32;
   // A cluster (kir::Kernel::cluster > 1) is simulated as one Cta of `ranks` CTAs of Tc threads each: thread
   // i is thread i % Tc of CTA rank i / Tc (blockIdx.x = bx + rank); every CTA has its own shared memory

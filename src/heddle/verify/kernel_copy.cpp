@@ -38,6 +38,7 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
         fix(e.acc);
         fix(e.from);
         fix(e.to);
+        for (auto*& x : e.toExtra) fix(x);
         break;
       }
       case kir::NodeKind::Sync: fix(static_cast<kir::Sync&>(n).buf); break;

@@ -60,7 +60,8 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
 }
 
 float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
-                    std::string* oob, const std::map<std::string, float>* fromSmem, const float* parts) {
+                    std::string* oob, const std::map<std::string, float>* fromSmem, const float* parts,
+                    std::vector<float>* extras) {
   std::vector<float> r(k.epilogue.size() + 2, 0.0f);
   int maxReg = 0;
   for (auto& op : k.epilogue) maxReg = std::max(maxReg, op.dst);
@@ -117,6 +118,10 @@ float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_
       default: fail<HeddleError>("simulate: epilogue op ", opName(op.op), " is not modelled");
     }
     r[op.dst] = v;
+  }
+  if (extras) {
+    extras->clear();
+    for (auto& o : k.extraOutputs) extras->push_back(roundTo(o.dtype, r[o.reg]));
   }
   return roundTo(k.outDtype, r[k.epilogueResult]);
 }

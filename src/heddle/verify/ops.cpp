@@ -178,27 +178,31 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     if (row >= M || col >= N) continue;
     for (int p = 0; p < P; ++p) parts[p] = t.acc[s + p * partSlots];
     std::string oob;
-    float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob, nullptr, parts.data());
+    std::vector<float> extras;  // further outputs (D1, ...) at D's index
+    float v = epilogueValue(c.k, c.in, t.acc[s], c.batch(), row, col, &oob, nullptr, parts.data(), &extras);
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] {
         return "out-of-bounds global read of epilogue input " + oob + " at output (" + std::to_string(row) + ", " +
                std::to_string(col) + ")";
       });
-    const int64_t di = c.batch() * bsd + row * ldd + col;
-    if (di < 0 || di >= (int64_t)c.out.size()) {
+    const int64_t di = c.batch() * bsd + row * ldd + col, size = c.outElems();
+    if (di < 0 || di >= size) {
       c.rep.add(Finding::Mismatch, "oobD", [&] { return "out-of-bounds store to D at element " + std::to_string(di); });
       continue;
     }
-    WriteRec& w = c.outW[di];
-    if (w.thread >= 0 && (w.group != c.ctaIndex || (w.thread != t.tid && w.clock > t.vc[w.thread])))
-      c.rep.add(Finding::Race, "D|" + std::to_string(e.id), [&] {
-        std::ostringstream os;
-        os << "WAW race on D(" << row << ", " << col << "): written by " << threadName(w.thread, c.W) << " of CTA #"
-           << w.group << " and by " << threadName(t.tid, c.W) << " of CTA #" << c.ctaIndex;
-        return os.str();
-      });
-    w = WriteRec{t.tid, c.ctaIndex, t.vc[t.tid], inst};
-    c.out[di] = v;
+    for (int o = 0; o <= (int)extras.size(); ++o) {  // D, then D1, ... at the same index
+      WriteRec& w = c.outW[o * size + di];
+      if (w.thread >= 0 && (w.group != c.ctaIndex || (w.thread != t.tid && w.clock > t.vc[w.thread])))
+        c.rep.add(Finding::Race, c.outName(o) + "|" + std::to_string(e.id), [&] {
+          std::ostringstream os;
+          os << "WAW race on " << c.outName(o) << "(" << row << ", " << col << "): written by "
+             << threadName(w.thread, c.W) << " of CTA #" << w.group << " and by " << threadName(t.tid, c.W)
+             << " of CTA #" << c.ctaIndex;
+          return os.str();
+        });
+      w = WriteRec{t.tid, c.ctaIndex, t.vc[t.tid], inst};
+      c.out[o * size + di] = o ? extras[o - 1] : v;
+    }
   }
 }
 

@@ -172,14 +172,24 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
                         "; name clusters by their first CTA (x a multiple of ", k.cluster, ")");
   bool hasStore = false;
   kir::walk(k.body, [&](const kir::Node& n) { hasStore |= n.kind == kir::NodeKind::EpilogueStore; });
+  // every output: D, then D1, ... (Kernel::extraOutputs, at D's index), outSize elements each; the
+  // reference gives D alone or all of them one after the other
   size_t outSize = in.reference.size();
+  const size_t nOut = 1 + k.extraOutputs.size();
+  bool refAll = false;  // the reference covers every output
   auto sc = [&](const char* n, int64_t dflt) { return in.scalars.count(n) ? in.scalars.at(n) : dflt; };
-  if (!outSize && hasStore) {
+  if (hasStore) {
     int64_t batch = sc("batch", 1), M = sc("M", 0), ldd = sc("ldd", sc("N", 0));
-    outSize = (size_t)(batch > 1 ? batch * sc("batch_stride_d", M * ldd) : M * ldd);
+    const size_t d = (size_t)(batch > 1 ? batch * sc("batch_stride_d", M * ldd) : M * ldd);
+    if (nOut > 1 && outSize == d * nOut) {
+      outSize = d;
+      refAll = true;
+    } else if (!outSize) {
+      outSize = d;
+    }
   }
-  res.output.assign(outSize, std::nanf(""));
-  std::vector<WriteRec> outW(outSize);
+  res.output.assign(outSize * nOut, std::nanf(""));
+  std::vector<WriteRec> outW(outSize * nOut);
   int64_t steps = 0;
   GridState grid;  // split-K: shared by the CTAs, which run in the order given (linear order by default)
   for (size_t i = 0; i < ctas.size(); ++i) {
@@ -195,39 +205,48 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
 
   // numbers: every output element of the simulated CTAs against the reference
   if (!in.reference.empty() && hasStore && !(opt.stopAtFirstError && rep.total() > 0)) {
-    double atol = opt.atol, rtol = opt.rtol, da, dr;
-    defaultTolerance(k.outDtype, da, dr);
-    if (atol < 0) atol = da;
-    if (rtol < 0) rtol = dr;
     const int64_t M = sc("M", 0), N = sc("N", 0), ldd = sc("ldd", N), bsd = sc("batch_stride_d", 0);
     int64_t checked = 0, bad = 0;
+    double atol = 0, rtol = 0;
     std::vector<std::string> samples;
-    // a persistent kernel (grid = num_ctas) walks tiles: with the whole grid simulated, all of D is its
-    // output; with a subset, what it wrote
-    // (stream-K too: its CTAs walk segments of tiles)
-    const bool persistent = k.launch.gridX.str() == "num_ctas" || k.streamK > 0, everyCta = opt.ctas.empty();
-    for (int i = 0; i < (persistent ? 1 : res.ctas); ++i) {
-      bool sw = swapBlocks(k);
-      const int64_t bnOut = k.tile.bn / std::max(1, k.tile.parts);  // output columns per CTA
-      int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * bnOut;
-      if (persistent) m0 = n0 = 0;
-      const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm), nEnd = persistent ? N : std::min(N, n0 + bnOut);
-      for (int64_t r = m0; r < mEnd; ++r)
-        for (int64_t c = n0; c < nEnd; ++c) {
-          const int64_t b = k.splitK > 1 ? 0 : ctas[i][2];  // split-K: blockIdx.z is the split
-          int64_t idx = b * bsd + r * ldd + c;
-          if (idx < 0 || idx >= (int64_t)res.output.size()) continue;
-          if (persistent && !everyCta && outW[idx].thread < 0) continue;
-          ++checked;
-          double d = res.output[idx], ref = in.reference[idx];
-          bool fine = d == ref || (std::isnan(ref) ? std::isnan(d) : std::fabs(d - ref) <= atol + rtol * std::fabs(ref));
-          if (fine) continue;
-          if (++bad > 8) continue;
-          std::ostringstream os;
-          os << "D[" << b << "][" << r << "][" << c << "] = " << d << " but the reference is " << ref;
-          if (outW[idx].thread < 0) os << " (never written)";
-          samples.push_back(os.str());
-        }
+    for (size_t o = 0; o < (refAll ? nOut : 1); ++o) {  // output o: its dtype's tolerance, its part of the vectors
+      const DType odt = o ? k.extraOutputs[o - 1].dtype : k.outDtype;
+      double da, dr;
+      defaultTolerance(odt, da, dr);
+      atol = opt.atol < 0 ? da : opt.atol;
+      rtol = opt.rtol < 0 ? dr : opt.rtol;
+      const int64_t off = (int64_t)(o * outSize);
+      const std::string oname = o ? k.extraOutputs[o - 1].param : "D";
+      // a persistent kernel (grid = num_ctas) walks tiles: with the whole grid simulated, all of D is its
+      // output; with a subset, what it wrote
+      // (stream-K too: its CTAs walk segments of tiles)
+      const bool persistent = k.launch.gridX.str() == "num_ctas" || k.streamK > 0, everyCta = opt.ctas.empty();
+      for (int i = 0; i < (persistent ? 1 : res.ctas); ++i) {
+        bool sw = swapBlocks(k);
+        const int64_t bnOut = k.tile.bn / std::max(1, k.tile.parts);  // output columns per CTA
+        int64_t m0 = (sw ? ctas[i][0] : ctas[i][1]) * k.tile.bm, n0 = (sw ? ctas[i][1] : ctas[i][0]) * bnOut;
+        if (persistent) m0 = n0 = 0;
+        const int64_t mEnd = persistent ? M : std::min(M, m0 + k.tile.bm);
+        const int64_t nEnd = persistent ? N : std::min(N, n0 + bnOut);
+        for (int64_t r = m0; r < mEnd; ++r)
+          for (int64_t c = n0; c < nEnd; ++c) {
+            const int64_t b = k.splitK > 1 ? 0 : ctas[i][2];  // split-K: blockIdx.z is the split
+            int64_t idx = b * bsd + r * ldd + c;
+            if (idx < 0 || idx >= (int64_t)outSize) continue;
+            idx += off;
+            if (persistent && !everyCta && outW[idx].thread < 0) continue;
+            ++checked;
+            double d = res.output[idx], ref = in.reference[idx];
+            bool fine =
+                d == ref || (std::isnan(ref) ? std::isnan(d) : std::fabs(d - ref) <= atol + rtol * std::fabs(ref));
+            if (fine) continue;
+            if (++bad > 8) continue;
+            std::ostringstream os;
+            os << oname << "[" << b << "][" << r << "][" << c << "] = " << d << " but the reference is " << ref;
+            if (outW[idx].thread < 0) os << " (never written)";
+            samples.push_back(os.str());
+          }
+      }
     }
     if (bad) {
       std::ostringstream os;

@@ -52,12 +52,13 @@ struct SimInputs {
   std::map<std::string, int64_t> scalars;             // M, N, K, lda, ldb, ldd, strides, batch
   std::map<std::string, std::vector<float>> tensors;  // by kernel param name (A, B, E_bias): storage
                                                       // from the tensor's first element, as float
-  std::vector<float> reference;                       // optional: D in the output's layout
+  std::vector<float> reference;                       // optional: D in the output's layout, or D and then
+                                                      // each further output (D1, ...) in the same layout
 };
 
 struct SimResult {
   std::vector<std::string> races, deadlocks, asyncMisuse, mismatches, barrierMisuse;
-  std::vector<float> output;      // D as simulated (NaN where no simulated CTA wrote)
+  std::vector<float> output;      // D, then D1, ... as simulated (NaN where no simulated CTA wrote)
   int64_t steps = 0;
   int ctas = 0;
   int64_t findings = 0;           // all findings, before de-duplication

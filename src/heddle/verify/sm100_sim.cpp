@@ -204,19 +204,22 @@ bool Cta::execSm100Leaf(Thread& t, const kir::Node& n) {
           fromSmem[op.tensorParam] =
               readCell(cellOf(op.smem, evalStage(e.operandStage, t), op.smem->rows > 1 ? lr : 0, (int)c, e), t, inst);
       std::string oob;
-      const float v = epilogueValue(k, in, a, 0, row, col, &oob, &fromSmem);
+      std::vector<float> extras;  // further outputs (D1, ...) at D's index
+      const float v = epilogueValue(k, in, a, 0, row, col, &oob, &fromSmem, nullptr, &extras);
       if (!oob.empty())
         rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
-      const int64_t di = row * in.scalars.at("ldd") + col;
-      if (di < 0 || di >= (int64_t)out.size()) continue;
-      WriteRec& w = outW[di];
-      if (w.thread >= 0)
-        rep.add(Finding::Race, "D|" + std::to_string(e.id), [&] {
-          return "output D(" + std::to_string(row) + ", " + std::to_string(col) + ") is written twice ('" +
-                 kir::describe(e) + "')";
-        });
-      w = WriteRec{t.tid, ctaIndex, t.vc[t.tid], inst};
-      out[di] = v;
+      const int64_t di = row * in.scalars.at("ldd") + col, size = outElems();
+      if (di < 0 || di >= size) continue;
+      for (int o = 0; o <= (int)extras.size(); ++o) {  // D, then D1, ... at the same index
+        WriteRec& w = outW[o * size + di];
+        if (w.thread >= 0)
+          rep.add(Finding::Race, outName(o) + "|" + std::to_string(e.id), [&] {
+            return "output " + outName(o) + "(" + std::to_string(row) + ", " + std::to_string(col) +
+                   ") is written twice ('" + kir::describe(e) + "')";
+          });
+        w = WriteRec{t.tid, ctaIndex, t.vc[t.tid], inst};
+        out[o * size + di] = o ? extras[o - 1] : v;
+      }
     }
     return true;
   }

@@ -8,7 +8,7 @@
 //   epilogue       registers -> global D, registers -> sC (raw), or sC -> epilogue -> sD, with the
 //                  same fragment mapping (warpShift: the epilogue role reads the MMA role's)
 //   TMA store      one thread reads sD (async proxy, retired by bulk wait_group.read) and writes
-//                  the in-bounds part of the tile to D
+//                  the in-bounds part of the tile to D (sD1, ...: a further output D1, ...: its buffer's role)
 //   let            binds a variable for the rest of the thread's block
 #include <cmath>
 #include <sstream>
@@ -169,25 +169,28 @@ static void writeGeneric(Cta& c, Thread& t, uint32_t cell, uint32_t inst, float 
   t.h.unfenced.push_back(cell);
 }
 
-static void storeD(Cta& c, Thread& t, const kir::Node& e, uint32_t inst, int64_t row, int64_t col, float v) {
+// Output o (0: D; o >= 1: Kernel::extraOutputs[o-1], at D's index) at (row, col) of the tile's batch.
+static void storeD(Cta& c, Thread& t, const kir::Node& e, uint32_t inst, int64_t row, int64_t col, float v, int o = 0) {
   const int64_t ldd = scalar(c.in, "ldd"), bz = t.env.count("batch_idx") ? t.env.at("batch_idx") : c.bz;
   const int64_t bsd = c.in.scalars.count("batch_stride_d") ? c.in.scalars.at("batch_stride_d") : 0;
-  const int64_t di = bz * bsd + row * ldd + col;
-  if (di < 0 || di >= (int64_t)c.out.size()) {
-    c.rep.add(Finding::Mismatch, "oobD", [&] { return "out-of-bounds store to D at element " + std::to_string(di); });
+  const int64_t di = bz * bsd + row * ldd + col, size = c.outElems();
+  if (di < 0 || di >= size) {
+    c.rep.add(Finding::Mismatch, "oob" + c.outName(o), [&] {
+      return "out-of-bounds store to " + c.outName(o) + " at element " + std::to_string(di);
+    });
     return;
   }
-  WriteRec& w = c.outW[di];
+  WriteRec& w = c.outW[o * size + di];
   if (w.thread >= 0)
-    c.rep.add(Finding::Race, "D|" + std::to_string(e.id), [&] {
+    c.rep.add(Finding::Race, c.outName(o) + "|" + std::to_string(e.id), [&] {
       std::ostringstream os;
-      os << "output D(" << row << ", " << col << ") is written twice: by " << threadName(w.thread, c.W) << " of CTA #"
+      os << "output " << c.outName(o) << "(" << row << ", " << col << ") is written twice: by " << threadName(w.thread, c.W) << " of CTA #"
          << w.group << " and by " << threadName(t.tid, c.W) << " of CTA #" << c.ctaIndex << " ('" << kir::describe(e)
          << "')";
       return os.str();
     });
   w = WriteRec{t.tid, c.ctaIndex, t.vc[t.tid], inst};
-  c.out[di] = v;
+  c.out[o * size + di] = v;
 }
 
 static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
@@ -223,11 +226,21 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
         fromSmem[op.tensorParam] =
             c.readCell(c.cellOf(op.smem, evalStage(e.operandStage, t), op.smem->rows > 1 ? lr : 0, lc, e), t, inst);
     std::string oob;
-    float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob, &fromSmem);
+    std::vector<float> extras;  // D1, ...: staged into e.toExtra, or stored at D's index
+    float v = epilogueValue(c.k, c.in, a, bz, row, col, &oob, &fromSmem, nullptr, &extras);
     if (!oob.empty())
       c.rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
-    if (e.to) writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc - (chunk ? e.colBegin : 0), e), inst, v);
-    else storeD(c, t, e, inst, row, col, v);
+    if (e.to) {
+      if (!e.toExtra.empty() && e.toExtra.size() != extras.size())
+        fail<HeddleError>("simulate: '", kir::describe(e), "' stages ", e.toExtra.size(), " further output(s) of ",
+                          extras.size());
+      const int64_t st = evalStage(e.toStage, t), sc = lc - (chunk ? e.colBegin : 0);
+      writeGeneric(c, t, c.cellOf(e.to, st, lr, sc, e), inst, v);
+      for (size_t x = 0; x < e.toExtra.size(); ++x) writeGeneric(c, t, c.cellOf(e.toExtra[x], st, lr, sc, e), inst, extras[x]);
+    } else {
+      storeD(c, t, e, inst, row, col, v);
+      for (size_t x = 0; x < extras.size(); ++x) storeD(c, t, e, inst, row, col, extras[x], (int)x + 1);
+    }
   }
   if (!e.from) {
     t.h.accTouched = true;
@@ -237,13 +250,17 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
 
 static void execTmaStore(Cta& c, Thread& t, const kir::TmaStore& s) {
   const int64_t M = scalar(c.in, "M"), N = scalar(c.in, "N");
+  // the output the staged buffer holds: role "D", or "D1", ... (passes/tma_store_epilogue.cpp)
+  int o = 0;
+  for (size_t x = 0; x < c.k.extraOutputs.size(); ++x)
+    if (s.src->role == c.k.extraOutputs[x].param) o = (int)x + 1;
   const int64_t row0 = s.row0.eval(t.env), col0 = s.col0.eval(t.env), stage = evalStage(s.stage, t);
   const uint32_t inst = c.newInst(s, t, s.iter.eval(t.env), stage);
   for (int r = 0; r < s.src->rows; ++r)
     for (int col = 0; col < s.src->cols; ++col) {
       if (row0 + r >= M || col0 + col >= N) continue;  // outside D: the store skips it
       float v = c.asyncRead(t, c.cellOf(s.src, stage, r, col, s), inst, t.h.bulkOpen, "tma_store");
-      storeD(c, t, s, inst, row0 + r, col0 + col, v);
+      storeD(c, t, s, inst, row0 + r, col0 + col, v, o);
     }
 }
 

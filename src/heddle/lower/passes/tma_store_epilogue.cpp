@@ -20,6 +20,14 @@
 // The store's bounds clip the ragged edges of D (no per-element check); the TMA-loaded bias ring and
 // the ring syncs around the epilogue store stay as they were.
 //
+// Several outputs (Kernel::extraOutputs: D1, the pre-activation a training backward keeps, at D's index):
+// each output i has its own slots sDi (same stages, chunks and 128-byte box; validate_schedule requires
+// one element size) and map tmDi; the one epilogue store writes every output's chunk (EpilogueStore::toExtra)
+// before the fence and barrier, and the elected thread issues all the chunk's stores in ONE bulk group,
+// so the wait_group.read counts above stay per chunk:
+//     epilogue store -> sD[q%sd], sD1[q%sd]; fence.proxy.async; bar.sync 2
+//     if (warp 4 elected) { tma_store sD[q%sd] -> D; tma_store sD1[q%sd] -> D1; bulk.commit_group }
+//
 // Ping-pong MMA warpgroups (each owns whole tiles, u-th tile of warpgroup c = (warp-4)/4 is tl = 2u+c):
 // each warpgroup stages through its own slots sD[c*sd .. c*sd+sd-1] (q = u * (bn/C) + c counts its own
 // chunks), publishes them with its own named barrier (bar.sync 2 + c, 128 threads) and its first thread
@@ -90,22 +98,33 @@ void tmaStoreEpilogue(LowerContext& c) {
     if (!pp) return electOne(first);
     return when(eq(var("tid") % 128, 0));
   };
-  auto sDb = std::make_unique<kir::Buffer>();
-  sDb->name = "sD";
-  sDb->role = "D";
-  sDb->memory = MemoryType::Shared;
-  sDb->dtype = k.outDtype;
-  sDb->stages = pp ? 2 * sd : sd;  // ping-pong: sd slots per warpgroup
-  sDb->rows = t.bm;
-  sDb->cols = cols;
-  sDb->align = 1024;  // a 128-byte swizzled TMA box
-  kir::Buffer* sD = k.addBuffer(std::move(sDb));
-  kir::Param pd;
-  pd.kind = kir::Param::TensorMap;
-  pd.name = "tmD";
-  pd.tensor = "D";
-  k.params.push_back(pd);
-  k.tensorMaps.push_back({"tmD", "D", cols, t.bm, 128, t.batched});  // batched: a 3-D map, batch_idx per tile
+  // one staging buffer and tensor map per output: sD / tmD for D, sD1 / tmD1 for D1, ...
+  auto staging = [&](const std::string& out, DType dtype) {
+    auto b = std::make_unique<kir::Buffer>();
+    b->name = "s" + out;
+    b->role = out;
+    b->memory = MemoryType::Shared;
+    b->dtype = dtype;
+    b->stages = pp ? 2 * sd : sd;  // ping-pong: sd slots per warpgroup
+    b->rows = t.bm;
+    b->cols = cols;
+    b->align = 1024;  // a 128-byte swizzled TMA box
+    if (dtypeBytes(dtype) * cols != 128)
+      fail<HeddleError>("tma_store_epilogue: output ", out, " of ", k.name, " has ", dtypeBytes(dtype) * cols,
+                        "-byte chunk rows, not one 128-byte box (validate_schedule checks the element sizes)");
+    kir::Param pd;
+    pd.kind = kir::Param::TensorMap;
+    pd.name = "tm" + out;
+    pd.tensor = out;
+    k.params.push_back(pd);
+    k.tensorMaps.push_back({pd.name, out, cols, t.bm, 128, t.batched});  // batched: a 3-D map, batch_idx per tile
+    return k.addBuffer(std::move(b));
+  };
+  kir::Buffer* sD = staging("D", k.outDtype);
+  std::vector<kir::Buffer*> extra;  // further outputs (training's pre-activation): their own slots, same chunks
+  for (auto& o : k.extraOutputs) extra.push_back(staging(o.param, o.dtype));
+  std::string names = "sD";
+  for (auto* x : extra) names += ", " + x->name;
 
   // `if (warp 4 elected) cp.async.bulk.wait_group.read(n)`, the WAR edge tma_store reads -> `next`
   auto waitRead = [&](int n, const std::string& next, const std::string& why) {
@@ -138,31 +157,41 @@ void tmaStoreEpilogue(LowerContext& c) {
     auto st1 = kir::clone(epi, {});
     auto& e = static_cast<kir::EpilogueStore&>(*st1);
     e.to = sD;
+    e.toExtra = extra;
     e.toStage = st;
     e.colBegin = ch * cols;
     e.colEnd = ch * cols + cols;
     seq.push_back(std::move(st1));
     seq.push_back(makeSync(
         k, kir::SyncKind::FenceProxyAsync,
-        {"RAW sD (stmatrix -> tma_store)", "epilogue writes of sD (generic proxy)", "tma_store reads (async proxy)",
-         "sD", "",
+        {"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names + " (generic proxy)",
+         "tma_store reads (async proxy)", "sD", "",
          "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
          "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" + col}));
-    seq.push_back(barrier({"RAW sD (stmatrix -> tma_store)", "epilogue writes of sD", "tma_store reads of sD", "sD", "",
-                           "every fenced write of the chunk happens before " + issuer + " issues its TMA store" + col}));
+    seq.push_back(barrier({"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names,
+                           "tma_store reads of " + names, "sD", "",
+                           "every fenced write of the chunk happens before " + issuer + " issues its TMA store" +
+                               (extra.empty() ? "" : "s") + col}));
     auto issue = elect();
-    auto ts = std::make_unique<kir::TmaStore>();
-    ts->src = sD;
-    ts->stage = st;
-    ts->tensorMap = "tmD";
-    ts->row0 = var("m0");
-    ts->col0 = var("n0") + ch * cols;
-    ts->iter = q;
-    issue->thenBody.stmts.push_back(std::move(ts));
+    std::vector<kir::Buffer*> srcs{sD};
+    srcs.insert(srcs.end(), extra.begin(), extra.end());
+    for (auto* src : srcs) {  // every output's chunk, in one bulk group: one wait_group.read retires them all
+      auto ts = std::make_unique<kir::TmaStore>();
+      ts->src = src;
+      ts->stage = st;
+      ts->tensorMap = "tm" + src->role;
+      ts->row0 = var("m0");
+      ts->col0 = var("n0") + ch * cols;
+      ts->iter = q;
+      issue->thenBody.stmts.push_back(std::move(ts));
+    }
     issue->thenBody.stmts.push_back(
         makeSync(k, kir::SyncKind::BulkCommit,
-                 {"group tma_store sD", "", "", "sD", "",
-                  "close the bulk group of this chunk's store so wait_group.read can retire it" + col}));
+                 {"group tma_store " + names, "", "", "sD", "",
+                  (extra.empty() ? "close the bulk group of this chunk's store"
+                                 : "close the one bulk group of this chunk's " + std::to_string(srcs.size()) +
+                                       " stores (" + names + ")") +
+                      " so wait_group.read can retire it" + col}));
     seq.push_back(std::move(issue));
   }
   auto& stmts = f.tileBody->stmts;
@@ -178,9 +207,17 @@ void tmaStoreEpilogue(LowerContext& c) {
   size_t at = 0;
   while (at < k.body.stmts.size() && k.body.stmts[at]->kind == kir::NodeKind::Alloc) ++at;
   k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Alloc>(sD));
+  for (size_t i = 0; i < extra.size(); ++i)
+    k.body.stmts.insert(k.body.stmts.begin() + at + 1 + i, std::make_unique<kir::Alloc>(extra[i]));
   k.name += "_tmas" + std::to_string(sd);
-  k.syncPlan.summary += "; TMA store of D in " + std::to_string(chunks) + " chunk(s) of " + std::to_string(cols) +
-                        " columns through sD[" + std::to_string(sd) + "]" +
+  std::string through = "sD[" + std::to_string(sd) + "]", what = "D";
+  for (size_t i = 0; i < extra.size(); ++i) {
+    through += " and " + extra[i]->name + "[" + std::to_string(sd) + "]";
+    what += " and " + k.extraOutputs[i].param;
+  }
+  if (!extra.empty()) through += " (one bulk group per chunk)";
+  k.syncPlan.summary += "; TMA store of " + what + " in " + std::to_string(chunks) + " chunk(s) of " +
+                        std::to_string(cols) + " columns through " + through +
                         (pp ? " per warpgroup (stmatrix, bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
                             : " (stmatrix, bar.sync 2)");
 }
