@@ -81,7 +81,7 @@ def test_odd_n_prints_the_direct_pair_epilogue():
 
 
 def test_two_outputs_store_both_in_pairs():
-    fd = scheduled(spec(n=200, saved="bf16"))  # a saved pre-activation: two outputs, stored directly
+    fd = scheduled(spec(n=200, saved="bf16"), "direct")  # a saved pre-activation: two outputs, stored directly
     low = fd.lower("sm_90a", vec_e=2)
     body = direct(low.source)
     assert "const bool pair_st = heddle::pair_aligned(D, ldd, N) && heddle::pair_aligned(D1, ldd, N);" in low.source

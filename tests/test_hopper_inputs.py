@@ -117,7 +117,7 @@ def test_tma_store_output_rule(monkeypatch):
     monkeypatch.setattr(tma, "_encode", lambda *a, **k: b"\0" * 128)
     fd = build("3role", stages=3, prefetch=1, bm=64, bn=64, bk=64, n=100, k=256, layout="NT")  # b: [N][K]
     k = heddle.Kernel.build(fd, "sm_90a")
-    with pytest.raises(heddle.InputError, match=r"output of .*TMA.*N=100 gives 200"):
+    with pytest.raises(heddle.InputError, match=r"output 0 of .*TMA.*N=100 gives 200"):
         k.prepare([bf(64, 256), bf(100, 256), bf(100)])
 
 

@@ -26,7 +26,7 @@ def test_decode_shapes_get_64_row_tiles_and_split_k_on_sm90():
     lines = fm.describe("sm_90a", sms=132).split("\n")
     assert [ln.split(":")[0] for ln in lines] == ["M <= 64", "M <= 128", "M <= 256", "M > 256"]
     # 4096 columns: 32 tiles of 128 on 132 SMs -> 4 splits (K = 4096: 16 k-tiles per split)
-    assert "tile 64x128x64" in lines[0] and "split_k(4)" in lines[0] and lines[0].split(": ")[1].endswith("_sk4")
+    assert "tile 64x128x64" in lines[0] and "split_k(4)" in lines[0] and lines[0].split(": ")[1].endswith("_sk4_ev2")
     assert "tile 128x128x64" in lines[1] and "split_k(4)" in lines[1]
     assert "tile 128x256x64" in lines[2] and "split_k(4)" in lines[2]  # 2 x 16 tiles
     # the persistent warp-specialized kernel; the bias + GELU epilogue: ping-pong MMA warpgroups (128x128 tiles)

@@ -18,7 +18,7 @@ STORE_D1_SM90 = "heddle::store_pair(D1 + at, heddle::pack_pair<heddle::bf16>("
 
 
 # sm_80 holds each output's packed pairs, then stores them (docs/backends.md "The mma.sync epilogue in column pairs")
-STORE_D1_SM80 = "D1_v[fm][fn][h] = heddle::pack_pair<heddle::bf16>("
+STORE_D1_SM80 = "D1_v[fn][h] = heddle::pack_pair<heddle::bf16>("
 
 
 def store_d1(target):

@@ -29,7 +29,7 @@ from interp_defs import needs_cxx
 from matmul_defs import schedule
 
 DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
-STORE = "heddle::store_pair(D + at, D_v[fm][fn][h], pair_st, col + 1 < N);"
+STORE = "heddle::store_pair(D + at, D_v[fn][h], pair_st, col + 1 < N);"
 COLV = "const int colv = col;"
 
 
@@ -73,8 +73,8 @@ def test_source_runs_in_column_pairs():
     # one alignment flag for both outputs (the saved pre-activation: its own packed registers and pair store)
     assert "const bool pair_st = heddle::pair_aligned(D, ldd, N) && heddle::pair_aligned(D1, ldd, N);" in src
     assert STORE in src
-    assert re.search(r"D1_v\[fm\]\[fn\]\[h\] = heddle::pack_pair<heddle::bf16>\(r\d+\);", src), src
-    assert "heddle::store_pair(D1 + at, D1_v[fm][fn][h], pair_st, col + 1 < N);" in src
+    assert re.search(r"D1_v\[fn\]\[h\] = heddle::pack_pair<heddle::bf16>\(r\d+\);", src), src
+    assert "heddle::store_pair(D1 + at, D1_v[fn][h], pair_st, col + 1 < N);" in src
     # vec_e=1: the same pairs, the bias read per column, the second column clamped inside N
     scalar = fd.lower("sm_80").source
     assert "load_pair" not in scalar and "{heddle::to_float(E_bias[(long long)col_0 * E_bias_s0]), " \

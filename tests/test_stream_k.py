@@ -238,7 +238,7 @@ def test_matmul_buckets_pick_stream_k_by_the_model():
     fm = fused_matmul_op(spec(n=6400))
     lines = fm.describe("sm_80", sms=132).split("\n")
     # M <= 64: 50 tiles of 64x128 -> stream-K; M <= 128: 50 tiles of 128x128 -> split_k(2) by 1 unit
-    assert "stream_k(132)" in lines[0] and lines[0].split(": ")[1].endswith("_stk132")
+    assert "stream_k(132)" in lines[0] and lines[0].split(": ")[1].endswith("_stk132_ev2")
     assert lines[0].endswith("split_k(2) 69.3, stream_k(132) 65.0 -> stream_k(132)")
     assert "split_k(2)" in lines[1] and lines[1].endswith("-> split_k(2)")
     assert "stream_k" not in lines[3] and "split_k" not in lines[3]

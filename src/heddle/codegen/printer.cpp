@@ -255,16 +255,19 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
 }
 
 // The register epilogue in column pairs (EpilogueStore::columnPairs: the mma.sync m16n8 fragment, whose
-// registers 2h and 2h+1 are columns c, c+1 of one row, c even), in two unrolled walks over the pairs:
+// registers 2h and 2h+1 are columns c, c+1 of one row, c even), per row block fm in two unrolled walks over
+// its pairs (fn, h):
 //   1. per pair inside the tile edge (row < M, c < N): the pair program (epilogueOpsPair: activations out
 //      of line, one copy per kernel; operands read in pairs under vec_e=2 at colv = c, whole because the
 //      launch refuses them unless their column count is even: passes/vectorize_epilogue_reads.cpp), the
-//      result held packed (pack_pair: one cvt.rn.bf16x2.f32 per 16-bit pair) in <out>_v[fm][fn][h];
+//      result held packed (pack_pair: one cvt.rn.bf16x2.f32 per 16-bit pair) in <out>_v[fn][h];
 //   2. per pair inside the edge: one 32-bit store of the packed pair (64-bit for f32) when the output's
 //      pairs are all whole and aligned -- pair_aligned(D, ldd, N), a kernel-uniform check of the pointer,
 //      ldd and N --, else scalar stores, the second one only inside N; extra outputs alike.
 // Two walks, so that the one branch on the kernel-uniform check is over stores alone: with the store in the
-// first walk, NVVM threads that branch through the whole epilogue and prints the pair program twice.
+// first walk, NVVM threads that branch through the whole epilogue and prints the pair program twice. Per row
+// block, so that at most FN pairs are held at once: held for the whole tile (64 more registers at 128x128),
+// the stream-K kernel spilled (255 registers, 48 bytes).
 void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   const std::string acc = accName(k), fe = fnEnd(k);
   const int parts = k.tile.parts;
@@ -275,46 +278,48 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   };
   std::vector<Out> outs{{"D", k.outDtype, k.epilogueResult}};
   for (auto& o : k.extraOutputs) outs.push_back({o.param, o.dtype, o.reg});
-  auto loops = [&] {
-    os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm)\n";
-    os_ << ind(d + 1) << "#pragma unroll\n" << ind(d + 1) << "for (int fn = 0; fn < " << fe << "; ++fn)\n";
-    os_ << ind(d + 2) << "#pragma unroll\n" << ind(d + 2) << "for (int h = 0; h < 2; ++h) {\n";
-    os_ << ind(d + 3) << "const int row = m0 + Mma::row_of(warp, lane, fm, 2 * h);\n";
-    os_ << ind(d + 3) << "const int col = n0 + "
+  const int e = d + 1;  // inside the fm loop
+  auto pairs = [&] {  // the (fn, h) walk of one fragment row block fm, up to the tile-edge check
+    os_ << ind(e) << "#pragma unroll\n" << ind(e) << "for (int fn = 0; fn < " << fe << "; ++fn)\n";
+    os_ << ind(e + 1) << "#pragma unroll\n" << ind(e + 1) << "for (int h = 0; h < 2; ++h) {\n";
+    os_ << ind(e + 2) << "const int row = m0 + Mma::row_of(warp, lane, fm, 2 * h);\n";
+    os_ << ind(e + 2) << "const int col = n0 + "
         << (parts > 1 ? "Mma::part_col_of<" + std::to_string(parts) + ">" : std::string("Mma::col_of"))
         << "(warp, lane, fn, 0);  /* even */\n";
-    os_ << ind(d + 3)
+    os_ << ind(e + 2)
         << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
   };
   os_ << ind(d) << "// epilogue: per accumulator pair (columns c, c+1 of one fragment row), predicated on the tile edge;\n"
-      << ind(d) << "// the results held packed, then stored (one 32-bit store per pair when the output's pairs are aligned)\n";
-  for (auto& o : outs)
-    os_ << ind(d) << "typename heddle::pair_reg<" << dtypeCudaName(o.dtype) << ">::type " << o.param << "_v[Mma::FM]["
-        << fe << "][2];\n";
-  loops();
-  std::ostringstream body;
-  body << "const int col_0 = col, col_1 = col + 1 < N ? col + 1 : col;  /* scalar reads stay inside N */\n";
-  body << "(void)col_0, (void)col_1;\n";
-  bool pairs = false;
-  for (auto& op : k.epilogue) pairs |= op.pairs;
-  if (pairs) body << "const int colv = col;  /* the aligned pair read (vec_e=2: N even) */\n";
-  body << "const heddle::pairf r0 = {" << acc << ".acc[fm][fn][2 * (h)], " << acc << ".acc[fm][fn][2 * (h) + 1]};\n";
-  epilogueOpsPair(body, k, kir::IExpr(0));
-  for (auto& o : outs)
-    body << o.param << "_v[fm][fn][h] = heddle::pack_pair<" << dtypeCudaName(o.dtype) << ">(r" << o.reg << ");\n";
-  std::istringstream lines(body.str());
-  for (std::string line; std::getline(lines, line);) os_ << ind(d + 3) << line << "\n";
-  os_ << ind(d + 2) << "}\n";
+      << ind(d) << "// per row block fm the results held packed, then stored (one 32-bit store per pair when aligned)\n";
   // one flag for every output: per-output flags let NVVM unswitch the store walk once per combination
   os_ << ind(d) << "const bool pair_st = ";
   for (size_t i = 0; i < outs.size(); ++i)
     os_ << (i ? " && " : "") << "heddle::pair_aligned(" << outs[i].param << ", ldd, N)";
   os_ << ";  // every output's pairs whole and aligned (kernel-uniform)\n";
-  loops();
-  os_ << ind(d + 3) << "const long long at = (long long)row * ldd + col;\n";
+  os_ << ind(d) << "#pragma unroll\n" << ind(d) << "for (int fm = 0; fm < Mma::FM; ++fm) {\n";
   for (auto& o : outs)
-    os_ << ind(d + 3) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fm][fn][h], pair_st, col + 1 < N);\n";
-  os_ << ind(d + 2) << "}\n";
+    os_ << ind(e) << "typename heddle::pair_reg<" << dtypeCudaName(o.dtype) << ">::type " << o.param << "_v[" << fe
+        << "][2];\n";
+  pairs();
+  std::ostringstream body;
+  body << "const int col_0 = col, col_1 = col + 1 < N ? col + 1 : col;  /* scalar reads stay inside N */\n";
+  body << "(void)col_0, (void)col_1;\n";
+  bool anyPairs = false;
+  for (auto& op : k.epilogue) anyPairs |= op.pairs;
+  if (anyPairs) body << "const int colv = col;  /* the aligned pair read (vec_e=2: N even) */\n";
+  body << "const heddle::pairf r0 = {" << acc << ".acc[fm][fn][2 * (h)], " << acc << ".acc[fm][fn][2 * (h) + 1]};\n";
+  epilogueOpsPair(body, k, kir::IExpr(0));
+  for (auto& o : outs)
+    body << o.param << "_v[fn][h] = heddle::pack_pair<" << dtypeCudaName(o.dtype) << ">(r" << o.reg << ");\n";
+  std::istringstream lines(body.str());
+  for (std::string line; std::getline(lines, line);) os_ << ind(e + 2) << line << "\n";
+  os_ << ind(e + 1) << "}\n";
+  pairs();
+  os_ << ind(e + 2) << "const long long at = (long long)row * ldd + col;\n";
+  for (auto& o : outs)
+    os_ << ind(e + 2) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fn][h], pair_st, col + 1 < N);\n";
+  os_ << ind(e + 1) << "}\n";
+  os_ << ind(d) << "}\n";
 }
 
 void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
