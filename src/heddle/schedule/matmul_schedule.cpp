@@ -337,20 +337,7 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     bm = 64;
   }
   if (hints.k >= 0 && hints.k < (int64_t)bk * stages) stages = std::max<int>(2, (int)((hints.k + bk - 1) / bk));
-  initLoopDomain(f, mm);
-  split(mm, "m", bm);
-  split(mm, "n", bn);
-  split(mm, "k", bk);
-  split(mm, "m.i", bm / wm);
-  split(mm, "n.i", bn / wn);
-  if (mm->rank() == 3) parallelize(mm, "b", ParallelType::BIDz);
-  parallelize(mm, "m.o", ParallelType::BIDy);
-  parallelize(mm, "n.o", ParallelType::BIDx);
-  parallelize(mm, "m.i.o", ParallelType::Warp);
-  parallelize(mm, "n.i.o", ParallelType::Warp);
-  std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "n.i.o", "m.i.i", "n.i.i", "k.i"};
-  if (mm->rank() == 3) order.insert(order.begin(), "b");
-  reorder(mm, order);
+  warpTiledNest(f, mm, bm, bn, bk, wm, wn);
   auto* e = mm->definition;
   for (auto* in : {e->inputs[0], e->inputs[1]}) {
     auto caches = f.cachesOf(in);

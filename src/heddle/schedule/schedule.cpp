@@ -115,6 +115,23 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p) {
   d.parallel = p;
 }
 
+void warpTiledNest(Fusion& f, TensorView* mm, int bm, int bn, int bk, int wm, int wn) {
+  initLoopDomain(f, mm);
+  split(mm, "m", bm);
+  split(mm, "n", bn);
+  split(mm, "k", bk);
+  split(mm, "m.i", bm / wm);
+  split(mm, "n.i", bn / wn);
+  if (mm->rank() == 3) parallelize(mm, "b", ParallelType::BIDz);
+  parallelize(mm, "m.o", ParallelType::BIDy);
+  parallelize(mm, "n.o", ParallelType::BIDx);
+  parallelize(mm, "m.i.o", ParallelType::Warp);
+  parallelize(mm, "n.i.o", ParallelType::Warp);
+  std::vector<std::string> order = {"m.o", "n.o", "k.o", "m.i.o", "n.i.o", "m.i.i", "n.i.i", "k.i"};
+  if (mm->rank() == 3) order.insert(order.begin(), "b");
+  reorder(mm, order);
+}
+
 void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war) {
   if (!tv->cacheOf || tv->memory != MemoryType::Shared)
     fail<ScheduleError>("circular_buffer(", tv->name, ", stages=", stages, ", prefetch=", prefetch, "): ", tv->name,

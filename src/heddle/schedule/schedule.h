@@ -20,6 +20,9 @@ void initLoopDomain(Fusion& f, TensorView* tv);  // root axes: [b,] m, n, k(r) f
 void split(TensorView* tv, const std::string& axis, int64_t factor);
 void reorder(TensorView* tv, const std::vector<std::string>& order);
 void parallelize(TensorView* tv, const std::string& axis, ParallelType p);
+// The loop nest of the register-MMA automatic schedules (sm_80 mma.sync, AMD MFMA / WMMA): bm x bn x bk CTA
+// tiles on BIDy x BIDx (a batch on BIDz), wm x wn warps, order [b,] m.o n.o k.o m.i.o n.i.o m.i.i n.i.i k.i.
+void warpTiledNest(Fusion& f, TensorView* mm, int bm, int bn, int bk, int wm, int wn);
 // circular_buffer(stages, prefetch): stages >= 2; prefetch < 0 means stages + prefetch.
 // war: how a TMA ring without roles releases slots, "mbarrier" (empty barriers) or "block_sync".
 void circularBuffer(TensorView* tv, int stages, int prefetch, const std::string& war = "mbarrier");
