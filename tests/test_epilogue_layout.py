@@ -148,3 +148,27 @@ def test_batched_auto_schedule_is_cooperative_and_refuses_an_explicit_overlapped
     fd, _, _ = matmul_fusion(n=512, k=4096, dtype="bf16", layout="NT", epilogue="bias_gelu", batched=True)
     with pytest.raises(heddle.ScheduleError, match="not built into the automatic schedule of a batched matmul"):
         fd.auto_schedule("sm_90a", m=512, n=512, k=4096, epilogue_layout="pingpong")
+
+
+def _residual(pairs, layout="auto"):
+    s = MatmulSpec("bf16", False, False, 4096, 4096, False, False, ("bf16", 1), ("bf16", 2), "gelu_tanh", None, "bf16")
+    fd = s.build_fusion()
+    return fd.auto_schedule("sm_90a", -1, s.n, s.k, sms=132, epilogue_layout=layout, epilogue_pairs=pairs)
+
+
+def test_auto_keeps_a_residual_read_by_scalars_cooperative():
+    # operands unfit for pair reads (vec_e=1): a residual's scalar loads spill the ping-pong kernel, so "auto"
+    # takes the cooperative pair; a bias alone, or pair reads, keep ping-pong; an explicit layout is kept
+    assert "_ws2pp_" in _residual(True).lower("sm_90a", vec_e=2).name
+    low = _residual(False).lower("sm_90a")
+    assert "_ws2coop_40_232_tmas2" in low.name and "epilogue: " + PHRASE["cooperative"] in low.schedule
+    assert "_ws2pp_" in _residual(False, "pingpong").lower("sm_90a").name
+    fd, _, _ = matmul_fusion(n=4096, k=4096, dtype="bf16", layout="NT", epilogue="bias_gelu")
+    assert "_ws2pp_" in fd.auto_schedule("sm_90a", m=4096, n=4096, k=4096, epilogue_pairs=False).lower("sm_90a").name
+
+
+@requires_nvrtc
+def test_nvrtc_residual_read_by_scalars_compiles_without_spills():
+    nvrtc_sm90(_residual(False).lower("sm_90a"))
+    with pytest.raises(AssertionError, match="spill"):  # what the ping-pong layout would have done
+        nvrtc_sm90(_residual(False, "pingpong").lower("sm_90a"))

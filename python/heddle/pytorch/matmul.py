@@ -139,7 +139,7 @@ class FusedMatmul:
             with self._lock:
                 k = self.kernels.get(key)
                 if k is None:
-                    fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma)
+                    fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma, vec_e)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True, vec_e=vec_e)
                     _warn_if_spills(k)
@@ -147,7 +147,8 @@ class FusedMatmul:
                     self.compiles += 1
         return k
 
-    def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0, tma: bool = True) -> Fusion:
+    def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0, tma: bool = True,
+                 vec_e: int = 2) -> Fusion:
         """The fusion scheduled for M bucket `bucket` (M_BUCKETS; -1 = larger): the automatic schedule told
         M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K."""
         if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
@@ -156,14 +157,14 @@ class FusedMatmul:
         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
         fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=tma and vec_a >= 8 and vec_b >= 8,
                          sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share,
-                         epilogue_layout=self.epilogue_layout)
+                         epilogue_layout=self.epilogue_layout, epilogue_pairs=vec_e == 2)
         return fd
 
     def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0, vec_e: int = 2) -> str:
         """The kernel choice per M bucket, one line each (deterministic; nothing is compiled)."""
         lines = []
         for b in M_BUCKETS + (-1,):
-            fd = self.schedule(target, vec_a, vec_b, b, sms)
+            fd = self.schedule(target, vec_a, vec_b, b, sms, vec_e=vec_e)
             low = fd.lower(target, vec_a, vec_b, vec_e=vec_e)
             line = f"M {'<= ' + str(b) if b > 0 else '> ' + str(M_BUCKETS[-1])}: {low.name}: {low.schedule}"
             t = low.tile

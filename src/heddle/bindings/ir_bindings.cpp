@@ -133,16 +133,17 @@ void bindIr(py::module_& m) {
              initLoopDomain(f, t);
            })
       .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma,
-                               int sms, const std::string& kShare, const std::string& epilogueLayout) {
+                               int sms, const std::string& kShare, const std::string& epilogueLayout, bool epiPairs) {
              AutoScheduleHints h{m, n, k};
              h.tma = tma;
              h.sms = sms;
              h.kShare = kShare;
              h.epilogueLayout = epilogueLayout;
+             h.epiPairs = epiPairs;
              autoScheduleMatmul(f, targetInfo(target), h);
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
            py::arg("tma") = true, py::arg("sms") = 0, py::arg("k_share") = "auto",
-           py::arg("epilogue_layout") = "auto")
+           py::arg("epilogue_layout") = "auto", py::arg("epilogue_pairs") = true)
       .def_static("k_share_plan", [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk,
                                      bool streamOk, const std::string& mode, const std::string& target) {
              // target: the cp.async schedule's rules for it (no k sharing without grid flags; stream-K where

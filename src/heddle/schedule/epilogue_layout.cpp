@@ -17,13 +17,26 @@ bool fusedEpilogue(const Fusion& f) {
   return false;
 }
 
-std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked) {
+bool matrixEpilogueOperand(const Fusion& f) {
+  auto* e = f.findMatmul()->definition;
+  auto one = [](const Size& x) { return !x.isSymbolic() && x.value == 1; };
+  for (auto* in : f.inputs()) {
+    if (in == e->inputs[0] || in == e->inputs[1] || in->rank() < 2) continue;
+    const auto& s = in->shape;
+    if (!one(s[s.size() - 1]) && !one(s[s.size() - 2])) return true;
+  }
+  return false;
+}
+
+std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked, bool epiPairs) {
   if (asked == "cooperative" || asked == "pingpong" || asked == "epilogue_role") return asked;
   if (asked != "auto")
     fail<ScheduleError>("auto schedule: epilogue_layout = '", asked, "' is not one of 'auto', 'cooperative', "
                         "'pingpong', 'epilogue_role'");
   // a TMA-loaded bias / residual ring is built for cooperative MMA warpgroups (ping-pong would consume it
   // out of order); the epilogue role would take it, at twice the compile time: cooperative
+  // a residual read by scalar loads (operands unfit for pair reads) spills the ping-pong kernel: cooperative
+  if (!epiPairs && matrixEpilogueOperand(f)) return "cooperative";
   return fusedEpilogue(f) && cachedEpilogueOperands(f).empty() ? "pingpong" : "cooperative";
 }
 

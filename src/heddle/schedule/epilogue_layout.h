@@ -9,7 +9,10 @@
 //                    math worth hiding), cooperative for a plain (cast-only) store and, in hopper_auto.cpp,
 //                    for M <= 64 (one 64-row tile per n column: nothing to alternate) and for a bias /
 //                    residual the user cached with tma_load (its ring is built for cooperative warpgroups);
-//                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp)
+//                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp); so does
+//                    a residual read by scalar loads (epiPairs false: operands unfit for vec_e=2), with which
+//                    the ping-pong kernel spills (NVRTC: 8 bytes at 168 registers) and the cooperative one
+//                    does not
 #pragma once
 
 #include <string>
@@ -21,8 +24,12 @@ namespace heddle {
 // Whether the ops after the matmul do more than cast its result (an operand or an activation).
 bool fusedEpilogue(const Fusion& f);
 
-// The layout for `asked` ("auto" resolved by fusedEpilogue); ScheduleError naming the option otherwise.
-std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked);
+// Whether an epilogue operand varies along both the rows and the columns of the result (a residual).
+bool matrixEpilogueOperand(const Fusion& f);
+
+// The layout for `asked` ("auto" resolved by fusedEpilogue, and by epiPairs where a residual is read);
+// ScheduleError naming the option otherwise.
+std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked, bool epiPairs = true);
 
 // One phrase for describe() and explain (MatmulTiling::str): what the layout overlaps.
 std::string epilogueLayoutPhrase(const std::string& layout);

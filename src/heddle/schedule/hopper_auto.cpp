@@ -104,7 +104,7 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
   }
   const bool batched = mm->rank() == 3;
-  const std::string layout = chooseEpilogueLayout(f, hints.epilogueLayout);  // the spelling is checked here too
+  const std::string layout = chooseEpilogueLayout(f, hints.epilogueLayout, hints.epiPairs);  // spelling checked too
   const auto& outs = f.outputs();
   const int outBytes = outs.empty() ? 2 : dtypeBytes(outs[0]->dtype);
   // the outputs take TMA: N known, 16-byte rows, and (several outputs: training's pre-activation) one element
