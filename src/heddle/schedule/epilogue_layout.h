@@ -11,8 +11,8 @@
 //                    residual the user cached with tma_load (its ring is built for cooperative warpgroups);
 //                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp); so does
 //                    a residual read by scalar loads (epiPairs false: operands unfit for vec_e=2), with which
-//                    the ping-pong kernel spills (NVRTC: 8 bytes at 168 registers) and the cooperative one
-//                    does not
+//                    the ping-pong kernel spills (NVRTC: 8-40 bytes at 168 registers); hopper_auto.cpp also
+//                    keeps its tile at 128 x 128 (the cooperative 128 x 256 one spills 4 bytes)
 #pragma once
 
 #include <string>

@@ -134,7 +134,9 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     bm = 64;
     wgs = 1;
   }
-  if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128)) bn = 256;
+  // a residual read by scalar loads (!epiPairs) keeps 128 x 128: at 128 x 256 its loads spill (NVRTC: 4 bytes)
+  const bool scalarResidual = !hints.epiPairs && matrixEpilogueOperand(f);
+  if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
   const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
