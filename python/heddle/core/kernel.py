@@ -23,7 +23,8 @@ class Kernel:
         self.binary = binary
         self.target = target
         self.vec = (vec_a, vec_b)
-        self.vec_e = vec_e  # 2: the epilogue reads lowered.pair_operands in aligned column pairs
+        self.vec_e = vec_e
+        self._pairs = lowered.pair_operands if vec_e > 1 else []  # inputs the epilogue reads in column pairs
         self._loaded = None
         self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
         self._params = lowered.params
@@ -170,7 +171,7 @@ class Kernel:
                                  f"kernel's {vec}-element copies, so batches >= 1 would be read misaligned; call "
                                  f".contiguous() on a padded layout or recompile with vec={_vec_for(t)} "
                                  "(heddle.matmul does this for you)")
-        pairs = self.lowered.pair_operands if self.vec_e > 1 else []
+        pairs = self._pairs
         for nm in pairs:  # read two columns per load (passes/vectorize_epilogue_reads.cpp)
             t = by_name[nm]
             if not _pair_ok(t):

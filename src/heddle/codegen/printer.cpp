@@ -254,6 +254,49 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
   }
 }
 
+bool readsPairs(const kir::Kernel& k) {
+  for (auto& op : k.epilogue)
+    if (op.pairs) return true;
+  return false;
+}
+
+void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
+  for (auto& op : k.epilogue) {
+    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
+    if (op.scalar) b = floatLit(*op.scalar);
+    if (op.scalar && op.scalarOnLeft) std::swap(a, b);
+    os << ind << "const float r" << op.dst << " = ";
+    switch (op.op) {
+      case OpKind::Input: {
+        if (op.smem) {
+          os << "heddle::to_float(" << op.smem->name << "[(" << stage.str() << ") * " << op.smem->rows * op.smem->cols
+             << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
+          break;
+        }
+        os << epilogueGlobalRead(op, "col") << ";";
+        break;
+      }
+      case OpKind::Matmul:  // member op.a of a matmul group: its accumulator slice, same element
+        os << accName(k) << ".acc[fm][fn + " << op.a << " * (" << fnEnd(k) << ")][r];";
+        break;
+      case OpKind::Add: os << a << " + " << b << ";"; break;
+      case OpKind::Sub: os << a << " - " << b << ";"; break;
+      case OpKind::Mul: os << a << " * " << b << ";"; break;
+      case OpKind::Div: os << a << " / " << b << ";"; break;
+      case OpKind::Relu: os << "heddle::relu(" << a << ");"; break;
+      case OpKind::GeluErf: os << "heddle::gelu_erf(" << a << ");"; break;
+      case OpKind::GeluTanh: os << "heddle::gelu_tanh(" << a << ");"; break;
+      case OpKind::Silu: os << "heddle::silu(" << a << ");"; break;
+      case OpKind::Sigmoid: os << "heddle::sigmoid(" << a << ");"; break;
+      case OpKind::Tanh: os << "heddle::tanh(" << a << ");"; break;
+      case OpKind::Neg: os << "-" << a << ";"; break;
+      case OpKind::Cast: os << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));"; break;
+      default: os << "0.0f; // unsupported";
+    }
+    os << "\n";
+  }
+}
+
 // The register epilogue in column pairs (EpilogueStore::columnPairs: the mma.sync m16n8 fragment, whose
 // registers 2h and 2h+1 are columns c, c+1 of one row, c even), per row block fm in two unrolled walks over
 // its pairs (fn, h):
@@ -304,9 +347,7 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   std::ostringstream body;
   body << "const int col_0 = col, col_1 = col + 1 < N ? col + 1 : col;  /* scalar reads stay inside N */\n";
   body << "(void)col_0, (void)col_1;\n";
-  bool anyPairs = false;
-  for (auto& op : k.epilogue) anyPairs |= op.pairs;
-  if (anyPairs) body << "const int colv = col;  /* the aligned pair read (vec_e=2: N even) */\n";
+  if (readsPairs(k)) body << "const int colv = col;  /* the aligned pair read (vec_e=2: N even) */\n";
   body << "const heddle::pairf r0 = {" << acc << ".acc[fm][fn][2 * (h)], " << acc << ".acc[fm][fn][2 * (h) + 1]};\n";
   epilogueOpsPair(body, k, kir::IExpr(0));
   for (auto& o : outs)
@@ -340,38 +381,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   // printed source reports the out-of-bounds store (tests/test_interpret_checks.py).
   os_ << ind(e) << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
   os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
-  for (auto& op : k.epilogue) {
-    std::string dst = "const float r" + std::to_string(op.dst) + " = ";
-    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
-    if (op.scalar) b = floatLit(*op.scalar);
-    if (op.scalar && op.scalarOnLeft) std::swap(a, b);
-    os_ << ind(e) << dst;
-    switch (op.op) {
-      case OpKind::Input: {
-        os_ << epilogueGlobalRead(op, "col") << ";";
-        break;
-      }
-      case OpKind::Matmul:  // member op.a of a matmul group: its accumulator slice, same element
-        os_ << acc << ".acc[fm][fn + " << op.a << " * (" << fnEnd(k) << ")][r];";
-        break;
-      case OpKind::Add: os_ << a << " + " << b << ";"; break;
-      case OpKind::Sub: os_ << a << " - " << b << ";"; break;
-      case OpKind::Mul: os_ << a << " * " << b << ";"; break;
-      case OpKind::Div: os_ << a << " / " << b << ";"; break;
-      case OpKind::Relu: os_ << "heddle::relu(" << a << ");"; break;
-      case OpKind::GeluErf: os_ << "heddle::gelu_erf(" << a << ");"; break;
-      case OpKind::GeluTanh: os_ << "heddle::gelu_tanh(" << a << ");"; break;
-      case OpKind::Silu: os_ << "heddle::silu(" << a << ");"; break;
-      case OpKind::Sigmoid: os_ << "heddle::sigmoid(" << a << ");"; break;
-      case OpKind::Tanh: os_ << "heddle::tanh(" << a << ");"; break;
-      case OpKind::Neg: os_ << "-" << a << ";"; break;
-      case OpKind::Cast:
-        os_ << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));";
-        break;
-      default: os_ << "0.0f; // unsupported";
-    }
-    os_ << "\n";
-  }
+  epilogueOps(os_, k, kir::IExpr(0), ind(e));
   os_ << ind(e) << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
       << k.epilogueResult << ");\n";
   for (auto& o : k.extraOutputs)

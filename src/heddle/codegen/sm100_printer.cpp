@@ -44,7 +44,7 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << in3 << "if (row >= M || col >= N) continue;\n";
   os << in3 << "const float r0 = v[j];\n";
   if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
-  sm90print::epilogueOps(os, k, e.operandStage, in3);
+  epilogueOps(os, k, e.operandStage, in3);
   os << in3 << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
      << k.epilogueResult << ");\n";
   for (auto& o : k.extraOutputs)

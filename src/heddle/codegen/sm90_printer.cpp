@@ -25,42 +25,6 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
 
 }  // namespace
 
-// The epilogue program on r0 (same ops and spellings as the C-like printer's register epilogue); an
-// operand loaded by TMA (EpiOp::smem) is read from its ring slot `stage` at the tile's (lr,) lc.
-void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind) {
-  for (auto& op : k.epilogue) {
-    std::string a = "r" + std::to_string(op.a), b = op.b >= 0 ? "r" + std::to_string(op.b) : "";
-    if (op.scalar) b = floatLit(*op.scalar);
-    if (op.scalar && op.scalarOnLeft) std::swap(a, b);
-    os << ind << "const float r" << op.dst << " = ";
-    switch (op.op) {
-      case OpKind::Input: {
-        if (op.smem) {
-          os << "heddle::to_float(" << op.smem->name << "[(" << stage.str() << ") * " << op.smem->rows * op.smem->cols
-             << (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") << " + lc]);";
-          break;
-        }
-        os << epilogueGlobalRead(op, "col") << ";";
-        break;
-      }
-      case OpKind::Add: os << a << " + " << b << ";"; break;
-      case OpKind::Sub: os << a << " - " << b << ";"; break;
-      case OpKind::Mul: os << a << " * " << b << ";"; break;
-      case OpKind::Div: os << a << " / " << b << ";"; break;
-      case OpKind::Relu: os << "heddle::relu(" << a << ");"; break;
-      case OpKind::GeluErf: os << "heddle::gelu_erf(" << a << ");"; break;
-      case OpKind::GeluTanh: os << "heddle::gelu_tanh(" << a << ");"; break;
-      case OpKind::Silu: os << "heddle::silu(" << a << ");"; break;
-      case OpKind::Sigmoid: os << "heddle::sigmoid(" << a << ");"; break;
-      case OpKind::Tanh: os << "heddle::tanh(" << a << ");"; break;
-      case OpKind::Neg: os << "-" << a << ";"; break;
-      case OpKind::Cast: os << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));"; break;
-      default: os << "0.0f; // unsupported";
-    }
-    os << "\n";
-  }
-}
-
 namespace {
 
 // The pair's accumulators (acc[fm][fn][2h], acc[fm][fn][2h + 1]: columns lc0 and lc0 + 1 of row lr), or
@@ -100,9 +64,7 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   pair << "const int row = m0 + lr < M ? m0 + lr : M - 1;  /* operand reads stay in bounds */\n";
   pair << "const int col_0 = n0 + lc0 < N ? n0 + lc0 : N - 1, col_1 = n0 + lc0 + 1 < N ? n0 + lc0 + 1 : N - 1;\n";
   pair << "(void)row, (void)col_0, (void)col_1;\n";
-  bool pairs = false;
-  for (auto& op : k.epilogue) pairs |= op.pairs;
-  if (pairs)  // N is even (16-byte output rows): the pair at colv is whole and starts at an even column
+  if (readsPairs(k))  // N is even (16-byte output rows): the pair at colv is whole and starts at an even column
     pair << "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;  /* the aligned pair read (vec_e=2) */\n";
   pair << pairSource(e);
   epilogueOpsPair(pair, k, e.operandStage);
@@ -198,9 +160,7 @@ void directPairEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
   pair << "const bool whole = col + 1 < N;  /* N may be odd: the last column's pair is cut */\n";
   pair << "const int col_0 = col, col_1 = whole ? col + 1 : col;\n";
   pair << "(void)col_0, (void)col_1;\n";
-  bool pairs = false;
-  for (auto& op : k.epilogue) pairs |= op.pairs;
-  if (pairs)  // operands read in pairs have an even column count (the launch checks it): col's pair is whole
+  if (readsPairs(k))  // operands read in pairs have an even column count (the launch checks it): col's pair is whole
     pair << "const int colv = col;  /* the aligned pair read (vec_e=2) */\n";
   pair << pairSource(e);
   epilogueOpsPair(pair, k, e.operandStage);

@@ -15,8 +15,6 @@ namespace heddle::sm90print {
 bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const std::string& ind);
 // The statement for a Hopper sync op ("" for other kinds).
 std::string syncOp(const kir::Kernel& k, const kir::Sync& s);
-// The epilogue program on r0 (`const float rN = ...;` per op; operands loaded by TMA from slot `stage`).
-void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind);
 // heddle::MmaSm90<...> for a wgmma kernel.
 std::string mmaType(const kir::Kernel& k);
 

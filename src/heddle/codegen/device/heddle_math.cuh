@@ -56,11 +56,6 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 #ifndef __noinline__
 #define __noinline__ __attribute__((noinline))
 #endif
-namespace detail {
-template <typename T> struct IsBf16Pair { static constexpr bool value = false; };
-template <> struct IsBf16Pair<bf16> { static constexpr bool value = true; };
-}  // namespace detail
-
 // Two adjacent output elements in one 32-bit register, the lower column in the lower half (the layout
 // stmatrix and a little-endian 32-bit store write): one cvt.rn.{bf16x2,f16x2}.f32 on the device (it packs
 // its first source into the upper half).
@@ -69,7 +64,7 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
   static_assert(sizeof(T) == 2, "pack2: 16-bit element types only");
   unsigned r;
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
-  if constexpr (detail::IsBf16Pair<T>::value)
+  if constexpr (IsBf16<T>::value)
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -81,6 +76,11 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 
 // Two adjacent columns of one fragment row: the pair epilogue's register type (one pair program).
 struct pairf {
+  float x, y;
+};
+
+// An f32 pair as one 8-byte access (load_pair, store_pair).
+struct alignas(8) f32x2 {
   float x, y;
 };
 
@@ -103,10 +103,7 @@ __device__ __forceinline__ pairf load_pair(const T* first) {
     return unpack2(*first);
   } else {
     static_assert(sizeof(T) == 4, "load_pair: 16-bit or f32 operands");
-    struct alignas(8) F2 {
-      float x, y;
-    };
-    const F2 v = *reinterpret_cast<const F2*>(first);
+    const f32x2 v = *reinterpret_cast<const f32x2*>(first);
     return {v.x, v.y};
   }
 }
@@ -143,10 +140,7 @@ __device__ __forceinline__ void store_pair(T* p, typename pair_reg<T>::type v, b
   } else {
     static_assert(sizeof(T) == 4, "store_pair: 16-bit or f32 outputs");
     if (vec) {
-      struct alignas(8) F2 {
-        float x, y;
-      };
-      *reinterpret_cast<F2*>(p) = F2{v.x, v.y};
+      *reinterpret_cast<f32x2*>(p) = f32x2{v.x, v.y};
       return;
     }
     p[0] = v.x;

@@ -123,8 +123,8 @@ struct MmaSm100 {
   using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
   using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, T>, sm90::TmaTile<BK, BN, T>>::type;
   static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
-  static constexpr unsigned kIdesc = (1u << 4) | ((sm90::IsBf16<T>::value ? 1u : 0u) << 7) |
-                                     ((sm90::IsBf16<T>::value ? 1u : 0u) << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
+  static constexpr unsigned kIdesc = (1u << 4) | ((IsBf16<T>::value ? 1u : 0u) << 7) |
+                                     ((IsBf16<T>::value ? 1u : 0u) << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
                                      ((B_KMAJOR ? 0u : 1u) << 16) | ((unsigned)(BN >> 3) << 17) |
                                      ((unsigned)(BM >> 4) << 24);
 

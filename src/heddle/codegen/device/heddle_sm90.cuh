@@ -89,8 +89,6 @@ using u64 = unsigned long long;
 
 template <bool C, typename A, typename B> struct Select { using type = A; };
 template <typename A, typename B> struct Select<false, A, B> { using type = B; };
-template <typename T> struct IsBf16 { static constexpr bool value = false; };
-template <> struct IsBf16<bf16> { static constexpr bool value = true; };
 
 #ifdef HEDDLE_HOST_EMULATION
 __forceinline__ unsigned smem_u32(const void* p) { return emu::smem_offset(p); }
@@ -101,13 +99,8 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)_
 #ifndef HEDDLE_HOST_EMULATION  // printed kernels only
 // ---- the staged epilogue: packed pairs and stmatrix ------------------------------------------
 
-// The pair epilogue's pieces (heddle::pairf, pack2, unpack2, load_pair, ool::*) are target-neutral and
-// live in heddle_math.cuh (the sm_80 mma.sync epilogue uses them too); their sm90 names stay as aliases.
-using heddle::load_pair;
-using heddle::pack2;
-using heddle::pairf;
-using heddle::unpack2;
-namespace ool = heddle::ool;
+// The pair epilogue's pieces (heddle::pairf, pack2, unpack2, load_pair, ool::*) are target-neutral: they live
+// in heddle_math.cuh (the sm_80 mma.sync epilogue uses them too).
 
 // stmatrix.sync.aligned.m8n8.x4.shared.b16 (PTX ISA 7.8, sm_90): a warp collective storing four 8x8
 // matrices of 16-bit elements. Lane l gives the address of row l%8 of matrix l/8 (16 contiguous,
@@ -574,7 +567,7 @@ struct MmaSm90 {
       for (int fm = 0; fm < FM; ++fm) {
         const sm90::u64 da = sm90::slab_desc<TileA, A_KMAJOR>(a, wg * FM + fm, ks);
 #ifdef HEDDLE_HOST_EMULATION
-        emu::wgmma(&acc[fm][0][0], BN, da, db, A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1, sm90::IsBf16<T>::value,
+        emu::wgmma(&acc[fm][0][0], BN, da, db, A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1, IsBf16<T>::value,
                    ks == 0 ? scale_d : 1);
 #else
         sm90::WgmmaSS<BN, T>::template run<A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1>(&acc[fm][0][0], da, db,

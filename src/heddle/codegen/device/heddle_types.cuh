@@ -41,6 +41,8 @@ struct bf16 {
   unsigned short bits;
 };
 static_assert(sizeof(f16) == 2 && sizeof(bf16) == 2, "f16/bf16 must be 2-byte PODs");
+template <typename T> struct IsBf16 { static constexpr bool value = false; };
+template <> struct IsBf16<bf16> { static constexpr bool value = true; };
 
 namespace detail {
 

@@ -35,39 +35,6 @@
 
 namespace heddle::passes {
 
-namespace {
-
-// An epilogue store printed in column pairs: the sm_90a staged one (registers / sC -> sD), in a wgmma kernel
-// the direct one (registers -> D), the mma.sync one (columnPairs); not a raw staging store, a TMEM epilogue
-// or a split-K partial.
-bool pairStore(const kir::Block& b, bool wgmma) {
-  for (auto& s : b.stmts) {
-    switch (s->kind) {
-      case kir::NodeKind::EpilogueStore: {
-        auto& e = static_cast<const kir::EpilogueStore&>(*s);
-        if (e.partial != kir::EpilogueStore::Partial::None || e.raw || e.tmem) break;
-        if (e.to || wgmma || e.columnPairs) return true;
-        break;
-      }
-      case kir::NodeKind::For:
-        if (pairStore(static_cast<const kir::ForLoop&>(*s).body, wgmma)) return true;
-        break;
-      case kir::NodeKind::If: {
-        auto& x = static_cast<const kir::IfThenElse&>(*s);
-        if (pairStore(x.thenBody, wgmma) || pairStore(x.elseBody, wgmma)) return true;
-        break;
-      }
-      case kir::NodeKind::Block:
-        if (pairStore(static_cast<const kir::Block&>(*s), wgmma)) return true;
-        break;
-      default: break;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 void vectorizeEpilogueReads(LowerContext& c) {
   const int v = c.options.vecE;
   if (v != 1 && v != 2)
@@ -75,7 +42,18 @@ void vectorizeEpilogueReads(LowerContext& c) {
                         "and wgmma fragments hold pairs of adjacent columns); use vec_e=2 for operands with contiguous "
                         "columns, even strides and pair-aligned bases, else vec_e=1");
   auto& k = c.kernel;
-  if (v == 1 || !pairStore(k.body, k.tile.wgmma)) return;
+  if (v == 1) return;
+  // an epilogue store printed in column pairs: the sm_90a staged one (registers / sC -> sD), in a wgmma kernel
+  // the direct one (registers -> D), the mma.sync one (columnPairs); not a raw staging store, a TMEM
+  // epilogue or a split-K partial
+  bool pairStore = false;
+  kir::walk(k.body, [&](const kir::Node& n) {
+    if (n.kind != kir::NodeKind::EpilogueStore) return;
+    auto& e = static_cast<const kir::EpilogueStore&>(n);
+    if (e.partial == kir::EpilogueStore::Partial::None && !e.raw && !e.tmem && (e.to || k.tile.wgmma || e.columnPairs))
+      pairStore = true;
+  });
+  if (!pairStore) return;
   bool any = false;
   for (auto& op : k.epilogue)
     if (op.op == OpKind::Input && !op.smem && !op.colStride.empty()) any = op.pairs = true;
