@@ -148,7 +148,7 @@ class FusedMatmul:
         return k
 
     def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0, tma: bool = True,
-                 vec_e: int = 2) -> Fusion:
+                 vec_e: int = 1) -> Fusion:
         """The fusion scheduled for M bucket `bucket` (M_BUCKETS; -1 = larger): the automatic schedule told
         M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K."""
         if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
@@ -178,17 +178,19 @@ class FusedMatmul:
             lines.append(line)
         return "\n".join(lines)
 
-    def kernel_for(self, tensors, target: str) -> Kernel:
-        """The kernel for these operands: the tuned config under HEDDLE_AUTOTUNE=1, else the automatic
-        schedule of their M bucket."""
+    def kernel_for(self, tensors, target: str, rtc: bool = True, sms: Optional[int] = None) -> Kernel:
+        """The kernel for these operands (their alignment classes and M bucket): the tuned config under
+        HEDDLE_AUTOTUNE=1, else the automatic schedule. rtc=False: lowered only, never tuned (the interpreter);
+        sms: the SM count the k sharing fills (default: the operands' device's)."""
         vec_a, vec_b, vec_e = _vec_for(tensors[0]), _vec_for(tensors[1]), _vec_e_for(tensors[2:])
         a = tensors[0]
         m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
-        if os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
+        if rtc and os.environ.get("HEDDLE_AUTOTUNE", "0") not in ("", "0") and _autotune().enabled():
             batch = int(a.shape[0]) if self.spec.batched else 1
             return _autotune().matmul_kernel(self, target, vec_a, vec_b, m, batch, vec_e=vec_e)
-        return self.kernel(target, vec_a, vec_b, m, sms=_sms_of(a.get_device()) if a.is_cuda else 0,
-                           tma=not _broadcast_batch(tensors), vec_e=vec_e)
+        if sms is None:
+            sms = _sms_of(a.get_device()) if a.is_cuda else 0
+        return self.kernel(target, vec_a, vec_b, m, rtc=rtc, sms=sms, tma=not _broadcast_batch(tensors), vec_e=vec_e)
 
     def _check(self, tensors):
         """The same rules on every device (heddle/core/inputs.py): (geometry, torch's answer for an empty
@@ -229,10 +231,7 @@ class FusedMatmul:
         from ..core.interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
             from ..core.interpret import interpret_target, run_checked
-            m = int(a.shape[-1] if self.spec.trans_a else a.shape[-2])
-            k = self.kernel(interpret_target(), _vec_for(tensors[0]), _vec_for(tensors[1]), m, rtc=False,
-                            sms=DEFAULT_SMS, tma=not _broadcast_batch(tensors), vec_e=_vec_e_for(tensors[2:]))
-            return run_checked(k, tensors)
+            return run_checked(self.kernel_for(tensors, interpret_target(), rtc=False, sms=DEFAULT_SMS), tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
 
