@@ -2,6 +2,7 @@
 
     python benchmarks/report.py                      # benchmarks/out/*.json, else docs/data/*.json
     python benchmarks/report.py --gpu run/gpu.json --compile run/compile.json
+    python benchmarks/report.py --window OUT/bench.jsonl      # a GPU window's benchmark stage (docs/gpu-window.md)
 
 Writes the generated parts of docs/perf.md (between `<!-- BEGIN GENERATED: x -->` and
 `<!-- END GENERATED: x -->`; the hand-written text around them is kept), the plots in docs/img/
@@ -22,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 IMPL_LABEL = {"heddle": "heddle", "heddle_tuned": "heddle (autotuned)", "cublas": "cuBLAS (torch.matmul)",
-              "triton": "Triton", "torch_eager": "torch eager", "torch_compile": "torch.compile"}
+              "triton": "Triton", "torch_eager": "torch eager", "torch_compile": "torch.compile",
+              "cublaslt_fused": "cuBLASLt fused (torch._addmm_activation)"}
 
 STEP_LABEL = {
     "lower": "lowering alone (all passes + CUDA printing)",
@@ -62,6 +64,40 @@ def load(path: Optional[str]) -> Optional[dict]:
         doc = json.load(f)
     if not isinstance(doc, dict) or "records" not in doc:
         raise ValueError(f"{path}: not a heddle benchmark result (no 'records')")
+    return doc
+
+
+def load_window(path: Optional[str]) -> Optional[dict]:
+    """A GPU window's bench.jsonl (tools/window/bench_quick.py: a "meta" line, a "ceilings" line, then one
+    record per line, written as measured) as the document load() returns. Each record gets its roofline
+    fraction from the ceilings measured in the same run (2-byte operands and output, each moved once)."""
+    if not path or not os.path.exists(path):
+        return None
+    doc = {"schema": 1, "kind": "gpu", "meta": {}, "records": [], "notes": []}
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if "meta" in obj:
+                doc["meta"] = obj["meta"]
+            elif "ceilings" in obj:
+                doc["ceilings"] = obj["ceilings"]
+            elif "impl" in obj and "case" in obj:
+                doc["records"].append(obj)
+            else:  # skipped cases and stage-level errors
+                doc["notes"].append(obj)
+    doc["meta"].setdefault("command", "tools/gpu_window.sh run")
+    c = doc.get("ceilings") or {}
+    peak, gbps = (c.get("bf16") or {}).get("tflops"), c.get("copy_gbps")
+    for r in doc["records"]:
+        r.setdefault("dtype", "bf16")
+        if r.get("status") == "ok" and peak and gbps and r.get("M"):
+            m, n, k, b = r["M"], r["N"], r["K"], r.get("B", 1)
+            nbytes = 2 * b * (m * k + k * n + m * n) + (2 * n if r.get("epilogue") else 0)
+            floor = max(2.0 * b * m * n * k / (peak * 1e12), nbytes / (gbps * 1e9)) * 1e3
+            r.setdefault("roofline_fraction", floor / r["ms"]["median"])
+            r.setdefault("ceiling_tflops", peak)
     return doc
 
 
@@ -233,14 +269,34 @@ def fused_table(doc: dict) -> str:
     keys = [k for k in cases if k[0] == "fused"]
     if not keys:
         return ""
-    out = ["| case | dtype | heddle | torch eager | torch.compile | vs eager | vs torch.compile |",
-           "|---|---|---|---|---|---|---|"]
+    lt = any(r.get("impl") == "cublaslt_fused" for r in doc["records"])
+    out = ["| case | dtype | heddle | torch eager | torch.compile | " + ("cuBLASLt fused | " if lt else "") +
+           "vs eager | vs torch.compile |" + (" vs cuBLASLt |" if lt else ""),
+           "|---|---|---|---|---|---|---|" + ("---|---|" if lt else "")]
     for k in keys:
         im = cases[k]
-        h, e, c = im.get("heddle"), im.get("torch_eager"), im.get("torch_compile")
+        h, e, c, f = im.get("heddle"), im.get("torch_eager"), im.get("torch_compile"), im.get("cublaslt_fused")
         t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
-        out.append(f"| {k[1].split('-', 1)[1]} | {k[2]} | {t(h)} | {t(e)} | {t(c)} | {_x(_ratio(h, e))} | "
-                   f"{_x(_ratio(h, c))} |")
+        out.append(f"| {k[1].split('-', 1)[1]} | {k[2]} | {t(h)} | {t(e)} | {t(c)} | " + (f"{t(f)} | " if lt else "") +
+                   f"{_x(_ratio(h, e))} | {_x(_ratio(h, c))} |" + (f" {_x(_ratio(h, f))} |" if lt else ""))
+    return "\n".join(out)
+
+
+def variants_table(doc: dict) -> str:
+    """heddle's own kernel variants on one problem (the window's bench stage): time and speed against the
+    first variant listed."""
+    cases = _by_case(doc["records"])
+    out = []
+    for k in [k for k in cases if k[0] == "variants"]:
+        im = cases[k]
+        base = next(iter(im.values()))
+        out += [f"\n**{k[1].split('-', 1)[1]}**\n", "| variant | time | TFLOP/s | vs " + base["impl"] + " | kernel |",
+                "|---|---|---|---|---|"]
+        for name, r in im.items():
+            ok = r.get("status") == "ok"
+            out.append(f"| {name} | {_time(r['ms'], 'ms') if ok else '**' + str(r.get('status')) + '**'} | "
+                       f"{_fmt(r.get('tflops')) if ok else '–'} | {_x(_ratio(r, base))} | "
+                       f"{'`' + r['config'] + '`' if r.get('config') else (r.get('reason') or '')[:120]} |")
     return "\n".join(out)
 
 
@@ -485,6 +541,9 @@ def render_gpu(doc: Optional[dict], images: List[str], img_rel: str = "img") -> 
         if "fused_speedup.png" in images:
             parts += [f"![fused speedups]({img_rel}/fused_speedup.png)", ""]
         parts.append(ft)
+    vt = variants_table(doc)
+    if vt:
+        parts += ["", "### heddle's variants against each other", "", vt]
     dt = dispatch_table(doc)
     if dt:
         parts += ["", "### Dispatch", "", dt]
@@ -534,14 +593,26 @@ def main(argv=None) -> int:
     ap.add_argument("--compile", help="compile.json (default: benchmarks/out/compile.json, else docs/data/)")
     ap.add_argument("--md", default=os.path.join(ROOT, "docs", "perf.md"))
     ap.add_argument("--img", default=os.path.join(ROOT, "docs", "img"))
+    ap.add_argument("--img-dir", dest="img", help="alias of --img")
     ap.add_argument("--data", default=os.path.join(ROOT, "docs", "data"), help="where the JSON used is copied")
+    ap.add_argument("--window", help="a GPU window's bench.jsonl (instead of --gpu); saved as <data>/gpu.json")
+    ap.add_argument("--no-data", action="store_true", help="do not copy the JSON used into --data")
     args = ap.parse_args(argv)
-    gpu_path = _pick(args.gpu, "gpu.json", args.data)
+    gpu_path = _pick(args.gpu, "gpu.json", args.data) if not args.window else None
     comp_path = _pick(args.compile, "compile.json", args.data)
-    gpu, comp = load(gpu_path), load(comp_path)
+    gpu = load_window(args.window) if args.window else load(gpu_path)
+    comp = load(comp_path)
     images = write_report(gpu, comp, args.md, args.img)
+    if args.no_data:
+        print(f"wrote {args.md} (gpu: {args.window or gpu_path or 'none'}); images: {', '.join(images) or 'none'}",
+              file=sys.stderr)
+        return 0
     os.makedirs(args.data, exist_ok=True)
-    for path, name in ((gpu_path, "gpu.json"), (comp_path, "compile.json")):
+    if args.window and gpu is not None:
+        with open(os.path.join(args.data, "gpu.json"), "w") as f:
+            json.dump(gpu, f, indent=1)
+        gpu_path = args.window
+    for path, name in ((None if args.window else gpu_path, "gpu.json"), (comp_path, "compile.json")):
         if path and os.path.exists(path):
             dst = os.path.join(args.data, name)
             if os.path.abspath(path) != os.path.abspath(dst):

@@ -82,6 +82,16 @@ void bindCompile(py::module_& rt) {
   rt.def("extra_search_dirs", &extraSearchDirs);
   rt.def("nvrtc_search_paths", &nvrtcCandidates, "NVRTC candidates in the order they would be tried now.");
   rt.def("nvrtc_available", [] { return Nvrtc::available(); });
+  rt.def(
+      "nvrtc_options",
+      [](const std::string& arch, bool lineinfo) {
+        RtcOptions o;
+        o.arch = arch;
+        o.lineinfo = lineinfo;
+        return nvrtcOptionList(o);
+      },
+      py::arg("arch"), py::arg("lineinfo") = false,
+      "The NVRTC options a compile for `arch` passes now (HEDDLE_DEBUG's included): part of the cache key.");
   rt.def("nvrtc_info", [] {
     const Nvrtc& n = Nvrtc::instance();
     py::dict d;

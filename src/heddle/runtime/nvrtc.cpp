@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "heddle/ir/errors.h"
+#include "heddle/runtime/debug_options.h"
 
 namespace heddle::rt {
 namespace {
@@ -39,6 +40,8 @@ std::vector<std::string> nvrtcOptionList(const RtcOptions& opts) {
   if (opts.lineinfo) o.push_back("-lineinfo");
   if (opts.maxRegisters > 0) o.push_back("--maxrregcount=" + std::to_string(opts.maxRegisters));
   o.insert(o.end(), opts.extraOptions.begin(), opts.extraOptions.end());
+  for (auto& d : debugNvrtcOptions())  // HEDDLE_DEBUG (debug_options.h): in the cache key like every option
+    if (std::find(o.begin(), o.end(), d) == o.end()) o.push_back(d);
   return o;
 }
 

@@ -71,8 +71,10 @@ __device__ __forceinline__ void wait_and_reset(int* flag0, int count) {
     ::heddle_rt::grid_acquire(flag0 + j);
 #else
     int v = 0;
+    HEDDLE_WAIT_BEGIN
     do {
       asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(flag0 + j) : "memory");
+      if (v == 0) { HEDDLE_WAIT_CHECK("grid flag", flag0 + j, 1) }
     } while (v == 0);
     asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(flag0 + j), "r"(0) : "memory");
 #endif

@@ -159,6 +159,7 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
 #else
   const unsigned addr = smem_u32(bar);
   unsigned done = 0;
+  HEDDLE_WAIT_BEGIN
   do {
 #if defined(HEDDLE_INTERPRET)
     done = ::heddle_rt::mbarrier_try_wait_parity(addr, parity) ? 1u : 0u;
@@ -170,6 +171,7 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
         : "=r"(done)
         : "r"(addr), "r"(parity)
         : "memory");
+    if (!done) { HEDDLE_WAIT_CHECK("mbarrier", addr, parity) }
 #endif
   } while (!done);
 #endif

@@ -34,6 +34,38 @@
 
 namespace heddle {
 
+// ---- bounded waits (HEDDLE_DEBUG=bounded_waits, runtime/debug_options.h) -----------------------------
+// With HEDDLE_BOUNDED_WAIT_NS defined, every spin of the device runtime (mbar_wait, grid::wait_and_reset)
+// gives up after that many nanoseconds of %globaltimer: it prints who waited on what and traps, so a
+// protocol bug ends the launch with a report (the driver then returns an error for it) instead of
+// hanging the GPU. Undefined (the release build): no timer is read, the loops are unchanged.
+#if defined(HEDDLE_BOUNDED_WAIT_NS) && !defined(HEDDLE_INTERPRET) && !defined(HEDDLE_HOST_EMULATION)
+namespace debug {
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// what: "mbarrier" (where = shared-memory address, phase = parity) or "grid flag" (where = the flag's
+// low address bits, phase = the value awaited).
+__device__ __noinline__ __attribute__((noreturn)) void wait_timed_out(const char* what, unsigned long long where, int phase) {
+  const unsigned warp = threadIdx.x / 32;
+  printf("heddle: bounded wait expired after %llu ms: block (%u,%u,%u) thread %u warp %u warpgroup %u waited on "
+         "%s 0x%llx phase %d\n",
+         (unsigned long long)(HEDDLE_BOUNDED_WAIT_NS) / 1000000ull, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x,
+         warp, warp / 4, what, where, phase);
+  __trap();
+}
+}  // namespace debug
+#define HEDDLE_WAIT_BEGIN const unsigned long long heddle_wait_t0_ = ::heddle::debug::globaltimer_ns();
+#define HEDDLE_WAIT_CHECK(what, where, phase)                                                         \
+  if (::heddle::debug::globaltimer_ns() - heddle_wait_t0_ > (unsigned long long)(HEDDLE_BOUNDED_WAIT_NS)) \
+    ::heddle::debug::wait_timed_out(what, (unsigned long long)(where), (int)(phase));
+#else
+#define HEDDLE_WAIT_BEGIN
+#define HEDDLE_WAIT_CHECK(what, where, phase)
+#endif
+
 struct f16 {
   unsigned short bits;
 };

@@ -1,0 +1,306 @@
+"""The GPU window's benchmark stage: a quick, prioritized set of timings that fits what is left of the window.
+
+    python3 tools/window/bench_quick.py --out bench.jsonl --deadline EPOCH_SECONDS [--dry]
+
+Each result is one JSON line in the schema of benchmarks/ (benchmarks/report.py reads it: a line with
+"meta", one with "ceilings", then records), written as soon as it is measured, so a window cut short keeps
+every number measured before the cut. Cases run in priority order and each is skipped when the time left
+before the deadline is shorter than its estimate.
+
+Method (tools/../docs/gpu-window.md, METHOD): fresh random inputs (never zeros), every implementation's
+output checked once against an fp32 cuBLAS reference on inputs it is not timed on, with its output memory
+poisoned first; then device time per call from CUDA events around a batch of back-to-back calls (so host
+dispatch overlaps the device work, as in a real model's stream, instead of being counted as device time),
+inputs rotated through enough sets to exceed 3x L2, median and p20-p80 over 7+ batches. Host time per call
+is measured separately (a loop of calls on the host clock, synchronized once at the end) and recorded beside.
+--dry: CPU tensors, tiny shapes and the host clock; checks the plumbing (no number from it means anything).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import heddle  # noqa: E402
+from heddle import bench  # noqa: E402
+
+
+class Run:
+    def __init__(self, out, deadline, dry):
+        self.out, self.deadline, self.dry = out, deadline, dry
+        self.dev = torch.device("cpu" if dry else "cuda")
+        self.ceiling = None
+        self.copy_gbps = None
+
+    def left(self) -> float:
+        return self.deadline - time.time()
+
+    def write(self, obj) -> None:
+        with open(self.out, "a") as f:
+            f.write(json.dumps(obj, default=str) + "\n")
+        print(json.dumps(obj, default=str)[:400], flush=True)
+
+    # --- timing ---------------------------------------------------------------------------------
+    def sync(self):
+        if not self.dry:
+            torch.cuda.synchronize()
+
+    def device_ms(self, fn, sets, batches=7):
+        """Per-call device time: events around `n` back-to-back calls (inputs rotated), `batches` times."""
+        rot = bench.Rotation(sets)
+        for _ in range(3):
+            fn(*rot.next())
+        self.sync()
+        t0 = time.perf_counter()
+        fn(*rot.next())
+        self.sync()
+        est = max(time.perf_counter() - t0, 1e-6)
+        n = int(min(200, max(3, 0.02 / est)))  # a batch of >= ~20 ms, at most 200 calls
+        samples = []
+        for _ in range(batches):
+            if self.dry:
+                a = time.perf_counter()
+                for _ in range(n):
+                    fn(*rot.next())
+                samples.append((time.perf_counter() - a) * 1e3 / n)
+                continue
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(n):
+                fn(*rot.next())
+            e1.record()
+            e1.synchronize()
+            samples.append(e0.elapsed_time(e1) / n)
+        return bench.summarize(samples), n
+
+    def host_us(self, fn, sets, calls=50):
+        """Host time per call: `calls` calls on the host clock, one synchronize at the end (so the queue
+        never fills for the small problems this is read for)."""
+        rot = bench.Rotation(sets)
+        self.sync()
+        a = time.perf_counter()
+        for _ in range(calls):
+            fn(*rot.next())
+        b = time.perf_counter()
+        self.sync()
+        return (b - a) * 1e6 / calls
+
+    # --- inputs -----------------------------------------------------------------------------------
+    def sets(self, shapes, dtype=torch.bfloat16, scales=None):
+        scales = scales or [1.0] * len(shapes)
+        one = lambda: [bench.random_tensor(s, dtype, self.dev, scale=c) for s, c in zip(shapes, scales)]  # noqa: E731
+        first = one()
+        n = 1 if self.dry else bench.rotation_count(bench.set_bytes(first), bench.l2_bytes(self.dev),
+                                                    max_total_bytes=4 << 30)
+        return [first] + [one() for _ in range(n - 1)], one()
+
+    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0):
+        """Validate then time every implementation; one record each."""
+        for name, fn in impls.items():
+            if self.left() < min_left:
+                self.write({**rec, "impl": name, "status": "skipped", "reason": "window deadline"})
+                continue
+            r = {**rec, "impl": name}
+            try:
+                if not self.dry:
+                    bench.poison_allocator(ref.numel() * 2, self.dev)
+                out = fn(*check)
+                self.sync()
+                r["rel_err"] = bench.validate(out.float(), ref, tol=2e-2, what=f"{name} {rec['case']}")
+                del out
+                st, n = self.device_ms(fn, sets)
+                r.update(status="ok", ms=st.to_dict(), calls_per_batch=n, tflops=bench.tflops(flops, st.median),
+                         host_us=self.host_us(fn, sets))
+                if self.ceiling:
+                    r["ceiling_tflops"] = self.ceiling
+            except bench.ValidationError as e:
+                r.update(status="wrong", reason=str(e))
+            except Exception as e:  # noqa: BLE001 - recorded
+                r.update(status="error", reason=f"{type(e).__name__}: {str(e)[:600]}")
+            self.write(r)
+
+
+def meta(dry) -> dict:
+    m = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+         "command": "tools/gpu_window.sh run (bench stage)" + (" --dry-run" if dry else ""),
+         "python": platform.python_version(), "torch": torch.__version__, "heddle": heddle.__version__,
+         "cpu_cores": os.cpu_count()}
+    stamp = os.path.join(ROOT, ".whl", "STAMP")
+    if os.path.exists(stamp):
+        with open(stamp) as f:
+            m.update({k: v for k, v in (ln.strip().split("=", 1) for ln in f if "=" in ln) if k in ("commit", "dirty")})
+    if "commit" not in m:
+        try:
+            m["commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                         text=True, timeout=5).stdout.strip() or "unknown"
+        except Exception:  # noqa: BLE001
+            m["commit"] = "unknown"
+    try:
+        import triton
+        m["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        m["triton"] = None
+    if not dry and torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        m.update(gpu=p.name, gpu_sms=p.multi_processor_count, gpu_l2_bytes=getattr(p, "L2_cache_size", None),
+                 cuda=torch.version.cuda)
+    else:
+        m["gpu"] = None
+    return m
+
+
+def ceilings(run: Run, size: int) -> None:
+    """cuBLAS at a large square (bf16) and the device-to-device copy bandwidth (bytes read + written)."""
+    sets, _ = run.sets([(size, size), (size, size)], scales=[1.0, size ** -0.5])
+    st, _ = run.device_ms(lambda a, b: torch.matmul(a, b), sets)
+    run.ceiling = bench.tflops(bench.matmul_flops(size, size, size), st.median)
+    n = (1 << 29) if not run.dry else (1 << 16)
+    src = bench.random_tensor((n,), torch.float16, run.dev)
+    dst = torch.empty_like(src)
+    cst, _ = run.device_ms(lambda s, d: d.copy_(s), [(src, dst)])
+    run.copy_gbps = 2 * n * 2 / (cst.median * 1e-3) / 1e9
+    run.write({"ceilings": {"bf16": {"tflops": run.ceiling, "shape": f"{size}^3", "ms": st.to_dict()},
+                            "copy_gbps": run.copy_gbps}})
+    del src, dst, sets
+
+
+def gemm_case(run, m, n, k, suite="square", trans_b=False, triton_too=False):
+    b_shape = (n, k) if trans_b else (k, n)
+    sets, check = run.sets([(m, k), b_shape], scales=[1.0, k ** -0.5])
+    bt = (lambda b: b.t()) if trans_b else (lambda b: b)
+    ref = torch.matmul(check[0].float(), bt(check[1]).float())
+    impls = {"heddle": lambda a, b: heddle.matmul(a, b, trans_b=trans_b),
+             "cublas": lambda a, b: torch.matmul(a, bt(b))}
+    if triton_too and not run.dry:
+        import triton_matmul
+        if triton_matmul.available:
+            impls["triton"] = lambda a, b: triton_matmul.matmul(a, b, trans_b=trans_b)
+    rec = {"suite": suite, "case": f"{suite}-{m}x{n}x{k}" + ("-nt" if trans_b else ""), "dtype": "bf16", "B": 1,
+           "M": m, "N": n, "K": k, "layout": "NT" if trans_b else "NN", "epilogue": None}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
+def fused_case(run, m, n, k, compile_too=False):
+    """y = gelu(x @ W^T + bias), W an nn.Linear weight [N, K]."""
+    sets, check = run.sets([(m, k), (n, k), (n,)], scales=[1.0, k ** -0.5, 1.0])
+    x, w, b = check
+    ref = F.gelu(torch.matmul(x.float(), w.float().t()) + b.float())
+
+    def eager(x, w, b):
+        return F.gelu(F.linear(x, w, b))
+    impls = {"heddle": lambda x, w, b: heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True),
+             "torch_eager": eager,
+             "cublaslt_fused": lambda x, w, b: torch._addmm_activation(b, x, w.t(), use_gelu=True)}
+    if compile_too:
+        impls["torch_compile"] = torch.compile(eager)
+    rec = {"suite": "fused", "case": f"fused-{m}x{n}x{k}-nt-bias_gelu", "dtype": "bf16", "B": 1, "M": m, "N": n,
+           "K": k, "layout": "NT", "epilogue": "bias_gelu"}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
+def variant_case(run, m, n, k, variants):
+    """heddle's own kernel variants against each other on one problem (bias + GELU, NT): each a schedule
+    built through auto_schedule's options and the scheduling API, compiled for the device."""
+    target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
+    sets, check = run.sets([(m, k), (n, k), (n,)], scales=[1.0, k ** -0.5, 1.0])
+    ref = F.gelu(torch.matmul(check[0].float(), check[1].float().t()) + check[2].float())
+    impls = {}
+    for label, opts, extra in variants:
+        try:
+            fd = heddle.Fusion()
+            a = fd.input("x", "bf16", ["M", k]); w = fd.input("w", "bf16", [n, k]); bias = fd.input("bias", "bf16", [n])
+            fd.output(heddle.ops.gelu(fd.matmul(a, w, False, True) + bias).to("bf16"))
+            fd.auto_schedule(target, m, n, k, sms=bench_sms(run), **opts)
+            if extra:
+                extra(fd)
+            kern = heddle.Kernel.build(fd, target, rtc=not run.dry)
+            if run.dry:
+                impls[label] = lambda x, w, b: heddle.reference.evaluate(fd, [x, w, b], torch.float32)
+            else:
+                impls[label] = (lambda kk: (lambda x, w, b: kk(x, w, b)))(kern)
+        except Exception as e:  # noqa: BLE001 - the variant does not build: recorded
+            run.write({"suite": "variants", "case": f"variants-{m}x{n}x{k}", "impl": label, "status": "error",
+                       "reason": f"{type(e).__name__}: {str(e)[:600]}"})
+    rec = {"suite": "variants", "case": f"variants-{m}x{n}x{k}-nt-bias_gelu", "dtype": "bf16", "B": 1, "M": m, "N": n,
+           "K": k, "layout": "NT", "epilogue": "bias_gelu"}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
+def bench_sms(run) -> int:
+    return 132 if run.dry else torch.cuda.get_device_properties(0).multi_processor_count
+
+
+VARIANTS = [
+    ("cooperative", dict(epilogue_layout="cooperative"), None),
+    ("pingpong", dict(epilogue_layout="pingpong"), None),
+    ("epilogue_role", dict(epilogue_layout="epilogue_role"), None),
+    ("coop_direct_store", dict(epilogue_layout="cooperative"), lambda fd: fd.matmul_tensor.epilogue_store("direct")),
+    ("coop_cluster2", dict(epilogue_layout="cooperative"), lambda fd: fd.matmul_tensor.cluster(2, "m")),
+]
+K_SHARE = [("no_k_share", dict(k_share="none"), None), ("split_k", dict(k_share="split_k"), None),
+           ("stream_k", dict(k_share="stream_k"), None)]
+
+
+def plan(dry):
+    """(estimated seconds, label, callable) in priority order."""
+    s = 256 if dry else 1
+    big = 8192 // s if not dry else 64
+    mid = 4096 // s if not dry else 64
+    llm = [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096), (16, 14336, 4096), (4096, 14336, 4096)]
+    if dry:
+        llm = [(16, 64, 64)]
+    return ([(8, "gemm 8192^3", lambda r: gemm_case(r, big, big, big))]
+            + [(4, f"fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fused_case(r, mm, nn, kk))(m, n, k))
+               for m, n, k in llm]
+            + [(4, "gemm 4096^3 nt", lambda r: gemm_case(r, mid, mid, mid, trans_b=True))]
+            + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
+            + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
+            + [(15, "gemm 8192^3 + triton", lambda r: gemm_case(r, big, big, big, suite="square", triton_too=True))]
+            + [(40, "fused 4096 + torch.compile",
+                lambda r: fused_case(r, mid, mid, mid, compile_too=True))])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--deadline", type=float, default=0, help="epoch seconds; 0: 10 minutes from now")
+    ap.add_argument("--dry", action="store_true")
+    args = ap.parse_args(argv)
+    run = Run(args.out, args.deadline or time.time() + 600, args.dry)
+    if not args.dry and not torch.cuda.is_available():
+        print("bench_quick: no CUDA device", file=sys.stderr)
+        return 2
+    run.write({"meta": meta(args.dry)})
+    try:
+        ceilings(run, 8192 if not args.dry else 64)
+    except Exception as e:  # noqa: BLE001
+        run.write({"ceilings_error": f"{type(e).__name__}: {e}"})
+    for est, label, fn in plan(args.dry):
+        if run.left() < est:
+            run.write({"skipped_case": label, "reason": f"{run.left():.0f} s left, needs ~{est} s"})
+            continue
+        t0 = time.time()
+        try:
+            fn(run)
+        except Exception as e:  # noqa: BLE001 - one case's failure never stops the stage
+            run.write({"case_error": label, "reason": f"{type(e).__name__}: {str(e)[:600]}"})
+        print(f"bench_quick: {label}: {time.time() - t0:.1f} s", flush=True)
+        if not args.dry:
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

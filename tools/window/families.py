@@ -1,0 +1,302 @@
+"""Every kernel family heddle generates, as cases the GPU window runs (docs/gpu-window.md).
+
+A family is a named list of cases; each case builds one scheduled fusion (through the same public
+scheduling API and the same schedule helpers as the tests: tests/hopper_defs.py, tests/matmul_defs.py)
+and names the M (and batch) it runs at. N and K are fixed by the fusion; the shapes are small and ragged
+(partial tiles on every axis) so a whole family runs in seconds. A "call" case instead runs a Python
+callable (heddle.matmul per M bucket) that returns (output, float64 reference).
+
+`needs`: "sm_90a" families run only on a Hopper device (and in the dry run), "any" on every sm_80+ device
+(compiled for the device's own target). `roles`: the family has warp-specialized roles, so the sanitizer
+stage runs racecheck and synccheck on it too (memcheck runs on every family).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # the schedule helpers the tests use
+
+import heddle  # noqa: E402
+from hopper_defs import build, roles_for, schedule_sm90  # noqa: E402
+from matmul_defs import matmul_fusion, schedule  # noqa: E402
+
+
+@dataclass
+class Case:
+    label: str
+    make: Optional[Callable[[str], "heddle.Fusion"]] = None  # target -> scheduled fusion
+    M: int = 0
+    batch: int = 2
+    call: Optional[Callable] = None   # call(device, seed) -> (output(s), reference(s)); instead of make
+    sms: int = 0                      # dry run: the SM count a persistent grid stands for (0: 4)
+
+
+@dataclass
+class Family:
+    name: str
+    needs: str                      # "any" | "sm_90a"
+    roles: bool
+    what: str
+    cases: List[Case] = field(default_factory=list)
+
+
+FAMILIES: Dict[str, Family] = {}
+
+
+def family(name, needs, roles, what):
+    def add(fn):
+        FAMILIES[name] = Family(name, needs, roles, what, fn())
+        return fn
+    return add
+
+
+# --- the register-MMA path (cp.async, mma.sync): sm_80 and every later device ------------------------
+
+def _cp(layout, dtype, stages, prefetch, n=264, k=1000, epilogue="bias_gelu", batched=False):
+    def make(target):
+        fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue, batched=batched)
+        schedule(fd, a, b, stages=stages, prefetch=prefetch)
+        return fd
+    return make
+
+
+@family("cp_async", "any", False, "cp.async circular buffer + mma.sync, every layout, fp16 and bf16")
+def _():
+    out = []
+    for i, layout in enumerate(("NN", "NT", "TN", "TT")):
+        for dtype in ("f16", "bf16"):
+            s, p = [(4, 3), (3, 1), (2, 1), (5, 2)][i]
+            # A^T is [K, M]: M is its row stride, so a transposed A keeps M a multiple of 8 (16-byte rows)
+            out.append(Case(f"{layout}-{dtype}-s{s}p{p}", _cp(layout, dtype, s, p), M=504 if layout[0] == "T" else 500))
+    out.append(Case("NN-bf16-s4p0", _cp("NN", "bf16", 4, 0), M=129))
+    return out
+
+
+@family("cp_async_batched", "any", False, "cp.async batched (B axis on the grid), silu(x*0.5) epilogue")
+def _():
+    return [Case(f"b3-{d}", _cp("NN", d, 4, -1, n=128, k=256, epilogue="silu_scale", batched=True), M=200, batch=3)
+            for d in ("f16", "bf16")]
+
+
+def _cp_grid(kind, g, layout="NN", n=200, k=32 * 15):
+    def make(target):
+        fd, a, b = matmul_fusion(n=n, k=k, dtype="bf16", layout=layout, epilogue="bias_gelu")
+        mm = schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=3)
+        getattr(mm, kind)(g)
+        return fd
+    return make
+
+
+@family("cp_async_split_k", "any", False, "cp.async split-K: fixed-order reduction through grid flags")
+def _():
+    return [Case("s3-M300", _cp_grid("split_k", 3), M=300), Case("s2-M77-NT", _cp_grid("split_k", 2, "NT"), M=77),
+            Case("s4-M1", _cp_grid("split_k", 4), M=1)]
+
+
+@family("cp_async_stream_k", "any", False, "cp.async stream-K: persistent grid, CTA-to-CTA fix-up through flags")
+def _():
+    return [Case("g7-M300", _cp_grid("stream_k", 7), M=300), Case("g5-M77", _cp_grid("stream_k", 5), M=77),
+            Case("g16-M504-TN", _cp_grid("stream_k", 16, "TN"), M=504)]
+
+
+# --- sm_90a: TMA + mbarrier rings + wgmma --------------------------------------------------------------
+
+def _h(variant, **kw):
+    kw.setdefault("stages", 4)
+    kw.setdefault("prefetch", 2)
+    return lambda target: build(variant, **kw)
+
+
+@family("sm90_pipeline", "sm_90a", False, "TMA + mbarrier ring, every thread computes (WAR by mbarrier / block sync)")
+def _():
+    return [Case("mbarrier-M333", _h("pipeline", bm=64, bn=128, bk=64, n=200, k=520), M=333),
+            Case("block_sync-M77", _h("block_sync", bm=64, bn=128, bk=64, n=136, k=200), M=77),
+            Case("mbarrier-f16-NT", _h("pipeline", bm=64, bn=64, bk=64, n=200, k=520, layout="NT", dtype="f16"), M=300)]
+
+
+@family("sm90_coop", "sm_90a", True, "load warp -> 2 cooperative wgmma warpgroups, persistent tiles")
+def _():
+    return [Case("128x128x64-M1000", _h("coop", bm=128, bn=128, bk=64, n=1000, k=1000), M=1000),
+            Case("ragged-M77", _h("coop", bm=128, bn=128, bk=64, n=200, k=136), M=77),
+            Case("TN-M336", _h("coop", bm=128, bn=128, bk=64, n=512, k=520, layout="TN"), M=336),
+            Case("TT-f16-M304", _h("coop", bm=128, bn=128, bk=64, n=264, k=520, layout="TT", dtype="f16"), M=304)]
+
+
+@family("sm90_pingpong", "sm_90a", True, "load warp -> 2 wgmma warpgroups taking turns over tiles")
+def _():
+    return [Case("128x128x64-M1000", _h("pingpong", bm=128, bn=128, bk=64, n=1000, k=1000), M=1000),
+            Case("ragged-M77", _h("pingpong", bm=128, bn=128, bk=64, n=200, k=136), M=77),
+            Case("NT-M333", _h("pingpong", bm=128, bn=128, bk=64, n=512, k=520, layout="NT"), M=333)]
+
+
+@family("sm90_3role", "sm_90a", True, "load warp -> wgmma warpgroup -> epilogue warpgroup (TMA store)")
+def _():
+    return [Case("64x128x64-M1000", _h("3role", bm=64, bn=128, bk=64, n=1000, k=1000), M=1000),
+            Case("ragged-M77", _h("3role", bm=64, bn=128, bk=64, n=200, k=136), M=77),
+            Case("TN-M344", _h("3role", bm=64, bn=128, bk=64, n=512, k=520, layout="TN"), M=344)]
+
+
+@family("sm90_tma_store", "sm_90a", True, "stmatrix-staged TMA-store epilogue (cooperative, ping-pong)")
+def _():
+    return [Case("coop-M300", _h("coop", stages=3, prefetch=1, n=200, bn=128, store="tma"), M=300),
+            Case("coop-M77", _h("coop", stages=3, prefetch=1, n=136, bn=128, store="tma"), M=77),
+            Case("pingpong-M300", _h("pingpong", stages=3, prefetch=1, n=200, bn=128, store="tma"), M=300),
+            Case("pingpong-M1", _h("pingpong", stages=3, prefetch=1, n=200, bn=128, store="tma"), M=1)]
+
+
+@family("sm90_two_outputs", "sm_90a", True, "TMA-store epilogue with a second output (saved pre-activation)")
+def _():
+    return [Case(f"{v}-M{m}", _h(v, stages=3, prefetch=1, n=200, bn=128, store="tma", epilogue="bias_gelu_saved"),
+                 M=m) for v, m in (("coop", 300), ("pingpong", 77))]
+
+
+def _residual(variant="coop", n=72, k=104):
+    def make(target):
+        wgs = 2 if variant == "coop" else 1
+        fd = heddle.Fusion()
+        a = fd.input("a", "bf16", ["M", k]); b = fd.input("b", "bf16", [k, n]); res = fd.input("res", "bf16", ["M", n])
+        fd.output(heddle.ops.gelu(fd.matmul(a, b) + res).to("bf16"))
+        schedule_sm90(fd, a, b, bm=64 * wgs, bn=64, bk=16, wgs=wgs, stages=3, prefetch=1, roles=roles_for(variant))
+        fd.cache_after(res, "tma_load").circular_buffer(2)
+        return fd
+    return make
+
+
+@family("sm90_operand_ring", "sm_90a", True, "bias / residual loaded by TMA through a producer role's ring")
+def _():
+    return [Case("bias-coop-M300", _h("coop", stages=3, prefetch=1, n=200, bias_tma=2), M=300),
+            Case("bias-3role-M77", _h("3role", stages=3, prefetch=1, n=136, bias_tma=3), M=77),
+            Case("residual-coop-M200", _residual("coop"), M=200),
+            Case("residual-3role-M77", _residual("3role", n=136), M=77)]
+
+
+def _shared_weight(n=72, k=16 * 7 - 8):
+    def make(target):
+        fd = heddle.Fusion()
+        a = fd.input("a", "bf16", ["B", "M", k]); b = fd.input("b", "bf16", [k, n])
+        fd.output(heddle.ops.gelu(fd.matmul(a, b) + fd.input("bias", "bf16", [n])).to("bf16"))
+        schedule_sm90(fd, a, b, bm=128, bn=64, bk=16, wgs=2, stages=3, prefetch=1, roles=roles_for("coop"))
+        return fd
+    return make
+
+
+@family("sm90_batched", "sm_90a", True, "warp-specialized batched (batch in the persistent tile walk)")
+def _():
+    return [Case("coop-b3-M200", _h("coop", stages=3, prefetch=1, batched=True, n=72, k=104), M=200, batch=3),
+            Case("pingpong-b2-M77", _h("pingpong", stages=3, prefetch=1, batched=True, n=136, k=104), M=77),
+            Case("shared-weight-b4-M100", _shared_weight(), M=100, batch=4)]
+
+
+def _cluster(along, variant="coop", **kw):
+    def make(target):
+        kw.setdefault("stages", 3)
+        kw.setdefault("prefetch", 1)
+        kw.setdefault("n", 72)
+        fd = build(variant, **kw)
+        fd.matmul_tensor.cluster(2, along)
+        return fd
+    return make
+
+
+@family("sm90_cluster", "sm_90a", True, "clusters of 2 with TMA multicast of the shared operand")
+def _():
+    return [Case("coop-m-M300", _cluster("m"), M=300, sms=2),
+            Case("coop-m-bias-ring-M77", _cluster("m", bias_tma=2, n=136), M=77, sms=4),
+            Case("coop-n-M130", _cluster("n", n=200), M=130, sms=2),
+            Case("coop-m-tma-store-M300", _cluster("m", store="tma", bn=128, n=136), M=300, sms=2),
+            Case("3role-n-f16-M70", _cluster("n", "3role", dtype="f16", epilogue="silu_scale", n=136), M=70, sms=2)]
+
+
+def _h_grid(kind, g, **kw):
+    def make(target):
+        if kind == "split_k":
+            fd, a, b = matmul_fusion(n=kw.get("n", 72), k=16 * 16, dtype="bf16")
+            schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1).split_k(g)
+            return fd
+        fd = build(kw.pop("variant", "coop"), stages=4, prefetch=-1, bn=64, bk=16, n=200, k=16 * 13, **kw)
+        fd.matmul_tensor.stream_k(g)
+        return fd
+    return make
+
+
+@family("sm90_split_k", "sm_90a", False, "sm_90a pipeline with split-K through grid flags")
+def _():
+    return [Case("s3-M300", _h_grid("split_k", 3), M=300), Case("s2-M1", _h_grid("split_k", 2, n=136), M=1)]
+
+
+@family("sm90_stream_k", "sm_90a", True, "warp-specialized stream-K (persistent CTAs share tiles x k-tiles)")
+def _():
+    return [Case("g11-M300", _h_grid("stream_k", 11), M=300),
+            Case("g7-tma-store-M77", _h_grid("stream_k", 7, store="tma"), M=77)]
+
+
+def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):
+    def make(target):
+        fd, _, _ = matmul_fusion(n=n, k=k, dtype="bf16", layout="NT", epilogue=epilogue)
+        fd.auto_schedule(target, m, n, k, sms=sms, k_share=k_share, epilogue_layout=layout)
+        return fd
+    return make
+
+
+@family("sm90_auto", "sm_90a", True, "the automatic sm_90a schedules at full tile sizes (what heddle.matmul runs)")
+def _():
+    return [Case("plain-M1000", _auto(1000, 1024, 1024, epilogue="none"), M=1000),
+            Case("pingpong-gelu-M1000", _auto(1000, 1024, 1024, "pingpong"), M=1000),
+            Case("coop-gelu-M1000", _auto(1000, 1024, 1024, "cooperative"), M=1000),
+            Case("epilogue-role-M777", _auto(777, 1024, 1024, "epilogue_role"), M=777),
+            Case("one-wg-M64", _auto(64, 1024, 1024), M=50),
+            Case("split-k-M128", _auto(128, 1024, 4096, k_share="split_k"), M=128),
+            Case("stream-k-M256", _auto(256, 1280, 4096, k_share="stream_k"), M=256)]
+
+
+@family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")
+def _():
+    def make(m, n, k, k_share="auto", epilogue="bias_gelu"):
+        def mk(target):
+            fd, _, _ = matmul_fusion(n=n, k=k, dtype="bf16", layout="NT", epilogue=epilogue)
+            fd.auto_schedule(target, m, n, k, tma=False, sms=132, k_share=k_share)
+            return fd
+        return mk
+    return [Case("gelu-M1000", make(1000, 1024, 1024), M=1000), Case("split-k-M64", make(64, 1024, 4096, "split_k"), M=64),
+            Case("stream-k-M256", make(256, 1280, 4096, "stream_k"), M=256)]
+
+
+# --- heddle.matmul per M bucket (the torch op; its own kernel choice, launch plans, second calls) ---------
+
+def _matmul_case(M, n=1024, k=1024, epilogue="gelu", residual=False):
+    def call(device, seed):
+        import torch
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(M, k, generator=g).to(torch.bfloat16)
+        w = (torch.randn(n, k, generator=g) * k ** -0.5).to(torch.bfloat16)
+        bias = torch.randn(n, generator=g).to(torch.bfloat16)
+        res = torch.randn(M, n, generator=g).to(torch.bfloat16) if residual else None
+        ref = x.double() @ w.double().t() + bias.double()
+        ref = torch.nn.functional.gelu(ref) if epilogue == "gelu" else torch.nn.functional.silu(ref)
+        if residual:
+            ref = ref + res.double()
+        dev = lambda t: None if t is None else t.to(device)  # noqa: E731
+        y = heddle.matmul(dev(x), dev(w), bias=dev(bias), activation=epilogue, residual=dev(res), trans_b=True)
+        return y, ref.to(torch.bfloat16)
+    return call
+
+
+@family("matmul_buckets", "any", False, "heddle.matmul (torch op) per M bucket: <=64, <=128, <=256, larger")
+def _():
+    return [Case(f"gelu-M{m}", call=_matmul_case(m), M=m) for m in (1, 16, 64, 100, 128, 200, 256, 1000, 4096)] + \
+           [Case("silu-residual-M300", call=_matmul_case(300, epilogue="silu", residual=True), M=300)]
+
+
+def families_for(target: str, only=None) -> List[Family]:
+    """The families a device with `target` runs (all of them on sm_90a), optionally only the named ones."""
+    want = set(only) if only else None
+    if want:
+        unknown = want - set(FAMILIES)
+        if unknown:
+            raise SystemExit(f"unknown families {sorted(unknown)}; known: {', '.join(FAMILIES)}")
+    return [f for f in FAMILIES.values()
+            if (want is None or f.name in want) and (f.needs == "any" or f.needs == target)]
