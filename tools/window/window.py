@@ -291,7 +291,9 @@ class Window:
         return target, fams
 
     def stage_sanitize(self, fams):
-        have = shutil.which("compute-sanitizer")
+        have = shutil.which("compute-sanitizer") or next(
+            (p for p in ("/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer",
+                         "/opt/nvidia/compute-sanitizer/compute-sanitizer") if os.path.exists(p)), None)
         env = dict(self.env, HEDDLE_DEBUG=DEBUG, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
         jobs = []  # memcheck on every family first, then synccheck and racecheck on the role-based ones
         for tool, f in [("memcheck", f) for f in fams] + [(t, f) for t in ("synccheck", "racecheck") for f in fams
