@@ -187,6 +187,7 @@ class Window:
                                     dirs_exist_ok=True)
                     notes.append("python/heddle newer than the wheel: laid over it")
                 self.env["PYTHONPATH"] = site + os.pathsep + self.env.get("PYTHONPATH", "")
+                sys.path.insert(0, site)  # this process reads the family catalogue, which imports heddle
                 how = f"wheel {wheels[-1]} (commit {info.get('commit', '?')}) in {s:.0f} s"
             else:
                 how = None
