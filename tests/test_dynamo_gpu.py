@@ -43,25 +43,37 @@ def test_models_train_on_cuda(cls, fallback):
     out.float().square().mean().backward()
     got = [p.grad.clone() for p in model.parameters()] + [x.grad.clone()]
     torch.testing.assert_close(out, ref, **BF16_TOL)
+    # a gradient that is zero in exact arithmetic (the key projection's bias: softmax over the keys ignores a
+    # shift shared by every key) is rounding noise on both sides, so its tolerance scales with the model's
+    # largest gradient instead of its own (on an H200: 3.7e-7 apart with both near 1e-7)
+    scale = max(w.abs().max().item() for w in want)
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, atol=3e-2 * w.abs().max().item(), rtol=3e-2)
+        torch.testing.assert_close(g, w, atol=3e-2 * max(w.abs().max().item(), 1e-3 * scale), rtol=3e-2)
     assert hd.stats["heddle_ops"] >= 3
     if cls is SelfAttention:   # q / k / v: the merged group kernel ran on the GPU
         assert [g for r in hd.reports for g in r.groups if g.op.startswith("merged_")]
 
 
 def test_twenty_batch_sizes_build_each_kernel_once():
+    """One graph for every batch size, and one kernel per M bucket of each op (<= 64, <= 128, <= 256, larger:
+    heddle.api.m_bucket), each built once: a second pass over the sizes builds nothing."""
+    from heddle.api import m_bucket
     model = build(MLP).cuda()
     compiled = torch.compile(model, backend=heddle_backend, dynamic=True)
     sizes = [2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 127, 128, 200, 1000]
     with torch.no_grad():
-        compiled(_x(sizes[0], 64))
-        kernels = {s: fm.compiles for s, fm in heddle.api._ops.items()}
+        before = {s: fm.compiles for s, fm in heddle.api._ops.items()}
         for m in sizes:
             x = _x(m, 64, seed=m)
             torch.testing.assert_close(compiled(x), model(x), **BF16_TOL)
+        first = {s: fm.compiles - before.get(s, 0) for s, fm in heddle.api._ops.items()}
+        for m in sizes:
+            compiled(_x(m, 64, seed=m + 1))
+        second = {s: fm.compiles - before.get(s, 0) for s, fm in heddle.api._ops.items()}
     assert hd.stats["graphs"] == 1
-    assert {s: fm.compiles for s, fm in heddle.api._ops.items() if s in kernels} == kernels
+    used = {s: n for s, n in first.items() if n}
+    assert len(used) >= 2 and all(n == len({m_bucket(m) for m in sizes}) for n in used.values()), used
+    assert second == first
 
 
 def test_heddle_op_is_capturable_in_a_cuda_graph():
