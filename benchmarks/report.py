@@ -88,6 +88,8 @@ def load_window(path: Optional[str]) -> Optional[dict]:
             else:  # skipped cases and stage-level errors
                 doc["notes"].append(obj)
     doc["meta"].setdefault("command", "tools/gpu_window.sh run")
+    if isinstance(doc["meta"].get("dirty"), str):  # the first window's STAMP said "no" / "yes"
+        doc["meta"]["dirty"] = doc["meta"]["dirty"] == "yes"
     c = doc.get("ceilings") or {}
     peak, gbps = (c.get("bf16") or {}).get("tflops"), c.get("copy_gbps")
     for r in doc["records"]:
