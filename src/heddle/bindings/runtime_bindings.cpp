@@ -213,7 +213,9 @@ void bindDriver(py::module_& rt) {
       "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument. what: the "
       "tensor, named in the DriverError when the driver rejects the map.");
 
-  py::class_<LoadedKernel>(rt, "Kernel", "A compiled kernel, loaded lazily into the current CUDA context.")
+  py::class_<LoadedKernel>(rt, "Kernel",
+                           "A compiled kernel, loaded lazily into the context of the device a launch names (its "
+                           "primary context; device=-1: the current context), after checking its target loads there.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
