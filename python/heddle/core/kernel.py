@@ -10,7 +10,7 @@ import threading
 from typing import Callable, Dict, List, Optional
 
 from .. import _C
-from . import inputs
+from . import inputs, torch_compat
 from .dump import dump
 from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
@@ -313,7 +313,7 @@ def _on_device(index: int, launch):
     if index < 0:
         return launch(0)
     import torch
-    current = getattr(torch._C, "_cuda_getDevice", None)  # torch.cuda.current_device without its Python layers
+    current = torch_compat.cuda_current_device()  # torch.cuda.current_device without its Python layers
     if index == (current() if current is not None else torch.cuda.current_device()):
         return launch(_raw_stream(index))
     with torch.cuda.device(index):
@@ -323,7 +323,7 @@ def _on_device(index: int, launch):
 def _raw_stream(index: int) -> int:
     """The current CUDA stream of device `index` as an integer (torch's C accessor where it has one)."""
     import torch
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    raw = torch_compat.cuda_raw_stream()
     return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
