@@ -6,6 +6,8 @@ Runtime (NVRTC / cache / driver) helpers:
   * ``@requires_nvrtc``-- the ``nvrtc`` marker: skipped with the loader's reason when NVRTC is missing
   * every test runs with HEDDLE_CACHE_DIR pointing into a per-session temporary directory, so the
     suite never writes to ~/.cache/heddle
+  * ``fake_libcuda``   -- a stand-in libcuda (tests/fake_cuda/libcuda_fake.c) built once per session;
+    ``fake_cuda_env`` the environment that loads it in a ``run_python_with_C`` subprocess
 """
 import glob
 import importlib
@@ -111,6 +113,34 @@ def run_python_with_C(code, env_updates=None, env_remove=()):
     env.update(env_updates or {})
     return subprocess.run([sys.executable, "-c", prelude + code], env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+FAKE_CUDA_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_cuda", "libcuda_fake.c")
+
+
+def build_fake_libcuda(out, *flags):
+    """Compile the stand-in libcuda to `out` (flags: -DFAKE_CUDA_11, -DFAKE_CUDA_12_0 for older drivers)."""
+    import shutil
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler for the stand-in libcuda")
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, "-o", str(out), FAKE_CUDA_SOURCE], check=True,
+                   capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fake_libcuda(tmp_path_factory):
+    return build_fake_libcuda(tmp_path_factory.mktemp("fake_cuda") / "libcuda.so.1")
+
+
+def fake_cuda_env(lib, log, **settings):
+    """The environment of a subprocess that loads the stand-in libcuda `lib`, logging to `log`; settings:
+    FAKE_CUDA_* variables without the prefix (devices=2, cc="9.0,8.6", params="8,8", fail="cuLaunchKernel:701").
+    The subprocess loads heddle._C alone: it is pointed at the NVRTC this process found."""
+    env = {"HEDDLE_LIBCUDA_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "HEDDLE_NVRTC_PATH": rt.nvrtc_info()["path"]}
+    env.update({"FAKE_CUDA_" + k.upper(): str(v) for k, v in settings.items()})
+    return env
 
 
 def gpu_unavailable_reason():

@@ -101,8 +101,104 @@ def test_measure_sizes_reps_and_warmup_from_the_budget():
     assert bench.measure(fn2, bench.Rotation([(0,)]), clock2, b).n == 10       # min_reps
     clock3 = FakeClock()
     fn3, log3 = make_fn(clock3, lambda i, s: 0.001)
-    assert bench.measure(fn3, bench.Rotation([(0,)]), clock3, b).n == 1000     # max_reps
-    assert len(log3) == 1 + 200 + 1000                                           # max_warmup
+    st3 = bench.measure(fn3, bench.Rotation([(0,)]), clock3, b)
+    # 1 us calls: batches of 1000 (1 ms, the budget's batch_ms), 200 of them for 200 ms
+    assert st3.n == 200 and st3.median == pytest.approx(0.001)
+    assert len(log3) == 1 + 200 + 200 * 1000                                     # max_warmup, then the batches
+    b.max_batch, b.max_reps = 100, 50
+    clock4 = FakeClock()
+    fn4, log4 = make_fn(clock4, lambda i, s: 0.001)
+    assert bench.measure(fn4, bench.Rotation([(0,)]), clock4, b).n == 50         # max_reps
+    assert len(log4) == 1 + 200 + 50 * 100                                       # max_batch
+
+
+class FakeStream:
+    """One CUDA stream as the host sees it: each call costs `host` ms of the host's time to dispatch, then
+    `device` ms on the stream once the stream reaches it; an event's time is when the stream reaches it (at
+    once on an idle stream). mark / elapsed_ms / sync: the CUDA event timer; .host: the wall clock.
+    graphs=True: capture() records a batch (the calls run once, outside the clocks) and its replay costs the
+    host `launch` ms once, the stream `device` ms per recorded call."""
+
+    def __init__(self, host, device, graphs=False, launch=0.003):
+        self.cost, self.launch = (host, device), launch
+        self.h = self.d = 0.0  # host clock; when the stream's last queued work ends
+        self.recording = None
+        if graphs:
+            self.capture = self._capture
+        stream = self
+
+        class Host:
+            def mark(self):
+                return stream.h
+
+            def elapsed_ms(self, a, b):
+                return b - a
+
+            def sync(self):
+                pass
+        self.host = Host()
+
+    def call(self):
+        if self.recording is not None:
+            self.recording.append(1)
+            return
+        self.h += self.cost[0]
+        self.d = max(self.d, self.h) + self.cost[1]
+
+    def _capture(self, run_batch):
+        self.recording = []
+        run_batch()
+        n, self.recording = len(self.recording), None
+
+        def replay():
+            self.h += self.launch
+            self.d = max(self.d, self.h) + n * self.cost[1]
+        return replay
+
+    def mark(self):
+        return max(self.d, self.h)
+
+    def elapsed_ms(self, a, b):
+        return b - a
+
+    def sync(self):
+        self.h = max(self.h, self.d)
+
+
+def test_device_time_leaves_out_host_dispatch():
+    """The defect (issue 27): an event pair around each call counts the call's dispatch as device time when the
+    host is the slower side, as it is for short kernels: with 12 us of dispatch per call and a 5 us kernel, the
+    stream waits for each launch and the pairs measure the host's pace, 12 us. Graph replays give the kernel's
+    time; the host's time per call is reported apart."""
+    rot = bench.Rotation([()])
+    s = FakeStream(host=0.012, device=0.005, graphs=True)
+    alone = bench.measure(s.call, rot, s, reps=20, warmup=4, batch=1, host_timer=s.host, graph=False)
+    assert alone.median == pytest.approx(0.012) and alone.method == "batch"  # what the old loop measured
+    st = bench.measure(s.call, rot, s, host_timer=s.host)
+    assert st.method == "graph" and st.median == pytest.approx(0.005, rel=0.01)  # 5 us + 3 us of launch per batch
+    assert st.host.unit == "us" and st.host.median == pytest.approx(12.0) and st.host.n == 5
+    assert "host 12 us/call" in str(st) and "graph" in str(st)
+    assert bench.Stats.from_dict(st.to_dict()) == st and "host" not in alone.scaled(1, "ms").host.to_dict()
+    # no graphs (a timer without capture, or graph=False): back-to-back batches run at the host's pace here,
+    # which the host time says; where the device is the slower side they give its time
+    plain = FakeStream(host=0.012, device=0.005)
+    st2 = bench.measure(plain.call, rot, plain, host_timer=plain.host)
+    assert st2.method == "batch" and st2.median == pytest.approx(0.012, rel=0.01)
+    assert st2.host.median == pytest.approx(12)
+    slow = FakeStream(host=0.004, device=0.010)
+    assert bench.measure(slow.call, rot, slow, host_timer=slow.host).median == pytest.approx(0.010, rel=0.01)
+    with pytest.raises(ValueError, match="at least one call"):
+        bench.measure(s.call, rot, s, batch=0, host_timer=s.host)
+
+
+def test_calls_that_cannot_be_captured_are_timed_back_to_back():
+    s = FakeStream(host=0.004, device=0.010)
+
+    def refuse(run_batch):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    s.capture = refuse
+    st = bench.measure(s.call, bench.Rotation([()]), s, host_timer=s.host)
+    assert st.method == "batch" and st.median == pytest.approx(0.010, rel=0.01)
 
 
 def test_measure_host_reports_microseconds_per_call():

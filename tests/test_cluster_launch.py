@@ -2,37 +2,14 @@
 cluster=, as heddle.Kernel makes one for a clustered kernel) goes through
 cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, a plain launch still through cuLaunchKernel.
 Without a GPU a stand-in libcuda (tests/fake_cuda/libcuda_fake.c, loaded through HEDDLE_LIBCUDA_PATH in
-a subprocess) records what the driver is handed; the cluster rules are InputErrors before any driver call."""
+a subprocess, tests/conftest.py) records what the driver is handed; the cluster rules are InputErrors before any
+driver call."""
 import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import heddle_error, requires_nvrtc, rt, run_python_with_C
+from conftest import build_fake_libcuda, fake_cuda_env, heddle_error, requires_nvrtc, rt, run_python_with_C
 from test_driver import AXPY
-
-HERE = Path(__file__).parent
-
-
-def _build_fake(out, *flags):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler for the stand-in libcuda")
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, "-o", str(out), str(HERE / "fake_cuda" / "libcuda_fake.c")],
-                   check=True, capture_output=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory):
-    return _build_fake(tmp_path_factory.mktemp("fake_cuda") / "libcuda.so.1")
-
-
-def _env(lib, log):
-    # the subprocess loads heddle._C alone: point it at the NVRTC this process found
-    return {"HEDDLE_LIBCUDA_PATH": str(lib), "FAKE_CUDA_LOG": str(log), "HEDDLE_NVRTC_PATH": rt.nvrtc_info()["path"]}
 
 
 @requires_nvrtc
@@ -48,14 +25,14 @@ def test_cluster_launch_passes_the_cluster_dimension_attribute(fake_libcuda, tmp
         "rt.LaunchPlan(k, (4, 1, 1), (128, 1, 1), 0, args, [], (2, 1, 1)).launch(7, [])\n"  # a clustered kernel's plan
         "print(rt.driver_available())\n"
     )
-    proc = run_python_with_C(code, env_updates=_env(fake_libcuda, log))
+    proc = run_python_with_C(code, env_updates=fake_cuda_env(fake_libcuda, log))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
-    assert log.read_text().splitlines() == [
-        "cuLaunchKernel grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77",
-        "cuLaunchKernelEx grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1",
-        "cuLaunchKernelEx grid=4,6,2 block=384 smem=200000 stream=0 a=2.5 n=77 attr0=4:1,2,2",
-        "cuLaunchKernelEx grid=4,1,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1",
+    assert [l for l in log.read_text().splitlines() if l.startswith("cuLaunch")] == [
+        "cuLaunchKernel grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77 ctx=0",
+        "cuLaunchKernelEx grid=4,3,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1 ctx=0",
+        "cuLaunchKernelEx grid=4,6,2 block=384 smem=200000 stream=0 a=2.5 n=77 attr0=4:1,2,2 ctx=0",
+        "cuLaunchKernelEx grid=4,1,1 block=128 smem=0 stream=7 a=2.5 n=77 attr0=4:2,1,1 ctx=0",
     ]
 
 
@@ -78,7 +55,7 @@ def test_cluster_rules_are_input_errors_before_the_driver(grid, cluster, match):
 def test_cluster_launch_needs_cuLaunchKernelEx(tmp_path):
     """A driver older than CUDA 12 (no cuLaunchKernelEx) runs plain launches and refuses clustered ones
     with RuntimeUnavailable naming the call."""
-    old = _build_fake(tmp_path / "libcuda.so.1", "-DFAKE_CUDA_11")
+    old = build_fake_libcuda(tmp_path / "libcuda.so.1", "-DFAKE_CUDA_11")
     code = (
         f"r = rt.compile({AXPY!r}, 'axpy.cu', 'sm_90a')\n"
         "k = rt.Kernel.load(r, 'axpy')\n"
@@ -87,7 +64,7 @@ def test_cluster_launch_needs_cuLaunchKernelEx(tmp_path):
         "try:\n    k.launch((2,), (32,), 0, 0, args, cluster=(2,))\n"
         "except Exception as e:\n    print(type(e).__name__, e)\n"
     )
-    proc = run_python_with_C(code, env_updates=_env(old, os.devnull))
+    proc = run_python_with_C(code, env_updates=fake_cuda_env(old, os.devnull))
     assert proc.returncode == 0, proc.stderr
     assert "RuntimeUnavailable cuLaunchKernelEx is missing from" in proc.stdout
     assert "CUDA 12.0 or newer" in proc.stdout

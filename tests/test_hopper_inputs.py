@@ -73,13 +73,15 @@ def test_hopper_kernel_refuses_inputs_tma_cannot_take(hopper_kernel, monkeypatch
 @requires_nvrtc
 def test_tensor_maps_and_persistent_grid_on_the_host(hopper_kernel, monkeypatch):
     calls = []
-    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0, l2_promotion=0:
-                        calls.append((dt, rows, cols, ld, bc, br, sw)) or b"\1" * 128)
+    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0, l2_promotion=0,
+                        what="": calls.append((dt, rows, cols, ld, bc, br, sw, what)) or b"\1" * 128)
     a, b, bias = bf(1000, 512), bf(512, 256), bf(256)
     out, grid, args = hopper_kernel.prepare([a, b, bias])
     # A [M][K] (K-major, 64-wide k tile: one 128-byte-swizzled box of 64 x 128 rows), B [K][N]
-    # (N-major: 64-element boxes of the 64 k rows)
-    assert calls == [("bf16", 1000, 512, 512, 64, 128, 128), ("bf16", 512, 256, 256, 64, 64, 128)]
+    # (N-major: 64-element boxes of the 64 k rows); each named for the driver's error (DriverError)
+    name = hopper_kernel.name
+    assert calls == [("bf16", 1000, 512, 512, 64, 128, 128, f"operand A (input 'a') of kernel {name} (tensor map tmA)"),
+                     ("bf16", 512, 256, 256, 64, 64, 128, f"operand B (input 'b') of kernel {name} (tensor map tmB)")]
     names = [p[0] for p in hopper_kernel.lowered.params]
     assert args[names.index("tmA")] == ("bytes", b"\1" * 128)
     tiles = 8 * 2

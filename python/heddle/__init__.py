@@ -24,7 +24,7 @@ import sys
 
 from . import _C
 from .core import ops, verify
-from .core.errors import CompileError, HeddleError, InputError, RuntimeUnavailable, ScheduleError
+from .core.errors import CompileError, DriverError, HeddleError, InputError, RuntimeUnavailable, ScheduleError
 from .core.fusion import Fusion, Tensor
 from .core.interpret import interpret
 from .core.kernel import Kernel
@@ -84,6 +84,6 @@ pass_names = _C.pass_names
 
 __all__ = [
     "Fusion", "Tensor", "Kernel", "matmul", "ops", "simulate", "interpret", "verify", "autotune", "bench",
-    "HeddleError", "ScheduleError", "InputError", "CompileError", "RuntimeUnavailable",
+    "HeddleError", "ScheduleError", "InputError", "CompileError", "DriverError", "RuntimeUnavailable",
     "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",
 ]

@@ -1,9 +1,20 @@
-/* A stand-in libcuda for tests without a GPU (loaded through HEDDLE_LIBCUDA_PATH in a subprocess): one
- * device, handles that are small constants, and launches that append what the driver was given to the
- * file named by FAKE_CUDA_LOG instead of running anything. Signatures follow cuda.h (driver API 12). */
+/* A stand-in libcuda for tests without a GPU (loaded through HEDDLE_LIBCUDA_PATH in a subprocess): small
+ * constant handles, and launches that append what the driver was given to the file named by FAKE_CUDA_LOG
+ * instead of running anything. Signatures follow cuda.h (driver API 12). Configured by the environment:
+ *   FAKE_CUDA_DEVICES  number of devices (default 1)
+ *   FAKE_CUDA_CC       compute capability per device, "9.0" or "9.0,8.6" (default 9.0 for every device)
+ *   FAKE_CUDA_PARAMS   parameter sizes of every function, "8,8,4,4" (default: axpy's, the kernel under test)
+ *   FAKE_CUDA_FAIL     "cuName:code": that entry point fails with that CUresult (cuStreamSynchronize: the
+ *                      asynchronous error a faulting kernel leaves)
+ * Contexts: device d's primary context is the handle 0x100 + d; each thread has its own current context
+ * (none at first), as the driver keeps it. Every launch logs the device of the current context.
+ * -DFAKE_CUDA_11: a driver older than CUDA 12 (no cuLaunchKernelEx, cuFuncGetParamInfo, cuTensorMapEncodeTiled);
+ * -DFAKE_CUDA_12_0: CUDA 12.0..12.3 (no cuFuncGetParamInfo). */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
   int id;
@@ -17,10 +28,30 @@ typedef struct {
   unsigned numAttrs;
 } Config;
 
+#define PRIMARY_BASE 0x100
+static __thread uintptr_t current; /* the calling thread's current context, 0: none */
+
+static int devices(void) {
+  const char* v = getenv("FAKE_CUDA_DEVICES");
+  return v ? atoi(v) : 1;
+}
+
+/* FAKE_CUDA_FAIL="name:code" -> code for that entry point, else 0 */
+static int failure(const char* name) {
+  const char* v = getenv("FAKE_CUDA_FAIL");
+  size_t n = strlen(name);
+  if (!v || strncmp(v, name, n) != 0 || v[n] != ':') return 0;
+  return atoi(v + n + 1);
+}
+
+static FILE* logfile(void) {
+  const char* path = getenv("FAKE_CUDA_LOG");
+  return path ? fopen(path, "a") : NULL;
+}
+
 static void logline(const char* kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void* stream,
                     void** params, const Config* cfg) {
-  const char* path = getenv("FAKE_CUDA_LOG");
-  FILE* f = path ? fopen(path, "a") : NULL;
+  FILE* f = logfile();
   if (!f) return;
   /* the kernel under test is axpy(float* y, const float* x, float a, int n): show a and n */
   fprintf(f, "%s grid=%u,%u,%u block=%u smem=%u stream=%lu a=%g n=%d", kind, gx, gy, gz, bx, smem,
@@ -29,38 +60,108 @@ static void logline(const char* kind, unsigned gx, unsigned gy, unsigned gz, uns
     for (unsigned i = 0; i < cfg->numAttrs; ++i)
       fprintf(f, " attr%u=%d:%u,%u,%u", i, cfg->attrs[i].id, cfg->attrs[i].value.clusterDim.x,
               cfg->attrs[i].value.clusterDim.y, cfg->attrs[i].value.clusterDim.z);
-  fprintf(f, "\n");
+  fprintf(f, " ctx=%d\n", current ? (int)(current - PRIMARY_BASE) : -1);
   fclose(f);
 }
 
 int cuInit(unsigned flags) { (void)flags; return 0; }
-int cuDeviceGetCount(int* n) { *n = 1; return 0; }
-int cuDeviceGet(int* d, int ordinal) { *d = ordinal; return 0; }
+int cuDeviceGetCount(int* n) { *n = devices(); return 0; }
+int cuDeviceGet(int* d, int ordinal) { *d = ordinal; return ordinal < devices() ? 0 : 101; /* INVALID_DEVICE */ }
 int cuDeviceGetAttribute(int* v, int attr, int dev) {
-  (void)dev;
-  *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 132 : attr == 97 ? 232448 : 0;
+  int major = 9, minor = 0;
+  const char* cc = getenv("FAKE_CUDA_CC");
+  for (int i = 0; cc && *cc; ++i) { /* the dev-th "M.m" of the list, else the last */
+    sscanf(cc, "%d.%d", &major, &minor);
+    const char* comma = strchr(cc, ',');
+    if (i == dev || !comma) break;
+    cc = comma + 1;
+  }
+  *v = attr == 75 ? major : attr == 76 ? minor : attr == 16 ? 132 : attr == 97 ? 232448 : 0;
   return 0;
 }
-int cuCtxGetCurrent(void** ctx) { *ctx = (void*)0x10; return 0; }
-int cuCtxSetCurrent(void* ctx) { (void)ctx; return 0; }
-int cuDevicePrimaryCtxRetain(void** ctx, int dev) { (void)dev; *ctx = (void*)0x10; return 0; }
-int cuModuleLoadData(void** m, const void* image) { (void)image; *m = (void*)0x20; return 0; }
+int cuCtxGetCurrent(void** ctx) { *ctx = (void*)current; return 0; }
+int cuCtxSetCurrent(void* ctx) {
+  FILE* f = logfile();
+  if (f) {
+    fprintf(f, "cuCtxSetCurrent ctx=%d\n", ctx ? (int)((uintptr_t)ctx - PRIMARY_BASE) : -1);
+    fclose(f);
+  }
+  current = (uintptr_t)ctx;
+  return 0;
+}
+int cuCtxGetDevice(int* d) {
+  if (!current) return 201; /* CUDA_ERROR_INVALID_CONTEXT */
+  *d = (int)(current - PRIMARY_BASE);
+  return 0;
+}
+int cuDevicePrimaryCtxRetain(void** ctx, int dev) { *ctx = (void*)(uintptr_t)(PRIMARY_BASE + dev); return 0; }
+int cuModuleLoadData(void** m, const void* image) {
+  (void)image;
+  FILE* f = logfile();
+  if (f) {
+    fprintf(f, "cuModuleLoadData ctx=%d\n", current ? (int)(current - PRIMARY_BASE) : -1);
+    fclose(f);
+  }
+  *m = (void*)0x20;
+  return failure("cuModuleLoadData");
+}
 int cuModuleUnload(void* m) { (void)m; return 0; }
 int cuModuleGetFunction(void** f, void* m, const char* name) { (void)m; (void)name; *f = (void*)0x30; return 0; }
-int cuFuncSetAttribute(void* f, int attr, int v) { (void)f; (void)attr; (void)v; return 0; }
+int cuFuncSetAttribute(void* f, int attr, int v) { (void)f; (void)attr; (void)v; return failure("cuFuncSetAttribute"); }
 int cuFuncGetAttribute(int* v, int attr, void* f) { (void)attr; (void)f; *v = 0; return 0; }
+#if !defined(FAKE_CUDA_11) && !defined(FAKE_CUDA_12_0)
+int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
+  size_t sizes[64], n = 0, at = 0;
+  const char* p = getenv("FAKE_CUDA_PARAMS");
+  (void)f;
+  if (!p) p = "8,8,4,4"; /* axpy(float*, const float*, float, int) */
+  while (*p && n < 64) {
+    sizes[n++] = (size_t)strtoul(p, (char**)&p, 10);
+    if (*p == ',') ++p;
+  }
+  if (index >= n) return 1; /* CUDA_ERROR_INVALID_VALUE: past the last parameter */
+  for (size_t i = 0; i < index; ++i) at += sizes[i];
+  *offset = at;
+  *size = sizes[index];
+  return 0;
+}
+#endif
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
                    void* stream, void** params, void** extra) {
   (void)f; (void)by; (void)bz; (void)extra;
-  logline("cuLaunchKernel", gx, gy, gz, bx, smem, stream, params, NULL);
-  return 0;
+  int r = failure("cuLaunchKernel");
+  if (!r) logline("cuLaunchKernel", gx, gy, gz, bx, smem, stream, params, NULL);
+  return r;
 }
-#ifndef FAKE_CUDA_11 /* -DFAKE_CUDA_11: a driver older than CUDA 12, without cuLaunchKernelEx */
+int cuStreamSynchronize(void* stream) {
+  FILE* f = logfile();
+  if (f) {
+    fprintf(f, "cuStreamSynchronize stream=%lu\n", (unsigned long)(uintptr_t)stream);
+    fclose(f);
+  }
+  return failure("cuStreamSynchronize");
+}
+#ifndef FAKE_CUDA_11
 int cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra) {
   (void)f; (void)extra;
   logline("cuLaunchKernelEx", c->gx, c->gy, c->gz, c->bx, c->smem, c->stream, params, c);
   return 0;
 }
+int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const uint64_t* dims, const uint64_t* strides,
+                           const unsigned* box, const unsigned* elementStrides, int interleave, int swizzle, int l2,
+                           int oob) {
+  (void)type; (void)rank; (void)addr; (void)dims; (void)strides; (void)box; (void)elementStrides;
+  (void)interleave; (void)swizzle; (void)l2; (void)oob;
+  memset(map, 0, 128);
+  return failure("cuTensorMapEncodeTiled");
+}
 #endif
-int cuGetErrorName(int r, const char** s) { (void)r; *s = "CUDA_ERROR_FAKE"; return 0; }
-int cuGetErrorString(int r, const char** s) { (void)r; *s = "fake driver"; return 0; }
+int cuGetErrorName(int r, const char** s) {
+  *s = r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 209 ? "CUDA_ERROR_NO_BINARY_FOR_GPU"
+     : r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : r == 701 ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" : "CUDA_ERROR_FAKE";
+  return 0;
+}
+int cuGetErrorString(int r, const char** s) {
+  *s = r == 700 ? "an illegal memory access was encountered" : "fake driver";
+  return 0;
+}

@@ -306,8 +306,10 @@ class Fusion:
         return _C.lower(self._f, _str(target, "lower: target"), _int(vec_a, "lower: vec_a"),
                         _int(vec_b, "lower: vec_b"), bool(dump_passes), _int(vec_e, "lower: vec_e"))
 
-    def compile(self, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, vec_e: int = 1, **rtc):
-        """Lower and compile with NVRTC (no GPU needed). Returns a heddle.Kernel."""
+    def compile(self, target: Optional[str] = None, vec_a: int = 8, vec_b: int = 8, vec_e: int = 1, **rtc):
+        """Lower and compile with NVRTC (no GPU needed). Returns a heddle.Kernel. target None: the current
+        device's target when a CUDA (ROCm) device is present, else sm_80 (heddle.runtime.default_target); the
+        kernel runs only on devices that target loads on (Kernel.build)."""
         from .kernel import Kernel
         return Kernel.build(self, target, vec_a=vec_a, vec_b=vec_b, vec_e=vec_e, **rtc)
 

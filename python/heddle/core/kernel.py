@@ -10,7 +10,7 @@ import threading
 from typing import Callable, Dict, List, Optional
 
 from .. import _C
-from . import inputs
+from . import inputs, torch_compat
 from .dump import dump
 from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
@@ -37,15 +37,21 @@ class Kernel:
         self._ws_lock = threading.Lock()
 
     @classmethod
-    def build(cls, fusion, target: str = "sm_80", vec_a: int = 8, vec_b: int = 8, isolate=None,
+    def build(cls, fusion, target: Optional[str] = None, vec_a: int = 8, vec_b: int = 8, isolate=None,
               use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True,
               allow_spills: bool = False, vec_e: int = 1) -> "Kernel":
-        """Lower `fusion` and compile it (NVRTC / hiprtc). rtc=False stops after lowering: the kernel can be
+        """Lower `fusion` and compile it (NVRTC / hiprtc). target None: the current device's target when a CUDA
+        (ROCm) device is present, else sm_80 (heddle.runtime.default_target). A kernel runs only on devices its
+        target loads on (an sm_80 binary on 8.x, sm_90a on 9.0, sm_100a on 10.0): a launch elsewhere is an
+        InputError naming the target to compile for. rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
         registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True.
         vec_e=2: an epilogue in column pairs (the staged or direct sm_90a one, the mma.sync one) reads its bias /
         residual in aligned column pairs (the launch checks their layout: _pair_ok, an even column count
         included)."""
+        if target is None:
+            from .runtime import default_target
+            target = default_target()
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"), vec_e=vec_e)
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
@@ -261,9 +267,10 @@ class Kernel:
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
+        device = outs[0].get_device()  # its primary context runs the launch (-1, CPU tensors: a test's fake driver)
         plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
-                                     args, slots, (self.lowered.cluster, 1, 1))
-        launched = _on_device(outs[0].get_device(), lambda stream: plan.launch(stream, (*tensors, *outs)))
+                                     args, slots, (self.lowered.cluster, 1, 1), device)
+        launched = _on_device(device, lambda stream: plan.launch(stream, (*tensors, *outs)))
         assert launched, "a plan made from these tensors takes them"
         if self.lowered.needs_workspace:  # the plan would pin a workspace that a later launch may replace
             return out
@@ -306,7 +313,7 @@ def _on_device(index: int, launch):
     if index < 0:
         return launch(0)
     import torch
-    current = getattr(torch._C, "_cuda_getDevice", None)  # torch.cuda.current_device without its Python layers
+    current = torch_compat.cuda_current_device()  # torch.cuda.current_device without its Python layers
     if index == (current() if current is not None else torch.cuda.current_device()):
         return launch(_raw_stream(index))
     with torch.cuda.device(index):
@@ -316,7 +323,7 @@ def _on_device(index: int, launch):
 def _raw_stream(index: int) -> int:
     """The current CUDA stream of device `index` as an integer (torch's C accessor where it has one)."""
     import torch
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    raw = torch_compat.cuda_raw_stream()
     return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 

@@ -38,8 +38,11 @@ def gpu_available() -> bool:
 
 
 def target_for_device(device=None) -> str:
-    """The heddle target for a CUDA device: sm_80 for Ampere/Ada, sm_90a for Hopper, sm_100a for Blackwell;
-    on ROCm torch the device's gfx architecture (gfx90a, gfx942, gfx1200)."""
+    """The heddle target whose kernels load on a CUDA device (default: the current one): sm_80 on compute
+    capability 8.x, sm_90a on 9.0, sm_100a on 10.0 (a cubin runs only within its own major version, an 'a'
+    target only on its exact capability: heddle._C.cuda_target_for). Any other capability (10.3, 12.x, below
+    8.0) is a ScheduleError naming heddle's targets. On ROCm torch: the device's gfx architecture (gfx90a,
+    gfx942, gfx1200)."""
     import torch
     if getattr(torch.version, "hip", None):
         arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
@@ -47,10 +50,10 @@ def target_for_device(device=None) -> str:
             return arch
         raise _C.ScheduleError(f"AMD device {arch}: heddle targets gfx90a, gfx942 and gfx1200")
     major, minor = torch.cuda.get_device_capability(device)
-    if major >= 10:
-        return "sm_100a"
-    if major == 9:
-        return "sm_90a"
-    if major == 8:
-        return "sm_80"
-    raise _C.ScheduleError(f"CUDA device with compute capability {major}.{minor}: heddle needs sm_80 or newer")
+    return _C.cuda_target_for(major, minor)
+
+
+def default_target() -> str:
+    """The target Fusion.compile() and Kernel.build() take when given none: the current device's
+    (target_for_device) when a CUDA (ROCm) device is present, else sm_80 (compile checks on a CPU machine)."""
+    return target_for_device() if gpu_available() else "sm_80"

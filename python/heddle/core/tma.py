@@ -116,13 +116,16 @@ def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
 
 
 def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
-            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None, l2_promotion: int = 0) -> bytes:
+            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None, l2_promotion: int = 0,
+            what: str = "") -> bytes:
+    """what: the tensor and its role, named by the driver's DriverError when it rejects the map."""
     dims = [cols, rows] + ([batch] if batch else [])
     strides = [ld * esize] + ([batch_stride * esize] if batch else [])
     box = [box_cols, box_rows] + ([1] if batch else [])
+    extra = {} if encoder else {"what": what}
     encode = encoder or _C.runtime.encode_tensor_map_tiled
     return encode(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims),
-                  swizzle=_SWIZZLE[swizzle], l2_promotion=_L2_PROMOTION[l2_promotion])
+                  swizzle=_SWIZZLE[swizzle], l2_promotion=_L2_PROMOTION[l2_promotion], **extra)
 
 
 def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
@@ -173,9 +176,12 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
         dt = _TORCH_NAME[str(t.dtype)]
         batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
         bstride = t.stride(0) if batch else 0
+        role = f"output {op[1:] or 0}" if op[:1] == "D" else f"operand {op}" if op in ("A", "B") else "epilogue operand"
+        name = next((n for n, x in (tensors or {}).items() if x is t), None)
+        what = f"{role}{f' (input {name!r})' if name else ''} of kernel {kernel.name} (tensor map {m['param']})"
         args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
                                              m["swizzle"], batch, bstride, l2_promotion=m["l2_promotion"],
-                                             **({"encoder": encoder} if encoder else {})))
+                                             what=what, **({"encoder": encoder} if encoder else {})))
     if any(p[0] == "num_ctas" for p in lowered.params):
         env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])

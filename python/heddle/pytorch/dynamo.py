@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from ..core import torch_compat as compat
 from ..core.dump import dump
 from .dynamo_fuse import WITHHELD, decompose_leftovers, fuse
 from .dynamo_report import GraphReport
@@ -60,8 +61,7 @@ class Options:
                 raise ValueError(f"heddle backend: unknown option(s) {sorted(raw)}; heddle's options are "
                                  f"{', '.join(_HEDDLE_KEYS)} (other keys are inductor options and need "
                                  "fallback='inductor')")
-            import torch._inductor.config as icfg
-            bad = [k for k in raw if not hasattr(icfg, k)]
+            bad = [k for k in raw if not compat.inductor_config_has(k)]
             if bad:
                 raise ValueError(f"heddle backend: unknown option(s) {sorted(bad)}: neither heddle's "
                                  f"({', '.join(_HEDDLE_KEYS)}) nor torch._inductor.config keys")
@@ -111,18 +111,19 @@ def _recompile_warning() -> None:
     """Dynamo runs a frame eagerly (without heddle) once it was compiled recompile_limit times; say so
     before it happens, not only in dynamo's log."""
     try:
-        from torch._guards import CompileContext
-        cid = CompileContext.current_compile_id()
-        cfg = torch._dynamo.config
-        limit = getattr(cfg, "recompile_limit", None) or getattr(cfg, "cache_size_limit", 8)
+        cid = compat.current_compile_id()
+        limit = compat.recompile_limit()
     except Exception:
         return
-    if cid is None or cid.frame_compile_id is None or cid.compiled_autograd_id is not None:
+    if cid is None:
         return
-    n = cid.frame_compile_id + 1
+    frame_id, frame_compile_id, compiled_autograd_id = cid
+    if frame_compile_id is None or compiled_autograd_id is not None:
+        return
+    n = frame_compile_id + 1
     if n >= limit:
         warnings.warn(
-            f"heddle: frame {cid.frame_id} is being compiled for the {n}th time, which reaches "
+            f"heddle: frame {frame_id} is being compiled for the {n}th time, which reaches "
             f"torch._dynamo.config.recompile_limit={limit}: on the next guard failure dynamo runs this frame "
             "in eager mode, without heddle. Mark varying sizes dynamic (torch._dynamo.mark_dynamic, or "
             "torch.compile(dynamic=True)), or raise the limit.", RuntimeWarning, stacklevel=2)
@@ -134,8 +135,7 @@ def _recompile_warning() -> None:
 @functools.lru_cache(maxsize=None)
 def _decompositions():
     """inductor's decomposition table minus the ops heddle matches whole (see dynamo_fuse.WITHHELD)."""
-    from torch._inductor.decomposition import select_decomp_table
-    full = select_decomp_table()
+    full = compat.inductor_pieces().select_decomp_table()
     return full, {k: v for k, v in full.items() if k not in WITHHELD}
 
 
@@ -152,10 +152,7 @@ def heddle_backend(gm: torch.fx.GraphModule, example_inputs, *, mode: Optional[s
 
 
 def _compile_eager(gm, example_inputs, opts: Options, mode):
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch import config as functorch_config
-    from torch._functorch.aot_autograd import make_boxed_func
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    aot = compat.aot_pieces()
     if mode not in (None, "default"):
         warnings.warn(f"heddle backend: mode={mode!r} is ignored with fallback='eager' (CUDA graphs and "
                       "autotuning come from inductor; use the default fallback)", RuntimeWarning, stacklevel=3)
@@ -164,44 +161,38 @@ def _compile_eager(gm, example_inputs, opts: Options, mode):
     def compiler(kind):
         def compile_graph(g, inputs):
             _rewrite(g, kind, opts)
-            return make_boxed_func(g.forward)
+            return aot.make_boxed_func(g.forward)
         return compile_graph
 
-    with functorch_config.patch(unlift_effect_tokens=True):
-        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                            inference_compiler=compiler("inference"), decompositions=table,
-                            partition_fn=functools.partial(min_cut_rematerialization_partition,
-                                                           compiler="inductor"),
-                            keep_inference_input_mutations=True)(gm, example_inputs)
+    with compat.functorch_config_patch(unlift_effect_tokens=True):
+        return aot.aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                                inference_compiler=compiler("inference"), decompositions=table,
+                                partition_fn=functools.partial(aot.min_cut_rematerialization_partition,
+                                                               compiler="inductor"),
+                                keep_inference_input_mutations=True)(gm, example_inputs)
 
 
 def _compile_inductor(gm, example_inputs, opts: Options, mode):
-    from torch._functorch import config as functorch_config
-    from torch._inductor import list_mode_options
-    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-    from torch._inductor.decomposition import select_decomp_table
+    ind = compat.inductor_pieces()
     full, table = _decompositions()
     patches: Dict[str, Any] = {}
     if mode not in (None, "default"):
-        patches.update(list_mode_options(mode))
+        patches.update(ind.list_mode_options(mode))
     patches.update(opts.inductor)
 
     def inner_compile(g, inputs, **kw):
-        kind = "backward" if kw.get("is_backward") else ("inference" if kw.get("is_inference") else "forward")
-        _rewrite(g, kind, opts)
+        _rewrite(g, compat.inner_compile_kind(kw), opts)
         decompose_leftovers(g, full)
-        # From here on the graph is what inductor would have traced with its own table; passing the
-        # module-level function (not our dict) also keeps the FX graph cache key picklable.
-        if "get_decomp_fn" in kw:
-            kw["get_decomp_fn"] = select_decomp_table
-        return compile_fx_inner(g, inputs, **kw)
+        # From here on the graph is what inductor would have traced with its own table (torch_compat says
+        # how each torch release passes it)
+        return ind.compile_fx_inner(g, inputs, **compat.inner_compile_kwargs(kw, ind.select_decomp_table))
 
     # The AOTAutograd cache would replay a compiled graph in a new process without running the
     # rewrite, i.e. without registering the heddle ops it calls: keep it off for heddle graphs.
     # inductor's FX graph cache stays on (its key is the rewritten graph).
-    with functorch_config.patch(enable_autograd_cache=False):
-        return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None,
-                          decompositions=table)
+    with compat.functorch_config_patch(enable_autograd_cache=False):
+        return ind.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None,
+                              decompositions=table)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -248,7 +239,6 @@ def explain(model, *inputs, backward: bool = False, verbose: bool = False, **opt
     pattern passes rewrites the graph first.
     Like torch._dynamo.explain, this resets dynamo's caches before and after.
     """
-    import torch._dynamo
     collected: List[GraphReport] = []
     dyn = [0]
 
@@ -256,9 +246,9 @@ def explain(model, *inputs, backward: bool = False, verbose: bool = False, **opt
         dyn[0] += 1
         return heddle_backend(gm, example_inputs, **kw, **options)
 
-    torch._dynamo.reset()
+    compat.dynamo_reset()
     params = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
-    params += [t for t in torch.utils._pytree.tree_leaves(inputs) if isinstance(t, torch.Tensor) and t.is_leaf]
+    params += [t for t in compat.tree_leaves(inputs) if isinstance(t, torch.Tensor) and t.is_leaf]
     saved = [p.grad for p in params]
     with _lock:
         _collectors.append(collected)
@@ -266,7 +256,7 @@ def explain(model, *inputs, backward: bool = False, verbose: bool = False, **opt
         compiled = torch.compile(model, backend=backend)
         if backward:
             out = compiled(*inputs)
-            leaves = [t for t in torch.utils._pytree.tree_leaves(out)
+            leaves = [t for t in compat.tree_leaves(out)
                       if isinstance(t, torch.Tensor) and t.requires_grad]
             if leaves:
                 torch.autograd.backward([t.float().sum() for t in leaves])
@@ -278,7 +268,7 @@ def explain(model, *inputs, backward: bool = False, verbose: bool = False, **opt
             _collectors.remove(collected)
         for p, g in zip(params, saved):
             p.grad = g
-        torch._dynamo.reset()
+        compat.dynamo_reset()
     result = Explanation(collected, dyn[0])
     if verbose:
         print(result, end="")

@@ -38,6 +38,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 import torch.fx as fx
 
+from ..core import torch_compat as compat
 from .dynamo_patterns import is_identity_clone, match_activation
 from .dynamo_report import MATMUL_NAMES, MATMULS, OTHER_MATMULS, Decision, Group, GraphReport, op_label
 
@@ -70,9 +71,8 @@ def _val(n) -> Any:
 
 
 def _known_eq(a, b) -> bool:
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
     try:
-        return bool(statically_known_true(a == b))
+        return compat.statically_known_true(a == b)
     except Exception:
         return False
 
@@ -84,8 +84,7 @@ def _same_shape(a, b) -> bool:
 def _static_int(x) -> Optional[int]:
     if isinstance(x, int):
         return x
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-    if isinstance(x, torch.SymInt) and is_concrete_int(x):
+    if isinstance(x, torch.SymInt) and compat.is_concrete_int(x):
         return int(x)
     return None
 
@@ -542,9 +541,8 @@ class _nullcontext:
 
 
 def _fake_mode(gm: fx.GraphModule):
-    from torch._guards import detect_fake_mode
     vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
-    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    return compat.detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
 
 
 _graph_counter = [0]
@@ -650,7 +648,7 @@ def _fuse_groups(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[s
 
 def _is_heddle(n: fx.Node) -> bool:
     t = n.target
-    return isinstance(t, torch._ops.OpOverload) and t.namespace == "heddle"
+    return isinstance(t, compat.op_overload_type()) and t.namespace == "heddle"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -660,15 +658,13 @@ def decompose_leftovers(gm: fx.GraphModule, table) -> int:
     """Replace each remaining WITHHELD node by its decomposition from `table` (inductor's), traced with
     make_fx on the node's fake values. Returns how many nodes were decomposed; a node whose
     decomposition cannot be traced is left as is (inductor then calls the aten kernel)."""
-    from torch.fx.experimental.proxy_tensor import make_fx
-    import torch.utils._pytree as pytree
     fake_mode = _fake_mode(gm)
     g, count = gm.graph, 0
     for node in list(g.nodes):
         if node.op != "call_function" or node.target not in WITHHELD or node.target not in table:
             continue
         decomp = table[node.target]
-        flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+        flat, spec = compat.tree_flatten((node.args, node.kwargs))
         pos = [i for i, x in enumerate(flat) if isinstance(x, fx.Node)]
         vals = [_val(flat[i]) for i in pos]
         if not all(isinstance(v, torch.Tensor) for v in vals):
@@ -679,13 +675,13 @@ def decompose_leftovers(gm: fx.GraphModule, table) -> int:
             f = list(flat)
             for i, x in zip(pos, xs):
                 f[i] = x
-            args, kwargs = pytree.tree_unflatten(f, spec)
+            args, kwargs = compat.tree_unflatten(f, spec)
             out = decomp(*args, **kwargs)
             return target(*args, **kwargs) if out is NotImplemented else out
 
         try:
             with (fake_mode if fake_mode is not None else _nullcontext()):
-                sub = make_fx(fn, decomposition_table=table, tracing_mode="real")(*vals)
+                sub = compat.make_fx(fn, decomposition_table=table, tracing_mode="real")(*vals)
         except Exception:
             continue
         if any(s.op == "get_attr" for s in sub.graph.nodes):

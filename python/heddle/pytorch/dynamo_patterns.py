@@ -29,6 +29,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.fx as fx
 
+from ..core import torch_compat as compat
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -128,8 +130,7 @@ def match_activation(x: fx.Node) -> Optional[Tuple[str, List[fx.Node]]]:
     region = _region(x)
     if not region:
         return None
-    from torch.utils._python_dispatch import _disable_current_modes
-    with _disable_current_modes():   # backends run under dynamo's fake mode: these are real numbers
+    with compat.disable_current_modes():   # backends run under dynamo's fake mode: these are real numbers
         return _match(x, region)
 
 

@@ -11,6 +11,8 @@ from typing import List, Optional
 import torch
 import torch.fx as fx
 
+from ..core import torch_compat as compat
+
 aten = torch.ops.aten
 
 MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm"}
@@ -91,6 +93,6 @@ def op_label(node: fx.Node) -> str:
         return MATMULS[t]
     if t in OTHER_MATMULS:
         return OTHER_MATMULS[t]
-    if isinstance(t, torch._ops.OpOverload):
+    if isinstance(t, compat.op_overload_type()):
         return f"{t.namespace}.{t._schema.name.split('::')[-1]}" if t.namespace != "aten" else t.__name__.split(".")[0]
     return getattr(t, "__name__", str(t))

@@ -18,6 +18,7 @@ import torch
 
 from .. import _C
 from ..core import inputs
+from ..core import torch_compat as compat
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import MAX_PLANS, Kernel, _vec_e_for, _vec_for, plan_table, run_table
@@ -404,16 +405,9 @@ def eager_call_ok(tensors, device_type: str = "cuda") -> bool:
 _ON_DEVICE = {"cuda": "is_cuda", "cpu": "is_cpu"}
 
 
-def _mode_queries():
-    """torch's queries for dispatch modes, function modes and functorch transforms (each true when one is
-    active); a torch without them gets one that is always true: every call goes through the op."""
-    C = torch._C
-    names = ("_len_torch_dispatch_stack", "_is_torch_function_mode_enabled", "_are_functorch_transforms_active")
-    queries = tuple(getattr(C, n, None) for n in names)
-    return (lambda: True,) * len(names) if None in queries else queries
-
-
-_MODE_QUERIES = _mode_queries()
+# torch's queries for dispatch modes, function modes and functorch transforms (each true when one is active;
+# always true on a torch without them: every call goes through the op): heddle.core.torch_compat
+_MODE_QUERIES = compat.mode_queries()
 
 
 def _modes_active() -> bool:
@@ -446,8 +440,7 @@ _by_name: Dict[str, FusedMatmul] = {}  # op name -> its FusedMatmul (the eager p
 # table holds for its tensors; torch.Tensor operands by signature, dtypes by identity, the rest by value
 _calls = _C.runtime.CallTable(torch.empty, MAX_PLANS, exact_type=torch.Tensor, identity_types=[torch.dtype],
                               blockers=_MODE_QUERIES, grad_enabled=torch.is_grad_enabled,
-                              current_device=getattr(torch._C, "_cuda_getDevice", None),
-                              raw_stream=getattr(torch._C, "_cuda_getCurrentRawStream", None))
+                              current_device=compat.cuda_current_device(), raw_stream=compat.cuda_raw_stream())
 # torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
 # torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
 _op_name._dynamo_marked_constant = True

@@ -4,8 +4,7 @@ built them, registers each op from its name on first lookup -- a heddle.matmul o
 to resolve names; `import heddle` installs it (heddle/pytorch/__init__.py)."""
 from __future__ import annotations
 
-import torch
-
+from ..core import torch_compat as compat
 from ..core.errors import InputError
 from .custom_ops import fusion_op_error, registering
 from .matmul import MatmulSpec, fused_matmul_op
@@ -30,7 +29,7 @@ def resolve_op(name: str) -> bool:
     return True
 
 
-class _HeddleNamespace(torch._ops._OpNamespace):
+class _HeddleNamespace(compat.op_namespace_base()):
     """torch.ops.heddle: an op not registered yet in this process is registered from its name on first
     lookup, e.g. by torch.export.load's deserializer or by unpickling a graph."""
 
@@ -50,16 +49,14 @@ class _HeddleNamespace(torch._ops._OpNamespace):
 
 
 def install_resolver() -> None:
-    ns = torch.ops.__dict__.get("heddle")
+    ns = compat.ops_namespace("heddle")
     if isinstance(ns, _HeddleNamespace):
         return
     new = _HeddleNamespace("heddle")
     if ns is not None:    # keep the packets already resolved
         for k, v in ns.__dict__.items():
             new.__dict__.setdefault(k, v)
-    setattr(torch.ops, "heddle", new)
-    if "heddle" not in torch.ops._dir:
-        torch.ops._dir.append("heddle")
+    compat.install_ops_namespace("heddle", new)
 
 
 install_resolver()

@@ -20,7 +20,8 @@ Pruning, cheapest first:
   3. NVRTC (runs on a CPU too, candidates compiled in parallel): spills in the ptxas report, an
      ignored setmaxnreg or a compile error drop the candidate;
   4. the timer: survivors are validated against torch (fresh random data, poisoned output) and
-     timed with CUDA events over rotated inputs; a wrong result drops the candidate.
+     timed over rotated inputs (heddle.bench.measure: CUDA graph replays of a batch of calls between CUDA
+     events, so host dispatch does not rank the candidates); a wrong result drops the candidate.
 
 Results persist per (problem key, config key) in a JSON store, <heddle cache dir>/autotune.json
 (HEDDLE_AUTOTUNE_STORE overrides), each with the hash of the candidate's generated source: a new
@@ -594,7 +595,7 @@ def print_chosen(file=None) -> None:
 
 class GpuTimer:
     """Validates a candidate against torch on fresh random inputs (output poisoned first), then times
-    it with CUDA events over input sets rotated past L2 (heddle.bench)."""
+    it over input sets rotated past L2 (heddle.bench.measure: CUDA graph replays between CUDA events)."""
 
     def __init__(self, build, problem: Problem, device=None, budget=None):
         import torch

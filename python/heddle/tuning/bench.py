@@ -2,8 +2,12 @@
 
 What a kernel-library engineer expects of a number, and where each part lives here:
 
-  * device time, not host time: `CudaEventTimer` records a CUDA event before and after each call
-    on the current stream (`WallTimer` is the host clock, for compile and dispatch costs);
+  * device time, not host time: `measure()` captures a batch of calls in a CUDA graph and times its
+    replays between two CUDA events (`CudaEventTimer`), per call = the replay's time / its calls; where a
+    call cannot be captured, batches of back-to-back calls. An event pair around one call on an idle stream
+    would count the host's dispatch of the call as device time (the stream waits for it): for short kernels
+    most of the number. The host's time per call is measured apart and reported beside it (`Stats.host`,
+    us; `WallTimer` is the host clock, for compile and dispatch costs);
   * warm-up first (module load, NVRTC, handle creation stay out), then many repetitions sized to a
     time budget: `measure()`;
   * median and spread, never a single run or a mean alone: `Stats`, `summarize()`;
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Optional, Sequence
 
 # --- statistics --------------------------------------------------------------------------------
@@ -42,7 +46,8 @@ def quantile(sorted_samples: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class Stats:
-    """Summary of repeated measurements (milliseconds unless `unit` says otherwise)."""
+    """Summary of repeated measurements (milliseconds unless `unit` says otherwise). host: for a device-time
+    measurement (measure()), the host's time per call of the same calls (microseconds), else None."""
     n: int
     median: float
     mean: float
@@ -52,6 +57,8 @@ class Stats:
     p20: float
     p80: float
     unit: str = "ms"
+    host: Optional["Stats"] = None
+    method: str = ""  # how measure() timed the device: "graph" (CUDA graph replays) or "batch" (back to back)
 
     @property
     def spread(self) -> float:
@@ -61,20 +68,30 @@ class Stats:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["spread"] = self.spread
+        if self.host is None:
+            del d["host"]  # records of plain measurements stay as they were
+        else:
+            d["host"] = self.host.to_dict()
+        if not self.method:
+            del d["method"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Stats":
         return cls(**{k: d[k] for k in ("n", "median", "mean", "std", "min", "max", "p20", "p80")},
-                   unit=d.get("unit", "ms"))
+                   unit=d.get("unit", "ms"), host=cls.from_dict(d["host"]) if d.get("host") else None,
+                   method=d.get("method", ""))
 
     def scaled(self, factor: float, unit: str) -> "Stats":
+        """The same samples in another unit (the host time, in its own unit, is kept as it is)."""
         return Stats(self.n, self.median * factor, self.mean * factor, self.std * factor, self.min * factor,
-                     self.max * factor, self.p20 * factor, self.p80 * factor, unit)
+                     self.max * factor, self.p20 * factor, self.p80 * factor, unit, self.host, self.method)
 
     def __str__(self) -> str:
+        host = f", host {self.host.median:.4g} {self.host.unit}/call" if self.host is not None else ""
+        how = f", {self.method}" if self.method else ""
         return (f"{self.median:.4g} {self.unit} (p20-p80 {self.p20:.4g}-{self.p80:.4g}, "
-                f"min {self.min:.4g}, n={self.n})")
+                f"min {self.min:.4g}, n={self.n}{how}{host})")
 
 
 def summarize(samples: Sequence[float], unit: str = "ms") -> Stats:
@@ -129,7 +146,9 @@ class ThreadCpuTimer:
 
 
 class CudaEventTimer:
-    """CUDA events recorded on the current stream: device time between two marks."""
+    """CUDA events recorded on the current stream: device time between two marks. Around one call on an idle
+    stream that includes the host's dispatch of the call (the stream waits for it), so measure() times CUDA
+    graph replays of a batch of calls (capture), or batches of back-to-back calls."""
 
     def __init__(self):
         import torch
@@ -145,6 +164,21 @@ class CudaEventTimer:
 
     def sync(self) -> None:
         self._torch.cuda.synchronize()
+
+    def capture(self, run_batch: Callable[[], None]) -> Callable[[], None]:
+        """run_batch() recorded once in a CUDA graph (after one run on a side stream, as torch's graph capture
+        asks: the caching allocator's pools and lazy initialisation stay out of the graph); returns its replay.
+        Raises when the calls cannot be captured (a synchronisation or a host read inside them)."""
+        torch = self._torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            run_batch()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            run_batch()
+        return graph.replay
 
 
 # --- input rotation ----------------------------------------------------------------------------
@@ -279,18 +313,35 @@ def poison_allocator(nbytes: int, device) -> None:
 class Budget:
     warmup_ms: float = 25.0     # warm-up time after the first (estimating) call
     target_ms: float = 200.0    # measured time to aim for
-    min_reps: int = 10
+    min_reps: int = 10          # samples (batches) at least
     max_reps: int = 2000
     max_warmup: int = 200
+    batch_ms: float = 1.0       # device time a batch of back-to-back calls lasts at least (one sample)
+    max_batch: int = 1000       # calls per batch at most
 
 
 def measure(fn: Callable, rotation: Rotation, timer, budget: Optional[Budget] = None,
-            reps: Optional[int] = None, warmup: Optional[int] = None) -> Stats:
-    """Time fn(*inputs) per call: one estimating call, warm-up calls, then `reps` calls each between
-    two timer marks, inputs taken from `rotation` in turn. Returns Stats of the per-call times (ms).
+            reps: Optional[int] = None, warmup: Optional[int] = None, batch: Optional[int] = None,
+            host_timer=None, graph: bool = True) -> Stats:
+    """Device time per call of fn(*inputs), and the host's time per call apart (Stats.host, us).
 
-    reps / warmup default to what the budget's target / warm-up time needs at the estimated cost."""
+    One estimating call, warm-up calls (the last half of them back to back: the cost per call), then `reps`
+    samples of `batch` calls each, inputs taken from `rotation` in turn; per call = a sample's time / batch:
+      * graph (the timer has capture(), graph=True, and the calls can be captured): one batch recorded in a
+        CUDA graph, each sample one replay between two timer marks. The host dispatches a replay once, so the
+        number is the device's even for kernels shorter than their dispatch (method "graph");
+      * otherwise a batch of back-to-back calls between two marks (method "batch"): the host enqueues call i+1
+        while the device runs call i, so dispatch counts only where it is slower than the kernel; then the
+        number is the host's pace, which Stats.host shows.
+    An event pair around each single call on an idle stream (what this did before) counts every call's
+    dispatch as device time. Host time: host_timer (default the wall clock) around batches of calls (at most 5
+    batches), per call.
+
+    warmup: calls after the estimating one (default: the budget's warm-up time at the estimated cost). batch:
+    calls per sample (default: enough for the budget's batch_ms at the estimated cost, at most max_batch).
+    reps: samples (default: the budget's target time at the estimated cost, within min_reps..max_reps)."""
     b = budget or Budget()
+    host = host_timer or WallTimer()
     s = rotation.next()
     t0 = timer.mark()
     fn(*s)
@@ -298,17 +349,51 @@ def measure(fn: Callable, rotation: Rotation, timer, budget: Optional[Budget] = 
     timer.sync()
     est = max(timer.elapsed_ms(t0, t1), 1e-4)
     n_warm = warmup if warmup is not None else min(b.max_warmup, max(1, math.ceil(b.warmup_ms / est)))
-    n_reps = reps if reps is not None else min(b.max_reps, max(b.min_reps, math.ceil(b.target_ms / est)))
-    for _ in range(n_warm):
+    cold = n_warm // 2
+    for _ in range(cold):
         fn(*rotation.next())
-    marks = []
-    for _ in range(n_reps):
-        s = rotation.next()
+    if n_warm > cold:  # the rest of the warm-up back to back: the cost per call a batch sees
         a = timer.mark()
-        fn(*s)
+        for _ in range(n_warm - cold):
+            fn(*rotation.next())
+        z = timer.mark()
+        timer.sync()
+        est = max(timer.elapsed_ms(a, z) / (n_warm - cold), 1e-4)
+    n_batch = batch if batch is not None else min(b.max_batch, max(1, math.ceil(b.batch_ms / est)))
+    if n_batch < 1:
+        raise ValueError(f"measure: batch={n_batch}; a batch holds at least one call")
+    n_reps = reps if reps is not None else min(b.max_reps, max(b.min_reps, math.ceil(b.target_ms / (est * n_batch))))
+
+    def run_batch():
+        for _ in range(n_batch):
+            fn(*rotation.next())
+
+    replay = None
+    if graph and hasattr(timer, "capture"):
+        try:
+            replay = timer.capture(run_batch)
+        except Exception:  # noqa: BLE001 - a call that cannot be captured is timed back to back instead
+            replay = None
+            timer.sync()
+    marks, host_marks = [], []
+    for i in range(n_reps):
+        a = timer.mark()
+        if replay is not None:
+            replay()
+        else:
+            h0 = host.mark()
+            run_batch()
+            host_marks.append((h0, host.mark()))
         marks.append((a, timer.mark()))
     timer.sync()
-    return summarize([timer.elapsed_ms(a, z) for a, z in marks])
+    for _ in range(min(5, n_reps) if replay is not None else 0):  # the host's cost of eager calls
+        h0 = host.mark()
+        run_batch()
+        host_marks.append((h0, host.mark()))
+        timer.sync()
+    device = summarize([timer.elapsed_ms(a, z) / n_batch for a, z in marks])
+    host_us = summarize([host.elapsed_ms(a, z) * 1e3 / n_batch for a, z in host_marks], unit="us")
+    return replace(device, host=host_us, method="graph" if replay is not None else "batch")
 
 
 def measure_host(fn: Callable, calls: int = 1000, repeats: int = 7, timer=None) -> Stats:

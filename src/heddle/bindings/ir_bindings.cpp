@@ -194,6 +194,10 @@ void bindIr(py::module_& m) {
 
   m.def("validate_roles", [](const py::dict& roles) { validateRoles("roles", toRoles(roles)); });
   m.def("known_targets", &knownTargets);
+  m.def("cuda_target_for", &cudaTargetFor, py::arg("major"), py::arg("minor"),
+        "The heddle target whose binaries load on a CUDA device of this compute capability (ScheduleError: none).");
+  m.def("cuda_arch_mismatch", &cudaArchMismatch, py::arg("arch"), py::arg("major"), py::arg("minor"),
+        "Why a binary for `arch` cannot load on a device of this capability; '' when it loads.");
   m.def("target_info", [](const std::string& n) {
     auto& t = targetInfo(n);
     py::dict d;

@@ -23,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<heddle::ScheduleError>(m, "ScheduleError", base);
   py::register_exception<heddle::InputError>(m, "InputError", base);
   py::register_exception<heddle::CompileError>(m, "CompileError", base);
+  py::register_exception<heddle::DriverError>(m, "DriverError", base);
   py::register_exception<heddle::RuntimeUnavailable>(m, "RuntimeUnavailable", base);
   bindIr(m);
   bindLower(m);

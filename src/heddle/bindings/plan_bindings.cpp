@@ -69,7 +69,7 @@ bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& a
     py::gil_scoped_release release;
     if (p.cuda)
       p.cuda->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers(),
-                           p.plan->cluster());
+                           p.plan->cluster(), p.plan->device(), &p.plan->args());
     else p.hip->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
     return true;
   }
@@ -422,7 +422,7 @@ void bindPlan(py::module_& m) {
                      "(docs/runtime.md, 'Eager calls').")
       .def(py::init([](py::object launcher, const py::sequence& grid, const py::sequence& block, unsigned smem,
                        const py::list& args, const std::vector<std::tuple<int, uint32_t, uint64_t, uint64_t>>& slots,
-                       const py::sequence& cluster) {
+                       const py::sequence& cluster, int device) {
              std::vector<KernelArg> packed;
              for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
              std::vector<PlanSlot> s;
@@ -432,15 +432,17 @@ void bindPlan(py::module_& m) {
                                                    heddle::bindings::dim3(block, "block"), smem, std::move(packed),
                                                    std::move(s));
              p.plan->setCluster(heddle::bindings::dim3(cluster, "cluster"));
+             p.plan->setDevice(device);
              p.launcher = launcher;
              if (py::isinstance<LoadedKernel>(launcher)) p.cuda = launcher.cast<LoadedKernel*>();
              else if (py::isinstance<HipLoadedKernel>(launcher)) p.hip = launcher.cast<HipLoadedKernel*>();
              return p;
            }),
            py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"),
-           py::arg("slots"), py::arg("cluster") = py::make_tuple(1, 1, 1),
+           py::arg("slots"), py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
            "slots: (argument index or -1, tensor index, alignment in bytes, pinned address or 0) per tensor use; "
-           "cluster: CTAs per thread-block cluster (a clustered kernel, launched with cuLaunchKernelEx)")
+           "cluster: CTAs per thread-block cluster (a clustered kernel, launched with cuLaunchKernelEx); device: the "
+           "CUDA device whose primary context the launch uses (the tensors'; -1: the current context)")
       .def(
           "launch",
           [](const PyPlan& p, uint64_t stream, const py::sequence& tensors, bool dryRun) {

@@ -205,22 +205,27 @@ void bindDriver(py::module_& rt) {
         return d;
       },
       py::arg("device") = 0);
+  rt.def("sync_launch_enabled", &syncLaunchEnabled,
+         "HEDDLE_SYNC_LAUNCH is set (read once per process): every launch waits for its stream (docs/runtime.md).");
   rt.def(
       "encode_tensor_map_tiled",
       [](int dataType, uint64_t globalAddress, std::vector<uint64_t> globalDim, std::vector<uint64_t> globalStrides,
          std::vector<uint32_t> boxDim, std::vector<uint32_t> elementStrides, int interleave, int swizzle,
-         int l2Promotion, int oobFill) {
+         int l2Promotion, int oobFill, const std::string& what) {
         TiledTensorMapSpec s{dataType, globalAddress, std::move(globalDim), std::move(globalStrides),
                              std::move(boxDim), std::move(elementStrides), interleave, swizzle, l2Promotion, oobFill};
-        TensorMap map = CudaDriver::instance().encodeTiledTensorMap(s);
+        TensorMap map = CudaDriver::instance().encodeTiledTensorMap(s, what);
         return py::bytes(reinterpret_cast<const char*>(&map), sizeof map);
       },
       py::arg("data_type"), py::arg("global_address"), py::arg("global_dim"), py::arg("global_strides"),
       py::arg("box_dim"), py::arg("element_strides"), py::arg("interleave") = 0, py::arg("swizzle") = 0,
-      py::arg("l2_promotion") = 0, py::arg("oob_fill") = 0,
-      "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument.");
+      py::arg("l2_promotion") = 0, py::arg("oob_fill") = 0, py::arg("what") = "",
+      "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument. what: the "
+      "tensor, named in the DriverError when the driver rejects the map.");
 
-  py::class_<LoadedKernel>(rt, "Kernel", "A compiled kernel, loaded lazily into the current CUDA context.")
+  py::class_<LoadedKernel>(rt, "Kernel",
+                           "A compiled kernel, loaded lazily into the context of the device a launch names (its "
+                           "primary context; device=-1: the current context), after checking its target loads there.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
@@ -229,23 +234,39 @@ void bindDriver(py::module_& rt) {
           py::arg("result"), py::arg("kernel_name"))
       .def_property_readonly("name", &LoadedKernel::name)
       .def_property_readonly("binary_key", &LoadedKernel::binaryKey)
-      .def("num_registers", &LoadedKernel::numRegisters, py::call_guard<py::gil_scoped_release>())
+      .def("num_registers", &LoadedKernel::numRegisters, py::arg("device") = -1,
+           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "param_sizes",
+          [](LoadedKernel& k, int device) -> py::object {
+            std::vector<size_t> sizes;
+            bool known;
+            {
+              py::gil_scoped_release release;
+              known = k.paramSizes(&sizes, device);
+            }
+            return known ? py::object(py::cast(sizes)) : py::object(py::none());
+          },
+          py::arg("device") = -1,
+          "The byte size of each kernel parameter as the driver reports it (cuFuncGetParamInfo, CUDA 12.4+); None "
+          "when the driver cannot say. Loads the kernel like launch.")
       .def(
           "launch",
           [](LoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
-             const py::list& args, const py::sequence& cluster) {
+             const py::list& args, const py::sequence& cluster, int device) {
             std::vector<KernelArg> packed;
             for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
             auto g = dim3(grid, "grid");
             auto b = dim3(block, "block");
             auto c = dim3(cluster, "cluster");
             py::gil_scoped_release release;
-            k.launch(g, b, smem, stream, packed, c);
+            k.launch(g, b, smem, stream, packed, c, device);
           },
           py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0,
-          py::arg("args") = py::list(), py::arg("cluster") = py::make_tuple(1, 1, 1),
+          py::arg("args") = py::list(), py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
           "args: list of (kind, value), kind in 'ptr' (int or tensor), 'i32', 'i64', 'f32', 'bytes'; cluster: CTAs "
-          "per thread-block cluster (x[, y[, z]]), launched with cuLaunchKernelEx when not 1.");
+          "per thread-block cluster (x[, y[, z]]), launched with cuLaunchKernelEx when not 1; device: the CUDA "
+          "device whose primary context runs it (-1: the current context, else device 0's).");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Error types shared by every layer. The bindings map them to heddle.ScheduleError,
-// heddle.InputError and heddle.CompileError; messages name the tensor, axis, option or rule and
-// say what would be valid instead.
+// heddle.InputError, heddle.CompileError, heddle.DriverError and heddle.RuntimeUnavailable; messages
+// name the tensor, axis, option or rule and say what would be valid instead.
 #pragma once
 
 #include <sstream>
@@ -20,8 +20,14 @@ struct ScheduleError : HeddleError {
 struct InputError : HeddleError {
   using HeddleError::HeddleError;
 };
-// NVRTC / hiprtc / driver failures, with the compiler log.
+// NVRTC / hiprtc failures (and the interpreter's host compiler), with the compiler log.
 struct CompileError : HeddleError {
+  using HeddleError::HeddleError;
+};
+// A CUDA driver / HIP runtime call that failed (module load, function attribute, launch, tensor map
+// encoding, an asynchronous fault caught by HEDDLE_SYNC_LAUNCH=1), naming the call, the kernel and the
+// driver's error.
+struct DriverError : HeddleError {
   using HeddleError::HeddleError;
 };
 // The runtime library (NVRTC, libcuda, hiprtc) could not be found or used.

@@ -2,6 +2,7 @@
 // driver calls heddle makes with messages that name the call and the driver error.
 #include "heddle/runtime/cuda_driver.h"
 
+#include <initializer_list>
 #include <sstream>
 
 #include "heddle/ir/errors.h"
@@ -37,6 +38,8 @@ CudaDriver::CudaDriver() {
   bind(lib_, cuDeviceGetAttribute_, "cuDeviceGetAttribute", missing);
   bind(lib_, cuCtxGetCurrent_, "cuCtxGetCurrent", missing);
   bind(lib_, cuCtxSetCurrent_, "cuCtxSetCurrent", missing);
+  bind(lib_, cuCtxGetDevice_, "cuCtxGetDevice", missing);
+  bind(lib_, cuStreamSynchronize_, "cuStreamSynchronize", missing);
   bind(lib_, cuDevicePrimaryCtxRetain_, "cuDevicePrimaryCtxRetain", missing);
   bind(lib_, cuModuleLoadData_, "cuModuleLoadData", missing);
   bind(lib_, cuModuleUnload_, "cuModuleUnload", missing);
@@ -49,6 +52,7 @@ CudaDriver::CudaDriver() {
   // Optional: only drivers for CUDA 12.0+ have it; encodeTiledTensorMap reports its absence.
   cuTensorMapEncodeTiled_ = reinterpret_cast<decltype(cuTensorMapEncodeTiled_)>(lib_.symbol("cuTensorMapEncodeTiled"));
   cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));  // 12.0+
+  cuFuncGetParamInfo_ = reinterpret_cast<decltype(cuFuncGetParamInfo_)>(lib_.symbol("cuFuncGetParamInfo"));  // 12.4+
   if (!missing.empty()) {
     reason_ = "libcuda at " + lib_.path + " lacks " + missing + " (driver too old: update the NVIDIA driver)";
     return;
@@ -80,7 +84,7 @@ std::string CudaDriver::errorText(CUresult r) const {
 }
 
 void CudaDriver::check(CUresult r, const char* call, const std::string& what) const {
-  if (r != CUDA_SUCCESS) fail<CompileError>(call, " failed for ", what, ": ", errorText(r));
+  if (r != CUDA_SUCCESS) fail<DriverError>(call, " failed for ", what, ": ", errorText(r));
 }
 
 int CudaDriver::deviceAttribute(int attribute, int device) const {
@@ -104,19 +108,71 @@ DeviceInfo CudaDriver::deviceInfo(int device) const {
   return info;
 }
 
-CUcontext CudaDriver::ensureContext(int device) const {
+CUcontext CudaDriver::primaryContext(int device) const {
   require();
-  CUcontext ctx = nullptr;
-  check(cuCtxGetCurrent_(&ctx), "cuCtxGetCurrent", "the calling thread");
-  if (ctx) return ctx;
-  int ordinal = device < 0 ? 0 : device;
-  if (ordinal >= deviceCount_) fail<InputError>("CUDA device ", ordinal, " does not exist (", deviceCount_, " devices)");
-  CUdevice dev = 0;
-  std::string what = "the primary context of device " + std::to_string(ordinal);
-  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", what);
-  check(cuDevicePrimaryCtxRetain_(&ctx, dev), "cuDevicePrimaryCtxRetain", what);  // kept for the process
-  check(cuCtxSetCurrent_(ctx), "cuCtxSetCurrent", what);
-  return ctx;
+  if (device < 0 || device >= deviceCount_)
+    fail<InputError>("CUDA device ", device, " does not exist (", deviceCount_, " devices)");
+  std::lock_guard<std::mutex> lock(primaryMutex_);
+  if (primary_.empty()) primary_.assign(deviceCount_, nullptr);
+  if (!primary_[device]) {
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    std::string what = "the primary context of device " + std::to_string(device);
+    check(cuDeviceGet_(&dev, device), "cuDeviceGet", what);
+    check(cuDevicePrimaryCtxRetain_(&ctx, dev), "cuDevicePrimaryCtxRetain", what);  // kept for the process
+    primary_[device] = ctx;
+  }
+  return primary_[device];
+}
+
+BoundContext CudaDriver::bindContext(int device) const {
+  require();
+  BoundContext b;
+  CUcontext current = nullptr;
+  check(cuCtxGetCurrent_(&current), "cuCtxGetCurrent", "the calling thread");
+  if (device < 0 && current) {  // no device named: the thread's context, whichever device it is on
+    CUdevice dev = 0;
+    check(cuCtxGetDevice_(&dev), "cuCtxGetDevice", "the current context");
+    b.ctx = current;
+    b.device = dev;
+    return b;
+  }
+  b.device = device < 0 ? 0 : device;
+  b.ctx = primaryContext(b.device);
+  if (current != b.ctx) {
+    check(cuCtxSetCurrent_(b.ctx), "cuCtxSetCurrent", "the primary context of device " + std::to_string(b.device));
+    b.previous = current;
+    b.restore = device >= 0;  // a named device: leave the thread as it was found
+  }
+  return b;
+}
+
+void CudaDriver::restoreContext(const BoundContext& b) const noexcept {
+  if (b.restore && available_) cuCtxSetCurrent_(b.previous);
+}
+
+void CudaDriver::synchronize(CUstream stream, const std::string& what) const {
+  require();
+  CUresult r = cuStreamSynchronize_(stream);
+  if (r != CUDA_SUCCESS)
+    fail<DriverError>(what, " failed on the device: cuStreamSynchronize after its launch (HEDDLE_SYNC_LAUNCH=1) "
+                      "returned ", errorText(r), ". An error like this (an illegal address, a trap, a misaligned "
+                      "access) leaves the process's CUDA context unusable: later CUDA calls in this process fail "
+                      "too. Rerun the failing call in a fresh process, under compute-sanitizer to find the access");
+}
+
+bool CudaDriver::paramSizes(CUfunction f, std::vector<size_t>* sizes) const {
+  require();
+  sizes->clear();
+  if (!cuFuncGetParamInfo_) return false;
+  constexpr CUresult kInvalidValue = 1;  // CUDA_ERROR_INVALID_VALUE: the index is past the last parameter
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0, size = 0;
+    CUresult r = cuFuncGetParamInfo_(f, i, &offset, &size);
+    if (r == kInvalidValue) return true;
+    if (r != CUDA_SUCCESS || i > 4096) return false;  // refused: nothing to check against
+    sizes->push_back(size);
+  }
 }
 
 CUmodule CudaDriver::loadModule(const std::string& image, const std::string& what) const {
@@ -136,7 +192,7 @@ CUfunction CudaDriver::getFunction(CUmodule m, const std::string& name) const {
   CUfunction f = nullptr;
   CUresult r = cuModuleGetFunction_(&f, m, name.c_str());
   if (r != CUDA_SUCCESS)
-    fail<CompileError>("kernel '", name, "' not found in its module (", errorText(r),
+    fail<DriverError>("kernel '", name, "' not found in its module (", errorText(r),
                        "); is it declared extern \"C\" __global__?");
   return f;
 }
@@ -159,7 +215,7 @@ void CudaDriver::launchKernel(CUfunction f, const std::array<unsigned, 3>& grid,
   CUresult r = cuLaunchKernel_(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], smemBytes, stream,
                                params, nullptr);
   if (r != CUDA_SUCCESS)
-    fail<CompileError>("cuLaunchKernel failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
+    fail<DriverError>("cuLaunchKernel failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
                        block[0], "x", block[1], "x", block[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
 }
 
@@ -182,12 +238,65 @@ void CudaDriver::launchKernelCluster(CUfunction f, const std::array<unsigned, 3>
   cfg.numAttrs = 1;
   CUresult r = cuLaunchKernelEx_(&cfg, f, params, nullptr);
   if (r != CUDA_SUCCESS)
-    fail<CompileError>("cuLaunchKernelEx failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
+    fail<DriverError>("cuLaunchKernelEx failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
                        block[0], "x", block[1], "x", block[2], ", clusters of ", cluster[0], "x", cluster[1], "x",
                        cluster[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
 }
 
-TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s) const {
+namespace {
+
+template <typename T>
+std::string list(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+const char* enumName(int v, std::initializer_list<const char*> names) {
+  return v >= 0 && v < (int)names.size() ? names.begin()[v] : "unknown";
+}
+
+// Everything cuTensorMapEncodeTiled was given, and the rules of its documentation that these values break.
+std::string describeTensorMap(const TiledTensorMapSpec& s) {
+  static const int elementBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  std::ostringstream os;
+  const char* type = enumName(s.dataType, {"UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16",
+                                           "FLOAT32", "FLOAT64", "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32",
+                                           "TFLOAT32_FTZ"});
+  os << "data type " << s.dataType << " (" << type << "), rank " << s.globalDim.size() << ", address 0x" << std::hex
+     << s.globalAddress << std::dec << ", dims " << list(s.globalDim) << " (innermost first), strides "
+     << list(s.globalStrides) << " bytes, box " << list(s.boxDim) << ", element strides " << list(s.elementStrides)
+     << ", interleave " << enumName(s.interleave, {"NONE", "16B", "32B"}) << ", swizzle "
+     << enumName(s.swizzle, {"NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B",
+                             "128B_ATOM_64B"})
+     << ", L2 promotion " << enumName(s.l2Promotion, {"NONE", "64B", "128B", "256B"}) << ", OOB fill "
+     << enumName(s.oobFill, {"NONE", "NAN_REQUEST_ZERO_FMA"});
+  std::vector<std::string> broken;
+  const int span = s.swizzle == 1 ? 32 : s.swizzle == 2 ? 64 : s.swizzle >= 3 ? 128 : 0;
+  if (s.dataType >= 0 && s.dataType <= 12 && span && !s.boxDim.empty() &&
+      (uint64_t)s.boxDim[0] * elementBytes[s.dataType] > (uint64_t)span)
+    broken.push_back("the inner box (" + std::to_string(s.boxDim[0]) + " x " +
+                     std::to_string(elementBytes[s.dataType]) + " bytes) exceeds the " + std::to_string(span) +
+                     "-byte swizzle span");
+  for (size_t i = 0; i < s.globalDim.size(); ++i)
+    if (s.globalDim[i] == 0 || s.globalDim[i] > (1ull << 32))
+      broken.push_back("dim " + std::to_string(i) + " = " + std::to_string(s.globalDim[i]) + " is outside 1..2^32");
+  for (size_t i = 0; i < s.globalStrides.size(); ++i)
+    if (s.globalStrides[i] >= (1ull << 40))
+      broken.push_back("stride " + std::to_string(i + 1) + " is not below 2^40 bytes");
+  if (s.dataType < 0 || s.dataType > 12) broken.push_back("the data type is not a CUtensorMapDataType");
+  if (!broken.empty()) {
+    os << "; it breaks: ";
+    for (size_t i = 0; i < broken.size(); ++i) os << (i ? "; " : "") << broken[i];
+  }
+  return os.str();
+}
+
+}  // namespace
+
+TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s, const std::string& what) const {
   require();
   if (!cuTensorMapEncodeTiled_)
     throw RuntimeUnavailable("cuTensorMapEncodeTiled is missing from " + lib_.path +
@@ -218,7 +327,10 @@ TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s) const {
                                        reinterpret_cast<void*>(static_cast<uintptr_t>(s.globalAddress)),
                                        s.globalDim.data(), s.globalStrides.data(), s.boxDim.data(),
                                        s.elementStrides.data(), s.interleave, s.swizzle, s.l2Promotion, s.oobFill);
-  if (r != CUDA_SUCCESS) fail<InputError>("cuTensorMapEncodeTiled rejected the tensor map: ", errorText(r));
+  if (r != CUDA_SUCCESS)
+    fail<DriverError>("cuTensorMapEncodeTiled rejected the tensor map", what.empty() ? "" : " of ", what, " (",
+                      errorText(r), "): it was given ", describeTensorMap(s),
+                      ". Check these against the tensor (and the kernel's box and swizzle against its tile)");
   return map;
 }
 

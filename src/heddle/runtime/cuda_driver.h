@@ -5,7 +5,8 @@
 // CudaDriver::instance() never throws: on a machine without libcuda, or where cuInit fails or finds
 // no device, available() is false and unavailableReason() says why. Every wrapper first calls
 // require(), which throws RuntimeUnavailable with that reason. Driver call failures throw
-// CompileError (the errors.h class for NVRTC/driver failures); bad arguments throw InputError.
+// DriverError naming the call, what heddle was doing and the driver's error; bad arguments throw
+// InputError.
 #pragma once
 
 #include <array>
@@ -81,6 +82,15 @@ struct TiledTensorMapSpec {
   int oobFill = 0;
 };
 
+// A launch's context (CudaDriver::bindContext): the context and its device, and the context the thread
+// had current before, made current again by restoreContext when `restore` is set.
+struct BoundContext {
+  CUcontext ctx = nullptr;
+  int device = 0;
+  CUcontext previous = nullptr;
+  bool restore = false;
+};
+
 struct DeviceInfo {
   int ccMajor = 0;
   int ccMinor = 0;
@@ -101,9 +111,14 @@ class CudaDriver {
   DeviceInfo deviceInfo(int device) const;
   int deviceAttribute(int attribute, int device) const;
 
-  // The current context; when there is none, retains device's primary context (device 0 when
-  // device < 0) and makes it current. torch has normally made its context current already.
-  CUcontext ensureContext(int device = -1) const;
+  // The context a launch on `device` runs in. device >= 0: that device's primary context (the one torch
+  // uses; retained once per process), made current for the calling thread when another context or none
+  // is, and the previous one restored by restoreContext. device < 0 (callers with no device, raw
+  // pointers): the current context, or with none device 0's primary context, made current and kept.
+  BoundContext bindContext(int device) const;
+  void restoreContext(const BoundContext& bound) const noexcept;
+  // The primary context of `device`, retained on first use and kept for the process.
+  CUcontext primaryContext(int device) const;
 
   CUmodule loadModule(const std::string& image, const std::string& what) const;
   void unloadModule(CUmodule m) const;  // never throws (used from destructors)
@@ -118,8 +133,16 @@ class CudaDriver {
                            const std::array<unsigned, 3>& cluster, unsigned smemBytes, CUstream stream, void** params,
                            const std::string& what) const;
 
-  // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError).
-  TensorMap encodeTiledTensorMap(const TiledTensorMapSpec& spec) const;
+  // Waits for `stream`; DriverError naming `what` (the kernel and its launch) on an asynchronous error.
+  void synchronize(CUstream stream, const std::string& what) const;
+
+  // The byte size of each parameter of `f` (cuFuncGetParamInfo, driver 12.4+); false when the driver
+  // cannot say (an older driver, or the call refused): nothing to check against.
+  bool paramSizes(CUfunction f, std::vector<size_t>* sizes) const;
+
+  // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError). A map the
+  // driver rejects is a DriverError listing everything it was given; `what` names the tensor.
+  TensorMap encodeTiledTensorMap(const TiledTensorMapSpec& spec, const std::string& what = "") const;
 
   // "CUDA_ERROR_X: message" for a driver result.
   std::string errorText(CUresult r) const;
@@ -129,6 +152,8 @@ class CudaDriver {
   void check(CUresult r, const char* call, const std::string& what) const;
 
   DynLib lib_;
+  mutable std::mutex primaryMutex_;
+  mutable std::vector<CUcontext> primary_;  // per device, retained on first use
   bool available_ = false;
   std::string reason_;
   int deviceCount_ = 0;
@@ -139,6 +164,9 @@ class CudaDriver {
   CUresult (*cuDeviceGetAttribute_)(int*, int, CUdevice) = nullptr;
   CUresult (*cuCtxGetCurrent_)(CUcontext*) = nullptr;
   CUresult (*cuCtxSetCurrent_)(CUcontext) = nullptr;
+  CUresult (*cuCtxGetDevice_)(CUdevice*) = nullptr;
+  CUresult (*cuStreamSynchronize_)(CUstream) = nullptr;
+  CUresult (*cuFuncGetParamInfo_)(CUfunction, size_t, size_t*, size_t*) = nullptr;  // 12.4+, optional
   CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuModuleLoadData_)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload_)(CUmodule) = nullptr;
@@ -152,6 +180,20 @@ class CudaDriver {
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuTensorMapEncodeTiled_)(TensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
                                       const uint32_t*, const uint32_t*, int, int, int, int) = nullptr;
+};
+
+// CudaDriver::bindContext for a scope: the launch's context bound on construction, the thread's previous
+// context restored when the scope ends (also when a call inside it throws).
+class ContextScope {
+ public:
+  explicit ContextScope(int device) : bound_(CudaDriver::instance().bindContext(device)) {}
+  ~ContextScope() { CudaDriver::instance().restoreContext(bound_); }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  const BoundContext& bound() const { return bound_; }
+
+ private:
+  BoundContext bound_;
 };
 
 }  // namespace heddle::rt

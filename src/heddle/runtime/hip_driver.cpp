@@ -95,7 +95,7 @@ void HipRuntime::require() const {
 
 void HipRuntime::check(int rc, const char* call, const std::string& what) const {
   if (rc == kHipSuccess) return;
-  fail<CompileError>(call, " failed for ", what, ": ", hipGetErrorName_(rc), " (", hipGetErrorString_(rc), ")");
+  fail<DriverError>(call, " failed for ", what, ": ", hipGetErrorName_(rc), " (", hipGetErrorString_(rc), ")");
 }
 
 int HipRuntime::currentDevice() const {

@@ -63,7 +63,7 @@ class HipLoadedKernel {
   const std::string& name() const { return name_; }
   const std::string& binaryKey() const { return key_; }
   // stream: a hipStream_t as an integer (0 = the null stream). Throws RuntimeUnavailable without an
-  // AMD GPU, InputError on a zero dimension, CompileError when the runtime refuses.
+  // AMD GPU, InputError on a zero dimension, DriverError when the runtime refuses.
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
               uint64_t stream, const std::vector<KernelArg>& args);
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,

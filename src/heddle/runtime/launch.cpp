@@ -2,10 +2,13 @@
 // binary key and context and is never unloaded, because a launched kernel may still be running.
 #include "heddle/runtime/launch.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "heddle/ir/errors.h"
 #include "heddle/runtime/sha256.h"
+#include "heddle/target/target.h"
 
 namespace heddle::rt {
 namespace {
@@ -24,6 +27,37 @@ CUmodule moduleFor(const std::string& key, CUcontext ctx, const std::string& ima
   CUmodule m = CudaDriver::instance().loadModule(image, what);
   modules[{key, ctx}] = m;
   return m;
+}
+
+// HEDDLE_SYNC_LAUNCH, read once per process: set and not "0", every launch waits for its stream.
+bool syncLaunch() {
+  static const bool on = [] {
+    const char* v = std::getenv("HEDDLE_SYNC_LAUNCH");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+size_t argBytes(const KernelArg& a) {
+  switch (a.kind) {
+    case KernelArg::Kind::I32:
+    case KernelArg::Kind::F32: return 4;
+    case KernelArg::Kind::Ptr:
+    case KernelArg::Kind::I64: return 8;
+    case KernelArg::Kind::Bytes: return a.blob.size();
+  }
+  return 0;
+}
+
+const char* argKind(const KernelArg& a) {
+  switch (a.kind) {
+    case KernelArg::Kind::Ptr: return "ptr";
+    case KernelArg::Kind::I32: return "i32";
+    case KernelArg::Kind::I64: return "i64";
+    case KernelArg::Kind::F32: return "f32";
+    case KernelArg::Kind::Bytes: return "bytes";
+  }
+  return "?";
 }
 
 template <typename T>
@@ -62,28 +96,63 @@ LoadedKernel::LoadedKernel(std::shared_ptr<const RtcResult> result, std::string 
   if (key_.empty()) key_ = sha256Hex(result_->cubin);
 }
 
-LoadedKernel::PerContext& LoadedKernel::resolve() {
+LoadedKernel::PerContext& LoadedKernel::resolve(const BoundContext& bound) {
   const CudaDriver& drv = CudaDriver::instance();
-  CUcontext ctx = drv.ensureContext();
-  auto it = perContext_.find(ctx);
+  auto it = perContext_.find(bound.ctx);
   if (it != perContext_.end()) return it->second;
+  DeviceInfo info = drv.deviceInfo(bound.device);
+  std::string why = cudaArchMismatch(result_->arch, info.ccMajor, info.ccMinor);
+  if (!why.empty()) {  // the driver would say CUDA_ERROR_NO_BINARY_FOR_GPU, or load something that cannot run
+    std::string advice;
+    try {
+      advice = "Compile it for this device's target, '" + cudaTargetFor(info.ccMajor, info.ccMinor) +
+               "' (heddle.runtime.target_for_device(); Fusion.compile() and Kernel.build() with no target take it "
+               "when a CUDA device is present)";
+    } catch (const ScheduleError& e) {
+      advice = std::string("heddle has no target for this device: ") + e.what();
+    }
+    fail<InputError>("kernel '", name_, "' was compiled for ", result_->arch, ", which does not load on CUDA device ",
+                     bound.device, " (compute capability ", info.ccMajor, ".", info.ccMinor, "): ", why, ". ", advice);
+  }
   std::string what = "kernel '" + name_ + "' (" + result_->name + ", " + result_->arch + ")";
-  CUmodule m = moduleFor(key_, ctx, result_->cubin, what);
+  CUmodule m = moduleFor(key_, bound.ctx, result_->cubin, what);
   PerContext pc;
   pc.fn = drv.getFunction(m, name_);
-  return perContext_[ctx] = pc;
+  pc.haveParams = drv.paramSizes(pc.fn, &pc.params);
+  return perContext_[bound.ctx] = pc;
+}
+
+void LoadedKernel::checkArgs(const PerContext& pc, const std::vector<KernelArg>& args) const {
+  if (!pc.haveParams) return;
+  bool same = args.size() == pc.params.size();
+  for (size_t i = 0; same && i < args.size(); ++i) same = argBytes(args[i]) == pc.params[i];
+  if (same) return;
+  std::ostringstream want, got;
+  for (size_t i = 0; i < pc.params.size(); ++i) want << (i ? ", " : "") << pc.params[i];
+  for (size_t i = 0; i < args.size(); ++i) got << (i ? ", " : "") << argKind(args[i]) << " " << argBytes(args[i]);
+  size_t i = 0;
+  while (i < args.size() && i < pc.params.size() && argBytes(args[i]) == pc.params[i]) ++i;
+  std::string first = i < args.size() && i < pc.params.size()
+                          ? "argument " + std::to_string(i) + " is " + std::to_string(argBytes(args[i])) +
+                                " bytes where the parameter takes " + std::to_string(pc.params[i])
+                          : "the counts differ from argument " + std::to_string(i) + " on";
+  fail<InputError>("launch of kernel '", name_, "': its ", pc.params.size(), " parameters take [", want.str(),
+                   "] bytes (the driver's parameter table), but the launch passes ", args.size(), " arguments [",
+                   got.str(), "]: ", first, ". The argument list does not match the kernel's signature (kinds: "
+                   "'i32'/'f32' are 4 bytes, 'ptr'/'i64' 8, 'bytes' its length)");
 }
 
 void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                           unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args,
-                          const std::array<unsigned, 3>& cluster) {
+                          const std::array<unsigned, 3>& cluster, int device) {
   ArgPack pack(args);
-  launchPacked(grid, block, smemBytes, stream, pack.pointers(), cluster);
+  launchPacked(grid, block, smemBytes, stream, pack.pointers(), cluster, device, &args);
 }
 
 void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                                 unsigned smemBytes, uint64_t stream, void** params,
-                                const std::array<unsigned, 3>& cluster) {
+                                const std::array<unsigned, 3>& cluster, int device,
+                                const std::vector<KernelArg>* args) {
   for (int i = 0; i < 3; ++i)
     if (grid[i] == 0 || block[i] == 0)
       fail<InputError>("launch of kernel '", name_, "': grid ", grid[0], "x", grid[1], "x", grid[2], " and block ",
@@ -103,10 +172,13 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
   const CudaDriver& drv = CudaDriver::instance();
   drv.require();
   std::string what = "kernel '" + name_ + "'";
+  const ContextScope scope(device);  // the thread's context as it was afterwards, whatever happens below
+  const BoundContext& bound = scope.bound();
   CUfunction fn;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PerContext& pc = resolve();
+    PerContext& pc = resolve(bound);
+    if (args) checkArgs(pc, *args);
     if (static_cast<int>(smemBytes) > pc.smemOptedIn) {
       drv.setFuncAttribute(pc.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smemBytes),
                            what + " (opting into " + std::to_string(smemBytes) + " B of dynamic shared memory)");
@@ -119,11 +191,33 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
     drv.launchKernelCluster(fn, grid, block, cluster, smemBytes, cuStream, params, what);
   else
     drv.launchKernel(fn, grid, block, smemBytes, cuStream, params, what);
+  if (syncLaunch()) {
+    std::ostringstream os;
+    os << what << " (" << result_->arch << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", block "
+       << block[0] << "x" << block[1] << "x" << block[2] << ", " << smemBytes << " B dynamic smem";
+    if (clustered) os << ", clusters of " << cluster[0] << "x" << cluster[1] << "x" << cluster[2];
+    os << ", device " << bound.device << ", stream " << stream << ")";
+    drv.synchronize(cuStream, os.str());
+  }
 }
 
-int LoadedKernel::numRegisters() {
+int LoadedKernel::numRegisters(int device) {
+  const CudaDriver& drv = CudaDriver::instance();
+  const ContextScope scope(device);  // the thread's context as it was afterwards, whatever happens below
+  const BoundContext& bound = scope.bound();
   std::lock_guard<std::mutex> lock(mu_);
-  return CudaDriver::instance().getFuncAttribute(resolve().fn, CU_FUNC_ATTRIBUTE_NUM_REGS, "kernel '" + name_ + "'");
+  return drv.getFuncAttribute(resolve(bound).fn, CU_FUNC_ATTRIBUTE_NUM_REGS, "kernel '" + name_ + "'");
 }
+
+bool LoadedKernel::paramSizes(std::vector<size_t>* sizes, int device) {
+  const ContextScope scope(device);  // the thread's context as it was afterwards, whatever happens below
+  const BoundContext& bound = scope.bound();
+  std::lock_guard<std::mutex> lock(mu_);
+  const PerContext& pc = resolve(bound);
+  *sizes = pc.params;
+  return pc.haveParams;
+}
+
+bool syncLaunchEnabled() { return syncLaunch(); }
 
 }  // namespace heddle::rt

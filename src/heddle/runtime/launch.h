@@ -1,7 +1,9 @@
-// Launching compiled kernels: LoadedKernel loads a CUBIN lazily into whichever context is current
-// (one module per binary key and context, shared by every LoadedKernel of that binary), looks the
-// kernel up, opts into more than 48 KiB of dynamic shared memory when asked, and packs arguments
-// into the void** array cuLaunchKernel takes.
+// Launching compiled kernels: LoadedKernel loads a CUBIN lazily into the primary context of the device
+// a launch names (one module per binary key and context, shared by every LoadedKernel of that binary),
+// after checking that the binary's architecture loads on that device; looks the kernel up and its
+// parameter table (cuFuncGetParamInfo, where the driver has it), checks each launch's arguments against
+// it, opts into more than 48 KiB of dynamic shared memory when asked, and packs arguments into the
+// void** array cuLaunchKernel takes. HEDDLE_SYNC_LAUNCH=1 waits for the stream after every launch.
 #pragma once
 
 #include <array>
@@ -43,6 +45,10 @@ class ArgPack {
   std::vector<void*> ptrs_;
 };
 
+// HEDDLE_SYNC_LAUNCH (read once per process): every launch waits for its stream and turns an
+// asynchronous error into a DriverError naming the kernel and its launch.
+bool syncLaunchEnabled();
+
 class LoadedKernel {
  public:
   // `binaryKey` names the binary in the shared module cache (the cache key; sha256 of cubin if empty).
@@ -55,26 +61,37 @@ class LoadedKernel {
   const std::string& binaryKey() const { return key_; }
 
   // Loads (once per context) and launches on `stream` (a CUstream handle as an integer; 0 = legacy
-  // default stream). Throws RuntimeUnavailable without a driver, InputError on bad dimensions,
-  // CompileError (naming the kernel and the driver error) when the driver refuses.
+  // default stream) in the primary context of `device` (the tensors' device; < 0: the current context,
+  // else device 0's, CudaDriver::bindContext). Throws RuntimeUnavailable without a driver; InputError on
+  // bad dimensions, on a binary whose architecture does not load on the device, and on arguments that do
+  // not match the kernel's parameters; DriverError (naming the kernel and the driver error) when the
+  // driver refuses, or (HEDDLE_SYNC_LAUNCH=1) when the kernel fails on the device.
   // cluster: CTAs per thread-block cluster along x, y, z ({1, 1, 1}: a plain cuLaunchKernel; otherwise
   // cuLaunchKernelEx with the cluster dimension; each must divide the grid's, at most 8 CTAs in all).
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
               uint64_t stream, const std::vector<KernelArg>& args,
-              const std::array<unsigned, 3>& cluster = {1, 1, 1});
-  // The same with the driver's argument array already packed (one pointer per parameter: LaunchPlan).
+              const std::array<unsigned, 3>& cluster = {1, 1, 1}, int device = -1);
+  // The same with the driver's argument array already packed (one pointer per parameter: LaunchPlan);
+  // args: the arguments it holds, checked against the parameter table (nullptr: not checked).
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
-                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1});
+                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1},
+                    int device = -1, const std::vector<KernelArg>* args = nullptr);
 
-  // Registers the driver reports for the loaded function (loads it in the current context).
-  int numRegisters();
+  // Registers the driver reports for the loaded function (loads it in `device`'s context, as launch).
+  int numRegisters(int device = -1);
+  // The byte size of each parameter as the driver reports it (loads it as launch); false when the
+  // driver cannot say (cuFuncGetParamInfo needs a driver for CUDA 12.4 or newer).
+  bool paramSizes(std::vector<size_t>* sizes, int device = -1);
 
  private:
   struct PerContext {
     CUfunction fn = nullptr;
     int smemOptedIn = 48 * 1024;  // dynamic smem a launch may use without setting the attribute
+    bool haveParams = false;      // the driver reported the parameter table
+    std::vector<size_t> params;   // byte size of each parameter
   };
-  PerContext& resolve();  // caller holds mu_
+  PerContext& resolve(const BoundContext& bound);  // caller holds mu_
+  void checkArgs(const PerContext& pc, const std::vector<KernelArg>& args) const;
 
   std::shared_ptr<const RtcResult> result_;
   std::string key_;

@@ -55,9 +55,14 @@ class LaunchPlan {
   // CTAs per thread-block cluster ({1, 1, 1}: none; a clustered kernel launches through cuLaunchKernelEx)
   const std::array<unsigned, 3>& cluster() const { return cluster_; }
   void setCluster(const std::array<unsigned, 3>& c) { cluster_ = c; }
+  // The CUDA device whose primary context the launch runs in (the tensors' device; -1: the current
+  // context, LoadedKernel::launch)
+  int device() const { return device_; }
+  void setDevice(int d) { device_ = d; }
 
  private:
   std::array<unsigned, 3> grid_, block_, cluster_ = {1, 1, 1};
+  int device_ = -1;
   unsigned smem_;
   std::vector<KernelArg> args_;
   std::vector<PlanSlot> slots_;

@@ -125,4 +125,77 @@ std::string TargetInfo::describe() const {
   return os.str();
 }
 
+namespace {
+
+// sm_XY[a|f] / compute_XY[a|f] -> {X, Y, suffix, is PTX}; false when `arch` is none of these.
+struct CudaArch {
+  int major = 0, minor = 0;
+  char suffix = 0;  // 0, 'a' or 'f'
+  bool ptx = false;
+};
+
+bool parseCudaArch(const std::string& arch, CudaArch* out) {
+  std::string rest;
+  if (arch.rfind("sm_", 0) == 0) rest = arch.substr(3);
+  else if (arch.rfind("compute_", 0) == 0) rest = arch.substr(8), out->ptx = true;
+  else return false;
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) out->suffix = rest.back(), rest.pop_back();
+  if (rest.size() < 2 || rest.find_first_not_of("0123456789") != std::string::npos) return false;
+  out->major = std::stoi(rest.substr(0, rest.size() - 1));
+  out->minor = rest.back() - '0';
+  return true;
+}
+
+// Where a binary for `a` loads, for messages: "8.x", "only 9.0", "10.3 and later 10.x".
+std::string loadsOn(const CudaArch& a) {
+  std::ostringstream os;
+  if (a.suffix == 'a') os << "only " << a.major << "." << a.minor;
+  else if (a.ptx) os << a.major << "." << a.minor << " and newer";
+  else if (a.minor == 0) os << a.major << ".x";
+  else os << a.major << "." << a.minor << " and later " << a.major << ".x";
+  return os.str();
+}
+
+}  // namespace
+
+std::string cudaArchMismatch(const std::string& arch, int major, int minor) {
+  CudaArch a;
+  if (!parseCudaArch(arch, &a)) return "";
+  std::ostringstream os;
+  if (a.suffix == 'a') {
+    if (major == a.major && minor == a.minor) return "";
+    os << "an architecture-specific ('a') binary runs only on compute capability " << a.major << "." << a.minor;
+  } else if (a.ptx) {
+    if (major * 10 + minor >= a.major * 10 + a.minor) return "";
+    os << "PTX for " << arch << " needs compute capability " << a.major << "." << a.minor << " or newer";
+  } else {
+    if (major == a.major && minor >= a.minor) return "";
+    os << "a binary for " << arch << " runs only on compute capability " << loadsOn(a)
+       << " (a cubin loads within its own major version, never on a newer one)";
+  }
+  return os.str();
+}
+
+std::string cudaTargetFor(int major, int minor) {
+  std::map<int, std::string> byCc;  // heddle's CUDA targets by capability, for the message
+  std::string best;
+  int bestCc = -1;
+  for (const auto& [name, t] : targets()) {
+    CudaArch a;
+    if (t.backend != Backend::Cuda || !parseCudaArch(t.rtcArch, &a)) continue;
+    byCc[a.major * 10 + a.minor] = name + " (" + loadsOn(a) + ")";
+    if (cudaArchMismatch(t.rtcArch, major, minor).empty() && a.major * 10 + a.minor > bestCc)
+      best = name, bestCc = a.major * 10 + a.minor;
+  }
+  std::string all;
+  for (const auto& [cc, text] : byCc) all += (all.empty() ? "" : ", ") + text;
+  if (best.empty())
+    fail<ScheduleError>("no heddle target runs on a CUDA device of compute capability ", major, ".", minor,
+                        ": heddle's CUDA targets are ", all, "; a cubin loads only within its own major version, "
+                        "and an 'a' target only on its exact capability",
+                        major < 8 ? ". heddle needs compute capability 8.0 or newer"
+                                  : ". heddle has no kernels for this device yet (a target for it is new work)");
+  return best;
+}
+
 }  // namespace heddle

@@ -67,4 +67,16 @@ struct TargetInfo {
 const TargetInfo& targetInfo(const std::string& name);
 std::vector<std::string> knownTargets();
 
+// CUDA binaries and devices (docs/runtime.md, "Driver and launch": target vs device). Why a binary compiled for `arch`
+// (an rtcArch: sm_XY, sm_XYa, sm_XYf; compute_XY is PTX) cannot load on a device of compute capability
+// major.minor, as one phrase; "" when it loads (or `arch` is not a CUDA architecture). A plain sm_XY
+// cubin runs on X.y devices with y >= Y (its own major version only), an 'a' (architecture-specific)
+// one only on exactly X.Y, an 'f' (family) one on X.y with y >= Y; PTX is compiled by the driver for
+// any capability >= X.Y ('a': exactly X.Y).
+std::string cudaArchMismatch(const std::string& arch, int major, int minor);
+// The heddle CUDA target whose binaries load on a device of this capability (the most capable such
+// target: sm_80 on 8.x, sm_90a on 9.0, sm_100a on 10.0). ScheduleError otherwise, naming heddle's CUDA
+// targets and the capabilities each loads on.
+std::string cudaTargetFor(int major, int minor);
+
 }  // namespace heddle
