@@ -291,6 +291,77 @@ def _():
            [Case("silu-residual-M300", call=_matmul_case(300, epilogue="silu", residual=True), M=300)]
 
 
+# --- the launch path itself (runtime checks that only a real driver exercises) -------------------------
+
+def _ok(device):
+    import torch
+    one = torch.ones(1)
+    return one, one  # a check case passes by not raising; compare() sees equal tensors
+
+
+def _foreign_target_refused(device, seed):
+    """A kernel built for another target than the device's is refused before the driver sees it, with an
+    InputError naming both (an sm_80 cubin does not load on sm_90; an sm_90a one only on 9.0)."""
+    if device == "cpu":
+        return _ok(device)
+    import torch
+    target = heddle.runtime.target_for_device()
+    other = "sm_80" if target != "sm_80" else "sm_90a"
+    k = heddle.Kernel.build(_cp("NN", "bf16", 3, 1, n=128, k=128)(other), other)
+    x = torch.randn(64, 128, device=device).to(torch.bfloat16)
+    w = torch.randn(128, 128, device=device).to(torch.bfloat16)
+    try:
+        k(x, w, torch.randn(128, device=device).to(torch.bfloat16))
+    except heddle.InputError as e:
+        if other not in str(e):
+            raise AssertionError(f"the refusal does not name the kernel's target {other}: {e}")
+        return _ok(device)
+    raise AssertionError(f"a {other} kernel launched on a {target} device without an error")
+
+
+def _param_table_matches(device, seed):
+    """The driver's parameter table of a loaded kernel (cuFuncGetParamInfo) has as many entries as the
+    arguments heddle packs for it (the per-launch check compares sizes too)."""
+    import torch
+    target = "sm_90a" if device == "cpu" else heddle.runtime.target_for_device()
+    fd = FAMILIES["sm90_coop"].cases[1].make(target) if target == "sm_90a" else _cp("NN", "bf16", 3, 1)(target)
+    from hopper_defs import inputs
+    ts = [t.to(device) for t in inputs(fd, 77, seed=seed)]
+    k = heddle.Kernel.build(fd, target, rtc=device != "cpu")
+    if device == "cpu":
+        return _ok(device)
+    k(*ts)
+    torch.cuda.synchronize()
+    sizes = k._loaded.param_sizes(torch.device(device).index or 0)
+    _, _, args = k.prepare(ts)
+    if sizes is not None and len(sizes) != len(args):
+        raise AssertionError(f"driver table has {len(sizes)} parameters, heddle packs {len(args)}")
+    return _ok(device)
+
+
+def _sync_launch_runs(device, seed):
+    """HEDDLE_SYNC_LAUNCH=1 (every launch waits for its stream, naming a faulting kernel) on a correct kernel:
+    a process of its own (the variable is read once per process)."""
+    if device == "cpu":
+        return _ok(device)
+    import subprocess
+    env = dict(os.environ, HEDDLE_SYNC_LAUNCH="1")
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, os.path.join(here, "family_run.py"), "--families", "cp_async_split_k",
+                        "--first-only", "--stage", "sync_launch"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    if r.returncode != 0 or '"status": "pass"' not in r.stdout:
+        raise AssertionError(f"rc {r.returncode}: {(r.stdout + r.stderr)[-1500:]}")
+    return _ok(device)
+
+
+@family("launch_checks", "any", False, "the launch path's own checks on a real driver")
+def _():
+    return [Case("foreign-target-refused", call=_foreign_target_refused, M=64),
+            Case("param-table", call=_param_table_matches, M=77),
+            Case("sync-launch", call=_sync_launch_runs, M=300)]
+
+
 def families_for(target: str, only=None) -> List[Family]:
     """The families a device with `target` runs (all of them on sm_90a), optionally only the named ones."""
     want = set(only) if only else None
