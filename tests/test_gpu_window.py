@@ -112,3 +112,26 @@ def test_bounded_waits_are_compiled_in_only_when_asked_and_cost_no_spills(family
     st = bounded.stats
     assert st.spill_stores == 0 and st.spill_loads == 0, bounded.ptxas
     assert st.registers <= max(plain.stats.registers, 168), (st.registers, plain.stats.registers)
+
+
+@pytest.mark.slow
+def test_prepare_builds_a_cp312_wheel_stamped_with_the_tree(tmp_path):
+    """`tools/gpu_window.sh prepare` (a full build: slow) leaves one cp312 wheel and a STAMP whose digests match
+    the tree, so the window's install stage takes the wheel rather than a source build."""
+    import shutil
+    if not any(os.path.exists(p) for p in [shutil.which("python3.12") or ""] +
+               [os.path.join(os.path.expanduser("~/.pyenv/versions"), v, "bin", "python3.12")
+                for v in (os.listdir(os.path.expanduser("~/.pyenv/versions"))
+                          if os.path.isdir(os.path.expanduser("~/.pyenv/versions")) else [])]):
+        pytest.skip("no Python 3.12 on this machine")
+    tree = tmp_path / "tree"
+    subprocess.run(["git", "clone", "-q", ROOT, str(tree)], check=True)
+    r = subprocess.run(["bash", str(tree / "tools" / "gpu_window.sh"), "prepare"], capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    wheels = [p.name for p in (tree / ".whl").iterdir() if p.suffix == ".whl"]
+    assert len(wheels) == 1 and "-cp312-cp312-" in wheels[0], wheels
+    stamp = dict(ln.split("=", 1) for ln in (tree / ".whl" / "STAMP").read_text().split() if "=" in ln)
+    from prepare_stamp import digests
+    assert {k: stamp[k] for k in ("native", "python")} == digests(str(tree))
+    assert stamp["wheel"] == wheels[0] and stamp["dirty"] == "no"
