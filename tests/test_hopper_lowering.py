@@ -53,14 +53,22 @@ def test_case8_tma_ring_with_mbarrier_war(s, p):
         "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "load", "load"]
     war, expect = issue["then"][0], issue["then"][1]
     assert [n["kind"] if n["kind"] != "sync" else n["sync"] for n in body[1:]] == [
-        "mbarrier.try_wait.parity", "wgmma.fence", "mma", "wgmma.commit_group", "wgmma.wait_group", "mbarrier.arrive"]
-    raw, wait, rel = body[1], body[5], body[6]
+        "mbarrier.try_wait.parity", "wgmma.fence", "mma", "wgmma.commit_group", "wgmma.wait_group", "if"]
+    raw, wait, guard = body[1], body[5], body[6]
     assert wait["arg"] == s - p - 1
     assert expect["arg"] == 2 * (64 * 16 + 16 * 64)  # bytes of one stage of sA and sB
+    # the release frees the slot of k-tile kt+p+1 and is made only when that k-tile exists: the last
+    # main iteration's release has no load waiting for it (with nk in [s, s+p) it would complete a
+    # second phase of an empty barrier whose pre-arrived phase was never awaited either)
+    assert guard["else"] == [] and [(n["sync"], n["buf"]) for n in guard["then"]] == [("mbarrier.arrive", "empty")]
+    rel = guard["then"][0]
+    assert main["stop"] == f"heddle_ceil_div(K, 16) - {p}" if p else main["stop"] == "heddle_ceil_div(K, 16)"
     for kt in range(3 * s + 1):
         assert (war["buf"], ev(war["index"], kt=kt), ev(war["parity"], kt=kt)) == ("empty", (kt + p) % s, ((kt + p) // s) % 2)
         assert (raw["buf"], ev(raw["index"], kt=kt), ev(raw["parity"], kt=kt)) == ("full", kt % s, (kt // s) % 2)
         assert (rel["buf"], ev(rel["index"], kt=kt)) == ("empty", (kt + p + 1) % s)
+        for nk in range(kt + p + 1, 3 * s + p + 2):  # every trip count whose main loop runs iteration kt
+            assert bool(ev(guard["cond"], kt=kt, K=16 * nk)) == (kt + p + 1 < nk), (guard["cond"], kt, nk)
     if p:
         pro, epi = loop(top, "prologue"), loop(top, "epilogue")
         # the prologue's slots are fresh: no WAR wait; its issue skips k-tiles past the end (the

@@ -231,10 +231,13 @@ def simulate(kernel, inputs: Union[Sequence, Dict, None] = (), schedule: str = "
     return _run(lowered, prep, schedule, seed, ctas, max_steps, stop_at_first_error, atol, rtol, max_reports)
 
 
-def mutants(kernel) -> List[Mutant]:
-    """Every sync mutant of `kernel`: each sync op deleted, each cp.async.wait_group loosened by one."""
+def mutants(kernel, kinds: Optional[Sequence[str]] = None) -> List[Mutant]:
+    """Every sync mutant of `kernel`: each sync op deleted, each cp.async.wait_group loosened by one, ...
+    (mutation_kinds()). kinds: only these kinds, which may name an opt-in kind outside kill rates
+    ("unguard_sync": a guard around sync ops dropped)."""
     lowered = getattr(kernel, "lowered", kernel)
-    return [Mutant(d["kind"], d["site"], d["description"], lowered) for d in _V.mutants(lowered)]
+    return [Mutant(d["kind"], d["site"], d["description"], lowered)
+            for d in _V.mutants(lowered, None if kinds is None else list(kinds))]
 
 
 def mutation_kinds() -> List[str]:

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <optional>
 
 #include "heddle/bindings/lowered.h"
 #include "heddle/bindings/program_parse.h"
@@ -129,9 +130,9 @@ void bindVerify(py::module_& m) {
         py::arg("max_steps") = 50'000'000, py::arg("stop_at_first_error") = false, py::arg("atol") = -1.0,
         py::arg("rtol") = -1.0, py::arg("max_reports") = 12);
 
-  v.def("mutants", [](const Lowered& l) {
+  v.def("mutants", [](const Lowered& l, const std::optional<std::vector<std::string>>& kinds) {
     py::list out;
-    for (auto& mu : verify::enumerateMutants(l.k())) {
+    for (auto& mu : kinds ? verify::enumerateMutants(l.k(), *kinds) : verify::enumerateMutants(l.k())) {
       py::dict d;
       d["kind"] = mu.kind;
       d["site"] = mu.site;
@@ -139,7 +140,7 @@ void bindVerify(py::module_& m) {
       out.append(d);
     }
     return out;
-  });
+  }, py::arg("kernel"), py::arg("kinds") = py::none());
   v.def("mutation_kinds", [] {
     std::vector<std::string> r;
     for (auto& k : verify::mutationKinds()) r.push_back(k.name);

@@ -258,9 +258,11 @@ class Cta {
   void sm90CheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
   int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
   bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
-  void mbarArrive(int id, const std::vector<uint32_t>& vc);
-  void mbarComplete(int id);
-  void mbarTx(int id, int64_t bytes, const kir::Node& n);
+  // `by` / `thread`: the op completing a phase, for the unobserved-phases report (mbarUnobserved)
+  void mbarArrive(int id, const std::vector<uint32_t>& vc, const kir::Node* by = nullptr, int thread = -1);
+  void mbarComplete(int id, const kir::Node* by, int thread);
+  void mbarTx(int id, int64_t bytes, const kir::Node& n, int thread = -1);
+  void mbarUnobserved(const MbarState& m, int64_t n);  // phases n and n+1 completed, no wait observed either
   // clusters: a remote operation (peer arrive, multicast landing) on CTA `rank`'s mbarrier `id` -- reported
   // when that CTA already exited or the barrier's init was not fenced for the cluster
   void clusterRemoteCheck(int id, const std::string& what);

@@ -115,12 +115,61 @@ const std::vector<MutationKind>& mutationKinds() {
   return all;
 }
 
+const std::vector<MutationKind>& optInMutationKinds() {
+  static const std::vector<MutationKind> kinds = {
+      {"unguard_sync",
+       [](const kir::Node& n) {
+         if (n.kind != kir::NodeKind::If) return false;
+         auto& c = static_cast<const kir::IfThenElse&>(n);
+         if (c.electWarp >= 0 || !c.elseBody.stmts.empty() || c.thenBody.stmts.empty()) return false;
+         for (auto& s : c.thenBody.stmts)
+           if (s->kind != kir::NodeKind::Sync) return false;
+         return true;
+       },
+       [](const kir::Node& n) {
+         return "drop the guard 'if (" + static_cast<const kir::IfThenElse&>(n).cond.str() + ")' around " +
+                kir::describe(*static_cast<const kir::IfThenElse&>(n).thenBody.stmts[0]);
+       },
+       [](kir::Block& p, size_t i) {
+         kir::NodePtr guard = std::move(p.stmts[i]);
+         auto& body = static_cast<kir::IfThenElse&>(*guard).thenBody.stmts;
+         p.stmts.erase(p.stmts.begin() + (long)i);
+         p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
+       }},
+  };
+  return kinds;
+}
+
+namespace {
+
+const MutationKind* findKind(const std::string& name) {
+  for (auto* list : {&mutationKinds(), &optInMutationKinds()})
+    for (auto& x : *list)
+      if (x.name == name) return &x;
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<Mutant> enumerateMutants(const kir::Kernel& k) {
+  std::vector<std::string> all;
+  for (auto& kind : mutationKinds()) all.push_back(kind.name);
+  return enumerateMutants(k, all);
+}
+
+std::vector<Mutant> enumerateMutants(const kir::Kernel& k, const std::vector<std::string>& names) {
+  std::vector<const MutationKind*> kinds;
+  for (auto& name : names) {
+    const MutationKind* kind = findKind(name);
+    if (!kind) fail<HeddleError>("mutants: unknown mutation kind '", name, "'");
+    kinds.push_back(kind);
+  }
   std::vector<Mutant> out;
   int counter = 0;
   visit(k.body, "kernel body", counter,
         [&](const kir::Node& n, const kir::Block&, size_t, int site, const std::string& where) {
-          for (auto& kind : mutationKinds()) {
+          for (const MutationKind* kp : kinds) {
+            const MutationKind& kind = *kp;
             if (!kind.applies(n) || (kind.appliesInKernel && !kind.appliesInKernel(k, n))) continue;
             std::string d = kind.verb(n) + " [" + where + "]";
             if (n.kind == kir::NodeKind::Sync) {
@@ -135,9 +184,7 @@ std::vector<Mutant> enumerateMutants(const kir::Kernel& k) {
 }
 
 kir::Kernel applyMutant(const kir::Kernel& k, const Mutant& m) {
-  const MutationKind* kind = nullptr;
-  for (auto& x : mutationKinds())
-    if (x.name == m.kind) kind = &x;
+  const MutationKind* kind = findKind(m.kind);
   if (!kind) fail<HeddleError>("mutant: unknown mutation kind '", m.kind, "'");
   kir::Kernel c = copyKernel(k);
   kir::Block* parent = nullptr;

@@ -46,8 +46,17 @@ std::vector<MutationKind> sm90MutationKinds();
 
 const std::vector<MutationKind>& mutationKinds();
 
+// Opt-in kinds: not in mutationKinds(), so no part of kill rates -- their mutants add work instead of
+// removing or weakening a sync, and are bugs on some trip counts only; name them to enumerate them:
+//   unguard_sync  the `if` (no else, not an elected issue) around a run of sync ops dropped: they run
+//                 unconditionally (tma_pipeline's `if (kt + 1 < nk - p)` around the release reverted:
+//                 an arrival no wait observes, tests/test_unawaited_release.py)
+const std::vector<MutationKind>& optInMutationKinds();
+
 // Every mutant of every kind, in program order of the sites.
 std::vector<Mutant> enumerateMutants(const kir::Kernel& k);
+// The mutants of the named kinds (of mutationKinds() or optInMutationKinds()).
+std::vector<Mutant> enumerateMutants(const kir::Kernel& k, const std::vector<std::string>& kinds);
 
 // A deep copy of `k` with the mutation applied (and node ids renumbered).
 kir::Kernel applyMutant(const kir::Kernel& k, const Mutant& m);

@@ -35,6 +35,9 @@ struct MbarState {
   int count = 0, pending = 0;
   int64_t tx = 0;
   int64_t phase = 0;                // completed phases (the current one has parity phase % 2)
+  int64_t observed = -1;            // the latest phase a successful wait observed (-1: none)
+  const kir::Node* lastBy = nullptr;  // what completed the latest phase (phase - 1), and its thread
+  int lastThread = -1;
   std::vector<uint32_t> acc;        // joined by the current phase's arrivals and landings
   std::vector<uint32_t> released;   // cumulative clock of the completed phases
   uint32_t epoch = 0;               // this barrier's agent clock (TMA landings)

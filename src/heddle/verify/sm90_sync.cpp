@@ -16,6 +16,15 @@
 //   setmaxnreg              no memory effect
 // At the end of a CTA: a barrier with a partial phase (arrivals or bytes outstanding), wgmma or
 // bulk groups never retired, and TMA copies still in flight are reported.
+// Unobserved phases: a successful try_wait.parity observes the barrier's latest completed phase
+// (phase - 1; a fresh barrier's parity-1 pass observes none). Two consecutive completed phases n,
+// n+1 (n >= 0) that no wait observed are reported -- checked when phase n+2 completes (a wait can
+// only ever observe the latest completed phase, so n+1's status is final then) and at the end of the
+// CTA. A parity wait cannot tell such two completions apart (an ABA on the phase bit), and the second
+// one is an arrival nobody waits for (compute-sanitizer synccheck: "Missing wait"). A single
+// unobserved phase is legal and common (pre-arrived WAR phases a prologue never waits for, a ring's
+// trailing releases); it does not depend on the schedule: in a correct protocol every wait observes
+// the phase it was written for, whenever it runs.
 #include <sstream>
 
 #include "heddle/verify/cta.h"
@@ -114,8 +123,25 @@ bool Cta::mbarVisible(Thread& t, MbarState& m, const kir::Node& n) {
   return true;
 }
 
-void Cta::mbarComplete(int id) {
+void Cta::mbarUnobserved(const MbarState& m, int64_t n) {
+  rep.add(Finding::AsyncMisuse, "unobserved|" + m.name(), [&] {
+    std::ostringstream os;
+    os << "mbarrier " << m.name() << ": phases " << n << " and " << n + 1
+       << " both completed and no wait observed either (phase " << n + 1 << " completed by "
+       << (m.lastBy ? "'" + kir::describe(*m.lastBy) + "'" : std::string("a landing"))
+       << (m.lastThread >= 0 ? " (" + threadName(m.lastThread, W) + ")" : std::string())
+       << "): a parity wait cannot tell the two completions apart; an arrival no wait needs (a release of a slot "
+          "no load refills)";
+    return os.str();
+  });
+  if (opt.stopAtFirstError) stopped = true;
+}
+
+void Cta::mbarComplete(int id, const kir::Node* by, int thread) {
   MbarState& m = sm90.bars[id];
+  if (m.phase >= 2 && m.observed < m.phase - 2) mbarUnobserved(m, m.phase - 2);  // phase - 1 is final now
+  m.lastBy = by;
+  m.lastThread = thread;
   m.phase++;
   for (size_t i = 0; i < m.acc.size(); ++i) m.released[i] = std::max(m.released[i], m.acc[i]), m.acc[i] = 0;
   m.pending = m.count;
@@ -123,13 +149,14 @@ void Cta::mbarComplete(int id) {
   for (auto& u : th) {
     if (u.status != Status::Blocked || u.h.waitBar != id || (m.phase & 1) == u.h.waitParity) continue;
     for (size_t i = 0; i < u.vc.size(); ++i) u.vc[i] = std::max(u.vc[i], m.released[i]);
+    m.observed = m.phase - 1;
     u.status = Status::Running;
     u.h.waitBar = -1;
     u.h.waitNode = nullptr;
   }
 }
 
-void Cta::mbarArrive(int id, const std::vector<uint32_t>& vc) {
+void Cta::mbarArrive(int id, const std::vector<uint32_t>& vc, const kir::Node* by, int thread) {
   MbarState& m = sm90.bars[id];
   for (size_t i = 0; i < vc.size(); ++i) m.acc[i] = std::max(m.acc[i], vc[i]);
   if (m.pending <= 0) {  // the phase already has all its arrivals (it waits for transaction bytes)
@@ -140,10 +167,10 @@ void Cta::mbarArrive(int id, const std::vector<uint32_t>& vc) {
     if (opt.stopAtFirstError) stopped = true;
     return;
   }
-  if (--m.pending == 0 && m.tx == 0) mbarComplete(id);
+  if (--m.pending == 0 && m.tx == 0) mbarComplete(id, by, thread);
 }
 
-void Cta::mbarTx(int id, int64_t bytes, const kir::Node& n) {
+void Cta::mbarTx(int id, int64_t bytes, const kir::Node& n, int thread) {
   MbarState& m = sm90.bars[id];
   m.tx -= bytes;
   if (m.tx < 0 && ranks == 1) {  // a cluster: the peer's multicast may land before this CTA's expect_tx
@@ -156,7 +183,7 @@ void Cta::mbarTx(int id, int64_t bytes, const kir::Node& n) {
     });
     if (opt.stopAtFirstError) stopped = true;
   }
-  if (m.pending == 0 && m.tx == 0) mbarComplete(id);
+  if (m.pending == 0 && m.tx == 0) mbarComplete(id, &n, thread);
 }
 
 void Cta::retireReads(Thread& t, AsyncReadGroup& g) {
@@ -200,6 +227,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       m.count = m.pending = std::max(1, s.count);
       m.tx = 0;
       m.phase = 0;
+      m.observed = -1;
       return true;
     }
     case K::MbarArrive:
@@ -207,7 +235,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       int id = mbarId(s.buf, s.index.eval(t.env), s);
       if (!mbarVisible(t, sm90.bars[id], s)) return true;
       if (s.sync == K::MbarArriveExpectTx) sm90.bars[id].tx += s.arg;
-      mbarArrive(id, t.vc);
+      mbarArrive(id, t.vc, &s, t.tid);
       t.vc[t.tid]++;
       return true;
     }
@@ -218,6 +246,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       int parity = (int)(s.parity.eval(t.env) & 1);
       if ((m.phase & 1) != parity) {
         for (size_t i = 0; i < t.vc.size(); ++i) t.vc[i] = std::max(t.vc[i], m.released[i]);
+        m.observed = std::max(m.observed, m.phase - 1);  // the latest completed phase (none on a fresh barrier)
       } else {
         t.status = Status::Blocked;
         t.h.waitBar = id;
@@ -235,7 +264,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
       curRank = t.rank;
       clusterRemoteCheck(id, "'" + kir::describe(s) + "' (" + threadName(t.tid, W) + ")");
       if (!mbarVisible(t, sm90.bars[id], s)) return true;
-      mbarArrive(id, t.vc);
+      mbarArrive(id, t.vc, &s, t.tid);
       t.vc[t.tid]++;
       return true;
     }
@@ -338,7 +367,7 @@ void Cta::landTma(TmaOp& op) {
   }
   op.landed = true;
   m.acc[agent] = std::max(m.acc[agent], epoch);
-  mbarTx(op.bar, op.bytes, *insts[op.inst].node);
+  mbarTx(op.bar, op.bytes, *insts[op.inst].node, op.thread);
 }
 
 bool Cta::sm90Land(bool oldest) {
@@ -379,6 +408,8 @@ void Cta::sm90Finish() {
   sm100Finish();
   while (sm90Land(true)) {
   }
+  for (auto& m : sm90.bars)  // the last two phases (earlier pairs were checked as later phases completed)
+    if (m.init && m.phase >= 2 && m.observed < m.phase - 2) mbarUnobserved(m, m.phase - 2);
   for (auto& m : sm90.bars) {
     if (!m.init || (m.pending == m.count && m.tx == 0)) continue;
     rep.add(Finding::AsyncMisuse, "partial|" + m.name(), [&] {

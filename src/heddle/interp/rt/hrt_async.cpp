@@ -235,8 +235,29 @@ Mbar& mbar_at(uint32_t bar, const void* pc, const char* what) {
   return m;
 }
 
-static void mbar_complete_phase(Mbar& m) {
+// Two consecutive completed phases n, n+1 (n >= 0) that no try_wait observed (a wait observes the
+// latest completed phase, so n+1's status is final once n+2 completes; the CTA's end checks the last
+// pair): a parity wait cannot tell the completions apart, and the second is an arrival nobody waits
+// for (synccheck's "Missing wait"). One unobserved phase is legal (a pre-arrived WAR phase a prologue
+// never waits for; a ring's trailing release); in a correct protocol every wait observes the phase it
+// was written for under any schedule, so this does not depend on the schedule.
+static void mbar_check_unobserved(uint32_t bar, Mbar& m) {
+  if (m.unobserved_reported || m.phase < 2 || m.observed >= (int64_t)m.phase - 2) return;
+  m.unobserved_reported = true;
+  const uint32_t n = m.phase - 2;
+  finding("async", "mbarrier at shared offset " + std::to_string(bar) + ": phases " + std::to_string(n) + " and " +
+                       std::to_string(n + 1) + " both completed and no wait observed either (phase " +
+                       std::to_string(n + 1) + " completed at " + pcs(m.last_pc) +
+                       (m.last_tid >= 0 ? " by " + who(m.last_tid) : std::string()) +
+                       "): a parity wait cannot tell the two completions apart; an arrival no wait needs (a release "
+                       "of a slot no load refills)");
+}
+
+static void mbar_complete_phase(uint32_t bar, Mbar& m, const void* pc, int tid) {
   Cta& c = cta();
+  mbar_check_unobserved(bar, m);  // the pair before this phase: phase - 1 is final now
+  m.last_pc = pc;
+  m.last_tid = tid;
   VC& slot = m.done[m.phase & 1];
   slot = m.arrivals;
   ++m.phase;
@@ -256,7 +277,7 @@ void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what
   if (--m.pending < 0)
     abort_cta(std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + ": more arrivals than the mbarrier's count " +
               std::to_string(m.count) + " in one phase");
-  if (m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
+  if (m.pending == 0 && m.tx == 0) mbar_complete_phase(bar, m, pc, f.tid);
 }
 
 void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what) {
@@ -275,7 +296,7 @@ void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what
                          std::to_string(m.count) + " in one phase");
     return;
   }
-  if (--m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
+  if (--m.pending == 0 && m.tx == 0) mbar_complete_phase(bar, m, pc, -1);
 }
 
 void mbarrier_init(uint32_t bar, int count) {
@@ -326,6 +347,7 @@ bool mbarrier_try_wait_parity(uint32_t bar, int parity) {
               pc);
   Fiber& f = me();
   vc_join(f.vc, m.done[parity]);
+  m.observed = std::max(m.observed, (int64_t)m.phase - 1);  // the latest completed phase (none on a fresh barrier)
   return true;
 }
 
@@ -503,7 +525,7 @@ static void land_tma(PendingTma& p) {
                          std::to_string(p.phase) + " had completed (the expected transaction bytes are short, or the "
                          "arrivals complete the phase without them): a consumer can read the stage before the data");
   m.tx -= p.bytes;
-  if (m.pending == 0 && m.tx == 0) mbar_complete_phase(m);
+  if (m.pending == 0 && m.tx == 0) mbar_complete_phase(p.bar, m, p.pc, p.tid);
 }
 
 static void perform_store(PendingStore& p) {
@@ -625,6 +647,7 @@ void finish_cta_async() {
   for (auto& p : c.stores) perform_store(p);  // bulk stores finish after exit: their writes count
   if (!c.wgmmas.empty())
     finding("async", "wgmma results still pending when CTA " + std::to_string(c.linear) + " exits (no wgmma.wait_group)");
+  for (auto& [off, m] : c.mbars) mbar_check_unobserved(off, m);  // the last pair
   for (auto& [off, m] : c.mbars)
     if (m.tx != 0)
       finding("async", "mbarrier at shared offset " + std::to_string(off) + " has " + std::to_string(m.tx) +

@@ -114,6 +114,10 @@ struct Mbar {
   Clock init_clk = 0;
   const void* init_pc = nullptr;
   Clock fence_clk = 0;  // the init thread's clock at its fence.mbarrier_init after the init (0: none)
+  int64_t observed = -1;          // the latest phase a successful try_wait observed (-1: none)
+  const void* last_pc = nullptr;  // what completed the latest phase (phase - 1), and its thread
+  int last_tid = -1;
+  bool unobserved_reported = false;
 };
 
 struct NamedBar {
