@@ -239,9 +239,8 @@ def test_host_dispatch_pieces_cpu(recorder, cache_dir):
     # the eager fast path (FusedMatmul.eager, Kernel.run_planned): one C++ call (PlanTable.run) computes
     # the call signature, finds the plan, allocates the output, checks and packs the addresses; all but the
     # stream query and the driver call
-    out, grid, args, slots = k._prepare(tensors)
-    plan = rt.LaunchPlan(rt.Kernel.load(k.binary, k.name), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes,
-                         args, slots)
+    out, grid, args, parts = k._prepare(tensors)
+    plan = k.plan(rt.Kernel.load(k.binary, k.name), grid, args, parts)
     table = plan_table()
     table.add(tensors, plan, [out])
     pieces["eager_plan"] = (lambda: table.run(0, tensors, True, torch.Tensor, True), None)  # as FusedMatmul.planned

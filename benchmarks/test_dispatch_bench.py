@@ -1,13 +1,25 @@
 """Host dispatch overhead per call on a GPU (skipped without one): a tiny heddle.matmul through the
 torch custom op, the same kernel called directly, torch.mm on the same operands and an empty torch
-custom op, each timed over many calls.
+custom op, each timed over many calls; then calls as a loop makes them (inputs rotating over three sets,
+the previous output kept alive, so no output comes back at the last one's address): the device's own
+kernel (sm_90a on Hopper) and a split-K decode shape, with how many of the calls took the full path.
 
 host time per call: the host clock around `calls` calls with no synchronisation inside the loop (the
 GPU is idle at the start and a tiny kernel runs faster than it is launched, so the loop measures
 what the caller pays); with the GPU: the same loop closed by a device synchronisation.
+
+Without a GPU, test_hopper_plan_host_cpu runs benchmarks/hopper_plan_cpu.py against the stand-in libcuda
+(tests/fake_cuda/libcuda_fake.c: a cuLaunchKernel that returns at once): the host work of a repeated sm_90a
+Kernel call down to the driver call, and of the full path it replaces.
 """
 from __future__ import annotations
 
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -16,9 +28,8 @@ import torch
 import heddle
 from heddle import bench
 
-pytestmark = pytest.mark.gpu
-
 M, N, K = 16, 64, 64
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _host_loop(fn, calls=200, repeats=15):
@@ -36,6 +47,7 @@ def _host_loop(fn, calls=200, repeats=15):
     return bench.summarize(host, unit="us"), bench.summarize(dev, unit="us")
 
 
+@pytest.mark.gpu
 @pytest.mark.quick
 def test_dispatch_overhead(recorder):
     a = bench.random_tensor((M, K), torch.bfloat16, "cuda")
@@ -66,6 +78,75 @@ def test_dispatch_overhead(recorder):
         host, dev = _host_loop(fn)
         recorder.add("gpu", {"suite": "dispatch", "step": step, "what": what, "stats": host.to_dict(),
                              "device_inclusive": dev.to_dict(), "shape": f"{M}x{N}x{K}", "status": "ok"})
+    _rotating_rows(recorder, a.device)
+
+
+def _rotating(fn, sets):
+    """A call of fn on the next input set, its output kept until the call after next (a loop's)."""
+    keep = collections.deque(maxlen=2)
+    turn = [0]
+
+    def call():
+        keep.append(fn(*sets[turn[0] % len(sets)]))
+        turn[0] += 1
+    return call
+
+
+def _rotating_rows(recorder, device):
+    """heddle.matmul and its kernel called directly as a loop calls them, on the tiny shape (the device's own
+    kernel: sm_90a on Hopper, TMA maps over every operand) and on a split-K decode shape."""
+    target = heddle.runtime.target_for_device(device)
+    for label, (m, n, k, trans_b) in {"": (M, N, K, False), "_split_k": (16, 1024, 4096, True)}.items():
+        sets = [(bench.random_tensor((m, k), torch.bfloat16, "cuda"),
+                 bench.random_tensor((n, k) if trans_b else (k, n), torch.bfloat16, "cuda")) for _ in range(3)]
+        a, b = sets[0]
+        ref = a.double() @ (b.double().t() if trans_b else b.double())
+        bench.validate(heddle.matmul(a, b, trans_b=trans_b), ref, what=f"heddle.matmul {m}x{n}x{k}")
+        fm = next(fm for fm in heddle.api._ops.values() if (fm.spec.k, fm.spec.n, fm.spec.trans_b) == (k, n, trans_b)
+                  and fm.spec.bias is None and fm.spec.activation is None and fm.spec.dtype == "bf16")
+        kern = fm.kernel_for([a, b], target)
+        if label and not kern.lowered.needs_workspace:
+            recorder.add("gpu", {"suite": "dispatch", "step": "kernel_call" + label, "status": "skipped",
+                                 "reason": f"{kern.name} shares no k loop on this device"})
+            continue
+        for step, fn, what in (("heddle_matmul", lambda x, w: heddle.matmul(x, w, trans_b=trans_b), "heddle.matmul"),
+                               ("kernel_call", kern, "heddle Kernel called directly")):
+            call = _rotating(fn, sets)
+            for _ in range(20):
+                call()
+            before = kern.full_path_calls
+            host, dev = _host_loop(call)
+            recorder.add("gpu", {"suite": "dispatch", "step": f"{step}{label}_rotating",
+                                 "what": f"{what} ({kern.name}), inputs rotating over 3 sets, the previous output "
+                                         f"kept alive; full-path calls in the timed loop: "
+                                         f"{kern.full_path_calls - before}",
+                                 "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
+                                 "shape": f"{m}x{n}x{k}", "status": "ok"})
+
+
+def test_hopper_plan_host_cpu(recorder, tmp_path):
+    """The host work of a repeated sm_90a Kernel call through its plan, down to a driver call that returns at
+    once (the stand-in libcuda), beside the full path every such call took before plans patched their maps."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the stand-in libcuda")
+    try:
+        nvrtc = heddle._C.runtime.nvrtc_info()["path"]
+    except Exception as e:  # RuntimeUnavailable
+        pytest.skip(f"NVRTC not found: {str(e).splitlines()[0]}")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(lib), os.path.join(HERE, "..", "tests", "fake_cuda",
+                                                                               "libcuda_fake.c")], check=True)
+    env = {**os.environ, "HEDDLE_LIBCUDA_PATH": str(lib), "HEDDLE_NVRTC_PATH": nvrtc,
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "hopper_plan_cpu.py")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    for line in proc.stdout.splitlines():  # rows of the CPU cost table (benchmarks/report.py compile_table)
+        row = json.loads(line)
+        calls = f", {row['full_path_calls']} of {row['calls']} calls on the full path" if "calls" in row else ""
+        recorder.add("compile", {"suite": "compile", "variant": f"{row['kernel']} (stand-in libcuda{calls})",
+                                 "step": row["step"], "stats": row["stats"], "unit": "us", "status": "ok"})
 
 
 def _triton():

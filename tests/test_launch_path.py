@@ -227,9 +227,9 @@ def test_a_kernel_launches_in_its_tensors_device(monkeypatch):
     seen = {}
     real = _C.runtime.LaunchPlan
 
-    def plan(*args):
-        seen["device"] = args[-1]
-        return real(*args)
+    def plan(*args, **kw):
+        seen["device"] = kw["device"]
+        return real(*args, **kw)
     monkeypatch.setattr(_C.runtime, "LaunchPlan", plan)
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 1)  # CPU tensors standing in for cuda:1
 

@@ -40,9 +40,8 @@ class Recorder:
 
 
 def make_plan(k, tensors, launcher=None):
-    out, grid, args, slots = k._prepare(tensors)
-    plan = rt.LaunchPlan(launcher or Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
-    return plan, out, grid, args
+    out, grid, args, parts = k._prepare(tensors, k._map_encoder)
+    return k.plan(launcher or Recorder(), grid, args, parts), out, grid, args
 
 
 def test_a_plan_binds_another_calls_tensors_to_the_arguments_prepare_gives():
@@ -95,39 +94,44 @@ def test_the_packed_argument_array_holds_the_bound_arguments():
     want = [_as_bytes(kind, v) for kind, v in plan.args((*second, out2))]
     assert plan.packed((*second, out2)) == want
     assert plan.packed((*operands(offset=1), out2)) is None  # a broken slot packs nothing
-    (a, b, hout), args, slots, hplan = hopper_plan()
+    (a, b, hout), args, _, hplan = hopper_plan()
     got = hplan.packed((a, b, hout))
     assert got == [_as_bytes(kind, v) for kind, v in args] and any(len(g) == 128 for g in got)  # the tensor maps
+    a2, out2 = a.clone(), torch.empty_like(hout)  # other addresses: the maps patched, packed like the rest
+    assert hplan.packed((a2, b, out2)) == [_as_bytes(kind, v) for kind, v in hplan.args((a2, b, out2))]
 
 
-def hopper_plan():
-    """A Hopper kernel's plan on the CPU (tensor maps encoded by the interpreter's encoder): ((a, b, out),
-    arguments, slots, plan)."""
+def hopper_kernel():
+    """An sm_90a kernel (TMA loads, TMA-store epilogue) whose tensor maps the interpreter's encoder makes."""
     spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
                       bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
     fd = spec.build_fusion()
     fd.auto_schedule("sm_90a", -1, 256, 256)
     k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    k._map_encoder = _C.interp.encode_tensor_map_tiled
+    return k
+
+
+def hopper_plan():
+    """A Hopper kernel's plan on the CPU (tensor maps encoded by the interpreter's encoder): ((a, b, out),
+    arguments, plan parts, plan)."""
+    k = hopper_kernel()
     a, b = torch.randn(128, 256).bfloat16(), torch.randn(256, 256).bfloat16()
-    out, grid, args, slots = k._prepare((a, b), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)
-    plan = rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), k.lowered.smem_bytes, args, slots)
-    return (a, b, out), args, slots, plan
+    out, grid, args, parts = k._prepare((a, b), tensor_map_encoder=k._map_encoder, sms=4)
+    return (a, b, out), args, parts, k.plan(Recorder(), grid, args, parts)
 
 
 def test_a_plan_refuses_slots_that_are_not_pointer_arguments():
     k = kernel_for()
-    out, grid, args, slots = k._prepare(operands())
+    out, grid, args, parts = k._prepare(operands())
     scalar = next(i for i, (kind, _) in enumerate(args) if kind != "ptr")
     with pytest.raises(heddle.InputError, match="not a pointer argument"):
-        rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), 0, args, [(scalar, 0, 1, 0)])
-
-
-def test_hopper_plans_pin_the_addresses_their_tensor_maps_hold():
-    (a, b, out), args, slots, plan = hopper_plan()
-    assert any(kind == "bytes" for kind, _ in args)  # the tensor maps
-    assert {(t, p) for arg, t, _, p in slots if p} == {(0, a.data_ptr()), (1, b.data_ptr()), (2, out.data_ptr())}
-    assert plan.args((a, b, out)) == args
-    assert plan.args((a.clone(), b, out)) is None  # a new address needs new maps: the full path
+        rt.LaunchPlan(Recorder(), grid, (k.lowered.threads, 1, 1), 0, args, [(scalar, 0, 1)])
+    _, hargs, hparts, _ = hopper_plan()
+    _, tensor, spec = hparts.maps[0]
+    scalar = next(i for i, (kind, _) in enumerate(hargs) if kind != "bytes")
+    with pytest.raises(heddle.InputError, match="not a tensor-map"):  # a map on an argument that is no map
+        rt.LaunchPlan(Recorder(), (1, 1, 1), (128, 1, 1), 0, hargs, [], maps=[(scalar, tensor, spec)])
 
 
 def test_the_plan_table_tells_every_part_of_the_signature_apart():

@@ -196,9 +196,9 @@ def _plan_for(args, launcher):
     tensors = [t for t in args if isinstance(t, torch.Tensor)]
     name, _ = hm._op_and_args(*tensors, "gelu", None, None, False, True, None)
     k = hm._by_name[name].kernel("sm_80", 8, 8, 16, rtc=False, sms=132)
-    out, grid, kargs, slots = k._prepare(tensors)
+    out, grid, kargs, parts = k._prepare(tensors)
     table = plan_table()
-    table.add(tensors, _C.runtime.LaunchPlan(launcher, grid, (k.lowered.threads, 1, 1), 0, kargs, slots), [out])
+    table.add(tensors, k.plan(launcher, grid, kargs, parts), [out])
     return table
 
 

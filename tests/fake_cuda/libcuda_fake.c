@@ -6,6 +6,11 @@
  *   FAKE_CUDA_PARAMS   parameter sizes of every function, "8,8,4,4" (default: axpy's, the kernel under test)
  *   FAKE_CUDA_FAIL     "cuName:code": that entry point fails with that CUresult (cuStreamSynchronize: the
  *                      asynchronous error a faulting kernel leaves)
+ *   FAKE_CUDA_LOG_ARGS 1: each launch line ends in args=..., every parameter by its FAKE_CUDA_PARAMS size
+ *                      (8 bytes in hex, 4 as an int, a 128-byte tensor map as map:<its address>)
+ * Tensor maps: cuTensorMapEncodeTiled writes a stand-in map (FakeMap: the global address, a tag, how often
+ * cuTensorMapReplaceAddress patched it) that a test reads back from the launch's arguments; both log a line.
+ * -DFAKE_CUDA_NO_REPLACE: a driver without cuTensorMapReplaceAddress.
  * Contexts: device d's primary context is the handle 0x100 + d; each thread has its own current context
  * (none at first), as the driver keeps it. Every launch logs the device of the current context.
  * -DFAKE_CUDA_11: a driver older than CUDA 12 (no cuLaunchKernelEx, cuFuncGetParamInfo, cuTensorMapEncodeTiled);
@@ -49,6 +54,39 @@ static FILE* logfile(void) {
   return path ? fopen(path, "a") : NULL;
 }
 
+/* The stand-in CUtensorMap: what a test reads back (128 bytes like the real one). */
+typedef struct {
+  uint64_t address;  /* the global address */
+  uint64_t tag;      /* FAKE_MAP_TAG: made by cuTensorMapEncodeTiled */
+  uint64_t replaced; /* how often cuTensorMapReplaceAddress changed it */
+  uint64_t rest[13];
+} FakeMap;
+#define FAKE_MAP_TAG 0x50414d544b414546ull /* "FAKETMAP" */
+
+/* The parameter sizes of every function (FAKE_CUDA_PARAMS, default axpy's) into sizes[64]; their count. */
+static size_t param_sizes(size_t* sizes) {
+  size_t n = 0;
+  const char* p = getenv("FAKE_CUDA_PARAMS");
+  if (!p) p = "8,8,4,4"; /* axpy(float*, const float*, float, int) */
+  while (*p && n < 64) {
+    sizes[n++] = (size_t)strtoul(p, (char**)&p, 10);
+    if (*p == ',') ++p;
+  }
+  return n;
+}
+
+static void log_args(FILE* f, void** params) {
+  size_t sizes[64], n = param_sizes(sizes);
+  fprintf(f, " args=");
+  for (size_t i = 0; i < n; ++i) {
+    if (i) fputc(',', f);
+    if (sizes[i] == 8) fprintf(f, "0x%llx", (unsigned long long)*(uint64_t*)params[i]);
+    else if (sizes[i] == 4) fprintf(f, "%d", *(int*)params[i]);
+    else if (sizes[i] == 128) fprintf(f, "map:0x%llx", (unsigned long long)((const FakeMap*)params[i])->address);
+    else fprintf(f, "?%zu", sizes[i]);
+  }
+}
+
 static void logline(const char* kind, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void* stream,
                     void** params, const Config* cfg) {
   FILE* f = logfile();
@@ -60,7 +98,9 @@ static void logline(const char* kind, unsigned gx, unsigned gy, unsigned gz, uns
     for (unsigned i = 0; i < cfg->numAttrs; ++i)
       fprintf(f, " attr%u=%d:%u,%u,%u", i, cfg->attrs[i].id, cfg->attrs[i].value.clusterDim.x,
               cfg->attrs[i].value.clusterDim.y, cfg->attrs[i].value.clusterDim.z);
-  fprintf(f, " ctx=%d\n", current ? (int)(current - PRIMARY_BASE) : -1);
+  fprintf(f, " ctx=%d", current ? (int)(current - PRIMARY_BASE) : -1);
+  if (getenv("FAKE_CUDA_LOG_ARGS")) log_args(f, params);
+  fputc('\n', f);
   fclose(f);
 }
 
@@ -111,14 +151,8 @@ int cuFuncSetAttribute(void* f, int attr, int v) { (void)f; (void)attr; (void)v;
 int cuFuncGetAttribute(int* v, int attr, void* f) { (void)attr; (void)f; *v = 0; return 0; }
 #if !defined(FAKE_CUDA_11) && !defined(FAKE_CUDA_12_0)
 int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
-  size_t sizes[64], n = 0, at = 0;
-  const char* p = getenv("FAKE_CUDA_PARAMS");
+  size_t sizes[64], n = param_sizes(sizes), at = 0;
   (void)f;
-  if (!p) p = "8,8,4,4"; /* axpy(float*, const float*, float, int) */
-  while (*p && n < 64) {
-    sizes[n++] = (size_t)strtoul(p, (char**)&p, 10);
-    if (*p == ',') ++p;
-  }
   if (index >= n) return 1; /* CUDA_ERROR_INVALID_VALUE: past the last parameter */
   for (size_t i = 0; i < index; ++i) at += sizes[i];
   *offset = at;
@@ -150,11 +184,33 @@ int cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra) {
 int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const uint64_t* dims, const uint64_t* strides,
                            const unsigned* box, const unsigned* elementStrides, int interleave, int swizzle, int l2,
                            int oob) {
-  (void)type; (void)rank; (void)addr; (void)dims; (void)strides; (void)box; (void)elementStrides;
+  (void)type; (void)rank; (void)dims; (void)strides; (void)box; (void)elementStrides;
   (void)interleave; (void)swizzle; (void)l2; (void)oob;
+  FakeMap* m = (FakeMap*)map;
+  FILE* f = logfile();
+  if (f) {
+    fprintf(f, "cuTensorMapEncodeTiled address=0x%llx\n", (unsigned long long)(uintptr_t)addr);
+    fclose(f);
+  }
   memset(map, 0, 128);
+  m->address = (uint64_t)(uintptr_t)addr;
+  m->tag = FAKE_MAP_TAG;
   return failure("cuTensorMapEncodeTiled");
 }
+#ifndef FAKE_CUDA_NO_REPLACE
+int cuTensorMapReplaceAddress(void* map, void* addr) {
+  FakeMap* m = (FakeMap*)map;
+  FILE* f = logfile();
+  if (f) {
+    fprintf(f, "cuTensorMapReplaceAddress address=0x%llx\n", (unsigned long long)(uintptr_t)addr);
+    fclose(f);
+  }
+  if (m->tag != FAKE_MAP_TAG || (uintptr_t)addr % 16) return 1; /* CUDA_ERROR_INVALID_VALUE */
+  m->address = (uint64_t)(uintptr_t)addr;
+  ++m->replaced;
+  return failure("cuTensorMapReplaceAddress");
+}
+#endif
 #endif
 int cuGetErrorName(int r, const char** s) {
   *s = r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 209 ? "CUDA_ERROR_NO_BINARY_FOR_GPU"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional
 
 from .. import _C
 from . import inputs, torch_compat
@@ -33,8 +33,12 @@ class Kernel:
         self._op = None
         self._matmul_expr = matmul_expr(fusion)
         self._plans = plan_table()  # call signature -> its LaunchPlan (in C++: _C.runtime.PlanTable)
-        self._workspaces: Dict[tuple, tuple] = {}
+        self._workspaces: Dict[tuple, tuple] = {}  # (device, stream) -> (ws, flags); their addresses in _ws_table
+        self._ws_table = _C.runtime.WorkspaceTable()  # what the plans read (runtime/launch_plan.h)
+        self._retired: List[tuple] = []  # workspaces replaced by larger ones: a planned launch may hold them
         self._ws_lock = threading.Lock()
+        self._map_encoder = None  # the tensor-map encoder of launches (None: the driver's; tests: the interpreter's)
+        self.full_path_calls = 0  # launches that took the full path (checks, prepare, a new plan): the rest planned
 
     @classmethod
     def build(cls, fusion, target: Optional[str] = None, vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -145,9 +149,10 @@ class Kernel:
         return out, grid, args
 
     def _prepare(self, tensors, tensor_map_encoder=None, sms=None, geometry=None):
-        """prepare, plus the launch plan's slots: (argument index or -1, tensor index, alignment in bytes,
-        pinned address or 0) for every argument that is a tensor's address (output i is tensor
-        len(tensors) + i), and on Hopper every address its tensor maps hold (runtime/launch_plan.h)."""
+        """prepare, plus what a launch plan needs beyond the arguments (PlanParts, runtime/launch_plan.h): a
+        slot (argument index, tensor index, alignment in bytes) for every argument that is a tensor's address
+        (output i is tensor len(tensors) + i), a map (argument index, tensor index, its description) for every
+        tensor map, and a split-K / stream-K kernel's workspace arguments."""
         import torch
         inputs.check_memory(self.name, self._inputs, tensors)  # every address below holds its tensor's value
         by_name = {n: t for (n, _, _), t in zip(self._inputs, tensors)}
@@ -201,25 +206,30 @@ class Kernel:
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
                   "batch_stride_b": ("i64", b.stride(0) if b.dim() == 3 else 0)}
-        env, extra = tma.launch_args(self, g, outs, encoder=tensor_map_encoder, sms=sms,
-                                          tensors=by_name) if hopper else ({}, {})
+        map_specs = {}
+        env, extra = tma.launch_args(self, g, outs, encoder=tensor_map_encoder, sms=sms, tensors=by_name,
+                                     specs=map_specs) if hopper else ({}, {})
         index = {n: i for i, (n, _, _) in enumerate(self._inputs)}
         align = {g.a_name: 1 if hopper else self.vec[0] * a.element_size(),
                  g.b_name: 1 if hopper else self.vec[1] * b.element_size()}
         align.update({tname: self.vec[1] * b.element_size() for tname in group_b.values()})
         align.update({nm: 2 * by_name[nm].element_size() for nm in pairs})
         ws = self.workspace(a.device, g.env) if self.lowered.needs_workspace else None
-        args, slots = [], []
+        args, slots, maps, ws_args = [], [], [], {}
 
         def address(tname=None, i=0):  # the tensor's (else output i's) address as argument len(args), and its slot
             t = outs[i] if tname is None else by_name[tname]
-            slots.append((len(args), len(tensors) + i if tname is None else index[tname], align.get(tname, 1), 0))
+            slots.append((len(args), len(tensors) + i if tname is None else index[tname], align.get(tname, 1)))
             args.append(("ptr", t.data_ptr()))
 
         for name, kind, _, tensor in self._params:
+            if name in map_specs:  # a tensor map over an input (by name) or output i
+                which, spec = map_specs[name]
+                maps.append((len(args), len(tensors) + which if isinstance(which, int) else index[which], spec))
             if name in extra: args.append(extra[name])
-            elif name == "ws" and ws is not None: args.append(("ptr", ws[0].data_ptr()))
-            elif name == "flags" and ws is not None: args.append(("ptr", ws[1].data_ptr()))
+            elif name in ("ws", "flags") and ws is not None:
+                ws_args[name] = len(args)
+                args.append(("ptr", ws[name == "flags"].data_ptr()))
             elif name == "A": address(g.a_name)
             elif name == "B": address(g.b_name)
             elif name in group_b: address(group_b[name])
@@ -236,24 +246,35 @@ class Kernel:
         if grid is None:
             grid = self.lowered.grid({**g.env, **env})
             check_grid(self.name, grid)
-        if hopper:  # the tensor maps hold these addresses: another address needs new maps (the full path)
-            slots += [(-1, i, 1, t.data_ptr()) for i, t in enumerate(list(tensors) + outs) if t.data_ptr()]
-        return (out if len(outs) == 1 else tuple(outs)), grid, args, slots
+        workspace = None
+        if ws is not None:  # a plan takes the workspace of its call's stream (this kernel's WorkspaceTable)
+            workspace = (ws_args["ws"], ws_args["flags"], max(1, self.lowered.workspace(g.env)[0]), self._ws_table)
+        return (out if len(outs) == 1 else tuple(outs)), grid, args, PlanParts(slots, maps, workspace)
 
     def workspace(self, device, env):
         """(ws, flags) of a split-K kernel for a launch with sizes `env`: float32 partial tiles and one int32
         flag per (tile, split < last). Kept per (device, stream) and grown as needed: the flags are zero
         between launches (the reducing CTA resets each flag it waited for), so launches on one stream
-        reuse them. On the CPU (the interpreter) every call starts from zero flags and NaN partials."""
+        reuse them. On the CPU (the interpreter) every call starts from zero flags and NaN partials. Each one
+        is entered in the kernel's WorkspaceTable, where launch plans find their stream's; one that is grown
+        (to twice its slots at least) is kept alive, since a planned launch in another thread may hold it."""
         import torch
         slots, per = self.lowered.workspace(env)
-        key = (str(device), torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+        slots = max(1, slots)
+        stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+        key = (str(device), stream)
         with self._ws_lock:
             have = self._workspaces.get(key)
             if have is None or have[1].numel() < slots:
-                have = (torch.empty(max(1, slots) * per, dtype=torch.float32, device=device),
-                        torch.zeros(max(1, slots), dtype=torch.int32, device=device))
+                if have is not None:
+                    self._retired.append(have)
+                    slots = max(slots, 2 * have[1].numel())
+                have = (torch.empty(slots * per, dtype=torch.float32, device=device),
+                        torch.zeros(slots, dtype=torch.int32, device=device))
                 self._workspaces[key] = have
+                index = device.index if device.type == "cuda" else -1
+                self._ws_table.set(index if index is not None else torch.cuda.current_device(), stream, have[0],
+                                   have[1], slots)
             if device.type != "cuda":
                 have[0].fill_(float("nan"))
                 have[1].zero_()
@@ -261,29 +282,42 @@ class Kernel:
 
     def _launch(self, tensors, g, table=None):
         """The full path: prepare, launch through a new plan, and remember the plan for this call
-        signature here (and in `table`, the caller's own eager table) unless it pins a workspace."""
-        out, grid, args, slots = self._prepare(tensors, geometry=g)
+        signature here (and in `table`, the caller's own eager table). Counted in full_path_calls."""
+        self.full_path_calls += 1
+        out, grid, args, parts = self._prepare(tensors, self._map_encoder, geometry=g)
         outs = out if isinstance(out, tuple) else (out,)
         if self._loaded is None:
             loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
             self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
         device = outs[0].get_device()  # its primary context runs the launch (-1, CPU tensors: a test's fake driver)
-        plan = _C.runtime.LaunchPlan(self._loaded, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes,
-                                     args, slots, (self.lowered.cluster, 1, 1), device)
+        plan = self.plan(self._loaded, grid, args, parts, device)
         launched = _on_device(device, lambda stream: plan.launch(stream, (*tensors, *outs)))
-        assert launched, "a plan made from these tensors takes them"
-        if self.lowered.needs_workspace:  # the plan would pin a workspace that a later launch may replace
-            return out
+        assert launched, "a plan made from these tensors (and their stream's workspace) takes them"
         for t in (self._plans, table):
             if t is not None:
                 t.add(tensors, plan, outs)
         return out
+
+    def plan(self, launcher, grid, args, parts: "PlanParts", device: int = -1):
+        """The LaunchPlan of a prepared launch (_prepare's arguments and parts), launched by `launcher`."""
+        return _C.runtime.LaunchPlan(launcher, grid, (self.lowered.threads, 1, 1), self.lowered.smem_bytes, args,
+                                     parts.slots, cluster=(self.lowered.cluster, 1, 1), device=device, maps=parts.maps,
+                                     workspace=parts.workspace, encoder=self._map_encoder)
 
     def run_planned(self, tensors):
         """The eager fast path: when an earlier call had this call signature (shapes, strides, dtypes,
         device, address modulo 16), launch through its plan and return the output; None otherwise (or
         when an address no longer fits the plan), and the caller takes the full path."""
         return run_table(self._plans, tensors)
+
+
+class PlanParts(NamedTuple):
+    """What a LaunchPlan takes beside the arguments (runtime/launch_plan.h): pointer slots (argument, tensor,
+    alignment), tensor maps (argument, tensor, description), workspace (ws argument, flags argument, slots,
+    WorkspaceTable) or None."""
+    slots: list
+    maps: list
+    workspace: Optional[tuple]
 
 
 MAX_PLANS = 64  # call signatures remembered per table (beyond: forgotten all at once, re-planned on use)

@@ -115,24 +115,34 @@ def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
     return _whole_clusters(lowered, max(1, min(_tiles(lowered, env), int(sms))))
 
 
-def _encode(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
-            swizzle: int, batch: int = 0, batch_stride: int = 0, encoder=None, l2_promotion: int = 0,
-            what: str = "") -> bytes:
-    """what: the tensor and its role, named by the driver's DriverError when it rejects the map."""
+def _describe(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
+              swizzle: int, batch: int = 0, batch_stride: int = 0, l2_promotion: int = 0) -> tuple:
+    """cuTensorMapEncodeTiled's arguments for this map: (data_type, address, dims, strides, box,
+    element_strides, interleave, swizzle, l2_promotion, oob_fill), what a launch plan keeps to give the
+    map another address (runtime/launch_plan.h)."""
     dims = [cols, rows] + ([batch] if batch else [])
     strides = [ld * esize] + ([batch_stride * esize] if batch else [])
     box = [box_cols, box_rows] + ([1] if batch else [])
+    return (_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims), 0, _SWIZZLE[swizzle],
+            _L2_PROMOTION[l2_promotion], 0)
+
+
+def _encode(*args, encoder=None, what: str = "", **kw) -> bytes:
+    """The map _describe(*args, **kw) describes, encoded (by the driver, else `encoder`). what: the tensor
+    and its role, named by the driver's DriverError when it rejects the map."""
+    dt, address, dims, strides, box, elem, _, swizzle, l2, _ = _describe(*args, **kw)
     extra = {} if encoder else {"what": what}
     encode = encoder or _C.runtime.encode_tensor_map_tiled
-    return encode(_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims),
-                  swizzle=_SWIZZLE[swizzle], l2_promotion=_L2_PROMOTION[l2_promotion], **extra)
+    return encode(dt, address, dims, strides, box, elem, swizzle=swizzle, l2_promotion=l2, **extra)
 
 
-def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
+def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
+                specs=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
     """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel. encoder: the
     tensor-map encoder (default the CUDA driver's; the interpreter passes its own); sms: see num_ctas;
     tensors: the inputs by name (an epilogue operand loaded by TMA, e.g. a bias row, has a map too). out: the
-    output, or the outputs (D, D1, ...) of a fusion with several (the TMA-store epilogue maps each)."""
+    output, or the outputs (D, D1, ...) of a fusion with several (the TMA-store epilogue maps each). specs: a
+    dict that receives, per map parameter, (the input's name or the output's index, its _describe tuple)."""
     lowered = kernel.lowered
     maps = lowered.tensor_maps
     outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)  # D, then D1, ... (a map per staged output)
@@ -145,7 +155,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
         op = m["operand"]
         if op == "D" or (op[:1] == "D" and op[1:].isdigit()):  # output D, or a further output D1, D2, ...
             i = 0 if op == "D" else int(op[1:])
-            t = outs[i]
+            t, which = outs[i], i
             es = t.element_size()
             if (g.N * es) % 16:
                 raise InputError(f"output {i} of {kernel.name}: the epilogue stores it with TMA, which needs rows of a "
@@ -153,7 +163,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
                                  f"{16 // es}, or drop the epilogue role")
             rows, cols, ld = g.M, g.N, g.N
         elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
-            t = (tensors or {}).get(op)
+            t, which = (tensors or {}).get(op), op
             if t is None:
                 raise InputError(f"{kernel.name}: no tensor for the TMA-loaded epilogue operand '{op}'")
             why = tma_problem(t)
@@ -166,7 +176,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
             else:
                 rows, cols, ld = g.M, g.N, t.stride(0)
         else:
-            t = g.a if op == "A" else g.b
+            t, which = (g.a, g.a_name) if op == "A" else (g.b, g.b_name)
             trans = mexpr["trans_a"] if op == "A" else mexpr["trans_b"]
             if op == "A":
                 rows, cols = (g.K, g.M) if trans else (g.M, g.K)
@@ -179,9 +189,11 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None) -> 
         role = f"output {op[1:] or 0}" if op[:1] == "D" else f"operand {op}" if op in ("A", "B") else "epilogue operand"
         name = next((n for n, x in (tensors or {}).items() if x is t), None)
         what = f"{role}{f' (input {name!r})' if name else ''} of kernel {kernel.name} (tensor map {m['param']})"
-        args[m["param"]] = ("bytes", _encode(t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"],
-                                             m["swizzle"], batch, bstride, l2_promotion=m["l2_promotion"],
-                                             what=what, **({"encoder": encoder} if encoder else {})))
+        shape = (t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"], m["swizzle"], batch, bstride)
+        args[m["param"]] = ("bytes", _encode(*shape, l2_promotion=m["l2_promotion"], what=what,
+                                             **({"encoder": encoder} if encoder else {})))
+        if specs is not None:
+            specs[m["param"]] = (which, _describe(*shape, l2_promotion=m["l2_promotion"]))
     if any(p[0] == "num_ctas" for p in lowered.params):
         env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])

@@ -217,7 +217,7 @@ class FusedMatmul:
 
     def full(self, tensors):
         """The path of a call no plan takes: checks, then the kernel's launch on CUDA tensors (its plan kept for
-        the next call of this signature, except a split-K kernel's: it would pin a workspace), the interpreted
+        the next call of this signature; a split-K or stream-K plan takes its stream's workspace), the interpreted
         kernel under HEDDLE_INTERPRET=1, else torch. run (the op) comes here when its plan table misses;
         heddle.matmul's plain eager calls come here directly when `planned` missed, without the op layer."""
         # a negative view's memory holds its negation: resolved here (torch's dispatcher does it for the op,

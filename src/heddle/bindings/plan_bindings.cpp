@@ -1,5 +1,6 @@
 // heddle._C.runtime.LaunchPlan (runtime/launch_plan.h): one call takes the tensors, reads their
-// addresses, binds the slots and launches. Thin: the plan's contents come from heddle.Kernel.
+// addresses, binds the slots (tensor maps patched, the stream's workspace) and launches. Thin: the plan's
+// contents come from heddle.Kernel. heddle._C.runtime.WorkspaceTable: a kernel's workspaces by stream.
 // heddle._C.runtime.PlanTable: the eager path's one call per launch: the tensors' call signature
 // (shapes, strides, dtypes, device index, address modulo 16; a tensor whose memory is not its value,
 // torch's negative bit or a null address, has none) computed here, its plan looked up, the
@@ -60,11 +61,53 @@ py::list argList(const std::vector<KernelArg>& args) {
   return out;
 }
 
+// (arg, tensor, (data_type, address, dims, strides, box, element_strides, interleave, swizzle, l2, oob))
+MapSlot mapSlot(const py::handle& item) {
+  auto t = item.cast<py::tuple>();
+  if (t.size() != 3) throw InputError("launch plan: maps are (argument, tensor, description) triples");
+  auto d = t[2].cast<py::tuple>();
+  if (d.size() != 10) throw InputError("launch plan: a tensor map's description has 10 fields (cuTensorMapEncodeTiled's)");
+  MapSlot m;
+  m.arg = t[0].cast<int>();
+  m.tensor = t[1].cast<uint32_t>();
+  m.spec = TiledTensorMapSpec{d[0].cast<int>(), d[1].cast<uint64_t>(), d[2].cast<std::vector<uint64_t>>(),
+                              d[3].cast<std::vector<uint64_t>>(), d[4].cast<std::vector<uint32_t>>(),
+                              d[5].cast<std::vector<uint32_t>>(), d[6].cast<int>(), d[7].cast<int>(),
+                              d[8].cast<int>(), d[9].cast<int>()};
+  return m;
+}
+
+WorkspaceUse workspaceUse(const py::object& w) {
+  WorkspaceUse use;
+  if (w.is_none()) return use;
+  auto t = w.cast<py::tuple>();
+  if (t.size() != 4) throw InputError("launch plan: workspace is (ws argument, flags argument, slots, WorkspaceTable)");
+  use.wsArg = t[0].cast<int>();
+  use.flagsArg = t[1].cast<int>();
+  use.slots = t[2].cast<uint64_t>();
+  use.table = t[3].cast<std::shared_ptr<WorkspaceTable>>();
+  return use;
+}
+
+// A tensor map made by another encoder than the driver's (the interpreter's): encoded again through it with
+// the new address (bind runs with the GIL held).
+MapPatcher pythonPatcher(py::object encoder) {
+  return [encoder = std::move(encoder)](TensorMap* map, const TiledTensorMapSpec& s, uint64_t address) {
+    py::bytes b = encoder(s.dataType, address, s.globalDim, s.globalStrides, s.boxDim, s.elementStrides,
+                          py::arg("interleave") = s.interleave, py::arg("swizzle") = s.swizzle,
+                          py::arg("l2_promotion") = s.l2Promotion, py::arg("oob_fill") = s.oobFill);
+    std::string bytes = b;
+    if (bytes.size() != sizeof *map)
+      fail<InputError>("launch plan: the tensor-map encoder returned ", bytes.size(), " bytes, not ", sizeof *map);
+    std::memcpy(map, bytes.data(), sizeof *map);
+  };
+}
+
 // Launches `plan` with `addresses` (inputs, then outputs); false when a slot breaks.
 bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& addresses, bool dryRun) {
   if (p.cuda || p.hip || dryRun) {
     BoundArgs bound;
-    if (!p.plan->bind(addresses, &bound)) return false;
+    if (!p.plan->bind(addresses, stream, &bound)) return false;
     if (dryRun) return bound.ptrs.size() == p.plan->args().size();  // everything but the driver
     py::gil_scoped_release release;
     if (p.cuda)
@@ -74,7 +117,7 @@ bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& a
     return true;
   }
   std::vector<KernelArg> args;  // a launcher written in Python (a test's fake driver) takes the (kind, value) list
-  if (!p.plan->bind(addresses, &args)) return false;
+  if (!p.plan->bind(addresses, stream, &args)) return false;
   const auto& g = p.plan->grid();
   const auto& b = p.plan->block();
   p.launcher.attr("launch")(py::make_tuple(g[0], g[1], g[2]), py::make_tuple(b[0], b[1], b[2]), p.plan->smemBytes(),
@@ -421,16 +464,20 @@ void bindPlan(py::module_& m) {
                      "A launch prepared for one call signature: per call, the tensors' addresses into their slots "
                      "(docs/runtime.md, 'Eager calls').")
       .def(py::init([](py::object launcher, const py::sequence& grid, const py::sequence& block, unsigned smem,
-                       const py::list& args, const std::vector<std::tuple<int, uint32_t, uint64_t, uint64_t>>& slots,
-                       const py::sequence& cluster, int device) {
+                       const py::list& args, const std::vector<std::tuple<int, uint32_t, uint64_t>>& slots,
+                       const py::sequence& cluster, int device, const py::list& maps, const py::object& workspace,
+                       const py::object& encoder) {
              std::vector<KernelArg> packed;
              for (const auto& a : args) packed.push_back(heddle::bindings::kernelArg(a, true));
              std::vector<PlanSlot> s;
-             for (const auto& [arg, tensor, align, pinned] : slots) s.push_back({arg, tensor, align, pinned});
+             for (const auto& [arg, tensor, align] : slots) s.push_back({arg, tensor, align});
+             std::vector<MapSlot> ms;
+             for (const auto& m : maps) ms.push_back(mapSlot(m));
              PyPlan p;
              p.plan = std::make_shared<LaunchPlan>(heddle::bindings::dim3(grid, "grid"),
                                                    heddle::bindings::dim3(block, "block"), smem, std::move(packed),
-                                                   std::move(s));
+                                                   std::move(s), std::move(ms), workspaceUse(workspace),
+                                                   encoder.is_none() ? MapPatcher() : pythonPatcher(encoder));
              p.plan->setCluster(heddle::bindings::dim3(cluster, "cluster"));
              p.plan->setDevice(device);
              p.launcher = launcher;
@@ -440,9 +487,15 @@ void bindPlan(py::module_& m) {
            }),
            py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"),
            py::arg("slots"), py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
-           "slots: (argument index or -1, tensor index, alignment in bytes, pinned address or 0) per tensor use; "
+           py::arg("maps") = py::list(), py::arg("workspace") = py::none(), py::arg("encoder") = py::none(),
+           "slots: (argument index, tensor index, alignment in bytes) per pointer argument that is a tensor's address; "
            "cluster: CTAs per thread-block cluster (a clustered kernel, launched with cuLaunchKernelEx); device: the "
-           "CUDA device whose primary context the launch uses (the tensors'; -1: the current context)")
+           "CUDA device whose primary context the launch uses (the tensors'; -1: the current context); maps: "
+           "(argument index, tensor index, (data_type, address, dims, strides, box, element_strides, interleave, "
+           "swizzle, l2_promotion, oob_fill)) per tensor-map argument, what it was encoded from; workspace: "
+           "(ws argument, flags argument, slots needed, WorkspaceTable) of a split-K / stream-K kernel; encoder: "
+           "the tensor-map encoder the maps came from when not the driver's (a call with another address encodes "
+           "its map again through it; the driver's maps get cuTensorMapReplaceAddress)")
       .def(
           "launch",
           [](const PyPlan& p, uint64_t stream, const py::sequence& tensors, bool dryRun) {
@@ -450,21 +503,22 @@ void bindPlan(py::module_& m) {
           },
           py::arg("stream"), py::arg("tensors"), py::arg("dry_run") = false,
           "Launches with these tensors (inputs, then the output) on `stream`; False (nothing launched) when an "
-          "address breaks its slot (alignment, or a tensor map made for another address). dry_run: bind and pack "
+          "address breaks its slot (alignment; or no workspace of its size for this stream). dry_run: bind and pack "
           "the driver's argument array, launch nothing (host-cost benchmarks without a GPU).")
       .def(
           "args",
-          [](const PyPlan& p, const py::sequence& tensors) -> py::object {
+          [](const PyPlan& p, const py::sequence& tensors, uint64_t stream) -> py::object {
             std::vector<KernelArg> args;
-            if (!p.plan->bind(p.addresses(tensors), &args)) return py::none();
+            if (!p.plan->bind(p.addresses(tensors), stream, &args)) return py::none();
             return argList(args);
           },
-          py::arg("tensors"), "The (kind, value) list launch would pass, or None when a slot is broken.")
+          py::arg("tensors"), py::arg("stream") = 0,
+          "The (kind, value) list launch would pass on `stream`, or None when a slot is broken.")
       .def(
           "packed",
-          [](const PyPlan& p, const py::sequence& tensors) -> py::object {
+          [](const PyPlan& p, const py::sequence& tensors, uint64_t stream) -> py::object {
             BoundArgs bound;
-            if (!p.plan->bind(p.addresses(tensors), &bound)) return py::none();
+            if (!p.plan->bind(p.addresses(tensors), stream, &bound)) return py::none();
             py::list out;  // the bytes behind each pointer of the driver's array (8 per scalar: the low ones count)
             const auto& args = p.plan->args();
             for (size_t i = 0; i < args.size(); ++i) {
@@ -473,13 +527,36 @@ void bindPlan(py::module_& m) {
             }
             return out;
           },
-          py::arg("tensors"),
+          py::arg("tensors"), py::arg("stream") = 0,
           "The driver's argument array launch would pass, as the bytes each pointer points to (a test of the pack), "
           "or None when a slot is broken.")
       .def_property_readonly("grid", [](const PyPlan& p) {
         const auto& g = p.plan->grid();
         return py::make_tuple(g[0], g[1], g[2]);
       });
+
+  py::class_<WorkspaceTable, std::shared_ptr<WorkspaceTable>>(
+      rt, "WorkspaceTable",
+      "A split-K / stream-K kernel's workspaces by (device, stream), read by its launch plans (runtime/launch_plan.h)")
+      .def(py::init<>())
+      .def(
+          "set",
+          [](WorkspaceTable& t, int device, uint64_t stream, const py::handle& ws, const py::handle& flags,
+             uint64_t slots) {
+            t.set(device, stream, {heddle::bindings::pointerValue(ws), heddle::bindings::pointerValue(flags), slots});
+          },
+          py::arg("device"), py::arg("stream"), py::arg("ws"), py::arg("flags"), py::arg("slots"),
+          "The workspace of (device, stream): partial sums and flags (tensors or addresses) holding `slots` slots")
+      .def(
+          "get",
+          [](const WorkspaceTable& t, int device, uint64_t stream) -> py::object {
+            WorkspaceTable::Entry e;
+            if (!t.find(device, stream, 0, &e)) return py::none();
+            return py::make_tuple(e.ws, e.flags, e.slots);
+          },
+          py::arg("device"), py::arg("stream"), "(ws address, flags address, slots), or None")
+      .def("__len__", &WorkspaceTable::size)
+      .def("clear", &WorkspaceTable::clear);
 
   py::class_<PlanTable>(rt, "PlanTable",
                         "Launch plans by call signature: run() takes the tensors and does the rest in one call "

@@ -51,6 +51,8 @@ CudaDriver::CudaDriver() {
   bind(lib_, cuGetErrorString_, "cuGetErrorString", missing);
   // Optional: only drivers for CUDA 12.0+ have it; encodeTiledTensorMap reports its absence.
   cuTensorMapEncodeTiled_ = reinterpret_cast<decltype(cuTensorMapEncodeTiled_)>(lib_.symbol("cuTensorMapEncodeTiled"));
+  cuTensorMapReplaceAddress_ =
+      reinterpret_cast<decltype(cuTensorMapReplaceAddress_)>(lib_.symbol("cuTensorMapReplaceAddress"));  // 12.0+
   cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));  // 12.0+
   cuFuncGetParamInfo_ = reinterpret_cast<decltype(cuFuncGetParamInfo_)>(lib_.symbol("cuFuncGetParamInfo"));  // 12.4+
   if (!missing.empty()) {
@@ -332,6 +334,25 @@ TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s, const st
                       errorText(r), "): it was given ", describeTensorMap(s),
                       ". Check these against the tensor (and the kernel's box and swizzle against its tile)");
   return map;
+}
+
+void CudaDriver::replaceTensorMapAddress(TensorMap* map, const TiledTensorMapSpec& spec, uint64_t address,
+                                         const std::string& what) const {
+  require();
+  if (!cuTensorMapReplaceAddress_) {  // encoded again from its description
+    TiledTensorMapSpec s = spec;
+    s.globalAddress = address;
+    *map = encodeTiledTensorMap(s, what);
+    return;
+  }
+  uint64_t align = spec.interleave == 2 ? 32 : 16;
+  std::ostringstream addr;
+  addr << "0x" << std::hex << address;
+  if (address % align) fail<InputError>("tensor map base address ", addr.str(), " is not ", align, "-byte aligned");
+  CUresult r = cuTensorMapReplaceAddress_(map, reinterpret_cast<void*>(static_cast<uintptr_t>(address)));
+  if (r != CUDA_SUCCESS)
+    fail<DriverError>("cuTensorMapReplaceAddress rejected the address ", addr.str(), " for the tensor map",
+                      what.empty() ? "" : " of ", what, " (", errorText(r), ")");
 }
 
 }  // namespace heddle::rt

@@ -143,6 +143,12 @@ class CudaDriver {
   // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError). A map the
   // driver rejects is a DriverError listing everything it was given; `what` names the tensor.
   TensorMap encodeTiledTensorMap(const TiledTensorMapSpec& spec, const std::string& what = "") const;
+  // Gives `map` (encoded from `spec`) the global address `address`: cuTensorMapReplaceAddress (driver
+  // 12.0+), or, where the driver lacks it, the map encoded again from `spec` with that address. An address
+  // TMA cannot take is an InputError; a refusal a DriverError naming `what`.
+  void replaceTensorMapAddress(TensorMap* map, const TiledTensorMapSpec& spec, uint64_t address,
+                               const std::string& what = "") const;
+  bool hasReplaceAddress() const { return cuTensorMapReplaceAddress_ != nullptr; }
 
   // "CUDA_ERROR_X: message" for a driver result.
   std::string errorText(CUresult r) const;
@@ -180,6 +186,7 @@ class CudaDriver {
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuTensorMapEncodeTiled_)(TensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
                                       const uint32_t*, const uint32_t*, int, int, int, int) = nullptr;
+  CUresult (*cuTensorMapReplaceAddress_)(TensorMap*, void*) = nullptr;  // 12.0+, optional
 };
 
 // CudaDriver::bindContext for a scope: the launch's context bound on construction, the thread's previous
