@@ -255,6 +255,15 @@ def fused_case(run, m, n, k, compile_too=False):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
 
 
+def batched_case(run, b, m, n, k):
+    sets, check = run.sets([(b, m, k), (b, k, n)], scales=[1.0, k ** -0.5])
+    ref = torch.matmul(check[0].float(), check[1].float())
+    impls = {"heddle": lambda x, y: heddle.matmul(x, y), "cublas": lambda x, y: torch.matmul(x, y)}
+    rec = {"suite": "batched", "case": f"batched-{m}x{n}x{k}-b{b}", "dtype": "bf16", "B": b, "M": m, "N": n, "K": k,
+           "layout": "NN", "epilogue": None}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k, b))
+
+
 def variant_case(run, m, n, k, variants):
     """heddle's own kernel variants against each other on one problem (bias + GELU, NT): each a schedule
     built through auto_schedule's options and the scheduling API, compiled for the device."""
@@ -288,11 +297,13 @@ def bench_sms(run) -> int:
 
 
 VARIANTS = [
+    ("auto", dict(), None),
     ("cooperative", dict(epilogue_layout="cooperative"), None),
     ("pingpong", dict(epilogue_layout="pingpong"), None),
     ("epilogue_role", dict(epilogue_layout="epilogue_role"), None),
     ("coop_direct_store", dict(epilogue_layout="cooperative"), lambda fd: fd.matmul_tensor.epilogue_store("direct")),
     ("coop_cluster2", dict(epilogue_layout="cooperative"), lambda fd: fd.matmul_tensor.cluster(2, "m")),
+    ("cp_async_mma_sync", dict(tma=False), None),  # the sm_80 kernel family on the same device
 ]
 K_SHARE = [("no_k_share", dict(k_share="none"), None), ("split_k", dict(k_share="split_k"), None),
            ("stream_k", dict(k_share="stream_k"), None)]
@@ -312,9 +323,15 @@ def plan(dry):
             + [(4, "gemm 4096^3 nt", lambda r: gemm_case(r, mid, mid, mid, trans_b=True))]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
+            + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
             + [(15, "gemm 8192^3 + triton", lambda r: gemm_case(r, big, big, big, suite="square", triton_too=True))]
+            + [(12, f"llm gemm {m}x{n}x{k} + triton",
+                (lambda mm, nn, kk: lambda r: gemm_case(r, mm, nn, kk, suite="llm", trans_b=True, triton_too=True))(m, n, k))
+               for m, n, k in (llm if dry else [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096)])]
             + [(40, "fused 4096 + torch.compile",
-                lambda r: fused_case(r, mid, mid, mid, compile_too=True))])
+                lambda r: fused_case(r, mid, mid, mid, compile_too=True))]
+            + [(30, "fused 16x14336x4096 + torch.compile",
+                lambda r: fused_case(r, 16, 14336 if not dry else 64, mid, compile_too=True))])
 
 
 def main(argv=None) -> int:
