@@ -258,6 +258,7 @@ class Cta {
   void sm90CheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
   int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
   bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
+  void asyncProxyInitCheck(Thread& t, MbarState& m, const kir::Node& n);  // the init fenced (TMA, tcgen05.commit)
   void mbarArrive(int id, const std::vector<uint32_t>& vc);
   void mbarComplete(int id);
   void mbarTx(int id, int64_t bytes, const kir::Node& n);

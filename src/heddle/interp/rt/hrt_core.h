@@ -114,6 +114,7 @@ struct Mbar {
   Clock init_clk = 0;
   const void* init_pc = nullptr;
   Clock fence_clk = 0;  // the init thread's clock at its fence.mbarrier_init after the init (0: none)
+  bool unfenced_reported = false;  // an async-proxy use before that fence was reported (once per barrier)
 };
 
 struct NamedBar {
@@ -319,6 +320,9 @@ void cluster_barrier_try_complete();
 // mbarriers (hrt_async.cpp): the barrier at a window offset (use-before-init and, across the CTAs of a cluster,
 // init-fence and exited-owner checks), and an arrival of the calling thread with `tx` expected bytes
 struct Mbar& mbar_at(uint32_t bar, const void* pc, const char* what);
+// The same for a use by the async proxy (a TMA load's complete_tx, tcgen05.commit): the init must also have
+// been fenced (fence.mbarrier_init by the initializing thread, ordered before this use), else async misuse.
+struct Mbar& mbar_async_use(uint32_t bar, const void* pc, const char* what);
 void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what);  // completes barrier.cluster's phase once every live thread arrived
 
 }  // namespace heddle_rt
