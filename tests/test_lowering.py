@@ -20,7 +20,8 @@ def test_pass_list_order():
                                    "vectorize_epilogue_reads", "stream_k_roles",
                                    "cluster_multicast",
                                    "tcgen05_specialize",
-                                   "circular_buffer", "tma_pipeline", "plan_smem", "insert_syncs", "reduce_splits",
+                                   "circular_buffer", "tma_pipeline", "fence_mbarrier_init", "plan_smem", "insert_syncs",
+                                   "reduce_splits",
                                    "stream_k_fixup", "check_uniformity"]
 
 

@@ -14,6 +14,7 @@
 //   tcgen05_specialize  Blackwell roles (sm_100a)         -> load warp, tcgen05 MMA warp, epilogue warpgroup; TMEM ring
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
+//   fence_mbarrier_init init blocks of async-proxy barriers -> + fence.mbarrier_init.release.cluster after the inits
 //   plan_smem           buffers                           -> offsets, aliasing, limit check
 //   insert_syncs        kernel IR without syncs           -> block syncs + cp.async waits, SyncPlan
 //   reduce_splits       split-K epilogue                  -> partials through the workspace behind grid flags
@@ -40,6 +41,7 @@ const std::vector<Pass>& passList() {
       {"tcgen05_specialize", passes::tcgen05Specialize},
       {"circular_buffer", passes::circularBuffer},
       {"tma_pipeline", passes::tmaPipeline},
+      {"fence_mbarrier_init", passes::fenceMbarrierInit},
       {"plan_smem", passes::planSmem},
       {"insert_syncs", passes::insertSyncs},
       {"reduce_splits", passes::reduceSplits},

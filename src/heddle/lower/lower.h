@@ -68,6 +68,7 @@ void streamKRoles(LowerContext&);     // passes/stream_k_roles.cpp (the warp-spe
 kir::ForLoop& shareKLoop(LowerContext& c, const kir::IExpr& firstTile, const char* pass);
 void addWorkspaceParams(kir::Kernel& k);
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
+void fenceMbarrierInit(LowerContext&);  // passes/fence_mbarrier_init.cpp (after every pass that inits mbarriers)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
 // passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
 // (gfx1250; hand-built role programs: sync_lab(roles=True)).

@@ -258,6 +258,7 @@ class Cta {
   void sm90CheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
   int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
   bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
+  void asyncProxyInitCheck(Thread& t, MbarState& m, const kir::Node& n);  // the init fenced (TMA, tcgen05.commit)
   // `by` / `thread`: the op completing a phase, for the unobserved-phases report (mbarUnobserved)
   void mbarArrive(int id, const std::vector<uint32_t>& vc, const kir::Node* by = nullptr, int thread = -1);
   void mbarComplete(int id, const kir::Node* by, int thread);

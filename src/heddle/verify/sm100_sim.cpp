@@ -120,6 +120,7 @@ bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
     case K::TcgenCommit: {
       const int id = mbarId(s.buf, s.index.eval(t.env), s);
       if (!mbarVisible(t, sm90.bars[id], s)) return true;
+      asyncProxyInitCheck(t, sm90.bars[id], s);
       mbarArrive(id, t.vc, &s, t.tid);
       t.vc[t.tid]++;
       return true;

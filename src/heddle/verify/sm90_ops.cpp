@@ -81,7 +81,7 @@ float Cta::asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g,
 static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L, int rank, int r0, int r1) {
   c.curRank = rank;
   const int id = c.mbarId(L.mbar, L.mbarIndex.eval(t.env), L);
-  if (rank == t.rank) c.mbarVisible(t, c.sm90.bars[id], L);
+  if (rank == t.rank && c.mbarVisible(t, c.sm90.bars[id], L)) c.asyncProxyInitCheck(t, c.sm90.bars[id], L);
   const int64_t stage = evalStage(L.stage, t), iter = L.iter.eval(t.env);
   const int64_t row0 = L.row0.eval(t.env), col0 = L.col0.eval(t.env);
   const int64_t nrows = L.rowsBound.eval(t.env), ncols = L.colsBound.eval(t.env);

@@ -41,7 +41,8 @@ struct MbarState {
   std::vector<uint32_t> acc;        // joined by the current phase's arrivals and landings
   std::vector<uint32_t> released;   // cumulative clock of the completed phases
   uint32_t epoch = 0;               // this barrier's agent clock (TMA landings)
-  bool clusterFenced = false;       // fence.mbarrier_init.release.cluster by the init thread after the init
+  bool initFenced = false;          // fence.mbarrier_init.release.cluster by the init thread after the init
+  uint32_t fenceClock = 0;          // the init thread's clock at that fence
   int rank = -1;                    // its CTA's rank in a simulated cluster (-1: no cluster)
   std::string name() const {
     return (rank >= 0 ? "CTA rank " + std::to_string(rank) + "'s " : std::string()) + buf->name + "[" +

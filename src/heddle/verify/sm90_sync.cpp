@@ -93,7 +93,7 @@ void Cta::clusterRemoteCheck(int id, const std::string& what) {
       return what + " reaches mbarrier " + m.name() + " of the peer CTA before its mbarrier.init";
     });
     if (opt.stopAtFirstError) stopped = true;
-  } else if (!m.clusterFenced) {
+  } else if (!m.initFenced) {
     rep.add(Finding::Race, "unfenced|" + m.buf->name, [&] {
       return what + " uses mbarrier " + m.name() + " from the peer CTA, but its mbarrier.init by " +
              threadName(m.initThread, W) + " is not followed by fence.mbarrier_init.release.cluster: the init "
@@ -133,6 +133,19 @@ void Cta::mbarUnobserved(const MbarState& m, int64_t n) {
        << "): a parity wait cannot tell the two completions apart; an arrival no wait needs (a release of a slot "
           "no load refills)";
     return os.str();
+  });
+  if (opt.stopAtFirstError) stopped = true;
+}
+
+// A barrier the async proxy completes (TMA complete_tx, tcgen05.commit): its init must have been fenced by the
+// initializing thread (fence.mbarrier_init) before this use is ordered after it (passes/fence_mbarrier_init.cpp).
+void Cta::asyncProxyInitCheck(Thread& t, MbarState& m, const kir::Node& n) {
+  if (!m.init) return;  // mbarVisible reports it
+  if (m.initFenced && (m.initThread == t.tid || t.vc[m.initThread] >= m.fenceClock)) return;
+  rep.add(Finding::AsyncMisuse, "initfence|" + m.buf->name, [&] {
+    return "'" + kir::describe(n) + "' (" + threadName(t.tid, W) + ") uses mbarrier " + m.name() +
+           " through the async proxy, but its mbarrier.init by " + threadName(m.initThread, W) +
+           (m.initFenced ? " was fenced after this use was ordered" : " is not followed by fence.mbarrier_init");
   });
   if (opt.stopAtFirstError) stopped = true;
 }
@@ -270,7 +283,7 @@ bool Cta::execSm90Sync(Thread& t, const kir::Sync& s) {
     }
     case K::FenceMbarrierInit:
       for (auto& m : sm90.bars)
-        if (m.init && m.initThread == t.tid) m.clusterFenced = true;
+        if (m.init && m.initThread == t.tid) m.initFenced = true, m.fenceClock = t.vc[t.tid];
       return true;
     case K::ClusterSync: arriveBarrier(t, s); return true;  // every thread of the cluster (one simulated Cta)
     case K::WgmmaFence:

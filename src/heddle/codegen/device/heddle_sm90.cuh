@@ -191,6 +191,27 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// fence.mbarrier_init.release.cluster (PTX ISA, "membar/fence": with .op_restrict = .mbarrier_init "the
+// synchronizing effect of the fence only applies to the prior mbarrier.init operations executed by the same
+// thread on mbarrier objects in .shared::cta state space"; sm_90, .release and .cluster only). The
+// initializing thread issues it after its inits, before the barrier that publishes them (__syncthreads, or
+// barrier.cluster with a cluster). Every kernel whose mbarriers the async proxy completes (TMA complete_tx,
+// tcgen05.commit) emits it, the pattern of CUTLASS (include/cutlass/arch/barrier.h fence_barrier_init, called
+// by PipelineTmaAsync::init_barriers for any cluster size) and DeepGEMM ("Make initialized barrier visible in
+// async proxy"; the CUDA C++ Programming Guide's TMA example fenced with fence.proxy.async.shared::cta).
+// PTX ISA 9.3+ states that cp.async.bulk{.tensor} and tcgen05.commit access their mbarrier operand through
+// the generic proxy, so inside one CTA this is a one-instruction hardening for the ISA versions that did
+// not say so; across the CTAs of a cluster it is required (the remote arrivals and multicast completions).
+__device__ __forceinline__ void fence_mbarrier_init_cluster() {
+#ifdef HEDDLE_HOST_EMULATION
+  emu::sm90_sync("fence.mbarrier_init");
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::fence_mbarrier_init_release_cluster();
+#else
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
@@ -349,7 +370,7 @@ __device__ __forceinline__ void tma_load_plain(T* dst, const TmaDesc* map, int r
 
 #ifndef HEDDLE_HOST_EMULATION
 // ---- thread-block clusters (sm_90; PTX ISA: mapa, mbarrier .shared::cluster, barrier.cluster, ------------
-// ---- fence.mbarrier_init, cp.async.bulk.tensor .multicast::cluster; interpreter: hrt_cluster.cpp) ----------
+// ---- cp.async.bulk.tensor .multicast::cluster; interpreter: hrt_cluster.cpp) -------------------------------
 
 // This CTA's rank in its cluster (%cluster_ctarank).
 __device__ __forceinline__ unsigned cluster_ctarank() {
@@ -381,15 +402,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, unsigned rank) {
   unsigned remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-#endif
-}
-
-// Makes this thread's earlier mbarrier.init visible to the other CTAs of the cluster (before the cluster barrier).
-__device__ __forceinline__ void fence_mbarrier_init_cluster() {
-#if defined(HEDDLE_INTERPRET)
-  ::heddle_rt::fence_mbarrier_init_release_cluster();
-#else
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
 

@@ -253,6 +253,21 @@ static void mbar_check_unobserved(uint32_t bar, Mbar& m) {
                        "of a slot no load refills)");
 }
 
+Mbar& mbar_async_use(uint32_t bar, const void* pc, const char* what) {
+  Fiber& f = me();
+  Mbar& m = mbar_at(bar, pc, what);
+  const bool ordered = m.fence_clk && (m.init_tid == f.tid ? m.fence_clk <= f.vc[f.tid] : f.vc[m.init_tid] >= m.fence_clk);
+  if (!ordered && !m.unfenced_reported) {
+    m.unfenced_reported = true;
+    finding("async", std::string(what) + " at " + pcs(pc) + " by " + who(f.tid) + " uses the mbarrier at shared offset " +
+                         std::to_string(bar) + " through the async proxy, but its mbarrier.init at " + pcs(m.init_pc) +
+                         " by " + who(m.init_tid) + (m.fence_clk ? " was fenced after this use was ordered"
+                                                                  : " is not followed by fence.mbarrier_init") +
+                         " (the initializing thread fences its inits, then the barrier that publishes them)");
+  }
+  return m;
+}
+
 static void mbar_complete_phase(uint32_t bar, Mbar& m, const void* pc, int tid) {
   Cta& c = cta();
   mbar_check_unobserved(bar, m);  // the pair before this phase: phase - 1 is final now
@@ -492,7 +507,8 @@ static void tma_load_impl(uint32_t dst, const void* map, int rank, const int* co
   for (int r = 0; r < c.ranks; ++r) {
     if (cta_mask ? !((cta_mask >> r) & 1) : r != f.rank) continue;
     const uint32_t shift = (uint32_t)r * HRT_SMEM_WINDOW_BYTES - own;  // (unsigned wrap-around: a move either way)
-    Mbar& mb = mbar_at(bar + shift, pc, "cp.async.bulk.tensor (its mbarrier)");
+    Mbar& mb = r == f.rank ? mbar_async_use(bar + shift, pc, "cp.async.bulk.tensor (its mbarrier, complete_tx)")
+                           : mbar_at(bar + shift, pc, "cp.async.bulk.tensor (its mbarrier)");
     PendingTma p{f.tid, bar + shift, mb.phase, bytes, {}, pc};
     for (auto& [off, n] : rec.w) {
       p.pieces.push_back({off + shift, std::vector<uint8_t>(c.scratch.begin() + off, c.scratch.begin() + off + n)});

@@ -118,6 +118,7 @@ struct Mbar {
   const void* last_pc = nullptr;  // what completed the latest phase (phase - 1), and its thread
   int last_tid = -1;
   bool unobserved_reported = false;
+  bool unfenced_reported = false;  // an async-proxy use before that fence was reported (once per barrier)
 };
 
 struct NamedBar {
@@ -323,6 +324,9 @@ void cluster_barrier_try_complete();
 // mbarriers (hrt_async.cpp): the barrier at a window offset (use-before-init and, across the CTAs of a cluster,
 // init-fence and exited-owner checks), and an arrival of the calling thread with `tx` expected bytes
 struct Mbar& mbar_at(uint32_t bar, const void* pc, const char* what);
+// The same for a use by the async proxy (a TMA load's complete_tx, tcgen05.commit): the init must also have
+// been fenced (fence.mbarrier_init by the initializing thread, ordered before this use), else async misuse.
+struct Mbar& mbar_async_use(uint32_t bar, const void* pc, const char* what);
 void mbar_arrive_impl(uint32_t bar, int64_t tx, const void* pc, const char* what);  // completes barrier.cluster's phase once every live thread arrived
 
 }  // namespace heddle_rt

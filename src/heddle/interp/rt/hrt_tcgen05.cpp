@@ -110,6 +110,7 @@ void tcgen05_commit(uint32_t bar) {
   p.tid = f.tid;
   p.bar = bar;
   p.pc = __builtin_return_address(0);
+  mbar_async_use(bar, p.pc, "tcgen05.commit (its mbarrier)");
   for (size_t i = 0; i < c.tc_mmas.size();) {
     if (c.tc_mmas[i].tid == f.tid) {
       p.mmas.push_back(c.tc_mmas[i]);
