@@ -272,6 +272,32 @@ def test_the_parameter_check_follows_the_drivers_table_and_skips_without_one(fak
     assert out == ["None", "ok"]
 
 
+@requires_nvrtc
+def test_the_parameter_table_is_never_asked_past_its_last_entry(fake_libcuda, tmp_path):
+    """Asking cuFuncGetParamInfo for an index past the last parameter fails with CUDA_ERROR_INVALID_VALUE, which
+    compute-sanitizer reports as an API error on every kernel load (the first GPU window's memcheck: one error
+    per process). With cuFuncGetParamCount the table is read whole; without it only the launch's argument count
+    is asked, which still finds a kernel taking fewer parameters or other sizes."""
+    code = ("print(k.param_sizes())\n"
+            "attempt(lambda: k.launch((1,), (32,), 0, 0, args))\n"
+            "attempt(lambda: k.launch((1,), (32,), 0, 0, args[:3] + [('i64', 1)]))\n")
+    out, lines = run_fake(fake_libcuda, tmp_path / "log", code)
+    assert out[0] == "[8, 8, 4, 4]" and out[1] == "ok" and "argument 3 is 8 bytes" in out[2]
+    assert not [ln for ln in lines if "past the last parameter" in ln], lines
+    (tmp_path / "nocount").mkdir()
+    no_count = build_fake_libcuda(tmp_path / "nocount" / "libcuda.so.1", "-DFAKE_CUDA_NO_PARAM_COUNT")
+    code = ("print(k.param_sizes())\n"
+            "attempt(lambda: k.launch((1,), (32,), 0, 0, args))\n"
+            "attempt(lambda: k.launch((1,), (32,), 0, 0, args + [('i32', 1)]))\n"
+            "attempt(lambda: k.launch((1,), (32,), 0, 0, args[:3] + [('i64', 1)]))\n")
+    out, lines = run_fake(no_count, tmp_path / "log2", code)
+    assert out[0] == "None" and out[1] == "ok"  # no count: the whole table is unknown, the launch's part checked
+    assert "its 4 parameters take [8, 8, 4, 4]" in out[2]  # one argument too many: the kernel has 4
+    assert "argument 3 is 8 bytes" in out[3]
+    past = [ln for ln in lines if "past the last parameter" in ln]
+    assert len(past) == 1 and "index=4" in past[0], lines  # only the launch that passed 5 arguments asked for a 5th
+
+
 # --- heddle's own argument lists against its kernels' signatures ----------------------------------
 
 _C_TYPE_BYTES = {"int": 4, "unsigned": 4, "float": 4, "long long": 8, "heddle::TmaDesc": 128}

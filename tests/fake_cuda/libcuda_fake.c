@@ -14,7 +14,8 @@
  * Contexts: device d's primary context is the handle 0x100 + d; each thread has its own current context
  * (none at first), as the driver keeps it. Every launch logs the device of the current context.
  * -DFAKE_CUDA_11: a driver older than CUDA 12 (no cuLaunchKernelEx, cuFuncGetParamInfo, cuTensorMapEncodeTiled);
- * -DFAKE_CUDA_12_0: CUDA 12.0..12.3 (no cuFuncGetParamInfo). */
+ * -DFAKE_CUDA_12_0: CUDA 12.0..12.3 (no cuFuncGetParamInfo).
+ * -DFAKE_CUDA_NO_PARAM_COUNT: cuFuncGetParamInfo without cuFuncGetParamCount (12.4 .. before the count). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -153,10 +154,25 @@ int cuFuncGetAttribute(int* v, int attr, void* f) { (void)attr; (void)f; *v = 0;
 int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
   size_t sizes[64], n = param_sizes(sizes), at = 0;
   (void)f;
-  if (index >= n) return 1; /* CUDA_ERROR_INVALID_VALUE: past the last parameter */
+  if (index >= n) { /* CUDA_ERROR_INVALID_VALUE: past the last parameter (compute-sanitizer reports it) */
+    FILE* lf = logfile();
+    if (lf) {
+      fprintf(lf, "cuFuncGetParamInfo index=%zu past the last parameter\n", index);
+      fclose(lf);
+    }
+    return 1;
+  }
   for (size_t i = 0; i < index; ++i) at += sizes[i];
   *offset = at;
   *size = sizes[index];
+  return 0;
+}
+#endif
+#if !defined(FAKE_CUDA_11) && !defined(FAKE_CUDA_12_0) && !defined(FAKE_CUDA_NO_PARAM_COUNT)
+int cuFuncGetParamCount(void* f, size_t* count) {
+  size_t sizes[64];
+  (void)f;
+  *count = param_sizes(sizes);
   return 0;
 }
 #endif

@@ -55,6 +55,7 @@ CudaDriver::CudaDriver() {
       reinterpret_cast<decltype(cuTensorMapReplaceAddress_)>(lib_.symbol("cuTensorMapReplaceAddress"));  // 12.0+
   cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));  // 12.0+
   cuFuncGetParamInfo_ = reinterpret_cast<decltype(cuFuncGetParamInfo_)>(lib_.symbol("cuFuncGetParamInfo"));  // 12.4+
+  cuFuncGetParamCount_ = reinterpret_cast<decltype(cuFuncGetParamCount_)>(lib_.symbol("cuFuncGetParamCount"));
   if (!missing.empty()) {
     reason_ = "libcuda at " + lib_.path + " lacks " + missing + " (driver too old: update the NVIDIA driver)";
     return;
@@ -163,18 +164,26 @@ void CudaDriver::synchronize(CUstream stream, const std::string& what) const {
                       "too. Rerun the failing call in a fresh process, under compute-sanitizer to find the access");
 }
 
-bool CudaDriver::paramSizes(CUfunction f, std::vector<size_t>* sizes) const {
+bool CudaDriver::paramSizes(CUfunction f, std::vector<size_t>* sizes, size_t upTo, bool* complete) const {
   require();
   sizes->clear();
+  *complete = false;
   if (!cuFuncGetParamInfo_) return false;
+  size_t count = 0;
+  const bool counted = cuFuncGetParamCount_ && cuFuncGetParamCount_(f, &count) == CUDA_SUCCESS;
   constexpr CUresult kInvalidValue = 1;  // CUDA_ERROR_INVALID_VALUE: the index is past the last parameter
-  for (size_t i = 0;; ++i) {
+  for (size_t i = 0; i < (counted ? count : upTo); ++i) {
     size_t offset = 0, size = 0;
     CUresult r = cuFuncGetParamInfo_(f, i, &offset, &size);
-    if (r == kInvalidValue) return true;
-    if (r != CUDA_SUCCESS || i > 4096) return false;  // refused: nothing to check against
+    if (r == kInvalidValue && !counted) {  // fewer parameters than asked for: the table is whole
+      *complete = true;
+      return true;
+    }
+    if (r != CUDA_SUCCESS) return false;  // refused: nothing to check against
     sizes->push_back(size);
   }
+  *complete = counted;
+  return true;
 }
 
 CUmodule CudaDriver::loadModule(const std::string& image, const std::string& what) const {

@@ -136,9 +136,13 @@ class CudaDriver {
   // Waits for `stream`; DriverError naming `what` (the kernel and its launch) on an asynchronous error.
   void synchronize(CUstream stream, const std::string& what) const;
 
-  // The byte size of each parameter of `f` (cuFuncGetParamInfo, driver 12.4+); false when the driver
-  // cannot say (an older driver, or the call refused): nothing to check against.
-  bool paramSizes(CUfunction f, std::vector<size_t>* sizes) const;
+  // The byte size of each parameter of `f` (cuFuncGetParamInfo, driver 12.4+). With cuFuncGetParamCount
+  // the whole table; without it only indices [0, upTo) are asked (a table shorter than upTo shows as fewer
+  // entries), so heddle never asks for an index past the last parameter: that call fails with
+  // CUDA_ERROR_INVALID_VALUE, which compute-sanitizer reports as an API error on every kernel load (seen on
+  // the first GPU window, 2026-11-27). *complete says whether the table is the whole one. false when the
+  // driver cannot say (an older driver, or the call refused): nothing to check against.
+  bool paramSizes(CUfunction f, std::vector<size_t>* sizes, size_t upTo, bool* complete) const;
 
   // cuTensorMapEncodeTiled (driver 12.0+); validates rank and alignments first (InputError). A map the
   // driver rejects is a DriverError listing everything it was given; `what` names the tensor.
@@ -173,6 +177,7 @@ class CudaDriver {
   CUresult (*cuCtxGetDevice_)(CUdevice*) = nullptr;
   CUresult (*cuStreamSynchronize_)(CUstream) = nullptr;
   CUresult (*cuFuncGetParamInfo_)(CUfunction, size_t, size_t*, size_t*) = nullptr;  // 12.4+, optional
+  CUresult (*cuFuncGetParamCount_)(CUfunction, size_t*) = nullptr;                   // newer, optional
   CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuModuleLoadData_)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload_)(CUmodule) = nullptr;

@@ -118,13 +118,22 @@ LoadedKernel::PerContext& LoadedKernel::resolve(const BoundContext& bound) {
   CUmodule m = moduleFor(key_, bound.ctx, result_->cubin, what);
   PerContext pc;
   pc.fn = drv.getFunction(m, name_);
-  pc.haveParams = drv.paramSizes(pc.fn, &pc.params);
   return perContext_[bound.ctx] = pc;
 }
 
-void LoadedKernel::checkArgs(const PerContext& pc, const std::vector<KernelArg>& args) const {
+void LoadedKernel::askParams(PerContext& pc, size_t upTo) const {
+  if (pc.paramsAsked && (pc.paramsComplete || !pc.haveParams || pc.params.size() >= upTo)) return;
+  pc.paramsAsked = true;
+  pc.haveParams = CudaDriver::instance().paramSizes(pc.fn, &pc.params, upTo, &pc.paramsComplete);
+}
+
+void LoadedKernel::checkArgs(PerContext& pc, const std::vector<KernelArg>& args) const {
+  askParams(pc, args.size());  // once per loaded function: the table, or its first args.size() entries
   if (!pc.haveParams) return;
-  bool same = args.size() == pc.params.size();
+  // without the driver's count the table was asked only up to the arguments' count: parameters after them
+  // cannot show (heddle's own argument lists are checked against the printed signatures on the CPU)
+  bool same = pc.paramsComplete ? args.size() == pc.params.size() : pc.params.size() >= args.size();
+  if (!pc.paramsComplete && same) pc.params.resize(args.size());
   for (size_t i = 0; same && i < args.size(); ++i) same = argBytes(args[i]) == pc.params[i];
   if (same) return;
   std::ostringstream want, got;
@@ -213,9 +222,10 @@ bool LoadedKernel::paramSizes(std::vector<size_t>* sizes, int device) {
   const ContextScope scope(device);  // the thread's context as it was afterwards, whatever happens below
   const BoundContext& bound = scope.bound();
   std::lock_guard<std::mutex> lock(mu_);
-  const PerContext& pc = resolve(bound);
+  PerContext& pc = resolve(bound);
+  askParams(pc, 0);  // the whole table where the driver can count it; else unknown until a launch asks
   *sizes = pc.params;
-  return pc.haveParams;
+  return pc.haveParams && pc.paramsComplete;
 }
 
 bool syncLaunchEnabled() { return syncLaunch(); }

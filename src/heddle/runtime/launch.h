@@ -87,11 +87,15 @@ class LoadedKernel {
   struct PerContext {
     CUfunction fn = nullptr;
     int smemOptedIn = 48 * 1024;  // dynamic smem a launch may use without setting the attribute
-    bool haveParams = false;      // the driver reported the parameter table
+    bool haveParams = false;      // the driver reported the parameter table (or its first entries)
+    bool paramsComplete = false;  // ... the whole table (cuFuncGetParamCount, or fewer entries than asked)
+    bool paramsAsked = false;     // asked: at the first launch with arguments, or by paramSizes (again only to
+                                  // ask further than before, when the driver cannot count)
     std::vector<size_t> params;   // byte size of each parameter
   };
   PerContext& resolve(const BoundContext& bound);  // caller holds mu_
-  void checkArgs(const PerContext& pc, const std::vector<KernelArg>& args) const;
+  void checkArgs(PerContext& pc, const std::vector<KernelArg>& args) const;
+  void askParams(PerContext& pc, size_t upTo) const;
 
   std::shared_ptr<const RtcResult> result_;
   std::string key_;
