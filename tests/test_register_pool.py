@@ -8,12 +8,15 @@ with the numbers (schedule/register_pool.h), Kernel.build checks them again agai
 autotuner's space drops them, and the interpreter models the pool (an increase never granted is a deadlock
 report with the numbers). setmaxnreg is .sync.aligned over a warpgroup: the interpreter makes it a
 128-thread collective, and check_uniformity refuses it under a thread- or warp-divergent branch."""
+import re
+
 import pytest
 
 import heddle
 from heddle import _C
 from heddle.tuning import autotune as at
-from hopper_defs import build
+from hopper_defs import build, inputs
+from interp_defs import needs_cxx
 
 ScheduleError = heddle.ScheduleError
 
@@ -69,3 +72,68 @@ def test_the_autotuner_space_drops_candidates_beyond_the_pool():
     assert not bad
     assert all(not at.register_pool_problem(c) for c in space)
     assert any(c.roles == (("load", 1, 40), ("mma", 8, 232)) for c in space)  # the pool exactly: kept
+
+
+# --- check_uniformity: never under a divergent branch ------------------------------------------------
+
+@pytest.mark.parametrize("cond", ["tid < 64", "warp < 2", "lane == 0", "tid == 0"])
+def test_setmaxnreg_under_a_divergent_branch_is_refused(cond):
+    with pytest.raises(_C.HeddleError, match=r"check_uniformity: 'setmaxnreg.dec 40' must be executed by the whole block together, but it sits inside"):
+        _C.sync_lab([("if", cond, [("setmaxnreg", 40)])], 1, plan=False, target="sm_90a")
+
+
+def test_setmaxnreg_for_whole_warpgroups_is_accepted():
+    _C.sync_lab([("setmaxnreg", 40)], 1, plan=False, target="sm_90a")
+    _C.sync_lab([("if", "f", [("setmaxnreg", 40)])], 1, plan=False, target="sm_90a")  # a uniform scalar
+
+
+# --- the interpreter: the pool and the collective -----------------------------------------------------
+
+def _interpret_edited(fd, edit=None, M=77, **kw):
+    from heddle.core.interpret import _Mutated
+    from heddle.interpret import interpret
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    if edit:
+        src = edit(k.lowered.source)
+        assert src != k.lowered.source
+        k = _Mutated(k, src)
+    return interpret(k, *inputs(fd, M, seed=1), sms=1, **kw)
+
+
+@needs_cxx
+@pytest.mark.parametrize("variant", ["coop", "pingpong", "3role"])
+def test_interpreter_reports_the_pool_deadlock(variant):
+    # the issue's hang: the load warpgroup keeps 48, so the second 232 increase never finds its registers
+    fd = build(variant, stages=3, prefetch=1, regs=(40, 232))
+    r = _interpret_edited(fd, lambda s: s.replace("setmaxnreg_dec<40>", "setmaxnreg_dec<48>"))
+    text = "\n".join(r.deadlocks)
+    assert re.search(r"setmaxnreg\.inc to 232 registers by warpgroup [123] \(needs 8192 more registers: 64 x 128; "
+                     r"the CTA's register pool is 64512 = 168 registers per thread at entry \(the __launch_bounds__ "
+                     r"cap\) x 384 threads, 7168 free\)", text), r.report()
+
+
+@needs_cxx
+def test_interpreter_pool_follows_ptxas_s_count():
+    # 40 / 232 is exactly the launch-bounds pool; with 160 registers at entry (ptxas) it no longer fits
+    fd = build("coop", stages=3, prefetch=1, regs=(40, 232))
+    assert _interpret_edited(fd).ok
+    r = _interpret_edited(fd, registers=160)
+    assert any("needs 9216 more registers" in d and "61440 = 160 registers per thread at entry (ptxas)" in d
+               for d in r.deadlocks), r.report()
+
+
+@needs_cxx
+def test_interpreter_reports_setmaxnreg_by_part_of_a_warpgroup():
+    fd = build("coop", stages=3, prefetch=1, regs=(40, 232))
+    r = _interpret_edited(fd, lambda s: s.replace("heddle::sm90::setmaxnreg_dec<40>();",
+                                                  "if (threadIdx.x == 0) heddle::sm90::setmaxnreg_dec<40>();"))
+    assert any("setmaxnreg.sync.aligned (a collective: 1 of 128 lanes arrived)" in d for d in r.deadlocks), r.report()
+
+
+@needs_cxx
+def test_interpreter_reports_setmaxnreg_values_that_differ_in_a_warpgroup():
+    fd = build("coop", stages=3, prefetch=1, regs=(40, 232))
+    r = _interpret_edited(fd, lambda s: s.replace(
+        "heddle::sm90::setmaxnreg_dec<40>();",
+        "if (threadIdx.x % 2) heddle::sm90::setmaxnreg_dec<40>(); else heddle::sm90::setmaxnreg_dec<48>();"))
+    assert any("one instruction and value for the whole warpgroup" in e for e in r.errors), r.report()
