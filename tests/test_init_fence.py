@@ -105,3 +105,15 @@ def test_interpreter_reports_the_deleted_fence_tcgen05():
     fd = FAMILIES["tcgen05"][0]()
     r = _interpret_without_fence(fd, "sm_100a", M=130)
     assert any("is not followed by fence.mbarrier_init" in x for x in r.async_misuse), r.report()
+
+
+@pytest.mark.nvrtc
+@pytest.mark.parametrize("family", ["pipeline", "coop", "pingpong", "3role", "tcgen05"])
+def test_nvrtc_keeps_the_fence_without_spills(family):
+    from conftest import rt
+    make, target = FAMILIES[family]
+    low = make().lower(target)
+    r = rt.compile(low.source, low.name, target, isolate=True)
+    st = r.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and not st.setmaxnreg_ignored, r.ptxas
+    assert r.ptx.count("fence.mbarrier_init.release.cluster") == 1, low.name

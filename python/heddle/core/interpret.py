@@ -129,14 +129,16 @@ def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
 def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, reference=None, fusion=None,
               sms: Optional[int] = None, ctas: Optional[Sequence[int]] = None, max_events: int = 0,
               max_findings: int = 20, stop_at_first: bool = False, atol: Optional[float] = None,
-              rtol: Optional[float] = None, workers: int = 1) -> InterpretResult:
+              rtol: Optional[float] = None, workers: int = 1, registers: Optional[int] = None) -> InterpretResult:
     """Run `kernel` (a heddle.Kernel, or a lowered kernel from Fusion.lower) on CPU `tensors` by
     compiling its printed source for the host. schedule: "adversarial" (deterministic: each thread runs
     until it blocks, asynchronous work lands as late as allowed) or "random" (seeded). reference: the
     expected output (default heddle.reference.evaluate in float64; False: no numeric check). sms: the SM
     count a persistent kernel's grid stands for (default the device's, else 132): fewer SMs give each CTA
     more tiles. ctas: linear CTA indices to run (default all). workers: how many CTAs run at once (one
-    OS thread each, every CTA's threads still fibers; default 1: one after another, deterministic). Raises RuntimeUnavailable without a host
+    OS thread each, every CTA's threads still fibers; default 1: one after another, deterministic). registers:
+    the per-thread register count at entry that setmaxnreg's pool is made of (default: ptxas's count for a
+    compiled heddle.Kernel, else the __launch_bounds__ cap 65536 / threads). Raises RuntimeUnavailable without a host
     C++ compiler, InputError for inputs the kernel cannot take (the same checks as a GPU launch)."""
     import torch
     k = _kernel_of(kernel, fusion)
@@ -172,7 +174,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     else:
         text = lib.run(list(grid3), [int(lowered.threads), 1, 1], int(lowered.smem_bytes), args, names, regions,
                        schedule, int(seed), int(max_events), int(max_findings), [int(c) for c in (ctas or [])],
-                       bool(stop_at_first), max(1, int(workers)), int(lowered.cluster))
+                       bool(stop_at_first), max(1, int(workers)), int(lowered.cluster), _entry_registers(k, registers))
         raw = json.loads(text)
     mismatches: List[str] = []
     if reference is not False and not ctas and out.numel():
@@ -195,6 +197,17 @@ def run_checked(kernel, tensors):
     if r.findings:
         raise HeddleError("HEDDLE_INTERPRET: " + r.report())
     return r.output
+
+
+def _entry_registers(k, registers: Optional[int]) -> int:
+    """Registers per thread at entry for the interpreter's setmaxnreg pool: as given, else ptxas's count of a
+    compiled CUDA kernel, else 0 (the runtime takes the __launch_bounds__ cap)."""
+    if registers is not None:
+        return int(registers)
+    binary = getattr(k, "binary", None)
+    if binary is None or k.lowered.rtc_arch.startswith("gfx"):
+        return 0
+    return int(k.stats.registers)
 
 
 # --- source-level mutation testing -----------------------------------------------------------------

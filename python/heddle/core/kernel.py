@@ -49,7 +49,8 @@ class Kernel:
         target loads on (an sm_80 binary on 8.x, sm_90a on 9.0, sm_100a on 10.0): a launch elsewhere is an
         InputError naming the target to compile for. rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
-        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True.
+        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True; so are role
+        register budgets beyond the compiled kernel's setmaxnreg pool (ptxas's registers x threads: a hang).
         vec_e=2: an epilogue in column pairs (the staged or direct sm_90a one, the mma.sync one) reads its bias /
         residual in aligned column pairs (the launch checks their layout: _pair_ok, an even column count
         included)."""
@@ -78,6 +79,8 @@ class Kernel:
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
         if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
             _refuse_spills(kernel)
+        if not lowered.rtc_arch.startswith("gfx"):  # role budgets against the compiled kernel's setmaxnreg pool
+            lowered.check_register_pool(kernel.stats.registers)
         return kernel
 
     # --- what was produced ---------------------------------------------------------------------

@@ -50,7 +50,8 @@ ENV_SWITCH = "HEDDLE_AUTOTUNE"
 ENV_STORE = "HEDDLE_AUTOTUNE_STORE"
 
 from .space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
-    Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_space, space_names, static_prune)
+    Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_pool_problem, register_space,
+    space_names, static_prune)
 
 # --- the store ---------------------------------------------------------------------------------
 

@@ -118,14 +118,26 @@ def space_names() -> List[str]:
 
 
 def config_space(target: str, problem: Problem, names: Optional[Sequence[str]] = None) -> List[Config]:
-    """Every candidate the registered generators offer for `target` (deduplicated, in order)."""
+    """Every candidate the registered generators offer for `target` (deduplicated, in order), less those whose
+    role register budgets exceed the CTA's setmaxnreg pool (register_pool_problem: they would hang)."""
     ti = _C.target_info(target)
     out: Dict[Config, None] = {}
     for n, fn in _spaces:
         if names is None or n in names:
             for c in fn(ti, problem):
-                out.setdefault(c, None)
+                if not register_pool_problem(c):
+                    out.setdefault(c, None)
     return list(out)
+
+
+def register_pool_problem(c: Config) -> str:
+    """Why c's role budgets do not fit the register pool setmaxnreg draws from ('' when they do, or without
+    budgets): each role takes whole warpgroups (a 1-warp load role one), the pool is the __launch_bounds__ cap
+    times the CTA's threads (schedule/register_pool.h). E.g. 128x128 with mma and epilogue of 8 warps at 160
+    and 80 and load at 24 needs 64,512 of the 61,440 registers (96 x 640) of its 640 threads."""
+    if not any(r for _, _, r in c.roles):
+        return ""
+    return _C.register_pool_problem([(n, -(-w // 4), r) for n, w, r in c.roles])
 
 
 def _tiles(problem: Problem):

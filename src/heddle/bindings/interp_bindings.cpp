@@ -28,7 +28,8 @@ const char* kindName(int k) {
 std::string runLib(const Library& lib, std::vector<unsigned> grid, std::vector<unsigned> block, unsigned smem,
                    const py::list& args, const std::vector<std::string>& names, const py::list& regions,
                    const std::string& schedule, uint64_t seed, int64_t maxEvents, int maxFindings,
-                   std::vector<uint32_t> ctas, bool stopAtFirst, int workers, unsigned cluster) {
+                   std::vector<uint32_t> ctas, bool stopAtFirst, int workers, unsigned cluster,
+                   unsigned registers) {
   std::vector<hrt_param> params = lib.params();
   if (params.size() != args.size())
     heddle::fail<heddle::InputError>("interpret: ", lib.kernelName, " takes ", params.size(), " parameters, the launch passes ",
@@ -102,6 +103,7 @@ std::string runLib(const Library& lib, std::vector<unsigned> grid, std::vector<u
   l.stop_at_first = stopAtFirst ? 1 : 0;
   l.workers = workers;
   l.cluster = cluster;
+  l.regs_per_thread = registers;
   py::gil_scoped_release nogil;
   return run(lib, l);
 }
@@ -131,7 +133,7 @@ void bindInterp(py::module_& root) {
       .def("run", &runLib, py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"), py::arg("names"),
            py::arg("regions"), py::arg("schedule") = "adversarial", py::arg("seed") = 0, py::arg("max_events") = 0,
            py::arg("max_findings") = 0, py::arg("ctas") = std::vector<uint32_t>{}, py::arg("stop_at_first") = false,
-           py::arg("workers") = 1, py::arg("cluster") = 1);
+           py::arg("workers") = 1, py::arg("cluster") = 1, py::arg("registers") = 0);
   m.def("build", [](const std::string& source, const std::string& name, const std::string& arch) {
     py::gil_scoped_release nogil;
     return build(source, name, arch);

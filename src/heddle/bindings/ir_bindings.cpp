@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "heddle/ir/fusion.h"
+#include "heddle/schedule/register_pool.h"
 #include "heddle/schedule/schedule.h"
 #include "heddle/target/target.h"
 
@@ -193,6 +194,17 @@ void bindIr(py::module_& m) {
       .def("__str__", &Fusion::str);
 
   m.def("validate_roles", [](const py::dict& roles) { validateRoles("roles", toRoles(roles)); });
+  m.def(
+      "register_pool_problem",
+      [](const std::vector<std::tuple<std::string, int, int>>& wgs, int ptxasRegisters) {
+        std::vector<WarpgroupBudget> b;
+        int threads = 0;
+        for (auto& [name, n, regs] : wgs) b.push_back({name, n, regs}), threads += 128 * n;
+        return registerPoolProblem(b, registerPool(threads, ptxasRegisters));
+      },
+      py::arg("warpgroups"), py::arg("ptxas_registers") = 0,
+      "Why role budgets [(role, warpgroups, registers or 0)] do not fit the setmaxnreg register pool of a CTA of "
+      "those warpgroups ('' when they do): schedule/register_pool.h.");
   m.def("known_targets", &knownTargets);
   m.def("cuda_target_for", &cudaTargetFor, py::arg("major"), py::arg("minor"),
         "The heddle target whose binaries load on a CUDA device of this compute capability (ScheduleError: none).");

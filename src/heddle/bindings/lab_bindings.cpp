@@ -6,7 +6,7 @@
 //            | ("write" | "read", buffer, stage_expr, mapping[, async])   async on an AMD target: LDS DMA (vmcnt)
 //                a mapping "name@LO:HI" spreads the elements over threads LO..HI-1 (a role of the block)
 //            | ("if", cond_expr, [then...][, [else...]])               cond naming an unbound variable: both paths
-//            | ("commit",) | ("barrier",) | ("wait", n)
+//            | ("commit",) | ("barrier",) | ("wait", n) | ("setmaxnreg", registers)   (a .dec: a warpgroup collective)
 //            | ("buffer", name, bytes_per_stage[, align])       declare before use (default 128 B, align 16)
 //            | ("barrier_init", id, waves) | ("barrier_join", id) | ("barrier_leave",)
 //            | ("barrier_signal", id) | ("barrier_signal_isfirst", id) | ("barrier_wait", id)
@@ -94,6 +94,8 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       b.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
     } else if (op == "barrier") {
       b.add<kir::Sync>(kir::SyncKind::BlockSync);
+    } else if (op == "setmaxnreg") {
+      b.add<kir::Sync>(kir::SyncKind::SetMaxNReg, t[1].cast<int>())->count = -1;
     } else if (op == "wait") {
       b.add<kir::Sync>(kir::SyncKind::CpAsyncWait, t[1].cast<int>());
     } else if (barrierOps().count(op)) {

@@ -7,6 +7,7 @@
 #include "heddle/codegen/printer.h"
 #include "heddle/lower/explain.h"
 #include "heddle/lower/lower.h"
+#include "heddle/schedule/register_pool.h"
 
 namespace py = pybind11;
 using namespace heddle;
@@ -105,6 +106,15 @@ void bindLower(py::module_& m) {
       .def_property_readonly("source", [](const Lowered& l) { return l.source; })
       .def_property_readonly("schedule", [](const Lowered& l) { return l.ctx->tiling.str(); })
       .def_property_readonly("threads", [](const Lowered& l) { return l.k().launch.threads; })
+      .def(
+          "check_register_pool",
+          [](const Lowered& l, int ptxasRegisters) {
+            const auto& t = l.ctx->tiling;
+            if (t.mm) checkRegisterPool(t.mm->name, roleBudgets(t.hopper), registerPool(l.k().launch.threads, ptxasRegisters));
+          },
+          py::arg("ptxas_registers"),
+          "ScheduleError when the role budgets do not fit the setmaxnreg pool of the compiled kernel (ptxas's "
+          "registers per thread x threads; schedule/register_pool.h)")
       .def_property_readonly("smem_bytes", [](const Lowered& l) { return l.k().launch.smemBytes; })
       .def_property_readonly("structure", [](const Lowered& l) { return structure(l.k().body); })
       .def(

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "heddle/schedule/register_pool.h"
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
@@ -74,11 +75,7 @@ void validateRolesSm100(const MatmulTiling& t, HopperSchedule& h, const TargetIn
   h.accStages = accStages;
   h.tmemCols = powerOfTwoAtLeast(accStages * t.bn);
   h.threads = 256;
-  const int cap = std::min(256, (65536 / h.threads) / 8 * 8);
-  const int total = 128 * (load.registers ? load.registers : cap) + 128 * (epi.registers ? epi.registers : cap);
-  if (total > 65536)
-    fail<ScheduleError>("warp_specialize(", mm, "): the register budgets need ", total, " registers but an SM has "
-                        "65536; lower the epilogue's or the producers' budget");
+  checkRegisterPool(mm, roleBudgets(h), registerPool(h.threads));  // the setmaxnreg pool (register_pool.h)
 }
 
 }  // namespace

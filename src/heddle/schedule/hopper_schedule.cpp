@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "heddle/schedule/blackwell_schedule.h"
+#include "heddle/schedule/register_pool.h"
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
@@ -128,19 +129,9 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
   if (h.threads > target.maxThreads)
     fail<ScheduleError>("warp_specialize(", mm, "): ", h.threads, " threads (", wgs, " warpgroups) exceed ",
                         target.name, "'s ", target.maxThreads);
-  // register file: every warpgroup holds its budget (or the entry cap) at the same time
-  const int cap = (65536 / h.threads) / 8 * 8;
-  int total = 0;
-  std::ostringstream parts;
-  for (auto& r : h.roles) {
-    int regs = r.registers ? r.registers : (cap > 256 ? 256 : cap);
-    total += regs * 128 * r.warpgroups;
-    parts << (parts.tellp() ? " + " : "") << r.name << " " << regs << " x " << 128 * r.warpgroups;
-  }
-  if (total > 65536)
-    fail<ScheduleError>("warp_specialize(", mm, "): the register budgets need ", total, " registers (", parts.str(),
-                        ") but an SM has 65536; lower a consumer's budget (e.g. 232 -> ",
-                        ((65536 - (total - 232 * 128)) / 128) / 8 * 8, ") or the producer's");
+  // the setmaxnreg pool: every warpgroup holds its budget (or the entry count) at the same time, out of
+  // the registers the CTA was launched with (register_pool.h; Kernel.build checks ptxas's count again)
+  checkRegisterPool(mm, roleBudgets(h), registerPool(h.threads));
   // accumulators live in registers: leave the rest of the budget for addresses, descriptors and the
   // epilogue (with less than ~48 spare registers ptxas spills)
   const int accRegs = (h.coop ? h.wgRows : t.bm) * t.bn / 128;

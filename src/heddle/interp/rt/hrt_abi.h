@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define HRT_ABI_VERSION 3
+#define HRT_ABI_VERSION 4
 #define HRT_SMEM_WINDOW_BYTES (256 * 1024)  // the shared window of one CTA (sm_90: 227 KB usable)
 // A thread-block cluster runs as one unit: CTA rank r of the cluster owns the window's bytes
 // [r * HRT_SMEM_WINDOW_BYTES, (r + 1) * HRT_SMEM_WINDOW_BYTES) (its shared::cta addresses are window offsets)
@@ -58,6 +58,8 @@ typedef struct hrt_launch {
   int32_t workers;         // > 1: run that many CTAs at once (one OS thread each); else one after another
   uint32_t cluster;        // CTAs per thread-block cluster along x (0 or 1: none; at most HRT_MAX_CLUSTER);
                            // the CTAs of a cluster run together, their threads interleaved by one scheduler
+  uint32_t regs_per_thread;  // setmaxnreg's pool: ptxas's registers per thread at entry (0: the __launch_bounds__
+                             // cap, 65536 / threads rounded down to a multiple of 8; hrt_regs.cpp)
 } hrt_launch;
 
 typedef struct hrt_param {

@@ -1,7 +1,7 @@
 // heddle/interp/rt/hrt_async.cpp -- the primitives the headers call under HEDDLE_INTERPRET, with their
 // ordering semantics (PTX ISA): cp.async groups, mbarriers (phases, arrival counts, transaction bytes,
-// parity waits), TMA loads completing on an mbarrier, bulk-store groups, wgmma groups, proxy fences,
-// register budgets; and the warp collectives ldmatrix / mma.sync. The data each one moves or computes
+// parity waits), TMA loads completing on an mbarrier, bulk-store groups, wgmma groups, proxy fences;
+// and the warp collectives ldmatrix / mma.sync. The data each one moves or computes
 // comes from hrt_ptx.h (written from the ISA, independently of the device headers' layout code).
 #include <algorithm>
 #include <cstring>
@@ -366,25 +366,13 @@ bool mbarrier_try_wait_parity(uint32_t bar, int parity) {
   return true;
 }
 
-// ---- fences, registers ------------------------------------------------------------------------
+// ---- fences ------------------------------------------------------------------------
 
 void fence_proxy_async_shared_cta() {
   Fiber& f = me();
   tick();
   f.fences.push_back(f.vc[f.tid]);
   ++f.vc[f.tid];
-}
-
-void setmaxnreg(bool inc, int regs) {
-  Fiber& f = me();
-  const void* pc = __builtin_return_address(0);
-  tick();
-  if (regs < 24 || regs > 256 || regs % 8)
-    abort_cta("setmaxnreg at " + pcs(pc) + " with " + std::to_string(regs) + " registers: the ISA takes 24..256, multiples of 8");
-  if (f.regs && ((inc && regs < f.regs) || (!inc && regs > f.regs)))
-    abort_cta(std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " at " + pcs(pc) + " to " + std::to_string(regs) +
-              " from " + std::to_string(f.regs) + " goes the wrong way");
-  f.regs = regs;
 }
 
 // ---- wgmma ------------------------------------------------------------------------------------

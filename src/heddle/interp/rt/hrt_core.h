@@ -51,7 +51,6 @@ struct Fiber {
   const void* bulk_store_pc = nullptr;
   int vm_issued = 0;          // AMD: LDS DMA ops this lane took part in (its wave's vmcnt ordinal)
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
-  int regs = 0;               // setmaxnreg budget (0: none set)
   int rank = 0;               // its CTA's rank in the cluster (tid / Cta::cta_threads)
   uint64_t cl_arrived = 0;    // the cluster-barrier phase it arrived on last, plus one (0: none)
 };
@@ -266,6 +265,13 @@ struct Cta {
   std::vector<PendingTcMma> tc_mmas;
   std::vector<PendingTcCommit> tc_commits;
   std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
+  // setmaxnreg (hrt_regs.cpp): the register pool of each CTA (rank) and every warpgroup's per-thread budget
+  int reg_entry = 0;                 // registers per thread at entry
+  bool reg_from_ptxas = false;       // reg_entry is ptxas's count (else the __launch_bounds__ cap)
+  int64_t reg_pool = 0;              // reg_entry x threads of one CTA
+  std::vector<int64_t> reg_used;     // per rank: registers the warpgroups hold
+  std::vector<int> wg_regs;          // per warpgroup: its per-thread budget
+  std::vector<int> wg_reg_pending;   // per warpgroup: an increase waiting for registers (0: none)
   // agents
   int agent_cp(int t) const { return nthreads + t; }
   int agent_vm(int t) const { return agent_cp(t - t % wave); }  // AMD: the LDS DMA of t's wave
@@ -295,6 +301,9 @@ void block_until(std::function<bool()> ready, std::string what, const void* pc);
 // member's in/out pointers (hrt_sched.cpp).
 void collective(int width, const char* what, const void* pc, void* in, void* out,
                 const std::function<void(void** ins, void** outs)>& all);
+
+// register pool (hrt_regs.cpp): every warpgroup at the entry count (regs_per_thread 0: the launch-bounds cap)
+void regs_reset(Cta& c, uint32_t regs_per_thread);
 
 // happens-before (hrt_shadow.cpp)
 void vc_join(VC& into, const VC& from);

@@ -347,6 +347,7 @@ static void run_cta(Run& r, uint32_t linear, std::vector<char*>& stacks, int ran
   }
   c.cluster_bar.join.assign(A, 0);
   c.cluster_bar.done.assign(A, 0);
+  regs_reset(c, l->regs_per_thread);
   schedule_cta(c);
   if (!c.aborted) finish_cta_async();
   if (!c.aborted) finish_cta_amd();
