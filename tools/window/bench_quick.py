@@ -139,13 +139,14 @@ class Run:
                                                     max_total_bytes=4 << 30)
         return [first] + [one() for _ in range(n - 1)], one()
 
-    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0):
-        """Validate then time every implementation; one record each."""
+    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0, extra=None):
+        """Validate then time every implementation; one record each (extra: more fields per implementation,
+        such as the kernel a variant compiled to)."""
         for name, fn in impls.items():
             if self.left() < min_left:
                 self.write({**rec, "impl": name, "status": "skipped", "reason": "window deadline"})
                 continue
-            r = {**rec, "impl": name}
+            r = {**rec, "impl": name, **((extra or {}).get(name) or {})}
             try:
                 if not self.dry:
                     bench.poison_allocator(ref.numel() * 2, self.dev)
@@ -270,7 +271,7 @@ def variant_case(run, m, n, k, variants):
     target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
     sets, check = run.sets([(m, k), (n, k), (n,)], scales=[1.0, k ** -0.5, 1.0])
     ref = F.gelu(torch.matmul(check[0].float(), check[1].float().t()) + check[2].float())
-    impls = {}
+    impls, info = {}, {}
     for label, opts, extra in variants:
         try:
             fd = heddle.Fusion()
@@ -280,6 +281,8 @@ def variant_case(run, m, n, k, variants):
             if extra:
                 extra(fd)
             kern = heddle.Kernel.build(fd, target, rtc=not run.dry)
+            info[label] = {"config": kern.name, "registers": kern.stats.registers if kern.binary else None,
+                           "smem": kern.lowered.smem_bytes}
             if run.dry:
                 impls[label] = lambda x, w, b: heddle.reference.evaluate(fd, [x, w, b], torch.float32)
             else:
@@ -289,7 +292,7 @@ def variant_case(run, m, n, k, variants):
                        "reason": f"{type(e).__name__}: {str(e)[:600]}"})
     rec = {"suite": "variants", "case": f"variants-{m}x{n}x{k}-nt-bias_gelu", "dtype": "bf16", "B": 1, "M": m, "N": n,
            "K": k, "layout": "NT", "epilogue": "bias_gelu"}
-    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)
 
 
 def bench_sms(run) -> int:
