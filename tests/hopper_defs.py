@@ -107,12 +107,14 @@ def branch(nodes, cond):
 
 def nvrtc_sm90(low):
     """Compiles a lowered sm_90a kernel with NVRTC and checks what every Hopper kernel must meet: no spills,
-    no stack frame, setmaxnreg honoured, no wgmma serialisation warning (C7515/C7519). Returns the result."""
+    no stack frame, no ptxas advisory (setmaxnreg honoured, no wgmma serialisation: C7510/C7514/C7515/C7519).
+    Returns the result."""
     from conftest import rt
     r = rt.compile(low.source, low.name, "sm_90a", isolate=True)
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
     assert not st.setmaxnreg_ignored and "C7515" not in r.ptxas and "C7519" not in r.ptxas, r.ptxas
+    assert not st.advisories and not st.wgmma_serialized, r.ptxas  # every advisory: C7510, C7514, ... too
     return r
 
 

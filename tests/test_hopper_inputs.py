@@ -42,6 +42,15 @@ def test_tma_refuses_rank_above_five():
     assert "at most 5" in tma.tma_problem(bf(1, 1, 1, 1, 2, 8))
 
 
+def test_tma_refuses_a_zero_stride():
+    # an expand()ed operand: stride 0 is a multiple of 16 bytes, but cuTensorMapEncodeTiled refuses it
+    why = tma.tma_problem(bf(1, 512).expand(200, 512))
+    assert "stride along axis 0 is 0" in why and "expand()" in why and ".contiguous()" in why
+    assert tma.tma_problem(bf(1, 512).expand(1, 512)) is None  # one row: its stride is never stepped
+    from heddle.pytorch.matmul import _broadcast_batch
+    assert _broadcast_batch([bf(1, 512).expand(200, 512), bf(512, 256)])  # heddle.matmul takes cp.async
+
+
 # --- a compiled Hopper kernel -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -68,6 +77,19 @@ def test_hopper_kernel_refuses_inputs_tma_cannot_take(hopper_kernel, monkeypatch
         hopper_kernel.prepare([a, b, bias])
     msg = str(ei.value)
     assert "input 'a'" in msg and "TMA" in msg and rule in msg and "cp.async kernel" in msg
+
+
+@requires_nvrtc
+def test_hopper_kernel_refuses_an_expanded_operand(hopper_kernel, monkeypatch):
+    a, b, bias = bf(1, 512).expand(200, 512), bf(512, 256), bf(256)
+    encode = heddle._C.interp.encode_tensor_map_tiled  # the interpreter's encoder, which follows the driver
+    with pytest.raises(heddle.InputError) as ei:
+        hopper_kernel.prepare([a, b, bias], tensor_map_encoder=encode)
+    msg = str(ei.value)
+    assert "input 'a'" in msg and "stride along axis 0 is 0" in msg and ".contiguous()" in msg
+    monkeypatch.setattr(tma, "check_operands", lambda *a: None)  # past the input check: the encoder refuses it
+    with pytest.raises(Exception, match=r"globalStrides\[0\] = 0"):
+        hopper_kernel.prepare([a, b, bias], tensor_map_encoder=encode)
 
 
 @requires_nvrtc

@@ -94,8 +94,8 @@ def test_parallelize_domain():
     fd, a, b = make()
     mm = fd.schedule()
     mm.split("m", 128).split("m.i", 64)
-    mm.parallelize("m.o", "BIDy").parallelize("m.i.o", "warp").parallelize("k", "unroll")
-    assert mm.domain == "[m.o{8}(BIDy), m.i.o{2}(warp), m.i.i{64}, n{1024}, k(r){1024}(unroll)]"
+    mm.parallelize("m.o", "BIDy").parallelize("m.i.o", "warp").parallelize("m.i.i", "unroll")
+    assert mm.domain == "[m.o{8}(BIDy), m.i.o{2}(warp), m.i.i{64}(unroll), n{1024}, k(r){1024}]"
     mm.parallelize("m.o", "serial")
     assert mm.domain.startswith("[m.o{8}, ")
 

@@ -261,6 +261,20 @@ def test_role_unknown_option():
     assert "role 'load' has unknown option 'regs'" in msg and "warps=, warpgroups=, registers= and (the sm_100a epilogue) stages=" in msg
 
 
+@pytest.mark.parametrize("roles,says", [
+    ({"load": "one", "mma": 4}, "role 'load' is 'one'"),
+    ({"load": {"warps": 1, "registers": "40"}, "mma": 4}, "role 'load' registers='40' is not an int"),
+    ({"load": {"warps": 1.5}, "mma": 4}, "role 'load' warps=1.5 is not an int"),
+    ({"load": True, "mma": 4}, "role 'load' warps=True is not an int"),
+    ([("load", 1), ("mma", 4)], "roles must be a dict"),
+    ({1: 1, "mma": 4}, "role names are strings"),
+])
+def test_roles_of_the_wrong_type_are_schedule_errors(roles, says):
+    with pytest.raises(ScheduleError) as ei:  # heddle's error, not pybind's cast error or TypeError
+        C.validate_roles(roles)
+    assert says in str(ei.value)
+
+
 ROLES = {"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}}
 
 
@@ -374,7 +388,21 @@ def test_parallelize_reduction_axis_is_split_k(axis, par):
         mm.parallelize(axis, par)
     msg = str(ei.value)
     assert f"parallelize({mm.name}, '{axis}', {par})" in msg
-    assert "reduction (k) axis" in msg and "split-K is not supported" in msg and "serial or unrolled" in msg
+    assert "reduction (k) axis" in msg and "split_k(S)" in msg and "keep k axes serial" in msg
+    assert "not supported" not in msg  # split-K is: split_k(S) (docs/scheduling.md)
+
+
+def test_unrolling_the_k_tile_loop_is_refused():
+    fd, a, b = make()
+    mm = fd.schedule()
+    mm.split("k", 32)
+    with pytest.raises(ScheduleError) as ei:
+        mm.parallelize("k.o", "unroll")
+    msg = str(ei.value)
+    assert f"parallelize({mm.name}, 'k.o', unroll)" in msg and "k-tile loop" in msg and "never unrolls" in msg
+    assert "Keep 'k.o' serial" in msg
+    mm.parallelize("k.i", "unroll")  # the k-steps inside a tile: unrolled already, accepted
+    assert "k.i(r){32}(unroll)" in mm.domain
 
 
 def test_block_index_on_inner_axis():

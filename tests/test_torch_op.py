@@ -72,7 +72,7 @@ def test_input_errors_are_clear():
         heddle.matmul(a.float(), b.float())
     with pytest.raises(heddle.InputError, match="K=64 but b gives K=48"):
         heddle.matmul(a, b.t().contiguous())
-    with pytest.raises(heddle.ScheduleError, match="activation 'softplus'"):
+    with pytest.raises(heddle.InputError, match="activation 'softplus' is not one of relu"):  # bad input
         heddle.matmul(a, b, activation="softplus")
 
 
@@ -105,3 +105,11 @@ def test_compiled_fusion_is_a_custom_op():
     ref = torch.nn.functional.gelu(x.double() @ w.double() + bias.double())
     torch.testing.assert_close(y.double(), ref, rtol=2e-2, atol=2e-2)
     torch.library.opcheck(op, (x, w, bias), test_utils=("test_schema", "test_faketensor"))
+    names = [n for n, _, _ in k._inputs]
+    with pytest.raises(heddle.InputError) as ei:  # heddle's error naming the input, not the dispatcher's
+        op(x, w)
+    msg = str(ei.value)
+    assert f"missing input '{names[2]}'" in msg and ", ".join(names) in msg
+    with pytest.raises(heddle.InputError, match=f"missing inputs '{names[1]}', '{names[2]}'"):
+        op(x)
+    torch.testing.assert_close(op(x, **{names[1]: w, names[2]: bias}), y)  # by name: fine

@@ -49,7 +49,9 @@ class Kernel:
         target loads on (an sm_80 binary on 8.x, sm_90a on 9.0, sm_100a on 10.0): a launch elsewhere is an
         InputError naming the target to compile for. rtc=False stops after lowering: the kernel can be
         interpreted (heddle.interpret) and inspected, not launched on a GPU. A schedule whose kernel spills
-        registers (ptxas report) is a ScheduleError saying what to change, unless allow_spills=True; so are role
+        registers (ptxas report), or that ptxas advises is slow or wrong (a serialised wgmma pipeline, C7510 /
+        C7514 / C7515 / C7519, or an ignored instruction such as setmaxnreg, C7508: stats.advisories), is a
+        ScheduleError saying what to change, unless allow_spills=True; so are role
         register budgets beyond the compiled kernel's setmaxnreg pool (ptxas's registers x threads: a hang).
         vec_e=2: an epilogue in column pairs (the staged or direct sm_90a one, the mma.sync one) reads its bias /
         residual in aligned column pairs (the launch checks their layout: _pair_ok, an even column count
@@ -79,6 +81,7 @@ class Kernel:
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
         if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
             _refuse_spills(kernel)
+            _refuse_advisories(kernel)
         if not lowered.rtc_arch.startswith("gfx"):  # role budgets against the compiled kernel's setmaxnreg pool
             lowered.check_register_pool(kernel.stats.registers)
         return kernel
@@ -438,3 +441,41 @@ def _refuse_spills(kernel: "Kernel") -> None:
         f"copy chunks of each stage, fragments) than registers. Split the tile over more warps, use a smaller "
         f"k-tile or tile, or fewer stages; or build with allow_spills=True to accept the slower kernel")
 
+
+def advisory_code(line: str) -> str:
+    """The ptxas code of an advisory line ('C7514'), or 'ptxas' when it has none."""
+    import re
+    m = re.search(r"\((C\d{4})\)", line)
+    return m.group(1) if m else "ptxas"
+
+
+def advisory_remedy(line: str) -> str:
+    """What to change for a ptxas advisory (stats.advisories) line."""
+    low = line.lower()
+    if "setmaxnreg" in low:
+        return ("ptxas could not tell the kernel's register count at entry, so the roles' register budgets "
+                "(warp_specialize registers=) never take effect: drop registers= from the roles, or report the "
+                "schedule (heddle prints the launch bounds that let ptxas honour them)")
+    if "function" in low and ("call" in low or "boundary" in low):
+        return ("a function call inside the wgmma pipeline (a device function ptxas did not inline, an assert): "
+                "every wgmma waits for the one before. Report the schedule; another tile or role layout avoids it")
+    if "reading accumulator" in low or "defining accumulator" in low or "injected" in low:
+        return ("non-wgmma instructions touch the accumulators while a wgmma is in flight (an epilogue or a zero "
+                "fill between a wgmma and its wait), so every wgmma waits for the one before. Choose another "
+                "schedule: another stage count, tile, or epilogue layout (heddle.autotune drops such candidates)")
+    return ("ptxas ignored or serialised part of the kernel: choose another schedule (tile, stages, roles; "
+            "heddle.autotune drops such candidates)")
+
+
+def _refuse_advisories(kernel: "Kernel") -> None:
+    """A ptxas advisory that means slow or wrong code (a serialised wgmma pipeline, an ignored setmaxnreg; issue
+    28 item 5) is a ScheduleError naming it and what to change; allow_spills=True accepts the kernel."""
+    adv = list(kernel.stats.advisories)
+    if not adv:
+        return
+    first = adv[0].split(":", 1)[-1].strip()
+    raise ScheduleError(
+        f"{kernel.name}: ptxas advisory {advisory_code(adv[0])}: {first}. {advisory_remedy(adv[0])}; or build with "
+        f"allow_spills=True to accept the slower kernel"
+        + (f" ({len(adv) - 1} more advisor{'ies' if len(adv) > 2 else 'y'}: "
+           f"{', '.join(advisory_code(a) for a in adv[1:])})" if len(adv) > 1 else ""))

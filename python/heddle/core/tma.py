@@ -6,7 +6,8 @@ with cuTensorMapEncodeTiled and passed by value. TMA puts rules on the global te
 
   * the base address is 16-byte aligned
   * the last axis has stride 1 (the box's rows are contiguous)
-  * every other stride is a multiple of 16 bytes (and below 2^40)
+  * every other stride is a multiple of 16 bytes (and below 2^40), and not 0: an `expand()`ed tensor's
+    zero stride passes the 16-byte rule but the driver's encoder refuses it
   * at most 5 dimensions
 
 The lowering also chooses each map's L2 promotion (`l2_promotion` bytes: 256 for the operand tiles every
@@ -40,6 +41,9 @@ def tma_problem(t, what: str = "tensor") -> Optional[str]:
     if t.data_ptr() % 16:
         return f"its base address {t.data_ptr():#x} is not 16-byte aligned (TMA needs 16)"
     for ax in range(t.dim() - 1):
+        if t.shape[ax] > 1 and t.stride(ax) == 0:
+            return (f"its stride along axis {ax} is 0 (an expand()ed or broadcast tensor: every index reads the same "
+                    "memory), which the driver's tensor-map encoder refuses -- call .contiguous()")
         if t.shape[ax] > 1 and (t.stride(ax) * es) % 16:
             return (f"its stride along axis {ax} is {t.stride(ax)} elements = {t.stride(ax) * es} bytes, not a "
                     f"multiple of 16 (TMA needs 16-byte strides: pad the row length to a multiple of {16 // es})")
@@ -62,7 +66,7 @@ def check_operands(kernel, geometry) -> None:
         raise InputError(f"input '{geometry.a_name}': K = 0, but {kernel.name} runs at least one k-tile (the first "
                          "wgmma of a tile overwrites the accumulators); compute an empty product outside heddle")
     for name, t in ((geometry.a_name, geometry.a), (geometry.b_name, geometry.b)):
-        why = tma_problem(t)
+        why = None if broadcast_batch(t) else tma_problem(t)  # a broadcast batch: its own message below
         if why:
             raise InputError(f"input '{name}': {kernel.name} loads it with TMA (cp.async.bulk.tensor), but {why}. "
                              "heddle.matmul picks a cp.async kernel for such inputs by itself")
@@ -72,6 +76,11 @@ def check_operands(kernel, geometry) -> None:
                              "stride, which the tensor-map encoder is not promised to take as 0. For a weight "
                              f"shared by every batch pass {name}[0] to a fusion declaring it rank 2 (one 2-D map), "
                              "or .contiguous(); heddle.matmul picks a cp.async kernel for such inputs by itself")
+
+
+def zero_stride(t) -> bool:
+    """A tensor with a zero stride along an axis of extent > 1 (expand(), a broadcast): TMA cannot map it."""
+    return any(t.shape[ax] > 1 and t.stride(ax) == 0 for ax in range(t.dim()))
 
 
 def broadcast_batch(t) -> bool:

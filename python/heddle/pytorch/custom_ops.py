@@ -14,8 +14,10 @@ import threading
 from typing import Dict
 
 import torch
+import torch._library.custom_ops
 
 from ..core import inputs
+from ..core.errors import InputError
 from ..core.inputs import DTYPES, MatmulGeometry
 from ..core.kernel import Kernel, set_op_factory
 from .autograd import register_fusion_autograd
@@ -53,8 +55,26 @@ def kernel_op(kernel: Kernel):
             op = _fusion_ops[name] = register_op(name, [n for n, _, _ in kernel._inputs],
                                                  lambda ts: _run_any(kernel, ts), lambda ts: _fake(kernel, ts),
                                                  outputs=len(kernel._outs))
+            op.__class__ = _FusionOpDef  # a missing input is heddle's InputError, not the dispatcher's
+            op._heddle_inputs = tuple(n for n, _, _ in kernel._inputs)
+            op._heddle_kernel = kernel.name
             register_fusion_autograd(kernel.fusion, op)   # Kernel.op trains too
     return op
+
+
+class _FusionOpDef(torch._library.custom_ops.CustomOpDef):
+    """Kernel.op: the registered CustomOpDef, whose call names a missing input as heddle.InputError (the
+    dispatcher's own error names the schema, not what to pass)."""
+
+    def __call__(self, *args, **kwargs):
+        names = self._heddle_inputs
+        if len(args) < len(names):
+            missing = [n for n in names[len(args):] if n not in kwargs]
+            if missing:
+                raise InputError(f"{self._heddle_kernel}: missing input{'s' if len(missing) > 1 else ''} "
+                                 f"{', '.join(repr(n) for n in missing)}; Kernel.op takes the fusion's inputs "
+                                 f"{', '.join(names)}, in that order (or by name)")
+        return super().__call__(*args, **kwargs)
 
 
 def fusion_op_error(name: str) -> str:

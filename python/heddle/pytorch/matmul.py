@@ -22,7 +22,7 @@ from ..core import torch_compat as compat
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import MAX_PLANS, Kernel, _vec_e_for, _vec_for, plan_table, run_table
-from ..core.tma import broadcast_batch
+from ..core.tma import broadcast_batch, zero_stride
 from ..core.ops import ACTIVATIONS
 from . import op_names
 from .buckets import DEFAULT_SMS, M_BUCKETS, m_bucket  # noqa: F401 (heddle.api's names)
@@ -271,7 +271,7 @@ def _sm_count() -> int:
 
 def _broadcast_batch(tensors) -> bool:
     """An operand whose batches are one matrix (batch stride 0): TMA maps are not promised to take it."""
-    return any(broadcast_batch(t) for t in tensors[:2])
+    return any(broadcast_batch(t) or zero_stride(t) for t in tensors[:2])  # expand()ed rows too: no TMA map
 
 
 @functools.lru_cache(maxsize=None)
@@ -359,7 +359,7 @@ def _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_
         raise InputError(f"heddle.matmul: operands are {a.dtype} and {b.dtype}; both must be float16 or both "
                          "bfloat16 (cast float32 operands first)")
     if activation is not None and activation not in ACTIVATIONS:
-        raise ScheduleError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
+        raise InputError(f"heddle.matmul: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
     sa, sb = a.shape, b.shape
     ra, rb = len(sa), len(sb)
     if ra not in (2, 3) or rb not in (2, 3):

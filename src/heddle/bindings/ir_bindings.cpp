@@ -43,19 +43,39 @@ static LoadKind loadKindFromName(const std::string& n) {
   fail<ScheduleError>("cache_after: unknown load kind '", n, "'; use 'plain', 'cp_async' or 'tma_load'");
 }
 
-static std::vector<Role> toRoles(const py::dict& roles) {
+// A role count or option from Python: an int (not a bool), else a ScheduleError naming the role and the key
+// (not pybind's cast error).
+static int64_t roleInt(const std::string& role, const std::string& key, const py::handle& v) {
+  if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v))
+    fail<ScheduleError>("warp_specialize: role '", role, "' ", key, "=", py::repr(v).cast<std::string>(),
+                        " is not an int; a role is an int (its warps) or a dict of warps=, warpgroups=, registers= and "
+                        "(the sm_100a epilogue) stages=, each an int");
+  return v.cast<int64_t>();
+}
+
+static std::vector<Role> toRoles(const py::handle& roles) {
+  if (!py::isinstance<py::dict>(roles))
+    fail<ScheduleError>("warp_specialize: roles must be a dict of role name -> warps or {warps=, registers=, ...}, "
+                        "got ", py::repr(roles).cast<std::string>());
   std::vector<Role> r;
-  for (auto& [k, v] : roles) {
+  for (auto& [k, v] : roles.cast<py::dict>()) {
     Role role;
+    if (!py::isinstance<py::str>(k))
+      fail<ScheduleError>("warp_specialize: role names are strings ('load', 'mma', 'epilogue'), got ",
+                          py::repr(k).cast<std::string>());
     role.name = k.cast<std::string>();
-    if (py::isinstance<py::int_>(v)) role.warps = roleWarps(role.name, "warps", v.cast<int64_t>());
+    if (py::isinstance<py::int_>(v)) role.warps = roleWarps(role.name, "warps", roleInt(role.name, "warps", v));
+    else if (!py::isinstance<py::dict>(v))
+      fail<ScheduleError>("warp_specialize: role '", role.name, "' is ", py::repr(v).cast<std::string>(),
+                          "; a role is an int (its warps) or a dict of warps=, warpgroups=, registers= and (the "
+                          "sm_100a epilogue) stages=");
     else {
       auto d = v.cast<py::dict>();
       for (auto& [kk, vv] : d) {
-        auto key = kk.cast<std::string>();
-        if (key == "warps" || key == "warpgroups") role.warps = roleWarps(role.name, key, vv.cast<int64_t>());
-        else if (key == "registers") role.registers = vv.cast<int>();
-        else if (key == "stages") role.stages = vv.cast<int>();
+        auto key = py::str(kk).cast<std::string>();
+        if (key == "warps" || key == "warpgroups") role.warps = roleWarps(role.name, key, roleInt(role.name, key, vv));
+        else if (key == "registers") role.registers = static_cast<int>(roleInt(role.name, key, vv));
+        else if (key == "stages") role.stages = static_cast<int>(roleInt(role.name, key, vv));
         else
           fail<ScheduleError>("warp_specialize: role '", role.name, "' has unknown option '", key,
                               "'; a role takes warps=, warpgroups=, registers= and (the sm_100a epilogue) stages=");
@@ -96,7 +116,7 @@ void bindIr(py::module_& m) {
            py::arg("axis"), py::arg("parallel"))
       .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1,
            py::arg("war") = "mbarrier")
-      .def("warp_specialize", [](TensorView* t, const py::dict& roles) { warpSpecialize(t, toRoles(roles)); },
+      .def("warp_specialize", [](TensorView* t, const py::object& roles) { warpSpecialize(t, toRoles(roles)); },
            py::arg("roles"))
       .def("split_k", &splitK, py::arg("splits"))
       .def("epilogue_store", &epilogueStore, py::arg("kind"))
@@ -193,7 +213,7 @@ void bindIr(py::module_& m) {
       .def_property_readonly("serial", &Fusion::serial)
       .def("__str__", &Fusion::str);
 
-  m.def("validate_roles", [](const py::dict& roles) { validateRoles("roles", toRoles(roles)); });
+  m.def("validate_roles", [](const py::object& roles) { validateRoles("roles", toRoles(roles)); });
   m.def(
       "register_pool_problem",
       [](const std::vector<std::tuple<std::string, int, int>>& wgs, int ptxasRegisters) {

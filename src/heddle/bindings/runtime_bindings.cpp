@@ -44,6 +44,8 @@ void bindTypes(py::module_& rt) {
       .def_readonly("stack_frame", &PtxasStats::stackFrame)
       .def_readonly("smem", &PtxasStats::smemBytes)
       .def_readonly("setmaxnreg_ignored", &PtxasStats::setmaxnregIgnored)
+      .def_readonly("wgmma_serialized", &PtxasStats::wgmmaSerialized)
+      .def_readonly("advisories", &PtxasStats::advisories)
       .def_readonly("warnings", &PtxasStats::warnings)
       .def_property_readonly("kernels",
                              [](const PtxasStats& s) {
@@ -55,7 +57,8 @@ void bindTypes(py::module_& rt) {
         return "PtxasStats(registers=" + std::to_string(s.registers) + ", spill_stores=" +
                std::to_string(s.spillStoreBytes) + ", spill_loads=" + std::to_string(s.spillLoadBytes) +
                ", smem=" + std::to_string(s.smemBytes) + ", setmaxnreg_ignored=" +
-               (s.setmaxnregIgnored ? "True" : "False") + ")";
+               (s.setmaxnregIgnored ? "True" : "False") + ", wgmma_serialized=" +
+               (s.wgmmaSerialized ? "True" : "False") + ")";
       });
 
   py::class_<CachedKernel>(rt, "RtcResult", "A compiled program (from NVRTC or the kernel cache).")
@@ -82,6 +85,8 @@ void bindCompile(py::module_& rt) {
   rt.def("extra_search_dirs", &extraSearchDirs);
   rt.def("nvrtc_search_paths", &nvrtcCandidates, "NVRTC candidates in the order they would be tried now.");
   rt.def("nvrtc_available", [] { return Nvrtc::available(); });
+  rt.def("parse_ptxas", [](const std::string& log) { return parsePtxasReport(log).stats; }, py::arg("log"),
+         "The PtxasStats of a ptxas -v report (what a compile's stats hold), for checks on a report's text.");
   rt.def(
       "nvrtc_options",
       [](const std::string& arch, bool lineinfo) {

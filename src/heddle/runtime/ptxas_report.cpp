@@ -4,6 +4,8 @@
 //   ptxas         .     416 bytes stack frame, 532 bytes spill stores, 532 bytes spill loads
 //   ptxas info    : Used 24 registers, used 0 barriers, 4096 bytes smem, 364 bytes cmem[0]
 //   ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' ignored; ...
+//   ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to ...
+//   ptxas info    : (C7519) warpgroup.arrive is injected in between ... to allow use of registers in GMMA ...
 //   ptxas warning : For profile sm_80 adjusting per thread register count of 16 to lower bound of 24
 #include "heddle/runtime/ptxas_report.h"
 
@@ -56,8 +58,18 @@ PtxasReport parsePtxasReport(const std::string& log) {
     std::string low = lower(line);
     if (low.rfind("ptxas warning", 0) == 0 || low.find("potential performance loss") != std::string::npos)
       st.warnings.push_back(line);
-    if (low.find("setmaxnreg") != std::string::npos && low.find("ignored") != std::string::npos)
-      st.setmaxnregIgnored = true;
+    bool ignored = low.find("ignored") != std::string::npos;
+    if (low.find("setmaxnreg") != std::string::npos && ignored) st.setmaxnregIgnored = true;
+    // Advisories that mean slow or wrong code, by their text (ptxas numbers them C75xx; new numbers keep the
+    // wording): a serialised wgmma pipeline, an injected warpgroup sync, an instruction ptxas ignored.
+    bool serialized = (low.find("serialized") != std::string::npos || low.find("serialised") != std::string::npos) &&
+                      low.find("gmma") != std::string::npos;
+    bool injected = low.find("injected") != std::string::npos &&
+                    (low.find("warpgroup") != std::string::npos || low.find("gmma") != std::string::npos);
+    if (serialized || injected) st.wgmmaSerialized = true;
+    if (serialized || injected || (ignored && (low.find("potential performance loss") != std::string::npos ||
+                                               low.find("(c7") != std::string::npos)))
+      st.advisories.push_back(line);
 
     if (std::regex_search(line, m, entryRe)) {
       st.kernels.push_back(PtxasKernelStats{m[1].str()});

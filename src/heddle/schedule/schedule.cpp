@@ -103,7 +103,15 @@ void parallelize(TensorView* tv, const std::string& axis, ParallelType p) {
   bool block = p == ParallelType::BIDx || p == ParallelType::BIDy || p == ParallelType::BIDz;
   if (d.isReduction && p != ParallelType::Serial && p != ParallelType::Unroll)
     fail<ScheduleError>("parallelize(", tv->name, ", '", axis, "', ", parallelName(p), "): '", axis,
-                        "' is a reduction (k) axis; split-K is not supported, keep k axes serial or unrolled");
+                        "' is a reduction (k) axis, which stays a loop of each CTA; to share K between CTAs use "
+                        "split_k(S) (or stream_k(ctas)) on ", tv->name, " and keep k axes serial");
+  // The k-tile loop is the pipelined main loop (circular_buffer overlaps its iterations): the lowering never
+  // unrolls it, and the loops inside a tile (k.i among them) are unrolled already. Say so, not ignore it.
+  if (d.isReduction && p == ParallelType::Unroll &&
+      !(d.name.size() >= 2 && d.name.substr(d.name.size() - 2) == ".i"))
+    fail<ScheduleError>("parallelize(", tv->name, ", '", axis, "', unroll): '", axis, "' is the k-tile loop, the "
+                        "pipelined main loop (circular_buffer overlaps its iterations), which heddle never unrolls; "
+                        "the loops inside a tile (the k-steps of k.i) are unrolled already. Keep '", axis, "' serial");
   if (block && d.name.size() >= 2 && d.name.substr(d.name.size() - 2) == ".i")
     fail<ScheduleError>("parallelize(", tv->name, ", '", axis, "', ", parallelName(p), "): a block index must bind the "
                         "outer part of a split (the tile count), not '", axis, "'; bind '",

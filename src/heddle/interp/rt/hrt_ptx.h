@@ -460,7 +460,8 @@ inline std::string wgmma_m64nNk16_ss(int N, bool bf16, uint64_t desc_a, uint64_t
 // Sources:
 //   * CUDA Driver API, cuTensorMapEncodeTiled: argument rules (rank 1..5, >= 3 with interleave;
 //     globalAddress 16-byte aligned, 32 with INTERLEAVE_32B; globalDim 1..2^32; globalStrides
-//     multiple of 16 (32 with INTERLEAVE_32B) and < 2^40; boxDim 1..256, boxDim[0]*elemsize a
+//     multiple of 16 (32 with INTERLEAVE_32B), not 0 (an expand()ed tensor's; the driver refuses it) and
+//     < 2^40; boxDim 1..256, boxDim[0]*elemsize a
 //     multiple of 16 without interleave; elementStrides 1..8 (element 0 ignored without interleave;
 //     ceil(boxDim[i]/elementStrides[i]) elements are moved along dimension i); with a swizzle and no
 //     interleave the inner box bytes must be <= the swizzle span; INTERLEAVE_32B requires SWIZZLE_32B;
@@ -541,6 +542,8 @@ inline std::string encode_tensor_map(TensorMap* out, int dataType, uint64_t base
     if (dims[i] == 0 || dims[i] > (1ull << 32))
       return P + "globalDim[" + std::to_string(i) + "] = " + std::to_string(dims[i]) + " must be in 1..2^32";
   for (int i = 0; i + 1 < rank; ++i) {
+    if (strides[i] == 0)  // an expand()ed tensor's stride: a multiple of 16, but the driver refuses it
+      return P + "globalStrides[" + std::to_string(i) + "] = 0 must be a positive multiple of " + std::to_string(align);
     if (strides[i] % align)
       return P + "globalStrides[" + std::to_string(i) + "] = " + std::to_string(strides[i]) +
              " must be a multiple of " + std::to_string(align);
