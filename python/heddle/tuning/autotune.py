@@ -44,6 +44,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import _C
 from ..core.errors import CompileError, HeddleError, RuntimeUnavailable
+from ..core.kernel import real_advisories as _real_advisories
 
 STORE_VERSION = 1
 ENV_SWITCH = "HEDDLE_AUTOTUNE"
@@ -458,11 +459,12 @@ def tune(build, target: str, m: int, n: int, k: int, batch: int = 1, *, vec: Tup
                 cand.status = "spills"
                 cand.reason = f"ptxas: {st.registers} registers, {st.spill_stores} bytes spill stores, " \
                               f"{st.spill_loads} bytes spill loads"
-            elif st.advisories:  # a serialised wgmma pipeline or an ignored setmaxnreg: slow, never the best
+            elif _real_advisories(st):  # a serialised wgmma pipeline or an ignored setmaxnreg: slow, never the best
                 from ..core.kernel import advisory_code
+                adv = _real_advisories(st)
                 cand.status = "spills"
-                cand.reason = "ptxas advisory " + ", ".join(dict.fromkeys(advisory_code(a) for a in st.advisories)) + \
-                    ": " + st.advisories[0].split(":", 1)[-1].strip()
+                cand.reason = "ptxas advisory " + ", ".join(dict.fromkeys(advisory_code(a) for a in adv)) + \
+                    ": " + adv[0].split(":", 1)[-1].strip()
             elif st.setmaxnreg_ignored:
                 cand.status, cand.reason = "spills", "ptxas ignored setmaxnreg (C7508)"
         with lock:
