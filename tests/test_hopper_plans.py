@@ -243,4 +243,6 @@ def test_without_cuTensorMapReplaceAddress_the_maps_are_encoded_again_in_cpp(tmp
     assert full == ["full 1"]
     assert [_launch_maps(l) for l in lines if l.startswith("cuLaunchKernel")] == calls
     encodes = [l for l in lines if l.startswith("cuTensorMapEncodeTiled")]
-    assert len(encodes) == 12 and not any(l.startswith("cuTensorMapReplaceAddress") for l in lines)
+    # three maps encoded by the full call, then again for each later call whose tensor moved: at most 3 x 3 more
+    # (a map whose tensor came back at the same address, as a freed CPU output can, needs no new encode)
+    assert 3 < len(encodes) <= 12 and not any(l.startswith("cuTensorMapReplaceAddress") for l in lines)

@@ -55,6 +55,13 @@ def mode_queries() -> Tuple[Callable[[], Any], ...]:
 
 # --- torch.ops ---------------------------------------------------------------------------------
 
+def custom_op_def_type() -> type:
+    """torch._library.custom_ops.CustomOpDef (2.11, 2.13): the type torch.library.custom_op returns; Kernel.op
+    subclasses it to name a missing input itself."""
+    import torch._library.custom_ops
+    return torch._library.custom_ops.CustomOpDef
+
+
 def op_overload_type() -> type:
     """torch._ops.OpOverload (2.11, 2.13): the type of a graph node's target that is an op overload."""
     import torch

@@ -14,9 +14,8 @@ import threading
 from typing import Dict
 
 import torch
-import torch._library.custom_ops
 
-from ..core import inputs
+from ..core import inputs, torch_compat
 from ..core.errors import InputError
 from ..core.inputs import DTYPES, MatmulGeometry
 from ..core.kernel import Kernel, set_op_factory
@@ -62,7 +61,7 @@ def kernel_op(kernel: Kernel):
     return op
 
 
-class _FusionOpDef(torch._library.custom_ops.CustomOpDef):
+class _FusionOpDef(torch_compat.custom_op_def_type()):
     """Kernel.op: the registered CustomOpDef, whose call names a missing input as heddle.InputError (the
     dispatcher's own error names the schema, not what to pass)."""
 
