@@ -227,11 +227,13 @@ def test_the_named_barrier_ops_print():
     l = lab(INIT + ALL_WAIT + [("barrier_signal_isfirst", 1), ("barrier_join", 0), ("barrier_leave",)])
     assert "s_barrier_init 1, 4 wave(s)" in l.kernel_ir and "s_barrier_join 1" in l.kernel_ir
     assert _C.hip_sync_ops(l) == [
-        "heddle::barrier_init<1, 4>();", "heddle::barrier_signal();", "heddle::barrier_wait();",
+        "heddle::barrier_init<1, 4>();", "heddle::fence_release_workgroup(); heddle::barrier_signal();",
+        "heddle::barrier_wait(); heddle::fence_acquire_workgroup();",
         "heddle::barrier_join<1>();", "heddle::barrier_signal<1>();", "heddle::barrier_wait<1>();",
         "heddle::barrier_signal_isfirst<1>();", "heddle::barrier_join<0>();", "heddle::barrier_leave();"]
     split = _C.sync_lab([("write", "X", 0, "a"), ("read", "X", 0, "b")], 1, target="gfx1200")
-    assert _C.hip_sync_ops(split) == ["heddle::barrier_signal();", "heddle::barrier_wait();"]
+    assert _C.hip_sync_ops(split) == ["heddle::fence_release_workgroup(); heddle::barrier_signal();",
+                                      "heddle::barrier_wait(); heddle::fence_acquire_workgroup();"]
 
 
 @needs_clang

@@ -206,7 +206,8 @@ def producer_consumer(stages=2):
         }}
       }}
 """)
-    return (f"  if (warp == 0) {{\n{init}  }}\n  heddle::barrier_signal();\n  heddle::barrier_wait();\n"
+    return (f"  if (warp == 0) {{\n{init}  }}\n  heddle::fence_release_workgroup(); heddle::barrier_signal();\n"
+            f"  heddle::barrier_wait(); heddle::fence_acquire_workgroup();\n"
             f"  if (warp < 2) {{\n    D[tid + 64] = 0.0f;\n    for (int i = 0; i < N; ++i) {{\n{''.join(prod)}    }}\n"
             f"  }} else {{\n    float sum = 0.0f;\n    for (int i = 0; i < N; ++i) {{\n{''.join(cons)}    }}\n"
             f"    D[tid - 64] = sum;\n  }}\n")
@@ -224,7 +225,8 @@ def test_the_hip_protocol_is_what_named_barrier_roles_places_and_prints():
         prog = [("if", "warp < 2", [("loop", "i", 0, "N", "serial", [("write", "X", f"i % {stages}", "copy@0:64")])],
                  [("loop", "i", 0, "N", "serial", [("read", "X", f"i % {stages}", "mma@64:128")])])]
         placed = _C.hip_sync_ops(_C.sync_lab(prog, stages, target="gfx1250", roles=True))
-        ours = [m.group(0) for m in re.finditer(r"heddle::barrier_\w+(<[\d, ]+>)?\(\);", producer_consumer(stages))]
+        ours = [m.group(0) for m in re.finditer(r"(heddle::fence_release_workgroup\(\); )?heddle::barrier_\w+(<[\d, ]+>)?"
+                                                r"\(\);( heddle::fence_acquire_workgroup\(\);)?", producer_consumer(stages))]
         assert ours == placed
 
 

@@ -122,6 +122,7 @@ void bindVerify(py::module_& m) {
           o.mmaFragment = l.ctx->target.mfma ? 1 : l.ctx->target.wmma ? 2 : 0;
           o.backOffBarrier = l.ctx->target.backOffBarrier;
           o.dropOnExit = l.ctx->target.waveBarrier;
+          o.amdFences = l.ctx->target.waveBarrier;  // AMD barriers order execution; fences order memory
           py::gil_scoped_release nogil;
           return verify::simulate(l.k(), in, o);
         },

@@ -38,12 +38,14 @@ class HipPrinter : public CLikePrinter {
   }
   std::string syncOp(const kir::Sync& s) override {
     switch (s.sync) {
-      case kir::SyncKind::BlockSync: return "heddle::block_sync();";
+      // the workgroup barrier with its fences on one line (heddle_hip_copy.cuh: the barrier alone is an
+      // execution barrier; moving or deleting the line moves or deletes them together)
+      case kir::SyncKind::BlockSync: return release(s) + "heddle::block_sync();" + acquire(s);
       case kir::SyncKind::VmcntWait: return "heddle::wait_vmcnt<" + std::to_string(s.arg) + ">();";
       case kir::SyncKind::BarrierSignal:
-        return s.arg == kir::kWorkgroupBarrier ? "heddle::barrier_signal();" : named(s, "barrier_signal");
+        return s.arg == kir::kWorkgroupBarrier ? release(s) + "heddle::barrier_signal();" : named(s, "barrier_signal");
       case kir::SyncKind::BarrierWait:
-        return s.arg == kir::kWorkgroupBarrier ? "heddle::barrier_wait();" : named(s, "barrier_wait");
+        return s.arg == kir::kWorkgroupBarrier ? "heddle::barrier_wait();" + acquire(s) : named(s, "barrier_wait");
       case kir::SyncKind::BarrierSignalIsFirst: return named(s, "barrier_signal_isfirst");
       case kir::SyncKind::BarrierJoin: return named(s, "barrier_join");
       case kir::SyncKind::BarrierInit: return named(s, "barrier_init", ", " + std::to_string(s.count));
@@ -51,6 +53,12 @@ class HipPrinter : public CLikePrinter {
       default: break;
     }
     fail<HeddleError>("HIP printer: ", kir::describe(s), " has no AMD spelling (", target_.name, ")");
+  }
+  static std::string release(const kir::Sync& s) {
+    return s.noReleaseFence ? "" : "heddle::fence_release_workgroup(); ";
+  }
+  static std::string acquire(const kir::Sync& s) {
+    return s.noAcquireFence ? "" : " heddle::fence_acquire_workgroup();";
   }
   // GFX12.5 named barriers (heddle_hip_barriers.cuh): heddle::barrier_join<ID>() ...; leave has no id
   std::string named(const kir::Sync& s, const std::string& fn, const std::string& extra = "") {

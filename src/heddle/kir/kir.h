@@ -257,6 +257,11 @@ struct Sync : Node {
   Buffer* buf = nullptr;  // mbarrier array / accumulator (Hopper ops)
   IExpr index, parity;    // mbarrier element; MbarWait parity
   int count = 0;          // MbarInit arrival count; NamedBarrier threads; SetMaxNReg: +1 inc, -1 dec
+  // AMD workgroup barrier (block_sync, s_barrier_signal / _wait -1): an execution barrier that orders
+  // memory only through the workgroup release fence before its arrive and the acquire fence after its
+  // wait (docs/verification.md, "AMD workgroup fences"). The printer emits both; the simulator honours
+  // them; mutants (the opt-in kind drop_fence) clear one. Ignored on CUDA, whose bar.sync orders memory.
+  bool noReleaseFence = false, noAcquireFence = false;
 };
 
 struct Comment : Node {

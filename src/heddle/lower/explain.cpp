@@ -41,6 +41,7 @@ std::string explainSyncPlan(const kir::Kernel& k) {
   int count = 0;
   walkWhere(k.body, "kernel body", k, os, count);
   if (count == 0) os << "(no sync ops: no two threads share a buffer stage)\n";
+  os << explainEntanglement(k);  // throughput notes: commits under warp-divergent control flow
   return os.str();
 }
 

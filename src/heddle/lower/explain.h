@@ -11,6 +11,10 @@ namespace heddle {
 // buffer, stage, producer, consumer) and why this mechanism and argument.
 std::string explainSyncPlan(const kir::Kernel& k);
 
+// Notes on cp.async commits in control flow that diverges within a warp (warp entanglement: a throughput
+// cost, explain_entangle.cpp), one paragraph each with the cost and what to change; "" when none.
+std::string explainEntanglement(const kir::Kernel& k);
+
 // A Mermaid flowchart of the kernel's roles, the buffers between them and the mbarriers on each
 // edge (explain_mermaid.cpp); without roles, the threads and their circular buffers.
 std::string explainMermaid(const kir::Kernel& k);

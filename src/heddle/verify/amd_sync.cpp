@@ -13,6 +13,7 @@
 //                     second signal before the wait, are barrier misuse (reported as deadlocks: the
 //                     first hangs on the GPU). A thread that ends drops the barrier (the model's
 //                     implicit drop, SimOptions::dropOnExit): later phases complete without it.
+//                     The release / acquire fences around them: amd_fences.cpp.
 //   no BackOffBarrier s_barrier / s_barrier_signal reached with LDS DMA of the thread in flight is
 //                     reported (LLVM drains the counters there on such targets; the planner places
 //                     vmcnt(0) before those barriers).
@@ -68,8 +69,8 @@ void Cta::signalBarrier(Thread& t, const kir::Sync& s) {
     return;
   }
   SplitPhase& ph = splitPhases[t.sigCount++];
-  if (ph.clock.empty()) ph.clock.assign(T, 0);
-  for (int i = 0; i < T; ++i) ph.clock[i] = std::max(ph.clock[i], t.vc[i]);
+  if (ph.clock.empty()) ph.clock.assign(T, 0), ph.xclock.assign(T, 0);
+  fencedArrive(t, s, ph.clock, ph.xclock);  // the release fence before the signal (amd_fences.cpp)
   t.vc[t.tid]++;  // what this thread does after its signal is not released by this barrier
   ++ph.signals;
   completeSplitPhases();
@@ -88,7 +89,7 @@ void Cta::completeSplitPhases() {
     for (auto& u : th)
       if (u.status == Status::AtBarrier && u.barrier && u.barrier->sync == kir::SyncKind::BarrierWait &&
           u.barrier->arg == kir::kWorkgroupBarrier && u.waitCount == phase) {
-        for (int i = 0; i < T; ++i) u.vc[i] = std::max(u.vc[i], ph.clock[i]);
+        fencedWait(u, *u.barrier, ph.clock, ph.xclock);  // the acquire fence after the wait
         u.waitCount++;
         u.status = Status::Running;
         u.barrier = nullptr;
@@ -109,7 +110,7 @@ void Cta::waitSplitBarrier(Thread& t, const kir::Sync& s) {
   }
   auto it = splitPhases.find(t.waitCount);
   if (it != splitPhases.end() && it->second.completed) {
-    for (int i = 0; i < T; ++i) t.vc[i] = std::max(t.vc[i], it->second.clock[i]);
+    fencedWait(t, s, it->second.clock, it->second.xclock);
     t.waitCount++;
     return;
   }

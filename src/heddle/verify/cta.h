@@ -116,6 +116,13 @@ struct Thread {
   std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
   // GFX12 split barriers (verify/amd_sync.cpp): signals made / waits passed so far
   int sigCount = 0, waitCount = 0;
+  // AMD workgroup fences (verify/amd_fences.cpp): execution order through barriers regardless of
+  // fences, the clock at the last release fence (what an arrive publishes), what waits made visible
+  // that no acquire fence has taken yet; the last wait without its acquire fence, the last arrive
+  // without its release fence (messages)
+  std::vector<uint32_t> amdX, amdRel, amdAcq;
+  const kir::Sync* amdUnacquired = nullptr;
+  const kir::Sync* amdUnreleased = nullptr;
   // AMD named barrier objects (verify/amd_barriers.cpp): the barrier this thread joined last
   // (kNotJoined: none; 0: the NULL barrier), per barrier the phase of its latest arrive and the
   // last phase it waited on (-1: none), the barriers it dropped and has not joined since, and what
@@ -221,10 +228,16 @@ class Cta {
     int signals = 0;
     bool completed = false;
     std::vector<uint32_t> clock;
+    std::vector<uint32_t> xclock;  // execution order (amd_fences.cpp)
   };
   std::map<int, SplitPhase> splitPhases;
   int firstOpenSplit = 0;  // phases below it completed
   void signalBarrier(Thread& t, const kir::Sync& s);
+  // verify/amd_fences.cpp: t's arrive on a barrier phase (memory into `mem`, execution into `exec`) and
+  // its wait; without SimOptions::amdFences an arrive publishes t's clock and a wait acquires it
+  void fencedArrive(Thread& t, const kir::Sync& s, std::vector<uint32_t>& mem, std::vector<uint32_t>& exec);
+  void fencedWait(Thread& t, const kir::Sync& s, const std::vector<uint32_t>& mem, const std::vector<uint32_t>& exec);
+  std::string fenceNote(int reader, int writer, uint32_t clock) const;  // names a missing fence, or 
   void waitSplitBarrier(Thread& t, const kir::Sync& s);
   void completeSplitPhases();  // phase k completes when every thread not dropped by then signalled it
   void checkBackOff(const Thread& t, const kir::Sync& s);

@@ -100,6 +100,8 @@ void Cta::reportEarly(const std::string& k, uint32_t earlier, uint32_t later, ui
       os << k << " race on " << describeCell(cell) << ": " << describeInst(earlier) << " and " << describeInst(later)
          << " are not ordered by happens-before (the issuing thread retires the cp.async group with a wait_group in "
             "the same barrier phase, but no barrier after that wait orders it before the access)";
+      const WriteRec& w = smemW[cell];  // AMD: a barrier that does order it, short of a fence
+      if (w.thread >= 0 && w.group >= 0) os << fenceNote(insts[later].thread, w.thread, th[w.thread].retire[w.group]);
       return os.str();
     }, count);
   } else {
@@ -167,6 +169,8 @@ void Cta::conflict(Order o, const char* kind, uint32_t earlier, uint32_t later, 
     } else {
       os << " (no barrier between the read and the overwrite)";
     }
+    const uint32_t clock = k == "WAR" ? (uint32_t)(smemR[(size_t)cell * T + a.thread] >> 32) : smemW[cell].clock;
+    os << fenceNote(b.thread, a.thread, clock);  // AMD: a barrier orders them, a fence is missing
     return os.str();
   });
   if (opt.stopAtFirstError) stopped = true;

@@ -115,6 +115,28 @@ const std::vector<MutationKind>& mutationKinds() {
   return all;
 }
 
+namespace {
+
+// drop_release_fence / drop_acquire_fence: a fence of the AMD workgroup barrier cleared (kir::Sync flags)
+MutationKind dropFence(bool release) {
+  const kir::SyncKind half = release ? kir::SyncKind::BarrierSignal : kir::SyncKind::BarrierWait;
+  return {release ? "drop_release_fence" : "drop_acquire_fence",
+          [half](const kir::Node& n) {
+            return isSync(n, {kir::SyncKind::BlockSync}) ||
+                   (isSync(n, {half}) && static_cast<const kir::Sync&>(n).arg == kir::kWorkgroupBarrier);
+          },
+          [release](const kir::Node& n) {
+            return std::string("drop the workgroup ") + (release ? "release fence before " : "acquire fence after ") +
+                   kir::describe(n);
+          },
+          [release](kir::Block& p, size_t i) {
+            auto& s = static_cast<kir::Sync&>(*p.stmts[i]);
+            (release ? s.noReleaseFence : s.noAcquireFence) = true;
+          }};
+}
+
+}  // namespace
+
 const std::vector<MutationKind>& optInMutationKinds() {
   static const std::vector<MutationKind> kinds = {
       {"unguard_sync",
@@ -136,6 +158,9 @@ const std::vector<MutationKind>& optInMutationKinds() {
          p.stmts.erase(p.stmts.begin() + (long)i);
          p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
        }},
+      // AMD kernels: the workgroup release fence before a block_sync / s_barrier_signal -1, or the acquire
+      // fence after a block_sync / s_barrier_wait -1, deleted (verify/amd_fences.cpp)
+      dropFence(true), dropFence(false),
   };
   return kinds;
 }

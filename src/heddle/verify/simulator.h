@@ -46,6 +46,11 @@ struct SimOptions {
   // barrier -1), so the others complete it without the thread; false (CUDA): a barrier an exited
   // thread never reaches is a deadlock.
   bool dropOnExit = false;
+  // AMD workgroup fences (verify/amd_fences.cpp): the workgroup barrier orders execution only; it
+  // publishes a thread's accesses through the release fence before its arrive and makes them visible
+  // through the acquire fence after its wait (kir::Sync::noReleaseFence / noAcquireFence). false (CUDA):
+  // bar.sync orders memory by itself.
+  bool amdFences = false;
 };
 
 struct SimInputs {

@@ -61,13 +61,12 @@ void Cta::releaseBlockBarrier(const kir::Sync& s) {
       diagnoseStuck();  // all threads wait, but at different barriers
       return;
     }
-  std::vector<uint32_t> joined(clockSize(), 0);
+  std::vector<uint32_t> joined(clockSize(), 0), xjoined(clockSize(), 0);
   for (auto& u : th)
-    if (u.status != Status::Done)
-      for (int i = 0; i < clockSize(); ++i) joined[i] = std::max(joined[i], u.vc[i]);
+    if (u.status != Status::Done) fencedArrive(u, s, joined, xjoined);  // AMD: through its fences
   for (auto& u : th) {
     if (u.status == Status::Done) continue;
-    u.vc = joined;
+    fencedWait(u, s, joined, xjoined);
     u.vc[u.tid]++;
     u.status = Status::Running;
     u.barrier = nullptr;

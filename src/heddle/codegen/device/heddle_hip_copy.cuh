@@ -26,11 +26,19 @@
 //     the vmcnt waits the planner computes count those.
 //   sync: plain loads and ds_writes through registers (vector-sized when the chunk is whole).
 //
-// Sync ops (the planner's, see docs/backends.md):
-//   block_sync()        workgroup release fence, s_barrier, acquire fence (GFX12: signal + wait)
+// Sync ops (the planner's, see docs/backends.md). The barriers are execution barriers only: LLVM's
+// AMDGPUExecutionSynchronization ("barriers only synchronize execution and do not affect the visibility
+// of memory operations") -- a barrier orders memory through a workgroup release fence before its
+// arrive and an acquire fence after its wait, as HIP's __syncthreads pairs them. The printer emits
+// those fences on the barrier's line (`heddle::fence_release_workgroup(); heddle::block_sync();
+// heddle::fence_acquire_workgroup();`), so the printed source shows every fence (docs/verification.md,
+// "AMD workgroup fences"):
+//   fence_release_workgroup()  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup")
+//   fence_acquire_workgroup()  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup")
+//   block_sync()        s_barrier (GFX12: s_barrier_signal -1 + s_barrier_wait -1)
 //   wait_vmcnt<N>()     s_waitcnt vmcnt(N) (GFX12: s_wait_loadcnt N); also a compiler barrier
-//   barrier_signal()    GFX12: release fence, s_barrier_signal -1 (elsewhere: block_sync())
-//   barrier_wait()      GFX12: s_barrier_wait -1, acquire fence (elsewhere: nothing)
+//   barrier_signal()    GFX12: s_barrier_signal -1 (elsewhere: block_sync())
+//   barrier_wait()      GFX12: s_barrier_wait -1 (elsewhere: nothing)
 #pragma once
 #include "heddle/heddle_types.cuh"
 // HIP only: under a CUDA compiler (NVRTC compiles every embedded header) this header is empty.
@@ -226,17 +234,31 @@ __device__ __forceinline__ void wait_vmcnt() {
 #endif
 }
 
+__device__ __forceinline__ void fence_release_workgroup() {
+#ifdef HEDDLE_HOST_EMULATION
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
+#else
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+#endif
+}
+
+__device__ __forceinline__ void fence_acquire_workgroup() {
+#ifdef HEDDLE_HOST_EMULATION
+#elif defined(HEDDLE_INTERPRET)
+  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
+#else
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#endif
+}
+
 __device__ __forceinline__ void block_sync() {
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::block_sync();
 #elif defined(HEDDLE_INTERPRET)
-  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
   ::heddle_rt::s_barrier();
-  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
 #else
-  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier();
-  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 #endif
 }
 
@@ -244,10 +266,8 @@ __device__ __forceinline__ void barrier_signal() {
 #ifdef HEDDLE_HOST_EMULATION
   emu_amd::barrier_signal();
 #elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
-  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
   ::heddle_rt::s_barrier_signal(-1);
 #elif defined(__GFX12__)
-  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
   __builtin_amdgcn_s_barrier_signal(-1);
 #else  // no split barrier: a full barrier here orders at least as much (barrier_wait is then a no-op)
   block_sync();
@@ -259,10 +279,8 @@ __device__ __forceinline__ void barrier_wait() {
   emu_amd::barrier_wait();
 #elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
   ::heddle_rt::s_barrier_wait(-1);
-  ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
 #elif defined(__GFX12__)
   __builtin_amdgcn_s_barrier_wait(-1);
-  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 #endif
 }
 

@@ -2,9 +2,10 @@
 // (hrt_api.h), with their ordering semantics from the CDNA3 and RDNA4 ISA texts:
 //
 //   s_barrier / s_barrier_signal -1 / s_barrier_wait -1: one HwBarrier object with phases. A signal
-//     joins the thread's clock into the phase; the phase completes once every thread has signalled it
-//     or has ended; a wait blocks until the phase the thread signalled has completed and then acquires
-//     what that phase published. s_barrier is signal + wait. A wait with no signal of its own waits for
+//     joins the thread's clock at its last workgroup release fence into the phase; the phase completes
+//     once every thread has signalled it or has ended; a wait blocks until the phase the thread
+//     signalled has completed, and its next workgroup acquire fence acquires what that phase published
+//     (execution barriers: the fences order memory, hrt_amd_fences.cpp). s_barrier is signal + wait. A wait with no signal of its own waits for
 //     a phase that needs its own signal: a deadlock report. A second signal in one phase is an error.
 //   named barriers 1..16 and the NULL barrier 0 (gfx1250): hrt_amd_barriers.cpp.
 //   buffer_load_dword ... lds (LDS DMA): each lane's dword is read at issue and lands at M0 + offset +
@@ -46,9 +47,10 @@ void signal(HwBarrier& b, const char* what, const void* pc) {
               "), with no s_barrier_wait between");
   if (b.arrived == 0) {
     b.join.assign(c.nagents(), 0);
+    b.xjoin.assign(c.nagents(), 0);
     b.pc = pc;
   }
-  vc_join(b.join, f.vc);
+  amd_arrive(b.join, b.xjoin);  // publishes what the thread's last workgroup release fence did (hrt_amd_fences.cpp)
   ++f.vc[f.tid];
   b.sig[f.tid] = (int64_t)b.phase;
   ++b.arrived;
@@ -64,7 +66,7 @@ void wait(HwBarrier& b, const char* what, const void* pc) {
     hw_barrier_try_complete(b);
     return b.phase > target;
   }, desc + " (" + bar_state(b) + ")", pc);
-  vc_join(f.vc, b.done);
+  amd_wait(b.done, b.xdone, pc);  // visible at the thread's next workgroup acquire fence
   b.sig[f.tid] = -1;
 }
 
@@ -76,6 +78,7 @@ void hw_barrier_try_complete(HwBarrier& b) {
   for (auto& f : c.fibers)
     if (b.member[f->tid] && f->st != FState::Done && b.sig[f->tid] != (int64_t)b.phase) return;
   b.done = b.join;
+  b.xdone = b.xjoin;
   ++b.phase;
   b.arrived = 0;
   c.flipped = !c.flipped;  // the next round runs the threads in the other order
@@ -106,11 +109,6 @@ void s_barrier_wait(int id) {
 int32_t v_readfirstlane_b32(int32_t v) {
   tick();
   return v;
-}
-
-void amdgcn_fence_workgroup(int order) {
-  (void)order;
-  tick();
 }
 
 // ---- LDS DMA and the vector-memory counter -------------------------------------------------------

@@ -54,7 +54,7 @@ AmdNamedBarrier& ordered_object(int id, const char* what, const void* pc) {
   AmdNamedBarrier& o = object(id, what, pc);
   const Fiber& f = me();
   for (size_t l = 0; l < o.init_clk.size(); ++l)
-    if (o.init_clk[l] && f.vc[l] >= o.init_clk[l]) return o;
+    if (o.init_clk[l] && amd_exec_ordered(f, (uint32_t)l, o.init_clk[l])) return o;  // execution order suffices
   abort_cta(std::string(what) + " " + std::to_string(id) + " at " + pcs(pc) + " by " + who(f.tid) +
             ": undefined behaviour: the s_barrier_init of barrier " + std::to_string(id) + " at " + pcs(o.init_pc) +
             " is not ordered before this use (no barrier between them); on another schedule the use comes first");
@@ -69,7 +69,9 @@ std::vector<int>& joined() {
 void complete(AmdNamedBarrier& o) {
   Cta& c = cta();
   o.done.push_back(o.join);
+  o.xdone.push_back(o.xjoin);
   o.join.assign(c.nagents(), 0);
+  o.xjoin.assign(c.nagents(), 0);
   ++o.phase;
   o.arrived = 0;
   o.first_wave = -1;
@@ -151,7 +153,7 @@ bool named_arrive(int id, const char* what, const void* pc) {
                          ": misuse: arrive after this wave dropped barrier " + std::to_string(id) +
                          " (s_barrier_leave) without joining it again; the arrive counts against an expected count "
                          "its drop already lowered, so a phase can complete without one of its members");
-  vc_join(o.join, f.vc);
+  amd_arrive(o.join, o.xjoin);  // what the thread's last workgroup release fence published (hrt_amd_fences.cpp)
   ++f.vc[f.tid];  // what this thread does after its arrive is not released by this phase
   o.arrived_phase[f.tid] = (int64_t)o.phase;
   if (o.arrived == 0) o.first_wave = f.tid / c.wave;
@@ -184,7 +186,7 @@ void named_wait(int id, const void* pc) {
               "s_barrier_wait " + std::to_string(id) + (a > w ? "" : " without an arrive of its own") + " (" +
                   state(o, id) + ", waiting for phase " + std::to_string(target) + ")",
               pc);
-  vc_join(f.vc, o.done[(size_t)target]);
+  amd_wait(o.done[(size_t)target], o.xdone[(size_t)target], pc);  // visible at its next acquire fence
   o.waited_phase[f.tid] = target;
 }
 

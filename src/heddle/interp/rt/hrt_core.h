@@ -53,6 +53,12 @@ struct Fiber {
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
   int rank = 0;               // its CTA's rank in the cluster (tid / Cta::cta_threads)
   uint64_t cl_arrived = 0;    // the cluster-barrier phase it arrived on last, plus one (0: none)
+  // AMD workgroup fences (hrt_amd_fences.cpp): an AMD barrier orders execution (x: what this thread is
+  // ordered after through barriers alone) and publishes memory only through the fences around it
+  // (rel: this thread's clock at its last workgroup release fence, what its barrier arrivals publish;
+  // acq: what its barrier waits made visible and no acquire fence has taken yet, from the wait at acq_pc)
+  VC amd_x, amd_rel, amd_acq;
+  const void* amd_acq_pc = nullptr;
 };
 
 struct PendingCopy {  // cp.async: issued, lands at most at the wait that retires its group
@@ -140,6 +146,8 @@ struct AmdNamedBarrier {  // a gfx1250 named barrier object (hrt_amd_barriers.cp
   std::vector<char> left;             // per thread: dropped by s_barrier_leave and not joined since
   const void* init_pc = nullptr;
   std::vector<Clock> init_clk;        // per lane of the initializing wave: its clock at the init (0: not one)
+  VC xjoin;                           // execution order of the current phase's arrivers (hrt_amd_fences.cpp)
+  std::vector<VC> xdone;              // per completed phase: the execution order it publishes
 };
 
 struct PendingDma {  // AMD LDS DMA (one lane's dword): lands when the scheduler says, retired by s_waitcnt
@@ -166,6 +174,7 @@ struct HwBarrier {
   VC done;                  // published by the last completed phase
   std::vector<int64_t> sig; // per thread: the phase it signalled and has not waited for yet (-1: none)
   const void* pc = nullptr; // the first signal of the current phase
+  VC xjoin, xdone;          // the same in execution order (barriers without their fences, hrt_amd_fences.cpp)
 };
 
 struct ClusterBar {  // barrier.cluster: a phase completes when every non-exited thread of the cluster arrived
@@ -324,6 +333,15 @@ void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what
 bool land_one_dma(bool random_pick);  // hrt_amd.cpp: the same for LDS DMA
 void finish_cta_amd();                // hrt_amd.cpp: LDS DMA still in flight at exit
 void hw_barrier_try_complete(HwBarrier& b);
+// hrt_amd_fences.cpp: the calling thread's arrive on an AMD barrier phase (memory: what its last workgroup
+// release fence published, into `join`; execution: everything it is ordered after, into `xjoin`) and its
+// wait (memory: pending until its next workgroup acquire fence; execution: at once)
+void amd_arrive(VC& join, VC& xjoin);
+void amd_wait(const VC& done, const VC& xdone, const void* pc);
+bool amd_exec_ordered(const Fiber& f, uint32_t agent, Clock clk);  // through barriers, with or without fences
+// " (...)" naming the missing workgroup fence when an access of thread `tid` races with (agent, clk) and
+// a barrier orders the pair in execution, else ""
+std::string amd_fence_note(uint32_t accessor, uint32_t tid, uint32_t agent, Clock clk);
 // hrt_amd_barriers.cpp: arrive on / wait for named barrier `id` (1..16, or 0: the NULL barrier, a no-op);
 // named_arrive returns whether the caller's wave arrived first in the phase
 bool named_arrive(int id, const char* what, const void* pc);

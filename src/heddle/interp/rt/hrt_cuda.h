@@ -53,7 +53,10 @@
 #define blockDim (::heddle_rt::block_dim())
 #define gridDim (::heddle_rt::grid_dim())
 #if HRT_AMD
-#define __syncthreads() (::heddle_rt::s_barrier())
+// HIP's __syncthreads: the workgroup release fence, s_barrier, the acquire fence (hrt_amd_fences.cpp)
+#define __syncthreads()                                                                  \
+  (::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE), ::heddle_rt::s_barrier(), \
+   ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE))
 #else
 #define __syncthreads() (::heddle_rt::syncthreads())
 #endif

@@ -60,8 +60,8 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
               std::to_string(r.smem_bytes) + " bytes of dynamic shared memory");
   const bool thread_agent = (int)agent < c.nthreads;
   bool reported = false;
-  auto report = [&](const char* kind, const Granule& g, uint32_t other, uint32_t other_tid, const void* other_pc,
-                    const char* other_what) {
+  auto report = [&](const char* kind, const Granule& g, uint32_t other, Clock other_clk, uint32_t other_tid,
+                    const void* other_pc, const char* other_what) {
     if (reported) return;
     reported = true;
     const uint32_t byte = (uint32_t)(&g - c.shadow.data()) * 2;
@@ -69,13 +69,14 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
             std::string(kind) + " on shared bytes [" + std::to_string(byte) + ", " + std::to_string(byte + 2) +
                 ") (access of " + std::to_string(bytes) + " bytes at " + std::to_string(off) + "): " + what +
                 " by " + agent_name(agent, tid) + " at " + pcs(pc) + " is not ordered after the " + other_what +
-                " by " + agent_name(other, other_tid) + " at " + pcs(other_pc) + " (CTA " + std::to_string(c.linear) + ")");
+                " by " + agent_name(other, other_tid) + " at " + pcs(other_pc) + " (CTA " + std::to_string(c.linear) + ")" +
+                amd_fence_note(agent, tid, other, other_clk));  // AMD: names a missing workgroup fence
   };
   for (uint32_t g0 = off / 2, g1 = (off + bytes + 1) / 2; g0 < g1; ++g0) {
     Granule& g = c.shadow[g0];
     const bool has_w = g.w_agent != UINT32_MAX;
     if (has_w && g.w_agent != agent && vc[g.w_agent] < g.w_clk)
-      report(write ? "write-after-write race" : "read-after-write race", g, g.w_agent, g.w_tid, g.w_pc, "write");
+      report(write ? "write-after-write race" : "read-after-write race", g, g.w_agent, g.w_clk, g.w_tid, g.w_pc, "write");
     if (has_w && async_proxy && !write && g.w_generic && !fenced(g.w_agent, g.w_clk, vc) && !reported) {
       reported = true;
       const uint32_t byte = g0 * 2;
@@ -87,7 +88,7 @@ void smem_access(uint32_t off, uint32_t bytes, bool write, uint32_t agent, Clock
     if (write) {
       for (int i = 0; i < g.nreads; ++i) {
         const ReadRec& rr = g.reads[i];
-        if (rr.agent != agent && vc[rr.agent] < rr.clk) report("write-after-read race", g, rr.agent, rr.tid, rr.pc, "read");
+        if (rr.agent != agent && vc[rr.agent] < rr.clk) report("write-after-read race", g, rr.agent, rr.clk, rr.tid, rr.pc, "read");
       }
       g.w_agent = agent;
       g.w_clk = clk;
