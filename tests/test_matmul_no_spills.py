@@ -42,3 +42,20 @@ SWEEP = [(t, r, a, s, b, v) for t, r, a, s, b, v in itertools.product(
 @pytest.mark.parametrize("target,residual,act,saved,bucket,vec_e", SWEEP)
 def test_every_auto_kernel_compiles_without_spills(target, residual, act, saved, bucket, vec_e):
     assert_no_spills(auto_kernel(target, residual, act, saved, bucket, vec_e), target)
+
+
+@requires_nvrtc
+def test_a_spilling_automatic_kernel_is_replaced_not_warned(monkeypatch, recwarn):
+    """Should the budget miss, heddle.matmul compiles the next candidate (cooperative MMA warpgroups) instead
+    of warning the caller about heddle's own choice. Simulated: "auto" forced to the ping-pong kernel with a
+    residual read by scalar loads, which spills."""
+    spec = MatmulSpec("bf16", False, False, 4096, 4096, False, True, ("bf16", 1), ("bf16", 2), None, None, "bf16")
+    fm = FusedMatmul(spec)
+    real = FusedMatmul.schedule
+    monkeypatch.setattr(FusedMatmul, "schedule",
+                        lambda self, *a, layout=None, **kw: real(self, *a, layout=layout or "pingpong", **kw))
+    k = fm.kernel("sm_90a", 8, 8, m=4096, sms=132, vec_e=1)
+    assert "_ws2coop_" in k.name, k.name
+    st = k.binary.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0, k.binary.ptxas
+    assert not [w for w in recwarn if "spills" in str(w.message)]
