@@ -5,6 +5,7 @@
 
 #include "heddle/schedule/schedule.h"
 #include "heddle/schedule/blackwell_schedule.h"
+#include "heddle/schedule/epilogue_layout.h"
 #include "heddle/schedule/register_pool.h"
 
 namespace heddle {
@@ -364,6 +365,13 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     wn = 4;
   }
   if (parts == 3) bn = 192;  // q/k/v: each warp's n range splits into 3 slices of whole 8-column fragments
+  // an f32 output holds each row block's results as pairs of floats (16 pairs x 2 registers) beside the 128
+  // accumulators of a 64 x 64 warp tile; with a residual read by scalar loads (each value and its address) that
+  // is 230-255 registers (NVRTC: an f32 residual spilled 76 bytes): 8 warps (2 x 4) halve the warp tile
+  const auto& outs = f.outputs();
+  if (bm == 128 && wn == 2 && parts == 1 && !hints.epiPairs && !outs.empty() && dtypeBytes(outs[0]->dtype) == 4 &&
+      matrixEpilogueOperand(f))
+    wn = 4;
   auto* mmExpr = mm->definition;
   auto existing = f.cachesOf(mmExpr->inputs[0]);
   if (!existing.empty() && existing[0]->loadKind == LoadKind::Plain) {
