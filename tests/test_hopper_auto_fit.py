@@ -9,6 +9,7 @@ or the next wider tile, scheduled by hand is refused by the lowering); split-K i
 cached operand needs its producer role; the named error where no tile fits; the kernel-IR simulator and
 the CPU interpreter of the printed source on a picked fallback kernel (float64-right numbers); NVRTC for
 sm_90a (no spills)."""
+import itertools
 import re
 
 import pytest
@@ -47,9 +48,10 @@ def choice(name):
     return int(m[1]), int(m[2]), int(m[3])
 
 
-def auto(m=-1, sms=0, target="sm_90a", layout="auto", **kw):
+def auto(m=-1, sms=0, target="sm_90a", layout="auto", pairs=False, **kw):
     fd, _, _ = fusion(**kw)
-    fd.auto_schedule(target, m, kw.get("n", 4096), kw.get("k", 4096), sms=sms, epilogue_layout=layout)
+    fd.auto_schedule(target, m, kw.get("n", 4096), kw.get("k", 4096), sms=sms, epilogue_layout=layout,
+                     epilogue_pairs=pairs)
     return fd, fd.lower(target)
 
 
@@ -102,7 +104,9 @@ CASES = [
 
 @pytest.mark.parametrize("m,kw,want", CASES)
 def test_picks_the_largest_fitting_tile_and_stages(m, kw, want):
-    fd, low = auto(m, layout="cooperative", **kw)  # the tile fit of the cooperative kernel (hand() builds it)
+    # the tile fit of the cooperative kernel (hand() builds it) for pair reads (a residual read by scalar
+    # loads keeps 128x128)
+    fd, low = auto(m, layout="cooperative", pairs=True, **kw)
     assert choice(low.name) == want, low.name
     plan = {s["buffer"]: s["bytes"] for s in low.smem_plan}
     assert low.smem_bytes <= LIMIT and ("_tmae" in low.name) == bool(kw.get("cache"))
@@ -163,3 +167,63 @@ def test_nvrtc_compiles_the_automatic_residual_kernel():
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, r.ptxas
     assert not st.setmaxnreg_ignored and "cp.async.bulk.tensor.2d" in r.ptx, r.ptxas
+
+
+# --- the epilogue register budget (issue 28 item 8): every epilogue dtype --------------------------------
+
+def dtype_fusion(bias, res, out, n=256):
+    """a @ b (+ bias [N]) (+ res [M, N]) -> out, each in the dtype given (None: no such operand)."""
+    fd = heddle.Fusion()
+    a = fd.input("a", "bf16", ["M", 4096]); b = fd.input("b", "bf16", [4096, n])
+    x = fd.matmul(a, b)
+    if bias:
+        x = x + fd.input("bias", bias, [n])
+    if res:
+        x = x + fd.input("res", res, ["M", n])
+    fd.output(x.to(out))
+    return fd
+
+
+def compiled_clean(fd, target="sm_90a", vec_e=1):
+    """fd.compile refuses a spilling kernel (ScheduleError); ptxas's stats say so again."""
+    k = fd.compile(target, vec_e=vec_e)
+    st = k.binary.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (k.name, k.binary.ptxas)
+    return k
+
+
+@requires_nvrtc
+def test_the_reported_f32_epilogue_compiles():
+    """N = 256, f32 bias, bf16 residual, f32 output: auto_schedule('sm_90a') then compile() with their defaults
+    once gave the ping-pong kernel for pair reads, which compile's scalar reads spilled (8 + 8 bytes: a
+    ScheduleError telling the user to fix heddle's schedule). The defaults now agree (epilogue_pairs=False)."""
+    fd = dtype_fusion("f32", "bf16", "f32")
+    fd.auto_schedule("sm_90a")
+    k = compiled_clean(fd)
+    assert "_ws2coop_" in k.name, k.name
+
+
+# (bias, residual, output, epilogue_pairs / vec_e): each dtype in each role, both read widths
+FUSION_SUBSET = [("f32", "f32", "bf16", True), ("bf16", "f32", "f16", True), ("f16", "bf16", "f32", False)]
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("bias,res,out,pairs", FUSION_SUBSET)
+def test_auto_schedule_epilogue_dtypes_compile(bias, res, out, pairs):
+    fd = dtype_fusion(bias, res, out, n=4096)
+    fd.auto_schedule("sm_90a", epilogue_pairs=pairs)
+    compiled_clean(fd, vec_e=2 if pairs else 1)
+
+
+FUSION_SWEEP = [c for c in itertools.product(
+    (None, "f32", "bf16", "f16"), (None, "f32", "bf16", "f16"), ("f32", "bf16", "f16"), (False, True),
+    (256, 4096)) if c[0] or c[1] or not c[3]]
+
+
+@requires_nvrtc
+@pytest.mark.slow
+@pytest.mark.parametrize("bias,res,out,pairs,n", FUSION_SWEEP)
+def test_every_auto_schedule_epilogue_dtype_compiles(bias, res, out, pairs, n):
+    fd = dtype_fusion(bias, res, out, n=n)
+    fd.auto_schedule("sm_90a", epilogue_pairs=pairs)
+    compiled_clean(fd, vec_e=2 if pairs else 1)

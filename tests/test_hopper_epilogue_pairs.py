@@ -31,8 +31,10 @@ def spec(n=200, k=96, bias="bf16", residual=None, activation="gelu_tanh", row_bi
 
 
 def scheduled(s, layout="auto", m=-1):
+    """The automatic kernel for operands that suit pair reads (heddle.matmul's vec_e=2 choice), lowered below
+    with vec_e=1 as well to compare the reads."""
     fd = s.build_fusion()
-    fd.auto_schedule("sm_90a", m, s.n, s.k, tma=True, sms=132, epilogue_layout=layout)
+    fd.auto_schedule("sm_90a", m, s.n, s.k, tma=True, sms=132, epilogue_layout=layout, epilogue_pairs=True)
     return fd
 
 

@@ -628,17 +628,18 @@ def test_unknown_load_kind():
 
 def test_smem_over_limit_lists_buffers():
     """sync-case 4: the error lists the buffers with their bytes and the largest stage count that fits."""
-    fd, mm, ca, cb = scheduled(bm=256, bn=256, bk=64, wm=4, wn=4, stages=9)
+    # 128x256 on 2x4 warps: 64x64 warp tiles (a 256x256 tile's 65,536 accumulators fill the register file)
+    fd, mm, ca, cb = scheduled(bm=128, bn=256, bk=64, wm=2, wn=4, stages=9)
     validate(fd)  # a valid schedule: the limit is checked when shared memory is planned
     with pytest.raises(ScheduleError) as ei:
         fd.lower("sm_80")
     msg = str(ei.value)
-    per = 9 * 256 * 64 * 2
-    assert f"needs {2 * per} bytes but sm_80 allows 166912 per block" in msg
-    assert f"sA: {per} bytes" in msg and f"sB: {per} bytes" in msg
-    assert "use circular_buffer(stages=2) (131072 bytes; the largest stage count that fits)" in msg
-    fd2, mm2, ca2, cb2 = scheduled(bm=256, bn=256, bk=64, wm=4, wn=4, stages=2)
-    assert fd2.lower("sm_80").smem_bytes == 131072  # the advice is true
+    per_a, per_b = 9 * 128 * 64 * 2, 9 * 64 * 256 * 2
+    assert f"needs {per_a + per_b} bytes but sm_80 allows 166912 per block" in msg
+    assert f"sA: {per_a} bytes" in msg and f"sB: {per_b} bytes" in msg
+    assert "use circular_buffer(stages=3) (147456 bytes; the largest stage count that fits)" in msg
+    fd2, mm2, ca2, cb2 = scheduled(bm=128, bn=256, bk=64, wm=2, wn=4, stages=3)
+    assert fd2.lower("sm_80").smem_bytes == 147456  # the advice is true
 
 
 def test_smem_limit_depends_on_target():

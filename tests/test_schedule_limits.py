@@ -4,6 +4,7 @@ must compile, and every refusal is a ScheduleError naming the option and a valid
 CPU only; the compile checks use NVRTC (skipped without it). The full width sweep is `-m slow`."""
 import math
 import re
+import time
 
 import pytest
 
@@ -45,7 +46,9 @@ def accepted(layout, bm, bn):
 
 @pytest.mark.parametrize("layout,bm,bn", sweep_cases(), ids=lambda v: str(v))
 def test_row_rule_is_decided_by_the_schedule(layout, bm, bn):
-    fd = tiled(bm, bn, layout)
+    # accepted widths on warps whose tiles keep the accumulator rule; refused ones on one warp (the row rule
+    # comes first, and its nearest widths are those one warp's tile rules allow)
+    fd = tiled(bm, bn, layout, *(fitting_warps(layout, bm, bn) if accepted(layout, bm, bn) else (1, 1)))
     if accepted(layout, bm, bn):
         validate(fd, "sm_80")
         return
@@ -73,6 +76,15 @@ def test_amd_lds_tiles_take_any_16_byte_row():
     assert "tile 128x112x32" in validate(fd, "gfx90a")
 
 
+def fitting_warps(layout, bm, bn):
+    """(wm, wn): the fewest warps along the wide side whose warp tile keeps its f32 accumulators within the
+    register rule (a 64x192 tile on one warp holds 384 and is refused at schedule time)."""
+    wide, warps = (bn, "n") if layout == "NN" else (bm, "m")
+    other = bm if warps == "n" else bn
+    w = next(w for w in range(1, wide // 16 + 1) if wide % (16 * w) == 0 and other * (wide // w) // 32 <= 207)
+    return (1, w) if warps == "n" else (w, 1)
+
+
 def _compile_clean(fd):
     # the row rule is what is under test: one warp holding a wide tile spills, which Kernel.build
     # refuses on its own (tests/test_schedule_fuzz.py); here the kernel only has to compile
@@ -83,14 +95,14 @@ def _compile_clean(fd):
 @requires_nvrtc
 @pytest.mark.parametrize("layout,bm,bn", [("NN", 64, 192), ("NN", 64, 32), ("TN", 32, 64)])
 def test_accepted_widths_compile(layout, bm, bn):
-    _compile_clean(tiled(bm, bn, layout))
+    _compile_clean(tiled(bm, bn, layout, *fitting_warps(layout, bm, bn)))
 
 
 @requires_nvrtc
 @pytest.mark.slow
 @pytest.mark.parametrize("layout,bm,bn", [c for c in sweep_cases() if accepted(*c)], ids=lambda v: str(v))
 def test_every_accepted_width_compiles(layout, bm, bn):
-    _compile_clean(tiled(bm, bn, layout))
+    _compile_clean(tiled(bm, bn, layout, *fitting_warps(layout, bm, bn)))
 
 
 # --- item 5: options that used to wrap, truncate or reach NVRTC ----------------------------------
@@ -185,6 +197,36 @@ def test_hopper_tile_too_large_for_one_warpgroup_is_refused():
     assert "tile 192x128x64" in validate(hopper(192, 128, 4), "sm_90a")  # the advice is valid
 
 
+# --- issue 28 item 8: an sm_80 warp tile past the accumulator registers, refused before compiling ------------
+
+@pytest.mark.parametrize("bm,bn,wm,wn,acc", [(128, 128, 2, 1, 256), (64, 256, 1, 1, 512), (128, 256, 2, 2, 256)])
+def test_sm80_warp_tile_past_the_registers_is_refused_at_schedule_time(bm, bn, wm, wn, acc):
+    """The sm_90a rule (register_pool.h accumulatorsFit) on the mma.sync warp tile: (bm/wm) x (bn/wn) / 32 f32
+    accumulators per thread within the 255-register cap less ~48; refused by lower() with no NVRTC compile
+    (before: lowered, then a 3-4 s compile that spilled)."""
+    fd = tiled(bm, bn, wm=wm, wn=wn)
+    t0 = time.perf_counter()
+    with pytest.raises(ScheduleError) as e:
+        fd.lower("sm_80")
+    assert time.perf_counter() - t0 < 0.5
+    msg = str(e.value)
+    assert (f"warp tile {bm // wm}x{bn // wn} (m tile {bm} over {wm} warp(s), n tile {bn} over {wn}) holds {acc} "
+            f"f32 accumulators per thread") in msg, msg
+    assert "has 255 registers and needs ~48 besides them (ptxas would spill)" in msg, msg
+    m = re.search(r"bind (\d+) x (\d+) warps over m x n", msg)
+    assert m, msg
+    assert "tile" in validate(tiled(bm, bn, wm=int(m[1]), wn=int(m[2])), "sm_80")  # the advice is valid
+    s = re.search(r"use a smaller tile \((\d+)x(\d+)x32 on the same warps\)", msg)
+    assert s, msg
+    assert "tile" in validate(tiled(int(s[1]), int(s[2]), wm=wm, wn=wn), "sm_80")
+
+
+def test_sm80_warp_tile_within_the_registers_is_accepted():
+    assert "tile 128x128x32" in validate(tiled(128, 128, wm=2, wn=2), "sm_80")   # 64x64: 128 accumulators
+    assert "tile 64x192x32" in validate(tiled(64, 192, wm=1, wn=3), "sm_80")     # 64x64 again
+    assert "tile 96x128x32" in validate(tiled(96, 128, wm=1, wn=2), "sm_80")     # 96x64: 192 <= 207
+
+
 def test_hopper_advice_prefers_more_warpgroups_when_they_fit():
     with pytest.raises(ScheduleError, match=r"split the m tile over 2 warpgroups \(8 warps over m\)"):
         validate(hopper(128, 256, 4), "sm_90a")
@@ -207,7 +249,7 @@ def test_smem_overflow_suggests_a_stage_count_that_fits():
 
 def test_smem_overflow_suggests_a_different_valid_tile_that_fits():
     fd2, a, b = matmul_fusion(m="M", n="N", k=256, epilogue=None)
-    schedule(fd2, a, b, bm=256, bn=256, bk=64, wm=4, wn=4, stages=3)
+    schedule(fd2, a, b, bm=128, bn=256, bk=64, wm=2, wn=4, stages=4)  # 64x64 warp tiles: 128 accumulators
     with pytest.raises(ScheduleError) as e:
         fd2.lower("sm_80")
     msg = str(e.value)
@@ -215,10 +257,10 @@ def test_smem_overflow_suggests_a_different_valid_tile_that_fits():
     assert m, msg
     if m.group(2):
         bm, bn = int(m.group(2)), int(m.group(3))
-        assert (bm, bn) != (256, 256), msg
+        assert (bm, bn) != (128, 256), msg
         fd3, a3, b3 = matmul_fusion(m="M", n="N", k=256, epilogue=None)
         st = re.search(r"with circular_buffer\(stages=(\d+)\)", msg)
-        schedule(fd3, a3, b3, bm=bm, bn=bn, bk=64, wm=4, wn=4, stages=int(st.group(1)) if st else 3)
+        schedule(fd3, a3, b3, bm=bm, bn=bn, bk=64, wm=2, wn=4, stages=int(st.group(1)) if st else 4)
         fd3.lower("sm_80")  # the suggested tile is valid and fits
 
 

@@ -252,16 +252,18 @@ class Fusion:
 
     def auto_schedule(self, target: str = "sm_80", m: int = -1, n: int = -1, k: int = -1,
                       tma: bool = True, sms: int = 0, k_share: str = "auto",
-                      epilogue_layout: str = "auto", epilogue_pairs: bool = True) -> "Fusion":
+                      epilogue_layout: str = "auto", epilogue_pairs: bool = False) -> "Fusion":
         """The schedule heddle.matmul would pick for `target` (and problem size, when known). tma=False:
         the operands do not meet TMA's rules (docs/hopper.md), so a Hopper target gets cp.async. sms > 0
         (the SM count) with m, n, k known: output tiles filling less than half the SMs get split-K; on the
         cp.async kernels, tiles that do not fill the SMs get split-K or stream-K by a cost model
         (schedule/k_share.cpp) that k_share ("split_k", "stream_k", "none") overrides. epilogue_layout
         (sm_90a roles, docs/scheduling.md): "auto" (ping-pong MMA warpgroups for a fused epilogue,
-        cooperative for a plain store), "cooperative", "pingpong" or "epilogue_role". epilogue_pairs=False:
-        the bias / residual do not suit pair reads (vec_e=1), so "auto" keeps a residual on the cooperative
-        layout (the ping-pong kernel would spill)."""
+        cooperative for a plain store), "cooperative", "pingpong" or "epilogue_role". epilogue_pairs: whether
+        the kernel will read the bias / residual in pairs (lower / compile with vec_e=2); the default False
+        matches compile()'s vec_e=1, with which "auto" keeps a residual on the cooperative layout (the
+        ping-pong kernel would spill). Either way "auto" keeps the epilogue's operand registers within the
+        MMA warpgroups' budget (schedule/epilogue_layout.h epilogueFits)."""
         self._f.auto_schedule(_str(target, "auto_schedule: target"), _int(m, "auto_schedule: m", _I64),
                               _int(n, "auto_schedule: n", _I64), _int(k, "auto_schedule: k", _I64),
                               _bool(tma, "auto_schedule: tma"), _int(sms, "auto_schedule: sms"),

@@ -143,22 +143,30 @@ class FusedMatmul:
                     fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma, vec_e)
                     # heddle chose this schedule: a spill is heddle's to fix, so the call still runs (warned)
                     k = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True, vec_e=vec_e)
+                    if _spills(k) and self.epilogue_layout == "auto":
+                        # the epilogue budget (schedule/epilogue_layout.h) should have kept it off: the next
+                        # candidate, cooperative MMA warpgroups (the lighter epilogue), where that one is clean
+                        fd = self.schedule(target, vec_a, vec_b, bucket, sms, tma, vec_e, layout="cooperative")
+                        k2 = Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc, allow_spills=True,
+                                          vec_e=vec_e)
+                        k = k if _spills(k2) else k2
                     _warn_if_spills(k)
                     self.kernels[key] = k
                     self.compiles += 1
         return k
 
     def schedule(self, target: str, vec_a: int, vec_b: int, bucket: int, sms: int = 0, tma: bool = True,
-                 vec_e: int = 1) -> Fusion:
+                 vec_e: int = 1, layout: Optional[str] = None) -> Fusion:
         """The fusion scheduled for M bucket `bucket` (M_BUCKETS; -1 = larger): the automatic schedule told
-        M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K."""
+        M <= bucket, so small M gets 64-row tiles and, when the tiles fill less than half the SMs, split-K.
+        layout: the sm_90a epilogue layout (default: the op's epilogue_layout)."""
         if vec_a < 2 or vec_b < 2:  # layouts cp.async cannot take: synchronous copies
             return _plain_schedule(self.spec, target)
         fd = self.spec.build_fusion()
         # Hopper: TMA needs 16-byte rows and bases, i.e. 8-element copies (heddle/core/tma.py)
         fd.auto_schedule(target, bucket, self.spec.n, self.spec.k, tma=tma and vec_a >= 8 and vec_b >= 8,
                          sms=0 if self.spec.batched else (sms or _sm_count()), k_share=self.k_share,
-                         epilogue_layout=self.epilogue_layout, epilogue_pairs=vec_e == 2)
+                         epilogue_layout=layout or self.epilogue_layout, epilogue_pairs=vec_e == 2)
         return fd
 
     def describe(self, target: str, vec_a: int = 8, vec_b: int = 8, sms: int = 0, vec_e: int = 2) -> str:
@@ -446,9 +454,14 @@ _calls = _C.runtime.CallTable(torch.empty, MAX_PLANS, exact_type=torch.Tensor, i
 _op_name._dynamo_marked_constant = True
 
 
+def _spills(k: Kernel) -> bool:
+    st = getattr(k.binary, "stats", None) if k.binary is not None else None
+    return st is not None and bool(st.spill_stores or st.spill_loads)
+
+
 def _warn_if_spills(k: Kernel) -> None:
     st = getattr(k.binary, "stats", None) if k.binary is not None else None
-    if st is not None and (st.spill_stores or st.spill_loads):
+    if _spills(k):
         import warnings
         warnings.warn(f"heddle: the automatic schedule's kernel {k.name} spills {st.spill_stores} bytes of stores "
                       f"at {st.registers} registers; it runs, slower than it should (please report it; "

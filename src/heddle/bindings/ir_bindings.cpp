@@ -164,7 +164,7 @@ void bindIr(py::module_& m) {
              autoScheduleMatmul(f, targetInfo(target), h);
            }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
            py::arg("tma") = true, py::arg("sms") = 0, py::arg("k_share") = "auto",
-           py::arg("epilogue_layout") = "auto", py::arg("epilogue_pairs") = true)
+           py::arg("epilogue_layout") = "auto", py::arg("epilogue_pairs") = false)
       .def_static("k_share_plan", [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk,
                                      bool streamOk, const std::string& mode, const std::string& target) {
              // target: the cp.async schedule's rules for it (no k sharing without grid flags; stream-K where

@@ -12,7 +12,8 @@
 //                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp); so does
 //                    a residual read by scalar loads (epiPairs false: operands unfit for vec_e=2), with which
 //                    the ping-pong kernel spills (NVRTC: 8-40 bytes at 168 registers); hopper_auto.cpp also
-//                    keeps its tile at 128 x 128 (the cooperative 128 x 256 one spills 4 bytes)
+//                    keeps its tile at 128 x 128 (the cooperative 128 x 256 one spills 4 bytes); and, in
+//                    hopper_auto.cpp, wherever the epilogue budget (epilogueFits below) leaves ping-pong short
 #pragma once
 
 #include <string>
@@ -30,6 +31,23 @@ bool matrixEpilogueOperand(const Fusion& f);
 // The layout for `asked` ("auto" resolved by fusedEpilogue, and by epiPairs where a residual is read);
 // ScheduleError naming the option otherwise.
 std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked, bool epiPairs = true);
+
+// The registers one MMA thread holds for the epilogue operands (bias, residual) of one output chunk: the
+// staged epilogue writes a warpgroup's wgRows-row tile in chunks 128 bytes wide (C = 128 / outBytes columns)
+// and ptxas issues a chunk's operand loads together, ahead of its math. A thread's share of a chunk: a matrix
+// operand (a residual) wgRows x C / 256 column pairs, a row vector (a bias) C / 8, a column vector (a per-row
+// bias) wgRows / 32 values. A pair costs 1 register read as a pair of 16-bit values (pairs: vec_e=2), 2 as a
+// pair of f32, 4 read by scalar loads (each value and its address); a column-vector value 2.
+int epilogueOperandRegisters(const Fusion& f, int wgRows, int outBytes, bool pairs);
+
+// The registers an MMA thread keeps for the epilogue's addresses, indices and loop state beside its accumulators
+// and the operands of a chunk (NVRTC, sm_90a ping-pong 128 x 128 at 232: 64 operand registers compile clean,
+// 72-80 spill 4-16 bytes).
+constexpr int kEpilogueStateRegisters = 40;
+
+// Whether a warpgroup holding `accumulators` per thread in `budget` registers also holds a chunk's operands
+// (epilogueOperandRegisters) and the epilogue's state: the automatic sm_90a schedule's epilogue budget.
+bool epilogueFits(const Fusion& f, int wgRows, int accumulators, int budget, int outBytes, bool pairs);
 
 // One phrase for describe() and explain (MatmulTiling::str): what the layout overlaps.
 std::string epilogueLayoutPhrase(const std::string& layout);

@@ -12,6 +12,11 @@
 //   roles        {load: 1 warp, 40 registers; mma: 2 warpgroups, 232 registers} -- the load
 //                warpgroup gives registers to the MMA warpgroups (setmaxnreg). One MMA warpgroup
 //                (256 threads) leaves every thread 255 registers, so no budgets are set.
+//   registers    the epilogue budget (epilogue_layout.h epilogueFits): beside its accumulators and ~40 registers
+//                of epilogue state, an MMA thread holds the bias / residual values of one 128-byte output chunk
+//                (counted per dtype and read width); "auto" leaves ping-pong (128 accumulators) for cooperative
+//                and 128 x 256 for 128 x 128 where they do not fit in 232 -- an f32 residual with a 16-bit output
+//                (NVRTC: the ping-pong kernel spilled 4-16 bytes), a residual read by scalar loads
 //   persistent   one CTA per SM walks the tiles in groups of 8 m-tiles (warp_specialize)
 //   epilogue     layout (schedule/epilogue_layout.h, hints.epilogueLayout): a fused epilogue (bias,
 //                residual, activation) gets ping-pong MMA warpgroups (one warpgroup per 128 x 128 tile,
@@ -89,6 +94,10 @@ int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms) {
   return s >= 2 ? (int)s : 1;
 }
 
+namespace {
+constexpr int kMmaRegisters = 232;  // the MMA role's setmaxnreg budget (the load warpgroup keeps 40)
+}  // namespace
+
 void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   auto* e = mm->definition;
@@ -115,7 +124,12 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   const int64_t nOut = std::max<int64_t>(1, (int64_t)outs.size());
   // "auto" leaves decode-sized M (one 64-row tile per n column: nothing to alternate) on one warpgroup
   const bool smallM = hints.m >= 0 && hints.m <= 64;
-  const bool pp = !batched && layout == "pingpong" && !(smallM && hints.epilogueLayout == "auto");
+  // the epilogue budget (epilogue_layout.h epilogueFits): a ping-pong warpgroup holds a whole 128 x 128 tile's
+  // 128 accumulators in kMmaRegisters, beside a chunk's operands -- "auto" takes the cooperative layout where
+  // they do not fit (an f32 residual with 16-bit outputs, or a residual read by scalar loads: ptxas spilled)
+  const bool autoLayout = hints.epilogueLayout == "auto";
+  const bool ppFits = epilogueFits(f, 128, 128, kMmaRegisters, outBytes, hints.epiPairs);
+  const bool pp = !batched && layout == "pingpong" && !(smallM && autoLayout) && (ppFits || !autoLayout);
   const bool er = !batched && layout == "epilogue_role";
   if (batched && hints.epilogueLayout != "auto" && layout != "cooperative")
     fail<ScheduleError>("auto schedule: epilogue_layout = '", layout, "' is not built into the automatic schedule of a "
@@ -134,9 +148,12 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
     bm = 64;
     wgs = 1;
   }
-  // a residual read by scalar loads (!epiPairs) keeps 128 x 128: at 128 x 256 its loads spill (NVRTC: 4 bytes)
+  // a residual read by scalar loads (!epiPairs) keeps 128 x 128: at 128 x 256 its loads spill (NVRTC: 4 bytes);
+  // so does any epilogue whose chunk operands do not fit beside the 128 accumulators of a cooperative
+  // warpgroup's 64 x 256 share (epilogueFits)
   const bool scalarResidual = !hints.epiPairs && matrixEpilogueOperand(f);
-  if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual) bn = 256;
+  const bool wideFits = epilogueFits(f, 64, 128, kMmaRegisters, outBytes, hints.epiPairs);
+  if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual && wideFits) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
   const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
@@ -186,10 +203,10 @@ void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoSch
   if (ks.splits > 1) {
     splitK(mm, ks.splits);  // the TMA pipeline without roles, one CTA per (tile, split)
   } else if (useER) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
-    warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, 232}, Role{"epilogue", 4, 232}});
+    warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, kMmaRegisters}, Role{"epilogue", 4, kMmaRegisters}});
   } else {
     const bool budgets = wgs == 2 || usePP;  // more than 256 threads: the producer hands registers to the MMA
-    Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", usePP ? 8 : 4 * wgs, budgets ? 232 : 0};
+    Role load{"load", 1, budgets ? 40 : 0}, mma{"mma", usePP ? 8 : 4 * wgs, budgets ? kMmaRegisters : 0};
     warpSpecialize(mm, {load, mma});
     if (ks.streamCtas > 0) streamK(mm, ks.streamCtas);  // both roles walk the CTA's (tile, k-range) segments
     // the TMA-store epilogue where the outputs are TMA-able: N known, rows a multiple of 16 bytes, one element size

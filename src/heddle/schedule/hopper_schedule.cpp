@@ -135,10 +135,11 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
   // accumulators live in registers: leave the rest of the budget for addresses, descriptors and the
   // epilogue (with less than ~48 spare registers ptxas spills)
   const int accRegs = (h.coop ? h.wgRows : t.bm) * t.bn / 128;
-  if (mma.registers && accRegs > mma.registers - 48)
+  if (mma.registers && !accumulatorsFit(accRegs, mma.registers))
     fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' holds ", accRegs, " accumulators per thread (",
                         h.coop ? h.wgRows : t.bm, " x ", t.bn, " per warpgroup) in a budget of ", mma.registers,
-                        " registers; give it at least ", (accRegs + 48 + 7) / 8 * 8, " registers or use a smaller tile");
+                        " registers; give it at least ", (accRegs + kSpareRegisters + 7) / 8 * 8,
+                        " registers or use a smaller tile");
   h.persistent = true;
   if (h.tmaStore) {  // accumulator ring: two stages when they fit, else one
     const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
@@ -148,26 +149,20 @@ void validateRolesSm90(const MatmulTiling& t, HopperSchedule& h, const TargetInf
   }
 }
 
-// Registers a thread may hold with `wgs` warpgroups and no setmaxnreg: the entry cap.
-int entryRegisterCap(int wgs) { return std::min(255, (65536 / (128 * wgs)) / 8 * 8); }
-// Accumulators per thread must leave ~48 registers for addresses, descriptors and the epilogue
-// (with fewer ptxas spills; 192x256 on one warpgroup holds 384 and spilled ~14 KB).
-constexpr int kSpareRegisters = 48;
-
 // Without roles every warpgroup holds its share of the tile's accumulators under the entry cap.
 void checkAccumulatorRegisters(const MatmulTiling& t, const TargetInfo& target) {
   const auto& h = t.hopper;
   const int accRegs = h.wgRows * t.bn / 128;
-  const int cap = entryRegisterCap(h.tileWarpgroups);
-  if (accRegs <= cap - kSpareRegisters) return;
+  const int cap = entryRegisterCap(128 * h.tileWarpgroups);  // register_pool.h, shared with the sm_80 warp tiles
+  if (accumulatorsFit(accRegs, cap)) return;
   std::ostringstream fix;
   for (int w = h.tileWarpgroups + 1; 128 * w <= target.maxThreads; ++w)
-    if (t.bm % (64 * w) == 0 && (t.bm / w) * t.bn / 128 <= entryRegisterCap(w) - kSpareRegisters) {
+    if (t.bm % (64 * w) == 0 && accumulatorsFit((t.bm / w) * t.bn / 128, entryRegisterCap(128 * w))) {
       fix << "split the m tile over " << w << " warpgroups (" << 4 * w << " warps over m) or ";
       break;
     }
   int bn = t.bn;
-  while (bn > 64 && h.wgRows * bn / 128 > cap - kSpareRegisters) bn -= 64;
+  while (bn > 64 && !accumulatorsFit(h.wgRows * bn / 128, cap)) bn -= 64;
   fix << "use an n tile of " << bn << " (" << t.bm << "x" << bn << "x" << t.bk << ")";
   fail<ScheduleError>("schedule of ", t.mm->name, ": tile ", t.bm, "x", t.bn, " on ", h.tileWarpgroups,
                       " warpgroup(s) holds ", accRegs, " accumulators per thread (", h.wgRows, " x ", t.bn,

@@ -5,6 +5,8 @@
 
 #include "heddle/schedule/schedule.h"
 #include "heddle/schedule/blackwell_schedule.h"
+#include "heddle/schedule/epilogue_layout.h"
+#include "heddle/schedule/register_pool.h"
 
 namespace heddle {
 
@@ -99,6 +101,38 @@ void validateMatmulGroup(const Fusion& f, const TargetInfo& target, MatmulTiling
     fail<ScheduleError>(what, ": each warp's ", wn, " accumulator columns (n tile ", t.bn, " over ", t.warpsN,
                         " warps) split into ", t.parts, " slices of whole 8-column mma fragments, one per member; "
                         "use an n tile whose warp tile is a multiple of ", 8 * t.parts);
+}
+
+// The mma.sync kernels (sm_80, and sm_90a with cp.async): each thread holds its warp tile's f32 accumulators,
+// (bm / warpsM) x (bn / warpsN) / 32, under the __launch_bounds__ cap -- the rule of the sm_90a warpgroup tiles
+// (register_pool.h accumulatorsFit), checked here so that such a tile is refused before a multi-second compile
+// that would spill.
+void checkWarpTileRegisters(const MatmulTiling& t, const TargetInfo& target) {
+  const int wm = t.bm / t.warpsM, wn = t.bn / t.warpsN, lanes = t.warpSize;
+  const int acc = wm * wn / lanes, cap = entryRegisterCap(t.threads());
+  if (accumulatorsFit(acc, cap)) return;
+  std::ostringstream fix;
+  for (int f = 2; f <= 8 && !fix.tellp(); f *= 2)  // more warps over m (then n): smaller warp tiles
+    for (auto [m, n] : {std::make_pair(t.warpsM * f, t.warpsN), std::make_pair(t.warpsM, t.warpsN * f)}) {
+      const int threads = lanes * m * n;
+      if (threads > target.maxThreads || t.bm % (16 * m) || t.bn % (16 * n)) continue;
+      if (!accumulatorsFit((t.bm / m) * (t.bn / n) / lanes, entryRegisterCap(threads))) continue;
+      fix << "bind " << m << " x " << n << " warps over m x n (warp tile " << t.bm / m << "x" << t.bn / n << ", "
+          << (t.bm / m) * (t.bn / n) / lanes << " accumulators) or ";
+      break;
+    }
+  int bm = t.bm, bn = t.bn;
+  auto halves = [](int x, int warps) { return x % (32 * warps) == 0; };  // half still a multiple of 16 per warp
+  while (!accumulatorsFit((bm / t.warpsM) * (bn / t.warpsN) / lanes, cap)) {
+    const bool n = halves(bn, t.warpsN) && (bn / t.warpsN >= bm / t.warpsM || !halves(bm, t.warpsM));
+    if (!n && !halves(bm, t.warpsM)) break;
+    (n ? bn : bm) /= 2;
+  }
+  fix << "use a smaller tile (" << bm << "x" << bn << "x" << t.bk << " on the same warps)";
+  fail<ScheduleError>("schedule of ", t.mm->name, ": warp tile ", wm, "x", wn, " (m tile ", t.bm, " over ", t.warpsM,
+                      " warp(s), n tile ", t.bn, " over ", t.warpsN, ") holds ", acc, " f32 accumulators per thread (",
+                      wm, " x ", wn, " / ", lanes, " lanes) but a thread of this ", t.threads(), "-thread kernel has ",
+                      cap, " registers and needs ~", kSpareRegisters, " besides them (ptxas would spill); ", fix.str());
 }
 
 }  // namespace
@@ -290,6 +324,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
+  if (t.loadKind != LoadKind::TmaLoad && target.mmaSync) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
@@ -330,6 +365,13 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     wn = 4;
   }
   if (parts == 3) bn = 192;  // q/k/v: each warp's n range splits into 3 slices of whole 8-column fragments
+  // an f32 output holds each row block's results as pairs of floats (16 pairs x 2 registers) beside the 128
+  // accumulators of a 64 x 64 warp tile; with a residual read by scalar loads (each value and its address) that
+  // is 230-255 registers (NVRTC: an f32 residual spilled 76 bytes): 8 warps (2 x 4) halve the warp tile
+  const auto& outs = f.outputs();
+  if (bm == 128 && wn == 2 && parts == 1 && !hints.epiPairs && !outs.empty() && dtypeBytes(outs[0]->dtype) == 4 &&
+      matrixEpilogueOperand(f))
+    wn = 4;
   auto* mmExpr = mm->definition;
   auto existing = f.cachesOf(mmExpr->inputs[0]);
   if (!existing.empty() && existing[0]->loadKind == LoadKind::Plain) {

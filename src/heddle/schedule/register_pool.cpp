@@ -23,6 +23,8 @@ std::string num(int64_t v) {  // 64512 -> "64,512"
 
 int launchBoundsRegisters(int threads) { return std::min(256, (65536 / std::max(1, threads)) / 8 * 8); }
 
+int entryRegisterCap(int threads) { return std::min(255, launchBoundsRegisters(threads)); }
+
 RegisterPool registerPool(int threads, int ptxasRegisters) {
   RegisterPool p;
   p.threads = threads;

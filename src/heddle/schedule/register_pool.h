@@ -26,6 +26,16 @@ int launchBoundsRegisters(int threads);
 // The pool of such a CTA: ptxas's count where the kernel was compiled (ptxasRegisters > 0), else the cap.
 RegisterPool registerPool(int threads, int ptxasRegisters = 0);
 
+// Accumulators live in registers: a thread needs about this many besides them (addresses, descriptors, the
+// epilogue); with fewer ptxas spills (sm_90a: 192x256 on one warpgroup holds 384 and spilled ~14 KB).
+constexpr int kSpareRegisters = 48;
+// The registers a thread of a `threads`-thread kernel without setmaxnreg may hold: launchBoundsRegisters, at most
+// 255 (an instruction names registers R0..R254).
+int entryRegisterCap(int threads);
+// Whether `accumulators` f32 accumulators per thread leave kSpareRegisters of a `cap`-register thread: the rule of
+// the sm_90a warpgroup tiles (hopper_schedule.cpp) and the sm_80 warp tiles (matmul_schedule.cpp).
+inline bool accumulatorsFit(int accumulators, int cap) { return accumulators <= cap - kSpareRegisters; }
+
 // A role's warpgroups and the per-thread budget it sets with setmaxnreg (0: none, it keeps the entry count).
 struct WarpgroupBudget {
   std::string role;

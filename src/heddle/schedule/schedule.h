@@ -97,7 +97,7 @@ struct AutoScheduleHints {
   std::string kShare = "auto";       // cp.async schedules: "auto" (chooseKShare's model), "split_k", "stream_k", "none"
   std::string epilogueLayout = "auto";  // sm_90a roles: "auto", "cooperative", "pingpong", "epilogue_role"
                                         // (schedule/epilogue_layout.h)
-  bool epiPairs = true;              // the epilogue operands suit pair reads (vec_e=2: core/kernel.py _pair_ok)
+  bool epiPairs = false;             // the epilogue operands suit pair reads (vec_e=2: core/kernel.py _pair_ok)
 };
 // The split-K factor the automatic schedules pick (schedule/hopper_auto.cpp): 1 when `tiles` output tiles
 // fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
