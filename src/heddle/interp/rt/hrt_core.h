@@ -264,6 +264,7 @@ struct Cta {
   std::unique_ptr<ptx::Tmem> tmem;
   std::vector<PendingTcMma> tc_mmas;
   std::vector<PendingTcCommit> tc_commits;
+  std::shared_ptr<struct TcShadow> tc_shadow;  // tensor memory's race shadow and the tcgen05 views (hrt_tmem_shadow.cpp)
   std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
   // setmaxnreg (hrt_regs.cpp): the register pool of each CTA (rank) and every warpgroup's per-thread budget
   int reg_entry = 0;                 // registers per thread at entry
@@ -278,7 +279,8 @@ struct Cta {
   int agent_bulk(int t) const { return 2 * nthreads + t; }
   int agent_wg(int w) const { return 3 * nthreads + w; }
   int agent_mbar(int j) const { return 3 * nthreads + nwg + j; }
-  int nagents() const { return 3 * nthreads + nwg + kMaxMbars; }
+  int agent_tc(int t) const { return 3 * nthreads + nwg + kMaxMbars + t; }  // t's tcgen05.mma (hrt_tmem_shadow.cpp)
+  int nagents() const { return 4 * nthreads + nwg + kMaxMbars; }
   static constexpr int kMaxMbars = 64;
 };
 
