@@ -13,9 +13,17 @@ and columns and the missing ordering, not only as wrong numbers under some seed:
     by its commit's arrival, PTX ISA 9.7.16.6.4.2).
 tcgen05.alloc and tcgen05.dealloc are synchronous (PTX ISA 9.7.16.6.1), so the fences the printer puts around
 them (before the block barrier that hands out the address, after the teardown barrier) order nothing the
-barrier does not: deleting them is not a finding."""
-import pytest
+barrier does not: deleting them is not a finding.
+A hand-written one-CTA kernel (tests/interp/tcgen05_ordering.cu: the ISA's canonical patterns around one
+reused accumulator stage, independent of the printer) runs clean with exact numbers under three schedules,
+and each of its fences, its MMA thread's wait and its commit edited away is a tensor-memory race."""
+import json
+from pathlib import Path
 
+import pytest
+import torch
+
+import heddle
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret
 from blackwell_defs import build, build_epi
@@ -127,3 +135,50 @@ def test_accumulator_reuse_is_reported(name, mutant):
     r = run(name, edit(family(name)[1].source))
     hits = [t for t in r.races if t.startswith("tensor-memory") and race in t and text in t]
     assert hits, r.report()
+
+
+# --- a hand-written kernel (tests/interp/tcgen05_ordering.cu): the ISA's canonical patterns, without the printer
+
+HAND = (Path(__file__).parent / "interp" / "tcgen05_ordering.cu").read_text()
+TILES = 3
+
+
+def hand_mutant(tag, new=""):
+    line = line_with(HAND, f"MUTANT:{tag}")
+    return HAND.replace(line, new)
+
+
+def run_hand(src, schedule="adversarial", seed=0):
+    out = torch.full((TILES, 128), float("nan"))
+    lib = heddle._C.interp.build(src, "tcgen05_ordering", "sm_100a")
+    regions = [("out", out.data_ptr(), out.numel() * 4, True, 4)]
+    raw = lib.run([1, 1, 1], [256, 1, 1], 6168, [("ptr", out), ("i32", TILES)], ["out", "tiles"], regions,
+                  schedule, seed)
+    return [(f["kind"], f["text"]) for f in json.loads(raw).get("findings", [])], out
+
+
+@pytest.mark.parametrize("schedule,seed", [("adversarial", 0), ("random", 1), ("random", 2)])
+def test_hand_written_kernel_runs_clean_with_right_numbers(schedule, seed):
+    findings, out = run_hand(HAND, schedule, seed)
+    assert not findings, findings
+    assert torch.equal(out, torch.full_like(out, 16.0)), out
+
+
+HAND_MUTANTS = {  # the edit, and the words its race report must hold
+    "mma_after": (("mma_after", ""), "tcgen05.mma", "missing tcgen05.fence::after_thread_sync"),
+    "ld_after": (("ld_after", ""), "tcgen05.ld", "missing tcgen05.fence::after_thread_sync"),
+    "ld_before": (("ld_before", ""), "tcgen05.mma", "missing tcgen05.fence::before_thread_sync"),
+    # the MMA thread runs ahead (adversarial): the readers see MMAs of later tiles their accFull wait did not cover
+    "mma_wait": (("mma_wait", ""), "tcgen05.ld", "no wait on the mbarrier of a tcgen05.commit issued after"),
+    # fence::before + a plain arrive in place of the commit: the MMA's result is published by nothing
+    "commit": (("commit", "      heddle::sm100::fence_before(); heddle::sm90::mbar_arrive(accFull);"), "tcgen05.ld",
+               "no wait on the mbarrier of a tcgen05.commit"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(HAND_MUTANTS))
+def test_hand_written_mutants_are_races(mutant):
+    edit, op, why = HAND_MUTANTS[mutant]
+    findings, _ = run_hand(hand_mutant(*edit))
+    races = [t for k, t in findings if k == "race" and t.startswith("tensor-memory") and f"{op} by" in t and why in t]
+    assert races, findings
