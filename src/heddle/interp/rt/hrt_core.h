@@ -8,9 +8,10 @@
 // asynchronous work lands at random moments). Happens-before is tracked with vector clocks over
 // "agents": the threads, plus one agent per asynchronous engine whose completion a wait observes
 // (a thread's cp.async groups, a thread's bulk-store groups, a warpgroup's wgmma groups, each
-// mbarrier's phases). Shadow state per 2-byte granule of shared memory records the last write and
-// the reads since (hrt_shadow.cpp); accesses come from the primitives and from the compiler's
-// instrumentation of every plain load and store of the kernel (-fsanitize=thread hooks).
+// mbarrier's phases, a thread's tcgen05.mma engine). Shadow state per 2-byte granule of shared memory
+// records the last write and the reads since (hrt_shadow.cpp; tensor memory: hrt_tmem_shadow.cpp);
+// accesses come from the primitives and from the compiler's instrumentation of every plain load and
+// store of the kernel (-fsanitize=thread hooks).
 #pragma once
 #include <atomic>
 #include <cstdint>
