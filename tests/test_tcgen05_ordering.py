@@ -105,8 +105,8 @@ def test_deleted_fence_is_reported(name, fence):
 
 def test_fences_around_alloc_and_dealloc_order_nothing_more():
     # PTX ISA 9.7.16.6.1: alloc / dealloc are synchronous tcgen05 instructions, ordered by the block barrier
-    # alone; the fences are for the asynchronous ones (mma, ld). Public sm100 kernels allocate and free around
-    # a plain __syncthreads.
+    # alone; the fences are for the asynchronous ones (mma, ld). Public sm100 kernels (FlashMLA, DeepGEMM)
+    # hand out the address with a plain __syncthreads, CUTLASS-based examples free after one.
     src = family("plain")[1].source
     for parts in (("sm100::fence_before();", "publish tmem_slot"), ("sm100::fence_after();", "acquire teardown")):
         r = run("plain", delete(src, *parts))

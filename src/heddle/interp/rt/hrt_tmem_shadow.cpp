@@ -17,8 +17,9 @@
 // tensor-memory "empty" mbarrier, then tcgen05_after_thread_sync, then issue UMMAs and umma_arrive
 // (tcgen05.commit) the "full" one; FlashMLA's sm100 kernels wait an MMA-done mbarrier, then
 // tcgen05_after_thread_sync, tcgen05.ld, fence_view_async_tmem_load (wait::ld), tcgen05_before_thread_sync
-// before their arrive; both allocate tensor memory and publish the address with a plain __syncthreads
-// (alloc is synchronous: no before-fence needed).
+// before their arrive; both allocate tensor memory and publish the address with a plain __syncthreads,
+// and CUTLASS-based sm100 examples free it right after a plain __syncthreads (alloc and dealloc are
+// synchronous: no fence needed around them).
 //
 // Model (clocks as in hrt_core.h): every thread keeps a tcgen05 view -- its clock at its latest
 // fence::after_thread_sync (own entry always current) -- and asynchronous tcgen05 accesses are checked
