@@ -41,3 +41,12 @@ def build_epi(operands=("bias",), tma="bias", e_stages=2, stages=3, acc_stages=2
     if tma:
         fd.cache_after(extra[tma], "tma_load").circular_buffer(e_stages)
     return fd
+
+
+def redundant_fence_mutants(survivors):
+    """The simulator mutants deleting the two tcgen05 fences that order nothing the block barriers do not:
+    tcgen05.alloc and tcgen05.dealloc are synchronous (PTX ISA 9.7.16.6.1), so the fence::before_thread_sync
+    before the barrier that hands out the tensor-memory address and the fence::after_thread_sync before the
+    dealloc are redundant, and their deletion equivalent (tests/test_tcgen05_ordering.py)."""
+    return [m for m in survivors if m.kind == "delete_sync" and
+            ("publish tmem_slot" in m.description or "acquire teardown" in m.description)]

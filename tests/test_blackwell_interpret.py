@@ -4,8 +4,7 @@ tcgen05.alloc / mma / commit / ld / dealloc calls, its descriptors, instruction 
 mapping -- runs with the numbers of a float64 reference on ragged shapes with a bias + gelu (and other)
 epilogue, and every source mutant (each sync line deleted, each parity flipped, each expect_tx dropped or
 halved, each TMA destination moved to the next stage, tcgen05.commit / alloc / dealloc deleted) is caught.
-The tcgen05 fences are scheduling points here; their ordering is checked by the simulator
-(tests/test_blackwell_simulator.py)."""
+The tcgen05 fences' ordering and tensor memory's race shadow are tests/test_tcgen05_ordering.py's."""
 import pytest
 
 from heddle.interpret import interpret, mutation_kill_rate, source_mutants

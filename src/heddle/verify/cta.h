@@ -262,7 +262,9 @@ class Cta {
   // --- sm90_sync.cpp / sm90_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
   Sm90State sm90;
   void setupSm90();                                  // before the threads' clocks are sized
-  int clockSize() const { return T + (int)sm90.bars.size(); }
+  // the threads, the mbarriers, and (sm_100a) each thread's tcgen05.mma engine (sm100_sim.cpp)
+  int clockSize() const { return T + (int)sm90.bars.size() + (k.tile.tcgen05 ? T : 0); }
+  int tcAgent(int tid) const { return T + (int)sm90.bars.size() + tid; }
   bool execSm90Sync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
   bool execSm90Leaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf
   bool sm90Land(bool oldest);                        // lands one TMA copy; false when none is in flight
@@ -287,6 +289,7 @@ class Cta {
   // --- sm100_sim.cpp: tcgen05 (tensor memory, tcgen05.mma / commit / ld, the tcgen05 fences)
   bool execSm100Sync(Thread& t, const kir::Sync& s);  // false: not a tcgen05 op
   bool execSm100Leaf(Thread& t, const kir::Node& n);  // false: not a tcgen05 leaf
+  void publishTcReads(Thread& t);                     // fence::before_thread_sync (or commit): stamps its tcgen05.ld reads
   void sm100Finish();
 
  private:

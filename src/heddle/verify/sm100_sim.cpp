@@ -1,23 +1,31 @@
 // tcgen05 (sm_100a) in the simulator: tensor memory as cells of the accumulator buffer (accStages x 128
 // lanes x bn columns) under the same happens-before shadow as shared memory, with the tcgen05 ordering
-// rules of the PTX memory model (docs/blackwell.md):
-//   tcgen05.alloc      warp-collective (lane 0 acts): the CTA's allocation; it writes the address to
-//                      tmem_slot and defines every column (a NaN: fresh columns hold no value). Both are
-//                      tcgen05 writes: published only by the thread's next tcgen05.fence::before_thread_sync.
-//   tcgen05.dealloc    the allocating warp, the same column count: writes every column (a later use, or
-//                      an access not ordered before it, is reported); an allocation still live when the
-//                      CTA ends is misuse.
+// rules of the PTX memory model (docs/blackwell.md, docs/verification.md), the rules the interpreter's
+// hrt_tmem_shadow.cpp models too: PTX ISA 9.7.16.6.1 (alloc / dealloc / commit / fences synchronous, mma /
+// ld asynchronous), 9.7.16.6.3 and 9.7.16.11.1 (a thread sync orders asynchronous tcgen05 ops across
+// threads only with fence::before_thread_sync on the earlier side and fence::after_thread_sync on the
+// later), 9.7.16.6.4.2 / .4.4 (commit -> mbarrier wait -> fence::after -> ld; commit is an implicit
+// fence::before); checked against public sm100 kernels (DeepGEMM, FlashMLA) that follow them:
+//   tcgen05.alloc      warp-collective (lane 0 acts), synchronous: the CTA's allocation; it writes the
+//                      address to tmem_slot and defines every column (a NaN: fresh columns hold no value),
+//                      ordinary writes at the thread's clock.
+//   tcgen05.dealloc    the allocating warp, the same column count, synchronous: writes every column at the
+//                      thread's clock (a later use, or an access not ordered before it, is reported); an
+//                      allocation still live when the CTA ends is misuse.
 //   tcgen05.mma        one thread: reads its sA / sB slots (ordinary reads at the issue, ordered by the
 //                      full wait), writes the 128 x bn accumulator stage (read too unless enable-input-d
-//                      is 0) in tensor memory, checked against the thread's tcgen05 view
-//   tcgen05.commit     one arrival on the mbarrier carrying the thread's clock: every earlier tcgen05 op
-//                      of the thread (modelled as done at its issue) happens before the phase it completes
+//                      is 0) in tensor memory, checked against the thread's tcgen05 view. The write is the
+//                      thread's MMA engine's (agent tcAgent) at the ordinal of its next tcgen05.commit:
+//                      only that commit's arrival publishes it (the engine's earlier writes are its own:
+//                      mma -> mma on one accumulator is a pipelined pair, 9.7.16.6.2).
+//   tcgen05.commit     publishes the thread's pending tcgen05.ld reads (implicit fence::before), then one
+//                      arrival on the mbarrier carrying the thread's clock and its MMA engine's ordinal
 //   tcgen05.ld (the epilogue from tensor memory): thread (warp w, lane l) reads row 32*(w%4) + l of the
 //                      stage, checked against its tcgen05 view; the reads are published only by its next
 //                      fence::before_thread_sync. A TMA-loaded bias / residual is an ordinary checked
 //                      shared-memory read of its ring slot (operandStage) per stored element.
 //   fence::after_thread_sync   the thread's tcgen05 view becomes its current clock
-//   fence::before_thread_sync  publishes the thread's pending tcgen05 accesses at its current clock
+//   fence::before_thread_sync  publishes the thread's pending tcgen05.ld reads at its current clock
 // So a missing after-fence leaves tcgen05 accesses unordered with what the preceding wait acquired,
 // and a missing before-fence leaves them unordered with what the following arrive or barrier releases.
 #include <cmath>
@@ -57,6 +65,15 @@ void underTcView(Thread& t, F f) {
 
 }  // namespace
 
+void Cta::publishTcReads(Thread& t) {
+  const uint32_t now = t.vc[t.tid];
+  for (auto& [cell, inst] : t.h.tcReads) {
+    uint64_t& rec = smemR[(size_t)cell * T + t.tid];
+    if (rec == (((uint64_t)kUnpublished << 32) | (uint64_t)(inst + 1))) rec = ((uint64_t)now << 32) | (uint64_t)(inst + 1);
+  }
+  t.h.tcReads.clear();
+}
+
 bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
   using K = kir::SyncKind;
   auto misuse = [&](const std::string& key, const std::string& what) {
@@ -75,22 +92,17 @@ bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
         misuse("cols", std::to_string(s.arg) + " columns hold fewer than the " + std::to_string(k.tile.accStages) +
                            " x " + std::to_string(k.tile.bn) + " accumulator columns");
       const uint32_t inst = newInst(s, t, 0, 0);
-      underTcView(t, [&] {
-        const uint32_t slot = cellOf(tmemSlotBuf(k), 0, 0, 0, s);
-        writeCell(slot, t, inst, -1);
-        smem[slot] = 0.0f;
-        t.h.tcWrites.push_back({slot, inst});
-        if (!acc) return;
-        for (int st = 0; st < k.tile.accStages; ++st)
-          for (int r = 0; r < 128; ++r)
-            for (int c = 0; c < k.tile.bn; ++c) {
-              const uint32_t cell = cellOf(acc, st, r, c, s);
-              writeCell(cell, t, inst, -1);
-              smem[cell] = std::numeric_limits<float>::quiet_NaN();
-              t.h.tcWrites.push_back({cell, inst});
-            }
-      });
-      for (auto& [cell, in] : t.h.tcWrites) smemW[cell].clock = kUnpublished;
+      const uint32_t slot = cellOf(tmemSlotBuf(k), 0, 0, 0, s);
+      writeCell(slot, t, inst, -1);
+      smem[slot] = 0.0f;
+      if (!acc) return true;
+      for (int st = 0; st < k.tile.accStages; ++st)
+        for (int r = 0; r < 128; ++r)
+          for (int c = 0; c < k.tile.bn; ++c) {
+            const uint32_t cell = cellOf(acc, st, r, c, s);
+            writeCell(cell, t, inst, -1);
+            smem[cell] = std::numeric_limits<float>::quiet_NaN();
+          }
       return true;
     }
     case K::TmemRelinquish:
@@ -107,13 +119,11 @@ bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
                                   std::to_string(sm90.tmemCols));
       const uint32_t inst = newInst(s, t, 0, 0);
       const kir::Buffer* acc = tmemAcc(k);
-      underTcView(t, [&] {
-        readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, s), t, inst);
-        if (!acc) return;
+      readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, s), t, inst);
+      if (acc)
         for (int st = 0; st < k.tile.accStages; ++st)
           for (int r = 0; r < 128; ++r)
             for (int c = 0; c < k.tile.bn; ++c) writeCell(cellOf(acc, st, r, c, s), t, inst, -1);
-      });
       sm90.tmemLive = false;
       return true;
     }
@@ -121,22 +131,19 @@ bool Cta::execSm100Sync(Thread& t, const kir::Sync& s) {
       const int id = mbarId(s.buf, s.index.eval(t.env), s);
       if (!mbarVisible(t, sm90.bars[id], s)) return true;
       asyncProxyInitCheck(t, sm90.bars[id], s);
-      mbarArrive(id, t.vc, &s, t.tid);
+      publishTcReads(t);  // the implicit fence::before_thread_sync of tcgen05.commit
+      std::vector<uint32_t> vc = t.vc;
+      vc[tcAgent(t.tid)] = ++t.h.tcCommits;  // what this commit's arrival publishes: the thread's MMAs so far
+      mbarArrive(id, vc, &s, t.tid);
       t.vc[t.tid]++;
       return true;
     }
     case K::TcgenFenceAfter:
       t.h.tcView = t.vc;
       return true;
-    case K::TcgenFenceBefore: {
-      const uint32_t now = t.vc[t.tid];
-      for (auto& [cell, inst] : t.h.tcReads) smemR[(size_t)cell * T + t.tid] = ((uint64_t)now << 32) | (uint64_t)(inst + 1);
-      for (auto& [cell, inst] : t.h.tcWrites)
-        if (smemW[cell].thread == t.tid && smemW[cell].inst == inst) smemW[cell].clock = now;
-      t.h.tcReads.clear();
-      t.h.tcWrites.clear();
+    case K::TcgenFenceBefore:
+      publishTcReads(t);
       return true;
-    }
     default: return false;
   }
 }
@@ -164,16 +171,22 @@ bool Cta::execSm100Leaf(Thread& t, const kir::Node& n) {
     for (int kk = 0; kk < tl.bk; ++kk)
       for (int c = 0; c < tl.bn; ++c)
         B[(size_t)kk * tl.bn + c] = readCell(cellOf(m.b, sb, tl.bKMajor ? c : kk, tl.bKMajor ? kk : c, m), t, inst);
+    const int engine = tcAgent(t.tid);
+    const uint32_t ordinal = t.h.tcCommits + 1;  // the thread's next commit publishes this MMA
     underTcView(t, [&] {
       readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, m), t, inst);
+      const uint32_t seen = t.vc[engine];
+      t.vc[engine] = ordinal;  // its engine's earlier MMAs: a pipelined pair, in issue order
       for (int r = 0; r < tl.bm; ++r)
         for (int c = 0; c < tl.bn; ++c) {
           const uint32_t cell = cellOf(m.acc, st, r, c, m);
           float s = accumulate ? readCell(cell, t, inst) : 0.0f;
           for (int kk = 0; kk < tl.bk; ++kk) s += A[(size_t)r * tl.bk + kk] * B[(size_t)kk * tl.bn + c];
           writeCell(cell, t, inst, -1);
+          smemW[cell] = WriteRec{engine, -1, ordinal, inst};
           smem[cell] = s;
         }
+      t.vc[engine] = seen;
     });
     return true;
   }

@@ -78,11 +78,12 @@ struct Sm90Thread {
   int namedBar = -1;                     // blocked in bar.sync
   const kir::Sync* namedNode = nullptr;
   std::vector<uint32_t> unfenced;        // cells written through the generic proxy since the last proxy fence
-  // sm100 (sm100_sim.cpp): the clock tcgen05 accesses are ordered by (the thread's clock at its last
-  // tcgen05.fence::after_thread_sync), and tcgen05 accesses not yet published (the cells of tcgen05.ld
-  // reads and of the allocation's writes, with their instances) until the next fence::before_thread_sync
+  // sm100 (sm100_sim.cpp): the clock asynchronous tcgen05 accesses are ordered by (the thread's clock at its
+  // last tcgen05.fence::after_thread_sync), and its tcgen05.ld reads not yet published (cells, instances)
+  // until its next fence::before_thread_sync or tcgen05.commit
   std::vector<uint32_t> tcView;
-  std::vector<std::pair<uint32_t, uint32_t>> tcReads, tcWrites;
+  std::vector<std::pair<uint32_t, uint32_t>> tcReads;
+  uint32_t tcCommits = 0;  // tcgen05.commit issued: the ordinal of the thread's MMA engine (Cta::tcAgent)
 };
 
 struct Sm90State {

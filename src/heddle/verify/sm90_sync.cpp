@@ -55,10 +55,9 @@ void Cta::setupSm90() {
       sm90.active = true;
   });
   if (k.tile.wgmma) sm90.active = true;
-  const int A = (int)sm90.bars.size();
   for (auto& m : sm90.bars) {
-    m.acc.assign(T + A, 0);
-    m.released.assign(T + A, 0);
+    m.acc.assign(clockSize(), 0);
+    m.released.assign(clockSize(), 0);
   }
   sm90.inflight.assign(smem.size(), 0);
   sm90.inflightInst.assign(smem.size(), 0);

@@ -8,9 +8,10 @@
 // asynchronous work lands at random moments). Happens-before is tracked with vector clocks over
 // "agents": the threads, plus one agent per asynchronous engine whose completion a wait observes
 // (a thread's cp.async groups, a thread's bulk-store groups, a warpgroup's wgmma groups, each
-// mbarrier's phases). Shadow state per 2-byte granule of shared memory records the last write and
-// the reads since (hrt_shadow.cpp); accesses come from the primitives and from the compiler's
-// instrumentation of every plain load and store of the kernel (-fsanitize=thread hooks).
+// mbarrier's phases, a thread's tcgen05.mma engine). Shadow state per 2-byte granule of shared memory
+// records the last write and the reads since (hrt_shadow.cpp; tensor memory: hrt_tmem_shadow.cpp);
+// accesses come from the primitives and from the compiler's instrumentation of every plain load and
+// store of the kernel (-fsanitize=thread hooks).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -273,6 +274,7 @@ struct Cta {
   std::unique_ptr<ptx::Tmem> tmem;
   std::vector<PendingTcMma> tc_mmas;
   std::vector<PendingTcCommit> tc_commits;
+  std::shared_ptr<struct TcShadow> tc_shadow;  // tensor memory's race shadow and the tcgen05 views (hrt_tmem_shadow.cpp)
   std::vector<uint8_t> scratch;  // TMA box images (sized to the shared window once per CTA)
   // setmaxnreg (hrt_regs.cpp): the register pool of each CTA (rank) and every warpgroup's per-thread budget
   int reg_entry = 0;                 // registers per thread at entry
@@ -287,7 +289,8 @@ struct Cta {
   int agent_bulk(int t) const { return 2 * nthreads + t; }
   int agent_wg(int w) const { return 3 * nthreads + w; }
   int agent_mbar(int j) const { return 3 * nthreads + nwg + j; }
-  int nagents() const { return 3 * nthreads + nwg + kMaxMbars; }
+  int agent_tc(int t) const { return 3 * nthreads + nwg + kMaxMbars + t; }  // t's tcgen05.mma (hrt_tmem_shadow.cpp)
+  int nagents() const { return 4 * nthreads + nwg + kMaxMbars; }
   static constexpr int kMaxMbars = 64;
 };
 

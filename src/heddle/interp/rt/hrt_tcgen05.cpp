@@ -10,11 +10,15 @@
 //                      still allocated when the CTA exits is a finding.
 //   tcgen05.ld 32x32b  the warp's lane quarter, read when issued (the value the accumulator holds then: an
 //                      MMA that has not landed shows as stale or NaN data, i.e. wrong numbers)
-//   tcgen05.wait::ld, the tcgen05 fences   scheduling points; their ordering is modelled by the kernel-IR
-//                      simulator (verify/sm100_sim.cpp), not here
+//   tcgen05.wait::ld   a scheduling point (it follows every tcgen05.ld in heddle_sm100.cuh)
+//   the tcgen05 fences, and the ordering of every tensor-memory access: hrt_tmem_shadow.cpp (a race shadow
+//                      per lane and column; fence::before_thread_sync publishes the thread's tcgen05.ld
+//                      reads, fence::after_thread_sync sets the clock its asynchronous tcgen05 ops are
+//                      checked with, a commit's arrival publishes its MMAs)
 #include <cstring>
 
 #include "heddle/interp/rt/hrt_core.h"
+#include "heddle/interp/rt/hrt_tmem_shadow.h"
 
 namespace heddle_rt {
 
@@ -71,6 +75,7 @@ void tcgen05_alloc(uint32_t slot, int ncols) {
     Fiber& f = me();
     smem_access(i0->slot, 4, true, uint32_t(f.tid), f.vc[f.tid], uint32_t(f.tid), f.vc, pc, false, "tcgen05.alloc");
     std::memcpy(run().smem + i0->slot, &addr, 4);
+    tmem_shadow_alloc(f.tid, ptx::tmem_col(addr), i0->ncols, pc);
   });
 }
 
@@ -93,13 +98,18 @@ void tcgen05_dealloc(uint32_t taddr, int ncols) {
                              pcs(p.pc) + " by " + who(p.tid) + " have not completed");
     const std::string err = tmem_of(c).dealloc(i0->a, i0->n);
     if (!err.empty()) abort_cta(err + " at " + pcs(pc));
+    tmem_shadow_dealloc(me().tid, ptx::tmem_col(i0->a), i0->n, pc);
   });
 }
 
 void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
   Cta& c = cta();
+  const void* pc = __builtin_return_address(0);
   tick();
-  c.tc_mmas.push_back(PendingTcMma{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, __builtin_return_address(0)});
+  c.tc_mmas.push_back(PendingTcMma{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, pc});
+  ptx::InstrDescF16 id;  // the columns it writes (a bad descriptor or address is reported when it runs)
+  if (ptx::decode_idesc_f16(idesc, &id).empty() && ptx::tmem_lane(d) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(d), id.N))
+    tmem_shadow_mma(me().tid, ptx::tmem_col(d), id.N, pc);
 }
 
 void tcgen05_commit(uint32_t bar) {
@@ -120,6 +130,7 @@ void tcgen05_commit(uint32_t bar) {
     }
   }
   p.vc = f.vc;
+  p.vc[size_t(c.agent_tc(f.tid))] = tmem_shadow_commit(f.tid);  // the MMA engine's ordinal: this commit's MMAs
   ++f.vc[f.tid];
   c.tc_commits.push_back(std::move(p));
 }
@@ -138,11 +149,17 @@ void tcgen05_ld_32x32b(int num, uint32_t taddr, uint32_t* regs) {
     const std::string err = ptx::tcgen05_ld_32x32b(tmem_of(c), me().tid / 32, i0->addr, i0->num, out);
     if (!err.empty()) abort_cta(err + " at " + pcs(pc));
     for (int t = 0; t < 32; ++t) std::memcpy(outs[t], out[t], sizeof(uint32_t) * size_t(i0->num));
+    const int base = me().tid - me().tid % 32;
+    for (int t = 0; t < 32; ++t)
+      tmem_shadow_ld(base + t, ptx::tmem_lane(i0->addr) + uint32_t(t), ptx::tmem_col(i0->addr), i0->num, pc);
   });
 }
 
 void tcgen05_wait_ld() { tick(); }
-void tcgen05_fence(bool) { tick(); }
+void tcgen05_fence(bool before) {
+  tick();
+  tmem_shadow_fence(me().tid, before);
+}
 
 bool land_one_tcgen05(bool random_pick) {
   Cta& c = cta();
@@ -174,6 +191,7 @@ void finish_cta_tcgen05() {
     finding("async", "CTA " + std::to_string(c.linear) + " exits with " + std::to_string(c.tmem->allocated_columns()) +
                          " tensor-memory columns allocated (no tcgen05.dealloc)");
   c.tmem.reset();
+  c.tc_shadow.reset();
 }
 
 }  // namespace heddle_rt
