@@ -28,6 +28,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 
 #include "heddle/lower/analysis/hazards.h"
 #include "heddle/lower/lower.h"
@@ -364,15 +366,24 @@ void relaxDrains(kir::Kernel& k, const HazardAnalysis& ha, Plan& plan, const std
 // Fills the reason of a sync op from the hazards it serves.
 void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
   std::set<std::string> kinds, bufs, stages, prods, cons, pairs;
+  // a point serves many instances of few (kind, buffer, stage, producer, consumer) tuples (one per
+  // walked trace and k-tile): each tuple is described once, each node once
+  std::set<std::tuple<int, std::string_view, std::string_view, const kir::Node*, const kir::Node*>> seen;
+  std::map<const kir::Node*, std::string> described;
+  auto describe = [&](const kir::Node* n) -> const std::string& {
+    auto it = described.find(n);
+    return it != described.end() ? it->second : described.emplace(n, kir::describe(*n)).first->second;
+  };
   for (int h : hs) {
     auto& z = ha.hazards[h];
-    pairs.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer + ": " + kir::describe(*z.producer) + "  ->  " +
-                 kir::describe(*z.consumer));
+    if (!seen.insert({int(z.kind), z.buffer, z.stageExpr, z.producer, z.consumer}).second) continue;
+    pairs.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer + ": " + describe(z.producer) + "  ->  " +
+                 describe(z.consumer));
     kinds.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer);
     bufs.insert(z.buffer);
     stages.insert(z.stageExpr);
-    prods.insert(kir::describe(*z.producer));
-    cons.insert(kir::describe(*z.consumer));
+    prods.insert(describe(z.producer));
+    cons.insert(describe(z.consumer));
   }
   auto join = [](const std::set<std::string>& s, size_t maxN = 4) {
     std::string o;
