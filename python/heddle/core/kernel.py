@@ -101,7 +101,14 @@ class Kernel:
 
     @property
     def ptx(self) -> str:
-        return self.binary.ptx
+        """The PTX. A kernel from the memory cache holds none (the cache keeps the cubin and launch facts):
+        it is read back from the disk entry, else compiled again from the printed source, uncached."""
+        try:
+            return self.binary.ptx
+        except RuntimeUnavailable:
+            again = _C.runtime.compile(self.lowered.source, self.lowered.name, self.lowered.rtc_arch,
+                                       want_ptx=True, use_cache=False)
+            return again.ptx
 
     @property
     def ptxas(self) -> str:
