@@ -94,15 +94,33 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     }
   }
   auto stabs = [&](int p, int h) { return ha.hazards[h].latestInstance[p] >= 0 && ha.points[p].uniform; };
+  // the same relation as bit sets (a cross interval's candidate points; a set of chosen points), so
+  // "is interval h stabbed by the chosen points" is a few word ANDs: the search asks it per node for
+  // every interval, and the interval count grows with the square of the stage count
+  const size_t words = (ha.points.size() + 63) / 64;
+  std::vector<std::vector<uint64_t>> candBits(ha.hazards.size());
+  for (int h : cross) {
+    candBits[h].assign(words, 0);
+    for (int p : cands[h]) candBits[h][p / 64] |= uint64_t(1) << (p % 64);
+  }
+  auto bitsOf = [&](const std::set<int>& ps) {
+    std::vector<uint64_t> b(words, 0);
+    for (int p : ps) b[p / 64] |= uint64_t(1) << (p % 64);
+    return b;
+  };
+  auto stabbed = [&](int h, const std::vector<uint64_t>& chosen) {
+    for (size_t w = 0; w < words; ++w)
+      if (candBits[h][w] & chosen[w]) return true;
+    return false;
+  };
 
   // greedy: most newly stabbed intervals per cost, then drop points the others make redundant
   std::set<int> greedy = fixed;
   std::vector<bool> done(ha.hazards.size(), false);
   auto refresh = [&] {
+    const std::vector<uint64_t> chosen = bitsOf(greedy);
     for (int h : cross)
-      if (!done[h])
-        for (int p : greedy)
-          if (stabs(p, h)) { done[h] = true; break; }
+      if (!done[h] && stabbed(h, chosen)) done[h] = true;
   };
   refresh();
   for (;;) {
@@ -140,18 +158,15 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
   int64_t best = greedyCost + 1;  // equal-cost placements found by the search win (its tie-breaks)
   std::set<int> bestSet;
   std::set<int> cur = fixed;
+  std::vector<uint64_t> curBits = bitsOf(cur);
   int64_t nodes = 0;
   bool exhausted = false;
   std::function<void(int64_t)> search = [&](int64_t c) {
     if (c >= best) return;
     if (++nodes > kBudget) { exhausted = true; return; }
     int open = -1;
-    for (int h : cross) {
-      bool hit = false;
-      for (int p : cur)
-        if (stabs(p, h)) { hit = true; break; }
-      if (!hit) { open = h; break; }
-    }
+    for (int h : cross)
+      if (!stabbed(h, curBits)) { open = h; break; }
     if (open < 0) {
       best = c;
       bestSet = cur;
@@ -169,8 +184,10 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     for (int p : cand) {
       if (exhausted) return;
       cur.insert(p);
+      curBits[p / 64] |= uint64_t(1) << (p % 64);
       search(c + cost(p));
       cur.erase(p);
+      curBits[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
   };
   search(0);
