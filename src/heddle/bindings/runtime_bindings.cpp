@@ -115,11 +115,11 @@ void bindCompile(py::module_& rt) {
   });
   rt.def(
       "compile",
-      [](const std::string& source, const std::string& name, const std::string& arch,
+      [](std::string source, const std::string& name, const std::string& arch,
          const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx, bool useCache,
          bool lineinfo, int maxRegisters, const std::map<std::string, std::string>& headers) {
         CompileRequest req;
-        req.source = source;
+        req.source = std::move(source);  // the converted argument, not a second copy of it
         req.name = name;
         req.headers = headers;
         req.options.arch = arch;
