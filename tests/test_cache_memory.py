@@ -12,6 +12,13 @@ def kernel(tag):
     return f'extern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= {tag}.f; }} // {tag}\n'
 
 
+def small_matmul(layout):
+    """A fresh, scheduled 64x64 f16 matmul fusion (each layout its own kernel)."""
+    fd, a, b = matmul_fusion(n=64, k=64, dtype="f16", layout=layout, epilogue="none")
+    schedule(fd, a, b, bm=64, bn=64, bk=32, stages=2)
+    return fd
+
+
 @requires_nvrtc
 def test_memory_entry_holds_no_ptx_and_reads_it_back_from_disk(cache, monkeypatch):
     monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
@@ -60,13 +67,8 @@ def test_kernel_ptx_of_a_memory_hit_without_disk(cache, monkeypatch):
     monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
     monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
     monkeypatch.delenv("HEDDLE_DUMP", raising=False)
-
-    def fresh():
-        fd, a, b = matmul_fusion(n=64, k=64, dtype="f16", layout="NN", epilogue="none")
-        schedule(fd, a, b, bm=64, bn=64, bk=32, stages=2)
-        return fd
-    heddle.Kernel.build(fresh(), "sm_80")
-    k = heddle.Kernel.build(fresh(), "sm_80")
+    heddle.Kernel.build(small_matmul("NN"), "sm_80")
+    k = heddle.Kernel.build(small_matmul("NN"), "sm_80")
     assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
     assert "mma.sync.aligned" in k.ptx
 
@@ -86,3 +88,16 @@ def test_front_table_gives_each_source_its_own_kernel(cache):
     assert stats["memory_hits"] == 4 and stats["compiles"] == 4
     rt.cache_clear(memory=True)  # the front goes with the memory map: the next lookup reads the disk
     assert rt.compile(kernel(204), "k.cu", "sm_80").cache_source == "disk"
+
+
+@requires_nvrtc
+def test_dump_ptx_of_a_kernel_held_without_ptx(cache, monkeypatch, capfd):
+    """HEDDLE_DUMP=ptx set after the kernel went into memory without its PTX (disk off) still prints it."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    heddle.Kernel.build(small_matmul("TN"), "sm_80")
+    monkeypatch.setenv("HEDDLE_DUMP", "ptx")
+    k = heddle.Kernel.build(small_matmul("TN"), "sm_80")
+    assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
+    assert "===== heddle ptx =====" in capfd.readouterr().err

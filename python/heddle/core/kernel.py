@@ -76,9 +76,9 @@ class Kernel:
         else:
             binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
                                         isolate=isolate, want_ptx=True, use_cache=use_cache)
-        dump("ptx", lambda: binary.ptx)
-        dump("ptxas", lambda: binary.ptxas)
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
+        dump("ptx", lambda: kernel.ptx)  # a memory hit's PTX: from disk, else compiled again (Kernel.ptx)
+        dump("ptxas", lambda: binary.ptxas)
         if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
             _refuse_spills(kernel)
             _refuse_advisories(kernel)
