@@ -28,10 +28,11 @@ IMPL_LABEL = {"heddle": "heddle", "heddle_tuned": "heddle (autotuned)", "cublas"
 
 STEP_LABEL = {
     "lower": "lowering alone (all passes + CUDA printing)",
+    "lower_stages": "lowering alone, by stage count (sync planner included)",
     "nvrtc_cold": "NVRTC + ptxas, cold (cache off)",
     "lower_nvrtc_cold": "cold compile: lowering + NVRTC",
     "disk_hit": "warm disk-cache load (verified read)",
-    "memory_hit": "in-memory hit of runtime.compile (key hash + lookup)",
+    "memory_hit": "in-memory hit of runtime.compile (cheap digest + lookup)",
     "sm90a_tma_store_call": "repeated sm_90a Kernel call (TMA maps, TMA store), inputs rotating, output kept",
     "sm90a_tma_store_full_path": "the same kernel's full path (checks, prepare, map encodes, new plan)",
     "sm90a_split_k_call": "repeated sm_90a split-K Kernel call, inputs rotating, output kept",
@@ -180,6 +181,12 @@ def compile_notes(records: List[dict]) -> str:
         if r.get("step") == "lower" and r.get("passes"):
             top = ", ".join(f"{n} {ms:.3f} ms" for n, ms in r["passes"][:3])
             notes.append(f"- {r['variant']}: kernel `{r.get('kernel')}`; costliest passes (medians): {top}.")
+        if r.get("step") == "lower_stages" and r.get("insert_syncs_ms") is not None:
+            notes.append(f"- {r['variant']}: insert_syncs {r['insert_syncs_ms']:.3f} ms of it (median).")
+        if r.get("step") == "memory_hit" and r.get("memory_bytes") is not None:
+            notes.append(f"- {r['variant']}: the memory cache holds {r['memory_bytes'] / 1024:.1f} KiB for the kernel "
+                         f"(cubin {r['cubin_bytes'] / 1024:.1f} KiB; its {r['ptx_bytes'] / 1024:.1f} KiB of PTX stays on "
+                         "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx).")
         if r.get("step") == "lower_nvrtc_cold" and r.get("registers") is not None:
             notes.append(f"- {r['variant']}: {r['registers']} registers, {r.get('spill_bytes', 0)} spill bytes "
                          f"(ptxas, {r.get('arch')}).")

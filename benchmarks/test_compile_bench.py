@@ -9,7 +9,8 @@ Steps, per kernel variant:
   nvrtc_cold         NVRTC + ptxas for the printed source, cache off
   lower_nvrtc_cold   cold compile from a fresh definition: lowering + NVRTC (fd.compile, cache off)
   disk_hit           warm disk-cache load: memory cache cleared, binary read and verified from disk
-  memory_hit         in-memory hit of runtime.compile (key hashing + lookup)
+  memory_hit         in-memory hit of runtime.compile (cheap digest + lookup), and the bytes the memory
+                     cache holds for the kernel (cubin, launch facts; PTX only when asked)
   build_memory_hit   Kernel.build on an in-memory hit (lowering + hashing + lookup)
 and the CPU side of a heddle.matmul call: the per-call kernel lookup, input binding, launch geometry,
 beside an empty torch custom op (the dispatch layer heddle.matmul goes through).
@@ -17,7 +18,9 @@ beside an empty torch custom op (the dispatch layer heddle.matmul goes through).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -30,6 +33,9 @@ from heddle.autotune import Config
 from heddle.core import inputs
 from heddle.core.kernel import plan_table
 from heddle.kernel import matmul_geometry
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from matmul_defs import matmul_fusion, schedule  # noqa: E402  (the schedule helpers the tests use)
 
 rt = _C.runtime
 
@@ -134,6 +140,29 @@ def test_lowering(variant, recorder):
             passes=[[n, round(ms, 4)] for n, ms in pass_ms])
 
 
+STAGES = (2, 8, 20)
+
+
+@pytest.mark.parametrize("stages", STAGES)
+def test_lowering_vs_stages(stages, recorder):
+    """sm_80 lowering against the circular buffer's stage count (64x64x32 tiles, 2x2 warps, K = 1280):
+    the sync planner walks trip counts up to 3s+1."""
+    def fresh():
+        fd, a, b = matmul_fusion(n=200, k=32 * 40, dtype="bf16", layout="NN", epilogue="bias_gelu")
+        schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=stages)
+        return fd
+    timer = bench.WallTimer()
+    samples, planner = [], []
+    for _ in range(20):
+        fd = fresh()
+        a = timer.mark()
+        low = fd.lower("sm_80")
+        samples.append(timer.elapsed_ms(a, timer.mark()))
+        planner += [ms for name, ms, _, _ in low.passes if name == "insert_syncs"]
+    _record(recorder, f"sm_80 cp.async, {stages} stages", "lower_stages", bench.summarize(samples), kernel=low.name,
+            insert_syncs_ms=round(bench.summarize(planner).median, 4))
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_cold_compile(variant, recorder, cache_dir):
@@ -194,7 +223,12 @@ def _cache_hits(variant, recorder):
         r = rt.compile(low.source, low.name, low.rtc_arch)
         mem.append(timer.elapsed_ms(a, timer.mark()) * 1e3)
         assert r.cache_source == "memory"
-    _record(recorder, variant, "memory_hit", bench.summarize(mem, unit="us"), source_bytes=len(low.source))
+    # what the memory cache holds for this one kernel (the cubin and launch facts; PTX only when asked)
+    rt.cache_clear(memory=True)
+    assert rt.compile(low.source, low.name, low.rtc_arch).cache_source == "disk"
+    held = rt.cache_memory_bytes()
+    _record(recorder, variant, "memory_hit", bench.summarize(mem, unit="us"), source_bytes=len(low.source),
+            memory_bytes=held, cubin_bytes=len(first.cubin), ptx_bytes=len(first.ptx))
     build = []
     for _ in range(20):
         fd2, _ = _fresh(variant)

@@ -76,9 +76,9 @@ class Kernel:
         else:
             binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
                                         isolate=isolate, want_ptx=True, use_cache=use_cache)
-        dump("ptx", lambda: binary.ptx)
-        dump("ptxas", lambda: binary.ptxas)
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
+        dump("ptx", lambda: kernel.ptx)  # a memory hit's PTX: from disk, else compiled again (Kernel.ptx)
+        dump("ptxas", lambda: binary.ptxas)
         if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
             _refuse_spills(kernel)
             _refuse_advisories(kernel)
@@ -101,7 +101,14 @@ class Kernel:
 
     @property
     def ptx(self) -> str:
-        return self.binary.ptx
+        """The PTX. A kernel from the memory cache holds none (the cache keeps the cubin and launch facts):
+        it is read back from the disk entry, else compiled again from the printed source, uncached."""
+        try:
+            return self.binary.ptx
+        except RuntimeUnavailable:
+            again = _C.runtime.compile(self.lowered.source, self.lowered.name, self.lowered.rtc_arch,
+                                       want_ptx=True, use_cache=False)
+            return again.ptx
 
     @property
     def ptxas(self) -> str:

@@ -63,7 +63,15 @@ void bindTypes(py::module_& rt) {
 
   py::class_<CachedKernel>(rt, "RtcResult", "A compiled program (from NVRTC or the kernel cache).")
       .def_property_readonly("cubin", [](const CachedKernel& k) { return py::bytes(res(k).cubin); })
-      .def_property_readonly("ptx", [](const CachedKernel& k) { return res(k).ptx; })
+      .def_property_readonly("ptx", [](const CachedKernel& k) {
+        if (!k.ptxDropped) return res(k).ptx;
+        if (auto ptx = KernelCache::global().ptxOf(k.key)) return *ptx;  // memory keeps no PTX: the disk entry
+        throw heddle::RuntimeUnavailable("the PTX of " + res(k).name + " is not kept in the memory cache and its disk entry "
+                                 "is gone (or the disk cache is off); HEDDLE_KEEP_PTX=1 (or HEDDLE_DUMP=ptx) keeps "
+                                 "PTX in memory, or compile again with use_cache=False");
+      })
+      .def_readonly("ptx_dropped", &CachedKernel::ptxDropped,
+                    "A memory hit: the PTX is read back from the disk entry when asked for (.ptx)")
       .def_property_readonly("log", [](const CachedKernel& k) { return res(k).log; })
       .def_property_readonly("ptxas", [](const CachedKernel& k) { return res(k).ptxasReport; })
       .def_property_readonly("stats", [](const CachedKernel& k) { return res(k).stats; })
@@ -107,11 +115,11 @@ void bindCompile(py::module_& rt) {
   });
   rt.def(
       "compile",
-      [](const std::string& source, const std::string& name, const std::string& arch,
+      [](std::string source, const std::string& name, const std::string& arch,
          const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx, bool useCache,
          bool lineinfo, int maxRegisters, const std::map<std::string, std::string>& headers) {
         CompileRequest req;
-        req.source = source;
+        req.source = std::move(source);  // the converted argument, not a second copy of it
         req.name = name;
         req.headers = headers;
         req.options.arch = arch;
@@ -169,6 +177,8 @@ void bindCache(py::module_& rt) {
     d["evictions"] = s.evictions;
     return d;
   });
+  rt.def("cache_memory_bytes", [] { return KernelCache::global().memoryBytes(); },
+         "Bytes the memory cache holds for its kernels' results (cubin, PTX when kept, logs, names).");
   rt.def("cache_reset_stats", [] { KernelCache::global().resetStats(); });
   rt.def(
       "cache_clear",

@@ -21,28 +21,72 @@ IExpr IExpr::var(const std::string& name) {
 
 static int64_t floorDivPos(int64_t a, int64_t b) { return a / b; }
 
-static int64_t apply(IExpr::Op op, int64_t a, int64_t b) {
+// a op b; false for a zero divisor (apply throws; Program::run reports it)
+static bool applyChecked(IExpr::Op op, int64_t a, int64_t b, int64_t& out) {
+  if ((op == IExpr::Div || op == IExpr::Mod || op == IExpr::CeilDiv) && b == 0) return false;
   switch (op) {
-    case IExpr::Add: return a + b;
-    case IExpr::Sub: return a - b;
-    case IExpr::Mul: return a * b;
-    case IExpr::Div:
-      if (b == 0) throw HeddleError("index expression divides by zero");
-      return floorDivPos(a, b);
-    case IExpr::Mod:
-      if (b == 0) throw HeddleError("index expression takes a remainder by zero");
-      return a % b;
-    case IExpr::CeilDiv:
-      if (b == 0) throw HeddleError("index expression divides by zero");
-      return (a + b - 1) / b;
-    case IExpr::Min: return a < b ? a : b;
-    case IExpr::Max: return a > b ? a : b;
-    case IExpr::Lt: return a < b;
-    case IExpr::Le: return a <= b;
-    case IExpr::Eq: return a == b;
-    case IExpr::And: return a && b;
-    default: return 0;
+    case IExpr::Add: out = a + b; break;
+    case IExpr::Sub: out = a - b; break;
+    case IExpr::Mul: out = a * b; break;
+    case IExpr::Div: out = floorDivPos(a, b); break;
+    case IExpr::Mod: out = a % b; break;
+    case IExpr::CeilDiv: out = (a + b - 1) / b; break;
+    case IExpr::Min: out = a < b ? a : b; break;
+    case IExpr::Max: out = a > b ? a : b; break;
+    case IExpr::Lt: out = a < b; break;
+    case IExpr::Le: out = a <= b; break;
+    case IExpr::Eq: out = a == b; break;
+    case IExpr::And: out = a && b; break;
+    default: out = 0; break;
   }
+  return true;
+}
+
+static int64_t apply(IExpr::Op op, int64_t a, int64_t b) {
+  int64_t r;
+  if (!applyChecked(op, a, b, r))
+    throw HeddleError(op == IExpr::Mod ? "index expression takes a remainder by zero" : "index expression divides by zero");
+  return r;
+}
+
+IExpr::Program IExpr::compile(const std::vector<std::string>& slots) const {
+  Program p;
+  std::function<void(const Node&)> emit = [&](const Node& n) {
+    if (n.op == Const) {
+      p.steps_.push_back({Const, n.value});
+    } else if (n.op == Var) {
+      int64_t s = -1;
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] == n.name) s = int64_t(i);
+      p.steps_.push_back({Var, s});
+    } else {
+      emit(*n.a), emit(*n.b);
+      p.steps_.push_back({n.op, 0});
+    }
+  };
+  emit(*node_);
+  return p;
+}
+
+bool IExpr::Program::run(const int64_t* slots, int64_t& out) const {
+  int64_t stack[64];
+  std::vector<int64_t> big;  // expressions deeper than the fixed stack
+  int64_t* st = stack;
+  if (steps_.size() > 64) big.resize(steps_.size()), st = big.data();
+  size_t sp = 0;
+  for (auto& s : steps_) {
+    if (s.op == Const) {
+      st[sp++] = s.value;
+    } else if (s.op == Var) {
+      if (s.value < 0) return false;
+      st[sp++] = slots[s.value];
+    } else {
+      --sp;
+      if (!applyChecked(s.op, st[sp - 1], st[sp], st[sp - 1])) return false;
+    }
+  }
+  out = st[0];
+  return true;
 }
 
 IExpr IExpr::make(Op op, const IExpr& a, const IExpr& b) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace heddle::kir {
 
@@ -34,6 +35,22 @@ class IExpr {
   void collectVars(std::set<std::string>& out) const;  // every variable named
   bool usesThread() const;  // names a thread built-in (isThreadBuiltin)
   std::string str() const;  // C syntax, fully parenthesised only where needed
+
+  // The expression flattened for repeated evaluation over numbered variables (slots): what eval
+  // computes, without name lookups, and an error (division by zero, an unknown variable) as a
+  // false return instead of an exception. For analyses that evaluate one expression many times.
+  class Program {
+   public:
+    bool run(const int64_t* slots, int64_t& out) const;
+   private:
+    friend class IExpr;
+    struct Step {
+      Op op;
+      int64_t value;  // Const: the value; Var: its slot (-1: unknown variable)
+    };
+    std::vector<Step> steps_;  // postorder
+  };
+  Program compile(const std::vector<std::string>& slots) const;
 
   friend IExpr operator+(const IExpr& a, const IExpr& b);
   friend IExpr operator-(const IExpr& a, const IExpr& b);

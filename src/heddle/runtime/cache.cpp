@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "heddle/runtime/cache_disk.h"
@@ -35,6 +36,14 @@ void warnOnce(WarnKind kind, const std::string& message) {
   if (warned[kind].exchange(true)) return;
   std::fprintf(stderr, "heddle: warning: %s (reported once per process)\n", message.c_str());
   std::fflush(stderr);
+}
+
+// What the memory map keeps of a result: everything but the PTX (unless asked to keep it).
+std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r) {
+  if (r->ptx.empty() || KernelCache::keepPtxInMemory()) return r;
+  auto slim = std::make_shared<RtcResult>(*r);
+  std::string().swap(slim->ptx);
+  return slim;
 }
 
 }  // namespace
@@ -68,7 +77,7 @@ void KernelCache::remember(const std::string& key, const std::shared_ptr<const R
   }
   if (limit == 0) return;
   lru_.push_front(key);
-  memory_.emplace(key, std::make_pair(result, lru_.begin()));
+  memory_.emplace(key, std::make_pair(forMemory(result), lru_.begin()));
 }
 
 const char* cacheSourceName(CacheSource s) {
@@ -107,8 +116,10 @@ std::string headerSetDigest(const std::map<std::string, std::string>& headers) {
   return sha256Hex(w.bytes());
 }
 
-std::string KernelCache::computeKey(const KeyInputs& in) {
-  // Every field is length-prefixed (ByteWriter::str), so no two different inputs encode alike.
+namespace {
+
+// Everything the key covers, length-prefixed (ByteWriter::str), so no two different inputs encode alike.
+std::string keyMaterial(const KeyInputs& in) {
   ByteWriter w;
   w.str("heddle-kernel-key/1");
   w.str(HEDDLE_VERSION);
@@ -120,7 +131,7 @@ std::string KernelCache::computeKey(const KeyInputs& in) {
   w.u64(options.size());
   for (const auto& o : options) w.str(o);
   w.u32(in.options.wantPtx ? 1 : 0);
-  std::vector<std::string> vars = codeEnvVars();
+  std::vector<std::string> vars = KernelCache::codeEnvVars();
   std::sort(vars.begin(), vars.end());  // registration order must not matter
   for (const auto& var : vars) {
     // Unset variables contribute nothing, so registering one does not change existing keys;
@@ -130,21 +141,102 @@ std::string KernelCache::computeKey(const KeyInputs& in) {
     w.str(var);
     w.str(value);
   }
-  return sha256Hex(w.bytes());
+  return w.bytes();
+}
+
+// Two XXH64-style streams with different seeds over the key material: a 128-bit digest at memory
+// speed (a few us for a kernel source, where sha256 takes tens). Only the in-process memory front
+// uses it; the cache key (and so every disk, remote and cross-process identity) stays sha256.
+std::pair<uint64_t, uint64_t> cheapKey(const std::string& bytes) {
+  constexpr uint64_t P1 = 11400714785074694791ull, P2 = 14029467366897019727ull, P3 = 1609587929392839161ull,
+                     P4 = 9650029242287828579ull, P5 = 2870177450012600261ull;
+  auto rotl = [](uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
+  auto round = [&](uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; };
+  auto digest = [&](uint64_t seed) {
+    const char* p = bytes.data();
+    const size_t n = bytes.size();
+    uint64_t v[4] = {seed + P1 + P2, seed + P2, seed, seed - P1};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int l = 0; l < 4; ++l) {
+        uint64_t w;
+        std::memcpy(&w, p + i + 8 * l, 8);
+        v[l] = round(v[l], w);
+      }
+    uint64_t h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+    for (int l = 0; l < 4; ++l) h = (h ^ round(0, v[l])) * P1 + P4;
+    h += n;
+    for (; i < n; ++i) h = rotl(h ^ (uint64_t(uint8_t(p[i])) * P5), 11) * P1;
+    h ^= h >> 33, h *= P2, h ^= h >> 29, h *= P3, h ^= h >> 32;
+    return h;
+  };
+  return {digest(0), digest(0x9e3779b97f4a7c15ull)};
+}
+
+}  // namespace
+
+std::string KernelCache::computeKey(const KeyInputs& in) { return sha256Hex(keyMaterial(in)); }
+
+bool KernelCache::keepPtxInMemory() {
+  const char* keep = std::getenv("HEDDLE_KEEP_PTX");
+  if (keep && *keep && std::string(keep) != "0") return true;
+  const char* dump = std::getenv("HEDDLE_DUMP");
+  if (!dump) return false;
+  std::string d = std::string(",") + dump + ",";
+  d.erase(std::remove(d.begin(), d.end(), ' '), d.end());
+  return d.find(",ptx,") != std::string::npos || d.find(",all,") != std::string::npos;
+}
+
+std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
+  if (!diskEnabled()) return std::nullopt;
+  DiskRead hit = DiskStore(diskDir()).read(key);
+  if (hit.status != DiskReadStatus::Hit) return std::nullopt;
+  return std::move(hit.result.ptx);
+}
+
+size_t KernelCache::memoryBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (auto& [key, e] : memory_) {
+    const RtcResult& r = *e.first;
+    n += key.size() + r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() +
+         r.ptxasReport.size() + r.nvrtcVersion.size() + sizeof(RtcResult);
+  }
+  return n;
 }
 
 CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<RtcResult()>& compile) {
   CachedKernel out;
-  out.key = computeKey(in);
+  const std::string material = keyMaterial(in);
+  const auto cheap = cheapKey(material);
+  auto memoryHit = [&](std::unordered_map<std::string, MemoryEntry>::iterator it) {  // holds mu_
+    ++stats_.memoryHits;
+    lru_.splice(lru_.begin(), lru_, it->second.second);  // most recently used
+    out.result = it->second.first;
+    out.source = CacheSource::Memory;
+    out.ptxDropped = in.options.wantPtx && out.result->ptx.empty() && !out.result->cubin.empty();
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto f = front_.find(cheap);
+    if (f != front_.end() && inFlight_.count(f->second) == 0) {
+      auto it = memory_.find(f->second);
+      if (it != memory_.end()) {
+        out.key = f->second;
+        memoryHit(it);
+        return out;
+      }
+    }
+  }
+  out.key = sha256Hex(material);
   {
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [&] { return inFlight_.count(out.key) == 0; });
+    if (front_.size() > 2 * memory_.size() + 64) front_.clear();
+    front_[cheap] = out.key;
     auto it = memory_.find(out.key);
     if (it != memory_.end()) {
-      ++stats_.memoryHits;
-      lru_.splice(lru_.begin(), lru_, it->second.second);  // most recently used
-      out.result = it->second.first;
-      out.source = CacheSource::Memory;
+      memoryHit(it);
       return out;
     }
     inFlight_.insert(out.key);
@@ -252,6 +344,7 @@ void KernelCache::clear() {
     std::lock_guard<std::mutex> lock(mu_);
     drop.swap(memory_);  // swap, not clear(): the table's buckets are released too
     dropLru.swap(lru_);
+    decltype(front_)().swap(front_);
   }
 }  // the kernels are freed here, outside the lock
 

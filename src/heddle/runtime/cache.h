@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -44,6 +45,9 @@ struct CachedKernel {
   std::shared_ptr<const RtcResult> result;
   CacheSource source = CacheSource::Compiled;
   std::string key;
+  // A memory hit's result holds no PTX (the memory cache keeps the cubin and launch facts only,
+  // keepPtxInMemory()): KernelCache::ptxOf(key) reads it back from the disk entry.
+  bool ptxDropped = false;
 };
 
 struct CacheStats {
@@ -63,6 +67,13 @@ class KernelCache {
   static void registerCodeEnvVar(const std::string& name);
   static std::vector<std::string> codeEnvVars();
   static std::string computeKey(const KeyInputs& in);
+  // PTX stays in memory entries only when asked: HEDDLE_KEEP_PTX=1, or HEDDLE_DUMP naming ptx / all.
+  static bool keepPtxInMemory();
+  // The PTX of the kernel stored under `key`, read from its disk entry; nullopt when it is not
+  // there (disk cache off, entry removed or corrupt).
+  std::optional<std::string> ptxOf(const std::string& key) const;
+  // Bytes the memory cache holds for its kernels' results (cubin, PTX, logs, names; not the table).
+  size_t memoryBytes() const;
 
   // Memory, then disk, then compile(); stores what it compiled in both. Concurrent calls for the
   // same key wait for the first instead of compiling twice. Exceptions from compile() propagate.
@@ -95,6 +106,13 @@ class KernelCache {
   std::condition_variable done_;
   std::list<std::string> lru_;  // keys, most recently used first
   std::unordered_map<std::string, MemoryEntry> memory_;
+  // The memory lookup's front: a 128-bit non-cryptographic digest of the key material -> the key,
+  // so a memory hit does not pay sha256 over the source (cheapKey in cache.cpp). A digest whose
+  // key left memory_ falls through to the full lookup; the table is dropped when it outgrows memory_.
+  struct Digest128Hash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& d) const { return size_t(d.first ^ (d.second * 31)); }
+  };
+  std::unordered_map<std::pair<uint64_t, uint64_t>, std::string, Digest128Hash> front_;
   std::set<std::string> inFlight_;
   CacheStats stats_;
   std::string dirOverride_;

@@ -35,11 +35,15 @@ CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir,
   KeyInputs in;
   in.source = req.source;
   in.name = req.name;
-  in.headers = embeddedHeaders();
-  for (const auto& [name, text] : req.headers) in.headers[name] = text;
+  // the embedded headers alone: their digest stands for them, and they are not copied (a hit never
+  // reads them; a miss compiles with embeddedHeaders() itself)
   if (req.headers.empty()) {
     in.headersDigest = embeddedHeadersDigest();
+  } else {
+    in.headers = embeddedHeaders();
+    for (const auto& [name, text] : req.headers) in.headers[name] = text;
   }
+  const std::map<std::string, std::string>& headers = req.headers.empty() ? embeddedHeaders() : in.headers;
   in.options = req.options;
   in.compilerVersion = keyNvrtcVersion(cacheDir, trustRecord);
 
@@ -47,9 +51,9 @@ CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir,
   auto run = [&]() -> RtcResult {
     const Nvrtc& nvrtc = Nvrtc::instance();  // a miss: now NVRTC is needed
     if (nvrtc.version() != in.compilerVersion) throw StaleNvrtcRecord{};
-    if (isolate) return compileIsolated(in.source, in.name, in.headers, in.options);
+    if (isolate) return compileIsolated(in.source, in.name, headers, in.options);
     std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
-    return nvrtc.compile(in.source, in.name, in.headers, in.options);
+    return nvrtc.compile(in.source, in.name, headers, in.options);
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
 

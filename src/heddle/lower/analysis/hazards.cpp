@@ -26,9 +26,17 @@ struct Ctx {
   std::vector<bool> threadDep;             // per entry: the branch depends on the thread
 };
 
+// A node's shared-memory accesses and their stage expressions as text, found once per analysis
+// (every dynamic instance of the node points at them).
+struct NodeAccesses {
+  std::vector<kir::Access> acc;
+  std::vector<std::string> stageText;
+};
+
 struct DynAccess {
   const kir::Node* node;
-  kir::Access acc;
+  const kir::Access* accp;
+  const std::string* stageText;
   int64_t stage;
   int64_t iter;
   int event;        // event index of the access
@@ -66,6 +74,16 @@ struct Tracer {
   std::vector<Ctx> ctxs{Ctx{}};
   int ctx = 0;
   std::set<std::string> activeLoopVars;
+  std::map<const kir::Node*, NodeAccesses> nodeAccesses;  // kept across traces
+
+  const NodeAccesses& accessesOf(const kir::Node& s) {
+    auto it = nodeAccesses.find(&s);
+    if (it != nodeAccesses.end()) return it->second;
+    NodeAccesses na;
+    na.acc = kir::accessesOf(s);
+    for (auto& a : na.acc) na.stageText.push_back(a.stage.str());
+    return nodeAccesses.emplace(&s, std::move(na)).first->second;
+  }
 
   bool threadDependent(const kir::IExpr& e) const {
     std::set<std::string> vs;
@@ -239,8 +257,10 @@ struct Tracer {
           break;
         }
         default:
-          for (auto& acc : kir::accessesOf(s)) {
-            DynAccess d{&s, acc, acc.stage.eval(env), -1, (int)eventPoint.size(), -1, -1, loop, ctx};
+          const NodeAccesses& na = accessesOf(s);
+          for (size_t ai = 0; ai < na.acc.size(); ++ai) {
+            const kir::Access& acc = na.acc[ai];
+            DynAccess d{&s, &acc, &na.stageText[ai], acc.stage.eval(env), -1, (int)eventPoint.size(), -1, -1, loop, ctx};
             if (s.kind == kir::NodeKind::TileLoad) d.iter = static_cast<const kir::TileLoad&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::MmaStep) d.iter = static_cast<const kir::MmaStep&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
@@ -312,16 +332,16 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
   auto addHazard = [&](Hazard::Kind kind, const DynAccess& p, const DynAccess& c) {
     Hazard h;
     h.kind = kind;
-    h.crossThread = p.acc.mapping != c.acc.mapping;
-    h.vmcnt = p.acc.write && p.acc.async == kir::AsyncKind::Vmcnt;
-    h.async = (p.acc.write && p.acc.async == kir::AsyncKind::CpAsync) || h.vmcnt;
+    h.crossThread = p.accp->mapping != c.accp->mapping;
+    h.vmcnt = p.accp->write && p.accp->async == kir::AsyncKind::Vmcnt;
+    h.async = (p.accp->write && p.accp->async == kir::AsyncKind::CpAsync) || h.vmcnt;
     if (!h.crossThread && !h.async) return;  // same threads, synchronous: program order suffices
     if (t.exclusive(p.ctx, c.ctx, !h.crossThread)) return;  // never on one path
     h.producer = p.node;
     h.consumer = c.node;
-    h.buffer = p.acc.buf->name;
+    h.buffer = p.accp->buf->name;
     h.stage = p.stage;
-    h.stageExpr = p.acc.stage.str();
+    h.stageExpr = *p.stageText;
     h.producerIter = p.iter;
     h.consumerIter = c.iter;
     h.trace = traceIndex;
@@ -362,7 +382,7 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
   std::vector<Region> regions;
   std::map<const kir::Buffer*, int64_t> pseudo;
   auto rangeOf = [&](const DynAccess& a) {
-    const kir::Buffer* b = a.acc.buf;
+    const kir::Buffer* b = a.accp->buf;
     int64_t per = std::max<int64_t>(1, b->bytesPerStage());
     int64_t base = b->offset;
     if (base < 0) {
@@ -382,7 +402,7 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
       if (g.hi <= lo || hi <= g.lo) continue;
       bool inside = lo <= g.lo && g.hi <= hi;
       exact |= g.lo == lo && g.hi == hi;
-      if (!a.acc.write) {
+      if (!a.accp->write) {
         for (int w : g.writes) addHazard(Hazard::RAW, acc[w], a);
         if (g.lo == lo && g.hi == hi) g.reads.push_back(ai);
       } else {
@@ -403,7 +423,7 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
     }
     if (!exact) {
       Region g{lo, hi, {}, {}};
-      if (a.acc.write) g.writes.push_back(ai);
+      if (a.accp->write) g.writes.push_back(ai);
       else g.reads.push_back(ai);
       regions.push_back(g);
     }

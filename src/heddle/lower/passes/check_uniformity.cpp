@@ -19,7 +19,8 @@
 // A condition's granularity is found by evaluating it for every thread (tid, warp, lane; values the
 // kernel computes from them are substituted) at sample values of its other variables, which are
 // uniform: the largest of {block, 128, warp} over whose aligned chunks it never varies, else 1. Loops
-// with thread-dependent bounds count like a branch. The insert_syncs planner places only uniform
+// with thread-dependent bounds count like a branch; a loop or branch with no collective op inside is
+// not evaluated (nothing in it can be refused). The insert_syncs planner places only uniform
 // barriers on its own (hazards.h); this pass checks the ops the Hopper passes place by
 // construction and everything the lowering emitted, so a role branch that splits a warpgroup or a
 // block barrier inside a role fails here, at lowering, not as a hang on the GPU.
@@ -58,7 +59,9 @@ struct Checker {
   }
 
   // Largest of {T, 128, W, 1} over whose aligned thread chunks `e` never changes, among the threads
-  // the enclosing conditions let through.
+  // the enclosing conditions let through. The condition and the guards are evaluated for every
+  // thread at each sample, flattened once (IExpr::Program: slots, no exceptions): a thread whose
+  // guard or value cannot be evaluated (a divisor sampled as 0) counts as not here.
   int granularity(const IExpr& raw) const {
     IExpr e = expand(raw);
     if (!e.usesThread()) return T;
@@ -66,24 +69,30 @@ struct Checker {
     e.collectVars(vs);
     std::vector<IExpr> gs;
     for (auto& [g, neg] : guards) gs.push_back(expand(g)), gs.back().collectVars(vs);
-    std::vector<std::string> others;
+    std::vector<std::string> slots = {"tid", "warp", "lane"};
+    const size_t nThread = slots.size();
     for (auto& v : vs)
-      if (!kir::isThreadBuiltin(v)) others.push_back(v);
+      if (!kir::isThreadBuiltin(v)) slots.push_back(v);
+    const size_t nOthers = slots.size() - nThread;
+    const IExpr::Program pe = e.compile(slots);
+    std::vector<IExpr::Program> pg;
+    for (auto& g : gs) pg.push_back(g.compile(slots));
     static const int64_t kSamples[] = {0, 1, 2, 5, 64, 1000};
     constexpr int64_t kOff = INT64_MIN;  // thread not here
-    const int combos = others.empty() ? 1 : 12;
+    const int combos = nOthers == 0 ? 1 : 12;
     std::vector<std::vector<int64_t>> values(T, std::vector<int64_t>(combos, kOff));
+    std::vector<int64_t> env(slots.size(), 0);
     for (int c = 0; c < combos; ++c) {
-      std::map<std::string, int64_t> env;
-      for (size_t i = 0; i < others.size(); ++i) env[others[i]] = kSamples[(c + i * 3 + (c / 6) * i) % 6];
+      for (size_t i = 0; i < nOthers; ++i) env[nThread + i] = kSamples[(c + i * 3 + (c / 6) * i) % 6];
       for (int t = 0; t < T; ++t) {
-        env["tid"] = t, env["warp"] = t / W, env["lane"] = t % W;
-        try {
-          bool here = true;
-          for (size_t j = 0; j < gs.size() && here; ++j) here = (gs[j].eval(env) != 0) != guards[j].second;
-          if (here) values[t][c] = e.eval(env);
-        } catch (const HeddleError&) {
+        env[0] = t, env[1] = t / W, env[2] = t % W;
+        bool here = true;
+        for (size_t j = 0; j < pg.size() && here; ++j) {
+          int64_t gv;
+          here = pg[j].run(env.data(), gv) && (gv != 0) != guards[j].second;
         }
+        int64_t v;
+        if (here && pe.run(env.data(), v)) values[t][c] = v;
       }
     }
     for (int g : {T, 128, W}) {
@@ -136,6 +145,25 @@ struct Checker {
     }
   }
 
+  // The widest scope any op in b (nested loops and branches included) needs: a loop or branch
+  // whose body needs one thread at most cannot be refused, so its condition is not evaluated.
+  // Memoized per block: the walk stays linear in the kernel's size.
+  std::map<const kir::Block*, int> maxNeedOf;
+  int maxNeed(const kir::Block& b) {
+    auto it = maxNeedOf.find(&b);
+    if (it != maxNeedOf.end()) return it->second;
+    int m = 1;
+    for (auto& sp : b.stmts) {
+      m = std::max(m, std::min(needs(*sp), T));
+      if (sp->kind == kir::NodeKind::For) m = std::max(m, maxNeed(static_cast<const kir::ForLoop&>(*sp).body));
+      if (sp->kind == kir::NodeKind::If) {
+        auto& c = static_cast<const kir::IfThenElse&>(*sp);
+        m = std::max({m, maxNeed(c.thenBody), maxNeed(c.elseBody)});
+      }
+    }
+    return maxNeedOf[&b] = m;
+  }
+
   // `g`: the granularity of the control flow around b; `where`: its innermost narrowing construct
   void walk(const kir::Block& b, int g, const std::string& where) {
     for (auto& sp : b.stmts) {
@@ -150,7 +178,7 @@ struct Checker {
       switch (n.kind) {
         case kir::NodeKind::For: {
           auto& f = static_cast<const kir::ForLoop&>(n);
-          int lg = std::min(granularity(f.start), granularity(f.stop));
+          int lg = maxNeed(f.body) > 1 ? std::min(granularity(f.start), granularity(f.stop)) : g;
           bool narrower = lg < g;
           walk(f.body, std::min(g, lg), narrower ? "for " + f.var + " in [" + f.start.str() + ", " + f.stop.str() + ")" : where);
           break;
@@ -158,7 +186,8 @@ struct Checker {
         case kir::NodeKind::If: {
           auto& c = static_cast<const kir::IfThenElse&>(n);
           // an elected issue: a warp-uniform test, then one lane of that warp
-          int cg = c.electWarp >= 0 ? 1 : granularity(c.cond);
+          const bool matters = std::max(maxNeed(c.thenBody), maxNeed(c.elseBody)) > 1;
+          int cg = c.electWarp >= 0 ? 1 : matters ? granularity(c.cond) : g;
           std::string w = cg < g ? "if (" + c.cond.str() + ")" : where;
           guards.push_back({c.cond, false});
           walk(c.thenBody, std::min(g, cg), w);

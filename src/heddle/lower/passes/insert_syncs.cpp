@@ -28,6 +28,8 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <tuple>
 
 #include "heddle/lower/analysis/hazards.h"
 #include "heddle/lower/lower.h"
@@ -92,15 +94,33 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     }
   }
   auto stabs = [&](int p, int h) { return ha.hazards[h].latestInstance[p] >= 0 && ha.points[p].uniform; };
+  // the same relation as bit sets (a cross interval's candidate points; a set of chosen points), so
+  // "is interval h stabbed by the chosen points" is a few word ANDs: the search asks it per node for
+  // every interval, and the interval count grows with the square of the stage count
+  const size_t words = (ha.points.size() + 63) / 64;
+  std::vector<std::vector<uint64_t>> candBits(ha.hazards.size());
+  for (int h : cross) {
+    candBits[h].assign(words, 0);
+    for (int p : cands[h]) candBits[h][p / 64] |= uint64_t(1) << (p % 64);
+  }
+  auto bitsOf = [&](const std::set<int>& ps) {
+    std::vector<uint64_t> b(words, 0);
+    for (int p : ps) b[p / 64] |= uint64_t(1) << (p % 64);
+    return b;
+  };
+  auto stabbed = [&](int h, const std::vector<uint64_t>& chosen) {
+    for (size_t w = 0; w < words; ++w)
+      if (candBits[h][w] & chosen[w]) return true;
+    return false;
+  };
 
   // greedy: most newly stabbed intervals per cost, then drop points the others make redundant
   std::set<int> greedy = fixed;
   std::vector<bool> done(ha.hazards.size(), false);
   auto refresh = [&] {
+    const std::vector<uint64_t> chosen = bitsOf(greedy);
     for (int h : cross)
-      if (!done[h])
-        for (int p : greedy)
-          if (stabs(p, h)) { done[h] = true; break; }
+      if (!done[h] && stabbed(h, chosen)) done[h] = true;
   };
   refresh();
   for (;;) {
@@ -138,18 +158,15 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
   int64_t best = greedyCost + 1;  // equal-cost placements found by the search win (its tie-breaks)
   std::set<int> bestSet;
   std::set<int> cur = fixed;
+  std::vector<uint64_t> curBits = bitsOf(cur);
   int64_t nodes = 0;
   bool exhausted = false;
   std::function<void(int64_t)> search = [&](int64_t c) {
     if (c >= best) return;
     if (++nodes > kBudget) { exhausted = true; return; }
     int open = -1;
-    for (int h : cross) {
-      bool hit = false;
-      for (int p : cur)
-        if (stabs(p, h)) { hit = true; break; }
-      if (!hit) { open = h; break; }
-    }
+    for (int h : cross)
+      if (!stabbed(h, curBits)) { open = h; break; }
     if (open < 0) {
       best = c;
       bestSet = cur;
@@ -167,8 +184,10 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     for (int p : cand) {
       if (exhausted) return;
       cur.insert(p);
+      curBits[p / 64] |= uint64_t(1) << (p % 64);
       search(c + cost(p));
       cur.erase(p);
+      curBits[p / 64] &= ~(uint64_t(1) << (p % 64));
     }
   };
   search(0);
@@ -364,15 +383,24 @@ void relaxDrains(kir::Kernel& k, const HazardAnalysis& ha, Plan& plan, const std
 // Fills the reason of a sync op from the hazards it serves.
 void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::SyncReason& r) {
   std::set<std::string> kinds, bufs, stages, prods, cons, pairs;
+  // a point serves many instances of few (kind, buffer, stage, producer, consumer) tuples (one per
+  // walked trace and k-tile): each tuple is described once, each node once
+  std::set<std::tuple<int, std::string_view, std::string_view, const kir::Node*, const kir::Node*>> seen;
+  std::map<const kir::Node*, std::string> described;
+  auto describe = [&](const kir::Node* n) -> const std::string& {
+    auto it = described.find(n);
+    return it != described.end() ? it->second : described.emplace(n, kir::describe(*n)).first->second;
+  };
   for (int h : hs) {
     auto& z = ha.hazards[h];
-    pairs.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer + ": " + kir::describe(*z.producer) + "  ->  " +
-                 kir::describe(*z.consumer));
+    if (!seen.insert({int(z.kind), z.buffer, z.stageExpr, z.producer, z.consumer}).second) continue;
+    pairs.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer + ": " + describe(z.producer) + "  ->  " +
+                 describe(z.consumer));
     kinds.insert(std::string(hazardKindName(z.kind)) + " " + z.buffer);
     bufs.insert(z.buffer);
     stages.insert(z.stageExpr);
-    prods.insert(kir::describe(*z.producer));
-    cons.insert(kir::describe(*z.consumer));
+    prods.insert(describe(z.producer));
+    cons.insert(describe(z.consumer));
   }
   auto join = [](const std::set<std::string>& s, size_t maxN = 4) {
     std::string o;
