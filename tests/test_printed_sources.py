@@ -1,6 +1,7 @@
 """The printed CUDA of every kernel family stays byte-identical across a change that should not alter it
 (a faster pass, a restructured planner): each case of tools/window/families.py, lowered for its targets,
-plus the sm_80 cp.async kernel at 2..20 stages, is printed and its SHA-256 compared with
+plus the sm_80 cp.async kernel at 2..20 stages, the AMD families (LDS DMA and register-staged loads on
+gfx90a / gfx942, split barriers on gfx1200) and the sm_100a tcgen05 families, is printed and its SHA-256 compared with
 tests/data/printed_sources.json.
 
 A change that is meant to alter printed code regenerates the file on purpose:
@@ -15,6 +16,8 @@ import sys
 import pytest
 
 from matmul_defs import matmul_fusion, schedule
+import blackwell_defs
+import interp_defs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "window"))
@@ -32,6 +35,21 @@ def _stages(s):
     return make
 
 
+AMD = {
+    "async_lds-s3": lambda t: interp_defs.amd("async_lds", stages=3),
+    "async_lds-s2-TN": lambda t: interp_defs.amd("async_lds", stages=2, layout="TN"),
+    "plain-s2-bf16": lambda t: interp_defs.amd("plain", stages=2, dtype="bf16"),
+    "plain-gfx12-s2": lambda t: interp_defs.amd("plain", stages=2, warps=(2, 2)),
+    "plain-gfx12-s3-NT": lambda t: interp_defs.amd("plain", stages=3, layout="NT", warps=(2, 2)),
+}
+TCGEN05 = {
+    "plain-s4-acc2": lambda t: blackwell_defs.build(stages=4, acc_stages=2),
+    "plain-s3-acc1-TN": lambda t: blackwell_defs.build(stages=3, acc_stages=1, layout="TN"),
+    "bias-tma-ring": lambda t: blackwell_defs.build_epi(),
+    "residual-tma-ring": lambda t: blackwell_defs.build_epi(operands=("bias", "residual"), tma="residual"),
+}
+
+
 def cases():
     """(name, target, make) for every printed kernel the check covers."""
     out = []
@@ -41,6 +59,9 @@ def cases():
             if c.make is not None:
                 out += [(f"{fam.name}.{c.label}.{t}", t, c.make) for t in targets]
     out += [(f"sm80_stages.s{s}.sm_80", "sm_80", _stages(s)) for s in STAGES]
+    for label, make in AMD.items():
+        out += [(f"amd.{label}.{t}", t, make) for t in (("gfx1200",) if "gfx12" in label else ("gfx90a", "gfx942"))]
+    out += [(f"tcgen05.{label}.sm_100a", "sm_100a", make) for label, make in TCGEN05.items()]
     return out
 
 
