@@ -55,13 +55,24 @@ def test_catalogue_kinds_are_opt_in():
     assert {m.kind for m in source_mutants(k.source, ["remote_rank"])} == {"remote_rank"}
 
 
-# Default run: per family, a few catalogue kinds on its representative kernel, every mutant killed.
+# Default run: per family, one or two catalogue kinds on its representative kernel (adversarial schedule):
+# every mutant killed but the documented equivalents, and each kind kills at least one.
 SAMPLES = [
+    ("sm80_cp_async", ("stage_modulo",)),
     ("sm80_split_k", ("flag_count",)),
-    ("sm90_pipeline", ("grow_expect_tx", "pre_arrive_count", "map_box", "map_dtype")),
-    ("sm90_3role", ("named_barrier_count", "setmaxnreg_value")),
-    ("sm90_cluster", ("multicast_mask", "remote_rank")),
+    ("sm80_stream_k", ("flag_count",)),
+    ("sm90_pipeline", ("grow_expect_tx", "map_box")),
+    ("sm90_coop", ("setmaxnreg_value",)),
+    ("sm90_pingpong", ("pre_arrive_count",)),
+    ("sm90_3role", ("named_barrier_count",)),
+    ("sm90_cluster", ("multicast_mask",)),
+    ("sm90_tma_store", ("map_dtype",)),
+    ("sm90_split_k", ("flag_count",)),
+    ("sm90_stream_k", ("named_barrier_count",)),
+    ("sm100_tcgen05", ("tile_stride",)),
+    ("gfx90a_lds_dma", ("stage_modulo",)),
     ("gfx942_lds_dma", ("stage_modulo",)),
+    ("gfx1200_split_barrier", ("stage_modulo",)),
 ]
 
 
@@ -70,8 +81,10 @@ SAMPLES = [
 def test_catalogue_sample_killed(fam, kinds):
     k, ins, sms = family_kernel(fam)
     res = mutation_kill_rate(k, *ins, sms=sms, kinds=kinds, schedules=(("adversarial", 0),))
-    assert set(res["by_kind"]) == set(kinds), res["by_kind"]
-    assert not res["survivors"], res["survivors"]
+    for kind in kinds:
+        assert res["by_kind"].get(kind, (0, 0))[0] >= 1, (kind, res["by_kind"])
+    known = set(KNOWN_SURVIVORS.get(fam, []))
+    assert not [m for m in res["survivors"] if (m.kind, m.what) not in known], res["survivors"]
 
 
 @needs_cxx

@@ -25,8 +25,9 @@ from heddle.core.source_mutants import ALL_KINDS, MAP_KINDS, mutation_kill_rate 
 SECTION = "mutation kill table"
 
 
-def campaign(families, kinds="all", log=print) -> dict:
-    """{family: {'by_kind': {kind: [killed, total]}, 'survivors': [[kind, line, what]], 'seconds'}}."""
+def campaign(families, kinds="all", log=print, save=None) -> dict:
+    """{family: {'by_kind': {kind: [killed, total]}, 'survivors': [[kind, line, what]], 'seconds'}}; save:
+    a path the results so far are written to after each family."""
     out = {}
     for name in families:
         t0 = time.time()
@@ -37,6 +38,8 @@ def campaign(families, kinds="all", log=print) -> dict:
                      "seconds": round(time.time() - t0, 1)}
         log(f"{name}: {res['killed']}/{res['total']} killed in {out[name]['seconds']} s" +
             "".join(f"\n  survivor {m.kind} line {m.line}: {m.what}" for m in res["survivors"]))
+        if save:
+            json.dump(out, open(save, "w"), indent=1)
     return out
 
 
@@ -72,11 +75,21 @@ def main(argv=None) -> int:
     ap.add_argument("--write", metavar="MD", help="replace the generated section of this markdown file")
     ap.add_argument("--json", metavar="PATH", help="also write the raw results")
     ap.add_argument("--load", metavar="PATH", help="render results saved with --json instead of running")
+    ap.add_argument("--update", metavar="PATH", help="rerun --families x --kinds and replace them in these saved "
+                    "results (after a fix to one kind's checks), then render the whole")
     a = ap.parse_args(argv)
     if a.load:
         results = json.load(open(a.load))
+    elif a.update:
+        results = json.load(open(a.update))
+        for name, r in campaign(a.families, a.kinds or "all", log=lambda s: print(s, file=sys.stderr, flush=True)).items():
+            old = results.setdefault(name, {"by_kind": {}, "survivors": [], "seconds": 0})
+            old["by_kind"].update(r["by_kind"])
+            old["survivors"] = [x for x in old["survivors"] if x[0] not in r["by_kind"]] + r["survivors"]
+            old["seconds"] = round(old["seconds"] + r["seconds"], 1)
     else:
-        results = campaign(a.families, a.kinds or "all", log=lambda s: print(s, file=sys.stderr, flush=True))
+        results = campaign(a.families, a.kinds or "all", log=lambda s: print(s, file=sys.stderr, flush=True),
+                           save=a.json)
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
     table = render(results)
