@@ -568,8 +568,10 @@ def render_gpu(doc: Optional[dict], images: List[str], img_rel: str = "img") -> 
     return "\n".join(parts)
 
 
-def replace_section(text: str, name: str, body: str) -> str:
-    begin = f"<!-- BEGIN GENERATED: {name} (benchmarks/report.py) -->"
+def replace_section(text: str, name: str, body: str, tool: str = "benchmarks/report.py") -> str:
+    """`text` with the section `name` (between its BEGIN / END GENERATED markers, naming the `tool` that
+    writes it) replaced by `body`, or appended when it has none."""
+    begin = f"<!-- BEGIN GENERATED: {name} ({tool}) -->"
     end = f"<!-- END GENERATED: {name} -->"
     block = f"{begin}\n{body.rstrip()}\n{end}"
     pat = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
