@@ -69,7 +69,7 @@ def family_kernel(name):
 
 
 # family -> [(kind, what)] of the full campaign's survivors, each classified in docs/verification.md
-# ("The mutant catalogue"): equivalent mutants, and kinds the tcgen05 / AMD-fence models will kill
+# ("The mutant catalogue"): equivalent mutants only
 
 
 def _maps_equivalent(*params):
@@ -138,12 +138,8 @@ KNOWN_SURVIVORS = {
         ('named_barrier_id', 'named_barrier id 2 -> 3'),
     ] + _maps_equivalent('tmA', 'tmB'),
     'sm100_tcgen05': [
-        ('delete_fence', 'heddle::sm100::fence_before();'),
-        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
-        ('delete_fence', 'heddle::sm100::fence_after();'),
-        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
-        ('delete_fence', 'heddle::sm100::fence_after();'),
-        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # the two tcgen05 fences around synchronous alloc / dealloc (PTX ISA 9.7.16.6.1): equivalent
+        # (blackwell_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")
         ('delete_fence', 'heddle::sm100::fence_before();'),
         ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
         ('delete_fence', 'heddle::sm100::fence_after();'),
@@ -154,22 +150,13 @@ KNOWN_SURVIVORS = {
     'gfx90a_lds_dma': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
-        ('amd_fence', 'block_sync() without its workgroup fences (s_barrier alone)'),
-        ('amd_fence', 'block_sync() without its workgroup fences (s_barrier alone)'),
-        ('amd_fence', 'block_sync() without its workgroup fences (s_barrier alone)'),
     ],
     'gfx942_lds_dma': [
         ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
         ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
-        ('amd_fence', 'block_sync() without its workgroup fences (s_barrier alone)'),
-        ('amd_fence', 'block_sync() without its workgroup fences (s_barrier alone)'),
     ],
     'gfx1200_split_barrier': [
         ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
         ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
-        ('amd_fence', 'heddle::barrier_signal(); without its workgroup fence'),
-        ('amd_fence', 'heddle::barrier_wait(); without its workgroup fence'),
-        ('amd_fence', 'heddle::barrier_signal(); without its workgroup fence'),
-        ('amd_fence', 'heddle::barrier_wait(); without its workgroup fence'),
     ],
 }

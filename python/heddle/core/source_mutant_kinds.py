@@ -210,23 +210,21 @@ def _fence_kind(lines):
                 yield i, ln.replace(old, new, 1), f"{old} -> {new}"
 
 
-_AMD_UNFENCED = {  # an AMD barrier with its workgroup release / acquire fences dropped (interpreter-only text)
-    "heddle::barrier_signal();": "::heddle_rt::s_barrier_signal(-1);",
-    "heddle::barrier_wait();": "::heddle_rt::s_barrier_wait(-1);",
-}
+_AMD_FENCES = ("heddle::fence_release_workgroup();", "heddle::fence_acquire_workgroup();")
 
 
 @_kind("amd_fence")
 def _amd_fence(lines):
-    amd = any("heddle_hip" in ln or "wait_vmcnt" in ln or "MmaAmd" in ln for ln in lines)
+    # each workgroup release / acquire fence the HIP printer puts on a barrier's line, deleted alone (the
+    # barrier stays): an AMD barrier orders execution only, the fences order LDS (docs/verification.md)
     for i, ln in enumerate(lines):
         code = _code(ln)
-        for old, new in _AMD_UNFENCED.items():
-            if old in code:
-                yield i, ln.replace(old, new, 1), f"{old} without its workgroup fence"
-        if amd and "heddle::block_sync();" in code:
-            yield i, ln.replace("heddle::block_sync();", "::heddle_rt::s_barrier();", 1), \
-                "block_sync() without its workgroup fences (s_barrier alone)"
+        for fence in _AMD_FENCES:
+            at = code.find(fence)
+            if at >= 0:
+                before, after = ln[:at], ln[at + len(fence):]
+                edited = before + after.lstrip(" ") if not before.strip() else before.rstrip(" ") + after
+                yield i, edited, f"{fence} deleted"
 
 
 @_kind("tmem_stage")
