@@ -654,7 +654,8 @@ void bindPlan(py::module_& m) {
            }),
            py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"),
            py::arg("blockers"), py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
-           "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls kept (beyond it the table is emptied); "
+           "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls "
+           "kept (beyond it the table is emptied); "
            "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "
            "identity_types: types of arguments keyed by identity (torch.dtype); blockers: callables, any true "
            "result sends a call down the full path (dispatch and function modes, functorch transforms); "
