@@ -20,7 +20,8 @@ sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "benchmarks")]
 from mutation_defs import FAMILIES, family_kernel  # noqa: E402
 from report import replace_section  # noqa: E402
 
-from heddle.core.source_mutants import ALL_KINDS, MAP_KINDS, mutation_kill_rate  # noqa: E402
+from heddle.core.interpret import mutation_kill_rate  # noqa: E402
+from heddle.core.source_mutants import ALL_KINDS, MAP_KINDS  # noqa: E402
 
 SECTION = "mutation kill table"
 

@@ -215,7 +215,7 @@ def _entry_registers(k, registers: Optional[int]) -> int:
 
 # --- source-level mutation testing (heddle.core.source_mutants; re-exported here) ---------------------
 
-from .source_mutants import SourceMutant, mutation_kill_rate, source_mutants, tightened_waits  # noqa: E402,F401
+from .source_mutants import MapMutant, SourceMutant, map_mutants, source_mutants, tightened_waits  # noqa: E402,F401
 
 
 class _LoweredWithSource:
@@ -231,3 +231,40 @@ class _LoweredWithSource:
 def _Mutated(kernel, source: str):
     from .kernel import Kernel
     return Kernel(kernel.fusion, _LoweredWithSource(kernel.lowered, source), None, kernel.target, *kernel.vec)
+
+
+def mutation_kill_rate(kernel, *tensors, fusion=None, sms: Optional[int] = None, kinds=None,
+                       schedules=(("adversarial", 0), ("random", 1)), where=None, max_events: int = 5_000_000) -> dict:
+    """Interprets every mutant of `kernel` on `tensors` (the unmutated kernel must be clean first);
+    returns {'total', 'killed', 'survivors': [mutant], 'by_kind': {kind: (killed, total)}}. kinds: see
+    kinds_of (map_* kinds give MapMutants); where: only mutants for which where(mutant) holds."""
+    k = _kernel_of(kernel, fusion)
+    base = interpret(k, *tensors, sms=sms)
+    if not base.ok:
+        raise HeddleError("mutation_kill_rate: the unmutated kernel is not clean:\n" + base.report())
+    res = {"total": 0, "killed": 0, "survivors": [], "by_kind": {}}
+    mutants = source_mutants(k.lowered.source, kinds) + map_mutants(k, kinds)
+    for mu in mutants:
+        if where is not None and not where(mu):
+            continue
+        killed = False
+        for sched, seed in schedules:
+            kw = dict(sms=sms, schedule=sched, seed=seed, max_findings=2, stop_at_first=True, max_events=max_events)
+            try:
+                if isinstance(mu, MapMutant):
+                    r = interpret(k, *tensors, tensor_map_encoder=mu.encoder(_C.interp.encode_tensor_map_tiled), **kw)
+                else:
+                    r = interpret(_Mutated(k, mu.source), *tensors, **kw)
+                killed = not r.ok
+            except HeddleError:
+                killed = True  # the host compiler, the encoder or the launch refused the mutant
+            if killed:
+                break
+        res["total"] += 1
+        kk, tt = res["by_kind"].get(mu.kind, (0, 0))
+        res["by_kind"][mu.kind] = (kk + int(killed), tt + 1)
+        if killed:
+            res["killed"] += 1
+        else:
+            res["survivors"].append(mu)
+    return res

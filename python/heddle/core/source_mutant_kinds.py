@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .source_mutants import _calls, _code, _kind
+from .source_mutant_classic import _calls, _code, _kind
 
 
 def _second_arg(lines, pattern: str, deltas, label: str, lowest: int = 1):
