@@ -3,7 +3,7 @@
 JSON line with the first call's wall time (inference: a no_grad forward; training: forward + backward) and
 the cache counters.
 
-    python benchmarks/restart_probe.py {heddle|inductor} {infer|train} [--profile FILE]
+    python benchmarks/restart_probe.py {heddle|inductor} {infer|train} [--profile FILE] [--cold-blas]
 """
 import json
 import sys
@@ -41,6 +41,13 @@ def main():
             with torch.no_grad():
                 compiled(ids)
 
+    if "--cold-blas" not in sys.argv:
+        # The CPU's BLAS initialises on its first matmul of each dtype (about 0.3 s for float32 here): heddle's
+        # ops compute in float32 with torch on CPU tensors, inductor's code in bf16, so without this the first
+        # call would charge heddle a one-time CPU cost that is no part of a restart (on CUDA heddle's ops run
+        # kernels). Done for both backends; --cold-blas leaves it in.
+        for dt in (torch.float32, torch.bfloat16):
+            torch.matmul(torch.ones(8, 8, dtype=dt), torch.ones(8, 8, dtype=dt))
     t0 = time.perf_counter()
     if prof:
         import cProfile

@@ -6,6 +6,9 @@ inductor, in the same run.
         process (target: heddle <= 1.0x inductor)
   cold: both directories empty (target, training: heddle <= 0.6x inductor)
 
+The probe initialises the CPU's BLAS (one float32 and one bf16 matmul) before the timed call in both
+backends: heddle's ops compute with torch in float32 on CPU tensors, and the first float32 matmul of a
+process (about 0.3 s here) is no part of a restart (restart_probe.py --cold-blas leaves it in).
 Each sample is a new interpreter; heddle and inductor alternate so both see the same machine load; medians
 of --restart-runs (default 3) and the ratio heddle / inductor are recorded (benchmarks/report.py). Reported,
 not asserted: the assertions are that a warm heddle process replayed its compile (torch's AOTAutograd
