@@ -3,7 +3,7 @@
 JSON line with the first call's wall time (inference: a no_grad forward; training: forward + backward) and
 the cache counters.
 
-    python benchmarks/restart_probe.py {heddle|inductor} {infer|train} [--profile FILE] [--cold-blas]
+    python benchmarks/restart_probe.py {heddle|inductor} {infer|train} [--profile FILE] [--cold-blas] [--phases]
 """
 import json
 import sys
@@ -48,6 +48,18 @@ def main():
         # kernels). Done for both backends; --cold-blas leaves it in.
         for dt in (torch.float32, torch.bfloat16):
             torch.matmul(torch.ones(8, 8, dtype=dt), torch.ones(8, 8, dtype=dt))
+    phases = {"backend_ms": 0.0}
+    if "--phases" in sys.argv:   # time spent inside the backend call (dynamo's call of the user compiler)
+        from torch._dynamo.output_graph import OutputGraph
+        inner = OutputGraph._call_user_compiler
+
+        def timed(self, *a, **k):
+            t = time.perf_counter()
+            try:
+                return inner(self, *a, **k)
+            finally:
+                phases["backend_ms"] += (time.perf_counter() - t) * 1e3
+        OutputGraph._call_user_compiler = timed
     t0 = time.perf_counter()
     if prof:
         import cProfile
@@ -61,7 +73,7 @@ def main():
            "aot_miss": counters["aot_autograd"]["autograd_cache_miss"],
            "aot_bypass": counters["aot_autograd"]["autograd_cache_bypass"],
            "fx_hit": counters["inductor"]["fxgraph_cache_hit"],
-           "fx_miss": counters["inductor"]["fxgraph_cache_miss"]}
+           "fx_miss": counters["inductor"]["fxgraph_cache_miss"], **phases}
     if backend == "heddle":
         import heddle.dynamo as hd
         out["heddle"] = dict(hd.stats)
