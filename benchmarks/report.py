@@ -33,6 +33,10 @@ STEP_LABEL = {
     "lower_nvrtc_cold": "cold compile: lowering + NVRTC",
     "disk_hit": "warm disk-cache load (verified read)",
     "memory_hit": "in-memory hit of runtime.compile (cheap digest + lookup)",
+    "sm80_matmul_call": "repeated heddle.matmul call, sm_80 kernel, inputs rotating, output kept (to cuLaunchKernel)",
+    "sm80_kernel_call": "repeated sm_80 Kernel call, inputs rotating, output kept (down to cuLaunchKernel)",
+    "sm80_signature": "of which: the call signature of its 3 tensors and the lookup (`tensors in PlanTable`)",
+    "sm80_output": "of which: the output's allocation as the table makes it (`new_empty(16, 256)`)",
     "sm90a_tma_store_call": "repeated sm_90a Kernel call (TMA maps, TMA store), inputs rotating, output kept",
     "sm90a_tma_store_full_path": "the same kernel's full path (checks, prepare, map encodes, new plan)",
     "sm90a_split_k_call": "repeated sm_90a split-K Kernel call, inputs rotating, output kept",
@@ -50,6 +54,7 @@ STEP_LABEL = {
     "eager_front": "CallTable.run alone: modes, grad rule, signature, lookup, output, bind + pack (no driver call)",
     "full_path": "first-call path a plan skips: input checks + Kernel.prepare",
     "custom_op_empty": "empty torch custom op (dispatch layer alone)",
+    "aten_op": "a C++ aten op through torch.ops (aten.alias.default), for scale",
     "torch_empty": "torch.empty(16, 256) on the CPU, for scale",
     "import_torch": "`import torch` in a new process (wall)",
     "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
@@ -570,8 +575,10 @@ def render_gpu(doc: Optional[dict], images: List[str], img_rel: str = "img") -> 
     return "\n".join(parts)
 
 
-def replace_section(text: str, name: str, body: str) -> str:
-    begin = f"<!-- BEGIN GENERATED: {name} (benchmarks/report.py) -->"
+def replace_section(text: str, name: str, body: str, tool: str = "benchmarks/report.py") -> str:
+    """`text` with the section `name` (between its BEGIN / END GENERATED markers, naming the `tool` that
+    writes it) replaced by `body`, or appended when it has none."""
+    begin = f"<!-- BEGIN GENERATED: {name} ({tool}) -->"
     end = f"<!-- END GENERATED: {name} -->"
     block = f"{begin}\n{body.rstrip()}\n{end}"
     pat = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)

@@ -5,6 +5,7 @@ caught -- as a race, a deadlock, an asynchronous misuse, an error or wrong numbe
 table (docs/verification.md records it)."""
 import pytest
 
+from heddle.core.source_mutants import MULTI_LINE
 from heddle.interpret import mutation_kill_rate, source_mutants
 from interp_defs import inputs, kernel, needs_cxx, sm80, sm90
 
@@ -44,15 +45,20 @@ def test_sm90_pipeline_mutants_killed_but_the_redundant_empty_wait():
         assert m.kind == "delete_sync" and "mbar_wait((empty" in m.what, m
 
 
-def test_mutants_are_edits_of_the_printed_text():
+@pytest.mark.parametrize("kinds", [None, "all"])
+def test_mutants_are_edits_of_the_printed_text(kinds):
     k = kernel(sm90("3role", stages=3, prefetch=1), "sm_90a")
-    ms = source_mutants(k.source)
+    ms = source_mutants(k.source, kinds)
+    assert len(ms) >= (40 if kinds is None else 100)
     lines = k.source.split("\n")
     for m in ms:
         got = m.source.split("\n")
         assert len(got) == len(lines)
         diff = [i for i, (a, b) in enumerate(zip(lines, got)) if a != b]
-        assert diff == [m.line - 1], m
+        if m.kind in MULTI_LINE:
+            assert m.line - 1 in diff and len(diff) >= 2, m
+        else:
+            assert diff == [m.line - 1], m
 
 
 def test_print_kill_table(capsys):

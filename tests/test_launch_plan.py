@@ -197,6 +197,29 @@ def test_second_call_launches_through_the_plan():
     assert k.run_planned(operands(offset=1)) is None
 
 
+def test_a_repeated_kernel_call_is_one_plan_table_call():
+    """Kernel.__call__ of a planned signature: PlanTable.call finds the plan, the stream (CPU tensors: 0, no device
+    query), allocates the output like the first call's and launches; nothing else, no full path."""
+    k = kernel_for()
+    k._loaded = rec = Recorder()
+    first, second = operands(), operands()
+    k._launch(first, None)
+    want_out, _, want = k.prepare(second)
+    out = k(*second)
+    assert k.full_path_calls == 1 and len(rec.launches) == 2 and rec.launches[1][3] == 0
+    assert (out.shape, out.dtype, out.device, out.requires_grad) == (want_out.shape, want_out.dtype,
+                                                                     want_out.device, False)
+    got = rec.launches[1][4]
+    assert [a for a in got if a[0] != "ptr"] == [a for a in want if a[0] != "ptr"]
+    assert [v for kind, v in got if kind == "ptr"] == [t.data_ptr() for t in second] + [out.data_ptr()]
+    # the rules run() applies: exactly this type, nothing requiring grad; another signature: no plan
+    assert k._plans.call((second[0].as_subclass(_Sub), *second[1:]), torch.Tensor) is None
+    wg = second[1].clone().requires_grad_(True)
+    assert k._plans.call((second[0], wg, second[2]), torch.Tensor, True) is None
+    assert k._plans.call(operands(m=71)) is None and k._plans.call((1, 2, 3)) is None
+    assert len(rec.launches) == 2
+
+
 def test_eager_call_ok_only_for_plain_eager_calls():
     x, w = torch.randn(8, 16), torch.randn(16, 8)
     assert eager_call_ok([x, w], "cpu")

@@ -129,7 +129,8 @@ def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
 def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, reference=None, fusion=None,
               sms: Optional[int] = None, ctas: Optional[Sequence[int]] = None, max_events: int = 0,
               max_findings: int = 20, stop_at_first: bool = False, atol: Optional[float] = None,
-              rtol: Optional[float] = None, workers: int = 1, registers: Optional[int] = None) -> InterpretResult:
+              rtol: Optional[float] = None, workers: int = 1, registers: Optional[int] = None,
+              tensor_map_encoder=None) -> InterpretResult:
     """Run `kernel` (a heddle.Kernel, or a lowered kernel from Fusion.lower) on CPU `tensors` by
     compiling its printed source for the host. schedule: "adversarial" (deterministic: each thread runs
     until it blocks, asynchronous work lands as late as allowed) or "random" (seeded). reference: the
@@ -138,7 +139,8 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
     more tiles. ctas: linear CTA indices to run (default all). workers: how many CTAs run at once (one
     OS thread each, every CTA's threads still fibers; default 1: one after another, deterministic). registers:
     the per-thread register count at entry that setmaxnreg's pool is made of (default: ptxas's count for a
-    compiled heddle.Kernel, else the __launch_bounds__ cap 65536 / threads). Raises RuntimeUnavailable without a host
+    compiled heddle.Kernel, else the __launch_bounds__ cap 65536 / threads). tensor_map_encoder: encodes the
+    launch's tensor maps (default the interpreter's; source_mutants.MapMutant wraps it). Raises RuntimeUnavailable without a host
     C++ compiler, InputError for inputs the kernel cannot take (the same checks as a GPU launch)."""
     import torch
     k = _kernel_of(kernel, fusion)
@@ -150,7 +152,8 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
             raise InputError(f"interpret: argument {i} is a {type(t).__name__}, not a torch.Tensor")
     tensors = tuple(inputs.materialize([t.detach().cpu() for t in tensors]))  # what a launch reads (negative bits)
     k.bind(tensors)
-    result, grid, args = k.prepare(tensors, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=sms)
+    result, grid, args = k.prepare(tensors, tensor_map_encoder=tensor_map_encoder or _C.interp.encode_tensor_map_tiled,
+                                     sms=sms)
     outs = result if isinstance(result, tuple) else (result,)  # a fusion's outputs, in order (D, D1, ...)
     out = outs[0]
     for o in outs:
@@ -210,173 +213,9 @@ def _entry_registers(k, registers: Optional[int]) -> int:
     return int(k.stats.registers)
 
 
-# --- source-level mutation testing -----------------------------------------------------------------
+# --- source-level mutation testing (heddle.core.source_mutants; re-exported here) ---------------------
 
-import re as _re
-
-_SYNC_LINE = _re.compile(
-    r"heddle::(block_sync\(\)|cp_async_commit\(\)|cp_async_wait<\d+>\(\)|sm90::mbar_wait\(|sm90::mbar_arrive\(|"
-    r"sm90::mbar_arrive_expect_tx\(|sm90::named_barrier\(|sm90::fence_proxy_async\(\)|sm90::bulk_commit\(\)|"
-    r"sm90::bulk_wait_read<\d+>\(\)|sm90::mbar_init\(|grid::release\(|grid::wait_and_reset\(|"
-    r"wait_vmcnt<\d+>\(\)|barrier_signal\(\)|barrier_wait\(\)|sm100::commit\(|sm100::tmem_alloc\(|sm100::tmem_dealloc\(|"
-    r"barrier_(?:init|join|signal|signal_isfirst|wait)<[\d, ]+>\(\)|barrier_leave\(\)|sm90::mbar_arrive_cluster\(|"
-    r"sm90::fence_mbarrier_init_cluster\(\)|sm90::cluster_sync\(\))|"
-    r"\b\w+\.(wait<\d+>\(\)|commit\(\));")
-_SPLIT = _re.compile(r"heddle::barrier_(signal|wait)(?:<\d+>)?\(\);")  # split (-1) or named (gfx1250)
-
-
-class SourceMutant:
-    """One edit of a printed source: `kind`, the 1-based `line`, a readable `what`, the edited `source`."""
-
-    def __init__(self, kind: str, line: int, what: str, source: str):
-        self.kind, self.line, self.what, self.source = kind, line, what, source
-
-    def __repr__(self) -> str:
-        return f"SourceMutant({self.kind} line {self.line}: {self.what})"
-
-
-def _args_of(text: str, start: int):
-    """(args, end) of the call whose '(' is at text[start]: top-level comma-separated argument strings."""
-    depth, cur, args = 0, "", []
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "(":
-            depth += 1
-            if depth == 1:
-                continue
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                args.append(cur.strip())
-                return args, i
-        if depth == 1 and ch == ",":
-            args.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    return args, len(text)
-
-
-def source_mutants(source: str) -> List[SourceMutant]:
-    """Mutants of a printed kernel made by editing its text, as a reviewer would break it: each sync line
-    deleted; each cp.async / wgmma / bulk wait / AMD vmcnt wait loosened by one; each mbarrier wait's
-    parity flipped; each expect_tx dropped (a plain arrive) or shrunk by half; each smem stage of a TMA
-    load or a copy moved to the next stage; each grid flag a split-K release or wait names moved to the
-    next flag; each GFX12 split-barrier signal (and gfx1250 named-barrier signal) moved up past the
-    statement before it and each wait moved down past the statement after it; each gfx1250 named-barrier
-    init / join / leave deleted. Every mutant of a correct kernel must be caught by interpret (race,
-    deadlock, async misuse, error or wrong numbers). (A wait made stricter, vmcnt - 1, is not a bug:
-    tightened_waits gives those, which must run clean.)"""
-    lines = source.split("\n")
-    out: List[SourceMutant] = []
-
-    def edit(i: int, new: str, kind: str, what: str):
-        out.append(SourceMutant(kind, i + 1, what, "\n".join(lines[:i] + [new] + lines[i + 1:])))
-
-    for i, ln in enumerate(lines):
-        code = ln.split("//")[0]
-        if _SYNC_LINE.search(code):
-            edit(i, "", "delete_sync", code.strip())
-        for m in _re.finditer(r"(cp_async_wait|\bwait|bulk_wait_read|wait_vmcnt)<(\d+)>", code):
-            n = int(m.group(2))
-            edit(i, ln[:m.start(2)] + str(n + 1) + ln[m.end(2):], "loosen_wait", f"{m.group(1)}<{n}> -> <{n + 1}>")
-        m = _re.search(r"sm90::mbar_wait\(", code)
-        if m:
-            args, end = _args_of(ln, m.end() - 1)
-            new = ln[:m.end()] + args[0] + ", (" + args[1] + ") ^ 1" + ln[end:]
-            edit(i, new, "flip_parity", f"mbar_wait({args[0]}, ...) parity {args[1]} -> ({args[1]}) ^ 1")
-        m = _re.search(r"grid::(release|wait_and_reset)\(flags \+ ", code)
-        if m:
-            args, end = _args_of(ln, ln.index("(", m.start()))
-            new = ln[:ln.index("(", m.start()) + 1] + "(" + args[0] + ") + 1" + ln[ln.index("(", m.start()) + 1 +
-                                                                                   len(args[0]):]
-            edit(i, new, "shift_flag", f"{m.group(1)}({args[0]}) -> ({args[0]}) + 1")
-        m = _re.search(r"sm90::mbar_arrive_expect_tx\(", code)
-        if m:
-            args, end = _args_of(ln, m.end() - 1)
-            edit(i, ln[:m.start()] + "sm90::mbar_arrive(" + args[0] + ln[end:], "drop_expect_tx",
-                 f"arrive.expect_tx({args[0]}, {args[1]}) -> arrive")
-            try:
-                half = int(args[1]) // 2
-                edit(i, ln[:m.end()] + args[0] + ", " + str(half) + ln[end:], "shrink_expect_tx",
-                     f"expect_tx {args[1]} -> {half}")
-            except ValueError:
-                pass
-        m = _SPLIT.search(code)
-        if m:  # move the signal up / the wait down past its neighbouring statement
-            j = i - 1 if m.group(1) == "signal" else i + 1
-            if 0 <= j < len(lines) and _plain_statement(lines[j]):
-                moved = lines[:]
-                moved[i], moved[j] = lines[j], lines[i]
-                out.append(SourceMutant("move_split", i + 1, f"barrier_{m.group(1)} moved "
-                                        f"{'above' if j < i else 'below'} `{lines[j].strip()}`", "\n".join(moved)))
-        m = _re.search(r"(tma_load_tile<[^>]*>>?|tma_load_plain<[^>]*>|copy_(?:tile|part)_(?:async|sync)<[^>]*>)\((\w+) \+ \(", code)
-        if m:
-            # sA + (STAGE) * ELEMS -> sA + ((STAGE) + 1) % S * ELEMS, S read off the printed "% S)" of the index
-            s = _re.search(r"% (\d+)\) \* \d+", code[m.end():])
-            if s:
-                args, end = _args_of(ln, ln.index("(", m.start() + len(m.group(1))))
-                ptr = args[0]
-                pm = _re.match(r"(\w+) \+ \((.*)\) \* (\d+)$", ptr)
-                if pm:
-                    new_ptr = f"{pm.group(1)} + (({pm.group(2)}) + 1) % {s.group(1)} * {pm.group(3)}"
-                    edit(i, ln.replace(ptr, new_ptr, 1), "swap_stage", f"{ptr} -> {new_ptr}")
-    return out
-
-
-def _plain_statement(line: str) -> bool:
-    """A one-line statement (no block boundary, not a sync op itself) that a sync line may move across."""
-    code = line.split("//")[0].strip()
-    return code.endswith(";") and not any(ch in code for ch in "{}") and not _SYNC_LINE.search(code) \
-        and not code.startswith(("return", "break", "continue"))
-
-
-def tightened_waits(source: str) -> List[SourceMutant]:
-    """Each AMD vmcnt / cp.async wait made stricter by one (N -> N-1): waiting for more is always correct,
-    so these equivalent mutants must interpret clean (no false alarm from a stronger wait)."""
-    lines = source.split("\n")
-    out: List[SourceMutant] = []
-    for i, ln in enumerate(lines):
-        for m in _re.finditer(r"(cp_async_wait|wait_vmcnt)<(\d+)>", ln.split("//")[0]):
-            n = int(m.group(2))
-            if n > 0:
-                new = ln[:m.start(2)] + str(n - 1) + ln[m.end(2):]
-                out.append(SourceMutant("tighten_wait", i + 1, f"{m.group(1)}<{n}> -> <{n - 1}>",
-                                        "\n".join(lines[:i] + [new] + lines[i + 1:])))
-    return out
-
-
-def mutation_kill_rate(kernel, *tensors, fusion=None, sms: Optional[int] = None, kinds=None,
-                       schedules=(("adversarial", 0), ("random", 1)), where=None) -> dict:
-    """Interprets every source mutant of `kernel` on `tensors` (the unmutated kernel must be clean first);
-    returns {'total', 'killed', 'survivors': [SourceMutant], 'by_kind': {kind: (killed, total)}}.
-    kinds: only mutants of these kinds; where: only mutants for which where(mutant) holds."""
-    k = _kernel_of(kernel, fusion)
-    base = interpret(k, *tensors, sms=sms)
-    if not base.ok:
-        raise HeddleError("mutation_kill_rate: the unmutated kernel is not clean:\n" + base.report())
-    res = {"total": 0, "killed": 0, "survivors": [], "by_kind": {}}
-    for mu in source_mutants(k.lowered.source):
-        if (kinds and mu.kind not in kinds) or (where is not None and not where(mu)):
-            continue
-        killed = False
-        for sched, seed in schedules:
-            try:
-                r = interpret(_Mutated(k, mu.source), *tensors, sms=sms, schedule=sched, seed=seed, max_findings=2,
-                              stop_at_first=True, max_events=5_000_000)
-                killed = not r.ok
-            except HeddleError:
-                killed = True  # the host compiler or the launch refused the edited source
-            if killed:
-                break
-        res["total"] += 1
-        kk, tt = res["by_kind"].get(mu.kind, (0, 0))
-        res["by_kind"][mu.kind] = (kk + int(killed), tt + 1)
-        if killed:
-            res["killed"] += 1
-        else:
-            res["survivors"].append(mu)
-    return res
+from .source_mutants import SourceMutant, mutation_kill_rate, source_mutants, tightened_waits  # noqa: E402,F401
 
 
 class _LoweredWithSource:

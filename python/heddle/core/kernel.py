@@ -142,7 +142,11 @@ class Kernel:
         return inputs.bind(self.name, self._inputs, tensors)
 
     def __call__(self, *tensors):
-        out = self.run_planned(tensors)  # a call like an earlier one: its launch plan, no checks redone
+        # a call like an earlier one: its launch plan, no checks redone, in one C++ call (PlanTable.call:
+        # signature, lookup, stream, output, pack, launch); run_planned when the tensors' device is not current
+        out = self._plans.call(tensors)
+        if out is None:
+            out = self.run_planned(tensors)
         if out is not None:
             return out
         tensors = inputs.materialize(tensors)  # a negative view's memory holds its negation: resolve it
@@ -338,9 +342,11 @@ MAX_PLANS = 64  # call signatures remembered per table (beyond: forgotten all at
 
 def plan_table():
     """An empty table of launch plans by call signature (_C.runtime.PlanTable: signature, lookup, output
-    allocation, address checks, packing and launch in one C++ call; docs/runtime.md, "Eager calls")."""
+    allocation, address checks, packing and launch in one C++ call; docs/runtime.md, "Eager calls"); its call()
+    queries the current device and stream itself."""
     import torch
-    return _C.runtime.PlanTable(torch.empty, MAX_PLANS)
+    return _C.runtime.PlanTable(torch.empty, MAX_PLANS, current_device=torch_compat.cuda_current_device(),
+                                raw_stream=torch_compat.cuda_raw_stream())
 
 
 def run_table(table, tensors, exact_type=None, no_grad: bool = False):

@@ -249,13 +249,16 @@ class FusedMatmul:
         side (exactly torch.Tensor, none requiring grad under grad mode: eager_call_ok's per-tensor rules,
         checked in C++ while the signature is read; CUDA tensors, since only their launches leave plans);
         None otherwise. The caller has checked the rest of eager_call_ok (not compiling, no mode)."""
-        try:  # run_table folded in: this is the hot path of every repeated eager call
+        grad = torch.is_grad_enabled()
+        out = self._eager.call(tensors, torch.Tensor, grad)  # one C++ call: signature, stream, output, launch
+        if out is not None:
+            return out
+        try:
             index = tensors[0].get_device()
         except (AttributeError, TypeError, IndexError):  # not tensors: the full path says what is wrong
             return None
-        if index < 0:  # CPU tensors: only a test's fake driver launches them
-            return self._eager.run(0, tensors, False, torch.Tensor, torch.is_grad_enabled())
-        return run_table(self._eager, tensors, torch.Tensor, torch.is_grad_enabled())
+        # a CUDA device that is not the current one: run_table makes it current (CPU tensors: call() tried)
+        return run_table(self._eager, tensors, torch.Tensor, grad) if index >= 0 else None
 
     def fake(self, tensors):
         inputs.same_device("heddle.matmul", [n for n, _, _ in self._decls], tensors)

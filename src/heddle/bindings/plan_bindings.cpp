@@ -199,8 +199,11 @@ bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_
 // made it and the call tables that adopted it.
 struct PlanEntry {
   struct Output {
-    py::tuple args;  // the sizes as positional ints: torch.empty parses them twice as fast as a torch.Size
-    py::dict kwargs;  // dtype, device
+    // new_empty of a 0-element tensor of the output's dtype and device (made once by the table's `empty`),
+    // called with the sizes as positional ints: no dtype/device keywords to parse (about 0.2 us less a call
+    // than empty(*sizes, dtype=, device=); a torch.Size would cost twice the ints)
+    py::object alloc;
+    py::tuple args;
   };
   py::object planObject;  // keeps the plan alive
   const PyPlan* plan = nullptr;
@@ -208,14 +211,13 @@ struct PlanEntry {
 };
 using EntryMap = std::unordered_map<std::vector<int64_t>, std::shared_ptr<const PlanEntry>, KeyHash>;
 
-// The outputs of a launch through `e` (allocated with `empty`, their addresses appended to `addresses`),
+// The outputs of a launch through `e` (made by its outputs' new_empty; their addresses appended to `addresses`),
 // launched on `stream`; None when an address breaks a slot (the caller takes the full path).
-py::object launchEntry(const PlanEntry& e, const py::object& empty, uint64_t stream, std::vector<uint64_t>* addresses,
-                       bool dryRun) {
+py::object launchEntry(const PlanEntry& e, uint64_t stream, std::vector<uint64_t>* addresses, bool dryRun) {
   static PyObject* ptrName = interned("data_ptr");
   py::tuple outs(e.outs.size());
   for (size_t i = 0; i < e.outs.size(); ++i) {
-    PyObject* o = PyObject_Call(empty.ptr(), e.outs[i].args.ptr(), e.outs[i].kwargs.ptr());
+    PyObject* o = PyObject_Call(e.outs[i].alloc.ptr(), e.outs[i].args.ptr(), nullptr);
     if (!o) throw py::error_already_set();
     outs[i] = py::reinterpret_steal<py::object>(o);
     PyObject* ptr = PyObject_CallMethodNoArgs(o, ptrName);
@@ -237,15 +239,39 @@ bool requiresGrad(PyObject* t) {
   return requires != 0;
 }
 
+// The stream a launch on `device` goes on: 0 for the CPU (only a test's fake driver launches CPU tensors),
+// else the device's current stream (rawStream(index)) when `device` is the current CUDA device
+// (currentDevice()); false when it is not, or either query is missing: the caller's Python path makes the
+// device current (or the full path does) and launches there.
+bool currentStream(const py::object& currentDevice, const py::object& rawStream, long long device, uint64_t* stream) {
+  *stream = 0;
+  if (device < 0) return true;
+  if (currentDevice.is_none() || rawStream.is_none()) return false;
+  PyObject* cur = PyObject_CallNoArgs(currentDevice.ptr());
+  long long c = cur ? PyLong_AsLongLong(cur) : -2;
+  Py_XDECREF(cur);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (c != device) return false;
+  py::int_ index(device);
+  PyObject* s = PyObject_CallOneArg(rawStream.ptr(), index.ptr());
+  if (!s) throw py::error_already_set();
+  *stream = PyLong_AsUnsignedLongLong(s);
+  Py_DECREF(s);
+  if (PyErr_Occurred()) throw py::error_already_set();
+  return true;
+}
+
 struct PlanTable {
   py::object empty;  // torch.empty
+  py::object currentDevice, rawStream;  // call(): the current CUDA device and its stream (None: not queried)
   size_t capacity;
   bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
   EntryMap entries;
 
   // exact: every tensor's type must be this one (nullptr: any); noGrad: no tensor may require grad.
+  // device: the first tensor's device index (-1: the CPU).
   bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
-                 PyObject* exact = nullptr, bool noGrad = false) const {
+                 PyObject* exact = nullptr, bool noGrad = false, long long* device = nullptr) const {
     Py_ssize_t n = PySequence_Size(tensors.ptr());
     if (n < 0) {
       PyErr_Clear();
@@ -260,6 +286,7 @@ struct PlanTable {
         PyErr_Clear();
         return false;
       }
+      if (i == 0 && device) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device, address % 16)
     }
     return true;
   }
@@ -285,9 +312,8 @@ struct PlanTable {
       py::tuple shape = py::tuple(o.attr("shape"));
       py::tuple dims(shape.size());
       for (size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i].cast<int64_t>());
-      out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: torch.empty(())
-      out.kwargs["dtype"] = o.attr("dtype");
-      out.kwargs["device"] = o.attr("device");
+      out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: new_empty(())
+      out.alloc = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device")).attr("new_empty");
       e->outs.push_back(std::move(out));
     }
     if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-planned on use
@@ -303,7 +329,24 @@ struct PlanTable {
     if (it == entries.end()) return py::none();
     std::shared_ptr<const PlanEntry> e = it->second;  // alive through torch.empty and the launch, whatever another
                                                       // thread does to the table
-    return launchEntry(*e, empty, stream, &addresses, dry || dryRun);
+    return launchEntry(*e, stream, &addresses, dry || dryRun);
+  }
+
+  // Kernel.__call__'s and FusedMatmul.planned's whole repeated call: run() on the tensors' device's current
+  // stream, queried here. None also when that device is not the current one (the caller's Python path
+  // switches the device) or the table has no device queries.
+  py::object call(const py::sequence& tensors, const py::object& exact, bool noGrad) const {
+    std::vector<int64_t> key;
+    std::vector<uint64_t> addresses;
+    long long device = -1;
+    if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad, &device))
+      return py::none();
+    auto it = entries.find(key);
+    if (it == entries.end()) return py::none();
+    std::shared_ptr<const PlanEntry> e = it->second;
+    uint64_t stream;
+    if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
+    return launchEntry(*e, stream, &addresses, dryRun);
   }
 };
 
@@ -419,22 +462,9 @@ struct CallTable {
         return py::none();  // another str with the same hash
       }
     }
-    uint64_t stream = 0;  // the CPU: only a test's fake driver launches CPU tensors
-    if (device >= 0) {    // the tensors' device must be the current one; the launch goes on its current stream
-      if (currentDevice.is_none() || rawStream.is_none()) return py::none();
-      PyObject* cur = PyObject_CallNoArgs(currentDevice.ptr());
-      long long c = cur ? PyLong_AsLongLong(cur) : -2;
-      Py_XDECREF(cur);
-      if (PyErr_Occurred()) PyErr_Clear();
-      if (c != device) return py::none();  // the full path switches the device
-      py::int_ index(device);
-      PyObject* s = PyObject_CallOneArg(rawStream.ptr(), index.ptr());
-      if (!s) throw py::error_already_set();
-      stream = PyLong_AsUnsignedLongLong(s);
-      Py_DECREF(s);
-      if (PyErr_Occurred()) throw py::error_already_set();
-    }
-    return launchEntry(*e->plan, empty, stream, &addresses, dryRun);
+    uint64_t stream;  // the tensors' device must be the current one (the full path switches it)
+    if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
+    return launchEntry(*e->plan, stream, &addresses, dryRun);
   }
 
   // Remembers the plan `source` holds for this call's tensors (the exact-type tensors among `args`, in
@@ -561,16 +591,21 @@ void bindPlan(py::module_& m) {
   py::class_<PlanTable>(rt, "PlanTable",
                         "Launch plans by call signature: run() takes the tensors and does the rest in one call "
                         "(docs/runtime.md, 'Eager calls').")
-      .def(py::init([](py::object empty, size_t capacity) {
+      .def(py::init([](py::object empty, size_t capacity, py::object currentDevice, py::object rawStream) {
              if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
              PlanTable t;
              t.empty = std::move(empty);
              t.capacity = capacity;
+             t.currentDevice = std::move(currentDevice);
+             t.rawStream = std::move(rawStream);
              return t;
            }),
-           py::arg("empty"), py::arg("capacity") = 64,
-           "empty: the output allocator, called as empty(shape, dtype=, device=) (torch.empty); capacity: "
-           "signatures kept (beyond it the table is emptied and re-filled on use)")
+           py::arg("empty"), py::arg("capacity") = 64, py::arg("current_device") = py::none(),
+           py::arg("raw_stream") = py::none(),
+           "empty: the output allocator (torch.empty), called once per plan and output as empty(0, dtype=, "
+           "device=); each call's output is that tensor's new_empty(*sizes); capacity: signatures kept (beyond "
+           "it the table is emptied and re-filled on use); current_device(), raw_stream(index): the current CUDA "
+           "device and its stream as ints, for call() (None: call() runs no CUDA tensors)")
       .def("add", &PlanTable::add, py::arg("tensors"), py::arg("plan"), py::arg("outputs"),
            "Remembers `plan` for the signature of `tensors`; outputs: the outputs its first launch got (their "
            "shape, dtype and device are what later calls allocate). False, nothing remembered, when the tensors "
@@ -581,6 +616,10 @@ void bindPlan(py::module_& m) {
            "the signature, or an address that breaks its slot (the caller takes the full path). dry_run: all "
            "but the driver call. exact_type: None also for a tensor whose type is not exactly this one (a "
            "subclass); no_grad: None also for a tensor that requires grad (autograd must see the call).")
+      .def("call", &PlanTable::call, py::arg("tensors"), py::arg("exact_type") = py::none(),
+           py::arg("no_grad") = false,
+           "run() on the tensors' device's current stream, queried in C++: the output, or None (also when that "
+           "device is not the current one: the caller switches it and uses run())")
       .def("__contains__", [](const PlanTable& t, const py::sequence& tensors) {
              std::vector<int64_t> key;
              std::vector<uint64_t> addresses;
@@ -615,7 +654,8 @@ void bindPlan(py::module_& m) {
            }),
            py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"),
            py::arg("blockers"), py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
-           "empty: the output allocator (torch.empty); capacity: calls kept (beyond it the table is emptied); "
+           "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls "
+           "kept (beyond it the table is emptied); "
            "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "
            "identity_types: types of arguments keyed by identity (torch.dtype); blockers: callables, any true "
            "result sends a call down the full path (dispatch and function modes, functorch transforms); "

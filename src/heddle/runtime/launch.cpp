@@ -91,7 +91,8 @@ ArgPack::ArgPack(const std::vector<KernelArg>& args) {
 }
 
 LoadedKernel::LoadedKernel(std::shared_ptr<const RtcResult> result, std::string binaryKey, std::string kernelName)
-    : result_(std::move(result)), key_(std::move(binaryKey)), name_(std::move(kernelName)) {
+    : result_(std::move(result)), key_(std::move(binaryKey)), name_(std::move(kernelName)),
+      what_("kernel '" + name_ + "'") {
   if (!result_) throw InputError("LoadedKernel needs a compiled result");
   if (key_.empty()) key_ = sha256Hex(result_->cubin);
 }
@@ -180,7 +181,7 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
                      " = ", cluster[0] * cluster[1] * cluster[2], " CTAs exceeds the portable cluster size of 8");
   const CudaDriver& drv = CudaDriver::instance();
   drv.require();
-  std::string what = "kernel '" + name_ + "'";
+  const std::string& what = what_;
   const ContextScope scope(device);  // the thread's context as it was afterwards, whatever happens below
   const BoundContext& bound = scope.bound();
   CUfunction fn;

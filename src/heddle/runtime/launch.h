@@ -100,6 +100,7 @@ class LoadedKernel {
   std::shared_ptr<const RtcResult> result_;
   std::string key_;
   std::string name_;
+  std::string what_;  // "kernel '<name>'": the driver's error context, made once (not per launch)
   std::mutex mu_;
   std::map<CUcontext, PerContext> perContext_;
 };

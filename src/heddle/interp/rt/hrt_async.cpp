@@ -377,7 +377,13 @@ void fence_proxy_async_shared_cta() {
 
 // ---- wgmma ------------------------------------------------------------------------------------
 
-void wgmma_fence() { tick(); }
+// wgmma.fence (PTX ISA, "wgmma.fence"): required before the first wgmma.mma_async of a warpgroup, and
+// between a register access by ordinary instructions and a wgmma on those registers. The first rule is
+// checked (the registers' other accesses are not visible here).
+void wgmma_fence() {
+  tick();
+  me().wg_fenced = true;
+}
 
 void wgmma_commit_group() {
   tick();
@@ -398,6 +404,11 @@ void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t de
   const void* pc = __builtin_return_address(0);
   struct In { uint64_t da, db; int scale_d, ta, tb, n; bool bf16; int group; };
   In in{desc_a, desc_b, scale_d, tnsp_a, tnsp_b, n, bf16, me().wg_committed + 1};
+  if (!me().wg_fenced && me().tid % 128 == 0) {
+    me().wg_fenced = true;  // one report per warpgroup
+    finding("async", "wgmma.mma_async at " + pcs(pc) + " by " + who(me().tid) + " is the warpgroup's first wgmma and "
+                         "no wgmma.fence came before it (the ISA requires one before the first wgmma.mma_async)");
+  }
   collective(128, "wgmma.mma_async", pc, &in, d, [&](void** ins, void** outs) {
     Cta& c = cta();
     const int wg = me().tid / 128;
@@ -656,6 +667,16 @@ void finish_cta_async() {
     if (m.tx != 0)
       finding("async", "mbarrier at shared offset " + std::to_string(off) + " has " + std::to_string(m.tx) +
                            " transaction bytes outstanding when CTA " + std::to_string(c.linear) + " exits");
+  // Every phase of a protocol gets exactly its init count of arrivals: arrivals left in a phase that never
+  // completed mean the count and the arrivals disagree (a count one short completes each phase early and
+  // carries an arrival into the next, which a long enough run turns into a phase completed before its
+  // consumers released the slot).
+  for (auto& [off, m] : c.mbars)
+    if (m.pending > 0 && m.pending < m.count)
+      finding("async", "mbarrier at shared offset " + std::to_string(off) + " (init count " + std::to_string(m.count) +
+                           ", at " + pcs(m.init_pc) + ") ends CTA " + std::to_string(c.linear) + " with " +
+                           std::to_string(m.count - m.pending) + " arrival(s) in phase " + std::to_string(m.phase) +
+                           ", which never completed: the arrivals per phase do not match the init count");
 }
 
 }  // namespace heddle_rt

@@ -46,6 +46,7 @@ struct Fiber {
   const void* wait_pc = nullptr;
   VC vc;
   int cp_committed = 0, bulk_committed = 0, wg_committed = 0;
+  bool wg_fenced = false;     // a wgmma.fence has run in this thread (the ISA wants one before its first wgmma)
   // bulk stores: the group of the last one issued, and the groups whose shared-memory reads a
   // cp.async.bulk.wait_group.read has waited for (the CTA must not end before they were read)
   int bulk_store_group = 0, bulk_read_waited = 0;

@@ -107,6 +107,10 @@ void grid_release(int* flag) {
   }
   if (region_of(reinterpret_cast<uint64_t>(flag), 4, true) < 0)
     abort_cta("release of " + flagName(flag) + " by " + who(f.tid) + ": outside every writable tensor of the launch");
+  if (*flag != 0)  // each flag is released once per launch and reset by its one reader: a second release can
+                   // land after the reset and leave the flag set for the next launch
+    finding("race", who(f.tid) + " of CTA " + std::to_string(c.linear) + " releases " + flagName(flag) +
+                        ", which is already released and not yet acquired (a second release of one flag)");
   g.flags[flag] = GridState::Flag{true, c.linear};
   *flag = 1;
 }

@@ -14,8 +14,13 @@
 // granted when the pool has them, else the warpgroup waits (pending requests are granted in warpgroup order
 // after every release); an increase that is never granted shows in the deadlock report with the pool's
 // numbers. Registers of warps that exit are not returned to the pool (the ISA does not say that setmaxnreg
-// can take them; heddle's kernels never rely on it).
+// can take them; heddle's kernels never rely on it). "After executing a setmaxnreg instruction, all warps in
+// the warpgroup must synchronize explicitly before executing subsequent setmaxnreg instructions": a second
+// setmaxnreg of a warpgroup is an error unless every thread of it has synchronized with every other since
+// the first (their clocks just after the first, ordered before the second by a barrier).
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "heddle/interp/rt/hrt_core.h"
 
@@ -24,6 +29,15 @@ namespace heddle_rt {
 namespace {
 
 int rank_of_wg(const Cta& c, int wg) { return wg * 128 / c.cta_threads; }
+
+// Per CTA (workers run several at once): each thread's own clock just after its last setmaxnreg (0: none).
+std::mutex after_mu;
+std::map<const Cta*, VC> after_of;
+
+VC& after_setmaxnreg(const Cta& c) {
+  std::lock_guard<std::mutex> lock(after_mu);
+  return after_of[&c];
+}
 
 int64_t pool_free(const Cta& c, int rank) { return c.reg_pool - c.reg_used[rank]; }
 
@@ -71,6 +85,7 @@ void regs_reset(Cta& c, uint32_t regs_per_thread) {
   c.reg_used.assign(c.ranks, c.reg_pool);  // every warp holds its entry count
   c.wg_regs.assign(c.nwg, c.reg_entry);
   c.wg_reg_pending.assign(c.nwg, 0);
+  after_setmaxnreg(c).assign(c.nthreads, 0);
 }
 
 void setmaxnreg(bool inc, int regs) {
@@ -92,6 +107,15 @@ void setmaxnreg(bool inc, int regs) {
                   (o.inc ? "inc " : "dec ") + std::to_string(o.regs) + " (.sync.aligned: one instruction and value "
                   "for the whole warpgroup)");
     }
+    const VC& after = after_setmaxnreg(c);
+    for (int l = 0; l < 128; ++l)
+      for (int o = 0; o < 128; ++o) {
+        const int t = 128 * wg + l, u = 128 * wg + o;
+        if (after[u] && c.fibers[t]->vc[u] < after[u])
+          abort_cta(std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " at " + pcs(pc) + " by warpgroup " +
+                    std::to_string(wg) + ": " + who(t) + " has not synchronized with " + who(u) + " since their " +
+                    "previous setmaxnreg (the ISA wants the warpgroup to synchronize explicitly between two)");
+      }
     const int have = c.wg_regs[wg];
     if ((inc && regs < have) || (!inc && regs > have))
       abort_cta(std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " at " + pcs(pc) + " to " + std::to_string(regs) +
@@ -106,6 +130,7 @@ void setmaxnreg(bool inc, int regs) {
   });
   if (inc && c.wg_reg_pending[wg])
     block_until([&c, wg] { return c.wg_reg_pending[wg] == 0; }, wait_text(c, wg), pc);
+  after_setmaxnreg(c)[f.tid] = ++f.vc[f.tid];
 }
 
 }  // namespace heddle_rt

@@ -1,0 +1,172 @@
+"""Host work per repeated eager call on a machine without a GPU, through the stand-in libcuda
+(tests/fake_cuda/libcuda_fake.c: its cuLaunchKernel returns at once, its tensor maps are 128 bytes naming
+their address), so the whole launch path runs down to the driver call: signature, plan lookup, stream,
+output allocation, tensor maps given the call's addresses, workspace of the stream, pack, cuLaunchKernel.
+CPU tensors stand in for CUDA ones (no device or stream query: a CUDA call adds two calls into torch).
+
+Each timed Kernel call is Kernel.__call__ without its CUDA-device guard: the plan when one takes the call
+(PlanTable.call where the tree has it, else Kernel.run_planned), else the full path (checks, Kernel.prepare
+with its cuTensorMapEncodeTiled per map, a new plan). The heddle.matmul row is the real function (its front,
+CallTable.run, then the op's plan). Inputs rotate over three sets and the last two outputs are kept alive, as
+a real loop's would be, so no output comes back at the previous one's address. In the same process, as
+anchors: an empty torch custom op (torch.library.custom_op, the dispatch layer alone) and a C++ aten op
+called through torch.ops (aten.alias.default). Thread CPU time, medians of 7 loops.
+
+target sm_80 (run with FAKE_CUDA_CC=8.0): heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True),
+x [16, 256], w [256, 256], bf16, and its kernel called directly. target sm_90a (the default): a kernel with TMA
+loads and a TMA-store epilogue (x [16, 256] @ w [256, 256]), a split-K one (the automatic choice for
+x [16, 4096] @ W^T, W [1024, 4096]: split_k(16)), and the full path alone for scale.
+
+HEDDLE_LIBCUDA_PATH=<fake libcuda.so.1> PYTHONPATH=<tree>/python python3 benchmarks/dispatch_cpu.py
+[sm_80|sm_90a] [calls]. Prints one JSON object per row."""
+import collections
+import json
+import os
+import sys
+
+import torch
+
+import heddle
+from heddle import _C, bench
+from heddle.core import inputs
+from heddle.pytorch.matmul import MatmulSpec
+
+STUB = 'extern "C" __global__ void stub(int* p) { if (p) *p = 0; }'  # the fake loads any image
+
+
+def spec_for(n, k, trans_b, bias=None, activation=None):
+    return MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=k, n=n, trans_a=False, trans_b=trans_b,
+                      bias=bias, residual=None, activation=activation, alpha=None, out_dtype="bf16")
+
+
+def kernel(spec, target, m, sms):
+    fd = spec.build_fusion()
+    fd.auto_schedule(target, m, spec.n, spec.k, sms=sms)
+    kern = heddle.Kernel.build(fd, target, rtc=False)
+    kern._loaded = _C.runtime.Kernel.load(_C.runtime.compile(STUB, "stub.cu", target), "stub")
+    _, _, args = kern.prepare(operands(m, spec, 1)[0])  # the fake's parameter table (read on a first launch)
+    os.environ["FAKE_CUDA_PARAMS"] = ",".join(str(len(v)) if kd == "bytes" else "4" if kd in ("i32", "f32") else "8"
+                                              for kd, v in args)
+    return kern
+
+
+def operands(m, spec, count=3):
+    g = torch.Generator().manual_seed(0)
+    n, k = spec.n, spec.k
+    return [(torch.randn(m, k, generator=g).bfloat16(),
+             torch.randn(n, k, generator=g).bfloat16() if spec.trans_b else torch.randn(k, n, generator=g).bfloat16())
+            + ((torch.randn(n, generator=g).bfloat16(),) if spec.bias else ())
+            for _ in range(count)]
+
+
+def measure(fn, calls):
+    return bench.measure_host(fn, calls=calls, repeats=7, timer=bench.ThreadCpuTimer())
+
+
+def rotating(fn, sets):
+    keep = collections.deque(maxlen=2)  # the previous output stays alive: never the same address twice in a row
+    turn = [0]
+
+    def call():
+        turn[0] += 1
+        keep.append(fn(*sets[turn[0] % len(sets)]))
+    return call, turn
+
+
+def kernel_caller(kern, full):
+    """Kernel.__call__ without its CUDA-device guard (CPU tensors stand in for CUDA ones)."""
+    table_call = getattr(kern._plans, "call", None)
+
+    def call(*t):
+        o = table_call(t) if table_call is not None else None
+        if o is None:
+            o = kern.run_planned(t)
+        if o is None:
+            full[0] += 1
+            t = inputs.materialize(t)
+            o = kern._launch(t, inputs.check(kern.name, kern._inputs, kern._matmul_expr, t))
+        return o
+    return call
+
+
+def anchors(calls):
+    @torch.library.custom_op("heddle_bench::noop_cpu", mutates_args=())
+    def noop(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(0)
+    x = torch.zeros(16, 256)
+    alias = torch.ops.aten.alias.default
+    return [{"step": "custom_op_empty", "kernel": "empty torch custom op (torch.library.custom_op)",
+             "stats": measure(lambda: noop(x), calls).to_dict()},
+            {"step": "aten_op", "kernel": "a C++ aten op through torch.ops (aten.alias.default)",
+             "stats": measure(lambda: alias(x), calls).to_dict()}]
+
+
+def sm80_rows(calls):
+    from heddle.core.kernel import plan_table
+    from heddle.pytorch import matmul as hm
+    spec = spec_for(256, 256, True, bias=("bf16", 1), activation="gelu")
+    kern = kernel(spec, "sm_80", 16, 108)
+    sets = operands(16, spec)
+    full = [0]
+    rows = []
+    call, turn = rotating(kernel_caller(kern, full), sets)
+    rows.append({"step": "sm80_kernel_call", "kernel": kern.name, "stats": measure(call, calls).to_dict(),
+                 "full_path_calls": full[0], "calls": turn[0]})
+    # where a planned call's time goes: the signature and lookup alone (seven Python attribute reads per tensor,
+    # the hash, the table), and the output's allocation as the table makes it (new_empty of the sizes)
+    rows.append({"step": "sm80_signature", "kernel": kern.name,
+                 "stats": measure(lambda: sets[0] in kern._plans, calls).to_dict()})
+    new_empty = torch.empty(0, dtype=torch.bfloat16).new_empty
+    rows.append({"step": "sm80_output", "kernel": "new_empty(16, 256), bf16",
+                 "stats": measure(lambda: new_empty(16, 256), calls).to_dict()})
+    # heddle.matmul: its op's eager table holds this kernel's plan (the first call takes the op's plan and
+    # leaves the whole call keyed in heddle.matmul's front, CallTable); the timed calls are front hits
+    fm = hm.fused_matmul_op(spec)
+    name, _ = hm._op_and_args(*sets[0][:2], sets[0][2], "gelu", None, None, False, True, None)
+    hm._by_name[name] = fm
+    fm._eager = plan_table()
+    out, grid, args, parts = kern._prepare(sets[0])  # one signature: the sets differ only in their addresses
+    fm._eager.add(sets[0], kern.plan(kern._loaded, grid, args, parts), [out])
+    fronts = len(hm._calls)
+    call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation="gelu", trans_b=True), sets)
+    call()
+    assert len(hm._calls) == fronts + 1, "the call is keyed in heddle.matmul's front"
+    rows.append({"step": "sm80_matmul_call", "kernel": kern.name, "stats": measure(call, calls).to_dict()})
+    return rows
+
+
+def sm90_rows(calls):
+    rows = []
+    for name, (m, n, k, trans_b) in {"sm90a_tma_store": (16, 256, 256, False),
+                                     "sm90a_split_k": (16, 1024, 4096, True)}.items():
+        spec = spec_for(n, k, trans_b)
+        kern = kernel(spec, "sm_90a", m, 132)
+        sets = operands(m, spec)
+        full = [0]
+        call, turn = rotating(kernel_caller(kern, full), sets)
+        rows.append({"step": name + "_call", "kernel": kern.name, "stats": measure(call, calls).to_dict(),
+                     "full_path_calls": full[0], "calls": turn[0]})
+        keep = collections.deque(maxlen=2)
+
+        def full_path():
+            t = sets[turn[0] % len(sets)]
+            turn[0] += 1
+            t = inputs.materialize(t)
+            keep.append(kern._launch(t, inputs.check(kern.name, kern._inputs, kern._matmul_expr, t)))
+        rows.append({"step": name + "_full_path", "kernel": kern.name,
+                     "stats": measure(full_path, max(1, calls // 4)).to_dict()})
+    return rows
+
+
+if __name__ == "__main__":
+    if not os.environ.get("HEDDLE_LIBCUDA_PATH"):
+        sys.exit("set HEDDLE_LIBCUDA_PATH to the stand-in libcuda (tests/fake_cuda/libcuda_fake.c, built with "
+                 "cc -shared -fPIC -O1)")
+    target = sys.argv[1] if len(sys.argv) > 1 else "sm_90a"
+    n_calls = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    out = (sm80_rows if target == "sm_80" else sm90_rows)(n_calls)
+    anchor = anchors(n_calls)
+    for row in out + anchor:
+        row["target"] = target
+        row["vs_custom_op"] = row["stats"]["median"] / anchor[0]["stats"]["median"]
+        print(json.dumps(row))
