@@ -60,6 +60,8 @@ STEP_LABEL = {
     "import_torch_heddle": "`import torch; import heddle` in a new process (wall)",
     "import_heddle_over_torch": "`import heddle` after torch, in-process clock (target <= 100 ms)",
     "first_kernel_warm": "heddle.matmul's first kernel in a new process, warm disk cache (target <= 5 ms)",
+    "restart_warm": "torch.compile first call in a new process, warm caches (2-block Llama; target <= 1.0x inductor)",
+    "restart_cold": "torch.compile first call, empty caches (2-block Llama; training target <= 0.6x inductor)",
     "fleet_compiles": "processes asking for one kernel at once, empty cache: compiles (target 1); time to the kernel",
 }
 STEP_ORDER = list(STEP_LABEL)

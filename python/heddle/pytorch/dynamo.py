@@ -9,6 +9,8 @@ The backend is registered through the `torch_dynamo_backends` entry point (pypro
 inductor's decompositions and partitioner (minus the ops heddle_fuse needs whole), rewrites each
 forward / backward / inference graph with heddle.pytorch.dynamo_fuse.fuse (matmul + epilogue chains become
 heddle custom ops), and hands the rewritten graph to inductor (default) or runs it eagerly.
+With inductor, a new process replays an earlier one's compile of the same graph through torch's
+AOTAutograd and FX graph caches, under heddle's own key (heddle/pytorch/dynamo_cache.py; docs/torch.md, "Caching").
 
 Options (torch.compile(..., options={...}) or heddle_backend(gm, inputs, key=value)):
   fallback  "inductor" (default) | "eager": who runs everything heddle does not fuse
@@ -31,7 +33,8 @@ import torch
 
 from ..core import torch_compat as compat
 from ..core.dump import dump
-from .dynamo_fuse import WITHHELD, decompose_leftovers, fuse
+from . import dynamo_cache
+from .dynamo_fuse import WITHHELD, _graph_counter, decompose_leftovers, fuse
 from .dynamo_report import GraphReport
 
 __all__ = ["heddle_backend", "explain", "Explanation", "reports", "stats", "reset_stats"]
@@ -82,7 +85,7 @@ def reset_stats() -> None:
     with _lock:
         reports.clear()
         stats.clear()
-        stats.update(graphs=0, aot_graphs=0, heddle_ops=0, matmuls_left=0)
+        stats.update(graphs=0, aot_graphs=0, heddle_ops=0, matmuls_left=0, cache_hits=0, cache_misses=0)
 
 
 reset_stats()
@@ -179,20 +182,48 @@ def _compile_inductor(gm, example_inputs, opts: Options, mode):
     if mode not in (None, "default"):
         patches.update(ind.list_mode_options(mode))
     patches.update(opts.inductor)
+    key = dynamo_cache.graph_key(gm, example_inputs, opts, mode)
+    done: List[GraphReport] = []
 
     def inner_compile(g, inputs, **kw):
-        _rewrite(g, compat.inner_compile_kind(kw), opts)
+        done.append(_rewrite(g, compat.inner_compile_kind(kw), opts))
+        dynamo_cache.save_reports(key, done)   # what a later process replaying this compile reports
         decompose_leftovers(g, full)
         # From here on the graph is what inductor would have traced with its own table (torch_compat says
         # how each torch release passes it)
         return ind.compile_fx_inner(g, inputs, **compat.inner_compile_kwargs(kw, ind.select_decomp_table))
 
-    # The AOTAutograd cache would replay a compiled graph in a new process without running the
-    # rewrite, i.e. without registering the heddle ops it calls: keep it off for heddle graphs.
-    # inductor's FX graph cache stays on (its key is the rewritten graph).
-    with compat.functorch_config_patch(enable_autograd_cache=False):
-        return ind.compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None,
-                              decompositions=table)
+    def compile_(aot_cache: bool):
+        # torch's AOTAutograd cache replays an earlier process's compile (the rewritten graphs, through
+        # inductor's FX graph cache) without running the rewrite: its heddle ops register from their names
+        # (heddle/pytorch/resolver.py). heddle's key goes into torch's cache key (cache_key_tag), so heddle's
+        # entries and inductor's never mix (heddle/pytorch/dynamo_cache.py).
+        # (torch._functorch.config.enable_autograd_cache stays as the user set it; off without the tag)
+        tag = dynamo_cache.tag_patch(key) if aot_cache else None
+        with (tag if tag is not None else compat.functorch_config_patch(enable_autograd_cache=False)):
+            return ind.compile_fx(gm, example_inputs, inner_compile=inner_compile,
+                                  config_patches=patches or None, decompositions=table)
+
+    hits = dynamo_cache.aot_cache_hits()
+    compiled = compile_(aot_cache=True)
+    if dynamo_cache.aot_cache_hits() == hits:
+        with _lock:
+            stats["cache_misses"] += 1
+        return compiled
+    saved = dynamo_cache.load_reports(key)
+    if saved is None:
+        # replayed, but heddle's record of that compile is gone or corrupt: a miss. Compile again with the
+        # AOTAutograd cache off, so the rewrite runs and its reports are recorded (and saved again).
+        with _lock:
+            stats["cache_misses"] += 1
+        return compile_(aot_cache=False)
+    with _lock:
+        stats["cache_hits"] += 1
+    for r in saved:
+        _graph_counter[0] += 1
+        r.graph = _graph_counter[0]   # the index of the graph in this process, as for a rewritten one
+        _record(r)
+    return compiled
 
 
 # --------------------------------------------------------------------------------------------------
