@@ -153,6 +153,16 @@ def dynamo_reset() -> None:
     reset()
 
 
+def aot_autograd_cache_hits() -> int:
+    """This process's count of AOTAutograd cache hits: torch._dynamo.utils.counters["aot_autograd"]
+    ["autograd_cache_hit"] (2.11, 2.13); 0 where the counter is missing."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return 0
+    return int(counters.get("aot_autograd", {}).get("autograd_cache_hit", 0))
+
+
 def recompile_limit(config=None) -> int:
     """How many times dynamo compiles one frame before running it eagerly: torch._dynamo.config.recompile_limit
     (2.11, 2.13), else its older name cache_size_limit (kept as an alias in both), else dynamo's default 8.

@@ -158,5 +158,5 @@ def tag_patch(key: Optional[str]):
 
 def aot_cache_hits() -> int:
     """torch's count of AOTAutograd cache hits in this process."""
-    from torch._dynamo.utils import counters
-    return counters["aot_autograd"]["autograd_cache_hit"]
+    from ..core.torch_compat import aot_autograd_cache_hits
+    return aot_autograd_cache_hits()
