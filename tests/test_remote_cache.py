@@ -88,11 +88,15 @@ def test_a_kernel_compiled_on_one_machine_is_verified_and_used_on_another(redis,
     _, url = redis
     monkeypatch.setenv("HEDDLE_REMOTE_CACHE", url)
     machine()
+    before = rt.remote_stats()
     first = rt.compile(kernel(1), "k.cu", "sm_80")
     assert first.cache_source == "compiled" and rt.remote_enabled()
     machine()
     other = rt.compile(kernel(1), "k.cu", "sm_80")
     assert other.cache_source == "remote" and other.cubin == first.cubin and other.key == first.key
+    after = rt.remote_stats()
+    assert {k: after[k] - before[k] for k in after} == {"hits": 1, "misses": 1, "stores": 1, "failures": 0,
+                                                         "rejected": 0}
     rt.cache_clear(memory=True)
     assert rt.compile(kernel(1), "k.cu", "sm_80").cache_source == "disk"  # kept on this machine's disk
 
@@ -114,8 +118,10 @@ def test_a_remote_value_that_fails_verification_is_compiled_instead(redis, machi
         bad = rt.remote_get("heddle:kernel:" + rt.compile(kernel(3), "k.cu", "sm_80").key)
     rt.remote_put("heddle:kernel:" + good.key, bad)
     machine()
+    rejected = rt.remote_stats()["rejected"]
     again = rt.compile(kernel(2), "k.cu", "sm_80")
     assert again.cache_source == "compiled" and again.cubin == good.cubin
+    assert rt.remote_stats()["rejected"] == rejected + 1
     assert rt.remote_enabled()  # a bad value is not a dead server
 
 
@@ -217,7 +223,9 @@ def test_auth_with_the_password_in_the_url(tmp_path, monkeypatch):
         rt.remote_put("heddle:test:auth", b"\x00value")
         assert rt.remote_get("heddle:test:auth") == b"\x00value" and rt.remote_enabled()
         monkeypatch.setenv("HEDDLE_REMOTE_CACHE", url.replace(":s3cret@", ""))  # no password: NOAUTH
+        failures = rt.remote_stats()["failures"]
         assert rt.remote_get("heddle:test:auth") is None and not rt.remote_enabled()
+        assert rt.remote_stats()["failures"] == failures + 1
         out, err = one_process("print(rt.remote_get('heddle:test:auth'), rt.remote_enabled())",
                                url.replace("s3cret", "guess"))
     assert out == ["None", "False"]

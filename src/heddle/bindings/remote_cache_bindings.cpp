@@ -97,4 +97,15 @@ void bindRemoteCache(py::module_& rt) {
         RemoteCache::global().put(key, value);
       },
       py::arg("key"), py::arg("value"), "Stores bytes under `key` (best effort: a failure turns the remote cache off).");
+  rt.def("remote_stats", [] {
+    RemoteStats s = RemoteCache::global().stats();
+    py::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["stores"] = s.stores;
+    d["failures"] = s.failures;
+    d["rejected"] = s.rejected;
+    return d;
+  }, "What the remote cache did in this process: hits, misses, stores, failures, rejected (values that "
+     "failed verification).");
 }

@@ -83,12 +83,17 @@ void RemoteCache::fail(const std::string& url, const std::string& why) {
     if (url != url_ || dead_) return;  // the URL changed meanwhile, or another call failed first
     old.swap(backend_);
     dead_ = true;
+    ++stats_.failures;
   }
   warnOnce(gWarnedDown, "remote cache " + redacted(url) + " " + why + "; working from the local cache for the "
            "rest of this process");
 }
 
 void RemoteCache::warnRejected(const std::string& key, const std::string& problem) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.rejected;
+  }
   warnOnce(gWarnedRejected, "remote cache entry " + key + " rejected (" + problem + "); compiling it here");
 }
 
@@ -97,7 +102,10 @@ std::optional<std::string> RemoteCache::get(const std::string& key) {
   auto client = backend(&url);
   if (!client) return std::nullopt;
   try {
-    return client->get(key);
+    std::optional<std::string> value = client->get(key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(value ? stats_.hits : stats_.misses);
+    return value;
   } catch (const RemoteFailure& e) {
     fail(url, e.what());
     return std::nullopt;
@@ -110,9 +118,16 @@ void RemoteCache::put(const std::string& key, const std::string& value) {
   if (!client) return;
   try {
     client->put(key, value);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.stores;
   } catch (const RemoteFailure& e) {
     fail(url, e.what());
   }
+}
+
+RemoteStats RemoteCache::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 }  // namespace heddle::rt

@@ -16,6 +16,7 @@
 // not authenticated.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,15 @@ class RemoteBackend {
   virtual void put(const std::string& key, const std::string& value) = 0;
 };
 
+// What the remote cache did in this process (runtime.remote_stats()).
+struct RemoteStats {
+  uint64_t hits = 0;      // values found (before their verification)
+  uint64_t misses = 0;    // keys the server does not hold
+  uint64_t stores = 0;    // values stored
+  uint64_t failures = 0;  // clients that failed (each turned the remote cache off for its URL)
+  uint64_t rejected = 0;  // values that failed verification (warnRejected)
+};
+
 // Builds the client for a URL (without talking to the server yet); throws RemoteFailure.
 using RemoteConnector = std::function<std::shared_ptr<RemoteBackend>(const std::string& url)>;
 
@@ -52,8 +62,9 @@ class RemoteCache {
   std::optional<std::string> get(const std::string& key);
   void put(const std::string& key, const std::string& value);
 
-  // A rejected value (failed verification): one warning per process.
-  static void warnRejected(const std::string& key, const std::string& problem);
+  // A rejected value (failed verification): counted, one warning per process.
+  void warnRejected(const std::string& key, const std::string& problem);
+  RemoteStats stats();
   // The URL as warnings print it: a password in it is replaced by "***".
   static std::string redacted(const std::string& url);
 
@@ -68,6 +79,7 @@ class RemoteCache {
   std::string url_;  // the HEDDLE_REMOTE_CACHE the state below belongs to
   std::shared_ptr<RemoteBackend> backend_;
   bool dead_ = false;
+  RemoteStats stats_;
 };
 
 }  // namespace heddle::rt
