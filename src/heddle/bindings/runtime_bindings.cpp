@@ -11,7 +11,6 @@
 #include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/launch.h"
 #include "heddle/runtime/nvrtc.h"
-#include "heddle/runtime/remote_cache.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
 #include "heddle/bindings/launch_args.h"
@@ -146,26 +145,6 @@ void bindCompile(py::module_& rt) {
 }
 
 void bindCache(py::module_& rt) {
-  rt.def("remote_enabled", [] { return RemoteCache::global().enabled(); },
-         "HEDDLE_REMOTE_CACHE names a server and it has not failed in this process (docs/runtime.md).");
-  rt.def(
-      "remote_get",
-      [](const std::string& key) -> py::object {
-        std::optional<std::string> v;
-        {
-          py::gil_scoped_release release;
-          v = RemoteCache::global().get(key);
-        }
-        return v ? py::object(py::bytes(*v)) : py::none();
-      },
-      py::arg("key"), "The remote cache's value for `key` (bytes), or None (a miss, or the remote cache is off).");
-  rt.def(
-      "remote_put",
-      [](const std::string& key, const std::string& value) {
-        py::gil_scoped_release release;
-        RemoteCache::global().put(key, value);
-      },
-      py::arg("key"), py::arg("value"), "Stores bytes under `key` (best effort: a failure turns the remote cache off).");
   rt.def("cache_stats", [] {
     CacheStats s = KernelCache::global().stats();
     py::dict d;
@@ -286,10 +265,13 @@ void bindDriver(py::module_& rt) {
 
 }  // namespace
 
+void bindRemoteCache(py::module_& rt);  // remote_cache_bindings.cpp
+
 void bindRuntime(py::module_& m) {
   py::module_ rt = m.def_submodule("runtime", "NVRTC, kernel cache, CUDA driver and kernel launch");
   bindTypes(rt);
   bindCompile(rt);
   bindCache(rt);
+  bindRemoteCache(rt);
   bindDriver(rt);
 }

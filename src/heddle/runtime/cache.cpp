@@ -304,7 +304,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
       out.source = CacheSource::Remote;
       return out;
     } catch (const DecodeError& e) {
-      RemoteCache::warnRejected(remoteKey, e.what());
+      remote.warnRejected(remoteKey, e.what());
     }
   }
 
