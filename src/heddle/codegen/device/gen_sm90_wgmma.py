@@ -52,7 +52,7 @@ def main() -> None:
     print("// TRANS_A = 1: A is M-major; TRANS_B = 1: B is N-major (the .f16/.bf16 transpose immediates).")
     print("// Asynchronous: ordered by wgmma.fence / commit_group / wait_group (heddle_sm90.cuh).")
     print(f"// N in {{{', '.join(map(str, NS))}}}, T in {{f16, bf16}}. Device and HEDDLE_INTERPRET (one call of the")
-    print("// interpreter's wgmma primitive, same operands); HEDDLE_HOST_EMULATION never instantiates these.")
+    print("// interpreter's wgmma primitive, same operands).")
     print("#pragma once")
     print('#include "heddle/heddle_types.cuh"')
     print()

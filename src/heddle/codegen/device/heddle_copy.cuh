@@ -30,24 +30,11 @@
 //   VEC*sizeof(T) in {4,8,16} (async) or {sizeof(T),4,8,16} (sync, VEC=1 allowed).
 //   cp_async_commit / cp_async_wait<N> / block_sync order these copies (see the sync plan).
 //
-// Three builds of every primitive: NVRTC (inline PTX), HEDDLE_HOST_EMULATION (tests/emu harnesses) and
+// Two builds of every primitive: NVRTC (inline PTX) and
 // HEDDLE_INTERPRET (the printed kernel compiled by the host compiler against heddle's execution
 // runtime, src/heddle/interp/rt/hrt_api.h: one runtime function per PTX instruction, same operands).
 #pragma once
 #include "heddle/heddle_types.cuh"
-
-#ifdef HEDDLE_HOST_EMULATION
-namespace heddle {
-namespace emu {  // defined by the host emulator (tests/emu/warp_emu.h)
-void cp_async(void* dst, const void* src, int cp_bytes, int src_bytes, bool cg);
-void cp_async_commit();
-void cp_async_wait(int n);
-void block_sync();
-void copy_sync(void* dst_smem, const void* src_global, int bytes);
-void zero_sync(void* dst_smem, int bytes);
-}  // namespace emu
-}  // namespace heddle
-#endif
 
 namespace heddle {
 
@@ -84,9 +71,7 @@ template <> struct alignas(16) Word<16> { unsigned int v[4]; };
 template <int BYTES>
 __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_bytes) {
   static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async moves 4, 8 or 16 bytes");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::cp_async(smem, gmem, BYTES, src_bytes, BYTES == 16);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::cp_async_shared_global((unsigned)__cvta_generic_to_shared(smem), gmem, BYTES, src_bytes, BYTES == 16);
 #else
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
@@ -102,21 +87,13 @@ __device__ __forceinline__ void cp_async(void* smem, const void* gmem, int src_b
 
 template <int BYTES>
 __device__ __forceinline__ void copy_sync(void* smem, const void* gmem) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::copy_sync(smem, gmem, BYTES);
-#else
   *reinterpret_cast<Word<BYTES>*>(smem) = *reinterpret_cast<const Word<BYTES>*>(gmem);
-#endif
 }
 
 template <int BYTES>
 __device__ __forceinline__ void zero_sync(void* smem) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::zero_sync(smem, BYTES);
-#else
   Word<BYTES> z = {};
   *reinterpret_cast<Word<BYTES>*>(smem) = z;
-#endif
 }
 
 // Shared chunk-walk of both copies: calls f(smem_elem_ptr, global_elem_ptr, valid_elems).
@@ -203,9 +180,7 @@ __device__ __forceinline__ void copy_tile_sync(T* smem, const T* g, long long ld
 }
 
 __device__ __forceinline__ void cp_async_commit() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::cp_async_commit();
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::cp_async_commit_group();
 #else
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -215,9 +190,7 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   static_assert(N >= 0, "cp_async_wait: N must be >= 0");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::cp_async_wait(N);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::cp_async_wait_group(N);
 #else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -225,11 +198,7 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 __device__ __forceinline__ void block_sync() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::block_sync();
-#else
   __syncthreads();
-#endif
 }
 
 }  // namespace heddle

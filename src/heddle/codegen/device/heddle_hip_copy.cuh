@@ -1,7 +1,6 @@
 // heddle/heddle_hip_copy.cuh -- LDS tiles, global->LDS tile copies and the sync ops of the AMD
 // backend (hiprtc / clang HIP; no toolkit header is included: hiprtc and hipcc provide the HIP
-// built-ins, under HEDDLE_HOST_EMULATION every primitive calls heddle::emu_amd, the host
-// emulator of tests/emu/amd_emu.cpp, and under HEDDLE_INTERPRET every builtin and asm calls the
+// built-ins, and under HEDDLE_INTERPRET every builtin and asm calls the
 // interpreter's runtime function named after the ISA instruction, src/heddle/interp/rt/hrt_api.h).
 //
 // LdsTile<ROWS, COLS, T>: one pipeline stage, ROWS x COLS elements, row-major and linear
@@ -44,22 +43,6 @@
 // HIP only: under a CUDA compiler (NVRTC compiles every embedded header) this header is empty.
 #if !defined(__CUDACC__) || defined(__HIP__)
 
-#ifdef HEDDLE_HOST_EMULATION
-namespace heddle {
-namespace emu_amd {  // defined by the host emulator (tests/emu/amd_emu.cpp)
-// one lane's part of an LDS DMA: `round` names the instruction (the unrolled copy round) so the
-// emulator can check that the wave's lanes agree on M0; src == nullptr: out of range (zero)
-void lds_dma_dword(void* lds_wave_base, const void* src, int lane, int round);
-void wait_vmcnt(int n);
-void block_sync();
-void barrier_signal();
-void barrier_wait();
-void copy_sync(void* dst_lds, const void* src_global, int bytes);
-void zero_sync(void* dst_lds, int bytes);
-}  // namespace emu_amd
-}  // namespace heddle
-#endif
-
 namespace heddle {
 
 template <int ROWS, int COLS, typename T>
@@ -81,24 +64,15 @@ template <> struct alignas(16) Word<16> { unsigned int v[4]; };
 
 template <int BYTES>
 __device__ __forceinline__ void copy_sync(void* lds, const void* g) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::copy_sync(lds, g, BYTES);
-#else
   *reinterpret_cast<Word<BYTES>*>(lds) = *reinterpret_cast<const Word<BYTES>*>(g);
-#endif
 }
 
 template <int BYTES>
 __device__ __forceinline__ void zero_sync(void* lds) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::zero_sync(lds, BYTES);
-#else
   Word<BYTES> z = {};
   *reinterpret_cast<Word<BYTES>*>(lds) = z;
-#endif
 }
 
-#ifndef HEDDLE_HOST_EMULATION
 #ifdef HEDDLE_INTERPRET
 struct i32x4 { int x, y, z, w; };
 __device__ __forceinline__ int readfirstlane(int v) { return ::heddle_rt::v_readfirstlane_b32(v); }
@@ -123,16 +97,12 @@ __device__ __forceinline__ i32x4 buffer_resource(const void* base) {
   r.w = 0x00020000;  // GFX9 dword 3: 32-bit data format, no swizzle
   return r;
 }
-#endif
 
 // One dword of the wave's LDS DMA: the data of `src` (or zero when `in_range` is false) lands at
 // lds_wave_base + 4*lane once the op retires (vmcnt).
 __device__ __forceinline__ void lds_dma_dword(void* lds_wave_base, const void* tile_base, unsigned byte_offset,
                                               bool in_range, int lane, int round) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::lds_dma_dword(lds_wave_base, in_range ? static_cast<const char*>(tile_base) + byte_offset : nullptr, lane,
-                         round);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   (void)lane;
   (void)round;
   const unsigned m0 = (unsigned)readfirstlane((int)(unsigned)__cvta_generic_to_shared(lds_wave_base));  // LDS offset
@@ -216,9 +186,7 @@ __device__ __forceinline__ void copy_tile_async(T* lds, const T* g, long long ld
 template <int N>
 __device__ __forceinline__ void wait_vmcnt() {
   static_assert(N >= 0 && N <= 63, "wait_vmcnt: the counter holds 0..63");
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::wait_vmcnt(N);
-#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+#if defined(__GFX12__) && defined(HEDDLE_INTERPRET)
   ::heddle_rt::s_wait_loadcnt(N);
 #elif defined(__GFX12__)
   asm volatile("s_wait_loadcnt %0" ::"n"(N) : "memory");
@@ -235,8 +203,7 @@ __device__ __forceinline__ void wait_vmcnt() {
 }
 
 __device__ __forceinline__ void fence_release_workgroup() {
-#ifdef HEDDLE_HOST_EMULATION
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE);
 #else
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
@@ -244,8 +211,7 @@ __device__ __forceinline__ void fence_release_workgroup() {
 }
 
 __device__ __forceinline__ void fence_acquire_workgroup() {
-#ifdef HEDDLE_HOST_EMULATION
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE);
 #else
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
@@ -253,9 +219,7 @@ __device__ __forceinline__ void fence_acquire_workgroup() {
 }
 
 __device__ __forceinline__ void block_sync() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::block_sync();
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::s_barrier();
 #else
   __builtin_amdgcn_s_barrier();
@@ -263,9 +227,7 @@ __device__ __forceinline__ void block_sync() {
 }
 
 __device__ __forceinline__ void barrier_signal() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::barrier_signal();
-#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+#if defined(__GFX12__) && defined(HEDDLE_INTERPRET)
   ::heddle_rt::s_barrier_signal(-1);
 #elif defined(__GFX12__)
   __builtin_amdgcn_s_barrier_signal(-1);
@@ -275,9 +237,7 @@ __device__ __forceinline__ void barrier_signal() {
 }
 
 __device__ __forceinline__ void barrier_wait() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu_amd::barrier_wait();
-#elif defined(__GFX12__) && defined(HEDDLE_INTERPRET)
+#if defined(__GFX12__) && defined(HEDDLE_INTERPRET)
   ::heddle_rt::s_barrier_wait(-1);
 #elif defined(__GFX12__)
   __builtin_amdgcn_s_barrier_wait(-1);

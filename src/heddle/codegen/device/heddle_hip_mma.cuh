@@ -17,23 +17,13 @@
 //     tile (fm/2, fn): FM = 2*TM, FN = TN.
 //   row_of / col_of give the CTA-tile row and column of acc[fm][fn][r] for a lane, so an epilogue
 //   written for MmaSm80 (loops over FM, FN and r < 4) works unchanged.
-// Primitives (device: clang builtins; HEDDLE_HOST_EMULATION: heddle::emu_amd, the wave-lockstep
-// host emulator of tests/emu/amd_emu.cpp; HEDDLE_INTERPRET: heddle_rt::v_mfma_* / v_wmma_*, wave
+// Primitives (device: clang builtins; HEDDLE_INTERPRET: heddle_rt::v_mfma_* / v_wmma_*, wave
 // collectives of the interpreter's runtime): amd_detail::mfma16<T>(d, a, b), amd_detail::wmma16<T>(d, a, b).
 #pragma once
 #include "heddle/heddle_hip_copy.cuh"
 #include "heddle/heddle_types.cuh"
 // HIP only: under a CUDA compiler (NVRTC compiles every embedded header) this header is empty.
 #if !defined(__CUDACC__) || defined(__HIP__)
-
-#ifdef HEDDLE_HOST_EMULATION
-namespace heddle {
-namespace emu_amd {  // wave collectives of the host emulator
-void mfma16(float* d, const unsigned short* a, const unsigned short* b, bool bf16);  // 64 lanes
-void wmma16(float* d, const unsigned short* a, const unsigned short* b, bool bf16);  // 32 lanes
-}  // namespace emu_amd
-}  // namespace heddle
-#endif
 
 namespace heddle {
 namespace amd_detail {
@@ -47,7 +37,7 @@ template <typename A, typename B> struct Select<false, A, B> { using type = B; }
 
 // Accumulators live in 4-float vectors (subscriptable like float[4]): a plain array passed to the
 // builtins through memcpy ends up in scratch memory.
-#if defined(HEDDLE_HOST_EMULATION) || defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
 typedef float f4 __attribute__((vector_size(16)));
 #else
 typedef _Float16 h4 __attribute__((ext_vector_type(4)));
@@ -62,11 +52,7 @@ typedef float f8 __attribute__((ext_vector_type(8)));
 template <typename T>
 __device__ __forceinline__ void mfma16(f4& d, const unsigned short (&a)[4], const unsigned short (&b)[4]) {
   static_assert(MmaKind<T>::kOk, "mfma16: T must be heddle::f16 or heddle::bf16");
-#ifdef HEDDLE_HOST_EMULATION
-  float x[4] = {d[0], d[1], d[2], d[3]};
-  emu_amd::mfma16(x, a, b, MmaKind<T>::kBf16);
-  for (int r = 0; r < 4; ++r) d[r] = x[r];
-#elif defined(HEDDLE_INTERPRET)  // (the runtime refuses MFMA on a wave32 target)
+#if defined(HEDDLE_INTERPRET)  // (the runtime refuses MFMA on a wave32 target)
   float x[4] = {d[0], d[1], d[2], d[3]};
   if constexpr (MmaKind<T>::kBf16) ::heddle_rt::v_mfma_f32_16x16x16_bf16_1k(x, a, b, x, 0, 0, 0);
   else ::heddle_rt::v_mfma_f32_16x16x16_f16(x, a, b, x, 0, 0, 0);
@@ -95,14 +81,7 @@ __device__ __forceinline__ void mfma16(f4& d, const unsigned short (&a)[4], cons
 template <typename T>
 __device__ __forceinline__ void wmma16(f4& d0, f4& d1, const unsigned short (&a)[8], const unsigned short (&b)[8]) {
   static_assert(MmaKind<T>::kOk, "wmma16: T must be heddle::f16 or heddle::bf16");
-#ifdef HEDDLE_HOST_EMULATION
-  float x[8] = {d0[0], d0[1], d0[2], d0[3], d1[0], d1[1], d1[2], d1[3]};
-  emu_amd::wmma16(x, a, b, MmaKind<T>::kBf16);
-  for (int r = 0; r < 4; ++r) {
-    d0[r] = x[r];
-    d1[r] = x[4 + r];
-  }
-#elif defined(HEDDLE_INTERPRET)  // (the runtime refuses WMMA on a wave64 target)
+#if defined(HEDDLE_INTERPRET)  // (the runtime refuses WMMA on a wave64 target)
   float x[8] = {d0[0], d0[1], d0[2], d0[3], d1[0], d1[1], d1[2], d1[3]};
   if constexpr (MmaKind<T>::kBf16) ::heddle_rt::v_wmma_f32_16x16x16_bf16(x, a, b, x);
   else ::heddle_rt::v_wmma_f32_16x16x16_f16(x, a, b, x);

@@ -1,7 +1,7 @@
 // heddle/heddle_math.cuh -- scalar epilogue activations, all in float.
 //
 // Uses the erff / tanhf / expf builtins (declared by NVRTC without any header; under
-// HEDDLE_HOST_EMULATION they come from <cmath>, included by heddle_types.cuh).
+// HEDDLE_INTERPRET they come from <cmath>, included by the interpreter's runtime).
 //
 //   relu(x)      = x < 0 ? 0 : x            (NaN propagates, like torch.relu)
 //   gelu_erf(x)  = 0.5 x (1 + erf(x / sqrt 2))
@@ -11,7 +11,7 @@
 //   tanh(x)      = tanhf(x)
 //   f32_bits(b)  = the float whose IEEE bits are b (inf, NaN constants of the epilogue)
 //
-// The pair epilogue (printed kernels only, not the host emulation): the epilogue program on two
+// The pair epilogue: the epilogue program on two
 // adjacent columns of one accumulator-fragment row at once -- the sm_80 mma.sync fragment (c0,c1 / c2,c3)
 // and the sm_90a wgmma fragment hold such pairs. Target-neutral: every CUDA target and the interpreter use it.
 //   pairf                     the pair program's register type {x = column c, y = column c+1}
@@ -52,7 +52,6 @@ __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
-#ifndef HEDDLE_HOST_EMULATION  // printed kernels only; the host emulation runs header code, not kernels
 #ifndef __noinline__
 #define __noinline__ __attribute__((noinline))
 #endif
@@ -157,6 +156,5 @@ static __device__ __noinline__ pairf silu(pairf v) { return {heddle::silu(v.x), 
 static __device__ __noinline__ pairf sigmoid(pairf v) { return {heddle::sigmoid(v.x), heddle::sigmoid(v.y)}; }
 static __device__ __noinline__ pairf tanh(pairf v) { return {heddle::tanh(v.x), heddle::tanh(v.y)}; }
 }  // namespace ool
-#endif
 
 }  // namespace heddle

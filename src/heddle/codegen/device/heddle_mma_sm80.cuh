@@ -18,43 +18,27 @@
 //     A: reg j = (m half j%2, k half j/2)     B pair: reg j = (n half j/2, k half j%2)
 //   Lane l supplies the address of row l%8 of matrix l/8, a 16-byte chunk of the swizzled stage.
 //
-// Primitives (device: inline PTX; HEDDLE_HOST_EMULATION: calls into heddle::emu, the host
-// emulator of tests/emu, which runs the 32 lanes of a warp in lockstep at every collective):
+// Primitives (device: inline PTX; HEDDLE_INTERPRET: heddle_rt::ldmatrix_* / mma_*, warp collectives of
+// the interpreter's runtime, which runs the 32 lanes of a warp in lockstep at every collective):
 //   detail::ldmatrix<NUM, TRANS>(regs, addr)   detail::mma_m16n8k16<T>(d, a, b)
-//   detail::smem_addr(p) -> SmemAddr (a u32 shared-window address on device, a pointer on host).
+//   detail::smem_addr(p) -> SmemAddr (a u32 shared-window address).
 #pragma once
 #include "heddle/heddle_types.cuh"
 #include "heddle/heddle_copy.cuh"
 
-#ifdef HEDDLE_HOST_EMULATION
-namespace heddle {
-namespace emu {  // defined by the host emulator (tests/emu/warp_emu.h)
-void ldmatrix(unsigned* regs, int num, bool trans, const void* row_addr);
-void mma_m16n8k16(float* d, const unsigned* a, const unsigned* b, bool bf16);
-}  // namespace emu
-}  // namespace heddle
-#endif
-
 namespace heddle {
 namespace detail {
 
-#if defined(HEDDLE_HOST_EMULATION)
-using SmemAddr = const char*;
-__forceinline__ SmemAddr smem_addr(const void* p) { return static_cast<const char*>(p); }
-#else
 using SmemAddr = unsigned;
 __device__ __forceinline__ SmemAddr smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
-#endif
 
 // ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16; `addr` = this lane's row address.
 template <int NUM, bool TRANS>
 __device__ __forceinline__ void ldmatrix(unsigned (&r)[NUM], SmemAddr addr) {
   static_assert(NUM == 1 || NUM == 2 || NUM == 4, "ldmatrix loads 1, 2 or 4 matrices");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::ldmatrix(r, NUM, TRANS, addr);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::ldmatrix_sync_aligned_m8n8(NUM, TRANS, r, addr);
 #else
   if constexpr (NUM == 4 && TRANS)
@@ -89,9 +73,7 @@ template <typename A, typename B> struct Select<false, A, B> { using type = B; }
 template <typename T>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4],
                                              const unsigned (&b)[2]) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::mma_m16n8k16(d, a, b, MmaKind<T>::kBf16);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   static_assert(MmaKind<T>::kOk, "mma_m16n8k16: T must be heddle::f16 or heddle::bf16");
   ::heddle_rt::mma_sync_aligned_m16n8k16_row_col_f32(MmaKind<T>::kBf16, d, a, b);
 #else

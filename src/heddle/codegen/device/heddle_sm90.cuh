@@ -31,9 +31,9 @@
 //   (the PTX wgmma D layout: warp w of the warpgroup owns rows 16w..16w+15). step() issues
 //   BK/16 x FM wgmma.mma_async; fence()/commit()/wait<N>() order them (the kernel IR places them).
 //
-// Host emulation (HEDDLE_HOST_EMULATION): every PTX primitive calls into heddle::emu (tests/emu/
-// sm90_emu.cpp), which implements TMA and wgmma from the PTX ISA definitions independently of the
-// layout code here; the harness checks that the two agree (tests/test_hopper_device.py).
+// Under HEDDLE_INTERPRET every PTX primitive calls the interpreter's runtime (src/heddle/interp/rt),
+// which implements TMA and wgmma from the PTX ISA definitions independently of the layout code here
+// (its self-tests: tests/interp/ptx_selftest_{tma,wgmma}.cpp).
 #pragma once
 #include "heddle/heddle_types.cuh"
 #include "heddle/heddle_math.cuh"
@@ -46,7 +46,6 @@ struct alignas(64) TmaDesc {
   unsigned long long opaque[16];
 };
 
-#ifndef HEDDLE_HOST_EMULATION  // printed kernels only; the host emulation runs header code, not kernels
 // elect.sync (PTX ISA 8.0, sm_90): a warp collective over the full membermask -- every lane of the warp
 // executes it -- that is true in exactly one lane, the lowest. Printed kernels issue single-thread work
 // as `if (warp == W && heddle::elect_one_sync())` (a warp-uniform branch, then one lane).
@@ -66,22 +65,6 @@ __device__ __forceinline__ bool elect_one_sync() {
   return elected != 0;
 #endif
 }
-#endif
-
-#ifdef HEDDLE_HOST_EMULATION
-namespace emu {  // defined by the host emulator (tests/emu/sm90_emu.cpp)
-unsigned smem_offset(const void* p);  // offset in the emulated shared window (dies outside it)
-void mbar_init(unsigned long long* bar, int count);
-void mbar_arrive(unsigned long long* bar);
-void mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes);
-void mbar_wait(unsigned long long* bar, int parity);
-void tma_load(void* dst, const TmaDesc* map, int rank, const int* coords, unsigned long long* bar);
-void tma_store(const TmaDesc* map, int rank, const int* coords, const void* src);
-void wgmma(float* d, int n, unsigned long long desc_a, unsigned long long desc_b, int trans_a, int trans_b,
-           bool bf16, int scale_d);
-void sm90_sync(const char* what);  // fences, commits, waits: counted, no effect on data
-}  // namespace emu
-#endif
 
 namespace sm90 {
 
@@ -90,13 +73,8 @@ using u64 = unsigned long long;
 template <bool C, typename A, typename B> struct Select { using type = A; };
 template <typename A, typename B> struct Select<false, A, B> { using type = B; };
 
-#ifdef HEDDLE_HOST_EMULATION
-__forceinline__ unsigned smem_u32(const void* p) { return emu::smem_offset(p); }
-#else
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-#endif
 
-#ifndef HEDDLE_HOST_EMULATION  // printed kernels only
 // ---- the staged epilogue: packed pairs and stmatrix ------------------------------------------
 
 // The pair epilogue's pieces (heddle::pairf, pack2, unpack2, load_pair, ool::*) are target-neutral: they live
@@ -115,14 +93,11 @@ __device__ __forceinline__ void stmatrix_x4(void* row, unsigned r0, unsigned r1,
                : "memory");
 #endif
 }
-#endif
 
 // ---- mbarriers ------------------------------------------------------------------------------
 
 __device__ __forceinline__ void mbar_init(u64* bar, int count) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::mbar_init(bar, count);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::mbarrier_init(smem_u32(bar), count);
 #else
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -130,9 +105,7 @@ __device__ __forceinline__ void mbar_init(u64* bar, int count) {
 }
 
 __device__ __forceinline__ void mbar_arrive(u64* bar) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::mbar_arrive(bar);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::mbarrier_arrive(smem_u32(bar));
 #else
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
@@ -142,9 +115,7 @@ __device__ __forceinline__ void mbar_arrive(u64* bar) {
 // Arrive and add `bytes` to the transaction count of the current phase (the TMA copies that
 // complete on this barrier subtract what they deliver).
 __device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, unsigned bytes) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::mbar_arrive_expect_tx(bar, bytes);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::mbarrier_arrive_expect_tx(smem_u32(bar), bytes);
 #else
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
@@ -154,9 +125,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, unsigned bytes) 
 
 // Blocks until the phase of parity `parity` has completed (try_wait.parity in a loop).
 __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::mbar_wait(bar, parity);
-#else
   const unsigned addr = smem_u32(bar);
   unsigned done = 0;
   HEDDLE_WAIT_BEGIN
@@ -174,7 +142,6 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
     if (!done) { HEDDLE_WAIT_CHECK("mbarrier", addr, parity) }
 #endif
   } while (!done);
-#endif
 }
 
 // ---- fences, registers, named barriers ------------------------------------------------------
@@ -182,9 +149,7 @@ __device__ __forceinline__ void mbar_wait(u64* bar, int parity) {
 // Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones
 // (TMA, wgmma) that a barrier makes wait for them.
 __device__ __forceinline__ void fence_proxy_async() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("fence.proxy.async");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::fence_proxy_async_shared_cta();
 #else
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -203,9 +168,7 @@ __device__ __forceinline__ void fence_proxy_async() {
 // the generic proxy, so inside one CTA this is a one-instruction hardening for the ISA versions that did
 // not say so; across the CTAs of a cluster it is required (the remote arrivals and multicast completions).
 __device__ __forceinline__ void fence_mbarrier_init_cluster() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("fence.mbarrier_init");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::fence_mbarrier_init_release_cluster();
 #else
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -215,9 +178,7 @@ __device__ __forceinline__ void fence_mbarrier_init_cluster() {
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("setmaxnreg.inc");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::setmaxnreg(true, REGS);
 #else
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
@@ -227,9 +188,7 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(REGS >= 24 && REGS <= 256 && REGS % 8 == 0, "setmaxnreg takes 24..256, multiples of 8");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("setmaxnreg.dec");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::setmaxnreg(false, REGS);
 #else
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
@@ -238,10 +197,7 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 // bar.sync id, count: the `count` threads (a multiple of 32) that use barrier `id` (1..15).
 __device__ __forceinline__ void named_barrier(int id, int count) {
-#ifdef HEDDLE_HOST_EMULATION
-  (void)id, (void)count;
-  emu::sm90_sync("bar.sync");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::bar_sync(id, count);
 #else
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
@@ -251,9 +207,7 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
 // ---- wgmma ordering -------------------------------------------------------------------------
 
 __device__ __forceinline__ void wgmma_fence() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("wgmma.fence");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::wgmma_fence();
 #else
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -261,9 +215,7 @@ __device__ __forceinline__ void wgmma_fence() {
 }
 
 __device__ __forceinline__ void wgmma_commit() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("wgmma.commit_group");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::wgmma_commit_group();
 #else
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -273,9 +225,7 @@ __device__ __forceinline__ void wgmma_commit() {
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("wgmma.wait_group");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::wgmma_wait_group(N);
 #else
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -330,10 +280,7 @@ __host__ __device__ __forceinline__ u64 slab_desc(unsigned stage_addr, int blk, 
 // One box of `map` at (c0 = innermost, c1[, c2]) into dst, completing on `bar` (complete_tx).
 template <int RANK>
 __device__ __forceinline__ void tma_load_box(void* dst, const TmaDesc* map, int c0, int c1, int c2, u64* bar) {
-#ifdef HEDDLE_HOST_EMULATION
-  const int c[3] = {c0, c1, c2};
-  emu::tma_load(dst, map, RANK, c, bar);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   const int c[3] = {c0, c1, c2};
   ::heddle_rt::cp_async_bulk_tensor_load(smem_u32(dst), map, RANK, c, smem_u32(bar));
 #else
@@ -368,7 +315,6 @@ __device__ __forceinline__ void tma_load_plain(T* dst, const TmaDesc* map, int r
   tma_load_box<2>(dst, map, col0, row0, 0, bar);
 }
 
-#ifndef HEDDLE_HOST_EMULATION
 // ---- thread-block clusters (sm_90; PTX ISA: mapa, mbarrier .shared::cluster, barrier.cluster, ------------
 // ---- cp.async.bulk.tensor .multicast::cluster; interpreter: hrt_cluster.cpp) -------------------------------
 
@@ -458,14 +404,10 @@ __device__ __forceinline__ void tma_load_tile_multicast(T* dst, const TmaDesc* m
     tma_load_box_multicast(reinterpret_cast<char*>(dst) + j * Tile::kBoxBytes + (int)rank * kRows * Tile::kSwizzle, map,
                            col0 + j * Tile::kBoxCols, row0 + (int)rank * kRows, bar, cta_mask);
 }
-#endif  // !HEDDLE_HOST_EMULATION
 
 template <int RANK>
 __device__ __forceinline__ void tma_store_box(const TmaDesc* map, int c0, int c1, int c2, const void* src) {
-#ifdef HEDDLE_HOST_EMULATION
-  const int c[3] = {c0, c1, c2};
-  emu::tma_store(map, RANK, c, src);
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   const int c[3] = {c0, c1, c2};
   ::heddle_rt::cp_async_bulk_tensor_store(map, RANK, c, smem_u32(src));
 #else
@@ -491,9 +433,7 @@ __device__ __forceinline__ void tma_store_tile(const TmaDesc* map, int row0, int
 }
 
 __device__ __forceinline__ void bulk_commit() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("cp.async.bulk.commit_group");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::cp_async_bulk_commit_group();
 #else
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -503,9 +443,7 @@ __device__ __forceinline__ void bulk_commit() {
 // The bulk stores of all but the N most recent groups have finished reading shared memory.
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
-#ifdef HEDDLE_HOST_EMULATION
-  emu::sm90_sync("cp.async.bulk.wait_group.read");
-#elif defined(HEDDLE_INTERPRET)
+#if defined(HEDDLE_INTERPRET)
   ::heddle_rt::cp_async_bulk_wait_group_read(N);
 #else
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
@@ -515,9 +453,7 @@ __device__ __forceinline__ void bulk_wait_read() {
 }  // namespace sm90
 }  // namespace heddle
 
-#ifndef HEDDLE_HOST_EMULATION
 #include "heddle/heddle_sm90_wgmma.cuh"
-#endif
 
 namespace heddle {
 
@@ -545,7 +481,7 @@ struct MmaSm90 {
 
   // Keeps the compiler from moving accumulator accesses across wgmma fences and waits.
   __device__ __forceinline__ void fence_operands() {
-#if !defined(HEDDLE_HOST_EMULATION) && !defined(HEDDLE_INTERPRET)  // a compiler-only fence
+#if !defined(HEDDLE_INTERPRET)  // a compiler-only fence
 #pragma unroll
     for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
@@ -580,13 +516,8 @@ struct MmaSm90 {
 #pragma unroll
       for (int fm = 0; fm < FM; ++fm) {
         const sm90::u64 da = sm90::slab_desc<TileA, A_KMAJOR>(a, wg * FM + fm, ks);
-#ifdef HEDDLE_HOST_EMULATION
-        emu::wgmma(&acc[fm][0][0], BN, da, db, A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1, IsBf16<T>::value,
-                   ks == 0 ? scale_d : 1);
-#else
         sm90::WgmmaSS<BN, T>::template run<A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1>(&acc[fm][0][0], da, db,
                                                                                ks == 0 ? scale_d : 1);
-#endif
       }
     }
     scale_d = 1;

@@ -7,7 +7,7 @@
 // TRANS_A = 1: A is M-major; TRANS_B = 1: B is N-major (the .f16/.bf16 transpose immediates).
 // Asynchronous: ordered by wgmma.fence / commit_group / wait_group (heddle_sm90.cuh).
 // N in {64, 128, 192, 256}, T in {f16, bf16}. Device and HEDDLE_INTERPRET (one call of the
-// interpreter's wgmma primitive, same operands); HEDDLE_HOST_EMULATION never instantiates these.
+// interpreter's wgmma primitive, same operands).
 #pragma once
 #include "heddle/heddle_types.cuh"
 

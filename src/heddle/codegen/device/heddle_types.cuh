@@ -9,28 +9,13 @@
 //                     NaN -> a quiet NaN (payload not preserved).
 //
 // Device conversions are single cvt instructions (cvt.rn.bf16.f32 needs sm_80; older arches take
-// the software path). Host emulation (HEDDLE_HOST_EMULATION, compiled by g++ -std=c++17 for the
-// tests in tests/emu/) uses the software path, which tests/emu checks against the compiler's
-// _Float16 for every f16 value and a sweep of binary32 values.
+// the software path). The interpreter (HEDDLE_INTERPRET, no __CUDA_ARCH__) uses the software path,
+// which tests/test_interp_isa.py checks against torch's float16 / bfloat16 for every f16 value and
+// a sweep of binary32 values.
 //
-// Host emulation: __device__, __host__ and __forceinline__ are defined here (to nothing, nothing
-// and `inline`) so every heddle header compiles as plain C++17. All inline PTX in the runtime sits
-// behind a few primitives in heddle::detail, each with an #ifdef HEDDLE_HOST_EMULATION branch;
-// the code calling them is the same for device and host.
+// All inline PTX in the runtime sits behind a few primitives in heddle::detail, each with an
+// HEDDLE_INTERPRET branch calling the interpreter's runtime; the code calling them is the same.
 #pragma once
-
-#ifdef HEDDLE_HOST_EMULATION
-#include <cmath>  // erff, tanhf, expf for heddle_math.cuh
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __host__
-#define __host__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
-#endif
 
 namespace heddle {
 
@@ -39,7 +24,7 @@ namespace heddle {
 // gives up after that many nanoseconds of %globaltimer: it prints who waited on what and traps, so a
 // protocol bug ends the launch with a report (the driver then returns an error for it) instead of
 // hanging the GPU. Undefined (the release build): no timer is read, the loops are unchanged.
-#if defined(HEDDLE_BOUNDED_WAIT_NS) && !defined(HEDDLE_INTERPRET) && !defined(HEDDLE_HOST_EMULATION)
+#if defined(HEDDLE_BOUNDED_WAIT_NS) && !defined(HEDDLE_INTERPRET)
 namespace debug {
 __device__ __forceinline__ unsigned long long globaltimer_ns() {
   unsigned long long t;
@@ -149,7 +134,7 @@ __device__ __forceinline__ float to_float(bf16 x) {
 }
 
 __device__ __forceinline__ float to_float(f16 x) {
-#if defined(__CUDA_ARCH__) && !defined(HEDDLE_HOST_EMULATION)
+#if defined(__CUDA_ARCH__)
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
   return f;
@@ -169,7 +154,7 @@ __device__ __forceinline__ float from_float<float>(float x) {
 template <>
 __device__ __forceinline__ f16 from_float<f16>(float x) {
   f16 r;
-#if defined(__CUDA_ARCH__) && !defined(HEDDLE_HOST_EMULATION)
+#if defined(__CUDA_ARCH__)
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
 #else
   r.bits = detail::float_to_f16_sw(x);
@@ -180,7 +165,7 @@ __device__ __forceinline__ f16 from_float<f16>(float x) {
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float x) {
   bf16 r;
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800) && !defined(HEDDLE_HOST_EMULATION)
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.bits) : "f"(x));
 #else
   r.bits = detail::float_to_bf16_sw(x);
