@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/hip_driver.h"
-#include "heddle/runtime/hip_rtc.h"
+#include "heddle/runtime/hip/hip_driver.h"
+#include "heddle/runtime/hip/hip_rtc.h"
 #include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;

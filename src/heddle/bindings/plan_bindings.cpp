@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "heddle/bindings/launch_args.h"
-#include "heddle/runtime/hip_driver.h"
+#include "heddle/runtime/hip/hip_driver.h"
 #include "heddle/runtime/launch.h"
 #include "heddle/runtime/launch_plan.h"
 

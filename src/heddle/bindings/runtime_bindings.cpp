@@ -6,12 +6,12 @@
 #include <optional>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 #include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/launch.h"
-#include "heddle/runtime/nvrtc.h"
-#include "heddle/runtime/remote_cache.h"
+#include "heddle/runtime/cuda/nvrtc.h"
+#include "heddle/runtime/cache/remote_cache.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
 #include "heddle/bindings/launch_args.h"

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 
 namespace heddle::rt {
 

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle {
 // The device runtime headers (src/heddle/codegen/device/*.cuh) as "heddle/<file>.cuh" -> text;

@@ -1,5 +1,5 @@
 // A minimal RESP client for the remote kernel cache (remote_cache.h).
-#include "heddle/runtime/remote_cache.h"
+#include "heddle/runtime/cache/remote_cache.h"
 
 #include <fcntl.h>
 #include <netdb.h>
