@@ -54,15 +54,13 @@ void bindHip(py::module_& m) {
       "or HEDDLE_RTC_ISOLATE=0). The code object is the result's `cubin`.");
   rt.def("hip_available", [] { return HipRuntime::instance().available(); });
   rt.def("hip_unavailable_reason", [] { return HipRuntime::instance().unavailableReason(); });
-  py::class_<HipLoadedKernel>(rt, "HipKernel", "A compiled HIP kernel, loaded lazily on the current AMD device.")
+  py::class_<HipLoadedKernel, KernelLauncher>(rt, "HipKernel", "A compiled HIP kernel, loaded lazily on the current AMD device.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
             return std::make_unique<HipLoadedKernel>(k.result, k.key, name);
           },
           py::arg("result"), py::arg("kernel_name"))
-      .def_property_readonly("name", &HipLoadedKernel::name)
-      .def_property_readonly("binary_key", &HipLoadedKernel::binaryKey)
       .def(
           "launch",
           [](HipLoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,
