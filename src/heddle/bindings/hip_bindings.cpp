@@ -1,5 +1,5 @@
 // heddle._C.runtime, AMD half: hiprtc (compile_hip, through the kernel cache), the HIP runtime and
-// HipKernel (the HIP counterpart of runtime.Kernel, same launch signature). Thin: see runtime/hip_*.h.
+// HipKernel (the HIP counterpart of runtime.Kernel, same launch signature). Thin: see runtime/hip/.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

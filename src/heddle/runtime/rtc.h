@@ -1,5 +1,6 @@
-// The runtime-compilation front door used by codegen and the bindings: embedded device headers +
-// kernel cache + NVRTC (in-process or isolated). One call: source in, cached CUBIN/PTX out.
+// The CUDA compile (the CUDA RuntimeBackend's, backend.h; the whole front door is build.h): embedded
+// device headers + kernel cache + NVRTC (in-process or isolated). One call: source in, cached CUBIN/PTX
+// out. CompileRequest is every backend's request.
 #pragma once
 
 #include <map>
