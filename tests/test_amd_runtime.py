@@ -7,6 +7,7 @@ import pytest
 
 import heddle
 from conftest import C, run_python_with_C
+from matmul_defs import matmul_fusion
 
 rt = C.runtime
 SRC = 'extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n'
@@ -101,3 +102,22 @@ def test_heddle_matmul_builds_its_amd_kernel():
     assert k.target == "gfx90a" and k.binary.arch == "gfx90a" and k.binary.cubin[:4] == b"\x7fELF"
     assert "heddle::MmaAmd<" in k.source and "heddle::wait_vmcnt<" in k.source
     assert k.lowered.barriers_per_main_iteration == 1
+
+
+def test_the_target_picks_the_runtime_backend_once_in_cpp():
+    """runtime/backend.h: the lowered kernel names its backend (chosen from TargetInfo in C++), and one
+    runtime.load gives that backend's launcher; Python never looks at the architecture's name."""
+    lowered = {}
+    for target, backend, report in (("gfx90a", "hip", False), ("sm_80", "cuda", True)):
+        fd, _, _ = matmul_fusion(dtype="f16", layout="NN", epilogue="bias_gelu")
+        fd.auto_schedule(target)
+        low = lowered[target] = fd.lower(target)
+        assert (low.backend, low.compiler_report) == (backend, report)
+    if rt.hiprtc_available():
+        low = lowered["gfx90a"]
+        binary = rt.compile_lowered(low, use_cache=False)
+        assert binary.key == rt.compile_hip(low.source, low.name, "gfx90a", use_cache=False).key
+        k = rt.load(binary, low.name, low.backend)
+        assert isinstance(k, rt.HipKernel) and isinstance(k, rt.KernelLauncher) and k.name == low.name
+        with pytest.raises(C.InputError, match="'cuda' and 'hip'"):
+            rt.load(binary, low.name, "metal")

@@ -208,7 +208,7 @@ def _entry_registers(k, registers: Optional[int]) -> int:
     if registers is not None:
         return int(registers)
     binary = getattr(k, "binary", None)
-    if binary is None or k.lowered.rtc_arch.startswith("gfx"):
+    if binary is None or not k.lowered.compiler_report:
         return 0
     return int(k.stats.registers)
 

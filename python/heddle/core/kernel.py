@@ -70,19 +70,16 @@ class Kernel:
             return cls(fusion, lowered, None, target, vec_a, vec_b, vec_e)
         from .runtime import ensure_search_dirs
         ensure_search_dirs()
-        if lowered.rtc_arch.startswith("gfx"):  # AMD: hiprtc through the same cache (docs/backends.md)
-            binary = _C.runtime.compile_hip(lowered.source, lowered.name, lowered.rtc_arch,
-                                            options=list(options or []), isolate=isolate, use_cache=use_cache)
-        else:
-            binary = _C.runtime.compile(lowered.source, lowered.name, lowered.rtc_arch, options=list(options or []),
-                                        isolate=isolate, want_ptx=True, use_cache=use_cache)
+        # the target's backend (NVRTC / hiprtc) through the kernel cache: runtime/build.h
+        binary = _C.runtime.compile_lowered(lowered, options=list(options or []), isolate=isolate, want_ptx=True,
+                                            use_cache=use_cache)
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
         dump("ptx", lambda: kernel.ptx)  # a memory hit's PTX: from disk, else compiled again (Kernel.ptx)
         dump("ptxas", lambda: binary.ptxas)
-        if not allow_spills and not lowered.rtc_arch.startswith("gfx"):
+        if not allow_spills and lowered.compiler_report:
             _refuse_spills(kernel)
             _refuse_advisories(kernel)
-        if not lowered.rtc_arch.startswith("gfx"):  # role budgets against the compiled kernel's setmaxnreg pool
+        if lowered.compiler_report:  # role budgets against the compiled kernel's setmaxnreg pool
             lowered.check_register_pool(kernel.stats.registers)
         return kernel
 
@@ -304,8 +301,8 @@ class Kernel:
         out, grid, args, parts = self._prepare(tensors, self._map_encoder, geometry=g)
         outs = out if isinstance(out, tuple) else (out,)
         if self._loaded is None:
-            loader = _C.runtime.HipKernel if self.lowered.rtc_arch.startswith("gfx") else _C.runtime.Kernel
-            self._loaded = loader.load(self.binary, self.name)  # loads once per context, lazily
+            # the backend's launcher (Kernel: CUDA, HipKernel: HIP); loads once per context, lazily
+            self._loaded = _C.runtime.load(self.binary, self.name, self.lowered.backend)
         device = outs[0].get_device()  # its primary context runs the launch (-1, CPU tensors: a test's fake driver)
         plan = self.plan(self._loaded, grid, args, parts, device)
         launched = _on_device(device, lambda stream: plan.launch(stream, (*tensors, *outs)))

@@ -1,13 +1,13 @@
 // heddle._C.runtime, AMD half: hiprtc (compile_hip, through the kernel cache), the HIP runtime and
-// HipKernel (the HIP counterpart of runtime.Kernel, same launch signature). Thin: see runtime/hip_*.h.
+// HipKernel (the HIP counterpart of runtime.Kernel, same launch signature). Thin: see runtime/hip/.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <optional>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/hip_driver.h"
-#include "heddle/runtime/hip_rtc.h"
+#include "heddle/runtime/hip/hip_driver.h"
+#include "heddle/runtime/hip/hip_rtc.h"
 #include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;
@@ -54,15 +54,13 @@ void bindHip(py::module_& m) {
       "or HEDDLE_RTC_ISOLATE=0). The code object is the result's `cubin`.");
   rt.def("hip_available", [] { return HipRuntime::instance().available(); });
   rt.def("hip_unavailable_reason", [] { return HipRuntime::instance().unavailableReason(); });
-  py::class_<HipLoadedKernel>(rt, "HipKernel", "A compiled HIP kernel, loaded lazily on the current AMD device.")
+  py::class_<HipLoadedKernel, KernelLauncher>(rt, "HipKernel", "A compiled HIP kernel, loaded lazily on the current AMD device.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
             return std::make_unique<HipLoadedKernel>(k.result, k.key, name);
           },
           py::arg("result"), py::arg("kernel_name"))
-      .def_property_readonly("name", &HipLoadedKernel::name)
-      .def_property_readonly("binary_key", &HipLoadedKernel::binaryKey)
       .def(
           "launch",
           [](HipLoadedKernel& k, const py::sequence& grid, const py::sequence& block, unsigned smem, uint64_t stream,

@@ -4,7 +4,6 @@
 #include <pybind11/stl.h>
 
 #include "heddle/bindings/lowered.h"
-#include "heddle/codegen/printer.h"
 #include "heddle/lower/explain.h"
 #include "heddle/lower/lower.h"
 #include "heddle/schedule/register_pool.h"
@@ -102,6 +101,10 @@ void bindLower(py::module_& m) {
       .def_property_readonly("name", [](const Lowered& l) { return l.k().name; })
       .def_property_readonly("target", [](const Lowered& l) { return l.ctx->target.name; })
       .def_property_readonly("rtc_arch", [](const Lowered& l) { return l.ctx->target.rtcArch; })
+      .def_property_readonly("backend", [](const Lowered& l) { return std::string(l.backend().name()); },
+                             "the runtime backend its target compiles and launches with ('cuda', 'hip')")
+      .def_property_readonly("compiler_report", [](const Lowered& l) { return l.backend().compilerReport(); },
+                             "its compiler reports registers, spills and advisories (ptxas): what Kernel.build checks")
       .def_property_readonly("kernel_ir", [](const Lowered& l) { return l.k().str(); })
       .def_property_readonly("source", [](const Lowered& l) { return l.source; })
       .def_property_readonly("schedule", [](const Lowered& l) { return l.ctx->tiling.str(); })
@@ -245,10 +248,7 @@ void bindLower(py::module_& m) {
           o.vecB = vecB;
           o.vecE = vecE;
           o.dumpPasses = dumpPasses;
-          auto l = std::make_shared<Lowered>();
-          l->ctx = lower(f, targetInfo(target), o);
-          l->source = printKernel(l->ctx->kernel, l->ctx->target);
-          return l;
+          return rt::lowerKernel(f, targetInfo(target), o);
         }, py::arg("fusion"), py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8,
         py::arg("dump_passes") = false, py::arg("vec_e") = 1, py::keep_alive<0, 1>());
   m.def("pass_names", [] {

@@ -1,23 +1,24 @@
 // heddle._C.runtime.LaunchPlan (runtime/launch_plan.h): one call takes the tensors, reads their
-// addresses, binds the slots (tensor maps patched, the stream's workspace) and launches. Thin: the plan's
-// contents come from heddle.Kernel. heddle._C.runtime.WorkspaceTable: a kernel's workspaces by stream.
-// heddle._C.runtime.PlanTable: the eager path's one call per launch: the tensors' call signature
-// (shapes, strides, dtypes, device index, address modulo 16; a tensor whose memory is not its value,
-// torch's negative bit or a null address, has none) computed here, its plan looked up, the
-// outputs allocated (torch.empty), the addresses checked, packed and launched. No torch headers: the
-// tensors are read through their Python attributes. heddle._C.runtime.CallTable: the same for a whole
-// heddle.matmul call (its tensors and the plain values beside them), keyed to a PlanTable's plan.
+// addresses, binds the slots (tensor maps patched, the stream's workspace) and launches through the
+// backend's launcher (runtime/backend.h). Thin: the plan's contents come from heddle.Kernel.
+// heddle._C.runtime.WorkspaceTable: a kernel's workspaces by stream. heddle._C.runtime.PlanTable: the
+// eager path's one call per launch: the tensors' call signature (shapes, strides, dtypes, device index,
+// address modulo 16; a tensor whose memory is not its value, torch's negative bit or a null address, has
+// none) read here from their Python attributes (no torch headers), its plan looked up
+// (runtime/launch_table.h), the outputs allocated (torch.empty), the addresses checked, packed and
+// launched. heddle._C.runtime.CallTable: the same for a whole heddle.matmul call (its tensors and the
+// plain values beside them), keyed to a PlanTable's plan.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
 #include <memory>
-#include <unordered_map>
 
 #include "heddle/bindings/launch_args.h"
-#include "heddle/runtime/hip_driver.h"
+#include "heddle/runtime/backend.h"
 #include "heddle/runtime/launch.h"
 #include "heddle/runtime/launch_plan.h"
+#include "heddle/runtime/launch_table.h"
 
 namespace py = pybind11;
 using namespace heddle;
@@ -25,13 +26,13 @@ using namespace heddle::rt;
 
 namespace {
 
-// The plan and what launches it: a loaded CUDA or HIP kernel (launched from C++), or any object with
-// the same launch(grid, block, smem, stream, args) method (a test's fake driver: called through Python).
+// The plan and what launches it: a backend's loaded kernel (KernelLauncher: launched from C++), or any
+// object with the same launch(grid, block, smem, stream, args) method (a test's fake driver: called
+// through Python).
 struct PyPlan {
   std::shared_ptr<LaunchPlan> plan;
   py::object launcher;
-  LoadedKernel* cuda = nullptr;
-  HipLoadedKernel* hip = nullptr;
+  KernelLauncher* native = nullptr;
 
   std::vector<uint64_t> addresses(const py::sequence& tensors) const {
     std::vector<uint64_t> a;
@@ -105,15 +106,12 @@ MapPatcher pythonPatcher(py::object encoder) {
 
 // Launches `plan` with `addresses` (inputs, then outputs); false when a slot breaks.
 bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& addresses, bool dryRun) {
-  if (p.cuda || p.hip || dryRun) {
+  if (p.native || dryRun) {
     BoundArgs bound;
     if (!p.plan->bind(addresses, stream, &bound)) return false;
     if (dryRun) return bound.ptrs.size() == p.plan->args().size();  // everything but the driver
     py::gil_scoped_release release;
-    if (p.cuda)
-      p.cuda->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers(),
-                           p.plan->cluster(), p.plan->device(), &p.plan->args());
-    else p.hip->launchPacked(p.plan->grid(), p.plan->block(), p.plan->smemBytes(), stream, bound.pointers());
+    launchBound(*p.plan, *p.native, stream, bound);
     return true;
   }
   std::vector<KernelArg> args;  // a launcher written in Python (a test's fake driver) takes the (kind, value) list
@@ -126,14 +124,6 @@ bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& a
 }
 
 // ---- PlanTable ------------------------------------------------------------------------------------
-struct KeyHash {
-  size_t operator()(const std::vector<int64_t>& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ (uint64_t)v) * 1099511628211ull;
-    return (size_t)h;
-  }
-};
-
 PyObject* interned(const char* s) {
   PyObject* o = PyUnicode_InternFromString(s);
   if (!o) throw py::error_already_set();
@@ -209,7 +199,6 @@ struct PlanEntry {
   const PyPlan* plan = nullptr;
   std::vector<Output> outs;
 };
-using EntryMap = std::unordered_map<std::vector<int64_t>, std::shared_ptr<const PlanEntry>, KeyHash>;
 
 // The outputs of a launch through `e` (made by its outputs' new_empty; their addresses appended to `addresses`),
 // launched on `stream`; None when an address breaks a slot (the caller takes the full path).
@@ -264,9 +253,8 @@ bool currentStream(const py::object& currentDevice, const py::object& rawStream,
 struct PlanTable {
   py::object empty;  // torch.empty
   py::object currentDevice, rawStream;  // call(): the current CUDA device and its stream (None: not queried)
-  size_t capacity;
   bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
-  EntryMap entries;
+  SignatureTable<PlanEntry> entries;
 
   // exact: every tensor's type must be this one (nullptr: any); noGrad: no tensor may require grad.
   // device: the first tensor's device index (-1: the CPU).
@@ -295,8 +283,7 @@ struct PlanTable {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
     if (!signature(tensors, &key, &addresses)) return nullptr;
-    auto it = entries.find(key);
-    return it == entries.end() ? nullptr : it->second;
+    return entries.find(key);
   }
 
   // False (nothing remembered) when the tensors have no signature: no later call could find the plan.
@@ -316,8 +303,7 @@ struct PlanTable {
       out.alloc = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device")).attr("new_empty");
       e->outs.push_back(std::move(out));
     }
-    if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-planned on use
-    entries[std::move(key)] = std::move(e);
+    entries.put(std::move(key), std::move(e));
     return true;
   }
 
@@ -325,10 +311,8 @@ struct PlanTable {
     std::vector<int64_t> key;
     std::vector<uint64_t> addresses;
     if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
-    auto it = entries.find(key);
-    if (it == entries.end()) return py::none();
-    std::shared_ptr<const PlanEntry> e = it->second;  // alive through torch.empty and the launch, whatever another
-                                                      // thread does to the table
+    std::shared_ptr<const PlanEntry> e = entries.find(key);  // alive through torch.empty and the launch, whatever
+    if (!e) return py::none();                                // another thread does to the table
     return launchEntry(*e, stream, &addresses, dry || dryRun);
   }
 
@@ -341,9 +325,8 @@ struct PlanTable {
     long long device = -1;
     if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad, &device))
       return py::none();
-    auto it = entries.find(key);
-    if (it == entries.end()) return py::none();
-    std::shared_ptr<const PlanEntry> e = it->second;
+    std::shared_ptr<const PlanEntry> e = entries.find(key);
+    if (!e) return py::none();
     uint64_t stream;
     if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
     return launchEntry(*e, stream, &addresses, dryRun);
@@ -368,9 +351,8 @@ struct CallTable {
   };
   py::object empty, exact, gradEnabled, currentDevice, rawStream;
   std::vector<py::object> blockers, identity;
-  size_t capacity = 64;
   bool dryRun = false;
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Entry>, KeyHash> entries;
+  SignatureTable<Entry> entries;
 
   // The key of the call `args`, its tensors' addresses and the first tensor's device index (-1: the
   // CPU, or no tensor); false when an argument is never planned or (checkGrad) a tensor requires grad.
@@ -385,14 +367,14 @@ struct CallTable {
       PyObject* o = PyTuple_GET_ITEM(args, i);
       PyTypeObject* type = Py_TYPE(o);
       if ((PyObject*)type == exact.ptr()) {
-        key->push_back(1);
+        key->push_back(TagTensor);
         if ((checkGrad && requiresGrad(o)) || !tensorSignature(o, key, addresses)) return false;
         if (first) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device index, address % 16)
         first = false;
       } else if (o == Py_None) {
-        key->push_back(2);
+        key->push_back(TagNone);
       } else if (type == &PyBool_Type) {
-        key->push_back(o == Py_True ? 4 : 3);
+        key->push_back(o == Py_True ? TagTrue : TagFalse);
       } else if (type == &PyLong_Type) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
@@ -400,13 +382,13 @@ struct CallTable {
           PyErr_Clear();
           return false;
         }
-        key->push_back(5);
+        key->push_back(TagInt);
         key->push_back(v);
       } else if (type == &PyFloat_Type) {
         double d = PyFloat_AS_DOUBLE(o);
         int64_t bits;
         std::memcpy(&bits, &d, sizeof bits);
-        key->push_back(6);
+        key->push_back(TagFloat);
         key->push_back(bits);
       } else if (type == &PyUnicode_Type) {
         Py_hash_t h = PyObject_Hash(o);  // cached in the str
@@ -414,11 +396,11 @@ struct CallTable {
           PyErr_Clear();
           return false;
         }
-        key->push_back(7);
+        key->push_back(TagStr);
         key->push_back((int64_t)h);
         if (adopting) adopting->strings.emplace_back(i, py::reinterpret_borrow<py::object>(o));
       } else if (isIdentityType(type)) {
-        key->push_back(8);
+        key->push_back(TagIdentity);
         key->push_back((int64_t)(uintptr_t)o);
         if (adopting) adopting->held.push_back(py::reinterpret_borrow<py::object>(o));
       } else {
@@ -452,9 +434,8 @@ struct CallTable {
     std::vector<uint64_t> addresses;
     long long device = -1;
     if (!key(args.ptr(), &k, &addresses, &device, grad, nullptr)) return py::none();
-    auto it = entries.find(k);
-    if (it == entries.end()) return py::none();
-    std::shared_ptr<const Entry> e = it->second;  // alive through torch.empty and the launch
+    std::shared_ptr<const Entry> e = entries.find(k);  // alive through torch.empty and the launch
+    if (!e) return py::none();
     for (const auto& [i, s] : e->strings) {
       PyObject* given = PyTuple_GET_ITEM(args.ptr(), i);
       if (given != s.ptr() && PyUnicode_Compare(given, s.ptr()) != 0) {
@@ -480,8 +461,7 @@ struct CallTable {
       if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) tensors.append(a);
     e->plan = source.find(tensors);
     if (!e->plan) return false;
-    if (entries.size() >= capacity) entries.clear();  // forgotten all at once, re-adopted on use
-    entries[std::move(k)] = std::move(e);
+    entries.put(std::move(k), std::move(e));  // a full table is emptied: its calls are re-adopted on use
     return true;
   }
 };
@@ -511,8 +491,7 @@ void bindPlan(py::module_& m) {
              p.plan->setCluster(heddle::bindings::dim3(cluster, "cluster"));
              p.plan->setDevice(device);
              p.launcher = launcher;
-             if (py::isinstance<LoadedKernel>(launcher)) p.cuda = launcher.cast<LoadedKernel*>();
-             else if (py::isinstance<HipLoadedKernel>(launcher)) p.hip = launcher.cast<HipLoadedKernel*>();
+             if (py::isinstance<KernelLauncher>(launcher)) p.native = launcher.cast<KernelLauncher*>();
              return p;
            }),
            py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"),
@@ -595,7 +574,7 @@ void bindPlan(py::module_& m) {
              if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
              PlanTable t;
              t.empty = std::move(empty);
-             t.capacity = capacity;
+             t.entries = SignatureTable<PlanEntry>(capacity);
              t.currentDevice = std::move(currentDevice);
              t.rawStream = std::move(rawStream);
              return t;
@@ -623,7 +602,7 @@ void bindPlan(py::module_& m) {
       .def("__contains__", [](const PlanTable& t, const py::sequence& tensors) {
              std::vector<int64_t> key;
              std::vector<uint64_t> addresses;
-             return t.signature(tensors, &key, &addresses) && t.entries.count(key) > 0;
+             return t.signature(tensors, &key, &addresses) && t.entries.contains(key);
            })
       .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
       .def("clear", [](PlanTable& t) { t.entries.clear(); })
@@ -640,7 +619,7 @@ void bindPlan(py::module_& m) {
              if (!PyType_Check(exactType.ptr())) throw InputError("CallTable: exact_type must be a type");
              CallTable t;
              t.empty = std::move(empty);
-             t.capacity = capacity;
+             t.entries = SignatureTable<CallTable::Entry>(capacity);
              t.exact = std::move(exactType);
              for (const auto& i : identityTypes) {
                if (!PyType_Check(i.ptr())) throw InputError("CallTable: identity_types must be types");

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "heddle/runtime/remote_cache.h"
+#include "heddle/runtime/cache/remote_cache.h"
 
 namespace py = pybind11;
 using namespace heddle::rt;

@@ -6,11 +6,13 @@
 #include <optional>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/bindings/lowered.h"
+#include "heddle/runtime/backend.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 #include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/launch.h"
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
 #include "heddle/bindings/launch_args.h"
@@ -136,6 +138,22 @@ void bindCompile(py::module_& rt) {
       py::arg("lineinfo") = false, py::arg("max_registers") = 0,
       py::arg("headers") = std::map<std::string, std::string>{},
       "Compile CUDA source with NVRTC (through the kernel cache). Embedded heddle/*.cuh headers are available.");
+  rt.def(
+      "compile_lowered",
+      [](const Lowered& l, const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx,
+         bool useCache) {
+        BuildOptions o;
+        o.extraOptions = options;
+        o.isolate = isolate;
+        o.wantPtx = wantPtx;
+        o.useCache = useCache;
+        py::gil_scoped_release release;
+        return compileLowered(l, o);
+      },
+      py::arg("lowered"), py::arg("options") = std::vector<std::string>{}, py::arg("isolate") = py::none(),
+      py::arg("want_ptx") = true, py::arg("use_cache") = true,
+      "Compile a LoweredKernel's source with its target's backend (NVRTC / hiprtc, through the kernel cache): "
+      "runtime/build.h, the second half of the front door.");
   rt.def("embedded_header_names", [] {
     std::vector<std::string> names;
     for (const auto& [name, text] : heddle::embeddedHeaders()) names.push_back(name);
@@ -217,7 +235,21 @@ void bindDriver(py::module_& rt) {
       "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument. what: the "
       "tensor, named in the DriverError when the driver rejects the map.");
 
-  py::class_<LoadedKernel>(rt, "Kernel",
+  py::class_<KernelLauncher>(rt, "KernelLauncher",
+                             "A loaded kernel of some runtime backend (runtime/backend.h): Kernel (CUDA), HipKernel (HIP)")
+      .def_property_readonly("name", &KernelLauncher::name)
+      .def_property_readonly("binary_key", &KernelLauncher::binaryKey);
+  rt.def(
+      "load",
+      [](const CachedKernel& k, const std::string& name, const std::string& backend) {
+        // a Kernel or HipKernel object (pybind11 finds the most-derived registered type), owning the launcher
+        return py::cast(backendNamed(backend).load(k, name).release(), py::return_value_policy::take_ownership);
+      },
+      py::arg("result"), py::arg("kernel_name"), py::arg("backend"),
+      "The kernel `kernel_name` of a compiled binary, loaded by the named backend (LoweredKernel.backend): a Kernel "
+      "(CUDA) or a HipKernel (HIP), loaded lazily at its first launch.");
+
+  py::class_<LoadedKernel, KernelLauncher>(rt, "Kernel",
                            "A compiled kernel, loaded lazily into the context of the device a launch names (its "
                            "primary context; device=-1: the current context), after checking its target loads there.")
       .def_static(
@@ -226,8 +258,6 @@ void bindDriver(py::module_& rt) {
             return std::make_unique<LoadedKernel>(k.result, k.key, name);
           },
           py::arg("result"), py::arg("kernel_name"))
-      .def_property_readonly("name", &LoadedKernel::name)
-      .def_property_readonly("binary_key", &LoadedKernel::binaryKey)
       .def("num_registers", &LoadedKernel::numRegisters, py::arg("device") = -1,
            py::call_guard<py::gil_scoped_release>())
       .def(

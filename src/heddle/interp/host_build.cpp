@@ -19,8 +19,8 @@
 
 #include "heddle/interp/rt/hrt_ptx.h"
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cache/cache_disk.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
 

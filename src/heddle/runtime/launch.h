@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/backend.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 
 namespace heddle::rt {
 
@@ -49,7 +50,7 @@ class ArgPack {
 // asynchronous error into a DriverError naming the kernel and its launch.
 bool syncLaunchEnabled();
 
-class LoadedKernel {
+class LoadedKernel final : public KernelLauncher {
  public:
   // `binaryKey` names the binary in the shared module cache (the cache key; sha256 of cubin if empty).
   LoadedKernel(std::shared_ptr<const RtcResult> result, std::string binaryKey, std::string kernelName);
@@ -57,8 +58,8 @@ class LoadedKernel {
     return LoadedKernel(k.result, k.key, kernelName);
   }
 
-  const std::string& name() const { return name_; }
-  const std::string& binaryKey() const { return key_; }
+  const std::string& name() const override { return name_; }
+  const std::string& binaryKey() const override { return key_; }
 
   // Loads (once per context) and launches on `stream` (a CUstream handle as an integer; 0 = legacy
   // default stream) in the primary context of `device` (the tensors' device; < 0: the current context,
@@ -75,7 +76,7 @@ class LoadedKernel {
   // args: the arguments it holds, checked against the parameter table (nullptr: not checked).
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
                     uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1},
-                    int device = -1, const std::vector<KernelArg>* args = nullptr);
+                    int device = -1, const std::vector<KernelArg>* args = nullptr) override;
 
   // Registers the driver reports for the loaded function (loads it in `device`'s context, as launch).
   int numRegisters(int device = -1);

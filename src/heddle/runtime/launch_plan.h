@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 #include "heddle/runtime/launch.h"
 
 namespace heddle::rt {

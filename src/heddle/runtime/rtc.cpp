@@ -3,7 +3,7 @@
 
 #include <mutex>
 
-#include "heddle/runtime/nvrtc_stamp.h"
+#include "heddle/runtime/cuda/nvrtc_stamp.h"
 #include "heddle/runtime/rtc_isolate.h"
 
 namespace heddle::rt {

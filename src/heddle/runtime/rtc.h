@@ -1,12 +1,13 @@
-// The runtime-compilation front door used by codegen and the bindings: embedded device headers +
-// kernel cache + NVRTC (in-process or isolated). One call: source in, cached CUBIN/PTX out.
+// The CUDA compile (the CUDA RuntimeBackend's, backend.h; the whole front door is build.h): embedded
+// device headers + kernel cache + NVRTC (in-process or isolated). One call: source in, cached CUBIN/PTX
+// out. CompileRequest is every backend's request.
 #pragma once
 
 #include <map>
 #include <string>
 
-#include "heddle/runtime/cache.h"
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cache/cache.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle {
 // The device runtime headers (src/heddle/codegen/device/*.cuh) as "heddle/<file>.cuh" -> text;

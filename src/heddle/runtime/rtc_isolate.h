@@ -19,7 +19,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle::rt {
 

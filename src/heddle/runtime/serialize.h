@@ -7,7 +7,7 @@
 #include <string>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle::rt {
 

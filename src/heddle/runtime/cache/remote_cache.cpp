@@ -1,5 +1,5 @@
 // The remote kernel cache's failure policy around its client (remote_cache.h).
-#include "heddle/runtime/remote_cache.h"
+#include "heddle/runtime/cache/remote_cache.h"
 
 #include <atomic>
 #include <cstdio>

@@ -20,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle::rt {
 

@@ -1,5 +1,5 @@
 // Key derivation and the memory/disk/compile lookup order of KernelCache (cache.h).
-#include "heddle/runtime/cache.h"
+#include "heddle/runtime/cache/cache.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <optional>
 
-#include "heddle/runtime/cache_disk.h"
-#include "heddle/runtime/cache_lock.h"
-#include "heddle/runtime/remote_cache.h"
+#include "heddle/runtime/cache/cache_disk.h"
+#include "heddle/runtime/cache/cache_lock.h"
+#include "heddle/runtime/cache/remote_cache.h"
 #include "heddle/runtime/serialize.h"
 #include "heddle/runtime/sha256.h"
 

@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 namespace heddle::rt {
 

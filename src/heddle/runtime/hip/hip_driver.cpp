@@ -1,6 +1,6 @@
 // HipRuntime and HipLoadedKernel (hip_driver.h). Modules are shared by binary key and device and
 // never unloaded (a launched kernel may still be running), as for CUDA.
-#include "heddle/runtime/hip_driver.h"
+#include "heddle/runtime/hip/hip_driver.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>

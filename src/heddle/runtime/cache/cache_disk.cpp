@@ -1,5 +1,5 @@
 // Entry encoding, verification and atomic replacement for the on-disk kernel cache (cache_disk.h).
-#include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache/cache_disk.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 //   ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to ...
 //   ptxas info    : (C7519) warpgroup.arrive is injected in between ... to allow use of registers in GMMA ...
 //   ptxas warning : For profile sm_80 adjusting per thread register count of 16 to lower bound of 24
-#include "heddle/runtime/ptxas_report.h"
+#include "heddle/runtime/cuda/ptxas_report.h"
 
 #include <algorithm>
 #include <cctype>

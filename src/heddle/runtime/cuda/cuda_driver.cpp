@@ -1,6 +1,6 @@
 // CudaDriver: loads libcuda once, records why it is unavailable instead of throwing, and wraps the
 // driver calls heddle makes with messages that name the call and the driver error.
-#include "heddle/runtime/cuda_driver.h"
+#include "heddle/runtime/cuda/cuda_driver.h"
 
 #include <initializer_list>
 #include <sstream>

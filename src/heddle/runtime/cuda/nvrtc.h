@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "heddle/runtime/dynlib.h"
-#include "heddle/runtime/ptxas_report.h"
+#include "heddle/runtime/cuda/ptxas_report.h"
 
 namespace heddle::rt {
 

@@ -1,5 +1,5 @@
 // Records and reads the NVRTC version by library-file identity (nvrtc_stamp.h).
-#include "heddle/runtime/nvrtc_stamp.h"
+#include "heddle/runtime/cuda/nvrtc_stamp.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <map>
 #include <mutex>
 
-#include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache/cache_disk.h"
 #include "heddle/runtime/dynlib.h"
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 #include "heddle/runtime/sha256.h"
 
 namespace heddle::rt {

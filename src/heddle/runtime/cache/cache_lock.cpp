@@ -1,5 +1,5 @@
 // Per-key compile lock files in the cache directory (cache_lock.h).
-#include "heddle/runtime/cache_lock.h"
+#include "heddle/runtime/cache/cache_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/cache_disk.h"
+#include "heddle/runtime/cache/cache_disk.h"
 #include "heddle/runtime/dynlib.h"
 
 namespace heddle::rt {

@@ -1,7 +1,7 @@
 // NVRTC through dlopen: loading, option list, one in-process compile, and error messages with a
 // numbered source excerpt. NVRTC's C API is declared here by hand (nvrtcResult is an int enum,
 // nvrtcProgram an opaque pointer); 0 is NVRTC_SUCCESS.
-#include "heddle/runtime/nvrtc.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // hiprtc through dlopen, and compileHip(): kernel cache + (isolated) hiprtc. See hip_rtc.h.
-#include "heddle/runtime/hip_rtc.h"
+#include "heddle/runtime/hip/hip_rtc.h"
 #include "heddle/runtime/rtc_isolate.h"
 
 #include <dlfcn.h>

@@ -57,17 +57,23 @@ class HipRuntime {
 };
 
 // A compiled HIP code object, loaded lazily (once per device) and launched like LoadedKernel.
-class HipLoadedKernel {
+class HipLoadedKernel final : public KernelLauncher {
  public:
   HipLoadedKernel(std::shared_ptr<const RtcResult> result, std::string binaryKey, std::string kernelName);
-  const std::string& name() const { return name_; }
-  const std::string& binaryKey() const { return key_; }
+  const std::string& name() const override { return name_; }
+  const std::string& binaryKey() const override { return key_; }
   // stream: a hipStream_t as an integer (0 = the null stream). Throws RuntimeUnavailable without an
   // AMD GPU, InputError on a zero dimension, DriverError when the runtime refuses.
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
               uint64_t stream, const std::vector<KernelArg>& args);
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
                     uint64_t stream, void** params);  // the argument array already packed (LaunchPlan)
+  // KernelLauncher's: the same (HIP launches have no cluster; the device is the current one; arguments unchecked)
+  void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
+                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster, int device,
+                    const std::vector<KernelArg>* args) override {
+    launchPacked(grid, block, smemBytes, stream, params);
+  }
 
  private:
   std::shared_ptr<const RtcResult> result_;
