@@ -1,4 +1,4 @@
-"""explain() names warp entanglement (src/heddle/lower/explain_entangle.cpp): a cp.async commit in control flow
+"""explain() names warp entanglement (src/heddle/sync/explain_entangle.cpp): a cp.async commit in control flow
 that diverges within a warp costs throughput (the warp's async-copy batches are one warp-shared sequence;
 diverged threads commit one batch each, so later waits over-wait and the paths serialise -- CUDA C++
 Programming Guide, "Warp Entanglement"). No heddle schedule puts a commit under a warp-divergent branch

@@ -26,9 +26,9 @@
 
 #include "heddle/bindings/lowered.h"
 #include "heddle/bindings/program_parse.h"
-#include "heddle/lower/explain.h"
 #include "heddle/codegen/printer.h"
 #include "heddle/lower/lower.h"
+#include "heddle/sync/plan.h"
 
 namespace py = pybind11;
 using namespace heddle;
@@ -134,7 +134,8 @@ void bindLab(py::module_& m) {
     k.renumber();
     if (planSmem) passes::planSmem(*l->ctx);
     if (roles) passes::namedBarrierRoles(k, t, stages);
-    else if (plan) passes::planSyncs(k, "N", 1, stages, t, searchBudget);
+    else if (plan) sync::planSyncs(k, sync::PipelineLoop{"N", 1, std::max(1, stages)}, t, searchBudget);
+    sync::stampPass(k, "sync_lab");
     k.renumber();
     passes::checkUniformity(*l->ctx);  // the program's own barriers too
     return l;

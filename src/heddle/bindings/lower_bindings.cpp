@@ -4,9 +4,9 @@
 #include <pybind11/stl.h>
 
 #include "heddle/bindings/lowered.h"
-#include "heddle/lower/explain.h"
 #include "heddle/lower/lower.h"
 #include "heddle/schedule/register_pool.h"
+#include "heddle/sync/explain.h"
 
 namespace py = pybind11;
 using namespace heddle;
@@ -123,11 +123,11 @@ void bindLower(py::module_& m) {
       .def(
           "explain",
           [](const Lowered& l, const std::string& format) {
-            if (format == "mermaid") return explainMermaid(l.k());
+            if (format == "mermaid") return sync::explainMermaid(l.k());
             if (format != "text")
               fail<InputError>("explain(format='", format, "'): formats are 'text' (every sync and why) and "
                                "'mermaid' (roles, buffers, mbarriers)");
-            return explainSyncPlan(l.k());
+            return sync::explainSyncPlan(l.k());
           },
           py::arg("format") = "text")
       .def_property_readonly("sync_summary", [](const Lowered& l) { return l.k().syncPlan.summary; })
@@ -148,6 +148,7 @@ void bindLower(py::module_& m) {
                d["buffer"] = e.buffer;
                d["stage"] = e.stage;
                d["mechanism"] = e.mechanism;
+               d["origin"] = e.origin.str();
                out.append(d);
              }
              return out;

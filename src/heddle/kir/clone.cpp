@@ -18,6 +18,8 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->stage = f.stage;
       c->cbStages = f.cbStages;
       c->cbPrefetch = f.cbPrefetch;
+      c->tripsVar = f.tripsVar;
+      c->tileK = f.tileK;
       cloneBlock(f.body, c->body, s);
       return c;
     }

@@ -251,7 +251,8 @@ static void dump(std::ostringstream& os, const Block& b, int depth, const Kernel
         auto& sy = static_cast<const Sync&>(*s);
         os << ind << describe(sy);
         if (sy.reason >= 0 && sy.reason < (int)k.syncPlan.entries.size())
-          os << "    # sync " << sy.reason << ": " << k.syncPlan.entries[sy.reason].hazards;
+          os << "    # sync " << sy.reason << ": " << k.syncPlan.entries[sy.reason].hazards << "  (placed by "
+             << k.syncPlan.entries[sy.reason].origin.str() << ")";
         os << "\n";
         break;
       }

@@ -78,6 +78,10 @@ struct ForLoop : Node {
   IExpr start, stop;     // [start, stop), step 1
   LoopStage stage = LoopStage::Serial;
   int cbStages = 0, cbPrefetch = 0;  // the circular buffer it came from (0 = none)
+  // A loop over a runtime extent: it (with the loops circular_buffer makes of it) runs ceil(tripsVar /
+  // tileK) iterations in all. The sync planner walks it at representative values ("" = none).
+  std::string tripsVar;
+  int64_t tileK = 0;
   Block body;
 };
 
@@ -308,7 +312,15 @@ int vmemOpsPerThread(const Node& n, int threads);
 // ---------------------------------------------------------------------------------------------
 // The sync plan: one entry per sync op the planner placed, with its reason.
 
+// Who placed a sync op: the pass that ran (stamped by the pass manager, lower/lower.cpp) and the
+// builder inside it ("hazard planner", "mbarrier ring", ...); str() is "insert_syncs / hazard planner".
+struct SyncOrigin {
+  std::string pass, builder;
+  std::string str() const { return (pass.empty() ? "?" : pass) + " / " + (builder.empty() ? "?" : builder); }
+};
+
 struct SyncReason {
+  SyncOrigin origin;
   std::string hazards;    // "RAW sA (cp.async -> mma), WAR sA (mma -> cp.async)"
   std::string producer, consumer;  // node descriptions
   std::vector<std::string> pairs;  // "RAW sA: <producer> -> <consumer>", one per distinct hazard

@@ -24,6 +24,8 @@
 
 #include <chrono>
 
+#include "heddle/sync/plan.h"
+
 namespace heddle {
 
 const std::vector<Pass>& passList() {
@@ -59,6 +61,7 @@ std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const 
     p.run(*ctx);
     auto t1 = std::chrono::steady_clock::now();
     ctx->kernel.renumber();
+    sync::stampPass(ctx->kernel, p.name);  // every sync-plan entry names the pass that placed it
     PassRecord r;
     r.name = p.name;
     r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

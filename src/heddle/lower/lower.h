@@ -50,7 +50,7 @@ void buildMatmulLoops(LowerContext&);
 void buildEpilogue(LowerContext&);
 void circularBuffer(LowerContext&);
 void insertSyncs(LowerContext&);
-void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp
+void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp (sync/uniformity.cpp)
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);   // passes/warp_specialize.cpp (Hopper roles)
 void tmaStoreEpilogue(LowerContext&); // passes/tma_store_epilogue.cpp (epilogue_store("tma"))
@@ -73,14 +73,6 @@ void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called 
 // passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
 // (gfx1250; hand-built role programs: sync_lab(roles=True)).
 void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages);
-// The planner behind insert_syncs, on any kernel: `tripsVar` scales the pipelined loop
-// (trip count = tripsVar / tileK), `stages` its circular-buffer depth (1 = none).
-// `target` spells the waits (cp.async groups or AMD vmcnt, its cap), drains counters before barriers
-// without BackOffBarrier and splits barriers where it has split barriers (docs/backends.md).
-// `searchBudget`: nodes of the exact barrier search before the planner settles for a valid
-// (irredundant greedy) placement; SyncPlan::summary says which it got.
-void planSyncs(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages,
-               const TargetInfo& target = targetInfo("sm_80"), int64_t searchBudget = 200000);
 }  // namespace passes
 
 }  // namespace heddle

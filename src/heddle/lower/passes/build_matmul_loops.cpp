@@ -108,6 +108,7 @@ void buildMatmulLoops(LowerContext& c) {
   loop->start = 0;
   loop->stop = ceilDiv(K, t.bk);
   loop->stage = kir::LoopStage::Serial;
+  loop->tripsVar = "K", loop->tileK = t.bk;  // ceil(K / bk) k-tiles: what the sync planner walks
   if (t.stages > 1) {
     loop->cbStages = t.stages;
     loop->cbPrefetch = t.prefetch;

@@ -54,6 +54,7 @@ void circularBuffer(LowerContext& c) {
       l->stage = st;
       l->cbStages = s;
       l->cbPrefetch = p;
+      l->tripsVar = loop.tripsVar, l->tileK = loop.tileK;  // the planner's trip count (sync/plan.h)
       return l;
     };
     std::vector<kir::NodePtr> out;

@@ -93,6 +93,7 @@ struct Rewriter {
       auto c = kir::clone(sy, {});
       auto& cs = static_cast<kir::Sync&>(*c);
       k.syncPlan.entries.push_back(k.syncPlan.entries.at(sy.reason));
+      k.syncPlan.entries.back().origin = {"", "mbarrier ring (idle partner copy)"};  // pass: stamped cluster_multicast
       cs.reason = (int)k.syncPlan.entries.size() - 1;
       amend(cs, std::string("; the absent partner tile (") + (alongM ? "m0 >= M" : "n0 >= N") +
                     "): no wgmma reads the slot, it is released once its data landed");

@@ -5,6 +5,8 @@
 
 #include <sstream>
 
+#include "heddle/sync/plan.h"
+
 namespace heddle::passes::hopper {
 
 kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
@@ -22,6 +24,7 @@ kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
 
 std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg) {
   kir::SyncReason r;
+  r.origin.builder = sync::protocolOf(kind);  // the pass is stamped by the pass manager
   r.hazards = why.hazards;
   r.producer = why.producer;
   r.consumer = why.consumer;
@@ -174,15 +177,7 @@ std::unique_ptr<kir::IfThenElse> electOne(int warp) {
 }
 
 void finishPlan(kir::Kernel& k, const std::string& summary) {
-  std::vector<kir::SyncReason> ordered;
-  kir::walkMut(k.body, [&](kir::Node& n) {
-    if (n.kind != kir::NodeKind::Sync) return;
-    auto& sy = static_cast<kir::Sync&>(n);
-    if (sy.reason < 0) return;
-    ordered.push_back(k.syncPlan.entries[sy.reason]);
-    sy.reason = (int)ordered.size() - 1;
-  });
-  k.syncPlan.entries = std::move(ordered);
+  sync::numberReasons(k);
   int perMain = 0;
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind != kir::NodeKind::For) return;

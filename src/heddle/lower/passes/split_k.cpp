@@ -27,6 +27,7 @@ kir::ForLoop& shareKLoop(LowerContext& c, const IExpr& firstTile, const char* pa
   const std::map<std::string, IExpr> shift{{loop->var, IExpr::var(loop->var) + firstTile}};
   // KS: this CTA's k extent in whole k-tiles; the sync planner walks the loop with KS as its trip variable
   loop->stop = ceilDiv(IExpr::var("KS"), c.tiling.bk);
+  loop->tripsVar = "KS";
   for (auto& n : loop->body.stmts) {
     if (n->kind != kir::NodeKind::TileLoad) continue;
     auto& l = static_cast<kir::TileLoad&>(*n);

@@ -5,10 +5,11 @@
 
 #include "heddle/kir/kir.h"
 
-namespace heddle {
+namespace heddle::sync {
 
 // One paragraph per sync op, in program order: where it stands, what it orders (hazard kind,
-// buffer, stage, producer, consumer) and why this mechanism and argument.
+// buffer, stage, producer, consumer), why this mechanism and argument, and who placed it
+// ("placed by: <pass> / <builder>").
 std::string explainSyncPlan(const kir::Kernel& k);
 
 // Notes on cp.async commits in control flow that diverges within a warp (warp entanglement: a throughput
@@ -19,4 +20,4 @@ std::string explainEntanglement(const kir::Kernel& k);
 // edge (explain_mermaid.cpp); without roles, the threads and their circular buffers.
 std::string explainMermaid(const kir::Kernel& k);
 
-}  // namespace heddle
+}  // namespace heddle::sync

@@ -6,7 +6,7 @@
 
 #include "heddle/kir/kir.h"
 
-namespace heddle::passes {
+namespace heddle::sync {
 
 // Each planner-placed BlockSync in `planned` becomes s_barrier_signal + s_barrier_wait in its block;
 // then, pair by pair, the wait moves down and the signal up one statement at a time for as long as
@@ -16,4 +16,4 @@ namespace heddle::passes {
 // wait placed with the barrier stays before the signal.
 void splitBarriers(kir::Kernel& k, const std::set<const kir::Sync*>& planned, const std::function<bool()>& ordered);
 
-}  // namespace heddle::passes
+}  // namespace heddle::sync

@@ -20,12 +20,12 @@
 // before the signal (nothing moves between them: they are inserted adjacent) and the block's barrier
 // ops keep their order: signal, wait, signal, ... An LDS DMA the wait moves above is issued after the
 // signal, so the barrier orders nothing of it: the interval check counts it that way.
-#include "heddle/lower/passes/split_barriers.h"
+#include "heddle/sync/split_barriers.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace heddle::passes {
+namespace heddle::sync {
 
 namespace {
 
@@ -95,9 +95,11 @@ void splitBarriers(kir::Kernel& k, const std::set<const kir::Sync*>& planned, co
     }
   }
   for (auto& e : k.syncPlan.entries)
-    if (e.mechanism.rfind("block barrier", 0) == 0)
+    if (e.mechanism.rfind("block barrier", 0) == 0) {
+      e.origin.builder += " + split barriers";
       e.mechanism = "split barrier (s_barrier_signal as early and s_barrier_wait as late as every hazard interval of "
                     "the walked traces allows): " + e.mechanism;
+    }
 }
 
-}  // namespace heddle::passes
+}  // namespace heddle::sync

@@ -1,4 +1,4 @@
-// Hazard analysis (read-only): which pairs of shared-memory accesses need ordering, and where
+// Hazard analysis (read-only; the sync planner's input, plan.h): which pairs of shared-memory accesses need ordering, and where
 // an ordering op could go.
 //
 // The kernel IR is executed symbolically for representative trip counts of the pipelined loop (for
@@ -37,7 +37,7 @@
 
 #include "heddle/kir/kir.h"
 
-namespace heddle {
+namespace heddle::sync {
 
 struct ProgramPoint {
   kir::Block* block = nullptr;
@@ -83,19 +83,26 @@ struct HazardAnalysis {
 };
 constexpr int kMaxEnumerated = 8;
 
-// `tripsVar` is the variable whose value sets the k loop's trip count (e.g. "K"), `tileK` the
-// amount one iteration covers; the smallest legal trip count is the largest minTrips of the
-// kernel's tripChecks (1 when it has none).
-HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+// The pipelined loop the walk varies, as the kernel IR records it (ForLoop::tripsVar, tileK, cbStages;
+// plan.h's pipelineLoop finds it): `tripsVar` is the variable whose value sets the loop's trip count
+// (e.g. "K"), `tileK` the amount one iteration covers, `stages` its circular-buffer depth (1 = none).
+struct PipelineLoop {
+  std::string tripsVar = "K";
+  int64_t tileK = 1;
+  int stages = 1;
+};
+
+// The smallest legal trip count is the largest minTrips of the kernel's tripChecks (1 when it has none).
+HazardAnalysis analyzeHazards(kir::Kernel& k, const PipelineLoop& loop);
 
 // Over the same traces: does every barrier (block_sync, s_barrier_signal) run with no LDS DMA in
 // flight, given the s_waitcnt vmcnt waits the kernel holds? (targets without BackOffBarrier)
-bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+bool vmDrainedAtBarriers(kir::Kernel& k, const PipelineLoop& loop);
 
 // Over the same traces: is every cross-thread hazard interval ordered by a barrier the kernel holds,
 // i.e. does it contain a block_sync, or an s_barrier_signal followed by that signal's s_barrier_wait
 // (the next one of its block: ordered when the earliest signal instance inside the interval has a
 // wait instance after it still inside)? "" when every interval is; otherwise the first one that is not, named.
-std::string unorderedInterval(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages);
+std::string unorderedInterval(kir::Kernel& k, const PipelineLoop& loop);
 
-}  // namespace heddle
+}  // namespace heddle::sync

@@ -1,9 +1,10 @@
-// Sync-plan explanation: walks the kernel IR and prints each sync op with its recorded reason.
-#include "heddle/lower/explain.h"
+// Sync-plan explanation: walks the kernel IR and prints each sync op with its recorded reason and
+// origin (the pass and the builder that placed it).
+#include "heddle/sync/explain.h"
 
 #include <sstream>
 
-namespace heddle {
+namespace heddle::sync {
 
 static void walkWhere(const kir::Block& b, const std::string& where, const kir::Kernel& k, std::ostringstream& os,
                       int& count) {
@@ -32,6 +33,7 @@ static void walkWhere(const kir::Block& b, const std::string& where, const kir::
        << "    buffer:    " << r.buffer << "   stage: " << r.stage << "\n";
     for (auto& p : r.pairs) os << "    hazard:    " << p << "\n";
     os << "    why:       " << r.mechanism << "\n";
+    os << "    placed by: " << r.origin.str() << "\n";  // pass / builder
   }
 }
 
@@ -45,4 +47,4 @@ std::string explainSyncPlan(const kir::Kernel& k) {
   return os.str();
 }
 
-}  // namespace heddle
+}  // namespace heddle::sync

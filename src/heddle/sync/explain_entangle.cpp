@@ -17,9 +17,9 @@
 #include <set>
 #include <sstream>
 
-#include "heddle/lower/explain.h"
+#include "heddle/sync/explain.h"
 
-namespace heddle {
+namespace heddle::sync {
 
 namespace {
 
@@ -129,4 +129,4 @@ std::string explainEntanglement(const kir::Kernel& k) {
   return w.os.str();
 }
 
-}  // namespace heddle
+}  // namespace heddle::sync

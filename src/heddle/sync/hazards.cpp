@@ -1,12 +1,12 @@
 // Hazard analysis: symbolic execution of the kernel IR over representative trip counts, then
 // RAW/WAR/WAW intervals between accesses of the same buffer stage. See hazards.h.
-#include "heddle/lower/analysis/hazards.h"
+#include "heddle/sync/hazards.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-namespace heddle {
+namespace heddle::sync {
 
 const char* hazardKindName(Hazard::Kind k) {
   switch (k) {
@@ -482,15 +482,15 @@ void forEachTrace(Tracer& t, kir::Kernel& k, const std::string& tripsVar, int64_
 
 }  // namespace
 
-HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+HazardAnalysis analyzeHazards(kir::Kernel& k, const PipelineLoop& loop) {
   HazardAnalysis r;
   Tracer t;
   t.points = &r.points;
   t.collect(k.body, "kernel body", 0, nullptr, "");
-  r.tripCounts = representativeTrips(k, stages);
+  r.tripCounts = representativeTrips(k, loop.stages);
   t.threads = std::max(1, k.launch.threads);
   int traceIndex = 0;
-  forEachTrace(t, k, tripsVar, tileK, r.tripCounts, [&](int, int path) {
+  forEachTrace(t, k, loop.tripsVar, loop.tileK, r.tripCounts, [&](int, int path) {
     collectHazards(t, r, traceIndex++);
     r.paths = std::max(r.paths, path + 1);
   });
@@ -499,19 +499,19 @@ HazardAnalysis analyzeHazards(kir::Kernel& k, const std::string& tripsVar, int64
   return r;
 }
 
-bool vmDrainedAtBarriers(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
+bool vmDrainedAtBarriers(kir::Kernel& k, const PipelineLoop& loop) {
   std::vector<ProgramPoint> points;
   Tracer t;
   t.points = &points;
   t.collect(k.body, "kernel body", 0, nullptr, "");
   t.threads = std::max(1, k.launch.threads);
   bool ok = true;
-  forEachTrace(t, k, tripsVar, tileK, representativeTrips(k, stages), [&](int, int) { ok &= !t.vmAtBarrier; });
+  forEachTrace(t, k, loop.tripsVar, loop.tileK, representativeTrips(k, loop.stages), [&](int, int) { ok &= !t.vmAtBarrier; });
   return ok;
 }
 
-std::string unorderedInterval(kir::Kernel& k, const std::string& tripsVar, int64_t tileK, int stages) {
-  HazardAnalysis ha = analyzeHazards(k, tripsVar, tileK, stages);
+std::string unorderedInterval(kir::Kernel& k, const PipelineLoop& loop) {
+  HazardAnalysis ha = analyzeHazards(k, loop);
   auto syncAt = [&](int p) -> const kir::Sync* {
     auto& pt = ha.points[p];
     if (pt.index >= (int)pt.block->stmts.size() || pt.block->stmts[pt.index]->kind != kir::NodeKind::Sync) return nullptr;
@@ -546,4 +546,4 @@ std::string unorderedInterval(kir::Kernel& k, const std::string& tripsVar, int64
   return "";
 }
 
-}  // namespace heddle
+}  // namespace heddle::sync

@@ -4,9 +4,9 @@
 // the ping-pong order token as a dotted self-arrow.
 #include <sstream>
 
-#include "heddle/lower/explain.h"
+#include "heddle/sync/explain.h"
 
-namespace heddle {
+namespace heddle::sync {
 
 namespace {
 
@@ -64,4 +64,4 @@ std::string explainMermaid(const kir::Kernel& k) {
   return os.str();
 }
 
-}  // namespace heddle
+}  // namespace heddle::sync
