@@ -35,7 +35,7 @@ from heddle.core.kernel import plan_table
 from heddle.kernel import matmul_geometry
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-from matmul_defs import matmul_fusion, schedule  # noqa: E402  (the schedule helpers the tests use)
+from support.matmul_defs import matmul_fusion, schedule  # noqa: E402  (the schedule helpers the tests use)
 
 rt = _C.runtime
 

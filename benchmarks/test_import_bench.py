@@ -113,7 +113,7 @@ print(json.dumps({{"ms": (time.perf_counter() - t0) * 1e3, "source": k.binary.ca
 def test_concurrent_processes_compile_a_kernel_once(recorder, tmp_path):
     """N processes that start together on one empty cache directory and ask for heddle.matmul's kernel:
     how many compile it (target: 1; the others wait on its per-key lock and read the entry, docs/runtime.md
-    'Kernel cache'), and how long each waited. tests/test_cache_fleet.py asserts the count; this reports it."""
+    'Kernel cache'), and how long each waited. tests/runtime/test_cache_fleet.py asserts the count; this reports it."""
     n = 8
     ready, go = tmp_path / "ready", tmp_path / "go"
     ready.mkdir()

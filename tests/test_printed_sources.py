@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from matmul_defs import matmul_fusion, schedule
-import blackwell_defs
-import interp_defs
+from support.matmul_defs import matmul_fusion, schedule
+from support import blackwell_defs
+from support import interp_defs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools", "window"))

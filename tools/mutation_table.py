@@ -1,4 +1,4 @@
-"""The source-mutation campaign over every kernel family (tests/mutation_defs.py): every mutant kind
+"""The source-mutation campaign over every kernel family (tests/support/mutation_defs.py): every mutant kind
 (heddle.core.source_mutants, kinds="all") of each family's representative kernel is interpreted, and the
 kill table per family and per kind is printed or written into docs/verification.md between the
 generated-section markers (benchmarks/report.py's replace_section), so it can be regenerated after a merge:
@@ -17,7 +17,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "benchmarks")]
 
-from mutation_defs import FAMILIES, family_kernel  # noqa: E402
+from support.mutation_defs import FAMILIES, family_kernel  # noqa: E402
 from report import replace_section  # noqa: E402
 
 from heddle.core.interpret import mutation_kill_rate  # noqa: E402

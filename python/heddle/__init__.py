@@ -30,7 +30,7 @@ from .core.interpret import interpret
 from .core.kernel import Kernel
 from .core.runtime import ensure_search_dirs, gpu_available, nvrtc_available
 from .core.verify import simulate
-from .core.version import __version__
+from .core.version import __version__  # noqa: F401  (public: heddle.__version__)
 from .pytorch.matmul import matmul
 
 ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels

@@ -1,4 +1,4 @@
-// A two-CTA cluster kernel written by hand for the interpreter's cluster model (tests/test_interp_cluster.py):
+// A two-CTA cluster kernel written by hand for the interpreter's cluster model (tests/interp/test_interp_cluster.py):
 // the protocol the sm_90a warp-specialized kernel will use for clusters of 2 with a multicast operand.
 //
 //   out[g][j] = sum_k W[g][k] * S[k][j]      g = CTA (cluster c, rank r: g = 2c + r), j < 32

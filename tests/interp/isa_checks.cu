@@ -1,4 +1,4 @@
-// A hand-written kernel for the interpreter's ISA model (tests/test_interp_isa.py): the checks of the former host
+// A hand-written kernel for the interpreter's ISA model (tests/interp/test_interp_isa.py): the checks of the former host
 // emulation of the device headers, run through the interpreter's model of each instruction (src/heddle/interp/rt)
 // instead. `scenario` picks one check; `in` / `out` are raw 32-bit words the test reads.
 //
@@ -94,7 +94,7 @@ __device__ void tma(unsigned char* smem, const heddle::TmaDesc* tm, unsigned* ou
     }
 }
 
-// The tile shapes of scenario 20 + i (tests/test_interp_isa.py lists the same).
+// The tile shapes of scenario 20 + i (tests/interp/test_interp_isa.py lists the same).
 __device__ void tma_tiles(int i, unsigned char* smem, const heddle::TmaDesc* tm, unsigned* out) {
   using heddle::bf16;
   using heddle::f16;

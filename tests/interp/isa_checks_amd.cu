@@ -1,4 +1,4 @@
-// A hand-written HIP kernel (one wave64, gfx942) for the interpreter's AMD ISA model (tests/test_interp_isa.py):
+// A hand-written HIP kernel (one wave64, gfx942) for the interpreter's AMD ISA model (tests/interp/test_interp_isa.py):
 // the misuse checks of the former host emulation of heddle_hip_copy.cuh / heddle_hip_mma.cuh, run through the
 // interpreter's model of each instruction (src/heddle/interp/rt/hrt_amd.cpp). Each scenario must be refused:
 //   0 nonuniform_m0   lanes of one buffer_load_dword ... lds pass different M0 (the LDS base of the wave)

@@ -1,5 +1,5 @@
 // A one-CTA tcgen05 kernel written by hand for the interpreter's tcgen05 ordering model
-// (interp/rt/hrt_tmem_shadow.cpp, tests/test_tcgen05_ordering.py), independent of heddle's printer: the PTX
+// (interp/rt/hrt_tmem_shadow.cpp, tests/interp/test_tcgen05_ordering.py), independent of heddle's printer: the PTX
 // ISA's canonical patterns (9.7.16.6.4.4) around one tensor-memory accumulator stage reused every tile.
 //
 //   thread 0 (the MMA thread), per tile t: [t > 0: wait accEmpty], fence::after, mma, commit -> accFull

@@ -259,8 +259,8 @@ class Window:
         jobs = [(f"family-{f.name}", self.family_cmd(f.name, "families", interpret="cp_async,sm90_coop" if dry else ""),
                  per, env) for f in fams]
         # the backend's tests on this machine's torch (the GPU machine's differs from CI's), beside the families
-        ptests = ["tests/test_dynamo_gpu.py", "tests/test_dynamo_ops.py", "tests/test_dynamo.py",
-                  "tests/test_gpu_matmul.py"]
+        ptests = ["tests/gpu/test_dynamo_gpu.py", "tests/torch/test_dynamo_ops.py", "tests/torch/test_dynamo.py",
+                  "tests/gpu/test_gpu_matmul.py"]
         pcmd = [self.py, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *ptests]
         if dry:
             pcmd.append("--collect-only")

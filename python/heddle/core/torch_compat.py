@@ -2,7 +2,7 @@
 and private torch APIs move between releases).
 
 Every private torch name heddle touches (torch._*, torch.utils._*) is reached through a function here; no
-other heddle module names one (tests/test_torch_compat.py checks the source). Each function says which
+other heddle module names one (tests/torch/test_torch_compat.py checks the source). Each function says which
 releases its call was checked against (their sources: 2.11.0 and 2.13.0) and what it does where the
 internal is missing, so a torch that moves one fails here, by name, or falls back as written. The tests
 run each function on the installed torch and its fallback with the internal taken away; the GPU window

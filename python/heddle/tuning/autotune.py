@@ -40,7 +40,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .. import _C
 from ..core.errors import CompileError, HeddleError, RuntimeUnavailable
@@ -50,7 +50,7 @@ STORE_VERSION = 1
 ENV_SWITCH = "HEDDLE_AUTOTUNE"
 ENV_STORE = "HEDDLE_AUTOTUNE_STORE"
 
-from .space import (  # noqa: F401  (re-exported: heddle.autotune is the public face)
+from .space import (  # noqa: E402, F401  (re-exported: heddle.autotune is the public face)
     Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_pool_problem, register_space,
     space_names, static_prune)
 

@@ -19,7 +19,7 @@ What a kernel-library engineer expects of a number, and where each part lives he
     output buffer poisoned first: `relative_error()`, `validate()`, `poison_allocator()`.
 
 Timers are objects with mark() / elapsed_ms(a, b) / sync(), so the statistics, rotation and the
-measurement loop are tested on a CPU with a fake clock (tests/test_bench_harness.py).
+measurement loop are tested on a CPU with a fake clock (tests/tuning/test_bench_harness.py).
 """
 from __future__ import annotations
 

@@ -378,7 +378,7 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
       << "(warp, lane, fn, r);\n";
   // HEDDLE_TEST_PRINTER_BUG=epilogue_row_bound (tests only): prints `row > M`, an off-by-one that NVRTC
   // compiles and the kernel-IR simulator cannot see (it never reads this text); the interpreter of the
-  // printed source reports the out-of-bounds store (tests/test_interpret_checks.py).
+  // printed source reports the out-of-bounds store (tests/interp/test_interpret_checks.py).
   os_ << ind(e) << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
   os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
   epilogueOps(os_, k, kir::IExpr(0), ind(e));

@@ -1,4 +1,4 @@
-// SHA-256 straight from FIPS 180-4 section 6.2; checked against Python's hashlib in tests/test_cache.py.
+// SHA-256 straight from FIPS 180-4 section 6.2; checked against Python's hashlib in tests/runtime/test_cache.py.
 #include "heddle/runtime/sha256.h"
 
 #include <algorithm>

@@ -7,13 +7,13 @@
 //             bn in {64, 128, 192, 256} (wgmma N), bk in {16, 32, 64}.
 //   roles     (which does what: by name or, for other names, the data-flow positions in order --
 //             TMA producer, MMA, epilogue; hopper_schedule.cpp roleKinds)
-//             none: every thread computes, thread 0 issues the TMA (sync-cases 8, 9).
+//             none: every thread computes, thread 0 issues the TMA (docs/sync-cases.md cases 8, 9).
 //             {load, mma}: a load warpgroup (one elected thread) feeds the MMA warpgroups, which
-//             also run the epilogue (sync-case 10). The MMA role has the tile's warpgroups
+//             also run the epilogue (docs/sync-cases.md case 10). The MMA role has the tile's warpgroups
 //             (cooperative: they split each tile) or twice as many (ping-pong: two tiles in
 //             flight, mainloops ordered by an mbarrier token).
 //             {load, mma, epilogue}: the MMA warpgroups stage accumulators in shared memory for
-//             an epilogue warpgroup that stores through TMA (sync-cases 11, 12).
+//             an epilogue warpgroup that stores through TMA (docs/sync-cases.md cases 11, 12).
 //             + cache_after(bias, 'tma_load'): warp 1 of the load warpgroup (warp 2 on sm_100a) is a
 //             second producer role that loads the bias slice of each tile by TMA into its own ring.
 //   warp-specialized kernels are persistent: about one CTA per SM walks the tiles in a grouped

@@ -50,11 +50,11 @@ const std::vector<MutationKind>& mutationKinds();
 // removing or weakening a sync, and are bugs on some trip counts only; name them to enumerate them:
 //   unguard_sync  the `if` (no else, not an elected issue) around a run of sync ops dropped: they run
 //                 unconditionally (tma_pipeline's `if (kt + 1 < nk - p)` around the release reverted:
-//                 an arrival no wait observes, tests/test_unawaited_release.py)
+//                 an arrival no wait observes, tests/lower/test_unawaited_release.py)
 //   drop_release_fence / drop_acquire_fence  (AMD kernels) the workgroup release fence before a
 //                 block_sync / s_barrier_signal -1, or the acquire fence after a block_sync /
 //                 s_barrier_wait -1, deleted (kir::Sync::noReleaseFence / noAcquireFence; caught by
-//                 verify/amd_fences.cpp; tests/test_amd_fences.py)
+//                 verify/amd_fences.cpp; tests/sync/test_amd_fences.py)
 const std::vector<MutationKind>& optInMutationKinds();
 
 // Every mutant of every kind, in program order of the sites.

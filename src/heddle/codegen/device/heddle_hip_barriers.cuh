@@ -18,7 +18,7 @@
 //
 // No compiler reachable here knows gfx1250 (clang-19 rejects the name). The instruction spellings
 // are GFX12 assembler syntax: LLVM 19's assembler accepts them for gfx1200, which is what
-// tests/test_amd_barriers.py compiles (HEDDLE_GFX12_BARRIER_ASM); that checks the syntax and the
+// tests/sync/test_amd_barriers.py compiles (HEDDLE_GFX12_BARRIER_ASM); that checks the syntax and the
 // inline-asm constraints, not gfx1250 encodings or behaviour. Other targets get a compile error.
 #pragma once
 #include "heddle/heddle_types.cuh"

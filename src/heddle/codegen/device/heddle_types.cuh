@@ -10,7 +10,7 @@
 //
 // Device conversions are single cvt instructions (cvt.rn.bf16.f32 needs sm_80; older arches take
 // the software path). The interpreter (HEDDLE_INTERPRET, no __CUDA_ARCH__) uses the software path,
-// which tests/test_interp_isa.py checks against torch's float16 / bfloat16 for every f16 value and
+// which tests/interp/test_interp_isa.py checks against torch's float16 / bfloat16 for every f16 value and
 // a sweep of binary32 values.
 //
 // All inline PTX in the runtime sits behind a few primitives in heddle::detail, each with an

@@ -1,6 +1,6 @@
 // Building blocks of the Hopper lowering shared by warp_specialize.cpp and tma_pipeline.cpp: mbarrier
 // buffers, sync nodes that carry their reason into the SyncPlan, and the mbarrier ring -- the one
-// mechanism every producer -> consumer edge through a circular buffer uses (sync-cases 8, 10, 12).
+// mechanism every producer -> consumer edge through a circular buffer uses (docs/sync-cases.md cases 8, 10, 12).
 //
 // Ring of s stages, prefetch p (the consumer's item i releases the slot of item i + p + 1 - s),
 // `keep` = s - p - 1 wgmma groups left in flight by an asynchronous consumer:

@@ -2,7 +2,7 @@
 // load warp -> MMA warp (tcgen05.mma into tensor memory) -> epilogue warpgroup, and a bias / residual
 // producer warp -> epilogue warpgroup when that operand is cached with tma_load, with one mbarrier ring
 // per producer -> consumer edge and the persistent, grouped tile walk of the Hopper kernel
-// (docs/blackwell.md; sync-case 13). The graph as lowered is kept in k.syncPlan.roles.
+// (docs/blackwell.md; docs/sync-cases.md case 13). The graph as lowered is kept in k.syncPlan.roles.
 //
 // Before (build_matmul_loops, tiling with roles {load, mma, epilogue}, tcgen05):
 //   alloc sA, sB, acc; for kt { tma A; tma B; mma acc += sA x sB }; epilogue store

@@ -1,4 +1,4 @@
-// tma_pipeline: the mbarrier ring of a TMA pipeline without roles (sync-cases 8 and 9). Every
+// tma_pipeline: the mbarrier ring of a TMA pipeline without roles (docs/sync-cases.md cases 8 and 9). Every
 // thread computes; thread 0 also issues the TMA copies. Warp-specialized kernels were built with
 // their rings by warp_specialize; this pass only finishes their plan.
 //

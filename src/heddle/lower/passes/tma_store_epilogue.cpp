@@ -1,5 +1,5 @@
 // tma_store_epilogue: the two-role cooperative sm_90a kernel with epilogue_store("tma") stages its output
-// tile through shared memory and writes it with TMA stores (sync-case 11), instead of every MMA thread
+// tile through shared memory and writes it with TMA stores (docs/sync-cases.md case 11), instead of every MMA thread
 // storing its fragment to global memory behind a bounds check per element.
 //
 // The tile is written in column chunks of C = 128 bytes / element size (one 128-byte swizzle box: 64

@@ -1,5 +1,5 @@
 // warp_specialize: split a Hopper matmul into roles (warp groups with their own code), derived from
-// the role graph, with one mbarrier ring per producer -> consumer edge (sync-cases 10, 12) and a
+// the role graph, with one mbarrier ring per producer -> consumer edge (docs/sync-cases.md cases 10, 12) and a
 // persistent, grouped walk over the output tiles. The graph as lowered (roles, rings, mbarriers) is
 // kept in k.syncPlan.roles for explain(format="mermaid"). Batched (B x M x N): the walk covers batch x
 // m-tiles x n-tiles, `let batch_idx = tile / tiles per matrix` and the grouped (m0, n0) of the rest; the

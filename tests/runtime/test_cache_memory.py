@@ -1,0 +1,103 @@
+"""What the memory cache keeps per kernel: the cubin and launch facts, not the PTX (read back from the
+disk entry when asked for; kept when HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx), and its front table
+(a cheap digest of the key material -> the sha256 key) handing each source its own kernel."""
+import pytest
+
+import heddle
+from support.env import requires_nvrtc, rt
+from support.matmul_defs import matmul_fusion, schedule
+
+
+def kernel(tag):
+    return f'extern "C" __global__ void k(float* x) {{ x[threadIdx.x] *= {tag}.f; }} // {tag}\n'
+
+
+def small_matmul(layout):
+    """A fresh, scheduled 64x64 f16 matmul fusion (each layout its own kernel)."""
+    fd, a, b = matmul_fusion(n=64, k=64, dtype="f16", layout=layout, epilogue="none")
+    schedule(fd, a, b, bm=64, bn=64, bk=32, stages=2)
+    return fd
+
+
+@requires_nvrtc
+def test_memory_entry_holds_no_ptx_and_reads_it_back_from_disk(cache, monkeypatch):
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    first = rt.compile(kernel(201), "k.cu", "sm_80")
+    assert first.cache_source == "compiled" and not first.ptx_dropped and ".entry" in first.ptx
+    held = rt.cache_memory_bytes()
+    assert held >= len(first.cubin) + len(first.log)
+    hit = rt.compile(kernel(201), "k.cu", "sm_80")
+    assert hit.cache_source == "memory" and hit.ptx_dropped and hit.key == first.key
+    assert hit.cubin == first.cubin and hit.ptx == first.ptx  # the PTX from the disk entry
+    assert hit.stats.registers == first.stats.registers and hit.ptxas == first.ptxas
+    # the same entry stored with its PTX (asked for) holds exactly the PTX more
+    rt.cache_clear(memory=True)
+    monkeypatch.setenv("HEDDLE_KEEP_PTX", "1")
+    assert rt.compile(kernel(201), "k.cu", "sm_80").cache_source == "disk"
+    assert rt.cache_memory_bytes() == held + len(first.ptx)
+
+
+@requires_nvrtc
+def test_memory_hit_without_disk_says_how_to_keep_ptx(cache, monkeypatch):
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    rt.compile(kernel(202), "k.cu", "sm_80")
+    hit = rt.compile(kernel(202), "k.cu", "sm_80")
+    assert hit.cache_source == "memory" and hit.ptx_dropped
+    with pytest.raises(heddle.RuntimeUnavailable, match="HEDDLE_KEEP_PTX"):
+        hit.ptx
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("env", [("HEDDLE_KEEP_PTX", "1"), ("HEDDLE_DUMP", "cuda, ptx")])
+def test_keep_ptx_in_memory_when_asked(cache, monkeypatch, env):
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.setenv(*env)
+    first = rt.compile(kernel(203), "k.cu", "sm_80")
+    assert rt.cache_memory_bytes() >= len(first.cubin) + len(first.ptx)
+    hit = rt.compile(kernel(203), "k.cu", "sm_80")
+    assert hit.cache_source == "memory" and not hit.ptx_dropped and hit.ptx == first.ptx
+
+
+@requires_nvrtc
+def test_kernel_ptx_of_a_memory_hit_without_disk(cache, monkeypatch):
+    """Kernel.ptx compiles the printed source again (uncached) when neither memory nor disk has the PTX."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    heddle.Kernel.build(small_matmul("NN"), "sm_80")
+    k = heddle.Kernel.build(small_matmul("NN"), "sm_80")
+    assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
+    assert "mma.sync.aligned" in k.ptx
+
+
+@requires_nvrtc
+def test_front_table_gives_each_source_its_own_kernel(cache):
+    a, b = rt.compile(kernel(204), "k.cu", "sm_80"), rt.compile(kernel(205), "k.cu", "sm_80")
+    assert a.key != b.key
+    for _ in range(2):  # hits through the front table, both ways round
+        assert rt.compile(kernel(205), "k.cu", "sm_80").key == b.key
+        assert rt.compile(kernel(204), "k.cu", "sm_80").key == a.key
+    # the options and the program name are key material too
+    c = rt.compile(kernel(204), "k.cu", "sm_80", lineinfo=True)
+    d = rt.compile(kernel(204), "other.cu", "sm_80")
+    assert len({a.key, c.key, d.key}) == 3 and c.cache_source == d.cache_source == "compiled"
+    stats = rt.cache_stats()
+    assert stats["memory_hits"] == 4 and stats["compiles"] == 4
+    rt.cache_clear(memory=True)  # the front goes with the memory map: the next lookup reads the disk
+    assert rt.compile(kernel(204), "k.cu", "sm_80").cache_source == "disk"
+
+
+@requires_nvrtc
+def test_dump_ptx_of_a_kernel_held_without_ptx(cache, monkeypatch, capfd):
+    """HEDDLE_DUMP=ptx set after the kernel went into memory without its PTX (disk off) still prints it."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    heddle.Kernel.build(small_matmul("TN"), "sm_80")
+    monkeypatch.setenv("HEDDLE_DUMP", "ptx")
+    k = heddle.Kernel.build(small_matmul("TN"), "sm_80")
+    assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
+    assert "===== heddle ptx =====" in capfd.readouterr().err

@@ -1,0 +1,162 @@
+"""The kernel families of the source-mutation campaign (tests/interp/test_interpret_mutation.py and
+tools/mutation_table.py, which writes the kill table into docs/verification.md): one representative
+kernel per family heddle generates, small and ragged, with the M (and SM count) it is interpreted at."""
+from support import blackwell_defs
+from support.hopper_defs import build, schedule_sm90
+from support.interp_defs import amd, inputs, kernel, sm80, sm90
+from support.matmul_defs import matmul_fusion, schedule
+
+
+def _cluster(along="m"):
+    fd = build("coop", stages=3, prefetch=1, n=72)
+    fd.matmul_tensor.cluster(2, along)
+    return fd
+
+
+def _sm90_split_k(g=2):
+    fd, a, b = matmul_fusion(n=72, k=16 * 16, dtype="bf16")
+    schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1).split_k(g)
+    return fd
+
+
+def _sm90_stream_k(g=11):
+    fd = build("coop", stages=4, prefetch=-1, bn=64, bk=16, n=200, k=16 * 13)
+    fd.matmul_tensor.stream_k(g)
+    return fd
+
+
+def _sm80_grid(kind, g):
+    fd, a, b = matmul_fusion(n=200, k=32 * 15, dtype="bf16", layout="NN", epilogue="bias_gelu")
+    getattr(schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=3), kind)(g)
+    return fd
+
+
+# family -> (make fusion, target, M, sms, what)
+FAMILIES = {
+    "sm80_cp_async": (lambda: sm80(stages=3, prefetch=2, k=32 * 10), "sm_80", 104, None,
+                      "sm_80 cp.async ring, 3 stages prefetch 2"),
+    "sm80_split_k": (lambda: _sm80_grid("split_k", 3), "sm_80", 77, None, "sm_80 split-K S = 3"),
+    "sm80_stream_k": (lambda: _sm80_grid("stream_k", 11), "sm_80", 70, None, "sm_80 stream-K, 11 CTAs over 4 tiles"),
+    "sm90_pipeline": (lambda: sm90("pipeline", stages=3, prefetch=1), "sm_90a", 200, None,
+                      "sm_90a TMA + mbarrier ring without roles"),
+    "sm90_coop": (lambda: sm90("coop", stages=3, prefetch=1), "sm_90a", 200, 2,
+                  "sm_90a load warp -> 2 cooperative MMA warpgroups, persistent"),
+    "sm90_pingpong": (lambda: sm90("pingpong", stages=3, prefetch=1), "sm_90a", 200, 2,
+                      "sm_90a ping-pong MMA warpgroups"),
+    "sm90_3role": (lambda: sm90("3role", stages=3, prefetch=1), "sm_90a", 200, 2,
+                   "sm_90a load -> MMA -> epilogue warpgroup (TMA store)"),
+    "sm90_cluster": (_cluster, "sm_90a", 300, 2, "sm_90a cluster of 2 along M, B multicast"),
+    "sm90_tma_store": (lambda: build("coop", stages=3, prefetch=1, n=200, bn=128, store="tma"), "sm_90a", 300, 2,
+                       "sm_90a cooperative, stmatrix + TMA-store epilogue"),
+    "sm90_split_k": (_sm90_split_k, "sm_90a", 130, None, "sm_90a pipeline, split-K S = 2"),
+    "sm90_stream_k": (_sm90_stream_k, "sm_90a", 70, None, "sm_90a warp-specialized stream-K, 11 CTAs"),
+    "sm100_tcgen05": (lambda: blackwell_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
+                      260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
+    "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
+                       "gfx90a LDS DMA ring, 3 stages prefetch 2"),
+    "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
+                       "gfx942 LDS DMA ring, 2 stages prefetch 1"),
+    "gfx1200_split_barrier": (lambda: amd(kind="plain", stages=2, prefetch=1, warps=(2, 2), k=32 * 5), "gfx1200", 72, None,
+                              "gfx1200 WMMA, split barriers"),
+}
+
+
+def family_kernel(name):
+    """(heddle.Kernel, inputs, sms) of a family's representative kernel (lowered only, no NVRTC)."""
+    make, target, M, sms, _ = FAMILIES[name]
+    fd = make()
+    return kernel(fd, target), inputs(fd, M, seed=1), sms
+
+
+# family -> [(kind, what)] of the full campaign's survivors, each classified in docs/verification.md
+# ("The mutant catalogue"): equivalent mutants only
+
+
+def _maps_equivalent(*params):
+    """The host-only map survivors of a kernel whose K is a multiple of its k-tile: each map's NaN
+    out-of-bounds fill and L2 promotion, and B's rows + 8 (never inside a loaded box)."""
+    out = [("map_dims", "tmB: rows + 8 (the host says the tensor is longer)")]
+    for p in params:
+        out += [("map_oob_fill", f"{p}: out-of-bounds fill NaN instead of zero"), ("map_l2", f"{p}: L2 promotion changed")]
+    return out
+
+
+KNOWN_SURVIVORS = {
+    'sm80_cp_async': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
+    ],
+    'sm80_split_k': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
+    ],
+    'sm80_stream_k': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
+    ],
+    'sm90_pipeline': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 56)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('delete_fence', 'acc.fence();'),
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_coop': [
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_pingpong': [
+        ('setmaxnreg_move', 'heddle::sm90::setmaxnreg_inc<232>(); moved into `if (warp < 8) {`'),
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_3role': [
+        ('tile_stride', 'tile stride num_ctas -> num_ctas + 1'),
+        ('named_barrier_id', 'named_barrier id 1 -> 2'),
+        ('named_barrier_id', 'named_barrier id 1 -> 2'),
+    ] + _maps_equivalent('tmA', 'tmB', 'tmD'),
+    'sm90_cluster': [
+        ('remote_rank', 'multicast issuing rank crank -> 1u - crank'),
+        ('remote_rank', 'mbar_arrive_cluster rank 1u - crank -> crank (itself)'),
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_tma_store': [
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+        ('elect_mask', 'elect_one_sync() -> every lane'),
+        ('elect_mask', 'elect_one_sync() -> two lanes'),
+        ('elect_mask', 'elect_one_sync() -> every lane'),
+        ('elect_mask', 'elect_one_sync() -> two lanes'),
+        ('elect_mask', 'elect_one_sync() -> every lane'),
+        ('elect_mask', 'elect_one_sync() -> two lanes'),
+    ] + _maps_equivalent('tmA', 'tmB', 'tmD'),
+    'sm90_split_k': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 56)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 40)'),
+        ('delete_fence', 'acc.fence();'),
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_stream_k': [
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+        ('named_barrier_id', 'named_barrier id 2 -> 3'),
+    ] + _maps_equivalent('tmA', 'tmB'),
+    'sm100_tcgen05': [
+        # the two tcgen05 fences around synchronous alloc / dealloc (PTX ISA 9.7.16.6.1): equivalent
+        # (blackwell_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")
+        ('delete_fence', 'heddle::sm100::fence_before();'),
+        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        ('map_l2', 'tmA: L2 promotion changed'),
+        ('map_l2', 'tmB: L2 promotion changed'),
+    ],
+    'gfx90a_lds_dma': [
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
+    ],
+    'gfx942_lds_dma': [
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
+    ],
+    'gfx1200_split_barrier': [
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
+    ],
+}

@@ -1,0 +1,227 @@
+"""benchmarks/report.py on synthetic results: Markdown tables, the targets verdicts (met / missed by
+how much), plots, the generated sections of docs/perf.md (hand-written text kept), and that the
+committed docs/perf.md is what the committed JSON regenerates."""
+import copy
+import importlib.util
+import json
+import os
+import shutil
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("heddle_bench_report", os.path.join(ROOT, "benchmarks", "report.py"))
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
+
+try:
+    import matplotlib  # noqa: F401
+    HAVE_MPL = True
+except ImportError:
+    HAVE_MPL = False
+
+META = {"date": "2026-11-21 10:00 UTC", "commit": "abc1234", "dirty": False, "command": "pytest benchmarks/",
+        "cpu": "Test CPU", "cpu_cores": 16, "torch": "2.11", "gpu": "NVIDIA H200", "cuda": "13.0", "triton": "3.6.0",
+        "nvrtc": "13.0"}
+
+
+def stats(ms, spread=0.02):
+    return {"n": 50, "median": ms, "mean": ms, "std": ms * spread, "min": ms * 0.98, "max": ms * 1.05,
+            "p20": ms * (1 - spread), "p80": ms * (1 + spread), "unit": "ms", "spread": 2 * spread}
+
+
+def rec(suite, case, dtype, impl, m, n, k, ms, status="ok", **kw):
+    flops = 2.0 * m * n * k
+    r = {"suite": suite, "case": case, "dtype": dtype, "impl": impl, "B": 1, "M": m, "N": n, "K": k,
+         "layout": "NN", "status": status, "floor_ms": flops / 790e12 * 1e3}
+    if status == "ok":
+        r.update(ms=stats(ms), tflops=flops / (ms * 1e-3) / 1e12, ceiling_tflops=790.0,
+                 roofline_fraction=r["floor_ms"] / ms, rel_err=3e-3)
+    r.update(kw)
+    return r
+
+
+def gpu_doc():
+    recs = []
+    for s, (h, c, t) in {512: (0.01, 0.008, 0.012), 4096: (0.25, 0.2, 0.26), 8192: (1.5, 1.4, 1.8)}.items():
+        case = f"square-{s}x{s}x{s}"
+        recs += [rec("square", case, "bf16", "heddle", s, s, s, h, config="heddle_mm_nn_bf16_128x128x32"),
+                 rec("square", case, "bf16", "cublas", s, s, s, c), rec("square", case, "bf16", "triton", s, s, s, t)]
+    for m, (h, c) in {16: (0.05, 0.04), 1024: (0.2, 0.18), 4096: (0.6, 0.62)}.items():
+        case = f"llm-{m}x14336x4096-nt"
+        recs += [rec("llm", case, "bf16", "heddle", m, 14336, 4096, h), rec("llm", case, "bf16", "cublas", m, 14336, 4096, c),
+                 rec("llm", case, "bf16", "triton", m, 14336, 4096, h * 1.1)]
+    recs.append(rec("ragged", "ragged-1000x1000x1000", "fp16", "heddle", 1000, 1000, 1000, 0, status="wrong",
+                    reason="heddle ragged: relative error 0.5 exceeds 0.002"))
+    recs.append(rec("ragged", "ragged-1000x1000x1000", "fp16", "cublas", 1000, 1000, 1000, 0.01))
+    for m, (h, e, c) in {1024: (0.20, 0.25, 0.205), 4096: (0.6, 0.72, 0.66)}.items():
+        case = f"fused-{m}x4096x4096-nt-bias_gelu"
+        recs += [rec("fused", case, "bf16", "heddle", m, 4096, 4096, h, epilogue="bias_gelu"),
+                 rec("fused", case, "bf16", "torch_eager", m, 4096, 4096, e, epilogue="bias_gelu"),
+                 rec("fused", case, "bf16", "torch_compile", m, 4096, 4096, c, epilogue="bias_gelu")]
+    recs.append({"suite": "dispatch", "step": "heddle_matmul", "what": "heddle.matmul (custom op + kernel launch)",
+                 "stats": {**stats(21.0), "unit": "us"}, "device_inclusive": {**stats(22.0), "unit": "us"},
+                 "status": "ok"})
+    return {"schema": 1, "kind": "gpu", "meta": META,
+            "ceilings": {"bf16": {"tflops": 790.0, "shape": "8192^3"}, "fp16": {"tflops": 780.0, "shape": "8192^3"},
+                         "copy_gbps": 4300.0}, "records": recs}
+
+
+def compile_doc():
+    def r(step, variant, med, unit="ms", **kw):
+        s = stats(med)
+        s["unit"] = unit
+        return {"suite": "compile", "variant": variant, "step": step, "stats": s, "unit": unit, **kw}
+    meta = {**META, "gpu": None}
+    return {"schema": 1, "kind": "compile", "meta": meta, "records": [
+        r("lower", "sm_80 auto (cp.async)", 0.2, kernel="heddle_mm_nt", passes=[["insert_syncs", 0.15], ["x", 0.01]]),
+        r("lower_nvrtc_cold", "sm_80 auto (cp.async)", 600.0, registers=226, spill_bytes=0, arch="sm_80"),
+        r("nvrtc_cold", "sm_80 auto (cp.async)", 599.0, nvrtc_reported_ms=598.0),
+        r("lower_nvrtc_cold", "sm_90a Hopper GEMM (TMA + warp-specialized wgmma)", 300.0),
+        r("lower", "sm_90a Hopper GEMM (TMA + warp-specialized wgmma)", 0.05),
+        {"suite": "compile", "variant": "sm_90a Hopper GEMM (TMA + warp-specialized wgmma)", "step": "build_memory_hit",
+         "status": "error", "reason": "UnicodeDecodeError: bad | byte"},
+        r("disk_hit", "sm_80 auto (cp.async)", 1.5),
+        r("memory_hit", "sm_80 auto (cp.async)", 95.0, unit="us"),
+        r("matmul_lookup", "sm_80 auto (cp.async)", 1.6, unit="us"),
+        r("bind", "sm_80 auto (cp.async)", 2.2, unit="us"),
+        r("geometry", "sm_80 auto (cp.async)", 4.9, unit="us"),
+        r("custom_op_empty", "sm_80 auto (cp.async)", 6.3, unit="us"),
+    ]}
+
+
+def test_gemm_table_ratios_and_failures():
+    t = report.gemm_table(gpu_doc())
+    assert "**square, bf16**" in t and "**llm, bf16**" in t and "**ragged, fp16**" in t
+    row = next(line for line in t.splitlines() if line.startswith("| 8192x8192x8192"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # heddle 1.5 ms, cuBLAS 1.4 ms, Triton 1.8 ms at 8192^3
+    assert cells[4] == "0.93x" and cells[5] == "1.20x"
+    assert cells[1] == f"{2 * 8192 ** 3 / 1.5e-3 / 1e12:.0f}"
+    assert "`heddle_mm_nn_bf16_128x128x32`" in row
+    assert "**wrong**" in t
+    compact = report.gemm_table(gpu_doc(), compact=True)
+    assert "config" not in compact.splitlines()[1]
+
+
+def test_fused_and_dispatch_tables():
+    f = report.fused_table(gpu_doc())
+    assert "| 1024x4096x4096-nt-bias_gelu | bf16 |" in f and "1.25x" in f and "1.10x" in f
+    d = report.dispatch_table(gpu_doc())
+    assert "heddle.matmul (custom op + kernel launch) | 21 us" in d
+
+
+def test_targets_say_met_or_missed_by_how_much():
+    t = report.targets(gpu_doc(), compile_doc())
+    lines = {line.split("|")[1].strip(): line for line in t.splitlines()[2:]}
+    assert "missed** by 7%" in lines["bf16 GEMM 8192³ vs cuBLAS"]               # 1.4 / 1.5 = 0.93x
+    llm = lines["bf16 LLM shapes, M >= 1024, vs cuBLAS"]
+    assert "worst 0.90x" in llm and "1 of 2 below" in llm and "missed" in llm
+    assert "behind" in lines["bf16 GEMM vs Triton, every shape"]
+    assert "| met |" in lines["bf16 GEMM + bias + GELU vs torch eager"]        # 1.20x and 1.25x
+    assert "missed** by 2%" in lines["bf16 GEMM + bias + GELU vs torch.compile"]  # worst 1.025x
+    assert "missed** by 320%" in lines["dispatch per heddle.matmul call"]       # 21 us vs 5 us
+    assert "300 ms" in lines["cold compile (lowering + NVRTC) of the Hopper GEMM"]
+    assert "| met |" in lines["lowering alone"]
+    assert "missed" in lines["in-memory hit (runtime.compile)"]
+    assert "| met |" in lines["in-memory hit (heddle.matmul kernel lookup)"]
+
+
+def test_targets_without_gpu_results():
+    t = report.targets(None, compile_doc())
+    assert "not measured (no GPU results in this report)" in t
+    assert "CPU pieces" in t and ">= 15 us" in t                               # 1.6 + 2.2 + 4.9 + 6.3
+    none = report.targets(None, None)
+    assert "lowering alone" not in none
+
+
+def test_compile_section():
+    md = report.render_compile(compile_doc())
+    assert "Measured 2026-11-21 10:00 UTC at commit abc1234 on Test CPU, 16 cores, no GPU" in md
+    assert "```\npytest benchmarks/\n```" in md
+    assert "| lowering alone (all passes + CUDA printing) | sm_80 auto (cp.async) | 200 us |" in md
+    assert "| cold compile: lowering + NVRTC | sm_80 auto (cp.async) | 600 ms |" in md
+    assert "NVRTC's own clock 598 ms" in md and "95 us" in md
+    assert "**error** | UnicodeDecodeError: bad \\| byte" in md                 # escaped for the table
+    assert "insert_syncs 0.150 ms" in md and "226 registers" in md
+    assert "No compile-time results yet" in report.render_compile(None)
+
+
+def test_sections_replace_generated_text_and_keep_the_rest(tmp_path):
+    md = tmp_path / "perf.md"
+    md.write_text("# Performance\n\nHand-written intro.\n\n<!-- BEGIN GENERATED: gpu (benchmarks/report.py) -->\n"
+                  "stale\n<!-- END GENERATED: gpu -->\n\n## Old notes\n\nkept\n")
+    report.write_report(None, compile_doc(), str(md), str(tmp_path / "img"))
+    text = md.read_text()
+    assert "Hand-written intro." in text and "## Old notes\n\nkept" in text and "stale" not in text
+    assert report.NO_GPU in text
+    assert text.count("<!-- BEGIN GENERATED: compile (benchmarks/report.py) -->") == 1
+    assert text.count("<!-- BEGIN GENERATED: targets (benchmarks/report.py) -->") == 1
+    report.write_report(None, compile_doc(), str(md), str(tmp_path / "img"))
+    assert md.read_text() == text                                             # idempotent
+
+
+@pytest.mark.skipif(not HAVE_MPL, reason="matplotlib not installed (pip install '.[test]')")
+def test_plots_and_full_gpu_report(tmp_path):
+    md = tmp_path / "docs" / "perf.md"
+    md.parent.mkdir()
+    md.write_text("# Performance\n")
+    images = report.write_report(gpu_doc(), compile_doc(), str(md), str(tmp_path / "docs" / "img"))
+    assert set(images) == {"gemm_squares_bf16.png", "gemm_llm_bf16.png", "fused_speedup.png"}
+    for name in images:
+        data = (tmp_path / "docs" / "img" / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    text = md.read_text()
+    assert "![gemm_squares_bf16.png](img/gemm_squares_bf16.png)" in text
+    assert "![fused speedups](img/fused_speedup.png)" in text
+    assert "Measured ceilings in this run: bf16 GEMM 790 TFLOP/s" in text and "4.30 TB/s" in text
+    assert "### Failures" in text and "relative error 0.5" in text
+    assert "NVIDIA H200 (CUDA 13.0" in text
+
+
+def test_plots_skip_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "_mpl", lambda: None)
+    md = tmp_path / "perf.md"
+    assert report.write_report(gpu_doc(), None, str(md), str(tmp_path / "img")) == []
+    assert "plots not drawn: matplotlib is not installed" in md.read_text()
+
+
+def test_command_line_copies_the_data(tmp_path):
+    g, c = tmp_path / "g.json", tmp_path / "c.json"
+    g.write_text(json.dumps(gpu_doc()))
+    c.write_text(json.dumps(compile_doc()))
+    md, img, data = tmp_path / "perf.md", tmp_path / "img", tmp_path / "data"
+    assert report.main(["--gpu", str(g), "--compile", str(c), "--md", str(md), "--img", str(img),
+                        "--data", str(data)]) == 0
+    assert json.loads((data / "gpu.json").read_text()) == gpu_doc()
+    assert json.loads((data / "compile.json").read_text()) == compile_doc()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="no 'records'"):
+        report.load(str(bad))
+    assert report.load(str(tmp_path / "missing.json")) is None
+
+
+def test_committed_perf_md_matches_the_committed_data(tmp_path):
+    """docs/perf.md's generated sections are what docs/data/*.json regenerate."""
+    docs = os.path.join(ROOT, "docs")
+    data = os.path.join(docs, "data")
+    if not os.path.exists(os.path.join(data, "compile.json")):
+        pytest.skip("no committed benchmark data")
+    md = tmp_path / "perf.md"
+    shutil.copyfile(os.path.join(docs, "perf.md"), md)
+    gpu = report.load(os.path.join(data, "gpu.json"))
+    comp = report.load(os.path.join(data, "compile.json"))
+    if gpu is not None and not HAVE_MPL:
+        pytest.skip("regenerating GPU plots needs matplotlib")
+    report.write_report(gpu, comp, str(md), str(tmp_path / "img"))
+    assert md.read_text() == open(os.path.join(docs, "perf.md")).read(), \
+        "docs/perf.md is stale: run python benchmarks/report.py"
+
+
+def test_synthetic_docs_are_not_mutated():
+    d = gpu_doc()
+    before = copy.deepcopy(d)
+    report.gemm_table(d)
+    report.targets(d, compile_doc())
+    assert d == before
