@@ -70,7 +70,7 @@ void addWorkspaceParams(kir::Kernel& k);
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void fenceMbarrierInit(LowerContext&);  // passes/fence_mbarrier_init.cpp (after every pass that inits mbarriers)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
-// passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
+// build/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
 // (gfx1250; hand-built role programs: sync_lab(roles=True)).
 void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages);
 // The planner behind insert_syncs, on any kernel: `tripsVar` scales the pipelined loop

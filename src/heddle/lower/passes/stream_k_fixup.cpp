@@ -28,7 +28,7 @@
 // on CTA c-1 (an earlier CTA in dispatch order), which publishes in its first segment without waiting,
 // or after its own wait on c-2: the chain ends at the tile's first CTA, so every wait ends (and the grid
 // is at most the SM count when the tiles do not fill the SMs: every CTA is resident anyway).
-#include "heddle/lower/passes/stream_k_walk.h"
+#include "heddle/lower/build/stream_k_walk.h"
 
 namespace heddle::passes {
 

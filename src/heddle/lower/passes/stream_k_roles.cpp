@@ -32,7 +32,7 @@
 // its own CTA's ring (docs/hopper.md "Stream-K on the warp-specialized kernel").
 #include <algorithm>
 
-#include "heddle/lower/passes/stream_k_walk.h"
+#include "heddle/lower/build/stream_k_walk.h"
 
 namespace heddle::passes {
 

@@ -36,7 +36,7 @@
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
-#include "heddle/lower/passes/epilogue_tma.h"
+#include "heddle/lower/build/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {

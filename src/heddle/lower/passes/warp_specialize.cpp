@@ -50,7 +50,7 @@
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
-#include "heddle/lower/passes/epilogue_tma.h"
+#include "heddle/lower/build/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 #include "heddle/schedule/epilogue_layout.h"
 
