@@ -24,6 +24,8 @@
 // barriers on its own (hazards.h); this pass checks the ops the Hopper passes place by
 // construction and everything the lowering emitted, so a role branch that splits a warpgroup or a
 // block barrier inside a role fails here, at lowering, not as a hang on the GPU.
+//
+// Runs when: always.
 #include <sstream>
 
 #include "heddle/lower/lower.h"

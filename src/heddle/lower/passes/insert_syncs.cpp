@@ -23,6 +23,9 @@
 // just before the read. Step 4 drops or loosens waits whose intervals other waits already retire.
 // Step 5 (no BackOffBarrier) drains the counters before barriers an LDS DMA may precede, then removes
 // the drains every barrier can do without. Every placed op records its reason in the SyncPlan.
+//
+// Runs when: kernels whose syncs no builder placed (kernel.syncsPlanned unset: not the mbarrier rings, built with
+//   theirs).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -422,7 +425,7 @@ void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::
 }  // namespace
 
 void insertSyncs(LowerContext& c) {
-  if (c.kernel.syncsPlanned) return;  // Hopper rings: placed by construction (warp_specialize, tma_pipeline)
+  requireWhen(c, "insert_syncs");  // not the rings placed by construction (warp_specialize, tma_pipeline)
   // split-K: the k loop runs this split's KS elements (passes/split_k.cpp)
   // stream-K: the k loop runs one segment's KS elements (passes/stream_k.cpp)
   planSyncs(c.kernel, c.kernel.splitK > 1 || c.kernel.streamK > 0 ? "KS" : "K", c.tiling.bk, c.tiling.stages, c.target);
