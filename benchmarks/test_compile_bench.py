@@ -133,7 +133,7 @@ def test_lowering(variant, recorder):
         a = timer.mark()
         low = fd.lower(target)
         samples.append(timer.elapsed_ms(a, timer.mark()))
-        for name, ms, _, _ in low.passes:
+        for name, ms, *_ in low.passes:
             passes.setdefault(name, []).append(ms)
     pass_ms = sorted(((n, bench.summarize(v).median) for n, v in passes.items()), key=lambda x: -x[1])
     _record(recorder, variant, "lower", bench.summarize(samples), kernel=low.name,
@@ -158,7 +158,7 @@ def test_lowering_vs_stages(stages, recorder):
         a = timer.mark()
         low = fd.lower("sm_80")
         samples.append(timer.elapsed_ms(a, timer.mark()))
-        planner += [ms for name, ms, _, _ in low.passes if name == "insert_syncs"]
+        planner += [ms for name, ms, *_ in low.passes if name == "insert_syncs"]
     _record(recorder, f"sm_80 cp.async, {stages} stages", "lower_stages", bench.summarize(samples), kernel=low.name,
             insert_syncs_ms=round(bench.summarize(planner).median, 4))
 

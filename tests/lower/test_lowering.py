@@ -142,6 +142,41 @@ def test_per_pass_dump_and_timing():
     assert all(p[1] >= 0 for p in lowered.passes)
 
 
+WHEN = {"split_k": "split-K schedules", "insert_syncs": "kernels whose syncs no builder placed",
+        "warp_specialize": "role-pipeline kernels with wgmma", "check_uniformity": "always"}
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_pass_dump_says_which_passes_ran_and_when(split):
+    """Every pass is listed, ran or skipped, with its `when` text; a skipped pass left the IR as it was (the
+    IR is compared before and after it, not assumed), took no time, and the dump says why it was skipped."""
+    fd, a, b = matmul_fusion()
+    mm = schedule(fd, a, b)
+    if split > 1:
+        mm.split_k(split)
+    lowered = fd.lower("sm_80", dump_passes=True)
+    recs = lowered.passes
+    assert [r[0] for r in recs] == heddle.pass_names()
+    by = {r[0]: r for r in recs}
+    for name, ms, changed, ir, ran, when in recs:
+        assert when and (ran or (not changed and ir == "(unchanged)\n" and ms == 0)), name
+    for name, text in WHEN.items():
+        assert by[name][5].startswith(text), (name, by[name][5])
+    did = {r[0] for r in recs if r[4]}
+    assert {"validate_schedule", "build_matmul_loops", "circular_buffer", "insert_syncs", "check_uniformity"} <= did
+    assert ("split_k" in did) == ("reduce_splits" in did) == (split > 1)
+    assert not did & {"stream_k", "warp_specialize", "tcgen05_specialize", "tma_pipeline", "stream_k_fixup"}
+    if split > 1:
+        assert "_sk2" in by["split_k"][3] and by["split_k"][2]
+    heads = [line for line in lowered.pass_dump.splitlines() if line.startswith("--- ")]
+    assert len(heads) == len(recs)
+    for line, (name, _, _, _, ran, when) in zip(heads, recs):
+        if ran:
+            assert line.startswith(f"--- after {name} (") and line.endswith(f" ms; runs when: {when})"), line
+        else:
+            assert line == f"--- skipped {name} (runs when: {when})"
+
+
 def test_smem_plan_alignment_and_sizes():
     lowered = lower(4, 3)
     plan = {s["buffer"]: s for s in lowered.smem_plan}

@@ -304,7 +304,9 @@ class Fusion:
               vec_e: int = 1):
         """Run the pass list: returns the C++ LoweredKernel (kernel IR, sync plan, CUDA source). vec_a, vec_b:
         elements per copy of A and B; vec_e: elements per read of an epilogue operand (2: a staged sm_90a
-        epilogue reads a bias or residual in aligned column pairs, passes/vectorize_epilogue_reads.cpp)."""
+        epilogue reads a bias or residual in aligned column pairs, passes/vectorize_epilogue_reads.cpp). Its
+        `passes` lists each pass as (name, ms, changed, ir_after, ran, when): ran False when its `when` did not
+        hold; dump_passes keeps ir_after, and `pass_dump` prints them (HEDDLE_DUMP=passes)."""
         return _C.lower(self._f, _str(target, "lower: target"), _int(vec_a, "lower: vec_a"),
                         _int(vec_b, "lower: vec_b"), bool(dump_passes), _int(vec_e, "lower: vec_e"))
 

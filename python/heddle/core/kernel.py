@@ -62,7 +62,7 @@ class Kernel:
         dump("fusion", lambda: str(fusion))
         lowered = fusion.lower(target, vec_a, vec_b, dump_passes=_wants("passes"), vec_e=vec_e)
         dump("schedule", lambda: lowered.schedule + "\n" + fusion.matmul_tensor.domain + "\n")
-        dump("passes", lambda: "".join(f"--- after {n} ({ms:.3f} ms)\n{ir}" for n, ms, _, ir in lowered.passes))
+        dump("passes", lambda: lowered.pass_dump)
         dump("kernel_ir", lambda: lowered.kernel_ir)
         dump("sync", lowered.explain)
         dump("cuda", lambda: lowered.source)

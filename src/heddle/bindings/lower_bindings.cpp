@@ -208,10 +208,14 @@ void bindLower(py::module_& m) {
              return out;
            })
       .def_property_readonly("passes", [](const Lowered& l) {
-             py::list out;
-             for (auto& p : l.ctx->passes) out.append(py::make_tuple(p.name, p.ms, p.changed, p.irAfter));
+             py::list out;  // (name, ms, changed, ir after, ran, when): ran False = skipped, its `when` did not hold
+             for (auto& p : l.ctx->passes)
+               out.append(py::make_tuple(p.name, p.ms, p.changed, p.irAfter, p.ran, p.when));
              return out;
            })
+      .def_property_readonly("pass_dump", [](const Lowered& l) { return passDump(*l.ctx); },
+                             "HEDDLE_DUMP=passes: each pass ran (its IR after, with dump_passes) or skipped, and when "
+                             "it runs")
       .def_property_readonly("split_k", [](const Lowered& l) { return l.k().splitK; })
       .def_property_readonly("stream_k", [](const Lowered& l) { return l.k().streamK; })
       .def_property_readonly("cluster", [](const Lowered& l) { return l.k().cluster; },

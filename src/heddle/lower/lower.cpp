@@ -1,5 +1,7 @@
 // THE ordered pass list. Each pass lives in passes/<name>.cpp with a header showing the IR before
-// and after; each runs once, in this order, and can be dumped and timed (HEDDLE_DUMP=passes).
+// and after; each runs at most once, in this order, when its `when` holds (a predicate over the context
+// as the earlier passes left it, with the same condition in words), and can be dumped and timed
+// (HEDDLE_DUMP=passes: which passes ran, which were skipped and why). No pass gates itself.
 //
 //   validate_schedule   Fusion + schedule attributes      -> MatmulTiling (or ScheduleError)
 //   build_matmul_loops  MatmulTiling                      -> kernel IR: serial k loop of TileLoad/MmaStep
@@ -23,50 +25,99 @@
 #include "heddle/lower/lower.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 
 #include "heddle/sync/plan.h"
 
 namespace heddle {
 
+namespace {
+
+// The `when` of each pass (one predicate per condition; the words are the dump's).
+bool always(const LowerContext&) { return true; }
+const HopperSchedule& roles(const LowerContext& c) { return c.tiling.hopper; }
+
+const When kAlways{"always", always};
+const When kSplitKSchedule{"split-K schedules (split_k(S), S > 1)",
+                           [](const LowerContext& c) { return c.tiling.splitK > 1; }};
+const When kStreamKSchedule{"stream-K schedules (stream_k(G))",
+                            [](const LowerContext& c) { return c.tiling.streamK > 0; }};
+const When kWgmmaRoles{"role-pipeline kernels with wgmma (warp_specialize, not tcgen05)", [](const LowerContext& c) {
+                         return roles(c).enabled && roles(c).warpSpecialized && !roles(c).tcgen05;
+                       }};
+const When kTmaStore{"epilogue_store(\"tma\") from the MMA role",
+                     [](const LowerContext& c) { return roles(c).mmaTmaStore; }};
+const When kPairReads{"vec_e != 1 (2: epilogue operands read in column pairs; others refused)",
+                      [](const LowerContext& c) { return c.options.vecE != 1; }};
+const When kStreamKRoles{"stream-K role-pipeline kernels",
+                         [](const LowerContext& c) { return c.kernel.streamK > 0 && roles(c).warpSpecialized; }};
+const When kCluster{"cluster(2, along) schedules", [](const LowerContext& c) { return roles(c).cluster > 1; }};
+const When kTcgen05Roles{"role-pipeline kernels with tcgen05 MMA",
+                         [](const LowerContext& c) { return roles(c).enabled && roles(c).tcgen05; }};
+const When kMbarrierRings{"wgmma / tcgen05 kernels (TMA loads into mbarrier rings)",
+                          [](const LowerContext& c) { return roles(c).enabled; }};
+const When kUnplannedSyncs{"kernels whose syncs no builder placed (not the mbarrier rings, built with theirs)",
+                         [](const LowerContext& c) { return !c.kernel.syncsPlanned; }};
+const When kSplitKKernel{"split-K kernels", [](const LowerContext& c) { return c.kernel.splitK > 1; }};
+const When kStreamKBlock{"stream-K kernels without roles",
+                         [](const LowerContext& c) { return c.kernel.streamK > 0 && !roles(c).warpSpecialized; }};
+
+}  // namespace
+
 const std::vector<Pass>& passList() {
   static const std::vector<Pass> list = {
-      {"validate_schedule", passes::validateSchedule},
-      {"build_matmul_loops", passes::buildMatmulLoops},
-      {"build_epilogue", passes::buildEpilogue},
-      {"split_k", passes::splitK},
-      {"stream_k", passes::streamK},
-      {"warp_specialize", passes::warpSpecialize},
-      {"tma_store_epilogue", passes::tmaStoreEpilogue},
-      {"vectorize_epilogue_reads", passes::vectorizeEpilogueReads},
-      {"stream_k_roles", passes::streamKRoles},
-      {"cluster_multicast", passes::clusterMulticast},
-      {"tcgen05_specialize", passes::tcgen05Specialize},
-      {"circular_buffer", passes::circularBuffer},
-      {"tma_pipeline", passes::tmaPipeline},
-      {"fence_mbarrier_init", passes::fenceMbarrierInit},
-      {"plan_smem", passes::planSmem},
-      {"insert_syncs", passes::insertSyncs},
-      {"reduce_splits", passes::reduceSplits},
-      {"stream_k_fixup", passes::streamKFixup},
-      {"check_uniformity", passes::checkUniformity},
+      {"validate_schedule", kAlways, passes::validateSchedule},
+      {"build_matmul_loops", kAlways, passes::buildMatmulLoops},
+      {"build_epilogue", kAlways, passes::buildEpilogue},
+      {"split_k", kSplitKSchedule, passes::splitK},
+      {"stream_k", kStreamKSchedule, passes::streamK},
+      {"warp_specialize", kWgmmaRoles, passes::warpSpecialize},
+      {"tma_store_epilogue", kTmaStore, passes::tmaStoreEpilogue},
+      {"vectorize_epilogue_reads", kPairReads, passes::vectorizeEpilogueReads},
+      {"stream_k_roles", kStreamKRoles, passes::streamKRoles},
+      {"cluster_multicast", kCluster, passes::clusterMulticast},
+      {"tcgen05_specialize", kTcgen05Roles, passes::tcgen05Specialize},
+      {"circular_buffer", kAlways, passes::circularBuffer},
+      {"tma_pipeline", kMbarrierRings, passes::tmaPipeline},
+      {"fence_mbarrier_init", kAlways, passes::fenceMbarrierInit},
+      {"plan_smem", kAlways, passes::planSmem},
+      {"insert_syncs", kUnplannedSyncs, passes::insertSyncs},
+      {"reduce_splits", kSplitKKernel, passes::reduceSplits},
+      {"stream_k_fixup", kStreamKBlock, passes::streamKFixup},
+      {"check_uniformity", kAlways, passes::checkUniformity},
   };
   return list;
+}
+
+void requireWhen(const LowerContext& c, const char* name) {
+  for (auto& p : passList()) {
+    if (std::strcmp(p.name, name) != 0) continue;
+    if (!p.when.holds(c))
+      fail<HeddleError>(name, ": called on ", c.kernel.name, ", but it runs only for ", p.when.text);
+    return;
+  }
+  fail<HeddleError>("requireWhen: no pass named ", name);
 }
 
 std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const LowerOptions& o) {
   auto ctx = std::unique_ptr<LowerContext>(new LowerContext{f, t, o, {}, {}, {}});
   std::string before = ctx->kernel.str();
   for (auto& p : passList()) {
-    auto t0 = std::chrono::steady_clock::now();
-    p.run(*ctx);
-    auto t1 = std::chrono::steady_clock::now();
-    ctx->kernel.renumber();
-    sync::stampPass(ctx->kernel, p.name);  // every sync-plan entry names the pass that placed it
     PassRecord r;
     r.name = p.name;
-    r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    r.when = p.when.text;
+    r.ran = p.when.holds(*ctx);
+    if (r.ran) {
+      auto t0 = std::chrono::steady_clock::now();
+      p.run(*ctx);
+      auto t1 = std::chrono::steady_clock::now();
+      ctx->kernel.renumber();
+      sync::stampPass(ctx->kernel, p.name);  // every sync-plan entry names the pass that placed it
+      r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    }
     if (o.dumpPasses) {
-      std::string after = ctx->kernel.str();
+      std::string after = ctx->kernel.str();  // measured for a skipped pass too: it must say unchanged
       r.changed = after != before;
       r.irAfter = r.changed ? after : "(unchanged)\n";
       before = after;
@@ -74,6 +125,20 @@ std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const 
     ctx->passes.push_back(std::move(r));
   }
   return ctx;
+}
+
+std::string passDump(const LowerContext& c) {
+  std::string out;
+  for (auto& r : c.passes) {
+    if (!r.ran) {
+      out += "--- skipped " + r.name + " (runs when: " + r.when + ")\n";
+      continue;
+    }
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", r.ms);
+    out += "--- after " + r.name + " (" + ms + " ms; runs when: " + r.when + ")\n" + r.irAfter;
+  }
+  return out;
 }
 
 namespace passes {

@@ -21,6 +21,8 @@ struct LowerOptions {
 
 struct PassRecord {
   std::string name;
+  std::string when;            // the pass's `when` text (Pass::When::text)
+  bool ran = false;            // false: its `when` did not hold, the pass was skipped
   double ms = 0;
   bool changed = false;
   std::string irAfter;         // only with dumpPasses
@@ -35,11 +37,28 @@ struct LowerContext {
   std::vector<PassRecord> passes;
 };
 
+// When a pass runs: a predicate over the context as the earlier passes left it, and the same condition in
+// words for the pass dump. The pass body assumes it (checked with requireWhen where a wrong call would
+// corrupt the IR); a pass whose `when` does not hold is skipped and leaves the IR as it was.
+struct When {
+  const char* text;
+  bool (*holds)(const LowerContext&);
+};
+
 struct Pass {
   const char* name;
+  When when;
   void (*run)(LowerContext&);
 };
 const std::vector<Pass>& passList();
+
+// HeddleError (an internal error) unless pass `name`'s `when` holds for `c`: the first line of a pass
+// body whose condition its `when` states.
+void requireWhen(const LowerContext& c, const char* name);
+
+// HEDDLE_DUMP=passes: per pass "--- after <name> (<ms> ms; runs when: <when>)" and the IR after it,
+// or "--- skipped <name> (runs when: <when>)".
+std::string passDump(const LowerContext& c);
 
 // Runs the pass list. The returned context owns the kernel IR.
 std::unique_ptr<LowerContext> lower(const Fusion& f, const TargetInfo& t, const LowerOptions& o);
@@ -70,7 +89,7 @@ void addWorkspaceParams(kir::Kernel& k);
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void fenceMbarrierInit(LowerContext&);  // passes/fence_mbarrier_init.cpp (after every pass that inits mbarriers)
 void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
-// passes/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
+// build/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
 // (gfx1250; hand-built role programs: sync_lab(roles=True)).
 void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages);
 }  // namespace passes

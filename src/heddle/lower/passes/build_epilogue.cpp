@@ -15,6 +15,8 @@
 // A matmul group (SwiGLU: g = matmul(x, w1); u = matmul(x, w3); out = silu(g) * u): member 0 is r0,
 // member p a register defined by `rP = acc part p` (the same element of member p's accumulator slice):
 //   r1 = acc part 1;  r2 = silu r0;  r3 = mul r2, r1;  r4 = cast r3 -> bf16;  store r4 -> D
+//
+// Runs when: always.
 #include <map>
 
 #include "heddle/lower/lower.h"

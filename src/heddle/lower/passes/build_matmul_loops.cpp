@@ -22,6 +22,8 @@
 //                                 B  cols n0 + 32 .. +64 -> stage cols 64 .. 96    warp column 1, member 0 ...
 // (transposed B: row slices of the [bn][bk] stage). Every member's output column j of a warp then sits
 // in the same thread as the others' (fragment fn + p * FN / P): the epilogue combines them in registers.
+//
+// Runs when: always.
 #include <sstream>
 
 #include "heddle/lower/lower.h"

@@ -9,6 +9,8 @@
 //   }
 // The check itself (what each collective op needs, how a condition's granularity is found) lives in
 // the sync room: sync/uniformity.cpp.
+//
+// Runs when: always.
 #include "heddle/lower/lower.h"
 #include "heddle/sync/plan.h"
 

@@ -14,6 +14,8 @@
 // wait counts the planner derives stay valid. Loads counted per instruction (AMD LDS DMA, vmcnt) are
 // not predicated: a k-tile past the end is all out of bounds, so it issues the same instructions,
 // each zero-filling its chunk, and no wait is loosened by missing counter entries.
+//
+// Runs when: always (it clones only the loops marked with 2 or more stages).
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {

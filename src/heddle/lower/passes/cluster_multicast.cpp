@@ -25,6 +25,8 @@
 // counted), its half of the shared tile, waits for each item and releases it, computing nothing (no
 // wgmma), and its epilogue's bounds store nothing; skipping the tile would leave the peer waiting for the
 // half it multicasts.
+//
+// Runs when: cluster(2, along) schedules (the body still refuses a kernel without the cooperative ring).
 #include <sstream>
 
 #include "heddle/lower/passes/hopper_build.h"
@@ -192,7 +194,7 @@ void clusterMulticast(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (h.cluster <= 1) return;
+  requireWhen(c, "cluster_multicast");
   if (!h.enabled || !h.warpSpecialized || h.tcgen05 || !h.coop)
     fail<HeddleError>("cluster_multicast: cluster(", h.cluster, ") reached a kernel without the cooperative ring");
   Rewriter r{k, t};

@@ -23,6 +23,8 @@
 // mbarrier operand through the generic proxy, which makes the fence one instruction of hardening inside a
 // CTA; the interpreter and the simulator require it before the first async-proxy use of each barrier
 // (docs/verification.md), so deleting it is a caught mutant.
+//
+// Runs when: always (it fences only init blocks of barriers the async proxy completes).
 #include <algorithm>
 #include <set>
 

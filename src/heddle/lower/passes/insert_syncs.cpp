@@ -12,13 +12,16 @@
 //
 // The planner (sync/planner.cpp, docs/sync-plan.md) reads the pipelined loop -- its trip variable
 // (K, or KS under split-K / stream-K), k-tile and stage count -- from the kernel IR's loops.
+//
+// Runs when: kernels whose syncs no builder placed (kernel.syncsPlanned unset: not the mbarrier rings, built with
+//   theirs).
 #include "heddle/lower/lower.h"
 #include "heddle/sync/plan.h"
 
 namespace heddle::passes {
 
 void insertSyncs(LowerContext& c) {
-  if (c.kernel.syncsPlanned) return;  // Hopper rings: placed by construction (warp_specialize, tma_pipeline)
+  requireWhen(c, "insert_syncs");  // not the rings placed by construction (warp_specialize, tma_pipeline)
   sync::planSyncs(c.kernel, c.target);
 }
 

@@ -6,6 +6,8 @@
 // Lifetimes are [first, last] node ids touching the buffer; a buffer may take the place of one
 // whose lifetime ended before it starts (the smaller one aliases into the larger's bytes). Over
 // the limit is a ScheduleError listing every buffer and size and what to shrink.
+//
+// Runs when: always.
 #include <algorithm>
 #include <map>
 #include <sstream>

@@ -19,6 +19,8 @@
 //   }
 // Only CTAs with a larger blockIdx.z (a larger linear index) wait, and only on smaller ones, so the
 // waits end on a GPU that dispatches CTAs in linear order (heddle_grid.cuh).
+//
+// Runs when: split-K kernels (kernel.splitK > 1).
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -28,7 +30,7 @@ using namespace hopper;
 void reduceSplits(LowerContext& c) {
   auto& k = c.kernel;
   const int S = k.splitK;
-  if (S <= 1) return;
+  requireWhen(c, "reduce_splits");
   auto& body = k.body.stmts;
   size_t at = 0;
   while (at < body.size() && body[at]->kind != kir::NodeKind::EpilogueStore) ++at;

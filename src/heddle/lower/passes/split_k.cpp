@@ -12,6 +12,8 @@
 //   grid z = 3; params ws (f32), flags (i32); name + "_sk3"
 // The loop index stays 0-based (stages and ring phases count this CTA's own k-tiles); only the
 // global k coordinate of the loads moves.
+//
+// Runs when: split-K schedules (split_k(S), S > 1).
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
@@ -54,7 +56,7 @@ void addWorkspaceParams(kir::Kernel& k) {
 
 void splitK(LowerContext& c) {
   const int S = c.tiling.splitK;
-  if (S <= 1) return;
+  requireWhen(c, "split_k");
   auto& k = c.kernel;
   IExpr z = IExpr::var("blockIdx.z"), nk = ceilDiv(IExpr::var("K"), c.tiling.bk);
   IExpr kb = z * nk / S, ke = (z + 1) * nk / S;

@@ -15,6 +15,8 @@
 //   for kt in [0, ceil(KS/64)) serial {
 //     load A (m0, (kt + skkt)*64); load B ((kt + skkt)*64, n0); mma (k-tile kt) }
 //   grid = (max(tiles, min(G, iters)), 1, 1); params ws (f32), flags (i32); name + "_stkG"
+//
+// Runs when: stream-K schedules (stream_k(G)).
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
@@ -23,7 +25,7 @@ using kir::IExpr;
 
 void streamK(LowerContext& c) {
   const int G = c.tiling.streamK;
-  if (G <= 0) return;
+  requireWhen(c, "stream_k");
   auto& k = c.kernel;
   IExpr nk = ceilDiv(IExpr::var("K"), c.tiling.bk);
   auto& loop = shareKLoop(c, IExpr::var("skkt"), "stream_k");

@@ -28,7 +28,9 @@
 // on CTA c-1 (an earlier CTA in dispatch order), which publishes in its first segment without waiting,
 // or after its own wait on c-2: the chain ends at the tile's first CTA, so every wait ends (and the grid
 // is at most the SM count when the tiles do not fill the SMs: every CTA is resident anyway).
-#include "heddle/lower/passes/stream_k_walk.h"
+//
+// Runs when: stream-K kernels without roles (kernel.streamK > 0, not warp-specialized).
+#include "heddle/lower/build/stream_k_walk.h"
 
 namespace heddle::passes {
 
@@ -36,7 +38,7 @@ using namespace hopper;
 
 void streamKFixup(LowerContext& c) {
   auto& k = c.kernel;
-  if (k.streamK <= 0 || c.tiling.hopper.warpSpecialized) return;  // roles: passes/stream_k_roles.cpp
+  requireWhen(c, "stream_k_fixup");  // roles: passes/stream_k_roles.cpp
   const auto& t = c.tiling;
   auto& body = k.body.stmts;
   size_t at = 0;

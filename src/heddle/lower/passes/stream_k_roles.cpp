@@ -30,9 +30,11 @@
 // The waits end: the MMA warpgroups of CTA c wait only on CTA c-1, which publishes in its first segment
 // (the head of its last tile) without waiting, or after its own wait on c-2; the producer waits only on
 // its own CTA's ring (docs/hopper.md "Stream-K on the warp-specialized kernel").
+//
+// Runs when: stream-K role-pipeline kernels (kernel.streamK > 0, warp-specialized).
 #include <algorithm>
 
-#include "heddle/lower/passes/stream_k_walk.h"
+#include "heddle/lower/build/stream_k_walk.h"
 
 namespace heddle::passes {
 
@@ -100,7 +102,7 @@ void dropFirstSlotWaits(std::vector<kir::NodePtr>& epi, int sd) {
 void streamKRoles(LowerContext& c) {
   auto& k = c.kernel;
   const auto& t = c.tiling;
-  if (k.streamK <= 0 || !t.hopper.warpSpecialized) return;
+  requireWhen(c, "stream_k_roles");
   std::vector<kir::ForLoop*> loops;
   tileLoops(k.body, loops);
   if (loops.size() != 2)

@@ -32,11 +32,13 @@
 //              [arrive emptyE[tl%se]]; tcgen05.fence::before_thread_sync; arrive accEmpty[tl%a] }
 //   }
 //   block_sync; if (warp == 1) { tcgen05.fence::after_thread_sync; tcgen05.dealloc tmem_slot, C columns }
+//
+// Runs when: role-pipeline kernels with tcgen05 MMA.
 #include <map>
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
-#include "heddle/lower/passes/epilogue_tma.h"
+#include "heddle/lower/build/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -105,7 +107,7 @@ void tcgen05Specialize(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (!h.enabled || !h.tcgen05) return;
+  requireWhen(c, "tcgen05_specialize");
   kir::Buffer* sE = epilogueOperandTma(k, t, h);  // a TMA-loaded bias / residual (before the graph: it is an edge)
   const RoleGraph graph = buildRoleGraph(k, h);
   const HopperRole& loadR = *h.role(HopperRole::Load);

@@ -29,6 +29,9 @@
 // (2026-11-27, H200, compute-sanitizer synccheck "Missing wait" on a split-K kernel with 4 k-tiles per
 // split): for nk in [s, s+p), that unawaited release completed phase 1 of empty[nk-s], whose pre-arrived
 // phase 0 the prologue never waited for either: two completions a parity wait could not tell apart.
+//
+// Runs when: wgmma / tcgen05 kernels (a role-pipeline kernel, built with its rings, only has its sync plan closed
+//   here).
 #include <optional>
 #include <sstream>
 
@@ -68,7 +71,7 @@ void tmaPipeline(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (!h.enabled) return;
+  requireWhen(c, "tma_pipeline");
   if (h.warpSpecialized) {  // built with its rings by warp_specialize
     finishPlan(k, k.syncPlan.summary);
     return;

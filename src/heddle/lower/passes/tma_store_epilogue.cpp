@@ -39,6 +39,8 @@
 //     epilogue store -> sD[c*sd + q%sd]; fence.proxy.async; bar.sync 2+c, 128
 //     if (tid % 128 == 0) { tma_store sD[c*sd + q%sd] -> D; bulk.commit_group }
 //   (after the u loop) if (tid % 128 == 0) bulk.wait_group.read(0)
+//
+// Runs when: epilogue_store("tma") from the MMA role.
 #include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
@@ -83,7 +85,7 @@ void tmaStoreEpilogue(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (!h.mmaTmaStore) return;
+  requireWhen(c, "tma_store_epilogue");
   Found f;
   if (!findStore(k.body, f))
     fail<HeddleError>("tma_store_epilogue: the MMA role of ", k.name, " has no direct epilogue store");

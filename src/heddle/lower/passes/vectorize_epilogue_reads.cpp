@@ -31,6 +31,8 @@
 // bias) stays as it was; so does every kernel whose epilogue runs per element (the tcgen05 epilogue, AMD's
 // MFMA / WMMA fragments, whose registers walk rows) or stores split-K / stream-K partials: vec_e=2 leaves
 // it unchanged.
+//
+// Runs when: vec_e != 1 (2: operands read in column pairs; any other value is refused).
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
@@ -42,7 +44,7 @@ void vectorizeEpilogueReads(LowerContext& c) {
                         "and wgmma fragments hold pairs of adjacent columns); use vec_e=2 for operands with contiguous "
                         "columns, even strides and pair-aligned bases, else vec_e=1");
   auto& k = c.kernel;
-  if (v == 1) return;
+  requireWhen(c, "vectorize_epilogue_reads");
   // an epilogue store printed in column pairs: the sm_90a staged one (registers / sC -> sD), in a wgmma kernel
   // the direct one (registers -> D), the mma.sync one (columnPairs); not a raw staging store, a TMEM
   // epilogue or a split-K partial

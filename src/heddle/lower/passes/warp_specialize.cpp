@@ -46,11 +46,13 @@
 //                           arrive.expect_tx fullE[tl%se] box bytes; tma bias[n0, n0+bn) -> sE[tl%se] }
 //   consumer, per tile: wait fullE[tl%se] parity (tl/se)%2; epilogue (r = sE[tl%se][(lr,) lc]);
 //                       arrive emptyE[tl%se]
+//
+// Runs when: role-pipeline kernels with wgmma (warp_specialize, not tcgen05).
 #include <map>
 #include <sstream>
 
 #include "heddle/lower/analysis/role_graph.h"
-#include "heddle/lower/passes/epilogue_tma.h"
+#include "heddle/lower/build/epilogue_tma.h"
 #include "heddle/lower/passes/hopper_build.h"
 #include "heddle/schedule/epilogue_layout.h"
 
@@ -153,7 +155,7 @@ void warpSpecialize(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  if (!h.enabled || !h.warpSpecialized || h.tcgen05) return;  // tcgen05: passes/tcgen05_specialize.cpp
+  requireWhen(c, "warp_specialize");  // tcgen05: passes/tcgen05_specialize.cpp
   Builder B{c, k, t, h, ceilDiv(var("K"), t.bk), 0};
   kir::Buffer* sE = epilogueOperandTma(k, t, h);
   const RoleGraph graph = buildRoleGraph(k, h);

@@ -1,5 +1,5 @@
 // Stream-K building blocks (see stream_k_walk.h).
-#include "heddle/lower/passes/stream_k_walk.h"
+#include "heddle/lower/build/stream_k_walk.h"
 
 namespace heddle::passes::streamk {
 

@@ -1,5 +1,5 @@
 // The TMA-loaded epilogue operand's buffer, ring and producer role (see epilogue_tma.h).
-#include "heddle/lower/passes/epilogue_tma.h"
+#include "heddle/lower/build/epilogue_tma.h"
 
 namespace heddle::passes::hopper {
 
