@@ -19,7 +19,7 @@
 //   }
 // Only CTAs with a larger blockIdx.z (a larger linear index) wait, and only on smaller ones, so the
 // waits end on a GPU that dispatches CTAs in linear order (heddle_grid.cuh).
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 

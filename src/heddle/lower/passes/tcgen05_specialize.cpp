@@ -37,7 +37,7 @@
 
 #include "heddle/lower/analysis/role_graph.h"
 #include "heddle/lower/passes/epilogue_tma.h"
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 
@@ -144,29 +144,24 @@ void tcgen05Specialize(LowerContext& c) {
     fail<HeddleError>("tcgen05_specialize: expected two TMA loads, one MMA and one epilogue in the k loop");
 
   // --- rings, one per edge of the role graph --------------------------------------------------
-  Ring ring;  // operands: the MMA thread releases item i itself (tcgen05.commit): prefetch s-1, keep 0
-  ring.label = ab->label();
-  ring.stages = s;
-  ring.prefetch = s - 1;
-  ring.keep = 0;
-  ring.fullCount = 1;
-  ring.emptyCount = 1;
-  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  ring.producer = loadR.name;
-  ring.consumer = mmaR.name;
-  ring.full = addMbarriers(k, "full", s);
-  ring.empty = addMbarriers(k, "empty", s);
-  Ring ringAcc;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
-  ringAcc.label = "tmem acc";
-  ringAcc.stages = a;
-  ringAcc.prefetch = a - 1;
-  ringAcc.keep = 0;
-  ringAcc.fullCount = 1;
-  ringAcc.emptyCount = 128;
-  ringAcc.producer = mmaR.name;
-  ringAcc.consumer = epiR.name;
-  ringAcc.full = addMbarriers(k, "accFull", a);
-  ringAcc.empty = addMbarriers(k, "accEmpty", a);
+  RingSpec abSpec;  // operands: the MMA thread releases item i itself (tcgen05.commit): prefetch s-1, keep 0
+  abSpec.label = ab->label();
+  abSpec.stages = s;
+  abSpec.prefetch = s - 1;
+  abSpec.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  abSpec.producer = loadR.name;
+  abSpec.consumer = mmaR.name;
+  const Ring ring = Ring::create(k, abSpec);
+  RingSpec accSpec;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
+  accSpec.label = "tmem acc";
+  accSpec.fullName = "accFull";
+  accSpec.emptyName = "accEmpty";
+  accSpec.stages = a;
+  accSpec.prefetch = a - 1;
+  accSpec.emptyCount = 128;
+  accSpec.producer = mmaR.name;
+  accSpec.consumer = epiR.name;
+  const Ring ringAcc = Ring::create(k, accSpec);
   Ring ringE;  // the bias / residual: read by the 128 epilogue threads with ordinary loads
   if (epiEdge) ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, epiR.name, 128);
   kir::Buffer* slot = tmemSlot(k);

@@ -39,7 +39,7 @@
 //     epilogue store -> sD[c*sd + q%sd]; fence.proxy.async; bar.sync 2+c, 128
 //     if (tid % 128 == 0) { tma_store sD[c*sd + q%sd] -> D; bulk.commit_group }
 //   (after the u loop) if (tid % 128 == 0) bulk.wait_group.read(0)
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 

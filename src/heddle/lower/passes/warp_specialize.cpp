@@ -51,7 +51,7 @@
 
 #include "heddle/lower/analysis/role_graph.h"
 #include "heddle/lower/passes/epilogue_tma.h"
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 #include "heddle/schedule/epilogue_layout.h"
 
 namespace heddle::passes {
@@ -204,18 +204,16 @@ void warpSpecialize(LowerContext& c) {
                         "build a ring for (it builds load -> mma, mma -> epilogue and a TMA bias producer -> "
                         "the epilogue's role: ", graph.str(), ")");
   }
-  Ring ring;
-  ring.label = ab->label();
-  ring.stages = ab->stages;
-  ring.prefetch = p;
-  ring.keep = keep;
-  ring.fullCount = 1;
-  ring.emptyCount = h.coop ? mmaThreads : 128;  // ping-pong: one warpgroup consumes each item
-  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  ring.producer = loadR.name;
-  ring.consumer = mmaR.name;
-  ring.full = addMbarriers(k, "full", s);
-  ring.empty = addMbarriers(k, "empty", s);
+  RingSpec abSpec;
+  abSpec.label = ab->label();
+  abSpec.stages = ab->stages;
+  abSpec.prefetch = p;
+  abSpec.keep = keep;
+  abSpec.emptyCount = h.coop ? mmaThreads : 128;  // ping-pong: one warpgroup consumes each item
+  abSpec.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  abSpec.producer = loadR.name;
+  abSpec.consumer = mmaR.name;
+  const Ring ring = Ring::create(k, abSpec);
   // ping-pong: the mainloops take turns. Needed for correctness, not only speed: a parity wait only
   // tells phases apart that are one round apart, and a warpgroup starting its next tile would wait on
   // items a whole tile (often several rounds) ahead of the ring; with keep > 0 its first releases
@@ -229,16 +227,17 @@ void warpSpecialize(LowerContext& c) {
     const int sc = accEdge->stages;
     sC = smemTile(k, "sC", "accstage", DType::F32, sc, t.bm, t.bn + 4, 128);
     sD = smemTile(k, "sD", "D", k.outDtype, 1, t.bm, t.bn, 1024);
-    ringC.label = "sC";
-    ringC.stages = sc;
-    ringC.prefetch = sc - 1;
-    ringC.keep = 0;
-    ringC.fullCount = mmaThreads;
-    ringC.emptyCount = 128 * epiR->warpgroups;
-    ringC.producer = mmaR.name;
-    ringC.consumer = epiR->name;
-    ringC.full = addMbarriers(k, "fullC", sc);
-    ringC.empty = addMbarriers(k, "emptyC", sc);
+    RingSpec cSpec;
+    cSpec.label = "sC";
+    cSpec.fullName = "fullC";
+    cSpec.emptyName = "emptyC";
+    cSpec.stages = sc;
+    cSpec.prefetch = sc - 1;
+    cSpec.fullCount = mmaThreads;
+    cSpec.emptyCount = 128 * epiR->warpgroups;
+    cSpec.producer = mmaR.name;
+    cSpec.consumer = epiR->name;
+    ringC = Ring::create(k, cSpec);
     kir::Param pd;
     pd.kind = kir::Param::TensorMap;
     pd.name = "tmD";
