@@ -19,8 +19,9 @@ kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
   return k.addBuffer(std::move(b));
 }
 
-// The mbarrier ring's (and the role-pipeline builders') door into the sync plan: every entry they
-// create passes here, so the origin of a sync placed by construction is set in one place.
+// Builder "mbarrier ring": the door into the sync plan of the ring and of the role-pipeline builders
+// (lower/build/) and the passes that place syncs by construction; every entry they create passes
+// here, so the origin of such a sync (kir::SyncReason's origin, once it has one) is set in one place.
 int addPlanEntry(kir::Kernel& k, kir::SyncReason r) {
   k.syncPlan.entries.push_back(std::move(r));
   return (int)k.syncPlan.entries.size() - 1;
