@@ -12,7 +12,7 @@
 // acquires every other thread's.
 //
 // Soundness: a move is kept only when afterwards every cross-thread hazard interval of the walked
-// traces (the planner's hazard analysis, analysis/hazards.h) still contains a block barrier or a
+// traces (the planner's hazard analysis, sync/hazards.h) still contains a block barrier or a
 // signal instance followed by its own wait instance (unorderedInterval); otherwise it is undone and
 // that end of the pair stays. The check is over dynamic instances, so a statement that consumes
 // what an earlier iteration's barrier published may sit between this iteration's signal and wait.

@@ -11,7 +11,7 @@
 //                                          role running the epilogue program
 // Every buffer one role writes and another reads is an edge; the buffers of one producer and one
 // consumer share the edge. Edge kinds:
-//   Ring   shared buffers (sA, sB): one full/empty mbarrier pair per stage (hopper_build.h, Ring);
+//   Ring   shared buffers (sA, sB): one full/empty mbarrier pair per stage (sync/ring.h, Ring);
 //          registers (the accumulator): staged through a ring in shared memory, then a ring too
 //   Order  the ping-pong token between the warpgroups of one MMA role (order[2]): a self-edge, it
 //          orders the role's own mainloops and carries no data

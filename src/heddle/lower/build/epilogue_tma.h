@@ -16,7 +16,7 @@
 #include <string>
 
 #include "heddle/lower/analysis/role_graph.h"
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes::hopper {
 

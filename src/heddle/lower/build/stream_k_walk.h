@@ -16,7 +16,7 @@
 
 #include <functional>
 
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes::streamk {
 

@@ -29,7 +29,7 @@
 // Runs when: cluster(2, along) schedules (the body still refuses a kernel without the cooperative ring).
 #include <sstream>
 
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 
@@ -60,15 +60,8 @@ struct Rewriter {
   }
 
   std::unique_ptr<kir::Sync> remoteRelease(const kir::Sync& local) {
-    const kir::SyncReason& r = k.syncPlan.entries.at(local.reason);
-    Why w{r.hazards + " (the peer's multicast)", r.producer + " (this CTA)", "the peer CTA's multicast of its half",
-          r.buffer, r.stage,
-          "the peer's producer multicasts its half of " + shared->name + " into this CTA's slot too: " + empty->name +
-              " counts the consumers of both CTAs, so each consumer thread also arrives on the peer's " +
-              empty->name + "[" + local.index.str() + "] (mapa + mbarrier.arrive.release.cluster)"};
-    auto s = makeMbar(k, kir::SyncKind::MbarArriveRemote, empty, local.index, w);
     ++remotes;
-    return s;
+    return sync::remoteRelease(k, local, empty, shared->name);
   }
 
   static bool hasMma(const kir::Block& b) {
@@ -94,9 +87,8 @@ struct Rewriter {
       if (!keep) continue;
       auto c = kir::clone(sy, {});
       auto& cs = static_cast<kir::Sync&>(*c);
-      k.syncPlan.entries.push_back(k.syncPlan.entries.at(sy.reason));
+      cs.reason = sync::copyPlanEntry(k, sy);
       k.syncPlan.entries.back().origin = {"", "mbarrier ring (idle partner copy)"};  // pass: stamped cluster_multicast
-      cs.reason = (int)k.syncPlan.entries.size() - 1;
       amend(cs, std::string("; the absent partner tile (") + (alongM ? "m0 >= M" : "n0 >= N") +
                     "): no wgmma reads the slot, it is released once its data landed");
       idle->body.stmts.push_back(std::move(c));

@@ -28,7 +28,7 @@
 #include <algorithm>
 #include <set>
 
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 

@@ -21,7 +21,7 @@
 // waits end on a GPU that dispatches CTAs in linear order (heddle_grid.cuh).
 //
 // Runs when: split-K kernels (kernel.splitK > 1).
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 

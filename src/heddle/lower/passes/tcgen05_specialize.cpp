@@ -2,7 +2,9 @@
 // load warp -> MMA warp (tcgen05.mma into tensor memory) -> epilogue warpgroup, and a bias / residual
 // producer warp -> epilogue warpgroup when that operand is cached with tma_load, with one mbarrier ring
 // per producer -> consumer edge and the persistent, grouped tile walk of the Hopper kernel
-// (docs/blackwell.md; docs/sync-cases.md case 13). The graph as lowered is kept in k.syncPlan.roles.
+// (docs/blackwell.md; docs/sync-cases.md case 13). The graph as lowered is kept in k.syncPlan.roles. Built on the
+// role-pipeline builder (lower/build/role_pipeline.h; tcgen05 is its MmaIssue hook: the MMA step's tensor-
+// memory stage and accumulate flag, tcgen05.commit -> empty) and the mbarrier rings of sync/ring.h.
 //
 // Before (build_matmul_loops, tiling with roles {load, mma, epilogue}, tcgen05):
 //   alloc sA, sB, acc; for kt { tma A; tma B; mma acc += sA x sB }; epilogue store
@@ -37,9 +39,8 @@
 #include <map>
 #include <sstream>
 
-#include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/build/role_pipeline.h"
 #include "heddle/lower/build/epilogue_tma.h"
-#include "heddle/lower/passes/hopper_build.h"
 
 namespace heddle::passes {
 
@@ -108,8 +109,9 @@ void tcgen05Specialize(LowerContext& c) {
   auto& h = t.hopper;
   auto& k = c.kernel;
   requireWhen(c, "tcgen05_specialize");
-  kir::Buffer* sE = epilogueOperandTma(k, t, h);  // a TMA-loaded bias / residual (before the graph: it is an edge)
-  const RoleGraph graph = buildRoleGraph(k, h);
+  RolePipeline P(c);
+  kir::Buffer* sE = P.sE;
+  const RoleGraph& graph = P.graph;
   const HopperRole& loadR = *h.role(HopperRole::Load);
   const HopperRole& mmaR = *h.role(HopperRole::Mma);
   const HopperRole& epiR = *h.role(HopperRole::Epilogue);
@@ -120,73 +122,33 @@ void tcgen05Specialize(LowerContext& c) {
     fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue", sE ? " <- " + h.epiTma +
                       "_load" : "", " (", graph.str(), ")");
   const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
-  const IExpr nk = ceilDiv(var("K"), t.bk);
-
-  std::vector<kir::NodePtr> ops;
-  kir::Buffer *sA = nullptr, *sB = nullptr, *acc = nullptr;
-  for (auto& b : k.buffers) {
-    if (b->role == "A") sA = b.get();
-    if (b->role == "B") sB = b.get();
-    if (b->role == "acc") acc = b.get();
-  }
-  std::vector<kir::TileLoad*> loads;
-  kir::MmaStep* mmaOp = nullptr;
-  kir::EpilogueStore* epiOp = nullptr;
-  for (auto& n : k.body.stmts) {
-    if (n->kind == kir::NodeKind::For)
-      for (auto& m : static_cast<kir::ForLoop&>(*n).body.stmts) ops.push_back(kir::clone(*m, {}));
-    if (n->kind == kir::NodeKind::EpilogueStore) ops.push_back(kir::clone(*n, {}));
-  }
-  for (auto& n : ops) {
-    if (n->kind == kir::NodeKind::TileLoad) loads.push_back(static_cast<kir::TileLoad*>(n.get()));
-    if (n->kind == kir::NodeKind::MmaStep) mmaOp = static_cast<kir::MmaStep*>(n.get());
-    if (n->kind == kir::NodeKind::EpilogueStore) epiOp = static_cast<kir::EpilogueStore*>(n.get());
-  }
-  if (!sA || !sB || !acc || !mmaOp || !epiOp || loads.size() != 2)
+  kir::Buffer* acc = P.acc;
+  if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != 2)
     fail<HeddleError>("tcgen05_specialize: expected two TMA loads, one MMA and one epilogue in the k loop");
 
   // --- rings, one per edge of the role graph --------------------------------------------------
-  Ring ring;  // operands: the MMA thread releases item i itself (tcgen05.commit): prefetch s-1, keep 0
-  ring.label = ab->label();
-  ring.stages = s;
-  ring.prefetch = s - 1;
-  ring.keep = 0;
-  ring.fullCount = 1;
-  ring.emptyCount = 1;
-  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  ring.producer = loadR.name;
-  ring.consumer = mmaR.name;
-  ring.full = addMbarriers(k, "full", s);
-  ring.empty = addMbarriers(k, "empty", s);
-  Ring ringAcc;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
-  ringAcc.label = "tmem acc";
-  ringAcc.stages = a;
-  ringAcc.prefetch = a - 1;
-  ringAcc.keep = 0;
-  ringAcc.fullCount = 1;
-  ringAcc.emptyCount = 128;
-  ringAcc.producer = mmaR.name;
-  ringAcc.consumer = epiR.name;
-  ringAcc.full = addMbarriers(k, "accFull", a);
-  ringAcc.empty = addMbarriers(k, "accEmpty", a);
+  RingSpec abSpec = P.operandRingSpec(*ab);  // the MMA thread releases item i itself (tcgen05.commit)
+  abSpec.prefetch = s - 1;                     // so prefetch s-1, keep 0
+  const Ring ring = Ring::create(k, abSpec);
+  RingSpec accSpec;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
+  accSpec.label = "tmem acc";
+  accSpec.fullName = "accFull";
+  accSpec.emptyName = "accEmpty";
+  accSpec.stages = a;
+  accSpec.prefetch = a - 1;
+  accSpec.emptyCount = 128;
+  accSpec.producer = mmaR.name;
+  accSpec.consumer = epiR.name;
+  const Ring ringAcc = Ring::create(k, accSpec);
   Ring ringE;  // the bias / residual: read by the 128 epilogue threads with ordinary loads
   if (epiEdge) ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, epiR.name, 128);
   kir::Buffer* slot = tmemSlot(k);
-  kir::Param nc;
-  nc.kind = kir::Param::Int32;
-  nc.name = "num_ctas";
-  k.params.push_back(nc);
+  P.addWalkParams();
 
   // --- the kernel body ----------------------------------------------------------------------
-  std::vector<kir::NodePtr> body;
-  for (auto& b : k.buffers)
-    if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
-  body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));
-  auto init = electOne(0);
-  ring.init(k, init->thenBody);
-  ringAcc.init(k, init->thenBody);
-  if (epiEdge) ringE.init(k, init->thenBody);
-  body.push_back(std::move(init));
+  std::vector<const Ring*> inits{&ring, &ringAcc};
+  if (epiEdge) inits.push_back(&ringE);
+  std::vector<kir::NodePtr> body = P.head(inits);
   const std::string cols = std::to_string(C);
   auto alloc = when(eq(var("warp"), 1));
   alloc->thenBody.stmts.push_back(
@@ -209,12 +171,9 @@ void tcgen05Specialize(LowerContext& c) {
                           {"init mbarriers, tmem_slot", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init and warp 1's tcgen05.alloc must be visible to "
                            "every role before it arrives, waits or reads tmem_slot (roles diverge after it)"}));
-  const IExpr tilesCta = ceilDiv(ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn) - var("bid"), var("num_ctas"));
-  IExpr kt = var("kt"), tl = var("tl"), g = tl * nk + kt;
+  const IExpr tilesCta = P.tilesPerCta(), tl = var("tl");  // (not batched: blackwell_schedule refuses it)
 
-  auto wg0 = when(var("warp") < 4);
-  if (auto r = setMaxNReg(k, loadR, h.threads)) wg0->thenBody.stmts.push_back(std::move(r));
-  wg0->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, loadR.firstWarp, tilesCta, nk));  // role load
+  auto wg0 = P.loadWarpgroup(ring, loadR, loadR.firstWarp, tilesCta);  // role load
   {  // role mma: warp 1's elected thread issues every tcgen05 op of the kernel
     auto elected = electOne(mmaR.firstWarp);
     ring.preArrive(k, elected->thenBody, "st");
@@ -226,26 +185,23 @@ void tcgen05Specialize(LowerContext& c) {
          "tmem acc", (tl % a).str(),
          "tcgen05.fence::after_thread_sync after the accEmpty wait: the MMAs that overwrite the stage are ordered "
          "after the epilogue's loads of it (which it fenced before arriving)"}));
-    auto kl = forLoop("kt", 0, nk);
-    kl->cbStages = s;
-    kl->cbPrefetch = s - 1;
-    kl->body.stmts.push_back(ring.consumerWait(k, g));
-    auto m = kir::clone(*mmaOp, {});
-    auto& mm = static_cast<kir::MmaStep&>(*m);
-    mm.stageA = mm.stageB = g % s;
-    mm.iter = g;
-    mm.wgmma = false;
-    mm.tcgen05 = true;
-    mm.accStage = tl % a;
-    mm.accumulate = kt;
-    kl->body.stmts.push_back(std::move(m));
-    kl->body.stmts.push_back(tcgenOp(
-        k, kir::SyncKind::TcgenCommit, ring.empty, g % s,
-        {"WAR " + ring.label + " (" + mmaR.name + " -> " + loadR.name + ")", "tcgen05.mma reads of " + ring.label,
-         "tma writes of " + ring.label, ring.label, (g % s).str(),
-         "tcgen05.commit -> " + ring.empty->name + "[g%" + std::to_string(s) + "]: one arrival once this k-tile's "
-             "MMAs have read the slot; the producer's item g+" + std::to_string(s) + " waits that phase, parity "
-             "((g+" + std::to_string(s) + ")/" + std::to_string(s) + ")%2"}));
+    MmaIssue tcgen05;
+    tcgen05.configure = [&](kir::MmaStep& mm) {
+      mm.wgmma = false;
+      mm.tcgen05 = true;
+      mm.accStage = tl % a;
+      mm.accumulate = var("kt");
+    };
+    tcgen05.after = [&](kir::Block& b, IExpr g) {
+      b.stmts.push_back(tcgenOp(
+          k, kir::SyncKind::TcgenCommit, ring.empty, g % s,
+          {"WAR " + ring.label + " (" + mmaR.name + " -> " + loadR.name + ")", "tcgen05.mma reads of " + ring.label,
+           "tma writes of " + ring.label, ring.label, (g % s).str(),
+           "tcgen05.commit -> " + ring.empty->name + "[g%" + std::to_string(s) + "]: one arrival once this k-tile's "
+               "MMAs have read the slot; the producer's item g+" + std::to_string(s) + " waits that phase, parity "
+               "((g+" + std::to_string(s) + ")/" + std::to_string(s) + ")%2"}));
+    };
+    auto kl = P.mmaKLoop(ring, tcgen05);
     tiles->body.stmts.push_back(std::move(kl));
     tiles->body.stmts.push_back(tcgenOp(
         k, kir::SyncKind::TcgenCommit, ringAcc.full, tl % a,
@@ -272,7 +228,7 @@ void tcgen05Specialize(LowerContext& c) {
          "tmem acc", (tl % a).str(),
          "tcgen05.fence::after_thread_sync after the accFull wait: the loads are ordered after the MMAs the "
          "commit published"}));
-    auto st = kir::clone(*epiOp, {});
+    auto st = kir::clone(*P.epi, {});
     auto& e = static_cast<kir::EpilogueStore&>(*st);
     e.tmem = true;
     e.fromStage = tl % a;
@@ -307,16 +263,7 @@ void tcgen05Specialize(LowerContext& c) {
   k.tile.tcgen05 = true;
   k.tile.accStages = a;
   k.tile.tmemCols = C;
-  k.launch.threads = h.threads;
-  k.launch.gridX = var("num_ctas");
-  k.launch.gridY = 1;
-  k.launch.gridZ = 1;
-  std::ostringstream name;
-  name << "_ws3tc_a" << a;
-  for (auto& r : h.roles)
-    if (r.warpgroups) name << "_" << r.registers;
-  if (epiEdge) name << "_tmae" << ringE.stages;
-  k.name += name.str();
+  P.finish("_ws3tc_a" + std::to_string(a), epiEdge ? &ringE : nullptr);
   std::ostringstream sum;
   sum << "roles: " << loadR.name << " (warp 0) -(" << ring.label << ")-> " << mmaR.name << " (warp 1, tcgen05.mma) -("
       << "accumulator in tensor memory)-> " << epiR.name << " (warps 4-7); ring " << ring.label << ": " << s

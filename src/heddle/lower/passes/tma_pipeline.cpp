@@ -35,7 +35,7 @@
 #include <optional>
 #include <sstream>
 
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 
@@ -83,18 +83,17 @@ void tmaPipeline(LowerContext& c) {
     if (b->role == "B") sB = b.get();
     if (b->role == "acc") acc = b.get();
   }
-  Ring ring;
-  ring.label = "sA, sB";
-  ring.stages = s;
-  ring.prefetch = p;
-  ring.keep = keep;
-  ring.fullCount = 1;
-  ring.emptyCount = T;
-  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  ring.producer = "tma (thread 0)";
-  ring.consumer = "wgmma (all threads)";
-  ring.full = addMbarriers(k, "full", s);
-  if (h.warMbarrier) ring.empty = addMbarriers(k, "empty", s);
+  RingSpec spec;
+  spec.label = "sA, sB";
+  spec.emptyName = h.warMbarrier ? "empty" : "";  // else a block barrier orders the WAR
+  spec.stages = s;
+  spec.prefetch = p;
+  spec.keep = keep;
+  spec.emptyCount = T;
+  spec.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  spec.producer = "tma (thread 0)";
+  spec.consumer = "wgmma (all threads)";
+  const Ring ring = Ring::create(k, spec);
 
   auto& body = k.body.stmts;
   size_t firstLoop = 0;

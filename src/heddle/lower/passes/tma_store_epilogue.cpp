@@ -41,7 +41,7 @@
 //   (after the u loop) if (tid % 128 == 0) bulk.wait_group.read(0)
 //
 // Runs when: epilogue_store("tma") from the MMA role.
-#include "heddle/lower/passes/hopper_build.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 

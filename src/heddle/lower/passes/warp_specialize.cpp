@@ -5,6 +5,8 @@
 // m-tiles x n-tiles, `let batch_idx = tile / tiles per matrix` and the grouped (m0, n0) of the rest; the
 // TMA loads of a batched operand (and the TMA store of D) take batch_idx as their third coordinate, a
 // rank-2 B (a shared weight) is one 2-D map; param `batch`, grid.z = 1 (kir Tile::batchWalk).
+// Built on the role-pipeline builder (lower/build/role_pipeline.h; wgmma is its MmaIssue hook: wgmma.fence,
+// commit, wait_group(keep), the ring release) and the mbarrier rings of sync/ring.h.
 //
 // Before (build_matmul_loops, tiling with roles {load, mma[, epilogue]}):
 //   alloc sA, sB, acc; for kt { tma A; tma B; wgmma acc += sA x sB }; epilogue store
@@ -51,9 +53,8 @@
 #include <map>
 #include <sstream>
 
-#include "heddle/lower/analysis/role_graph.h"
+#include "heddle/lower/build/role_pipeline.h"
 #include "heddle/lower/build/epilogue_tma.h"
-#include "heddle/lower/passes/hopper_build.h"
 #include "heddle/schedule/epilogue_layout.h"
 
 namespace heddle::passes {
@@ -76,41 +77,12 @@ kir::Buffer* smemTile(kir::Kernel& k, const std::string& name, const std::string
   return k.addBuffer(std::move(b));
 }
 
-template <typename T>
-T* take(std::vector<kir::NodePtr>& v, kir::NodeKind kind) {
-  for (auto& n : v)
-    if (n && n->kind == kind) return static_cast<T*>(n.get());
-  return nullptr;
+// wgmma's step of the role pipeline (wgmma.fence, commit and wait_group carry the accumulator buffer)
+std::unique_ptr<kir::Sync> wgmmaOp(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* acc, const Why& why, int arg = 0) {
+  auto s = makeSync(k, kind, why, arg);
+  s->buf = acc;
+  return s;
 }
-
-struct Builder {
-  LowerContext& c;
-  kir::Kernel& k;
-  const MatmulTiling& t;
-  const HopperSchedule& h;
-  IExpr nk, tilesCta, numCtas = var("num_ctas");
-
-  // let tile, m0, n0 for local tile index `tl` (grouped order: groupM m-tiles share n)
-  void tileLets(kir::Block& b, IExpr tl) const { persistentTileLets(b, t, tl); }
-
-  std::unique_ptr<kir::ForLoop> loop(const std::string& v, IExpr lo, IExpr hi, kir::LoopStage st = kir::LoopStage::Serial) {
-    auto l = forLoop(v, lo, hi);
-    l->stage = st;
-    return l;
-  }
-
-  std::unique_ptr<kir::IfThenElse> when(IExpr cond) { return hopper::when(cond); }
-
-  void setmaxnreg(kir::Block& b, const HopperRole& r) {
-    if (auto s = setMaxNReg(k, r, h.threads)) b.stmts.push_back(std::move(s));
-  }
-
-  std::unique_ptr<kir::Sync> wgmmaOp(kir::SyncKind kind, kir::Buffer* acc, const Why& why, int arg = 0) {
-    auto s = makeSync(k, kind, why, arg);
-    s->buf = acc;
-    return s;
-  }
-};
 
 // The role graph as lowered: roles with their warps and budgets, one entry per edge with its barriers.
 kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edge*, const Ring*>& rings,
@@ -156,33 +128,16 @@ void warpSpecialize(LowerContext& c) {
   auto& h = t.hopper;
   auto& k = c.kernel;
   requireWhen(c, "warp_specialize");  // tcgen05: passes/tcgen05_specialize.cpp
-  Builder B{c, k, t, h, ceilDiv(var("K"), t.bk), 0};
-  kir::Buffer* sE = epilogueOperandTma(k, t, h);
-  const RoleGraph graph = buildRoleGraph(k, h);
+  RolePipeline P(c);
+  kir::Buffer* sE = P.sE;
+  const RoleGraph& graph = P.graph;
   const HopperRole& loadR = *h.role(HopperRole::Load);
   const HopperRole& mmaR = *h.role(HopperRole::Mma);
   const HopperRole* epiR = h.role(HopperRole::Epilogue);
-  const int s = t.stages, p = t.prefetch, keep = s - p - 1;
+  const int p = t.prefetch, keep = t.stages - p - 1;
   const int mmaThreads = 128 * h.mmaWarpgroups;
-
-  // the original ops (cloned into their roles) and buffers
-  std::vector<kir::NodePtr> ops;
-  kir::Buffer *sA = nullptr, *sB = nullptr, *acc = nullptr;
-  for (auto& b : k.buffers) {
-    if (b->role == "A") sA = b.get();
-    if (b->role == "B") sB = b.get();
-    if (b->role == "acc") acc = b.get();
-  }
-  for (auto& n : k.body.stmts) {
-    if (n->kind == kir::NodeKind::For)
-      for (auto& m : static_cast<kir::ForLoop&>(*n).body.stmts) ops.push_back(kir::clone(*m, {}));
-    if (n->kind == kir::NodeKind::EpilogueStore) ops.push_back(kir::clone(*n, {}));
-  }
-  std::vector<kir::TileLoad*> loads;
-  for (auto& n : ops)
-    if (n->kind == kir::NodeKind::TileLoad) loads.push_back(static_cast<kir::TileLoad*>(n.get()));
-  auto* mmaOp = take<kir::MmaStep>(ops, kir::NodeKind::MmaStep);
-  auto* epiOp = take<kir::EpilogueStore>(ops, kir::NodeKind::EpilogueStore);
+  kir::Buffer* acc = P.acc;
+  kir::EpilogueStore* epiOp = P.epi;
 
   // --- rings, one per edge of the role graph -------------------------------------------------
   const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
@@ -206,18 +161,11 @@ void warpSpecialize(LowerContext& c) {
                         "build a ring for (it builds load -> mma, mma -> epilogue and a TMA bias producer -> "
                         "the epilogue's role: ", graph.str(), ")");
   }
-  Ring ring;
-  ring.label = ab->label();
-  ring.stages = ab->stages;
-  ring.prefetch = p;
-  ring.keep = keep;
-  ring.fullCount = 1;
-  ring.emptyCount = h.coop ? mmaThreads : 128;  // ping-pong: one warpgroup consumes each item
-  ring.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  ring.producer = loadR.name;
-  ring.consumer = mmaR.name;
-  ring.full = addMbarriers(k, "full", s);
-  ring.empty = addMbarriers(k, "empty", s);
+  RingSpec abSpec = P.operandRingSpec(*ab);
+  abSpec.prefetch = p;
+  abSpec.keep = keep;
+  abSpec.emptyCount = h.coop ? mmaThreads : 128;  // ping-pong: one warpgroup consumes each item
+  const Ring ring = Ring::create(k, abSpec);
   // ping-pong: the mainloops take turns. Needed for correctness, not only speed: a parity wait only
   // tells phases apart that are one round apart, and a warpgroup starting its next tile would wait on
   // items a whole tile (often several rounds) ahead of the ring; with keep > 0 its first releases
@@ -231,16 +179,17 @@ void warpSpecialize(LowerContext& c) {
     const int sc = accEdge->stages;
     sC = smemTile(k, "sC", "accstage", DType::F32, sc, t.bm, t.bn + 4, 128);
     sD = smemTile(k, "sD", "D", k.outDtype, 1, t.bm, t.bn, 1024);
-    ringC.label = "sC";
-    ringC.stages = sc;
-    ringC.prefetch = sc - 1;
-    ringC.keep = 0;
-    ringC.fullCount = mmaThreads;
-    ringC.emptyCount = 128 * epiR->warpgroups;
-    ringC.producer = mmaR.name;
-    ringC.consumer = epiR->name;
-    ringC.full = addMbarriers(k, "fullC", sc);
-    ringC.empty = addMbarriers(k, "emptyC", sc);
+    RingSpec cSpec;
+    cSpec.label = "sC";
+    cSpec.fullName = "fullC";
+    cSpec.emptyName = "emptyC";
+    cSpec.stages = sc;
+    cSpec.prefetch = sc - 1;
+    cSpec.fullCount = mmaThreads;
+    cSpec.emptyCount = 128 * epiR->warpgroups;
+    cSpec.producer = mmaR.name;
+    cSpec.consumer = epiR->name;
+    ringC = Ring::create(k, cSpec);
     kir::Param pd;
     pd.kind = kir::Param::TensorMap;
     pd.name = "tmD";
@@ -254,46 +203,28 @@ void warpSpecialize(LowerContext& c) {
   if (epiEdge)
     ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, graph.nodes[epiEdge->to].name,
                                 128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups));
-  kir::Param nc;
-  nc.kind = kir::Param::Int32;
-  nc.name = "num_ctas";
-  k.params.push_back(nc);
-  if (t.batched) {  // the batch is a coordinate of the tile walk (persistentTileLets), not blockIdx.z
-    nc.name = "batch";
-    k.params.push_back(nc);
-    k.tile.batchWalk = true;
-  }
+  P.addWalkParams();
 
   // --- the kernel body ----------------------------------------------------------------------
-  std::vector<kir::NodePtr> body;
-  for (auto& b : k.buffers)
-    if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
-  body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));  // signed: tile counts subtract it
-  auto init = electOne(0);
-  ring.init(k, init->thenBody);
-  if (accEdge) ringC.init(k, init->thenBody);
-  if (epiEdge) ringE.init(k, init->thenBody);
-  if (order) {
-    Ring ord;  // init only
-    ord.full = order;
-    ord.stages = 2;
-    ord.fullCount = 128;
-    ord.init(k, init->thenBody);
-  }
-  body.push_back(std::move(init));
+  Ring ord;  // the ping-pong order barriers: init only
+  ord.full = order;
+  ord.stages = 2;
+  ord.fullCount = 128;
+  std::vector<const Ring*> inits{&ring};
+  if (accEdge) inits.push_back(&ringC);
+  if (epiEdge) inits.push_back(&ringE);
+  if (order) inits.push_back(&ord);
+  std::vector<kir::NodePtr> body = P.head(inits);
   body.push_back(makeSync(k, kir::SyncKind::BlockSync,
                           {"init mbarriers", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init must be visible to every role before it "
                            "arrives or waits (the last block-wide barrier: roles diverge after it)"}));
-  B.tilesCta = ceilDiv(persistentTileCount(t) - var("bid"), B.numCtas);
-  IExpr kt = var("kt"), tl = var("tl"), g = tl * B.nk + kt;
+  const IExpr tilesCta = P.tilesPerCta(), tl = var("tl");
 
   // role load: one elected thread walks every tile's k loop
-  auto loadRole = B.when(var("warp") < 4);
-  B.setmaxnreg(loadRole->thenBody, loadR);
-  loadRole->thenBody.stmts.push_back(tmaProducerRole(k, t, ring, loads, 0, B.tilesCta, B.nk));
+  auto loadRole = P.loadWarpgroup(ring, loadR, 0, tilesCta);
   if (epiEdge)  // role <operand>_load: warp 1's elected thread, the operand's box of each tile
-    loadRole->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, epiLoadR->firstWarp, B.tilesCta));
+    loadRole->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, epiLoadR->firstWarp, tilesCta));
   // the role running the epilogue program around it: wait for the tile's bias slice, read it, release it
   auto epilogueWithOperands = [&](kir::Block& b, kir::NodePtr epi) {
     epilogueWithOperand(k, b, std::move(epi), epiEdge ? &ringE : nullptr, tl);
@@ -304,28 +235,28 @@ void warpSpecialize(LowerContext& c) {
   std::unique_ptr<kir::IfThenElse> mmaIf;
   kir::Block* mmaBody = rest;
   if (epiR) {
-    mmaIf = B.when(var("warp") < 4 + 4 * h.mmaWarpgroups);
+    mmaIf = when(var("warp") < 4 + 4 * h.mmaWarpgroups);
     mmaBody = &mmaIf->thenBody;
   }
-  B.setmaxnreg(*mmaBody, mmaR);
+  if (auto r = setMaxNReg(k, mmaR, h.threads)) mmaBody->stmts.push_back(std::move(r));
   IExpr wgc = (var("warp") - 4) / 4;  // ping-pong: which MMA warpgroup
   if (h.coop) {
     ring.preArrive(k, *mmaBody, "st");
     if (epiEdge && !epiR) ringE.preArrive(k, *mmaBody, "st");
   } else {
-    auto first = B.when(var("warp") < 8);
+    auto first = when(var("warp") < 8);
     ring.preArrive(k, first->thenBody, "st");
     mmaBody->stmts.push_back(std::move(first));
   }
   {
     std::unique_ptr<kir::ForLoop> tiles;
     if (h.coop) {
-      tiles = B.loop("tl", 0, B.tilesCta);
+      tiles = forLoop("tl", 0, tilesCta);
     } else {
-      tiles = B.loop("u", 0, ceilDiv(B.tilesCta - wgc, 2));
+      tiles = forLoop("u", 0, ceilDiv(tilesCta - wgc, 2));
       tiles->body.stmts.push_back(std::make_unique<kir::Let>("tl", var("u") * 2 + wgc));
     }
-    B.tileLets(tiles->body, tl);
+    persistentTileLets(tiles->body, t, tl);
     tiles->body.stmts.push_back(std::make_unique<kir::Alloc>(acc));
     if (order) {
       Why w{"order mainloops", "the other MMA warpgroup's k loop", "this warpgroup's k loop", "order", "",
@@ -334,34 +265,31 @@ void warpSpecialize(LowerContext& c) {
             "first wait of warpgroup 0 passes on the fresh barrier"};
       tiles->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarWait, order, wgc, w, 0, (var("u") + 1 - wgc) % 2));
     }
-    auto kl = B.loop("kt", 0, B.nk);
-    kl->cbStages = s;
-    kl->cbPrefetch = p;
-    kl->body.stmts.push_back(ring.consumerWait(k, g));
-    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaFence, acc,
-                                       {"registers acc", "", "", "acc", "",
-                                        "wgmma.fence before this k-tile's wgmma: the accumulators were last touched "
-                                        "by ordinary instructions (zero, the wait's operand fence, the previous "
-                                        "tile's epilogue)"}));
-    auto m = kir::clone(*mmaOp, {});
-    auto& mm = static_cast<kir::MmaStep&>(*m);
-    mm.stageA = mm.stageB = g % s;
-    mm.iter = g;
-    kl->body.stmts.push_back(std::move(m));
-    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaCommit, acc,
-                                       {"group wgmma sA, sB", "", "", "sA, sB", "",
-                                        "commit this k-tile's wgmma ops as one group, which wait_group retires"}));
-    kl->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaWait, acc,
-                                       {"WAR sA, sB (wgmma -> tma)", "wgmma reads of sA, sB", "tma writes of sA, sB",
-                                        "sA, sB", "",
-                                        "wgmma.wait_group(" + std::to_string(keep) + "): item g-" +
-                                            std::to_string(keep) + " finished reading before its slot is released; " +
-                                            std::to_string(keep) + " group(s) stay in flight (s-p-1)"},
-                                       keep));
-    kl->body.stmts.push_back(ring.consumerRelease(k, g));
+    MmaIssue wgmma;
+    wgmma.before = [&](kir::Block& b, IExpr) {
+      b.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaFence, acc,
+                                {"registers acc", "", "", "acc", "",
+                                 "wgmma.fence before this k-tile's wgmma: the accumulators were last touched by "
+                                 "ordinary instructions (zero, the wait's operand fence, the previous tile's "
+                                 "epilogue)"}));
+    };
+    wgmma.after = [&](kir::Block& b, IExpr g) {
+      b.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaCommit, acc,
+                                {"group wgmma sA, sB", "", "", "sA, sB", "",
+                                 "commit this k-tile's wgmma ops as one group, which wait_group retires"}));
+      b.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
+                                {"WAR sA, sB (wgmma -> tma)", "wgmma reads of sA, sB", "tma writes of sA, sB",
+                                 "sA, sB", "",
+                                 "wgmma.wait_group(" + std::to_string(keep) + "): item g-" + std::to_string(keep) +
+                                     " finished reading before its slot is released; " + std::to_string(keep) +
+                                     " group(s) stay in flight (s-p-1)"},
+                                keep));
+      b.stmts.push_back(ring.consumerRelease(k, g));
+    };
+    auto kl = P.mmaKLoop(ring, wgmma);
     tiles->body.stmts.push_back(std::move(kl));
     if (keep > 0)  // with keep = 0 the k loop's own wait_group(0) already retired every group
-      tiles->body.stmts.push_back(B.wgmmaOp(kir::SyncKind::WgmmaWait, acc,
+      tiles->body.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
                                             {"RAW acc (wgmma -> epilogue)", "wgmma", "epilogue", "acc", "",
                                              "wgmma.wait_group(0): the last " + std::to_string(keep) +
                                                  " group(s) wrote the accumulators"},
@@ -388,11 +316,11 @@ void warpSpecialize(LowerContext& c) {
   }
   if (epiR) {
     kir::Block& eb = mmaIf->elseBody;
-    B.setmaxnreg(eb, *epiR);
+    if (auto r = setMaxNReg(k, *epiR, h.threads)) eb.stmts.push_back(std::move(r));
     ringC.preArrive(k, eb, "st");
     if (epiEdge) ringE.preArrive(k, eb, "st");
-    auto tiles = B.loop("tl", 0, B.tilesCta);
-    B.tileLets(tiles->body, tl);
+    auto tiles = forLoop("tl", 0, tilesCta);
+    persistentTileLets(tiles->body, t, tl);
     const int nthr = 128 * epiR->warpgroups, first = 32 * epiR->firstWarp;
     tiles->body.stmts.push_back(ringC.consumerWait(k, tl));
     auto bar1 = makeSync(k, kir::SyncKind::NamedBarrier,
@@ -450,20 +378,11 @@ void warpSpecialize(LowerContext& c) {
   body.push_back(std::move(loadRole));
   k.body.stmts = std::move(body);
 
-  k.launch.threads = h.threads;
-  k.launch.gridX = var("num_ctas");
-  k.launch.gridY = 1;
-  k.launch.gridZ = 1;
-  std::ostringstream name;
   int ownWarpgroups = 0;  // roles with warpgroups of their own (not the bias producer inside the load's)
   for (auto& r : h.roles) ownWarpgroups += r.warpgroups > 0;
-  name << "_ws" << ownWarpgroups << (h.coop ? "coop" : "pp");
-  for (auto& r : h.roles)
-    if (r.warpgroups) name << "_" << r.registers;
-  if (epiEdge) name << "_tmae" << ringE.stages;
-  k.name += name.str();
+  P.finish("_ws" + std::to_string(ownWarpgroups) + (h.coop ? "coop" : "pp"), epiEdge ? &ringE : nullptr);
   std::ostringstream sum;
-  sum << "roles: " << graph.str() << "; ring sA, sB: " << s << " stages, prefetch " << p << ", wgmma.wait_group("
+  sum << "roles: " << graph.str() << "; ring sA, sB: " << t.stages << " stages, prefetch " << p << ", wgmma.wait_group("
       << keep << ")";
   if (accEdge) sum << "; accumulator ring sC: " << h.accStages << " stage(s), TMA store of sD";
   if (epiEdge)

@@ -1,13 +1,12 @@
-// Hopper lowering building blocks (see hopper_build.h).
-#include "heddle/lower/passes/hopper_build.h"
-
-#include <algorithm>
-
-#include <sstream>
+// The mbarrier ring and the sync-plan entries of syncs placed by construction (see ring.h).
+#include "heddle/sync/ring.h"
 
 #include "heddle/sync/plan.h"
 
-namespace heddle::passes::hopper {
+#include <utility>
+#include <vector>
+
+namespace heddle::sync {
 
 kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
   auto b = std::make_unique<kir::Buffer>();
@@ -22,9 +21,16 @@ kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count) {
   return k.addBuffer(std::move(b));
 }
 
-std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg) {
+// Builder "mbarrier ring": the door into the sync plan of the ring and of the role-pipeline builders
+// (lower/build/) and the passes that place syncs by construction; every entry they create passes
+// here (makeSync names the protocol as its origin's builder; the pass manager stamps the pass).
+int addPlanEntry(kir::Kernel& k, kir::SyncReason r) {
+  k.syncPlan.entries.push_back(std::move(r));
+  return (int)k.syncPlan.entries.size() - 1;
+}
+
+int addPlanEntry(kir::Kernel& k, const Why& why) {
   kir::SyncReason r;
-  r.origin.builder = sync::protocolOf(kind);  // the pass is stamped by the pass manager
   r.hazards = why.hazards;
   r.producer = why.producer;
   r.consumer = why.consumer;
@@ -32,9 +38,15 @@ std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Wh
   r.stage = why.stage;
   r.mechanism = why.mechanism;
   if (!why.producer.empty()) r.pairs.push_back(why.hazards + ": " + why.producer + "  ->  " + why.consumer);
-  k.syncPlan.entries.push_back(r);
+  return addPlanEntry(k, std::move(r));
+}
+
+int copyPlanEntry(kir::Kernel& k, const kir::Sync& s) { return addPlanEntry(k, k.syncPlan.entries.at(s.reason)); }
+
+std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg) {
   auto s = std::make_unique<kir::Sync>(kind, arg);
-  s->reason = (int)k.syncPlan.entries.size() - 1;
+  s->reason = addPlanEntry(k, why);
+  k.syncPlan.entries[s->reason].origin.builder = protocolOf(kind);  // the pass is stamped by the pass manager
   return s;
 }
 
@@ -45,6 +57,22 @@ std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buf
   s->index = index;
   s->parity = parity;
   return s;
+}
+
+Ring Ring::create(kir::Kernel& k, const RingSpec& spec) {
+  Ring r;
+  r.label = spec.label;
+  r.stages = spec.stages;
+  r.prefetch = spec.prefetch;
+  r.keep = spec.keep;
+  r.fullCount = spec.fullCount;
+  r.emptyCount = spec.emptyCount;
+  r.txBytes = spec.txBytes;
+  r.producer = spec.producer;
+  r.consumer = spec.consumer;
+  r.full = addMbarriers(k, spec.fullName, spec.stages);
+  if (!spec.emptyName.empty()) r.empty = addMbarriers(k, spec.emptyName, spec.stages);
+  return r;
 }
 
 void Ring::init(kir::Kernel& k, kir::Block& b) const {
@@ -74,13 +102,19 @@ void Ring::init(kir::Kernel& k, kir::Block& b) const {
   }
 }
 
-std::unique_ptr<kir::Sync> Ring::producerWait(kir::Kernel& k, IExpr j) const {
+Why Ring::edgeWhy(bool raw, const std::string& from, const std::string& to, IExpr stage) const {
   Why w;
-  w.hazards = "WAR " + label + " (" + consumer + " -> " + producer + ")";
-  w.producer = consumer + " reads of " + label;
-  w.consumer = producer + " writes of " + label;
+  w.hazards = (raw ? "RAW " : "WAR ") + label + " (" + (raw ? producer + " -> " + consumer : consumer + " -> " + producer) +
+              ")";
+  w.producer = from;
+  w.consumer = to;
   w.buffer = label;
-  w.stage = (j % stages).str();
+  w.stage = stage.str();
+  return w;
+}
+
+std::unique_ptr<kir::Sync> Ring::producerWait(kir::Kernel& k, IExpr j) const {
+  Why w = edgeWhy(false, consumer + " reads of " + label, producer + " writes of " + label, j % stages);
   w.mechanism = "wait until phase (j/" + std::to_string(stages) + ") of " + empty->name +
                 "[j%" + std::to_string(stages) + "] completed: the consumers released the slot of item j-" +
                 std::to_string(stages) + " (arrival at their item j-" + std::to_string(prefetch + 1) +
@@ -89,48 +123,29 @@ std::unique_ptr<kir::Sync> Ring::producerWait(kir::Kernel& k, IExpr j) const {
 }
 
 std::unique_ptr<kir::Sync> Ring::producerExpectTx(kir::Kernel& k, IExpr j) const {
-  Why w;
-  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
-  w.producer = producer + " TMA of " + label;
-  w.consumer = consumer + " reads";
-  w.buffer = label;
-  w.stage = (j % stages).str();
+  Why w = edgeWhy(true, producer + " TMA of " + label, consumer + " reads", j % stages);
   w.mechanism = "arrive.expect_tx(" + std::to_string(txBytes) + " bytes): the phase of " + full->name +
                 " completes when the TMA copies of this item have delivered every byte (complete_tx)";
   return makeMbar(k, kir::SyncKind::MbarArriveExpectTx, full, j % stages, w, txBytes);
 }
 
 std::unique_ptr<kir::Sync> Ring::producerArrive(kir::Kernel& k, IExpr j) const {
-  Why w;
-  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
-  w.producer = producer + " writes of " + label;
-  w.consumer = consumer + " reads";
-  w.buffer = label;
-  w.stage = (j % stages).str();
+  Why w = edgeWhy(true, producer + " writes of " + label, consumer + " reads", j % stages);
   w.mechanism = "each of the " + std::to_string(fullCount) + " producing threads arrives on " + full->name +
                 " after its writes (release); the consumers' wait acquires them";
   return makeMbar(k, kir::SyncKind::MbarArrive, full, j % stages, w);
 }
 
 std::unique_ptr<kir::Sync> Ring::consumerWait(kir::Kernel& k, IExpr i) const {
-  Why w;
-  w.hazards = "RAW " + label + " (" + producer + " -> " + consumer + ")";
-  w.producer = producer + " writes of " + label;
-  w.consumer = consumer + " reads of " + label;
-  w.buffer = label;
-  w.stage = (i % stages).str();
+  Why w = edgeWhy(true, producer + " writes of " + label, consumer + " reads of " + label, i % stages);
   w.mechanism = "wait for phase (i/" + std::to_string(stages) + ") of " + full->name + "[i%" +
                 std::to_string(stages) + "]: item i landed; parity (i/" + std::to_string(stages) + ")%2";
   return makeMbar(k, kir::SyncKind::MbarWait, full, i % stages, w, 0, (i / stages) % 2);
 }
 
 std::unique_ptr<kir::Sync> Ring::consumerRelease(kir::Kernel& k, IExpr i) const {
-  Why w;
-  w.hazards = "WAR " + label + " (" + consumer + " -> " + producer + ")";
-  w.producer = consumer + " reads of " + label;
-  w.consumer = producer + " writes of " + label;
-  w.buffer = label;
-  w.stage = ((i + prefetch + 1) % stages).str();
+  Why w = edgeWhy(false, consumer + " reads of " + label, producer + " writes of " + label,
+                  (i + prefetch + 1) % stages);
   w.mechanism = "release the slot of item i+" + std::to_string(prefetch + 1) + "-" + std::to_string(stages) +
                 " (= i-" + std::to_string(keep) + ", retired" +
                 (keep ? " by wgmma.wait_group(" + std::to_string(keep) + ")" : "") + ") for the producer's item i+" +
@@ -155,29 +170,19 @@ void Ring::preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) 
   b.stmts.push_back(std::move(loop));
 }
 
-std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const HopperRole& r, int threads) {
-  if (!r.registers) return nullptr;
-  const int cap = std::min(256, (65536 / threads) / 8 * 8);  // setmaxnreg counts reach 256
-  const bool inc = r.registers >= cap;
-  auto s = makeSync(k, kir::SyncKind::SetMaxNReg,
-                    {"registers " + r.name, "", "", "", "",
-                     std::string("setmaxnreg.") + (inc ? "inc" : "dec") + " " + std::to_string(r.registers) +
-                         ": role '" + r.name + "' runs with its budget (the kernel enters with at most " +
-                         std::to_string(cap) + " per thread: __launch_bounds__(" + std::to_string(threads) + ", 1))"},
-                    r.registers);
-  s->count = inc ? 1 : -1;
-  return s;
-}
-
-std::unique_ptr<kir::IfThenElse> electOne(int warp) {
-  auto i = std::make_unique<kir::IfThenElse>();
-  i->cond = eq(var("tid"), 32 * warp);
-  i->electWarp = warp;
-  return i;
+std::unique_ptr<kir::Sync> remoteRelease(kir::Kernel& k, const kir::Sync& local, kir::Buffer* empty,
+                                         const std::string& shared) {
+  const kir::SyncReason& r = k.syncPlan.entries.at(local.reason);
+  Why w{r.hazards + " (the peer's multicast)", r.producer + " (this CTA)", "the peer CTA's multicast of its half",
+        r.buffer, r.stage,
+        "the peer's producer multicasts its half of " + shared + " into this CTA's slot too: " + empty->name +
+            " counts the consumers of both CTAs, so each consumer thread also arrives on the peer's " + empty->name +
+            "[" + local.index.str() + "] (mapa + mbarrier.arrive.release.cluster)"};
+  return makeMbar(k, kir::SyncKind::MbarArriveRemote, empty, local.index, w);
 }
 
 void finishPlan(kir::Kernel& k, const std::string& summary) {
-  sync::numberReasons(k);
+  numberReasons(k);
   int perMain = 0;
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind != kir::NodeKind::For) return;
@@ -191,66 +196,4 @@ void finishPlan(kir::Kernel& k, const std::string& summary) {
   k.syncsPlanned = true;
 }
 
-std::unique_ptr<kir::ForLoop> forLoop(const std::string& v, IExpr lo, IExpr hi) {
-  auto l = std::make_unique<kir::ForLoop>();
-  l->var = v;
-  l->start = lo;
-  l->stop = hi;
-  return l;
-}
-
-std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
-  auto i = std::make_unique<kir::IfThenElse>();
-  i->cond = cond;
-  return i;
-}
-
-IExpr persistentTileCount(const MatmulTiling& t) {
-  IExpr tiles = ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn);
-  return t.batched ? tiles * var("batch") : tiles;
-}
-
-void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
-  IExpr M = var("M"), N = var("N");
-  IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.hopper.groupM;
-  b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));
-  IExpr tile = var("tile"), per = G * nN;
-  if (t.batched) {  // the batch is the walk's outer coordinate: every matrix's tiles in the grouped order
-    b.stmts.push_back(std::make_unique<kir::Let>("batch_idx", tile / (nM * nN)));
-    b.stmts.push_back(std::make_unique<kir::Let>("mtile", tile % (nM * nN)));
-    tile = var("mtile");
-  }
-  IExpr first = (tile / per) * G;
-  IExpr gsz = min(nM - first, G);
-  b.stmts.push_back(std::make_unique<kir::Let>("m0", (first + (tile % per) % gsz) * t.bm));
-  b.stmts.push_back(std::make_unique<kir::Let>("n0", ((tile % per) / gsz) * t.bn));
-}
-
-std::unique_ptr<kir::IfThenElse> tmaProducerRole(kir::Kernel& k, const MatmulTiling& t, const Ring& ring,
-                                                 const std::vector<kir::TileLoad*>& loads, int warp, IExpr tilesCta,
-                                                 IExpr nk) {
-  const int s = ring.stages;
-  IExpr g = var("tl") * nk + var("kt");
-  auto elected = electOne(warp);
-  auto tiles = forLoop("tl", 0, tilesCta);
-  persistentTileLets(tiles->body, t, var("tl"));
-  auto kl = forLoop("kt", 0, nk);
-  kl->cbStages = s;
-  kl->cbPrefetch = ring.prefetch;
-  kl->body.stmts.push_back(ring.producerWait(k, g));
-  kl->body.stmts.push_back(ring.producerExpectTx(k, g));
-  for (auto* l : loads) {
-    auto cl = kir::clone(*l, {});
-    auto& x = static_cast<kir::TileLoad&>(*cl);
-    x.stage = g % s;
-    x.iter = g;
-    x.mbar = ring.full;
-    x.mbarIndex = g % s;
-    kl->body.stmts.push_back(std::move(cl));
-  }
-  tiles->body.stmts.push_back(std::move(kl));
-  elected->thenBody.stmts.push_back(std::move(tiles));
-  return elected;
-}
-
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::sync
