@@ -232,8 +232,7 @@ void tcgen05Specialize(LowerContext& c) {
     auto& mm = static_cast<kir::MmaStep&>(*m);
     mm.stageA = mm.stageB = g % s;
     mm.iter = g;
-    mm.wgmma = false;
-    mm.tcgen05 = true;
+    mm.kind = MmaKind::Tcgen05;
     mm.accStage = tl % a;
     mm.accumulate = kt;
     kl->body.stmts.push_back(std::move(m));
@@ -302,7 +301,7 @@ void tcgen05Specialize(LowerContext& c) {
   body.push_back(std::move(dealloc));
   k.body.stmts = std::move(body);
 
-  k.tile.tcgen05 = true;
+  k.tile.mma = MmaKind::Tcgen05;
   k.tile.accStages = a;
   k.tile.tmemCols = C;
   k.launch.threads = h.threads;
