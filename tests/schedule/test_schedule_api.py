@@ -283,6 +283,28 @@ def test_target_info_flags(name, flags):
         assert t[k] == v, (name, k)
 
 
+@pytest.mark.parametrize("name,kinds", [
+    ("sm_80", ["mma.sync"]), ("sm_90a", ["mma.sync", "wgmma"]), ("sm_100a", ["mma.sync", "tcgen05"]),
+    ("gfx90a", ["MFMA"]), ("gfx942", ["MFMA"]), ("gfx1200", ["WMMA"]), ("gfx1250", []),
+])
+def test_target_info_mma_kinds(name, kinds):
+    # one MMA kind per mechanism (src/heddle/ir/mma_kind.h); a target offers a set of them
+    t = heddle.target_info(name)
+    assert t["mma"] == kinds
+    assert t["wgmma"] == ("wgmma" in kinds) and t["tcgen05"] == ("tcgen05" in kinds)
+
+
+def test_a_kernel_has_one_mma_kind():
+    import blackwell_defs
+    import interp_defs
+    cases = [(interp_defs.sm80(), "sm_80", "mma.sync"), (interp_defs.sm80(), "sm_90a", "mma.sync"),
+             (interp_defs.sm90("coop"), "sm_90a", "wgmma"), (blackwell_defs.build(), "sm_100a", "tcgen05"),
+             (interp_defs.amd(), "gfx942", "MFMA"), (interp_defs.amd("plain", stages=2, warps=(2, 2)), "gfx1200", "WMMA")]
+    for fd, target, kind in cases:
+        tile = fd.lower(target).tile
+        assert tile["mma"] == kind and tile["wgmma"] == (kind == "wgmma"), (target, tile)
+
+
 def test_target_info_unknown():
     with pytest.raises(heddle.ScheduleError, match=r"unknown target 'sm_75'; known targets:.*sm_80"):
         heddle.target_info("sm_75")

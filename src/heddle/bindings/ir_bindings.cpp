@@ -239,8 +239,12 @@ void bindIr(py::module_& m) {
     d["smem_limit"] = t.smemLimit;
     d["cp_async"] = t.cpAsync;
     d["tma"] = t.tma;
-    d["wgmma"] = t.wgmma;
-    d["tcgen05"] = t.tcgen05;
+    d["wgmma"] = t.mma.has(MmaKind::Wgmma);
+    d["tcgen05"] = t.mma.has(MmaKind::Tcgen05);
+    py::list mma;  // the MMA kinds offered, by mechanism: "mma.sync", "wgmma", "tcgen05", "MFMA", "WMMA"
+    for (MmaKind m : {MmaKind::MmaSync, MmaKind::Wgmma, MmaKind::Tcgen05, MmaKind::Mfma, MmaKind::Wmma})
+      if (t.mma.has(m)) mma.append(mmaKindName(m));
+    d["mma"] = mma;
     d["split_barrier"] = t.splitBarrier;
     d["named_barriers"] = t.namedBarriers;
     d["rtc_arch"] = t.rtcArch;

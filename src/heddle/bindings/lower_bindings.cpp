@@ -188,7 +188,8 @@ void bindLower(py::module_& m) {
              d["bm"] = t.bm;
              d["bn"] = t.bn;
              d["bk"] = t.bk;
-             d["wgmma"] = t.wgmma;
+             d["wgmma"] = t.mma == MmaKind::Wgmma;
+             d["mma"] = mmaKindName(t.mma);  // the kernel's one MMA kind
              d["batch_walk"] = t.batchWalk;  // a persistent walk over batch x m-tiles x n-tiles
              return d;
            })

@@ -119,7 +119,7 @@ void bindVerify(py::module_& m) {
           o.rtol = rtol;
           o.maxReportsPerKind = maxReports;
           o.warpSize = l.ctx->target.warpSize;
-          o.mmaFragment = l.ctx->target.mfma ? 1 : l.ctx->target.wmma ? 2 : 0;
+          o.mmaFragment = l.ctx->target.mma.has(MmaKind::Mfma) ? 1 : l.ctx->target.mma.has(MmaKind::Wmma) ? 2 : 0;
           o.backOffBarrier = l.ctx->target.backOffBarrier;
           o.dropOnExit = l.ctx->target.waveBarrier;
           o.amdFences = l.ctx->target.waveBarrier;  // AMD barriers order execution; fences order memory

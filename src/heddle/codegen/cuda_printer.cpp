@@ -20,8 +20,8 @@ class CudaPrinter : public CLikePrinter {
        << "#include \"heddle/heddle_math.cuh\"\n"
        << "#include \"heddle/heddle_copy.cuh\"\n"
        << "#include \"heddle/heddle_mma_sm80.cuh\"\n"
-       << (k.tile.wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
-       << (k.tile.tcgen05 ? "#include \"heddle/heddle_sm100.cuh\"\n" : "")
+       << (k.tile.mma == MmaKind::Wgmma ? "#include \"heddle/heddle_sm90.cuh\"\n" : "")
+       << (k.tile.mma == MmaKind::Tcgen05 ? "#include \"heddle/heddle_sm100.cuh\"\n" : "")
        << (k.splitK > 1 || k.streamK > 0 ? "#include \"heddle/heddle_grid.cuh\"\n" : "")
        << "#define heddle_ceil_div(a, b) (((a) + (b) - 1) / (b))\n"
        << "#define heddle_min(a, b) ((a) < (b) ? (a) : (b))\n"
@@ -47,8 +47,8 @@ class CudaPrinter : public CLikePrinter {
     return h;
   }
   std::string mmaType(const kir::Kernel& k) override {
-    if (k.tile.wgmma) return sm90print::mmaType(k);
-    if (k.tile.tcgen05) return sm100print::mmaType(k);
+    if (k.tile.mma == MmaKind::Wgmma) return sm90print::mmaType(k);
+    if (k.tile.mma == MmaKind::Tcgen05) return sm100print::mmaType(k);
     const auto& t = k.tile;
     std::ostringstream os;
     os << "heddle::MmaSm80<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.warpsM << ", " << t.warpsN << ", "

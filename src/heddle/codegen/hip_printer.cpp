@@ -73,7 +73,7 @@ class HipPrinter : public CLikePrinter {
   }
   std::string mmaType(const kir::Kernel& k) override {
     const auto& t = k.tile;
-    if (!target_.mfma && !target_.wmma)
+    if (!target_.mma.has(MmaKind::Mfma) && !target_.mma.has(MmaKind::Wmma))
       fail<ScheduleError>("HIP printer: target ", target_.name, " has neither MFMA nor WMMA");
     std::ostringstream os;
     os << "heddle::MmaAmd<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.warpsM << ", " << t.warpsN << ", "

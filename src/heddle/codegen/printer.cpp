@@ -400,7 +400,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << kernelQualifiers(k) << " " << k.name << "(";
   for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
   os_ << ") {\n";
-  os_ << "  extern __shared__ __align__(" << (k.tile.wgmma || k.tile.tcgen05 ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
+  os_ << "  extern __shared__ __align__(" << (k.tile.mma == MmaKind::Wgmma || k.tile.mma == MmaKind::Tcgen05 ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
   if (k.cluster > 1)  // the interpreter's shared window holds every CTA of the cluster: this CTA's part
     os_ << "  unsigned char* const heddle_cta_smem = heddle::sm90::cta_smem(heddle_smem);\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize

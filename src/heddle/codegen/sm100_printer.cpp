@@ -56,7 +56,7 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
 }  // namespace
 
 bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const std::string& ind) {
-  if (!k.tile.tcgen05) return false;
+  if (k.tile.mma != MmaKind::Tcgen05) return false;
   switch (n.kind) {
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
@@ -67,7 +67,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     }
     case kir::NodeKind::MmaStep: {
       auto& m = static_cast<const kir::MmaStep&>(n);
-      if (!m.tcgen05) return false;
+      if (m.kind != MmaKind::Tcgen05) return false;
       os << ind << "Mma::mma(" << tmemSlot(k) << "[0], " << m.accStage.str() << ", " << stagePtr(*m.a, m.stageA) << ", "
          << stagePtr(*m.b, m.stageB) << ", " << m.accumulate.str() << ");  // " << kir::describe(m) << "\n";
       return true;

@@ -255,7 +255,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       return true;
     }
     case kir::NodeKind::EpilogueStore: {
-      if (!k.tile.wgmma || static_cast<const kir::EpilogueStore&>(n).partial != kir::EpilogueStore::Partial::None)
+      if (k.tile.mma != MmaKind::Wgmma || static_cast<const kir::EpilogueStore&>(n).partial != kir::EpilogueStore::Partial::None)
         return false;  // split-K partials: the C-like printer's grid helpers
       fragmentEpilogue(os, k, static_cast<const kir::EpilogueStore&>(n), ind);
       return true;

@@ -105,9 +105,9 @@ std::vector<Access> accessesOf(const Node& n) {
                  !a.async ? AsyncKind::None : a.vmcnt ? AsyncKind::Vmcnt : AsyncKind::CpAsync});
   } else if (n.kind == NodeKind::MmaStep) {
     auto& m = static_cast<const MmaStep&>(n);
-    AsyncKind ak = m.wgmma ? AsyncKind::Wgmma : AsyncKind::None;
-    r.push_back({m.a, m.stageA, false, m.wgmma ? "wgmma" : kMmaMapping, ak});
-    r.push_back({m.b, m.stageB, false, m.wgmma ? "wgmma" : kMmaMapping, ak});
+    AsyncKind ak = m.kind == MmaKind::Wgmma ? AsyncKind::Wgmma : AsyncKind::None;
+    r.push_back({m.a, m.stageA, false, m.kind == MmaKind::Wgmma ? "wgmma" : kMmaMapping, ak});
+    r.push_back({m.b, m.stageB, false, m.kind == MmaKind::Wgmma ? "wgmma" : kMmaMapping, ak});
   } else if (n.kind == NodeKind::EpilogueStore) {
     auto& e = static_cast<const EpilogueStore&>(n);  // Hopper staging: the wgmma fragment mapping
     if (e.from) r.push_back({e.from, e.fromStage, false, "frag", AsyncKind::None});
@@ -144,7 +144,7 @@ std::string describe(const Node& n) {
     }
     case NodeKind::MmaStep: {
       auto& m = static_cast<const MmaStep&>(n);
-      os << (m.tcgen05 ? "tcgen05.mma " : m.wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
+      os << (m.kind == MmaKind::Tcgen05 ? "tcgen05.mma " : m.kind == MmaKind::Wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
          << m.stageB.str() << "] (k-tile " << m.iter.str() << ")";
       break;
     }

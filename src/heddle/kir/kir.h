@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "heddle/ir/fusion.h"
+#include "heddle/ir/mma_kind.h"
 #include "heddle/kir/expr.h"
 
 namespace heddle::kir {
@@ -141,11 +142,11 @@ struct MmaStep : Node {
   Buffer *a = nullptr, *b = nullptr, *acc = nullptr;
   IExpr stageA, stageB;
   IExpr iter;
-  bool wgmma = false;  // Hopper: asynchronous warpgroup MMA, its reads retired by wgmma.wait_group
-  // Blackwell (sm_100a, passes/tcgen05_specialize.cpp): one thread issues tcgen05.mma into the tensor-memory
+  // The mechanism (ir/mma_kind.h). Wgmma: asynchronous warpgroup MMA, its reads retired by wgmma.wait_group.
+  // Tcgen05 (passes/tcgen05_specialize.cpp): one thread issues tcgen05.mma into the tensor-memory
   // accumulator stage accStage (columns accStage * bn ..); accumulate == 0 on a tile's first k-tile
   // (enable-input-d = 0: fresh columns hold no value). Asynchronous: it completes at the next tcgen05.commit.
-  bool tcgen05 = false;
+  MmaKind kind = MmaKind::MmaSync;
   IExpr accStage, accumulate;
 };
 
@@ -176,7 +177,7 @@ struct EpilogueStore : Node {
   // A column chunk of the tile (colEnd > colBegin): only the fragment elements of tile columns
   // [colBegin, colEnd), written to column lc - colBegin of `to` (passes/tma_store_epilogue.cpp).
   int colBegin = 0, colEnd = 0;
-  // The register epilogue of an mma.sync kernel (TargetInfo::mmaSync, heddle_mma_sm80.cuh): fragment
+  // The register epilogue of an mma.sync kernel (TargetInfo::mma has MmaKind::MmaSync, heddle_mma_sm80.cuh): fragment
   // registers 2h, 2h+1 are columns c, c+1 of one row, so the epilogue runs per column pair (the pair
   // program, packed 32-bit stores; codegen CLikePrinter::pairEpilogue). false: per element.
   bool columnPairs = false;
@@ -396,10 +397,10 @@ struct Kernel {
   std::vector<ExtraOutput> extraOutputs;
   // matmul template parameters the printer passes to the device headers
   struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
-    bool wgmma = false; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
-    bool tcgen05 = false; int accStages = 0; int tmemCols = 0;
+    MmaKind mma = MmaKind::MmaSync; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
+    int accStages = 0; int tmemCols = 0;
     int parts = 1;
-    bool batchWalk = false; } tile;  // wgmma: Hopper MmaSm90; tcgen05: MmaSm100; parts: matmul-group members (n0 = blockIdx * bn / parts)
+    bool batchWalk = false; } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
   // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):
   // no blockIdx.z batch, D indexed with batch_idx * batch_stride_d
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.

@@ -21,7 +21,7 @@ namespace heddle {
 void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
-  const bool cdna = target.mfma;
+  const bool cdna = target.mma.has(MmaKind::Mfma);
   int bm = 128, bn = 128, bk = 32, wm = 2, wn = cdna ? 2 : 4, stages = 3;
   AutoScheduleHints hints = given;
   auto* e = mm->definition;

@@ -1,7 +1,7 @@
 // The Blackwell (sm_100a) part of a matmul schedule: the tcgen05 multi-role kernel (docs/blackwell.md).
 //
 // Derived by validateBlackwellSchedule from a schedule with tma_load operand caches on a target with
-// TargetInfo::tcgen05 (it fills MatmulTiling::hopper with tcgen05 = true; the TMA tiles, tensor maps and
+// MmaKind::Tcgen05 (it fills MatmulTiling::hopper with tcgen05 = true; the TMA tiles, tensor maps and
 // mbarrier rings are the Hopper ones):
 //   tile      bm = 128 (tcgen05.mma cta_group::1, M = 128: row i of the tile in tensor-memory lane i),
 //             bn a multiple of 64 up to 256 (N of one tcgen05.mma), bk in {16, 32, 64}; 4 warps over m

@@ -10,9 +10,9 @@ void validateClusterSchedule(const TargetInfo& target, MatmulTiling& t) {
   if (size <= 1) return;
   auto& h = t.hopper;
   const std::string what = "cluster(" + t.mm->name + ", 2, along='" + t.mm->clusterAlong + "')";
-  if (t.loadKind != LoadKind::TmaLoad || !target.wgmma || target.tcgen05 || !h.enabled)
+  if (t.loadKind != LoadKind::TmaLoad || !target.mma.has(MmaKind::Wgmma) || target.mma.has(MmaKind::Tcgen05) || !h.enabled)
     fail<ScheduleError>(what, ": the CTAs of a cluster multicast TMA loads of the sm_90a warp-specialized kernels; ",
-                        target.tcgen05 ? "the sm_100a tcgen05 kernel does not take clusters in this build"
+                        target.mma.has(MmaKind::Tcgen05) ? "the sm_100a tcgen05 kernel does not take clusters in this build"
                                        : "cache the operands with cache_after(x, 'tma_load') on sm_90a and add roles",
                         " (or drop cluster)");
   if (!h.warpSpecialized)

@@ -281,14 +281,14 @@ void validateHopperSchedule(const Fusion& f, const TargetInfo& target, MatmulTil
     validateEpilogueStore(f, t, target);
     return;
   }
-  if (target.tcgen05) {
+  if (target.mma.has(MmaKind::Tcgen05)) {
     if (t.mm->epilogueStore == "tma")
       fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the sm_100a tcgen05 kernel's epilogue warpgroup stores "
                           "its tile from the tcgen05.ld registers (the TMA-store epilogue is built for sm_90a only); "
                           "drop epilogue_store or use 'direct'");
     return validateBlackwellSchedule(f, target, t);  // schedule/blackwell_schedule.cpp
   }
-  if (!target.wgmma)
+  if (!target.mma.has(MmaKind::Wgmma))
     fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,
                         " does not have in this build (sm_90a does); use ", target.loadKindsAvailable(), " on ", target.name);
   h.enabled = true;

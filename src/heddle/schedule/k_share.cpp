@@ -34,7 +34,7 @@ std::string KShareChoice::str() const {
 }
 
 bool kShareOk(const TargetInfo& target) { return target.gridFlags; }
-bool streamKOk(const TargetInfo& target) { return !target.tcgen05 && target.gridFlags; }
+bool streamKOk(const TargetInfo& target) { return !target.mma.has(MmaKind::Tcgen05) && target.gridFlags; }
 
 void checkStreamKRoles(const MatmulTiling& t) {
   const auto& h = t.hopper;

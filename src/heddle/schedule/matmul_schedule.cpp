@@ -285,7 +285,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.vecB = vecB;
   if (t.loadKind != LoadKind::TmaLoad) checkSmemRows(t, target, elemBytes);
   if (!mm->roles.empty()) {
-    if (!target.wgmma && !target.tcgen05)
+    if (!target.mma.has(MmaKind::Wgmma) && !target.mma.has(MmaKind::Tcgen05))
       fail<ScheduleError>("warp_specialize(", mm->name, "): warp specialization needs mbarrier pipelines (sm_90a or "
                           "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
   }
@@ -312,7 +312,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     if (t.batched)
       fail<ScheduleError>("stream_k(", mm->name, "): stream-K walks the tiles of one matmul; a batched matmul is "
                           "not supported: drop stream_k or run the batches as separate matmuls");
-    if (target.tcgen05)
+    if (target.mma.has(MmaKind::Tcgen05))
       fail<ScheduleError>("stream_k(", mm->name, "): the sm_100a tcgen05 kernel is persistent over whole tiles in this "
                           "build; drop stream_k");
     if (t.loadKind == LoadKind::TmaLoad && mm->roles.empty())
@@ -324,7 +324,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
-  if (t.loadKind != LoadKind::TmaLoad && target.mmaSync) checkWarpTileRegisters(t, target);
+  if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
   if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
@@ -335,18 +335,18 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
-  if (target.mfma || target.wmma) return autoScheduleMatmulAmd(f, target, given);  // schedule/amd_schedule.cpp
+  if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma)) return autoScheduleMatmulAmd(f, target, given);  // schedule/amd_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  if (target.wgmma && given.tma && parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
+  if (target.mma.has(MmaKind::Wgmma) && given.tma && parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulHopper(f, target, given);
   }
-  if (target.tcgen05 && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulBlackwell(f, target, given);
   }
-  if (!target.mmaSync)
+  if (!target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");
   int bm = 128, bn = 128, bk = 32, wm = 2, wn = 2, stages = 4;
   AutoScheduleHints hints = given;  // concrete sizes of the definition fill the hints left open

@@ -113,7 +113,7 @@ struct Checker {
   int needs(const kir::Node& n) const {
     if (n.kind == kir::NodeKind::MmaStep) {  // tcgen05.mma: issued by one thread
       auto& m = static_cast<const kir::MmaStep&>(n);
-      return m.tcgen05 ? 1 : m.wgmma ? 128 : W;
+      return m.kind == MmaKind::Tcgen05 ? 1 : m.kind == MmaKind::Wgmma ? 128 : W;
     }
     if (n.kind == kir::NodeKind::If) return static_cast<const kir::IfThenElse&>(n).electWarp >= 0 ? W : 1;
     if (n.kind != kir::NodeKind::Sync) return 1;

@@ -13,20 +13,21 @@ static std::map<std::string, TargetInfo> makeTargets() {
   TargetInfo a;
   a.name = a.rtcArch = "sm_80";
   a.smemLimit = 166912;  // 163 KiB opt-in per block on A100
-  a.cpAsync = a.mmaSync = a.gridFlags = true;
+  a.cpAsync = a.gridFlags = true;
+  a.mma = {MmaKind::MmaSync};
   a.smemSwizzleLine = 128;  // SmemTile: 8 chunks of 16 bytes = all 32 banks
   t[a.name] = a;
 
   TargetInfo h = a;
   h.name = h.rtcArch = "sm_90a";
   h.smemLimit = 232448;  // 227 KiB
-  h.tma = h.mbarrier = h.wgmma = h.setmaxnreg = h.electSync = true;
+  h.tma = h.mbarrier = h.setmaxnreg = h.electSync = true;
+  h.mma.add(MmaKind::Wgmma);
   t[h.name] = h;
 
   TargetInfo b = h;
   b.name = b.rtcArch = "sm_100a";
-  b.wgmma = false;
-  b.tcgen05 = true;
+  b.mma.remove(MmaKind::Wgmma).add(MmaKind::Tcgen05);
   b.tmemColumns = 512;
   b.gridFlags = false;  // split-K is not lowered for the tcgen05 path yet
   t[b.name] = b;
@@ -40,7 +41,8 @@ static std::map<std::string, TargetInfo> makeTargets() {
   g.warpSize = 64;
   g.smemLimit = 65536;
   g.maxThreads = 1024;
-  g.mfma = g.asyncLds = g.waveBarrier = true;
+  g.asyncLds = g.waveBarrier = true;
+  g.mma = {MmaKind::Mfma};
   g.vmcntMax = 63;  // 6-bit vmcnt on GFX9
   g.name = g.rtcArch = "gfx90a";
   t[g.name] = g;
@@ -49,8 +51,9 @@ static std::map<std::string, TargetInfo> makeTargets() {
   TargetInfo r = g;
   r.name = r.rtcArch = "gfx1200";
   r.warpSize = 32;
-  r.mfma = r.asyncLds = false;
-  r.wmma = r.splitBarrier = true;
+  r.asyncLds = false;
+  r.splitBarrier = true;
+  r.mma = {MmaKind::Wmma};
   r.backOffBarrier = false;
   r.vmcntMax = 63;  // 6-bit s_wait_loadcnt
   t[r.name] = r;
@@ -61,7 +64,7 @@ static std::map<std::string, TargetInfo> makeTargets() {
   // without a compiler), and the LDS limit is GFX12's 64 KiB, not a gfx1250 figure.
   TargetInfo n = r;
   n.name = n.rtcArch = "gfx1250";
-  n.wmma = false;
+  n.mma = {};
   n.namedBarriers = 16;
   t[n.name] = n;
   return t;
@@ -97,7 +100,7 @@ bool TargetInfo::smemRowOk(long bytes) const {
 std::string TargetInfo::loadKindsAvailable() const {
   std::string s;
   auto add = [&](const char* k) { s += (s.empty() ? "'" : " or '") + std::string(k) + "'"; };
-  if (tma && wgmma) add("tma_load");
+  if (tma && mma.has(MmaKind::Wgmma)) add("tma_load");
   if (cpAsync) add("cp_async");
   if (asyncLds) add("async_lds");
   add("plain");
@@ -105,8 +108,8 @@ std::string TargetInfo::loadKindsAvailable() const {
 }
 
 GroupLowering TargetInfo::matmulGroup() const {
-  if (!mmaSync || mfma || wmma) return GroupLowering::None;
-  return (wgmma || tcgen05) && tma ? GroupLowering::Weaker : GroupLowering::Best;
+  if (!mma.has(MmaKind::MmaSync) || mma.has(MmaKind::Mfma) || mma.has(MmaKind::Wmma)) return GroupLowering::None;
+  return (mma.has(MmaKind::Wgmma) || mma.has(MmaKind::Tcgen05)) && tma ? GroupLowering::Weaker : GroupLowering::Best;
 }
 
 std::string TargetInfo::describe() const {
@@ -114,12 +117,12 @@ std::string TargetInfo::describe() const {
   os << name << " (warp " << warpSize << ", smem " << smemLimit / 1024 << " KiB";
   if (cpAsync) os << ", cp.async";
   if (tma) os << ", tma";
-  if (wgmma) os << ", wgmma";
-  if (tcgen05) os << ", tcgen05";
+  if (mma.has(MmaKind::Wgmma)) os << ", wgmma";
+  if (mma.has(MmaKind::Tcgen05)) os << ", tcgen05";
   if (splitBarrier) os << ", split barriers";
   if (namedBarriers) os << ", named barriers 1.." << namedBarriers;
-  if (mfma) os << ", mfma";
-  if (wmma) os << ", wmma";
+  if (mma.has(MmaKind::Mfma)) os << ", mfma";
+  if (mma.has(MmaKind::Wmma)) os << ", wmma";
   if (asyncLds) os << ", LDS DMA";
   os << ")";
   return os.str();

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "heddle/ir/mma_kind.h"
+
 namespace heddle {
 
 enum class Backend { Cuda, Hip };
@@ -26,10 +28,8 @@ struct TargetInfo {
   bool cpAsync = false;       // global->shared asynchronous copies with commit/wait groups
   bool tma = false;           // bulk tensor copies completing on mbarriers
   bool mbarrier = false;
-  bool wgmma = false;         // Hopper warpgroup MMA
-  bool tcgen05 = false;       // Blackwell tensor-memory MMA
+  MmaKinds mma;               // the MMA mechanisms offered (mma.sync, wgmma, tcgen05, MFMA, WMMA)
   int tmemColumns = 0;        // tensor-memory columns per CTA (128 lanes x tmemColumns 32-bit cells)
-  bool mmaSync = false;       // warp-level mma.sync (sm_80+)
   bool setmaxnreg = false;
   bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
@@ -40,10 +40,8 @@ struct TargetInfo {
   bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
   bool gridFlags = false;     // gpu-scope release/acquire flags between CTAs (split-K, heddle_grid.cuh)
   std::string rtcArch;        // what the runtime compiler is given
-  // AMD (docs/backends.md): matrix cores, the vmcnt counter width, and whether s_barrier may be
+  // AMD (docs/backends.md): the vmcnt counter width, and whether s_barrier may be
   // issued with memory counters outstanding (LLVM FeatureBackOffBarrier; without it they drain first).
-  bool mfma = false;          // CDNA v_mfma_* (wave64)
-  bool wmma = false;          // GFX12 v_wmma_*_w32 (wave32)
   bool backOffBarrier = true;
   // The workgroup barrier is a per-wave scalar op (wave-uniform control flow suffices) and a wave that
   // ends drops it (AMDGPU execution synchronization); false: a per-thread barrier (bar.sync).

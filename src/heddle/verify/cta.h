@@ -263,7 +263,7 @@ class Cta {
   Sm90State sm90;
   void setupSm90();                                  // before the threads' clocks are sized
   // the threads, the mbarriers, and (sm_100a) each thread's tcgen05.mma engine (sm100_sim.cpp)
-  int clockSize() const { return T + (int)sm90.bars.size() + (k.tile.tcgen05 ? T : 0); }
+  int clockSize() const { return T + (int)sm90.bars.size() + (k.tile.mma == MmaKind::Tcgen05 ? T : 0); }
   int tcAgent(int tid) const { return T + (int)sm90.bars.size() + tid; }
   bool execSm90Sync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
   bool execSm90Leaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf

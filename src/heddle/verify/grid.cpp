@@ -66,7 +66,7 @@ bool Cta::execGridSync(Thread& t, const kir::Sync& s) {
 bool Cta::execPartial(Thread& t, const kir::EpilogueStore& e) {
   if (e.partial == kir::EpilogueStore::Partial::None) return false;
   if (!grid) fail<HeddleError>("simulate: ", kir::describe(e), " outside a grid simulation");
-  if (k.tile.wgmma && (!t.h.wgOpen.cells.empty() || !t.h.wgGroups.empty())) {
+  if (k.tile.mma == MmaKind::Wgmma && (!t.h.wgOpen.cells.empty() || !t.h.wgGroups.empty())) {
     rep.add(Finding::AsyncMisuse, "accread|" + std::to_string(e.id), [&] {
       return "'" + kir::describe(e) + "' (" + threadName(t.tid, W) +
              ") reads the accumulators while wgmma groups are in flight (no wgmma.wait_group(0) before it)";

@@ -152,7 +152,7 @@ bool Cta::execSm100Leaf(Thread& t, const kir::Node& n) {
   const auto& tl = k.tile;
   if (n.kind == kir::NodeKind::MmaStep) {
     auto& m = static_cast<const kir::MmaStep&>(n);
-    if (!m.tcgen05) return false;
+    if (m.kind != MmaKind::Tcgen05) return false;
     const int64_t sa = evalStage(m.stageA, t), sb = evalStage(m.stageB, t), iter = m.iter.eval(t.env);
     const int64_t st = m.accStage.eval(t.env);
     const bool accumulate = m.accumulate.eval(t.env) != 0;

@@ -265,7 +265,7 @@ static void execTmaStore(Cta& c, Thread& t, const kir::TmaStore& s) {
 }
 
 bool Cta::execSm90Leaf(Thread& t, const kir::Node& n) {
-  if (k.tile.tcgen05 && execSm100Leaf(t, n)) return true;  // sm100_sim.cpp
+  if (k.tile.mma == MmaKind::Tcgen05 && execSm100Leaf(t, n)) return true;  // sm100_sim.cpp
   switch (n.kind) {
     case kir::NodeKind::Let: {
       auto& l = static_cast<const kir::Let&>(n);
@@ -277,17 +277,17 @@ bool Cta::execSm90Leaf(Thread& t, const kir::Node& n) {
       issueTma(*this, t, static_cast<const kir::TileLoad&>(n));
       return true;
     case kir::NodeKind::MmaStep:
-      if (!static_cast<const kir::MmaStep&>(n).wgmma) return false;
+      if (static_cast<const kir::MmaStep&>(n).kind != MmaKind::Wgmma) return false;
       execWgmma(*this, t, static_cast<const kir::MmaStep&>(n));
       return true;
     case kir::NodeKind::EpilogueStore:
-      if (!k.tile.wgmma) return false;
+      if (k.tile.mma != MmaKind::Wgmma) return false;
       execEpilogue(*this, t, static_cast<const kir::EpilogueStore&>(n));
       return true;
     case kir::NodeKind::TmaStore: execTmaStore(*this, t, static_cast<const kir::TmaStore&>(n)); return true;
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
-      if (b.memory != MemoryType::Local || !k.tile.wgmma) return false;
+      if (b.memory != MemoryType::Local || k.tile.mma != MmaKind::Wgmma) return false;
       Frag f = fragOf(k, t, 0);
       t.acc.assign(f.ok ? f.count() : 0, 0.0f);
       t.h.accTouched = true;

@@ -47,14 +47,14 @@ void Cta::setupSm90() {
   barsPerCta = (int)sm90.bars.size() / ranks;
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind == kir::NodeKind::Let || n.kind == kir::NodeKind::TmaStore ||
-        (n.kind == kir::NodeKind::MmaStep && static_cast<const kir::MmaStep&>(n).wgmma) ||
+        (n.kind == kir::NodeKind::MmaStep && static_cast<const kir::MmaStep&>(n).kind == MmaKind::Wgmma) ||
         (n.kind == kir::NodeKind::TileLoad && static_cast<const kir::TileLoad&>(n).kind == LoadKind::TmaLoad))
       sm90.active = true;
     if (n.kind == kir::NodeKind::Sync && static_cast<const kir::Sync&>(n).sync >= kir::SyncKind::MbarInit &&
         static_cast<const kir::Sync&>(n).sync <= kir::SyncKind::BulkWaitRead)
       sm90.active = true;
   });
-  if (k.tile.wgmma) sm90.active = true;
+  if (k.tile.mma == MmaKind::Wgmma) sm90.active = true;
   for (auto& m : sm90.bars) {
     m.acc.assign(clockSize(), 0);
     m.released.assign(clockSize(), 0);

@@ -41,6 +41,10 @@ void buildMatmulLoops(LowerContext& c) {
        << t.prefetch << "_" << loadKindName(t.loadKind) << t.vecA << "v" << t.vecB;
   k.name = name.str();
   k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched, t.swapBlocks};
+  // the register MMA of this target (passes/hopper_operands.cpp makes it wgmma / tcgen05 on the role pipeline)
+  k.tile.mma = c.target.mma.has(MmaKind::Mfma)   ? MmaKind::Mfma
+               : c.target.mma.has(MmaKind::Wmma) ? MmaKind::Wmma
+                                                 : MmaKind::MmaSync;
 
   auto ptr = [](const std::string& n, DType dt, const std::string& tensor, bool isConst) {
     kir::Param p;
@@ -157,12 +161,13 @@ void buildMatmulLoops(LowerContext& c) {
   mma->stageA = 0;
   mma->stageB = 0;
   mma->iter = kt;
+  mma->kind = k.tile.mma;
   auto* st = k.body.add<kir::EpilogueStore>();
   st->acc = accB;
   st->out = "D";
   // an mma.sync fragment (MmaSm80) holds column pairs; AMD's MFMA / WMMA registers walk rows, and the
   // wgmma / tcgen05 kernels (hopper.enabled) print their own epilogues
-  st->columnPairs = c.target.mmaSync && !t.hopper.enabled;
+  st->columnPairs = c.target.mma.has(MmaKind::MmaSync) && !t.hopper.enabled;
 
   k.launch.threads = t.threads();
   IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn / t.parts);

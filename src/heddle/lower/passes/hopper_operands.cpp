@@ -37,7 +37,7 @@ void setupHopperOperands(LowerContext& c) {
   auto& t = c.tiling;
   auto& h = t.hopper;
   auto& k = c.kernel;
-  k.tile.wgmma = !h.tcgen05;  // tcgen05: the MMA is tcgen05.mma (passes/tcgen05_specialize.cpp)
+  if (!h.tcgen05) k.tile.mma = MmaKind::Wgmma;  // tcgen05: the MMA is tcgen05.mma (passes/tcgen05_specialize.cpp)
   k.tile.coop = h.coop;
   k.tile.mmaWarpgroups = h.coop ? h.mmaWarpgroups : 1;
   k.tile.mmaWarpBase = h.warpSpecialized ? 4 : 0;
@@ -57,7 +57,7 @@ void setupHopperOperands(LowerContext& c) {
       auto& l = static_cast<kir::TileLoad&>(n);
       l.tensorMap = l.dst->role == "A" ? "tmA" : "tmB";
     } else if (n.kind == kir::NodeKind::MmaStep) {
-      static_cast<kir::MmaStep&>(n).wgmma = !h.tcgen05;
+      if (!h.tcgen05) static_cast<kir::MmaStep&>(n).kind = MmaKind::Wgmma;
     }
   });
   // the first wgmma of a tile overwrites the accumulators (scale-d = 0): a tile needs a k step

@@ -187,8 +187,7 @@ void tcgen05Specialize(LowerContext& c) {
          "after the epilogue's loads of it (which it fenced before arriving)"}));
     MmaIssue tcgen05;
     tcgen05.configure = [&](kir::MmaStep& mm) {
-      mm.wgmma = false;
-      mm.tcgen05 = true;
+      mm.kind = MmaKind::Tcgen05;
       mm.accStage = tl % a;
       mm.accumulate = var("kt");
     };
@@ -260,7 +259,7 @@ void tcgen05Specialize(LowerContext& c) {
   body.push_back(std::move(dealloc));
   k.body.stmts = std::move(body);
 
-  k.tile.tcgen05 = true;
+  k.tile.mma = MmaKind::Tcgen05;
   k.tile.accStages = a;
   k.tile.tmemCols = C;
   P.finish("_ws3tc_a" + std::to_string(a), epiEdge ? &ringE : nullptr);

@@ -52,7 +52,7 @@ void vectorizeEpilogueReads(LowerContext& c) {
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind != kir::NodeKind::EpilogueStore) return;
     auto& e = static_cast<const kir::EpilogueStore&>(n);
-    if (e.partial == kir::EpilogueStore::Partial::None && !e.raw && !e.tmem && (e.to || k.tile.wgmma || e.columnPairs))
+    if (e.partial == kir::EpilogueStore::Partial::None && !e.raw && !e.tmem && (e.to || k.tile.mma == MmaKind::Wgmma || e.columnPairs))
       pairStore = true;
   });
   if (!pairStore) return;
