@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from support.matmul_defs import matmul_fusion, schedule
-from support import blackwell_defs
+from support import tcgen05_defs
 from support import interp_defs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,10 +43,10 @@ AMD = {
     "plain-gfx12-s3-NT": lambda t: interp_defs.amd("plain", stages=3, layout="NT", warps=(2, 2)),
 }
 TCGEN05 = {
-    "plain-s4-acc2": lambda t: blackwell_defs.build(stages=4, acc_stages=2),
-    "plain-s3-acc1-TN": lambda t: blackwell_defs.build(stages=3, acc_stages=1, layout="TN"),
-    "bias-tma-ring": lambda t: blackwell_defs.build_epi(),
-    "residual-tma-ring": lambda t: blackwell_defs.build_epi(operands=("bias", "residual"), tma="residual"),
+    "plain-s4-acc2": lambda t: tcgen05_defs.build(stages=4, acc_stages=2),
+    "plain-s3-acc1-TN": lambda t: tcgen05_defs.build(stages=3, acc_stages=1, layout="TN"),
+    "bias-tma-ring": lambda t: tcgen05_defs.build_epi(),
+    "residual-tma-ring": lambda t: tcgen05_defs.build_epi(operands=("bias", "residual"), tma="residual"),
 }
 
 

@@ -1,6 +1,6 @@
 // A hand-written HIP kernel (one wave64, gfx942) for the interpreter's AMD ISA model (tests/interp/test_interp_isa.py):
 // the misuse checks of the former host emulation of heddle_hip_copy.cuh / heddle_hip_mma.cuh, run through the
-// interpreter's model of each instruction (src/heddle/interp/rt/hrt_amd.cpp). Each scenario must be refused:
+// interpreter's model of each instruction (src/heddle/interp/rt/hrt_amdgcn.cpp). Each scenario must be refused:
 //   0 nonuniform_m0   lanes of one buffer_load_dword ... lds pass different M0 (the LDS base of the wave)
 //   1 divergence      lane 3 skips an MFMA
 //   2 dma_oob         an LDS DMA whose source dword lies past the end of `in` (n words)

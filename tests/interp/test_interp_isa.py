@@ -11,7 +11,7 @@ a divergent or non-uniform ldmatrix, a misaligned ldmatrix row, an out-of-bounds
 copy_tile told of rows the tensor does not have, a wgmma whose threads disagree, and on AMD a non-uniform
 M0, a divergent MFMA and an LDS DMA outside every tensor. (The GEMMs through the device code are the
 printed kernels' runs in test_interpret_kernels.py / test_interpret_amd.py; the ISA tables themselves are
-the self-tests of test_interp_ptx.py / test_interp_amd.py.)"""
+the self-tests of test_interp_ptx.py / test_interp_amdgcn.py.)"""
 import json
 import math
 from pathlib import Path

@@ -26,8 +26,8 @@ import torch
 import heddle
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret
-from support.blackwell_defs import build, build_epi
-from support.hopper_defs import inputs
+from support.tcgen05_defs import build, build_epi
+from support.wgmma_defs import inputs
 from support.interp_defs import kernel, needs_cxx
 
 pytestmark = needs_cxx

@@ -3,14 +3,14 @@ one-thread issuers (mbarrier init, TMA loads, the TMA store) as elected in a war
 (kir::IfThenElse::electWarp); the kernel IR keeps `tid == 32 * W` (what the simulator evaluates) and
 the printer spells `if (warp == W && heddle::elect_one_sync())`. The interpreter runs elect.sync as a
 warp collective (hrt_sched.cpp), so a source that elects outside the issuing role, drops the warp test
-or reaches elect.sync with part of a warp is caught. NVRTC checks: tests/isa/test_hopper_compile.py."""
+or reaches elect.sync with part of a warp is caught. NVRTC checks: tests/isa/test_wgmma_compile.py."""
 import re
 from pathlib import Path
 
 import pytest
 
 from heddle.interpret import _Mutated, interpret
-from support.hopper_defs import walk
+from support.wgmma_defs import walk
 from support.interp_defs import inputs, kernel, needs_cxx, sm80, sm90
 
 VARIANTS = [("pipeline", 3, 1), ("block_sync", 3, 1), ("coop", 3, 1), ("pingpong", 3, 1), ("3role", 3, 1)]

@@ -8,9 +8,9 @@ import re
 import pytest
 
 import heddle
-from support.blackwell_defs import build as build_sm100
-from support.blackwell_defs import build_epi as build_sm100_epi
-from support.hopper_defs import build, inputs
+from support.tcgen05_defs import build as build_sm100
+from support.tcgen05_defs import build_epi as build_sm100_epi
+from support.wgmma_defs import build, inputs
 from support.interp_defs import needs_cxx
 
 FENCE = "heddle::sm90::fence_mbarrier_init_cluster();"

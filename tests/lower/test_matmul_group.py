@@ -77,7 +77,7 @@ def test_schedule_rules_of_a_group():
 
 
 def test_sm90_tma_and_amd_are_refused_with_what_to_do():
-    from support.hopper_defs import schedule_sm90
+    from support.wgmma_defs import schedule_sm90
     fd, x, ws = group_fusion(2, k=128)
     schedule_sm90(fd, x, ws[0], bm=64, bn=128, bk=64, wgs=1, stages=3, prefetch=1)
     with pytest.raises(heddle.ScheduleError, match=r"matmul group.*tma_load.*cache_after\(x, 'cp_async'\)"):

@@ -3,7 +3,7 @@ out = gelu(pre)` with both `out` and `pre` marked as outputs (training keeps the
 backward). The kernel stores `pre` to D1 at D's index: kernel IR / printed source, NVRTC compiles for
 sm_80 and sm_90a, and the interpreter's numbers of both outputs against float64 torch (sm_80, sm_90a,
 gfx942), with mutants of the second store caught. An epilogue role (one TMA store of one tile) refuses a
-second output; the MMA warpgroups' TMA-store epilogue stages both (test_hopper_tma_store_two_outputs.py)."""
+second output; the MMA warpgroups' TMA-store epilogue stages both (test_tma_store_two_outputs.py)."""
 import pytest
 import torch
 
@@ -13,7 +13,7 @@ from heddle.interpret import _Mutated, interpret
 from support.interp_defs import amd, inputs, kernel, needs_cxx, sm80, sm90
 
 STORE_D1 = "D1[(long long)row * ldd + col] = heddle::from_float<heddle::bf16>("
-# sm_90a stores column pairs (tests/codegen/test_hopper_direct_pairs.py): D1's 32-bit pair store at D's index
+# sm_90a stores column pairs (tests/codegen/test_wgmma_direct_pairs.py): D1's 32-bit pair store at D's index
 STORE_D1_SM90 = "heddle::store_pair(D1 + at, heddle::pack_pair<heddle::bf16>("
 
 
@@ -86,7 +86,7 @@ def test_interpreter_roles_and_split_k_store_both_outputs():
     schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=2, prefetch=1).split_k(2)
     r = interpret(kernel(fd, "sm_80"), *inputs(fd, 72, seed=1))
     assert r.ok and r.ctas == 2 * 4 * 2, r.report()
-    from support.hopper_defs import schedule_sm90   # sm_90a split-K: the TMA pipeline's reducing CTA stores both
+    from support.wgmma_defs import schedule_sm90   # sm_90a split-K: the TMA pipeline's reducing CTA stores both
     fd, a, b = matmul_fusion(n=72, k=16 * 8, dtype="bf16", epilogue="bias_gelu_saved")
     schedule_sm90(fd, a, b, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1).split_k(2)
     r = interpret(kernel(fd, "sm_90a"), *inputs(fd, 72, seed=2))

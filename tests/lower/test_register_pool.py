@@ -15,7 +15,7 @@ import pytest
 import heddle
 from heddle import _C
 from heddle.tuning import autotune as at
-from support.hopper_defs import build, inputs
+from support.wgmma_defs import build, inputs
 from support.interp_defs import needs_cxx
 
 ScheduleError = heddle.ScheduleError

@@ -10,8 +10,8 @@ import pytest
 
 from heddle import verify
 from heddle.interpret import _Mutated, interpret
-from support.hopper_defs import build as build_sm90
-from support.hopper_defs import inputs as sm90_inputs
+from support.wgmma_defs import build as build_sm90
+from support.wgmma_defs import inputs as sm90_inputs
 from support.interp_defs import inputs, kernel, needs_cxx, sm80
 from test_amd_simulator import operands, small
 from test_simulator import lowered_plan, make_inputs, ragged_k

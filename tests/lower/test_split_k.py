@@ -10,7 +10,7 @@ import heddle
 from support.env import requires_nvrtc, rt
 from support.grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_killed,
                                same_bits_under_two_random_schedules, simulator_clean_and_every_mutant_killed)
-from support.hopper_defs import inputs, schedule_sm90
+from support.wgmma_defs import inputs, schedule_sm90
 from support.interp_defs import needs_cxx
 from support.matmul_defs import matmul_fusion, schedule
 

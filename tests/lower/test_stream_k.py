@@ -11,7 +11,7 @@ import heddle
 from support.env import requires_nvrtc, rt
 from support.grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_killed,
                                same_bits_under_two_random_schedules, simulator_clean_and_every_mutant_killed)
-from support.hopper_defs import build, inputs, schedule_sm90
+from support.wgmma_defs import build, inputs, schedule_sm90
 from support.interp_defs import needs_cxx
 from support.matmul_defs import matmul_fusion, schedule
 
@@ -26,7 +26,7 @@ def sm80(G, n=N, k=K, dtype="bf16", layout="NN", bm=64, bn=64, bk=32, stages=3, 
 
 def sm90(G, store=None, prefetch=-1, bn=64, n=N, k=16 * 13, variant="coop", **kw):
     """The sm_90a warp-specialized kernel (roles load, mma; 128 x bn x 16 tiles, 4 stages) with stream_k(G):
-    test_stream_k_hopper.py."""
+    test_stream_k_roles.py."""
     fd = build(variant, stages=4, prefetch=prefetch, bn=bn, bk=16, n=n, k=k, store=store, **kw)
     fd.matmul_tensor.stream_k(G)
     return fd
@@ -132,7 +132,7 @@ def test_schedule_errors():
     with pytest.raises(heddle.ScheduleError, match="stream-K walks the tiles of one matmul"):
         fd.lower("sm_80")
     fd, a, b = matmul_fusion(n=64, k=256)
-    schedule_sm90(fd, a, b).stream_k(8)  # the TMA pipeline without roles (the roles: test_stream_k_hopper.py)
+    schedule_sm90(fd, a, b).stream_k(8)  # the TMA pipeline without roles (the roles: test_stream_k_roles.py)
     with pytest.raises(heddle.ScheduleError, match=r"stream-K runs on the warp-specialized persistent kernel: add "
                                                    r"warp_specialize\(\{load, mma\}\), or use split_k"):
         fd.lower("sm_90a")
@@ -184,7 +184,7 @@ def test_interpret_reduction_order_is_deterministic(family):
 def test_interpret_grid_mutants_killed(family):
     # the reduction's mutants: the grid release / wait deleted or moved to the next flag, and each barrier of
     # the reduction (block barrier; sm_90a: the MMA warpgroups' named barrier) deleted (the CTA-level
-    # pipeline's and ring's mutants: test_interpret_mutation.py, test_hopper_*.py)
+    # pipeline's and ring's mutants: test_interpret_mutation.py, test_wgmma_*.py)
     k = FAMILIES[family](11)
     reduction_mutants_killed(k, inputs(k.fusion, 70, seed=2), "if (sk_t * sk_nk < sk_k0)")
 

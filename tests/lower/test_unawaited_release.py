@@ -13,7 +13,7 @@ import pytest
 import heddle
 from heddle import verify
 from heddle.core.interpret import _Mutated
-from support.hopper_defs import inputs, schedule_sm90
+from support.wgmma_defs import inputs, schedule_sm90
 from support.interp_defs import needs_cxx
 from support.matmul_defs import matmul_fusion
 

@@ -314,10 +314,10 @@ def signature_bytes(source):
 
 
 def _families():
-    from support.blackwell_defs import build_epi
-    from support.hopper_defs import build as sm90
+    from support.tcgen05_defs import build_epi
+    from support.wgmma_defs import build as sm90
     from support.interp_defs import sm80
-    from test_hopper_cluster import clustered
+    from test_cluster_multicast import clustered
     from test_split_k import sm80 as sm80_split_k
     from test_split_k import sm90 as sm90_split_k
     return [("sm80", lambda: sm80(), "sm_80"),
@@ -336,7 +336,7 @@ def _families():
 def test_the_arguments_heddle_passes_match_its_kernels_parameters(name, build, target):
     """What the parameter check compares on a GPU, checked here for every family: the argument list
     Kernel.prepare builds has the kernel's parameter count and each parameter's size."""
-    from support.hopper_defs import inputs as make_inputs
+    from support.wgmma_defs import inputs as make_inputs
     fd = build()
     k = heddle.Kernel.build(fd, target, rtc=False)
     _, _, args = k.prepare(make_inputs(fd, 100), tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=4)

@@ -1,4 +1,4 @@
-"""M-aware kernel choice (python/heddle/pytorch/matmul.py over schedule/hopper_auto.cpp and autoSplitK): heddle.matmul
+"""M-aware kernel choice (python/heddle/pytorch/matmul.py over schedule/wgmma_auto_schedule.cpp and autoSplitK): heddle.matmul
 keeps M a run-time argument and compiles one kernel per M bucket (<= 64, <= 128, <= 256, larger) on first
 use; small M gets 64-row tiles and split-K when the tiles fill less than half the SMs. Deterministic and
 printable (FusedMatmul.describe); HEDDLE_AUTOTUNE=1 overrides it per bucket (tests/tuning/test_autotune.py)."""

@@ -7,7 +7,7 @@ import pytest
 
 import heddle
 from support.env import requires_nvrtc
-from support.hopper_defs import assert_interprets_clean, inputs, nvrtc_sm90
+from support.wgmma_defs import assert_interprets_clean, inputs, nvrtc_sm90
 from support.interp_defs import needs_cxx
 from heddle.api import MatmulSpec, fused_matmul_op
 from support.matmul_defs import matmul_fusion

@@ -6,7 +6,7 @@ import pytest
 
 from heddle import InputError, ScheduleError
 from heddle import _C
-from support.hopper_defs import build
+from support.wgmma_defs import build
 
 K, T = "k loop", "tile loop"
 
@@ -110,7 +110,7 @@ def test_mermaid_draws_roles_buffers_and_mbarriers():
 
 
 def _lower_with(roles, wgs=1, bm=64):
-    from support.hopper_defs import schedule_sm90
+    from support.wgmma_defs import schedule_sm90
     from support.matmul_defs import matmul_fusion
     fd, a, b = matmul_fusion(n=72, k=16 * 13, dtype="bf16")
     schedule_sm90(fd, a, b, bm=bm, bn=64, bk=16, wgs=wgs, stages=4, prefetch=2, roles=roles)

@@ -295,10 +295,10 @@ def test_target_info_mma_kinds(name, kinds):
 
 
 def test_a_kernel_has_one_mma_kind():
-    from support import blackwell_defs
+    from support import tcgen05_defs
     from support import interp_defs
     cases = [(interp_defs.sm80(), "sm_80", "mma.sync"), (interp_defs.sm80(), "sm_90a", "mma.sync"),
-             (interp_defs.sm90("coop"), "sm_90a", "wgmma"), (blackwell_defs.build(), "sm_100a", "tcgen05"),
+             (interp_defs.sm90("coop"), "sm_90a", "wgmma"), (tcgen05_defs.build(), "sm_100a", "tcgen05"),
              (interp_defs.amd(), "gfx942", "MFMA"), (interp_defs.amd("plain", stages=2, warps=(2, 2)), "gfx1200", "WMMA")]
     for fd, target, kind in cases:
         tile = fd.lower(target).tile

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import heddle
-from support.hopper_defs import build as build_sm90
-from support.hopper_defs import inputs
+from support.wgmma_defs import build as build_sm90
+from support.wgmma_defs import inputs
 from support.matmul_defs import matmul_fusion, schedule
 
 needs_cxx = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("clang++")),
@@ -23,7 +23,7 @@ def sm80(stages=3, prefetch=-1, layout="NN", dtype="bf16", kind="cp_async", n=20
 
 
 def sm90(variant, stages=3, prefetch=1, **kw):
-    """pipeline | block_sync | coop | pingpong | 3role (tests/support/hopper_defs.py), small tiles."""
+    """pipeline | block_sync | coop | pingpong | 3role (tests/support/wgmma_defs.py), small tiles."""
     return build_sm90(variant, stages=stages, prefetch=prefetch, **kw)
 
 

@@ -1,8 +1,8 @@
 """The kernel families of the source-mutation campaign (tests/interp/test_interpret_mutation.py and
 tools/mutation_table.py, which writes the kill table into docs/verification.md): one representative
 kernel per family heddle generates, small and ragged, with the M (and SM count) it is interpreted at."""
-from support import blackwell_defs
-from support.hopper_defs import build, schedule_sm90
+from support import tcgen05_defs
+from support.wgmma_defs import build, schedule_sm90
 from support.interp_defs import amd, inputs, kernel, sm80, sm90
 from support.matmul_defs import matmul_fusion, schedule
 
@@ -50,7 +50,7 @@ FAMILIES = {
                        "sm_90a cooperative, stmatrix + TMA-store epilogue"),
     "sm90_split_k": (_sm90_split_k, "sm_90a", 130, None, "sm_90a pipeline, split-K S = 2"),
     "sm90_stream_k": (_sm90_stream_k, "sm_90a", 70, None, "sm_90a warp-specialized stream-K, 11 CTAs"),
-    "sm100_tcgen05": (lambda: blackwell_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
+    "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
@@ -139,7 +139,7 @@ KNOWN_SURVIVORS = {
     ] + _maps_equivalent('tmA', 'tmB'),
     'sm100_tcgen05': [
         # the two tcgen05 fences around synchronous alloc / dealloc (PTX ISA 9.7.16.6.1): equivalent
-        # (blackwell_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")
+        # (tcgen05_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")
         ('delete_fence', 'heddle::sm100::fence_before();'),
         ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
         ('delete_fence', 'heddle::sm100::fence_after();'),

@@ -1,7 +1,7 @@
 """Every kernel family heddle generates, as cases the GPU window runs (docs/gpu-window.md).
 
 A family is a named list of cases; each case builds one scheduled fusion (through the same public
-scheduling API and the same schedule helpers as the tests: tests/support/hopper_defs.py, tests/support/matmul_defs.py)
+scheduling API and the same schedule helpers as the tests: tests/support/wgmma_defs.py, tests/support/matmul_defs.py)
 and names the M (and batch) it runs at. N and K are fixed by the fusion; the shapes are small and ragged
 (partial tiles on every axis) so a whole family runs in seconds. A "call" case instead runs a Python
 callable (heddle.matmul per M bucket) that returns (output, float64 reference).
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))  # the schedule helpers the tests use
 
 import heddle  # noqa: E402
-from support.hopper_defs import build, roles_for, schedule_sm90  # noqa: E402
+from support.wgmma_defs import build, roles_for, schedule_sm90  # noqa: E402
 from support.matmul_defs import matmul_fusion, schedule  # noqa: E402
 
 
@@ -325,7 +325,7 @@ def _param_table_matches(device, seed):
     import torch
     target = "sm_90a" if device == "cpu" else heddle.runtime.target_for_device()
     fd = FAMILIES["sm90_coop"].cases[1].make(target) if target == "sm_90a" else _cp("NN", "bf16", 3, 1)(target)
-    from support.hopper_defs import inputs
+    from support.wgmma_defs import inputs
     ts = [t.to(device) for t in inputs(fd, 77, seed=seed)]
     k = heddle.Kernel.build(fd, target, rtc=device != "cpu")
     if device == "cpu":

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 import heddle  # noqa: E402
 from families import FAMILIES, families_for  # noqa: E402
-from support.hopper_defs import inputs  # noqa: E402  (tests/ is on the path through families)
+from support.wgmma_defs import inputs  # noqa: E402  (tests/ is on the path through families)
 from heddle.reference import evaluate  # noqa: E402
 
 # ||out - ref|| / ||ref|| and the elementwise bound |out - ref| <= atol * max|ref| + rtol * |ref|, per dtype

@@ -51,7 +51,7 @@ ENV_SWITCH = "HEDDLE_AUTOTUNE"
 ENV_STORE = "HEDDLE_AUTOTUNE_STORE"
 
 from .space import (  # noqa: E402, F401  (re-exported: heddle.autotune is the public face)
-    Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _sm90_space, _spaces, _tiles, config_space, register_pool_problem, register_space,
+    Config, Problem, SpaceFn, _async_copy_space, _plain_space, _round_up, _wgmma_space, _spaces, _tiles, config_space, register_pool_problem, register_space,
     space_names, static_prune)
 
 # --- the store ---------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ def _plain_space(ti: dict, problem: Problem) -> Iterable[Config]:
                 yield Config(bm, bn, bk, wm, wn, stages, -1, "plain")
 
 
-def _sm90_space(ti: dict, problem: Problem) -> Iterable[Config]:
+def _wgmma_space(ti: dict, problem: Problem) -> Iterable[Config]:
     """Hopper: TMA loads into mbarrier rings feeding warpgroup MMAs (wgmma). Warps split m only, in
     whole warpgroups (64-row slabs); n tiles are wgmma widths. Without roles (empty mbarriers, or a
     block sync releasing the slots), and warp-specialized: a load role and an MMA role with register
@@ -199,7 +199,7 @@ def _sm90_space(ti: dict, problem: Problem) -> Iterable[Config]:
 
 register_space("cp_async", _async_copy_space)
 register_space("plain", _plain_space)
-register_space("sm90_tma_wgmma", _sm90_space)
+register_space("sm90_tma_wgmma", _wgmma_space)
 
 
 def static_prune(c: Config, p: Problem) -> Optional[str]:

@@ -113,7 +113,7 @@ void bindLower(py::module_& m) {
           "check_register_pool",
           [](const Lowered& l, int ptxasRegisters) {
             const auto& t = l.ctx->tiling;
-            if (t.mm) checkRegisterPool(t.mm->name, roleBudgets(t.hopper), registerPool(l.k().launch.threads, ptxasRegisters));
+            if (t.mm) checkRegisterPool(t.mm->name, roleBudgets(t.rolePipeline), registerPool(l.k().launch.threads, ptxasRegisters));
           },
           py::arg("ptxas_registers"),
           "ScheduleError when the role budgets do not fit the setmaxnreg pool of the compiled kernel (ptxas's "

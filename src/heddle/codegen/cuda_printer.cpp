@@ -1,8 +1,8 @@
 // CUDA spellings for the C-like printer: includes of the device runtime headers, kernel
 // qualifiers, and the sync ops (block_sync, cp.async commit/wait).
 #include "heddle/codegen/printer.h"
-#include "heddle/codegen/sm100_printer.h"
-#include "heddle/codegen/sm90_printer.h"
+#include "heddle/codegen/tcgen05_printer.h"
+#include "heddle/codegen/wgmma_printer.h"
 
 namespace heddle {
 
@@ -41,14 +41,14 @@ class CudaPrinter : public CLikePrinter {
         return "heddle::grid::wait_and_reset(flags + (" + s.index.str() + "), " + std::to_string(s.count) + ");";
       default: break;
     }
-    std::string h = sm90print::syncOp(*k_, s);  // Hopper ops (codegen/sm90_printer.cpp)
-    if (h.empty()) h = sm100print::syncOp(*k_, s);  // tcgen05 ops (codegen/sm100_printer.cpp)
+    std::string h = wgmmaprint::syncOp(*k_, s);  // Hopper ops (codegen/wgmma_printer.cpp)
+    if (h.empty()) h = tcgen05print::syncOp(*k_, s);  // tcgen05 ops (codegen/tcgen05_printer.cpp)
     if (h.empty()) fail<HeddleError>("CUDA printer: no spelling for ", kir::describe(s), " on ", target_.name);
     return h;
   }
   std::string mmaType(const kir::Kernel& k) override {
-    if (k.tile.mma == MmaKind::Wgmma) return sm90print::mmaType(k);
-    if (k.tile.mma == MmaKind::Tcgen05) return sm100print::mmaType(k);
+    if (k.tile.mma == MmaKind::Wgmma) return wgmmaprint::mmaType(k);
+    if (k.tile.mma == MmaKind::Tcgen05) return tcgen05print::mmaType(k);
     const auto& t = k.tile;
     std::ostringstream os;
     os << "heddle::MmaSm80<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.warpsM << ", " << t.warpsN << ", "

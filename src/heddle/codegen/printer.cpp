@@ -1,8 +1,8 @@
 // The C-like printer shared by the CUDA and HIP backends.
 #include "heddle/codegen/printer.h"
 
-#include "heddle/codegen/sm100_printer.h"
-#include "heddle/codegen/sm90_printer.h"
+#include "heddle/codegen/tcgen05_printer.h"
+#include "heddle/codegen/wgmma_printer.h"
 
 #include <cstdlib>
 #include <cmath>
@@ -31,8 +31,8 @@ std::string CLikePrinter::bufferPtr(const kir::Buffer& b, const kir::IExpr& stag
 }
 
 void CLikePrinter::node(const kir::Node& n, int d) {
-  if (sm100print::printNode(os_, *k_, n, ind(d))) return;  // Blackwell nodes (codegen/sm100_printer.cpp)
-  if (sm90print::printNode(os_, *k_, n, ind(d))) return;   // Hopper nodes (codegen/sm90_printer.cpp)
+  if (tcgen05print::printNode(os_, *k_, n, ind(d))) return;  // Blackwell nodes (codegen/tcgen05_printer.cpp)
+  if (wgmmaprint::printNode(os_, *k_, n, ind(d))) return;   // Hopper nodes (codegen/wgmma_printer.cpp)
   switch (n.kind) {
     case kir::NodeKind::For: {
       auto& f = static_cast<const kir::ForLoop&>(n);

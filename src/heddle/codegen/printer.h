@@ -56,7 +56,7 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
 // The epilogue program on one element (`const float rN = ...;` per op, at indentation `ind`; r0 = the
 // accumulator acc[fm][fn][r]): a TMA-loaded operand from its ring slot `stage` at the tile's (lr,) lc, a global
 // one at (batch_idx, row, col), a matmul group member's slice at the same element. Used by the per-element
-// register epilogue (CLikePrinter::epilogue: AMD) and the tcgen05 one (sm100_printer.cpp).
+// register epilogue (CLikePrinter::epilogue: AMD) and the tcgen05 one (tcgen05_printer.cpp).
 void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage, const std::string& ind);
 // Whether any epilogue operand is read in pairs (EpiOp::pairs, vectorize_epilogue_reads): the pair epilogues
 // then print the pair read's column `colv`.

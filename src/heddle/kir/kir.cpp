@@ -168,7 +168,7 @@ std::string describe(const Node& n) {
            s.sync == SyncKind::BarrierSignalIsFirst || s.sync == SyncKind::BarrierJoin ||
            s.sync == SyncKind::BarrierInit) && s.arg != kWorkgroupBarrier)
         os << " " << s.arg;
-      if (s.noReleaseFence) os << " (no release fence)";  // an AMD fence mutant (verify/amd_fences.cpp)
+      if (s.noReleaseFence) os << " (no release fence)";  // an AMD fence mutant (verify/workgroup_fences.cpp)
       if (s.noAcquireFence) os << " (no acquire fence)";
       if (s.sync == SyncKind::BarrierInit) os << ", " << s.count << " wave(s)";
       if (s.sync == SyncKind::GridRelease) os << " flags[" << s.index.str() << "]";

@@ -36,7 +36,7 @@ namespace {
 
 // The `when` of each pass (one predicate per condition; the words are the dump's).
 bool always(const LowerContext&) { return true; }
-const HopperSchedule& roles(const LowerContext& c) { return c.tiling.hopper; }
+const RolePipelineSchedule& roles(const LowerContext& c) { return c.tiling.rolePipeline; }
 
 const When kAlways{"always", always};
 const When kSplitKSchedule{"split-K schedules (split_k(S), S > 1)",

@@ -88,7 +88,7 @@ kir::ForLoop& shareKLoop(LowerContext& c, const kir::IExpr& firstTile, const cha
 void addWorkspaceParams(kir::Kernel& k);
 void tmaPipeline(LowerContext&);      // passes/tma_pipeline.cpp (Hopper mbarrier rings)
 void fenceMbarrierInit(LowerContext&);  // passes/fence_mbarrier_init.cpp (after every pass that inits mbarriers)
-void setupHopperOperands(LowerContext&);  // passes/hopper_operands.cpp, called by build_matmul_loops
+void setupTmaOperands(LowerContext&);  // passes/tma_operands.cpp, called by build_matmul_loops
 // build/named_barrier_roles.cpp: the named-barrier protocol of a producer/consumer wave split
 // (gfx1250; hand-built role programs: sync_lab(roles=True)).
 void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages);

@@ -8,7 +8,7 @@ namespace heddle {
 void validateClusterSchedule(const TargetInfo& target, MatmulTiling& t) {
   const int size = t.mm->clusterSize;
   if (size <= 1) return;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   const std::string what = "cluster(" + t.mm->name + ", 2, along='" + t.mm->clusterAlong + "')";
   if (t.loadKind != LoadKind::TmaLoad || !target.mma.has(MmaKind::Wgmma) || target.mma.has(MmaKind::Tcgen05) || !h.enabled)
     fail<ScheduleError>(what, ": the CTAs of a cluster multicast TMA loads of the sm_90a warp-specialized kernels; ",

@@ -1,4 +1,4 @@
-// Which warp-specialized layout the automatic sm_90a schedule gives the epilogue (hopper_auto.cpp):
+// Which warp-specialized layout the automatic sm_90a schedule gives the epilogue (wgmma_auto_schedule.cpp):
 //   "cooperative"    two MMA warpgroups split each tile and run the epilogue after its mainloop: the
 //                    tensor cores idle while it runs (cheap for a plain store through TMA)
 //   "pingpong"       two MMA warpgroups on alternating tiles, mainloops ordered by the order token: one
@@ -6,14 +6,14 @@
 //   "epilogue_role"  one MMA warpgroup and an epilogue warpgroup fed through a shared accumulator ring:
 //                    the epilogue of tile t overlaps the mainloop of tile t+1 (stores by TMA)
 //   "auto"           pingpong for a fused epilogue (a bias / residual operand or an activation: element
-//                    math worth hiding), cooperative for a plain (cast-only) store and, in hopper_auto.cpp,
+//                    math worth hiding), cooperative for a plain (cast-only) store and, in wgmma_auto_schedule.cpp,
 //                    for M <= 64 (one 64-row tile per n column: nothing to alternate) and for a bias /
 //                    residual the user cached with tma_load (its ring is built for cooperative warpgroups);
-//                    a k loop shared by stream-K also keeps the cooperative kernel (hopper_auto.cpp); so does
+//                    a k loop shared by stream-K also keeps the cooperative kernel (wgmma_auto_schedule.cpp); so does
 //                    a residual read by scalar loads (epiPairs false: operands unfit for vec_e=2), with which
-//                    the ping-pong kernel spills (NVRTC: 8-40 bytes at 168 registers); hopper_auto.cpp also
+//                    the ping-pong kernel spills (NVRTC: 8-40 bytes at 168 registers); wgmma_auto_schedule.cpp also
 //                    keeps its tile at 128 x 128 (the cooperative 128 x 256 one spills 4 bytes); and, in
-//                    hopper_auto.cpp, wherever the epilogue budget (epilogueFits below) leaves ping-pong short
+//                    wgmma_auto_schedule.cpp, wherever the epilogue budget (epilogueFits below) leaves ping-pong short
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// How the automatic schedules (cp.async; sm_90a TMA: hopper_auto.cpp) share the k loop among CTAs when the
+// How the automatic schedules (cp.async; sm_90a TMA: wgmma_auto_schedule.cpp) share the k loop among CTAs when the
 // output tiles leave SMs idle: not at all (data-parallel), split_k(S) (autoSplitK's S), or stream_k(SMs);
 // checkStreamKRoles: what stream-K takes on the warp-specialized kernel. A deterministic cost model in
 // units of one CTA's k-iteration (one bm x bn x bk step), printed by KShareChoice::str():
@@ -11,7 +11,7 @@
 //                  p = min(G, ceil((nk - 1) / q) + 1) CTAs at most per tile (1 when q >= nk): the running
 //                  sum goes CTA to CTA (read + write each), after the CTAs' equal shares of the k-iterations
 // Stream-K is a candidate only when the tiles do not fill the SMs (tiles < sms) and the target runs it
-// (streamKOk: the cp.async kernels, and on sm_90a the warp-specialized TMA kernel, hopper_auto.cpp).
+// (streamKOk: the cp.async kernels, and on sm_90a the warp-specialized TMA kernel, wgmma_auto_schedule.cpp).
 // Ties go to the simpler kernel (data-parallel, then split-K). `mode` overrides the model: "split_k",
 // "stream_k" (each only where it applies), "none"; "auto" takes the cheapest.
 #include <algorithm>
@@ -37,14 +37,14 @@ bool kShareOk(const TargetInfo& target) { return target.gridFlags; }
 bool streamKOk(const TargetInfo& target) { return !target.mma.has(MmaKind::Tcgen05) && target.gridFlags; }
 
 void checkStreamKRoles(const MatmulTiling& t) {
-  const auto& h = t.hopper;
+  const auto& h = t.rolePipeline;
   if (!h.warpSpecialized) return;  // the cp.async pipeline: stream_k_fixup.cpp
   const std::string mm = t.mm->name;
   if (!h.coop)
     fail<ScheduleError>("stream_k(", mm, "): stream-K on the warp-specialized kernel is built for cooperative MMA "
                         "warpgroups (one tile's accumulators in both); ping-pong warpgroups own whole tiles: give the "
                         "mma role the tile's warpgroups, or drop stream_k");
-  if (h.role(HopperRole::Epilogue))
+  if (h.role(PipelineRole::Epilogue))
     fail<ScheduleError>("stream_k(", mm, "): stream-K reduces the accumulators in the MMA warpgroups, before the "
                         "epilogue; an epilogue role is not built with it: drop the epilogue role "
                         "(epilogue_store('tma') stages the output from the mma role), or drop stream_k");

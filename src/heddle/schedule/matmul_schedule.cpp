@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "heddle/schedule/schedule.h"
-#include "heddle/schedule/blackwell_schedule.h"
+#include "heddle/schedule/tcgen05_schedule.h"
 #include "heddle/schedule/epilogue_layout.h"
 #include "heddle/schedule/register_pool.h"
 
@@ -326,7 +326,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.streamK = mm->streamK;
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
-  validateHopperSchedule(f, target, t);  // schedule/hopper_schedule.cpp
+  validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
   if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
   validateClusterSchedule(target, t);    // schedule/cluster_schedule.cpp
   return t;
@@ -335,16 +335,16 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
-  if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma)) return autoScheduleMatmulAmd(f, target, given);  // schedule/amd_schedule.cpp
+  if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma)) return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
   if (target.mma.has(MmaKind::Wgmma) && given.tma && parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
-    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulHopper(f, target, given);
+    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulWgmma(f, target, given);
   }
-  if (target.mma.has(MmaKind::Tcgen05) && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/blackwell_schedule.cpp)
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
-    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulBlackwell(f, target, given);
+    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulTcgen05(f, target, given);
   }
   if (!target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: target ", target.name, " has no lowering for its matrix cores in this build");

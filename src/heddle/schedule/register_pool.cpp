@@ -33,7 +33,7 @@ RegisterPool registerPool(int threads, int ptxasRegisters) {
   return p;
 }
 
-std::vector<WarpgroupBudget> roleBudgets(const HopperSchedule& h) {
+std::vector<WarpgroupBudget> roleBudgets(const RolePipelineSchedule& h) {
   std::vector<WarpgroupBudget> v;
   for (auto& r : h.roles)
     if (r.warpgroups > 0) v.push_back({r.name, r.warpgroups, r.registers});

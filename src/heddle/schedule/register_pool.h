@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "heddle/schedule/hopper_schedule.h"
+#include "heddle/schedule/role_pipeline_schedule.h"
 
 namespace heddle {
 
@@ -33,7 +33,7 @@ constexpr int kSpareRegisters = 48;
 // 255 (an instruction names registers R0..R254).
 int entryRegisterCap(int threads);
 // Whether `accumulators` f32 accumulators per thread leave kSpareRegisters of a `cap`-register thread: the rule of
-// the sm_90a warpgroup tiles (hopper_schedule.cpp) and the sm_80 warp tiles (matmul_schedule.cpp).
+// the sm_90a warpgroup tiles (role_pipeline_schedule.cpp) and the sm_80 warp tiles (matmul_schedule.cpp).
 inline bool accumulatorsFit(int accumulators, int cap) { return accumulators <= cap - kSpareRegisters; }
 
 // A role's warpgroups and the per-thread budget it sets with setmaxnreg (0: none, it keeps the entry count).
@@ -42,7 +42,7 @@ struct WarpgroupBudget {
   int warpgroups = 0;
   int registers = 0;
 };
-std::vector<WarpgroupBudget> roleBudgets(const HopperSchedule& h);
+std::vector<WarpgroupBudget> roleBudgets(const RolePipelineSchedule& h);
 
 // "" when the budgets fit the pool; else what they need, the pool, and which budget to lower to what.
 std::string registerPoolProblem(const std::vector<WarpgroupBudget>& budgets, const RegisterPool& pool);

@@ -259,10 +259,10 @@ std::string MatmulTiling::str() const {
   os << ", layout " << (transA ? "T" : "N") << (transB ? "T" : "N");
   if (parts > 1)  // a matmul group: the accumulator tile holds bn / parts columns of each member
     os << ", matmul group of " << parts << " (" << bn / parts << " output columns of each per tile)";
-  if (hopper.warpSpecialized && !hopper.tcgen05)  // the epilogue layout (schedule/epilogue_layout.h)
-    os << ", epilogue: " << epilogueLayoutPhrase(hopper.tmaStore ? "epilogue_role" : hopper.coop ? "cooperative"
+  if (rolePipeline.warpSpecialized && !rolePipeline.tcgen05)  // the epilogue layout (schedule/epilogue_layout.h)
+    os << ", epilogue: " << epilogueLayoutPhrase(rolePipeline.tmaStore ? "epilogue_role" : rolePipeline.coop ? "cooperative"
                                                                                                  : "pingpong")
-       << (hopper.tmaStore || hopper.mmaTmaStore ? ", TMA store" : ", direct store");
+       << (rolePipeline.tmaStore || rolePipeline.mmaTmaStore ? ", TMA store" : ", direct store");
   return os.str();
 }
 

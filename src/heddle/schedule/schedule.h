@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "heddle/ir/fusion.h"
-#include "heddle/schedule/hopper_schedule.h"
+#include "heddle/schedule/role_pipeline_schedule.h"
 #include "heddle/target/target.h"
 
 namespace heddle {
@@ -65,7 +65,7 @@ struct MatmulTiling {
   int stages = 1, prefetch = 0;       // circular buffer of the k loop (stages 1 = none)
   int vecA = 8, vecB = 8;             // elements per copy instruction
   std::vector<Role> roles;
-  HopperSchedule hopper;              // tma_load on sm_90a (hopper_schedule.h)
+  RolePipelineSchedule rolePipeline;        // roles, TMA loads and the mbarrier ring: wgmma or tcgen05 (role_pipeline_schedule.h)
   int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
   int splitK = 1;                     // split_k(splits)
   int streamK = 0;                    // stream_k(ctas)
@@ -99,7 +99,7 @@ struct AutoScheduleHints {
                                         // (schedule/epilogue_layout.h)
   bool epiPairs = false;             // the epilogue operands suit pair reads (vec_e=2: core/kernel.py _pair_ok)
 };
-// The split-K factor the automatic schedules pick (schedule/hopper_auto.cpp): 1 when `tiles` output tiles
+// The split-K factor the automatic schedules pick (schedule/wgmma_auto_schedule.cpp): 1 when `tiles` output tiles
 // fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
 // at least max(4, stages) of the `nk` k-tiles, at most kMaxSplitK.
 int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
@@ -107,8 +107,8 @@ int autoSplitK(int64_t tiles, int64_t nk, int stages, int sms);
 // tma_load cache): each keeps its producer role and ring (validateEpilogueTma), so the automatic schedules
 // leave room for the ring and keep the warp-specialized kernel (no split-K) for them.
 std::vector<TensorView*> cachedEpilogueOperands(const Fusion& f);
-// The n tile and operand stages the automatic TMA schedules (sm_90a hopper_auto.cpp, sm_100a
-// blackwell_schedule.cpp) pick within TargetInfo::smemLimit (schedule/hopper_auto.cpp): the widest n tile
+// The n tile and operand stages the automatic TMA schedules (sm_90a wgmma_auto_schedule.cpp, sm_100a
+// tcgen05_schedule.cpp) pick within TargetInfo::smemLimit (schedule/wgmma_auto_schedule.cpp): the widest n tile
 // of widest, widest/2, .. 64 beside which two operand stages fit, then the most stages (2..maxStages).
 // Counted: the operand stages (bm x bk + bk x bn, 2-byte elements), the ring of every cachedEpilogueOperands
 // (its circular_buffer stages, default 2, of a [bn] slice or a [bm, bn] tile), `epilogueBytes` the kernel
@@ -137,9 +137,9 @@ void checkStreamKRoles(const MatmulTiling& t);
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
-// The Hopper branch of it (tma_load, wgmma, roles): schedule/hopper_auto.cpp.
-void autoScheduleMatmulHopper(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
-// The AMD branch of it (MFMA / WMMA targets): schedule/amd_schedule.cpp.
-void autoScheduleMatmulAmd(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+// The Hopper branch of it (tma_load, wgmma, roles): schedule/wgmma_auto_schedule.cpp.
+void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+// The AMD branch of it (MFMA / WMMA targets): schedule/mfma_wmma_schedule.cpp.
+void autoScheduleMatmulMfmaWmma(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 
 }  // namespace heddle

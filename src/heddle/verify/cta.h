@@ -23,7 +23,7 @@
 #include "heddle/kir/kir.h"
 #include "heddle/verify/report.h"
 #include "heddle/verify/simulator.h"
-#include "heddle/verify/sm90_state.h"
+#include "heddle/verify/mbarrier_state.h"
 
 namespace heddle::verify {
 
@@ -114,16 +114,16 @@ struct Thread {
   std::vector<float> acc;
   // hand-built kernels: the token program order says each (buffer, stage) holds
   std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
-  // GFX12 split barriers (verify/amd_sync.cpp): signals made / waits passed so far
+  // GFX12 split barriers (verify/amdgcn_sim.cpp): signals made / waits passed so far
   int sigCount = 0, waitCount = 0;
-  // AMD workgroup fences (verify/amd_fences.cpp): execution order through barriers regardless of
+  // AMD workgroup fences (verify/workgroup_fences.cpp): execution order through barriers regardless of
   // fences, the clock at the last release fence (what an arrive publishes), what waits made visible
   // that no acquire fence has taken yet; the last wait without its acquire fence, the last arrive
   // without its release fence (messages)
   std::vector<uint32_t> amdX, amdRel, amdAcq;
   const kir::Sync* amdUnacquired = nullptr;
   const kir::Sync* amdUnreleased = nullptr;
-  // AMD named barrier objects (verify/amd_barriers.cpp): the barrier this thread joined last
+  // AMD named barrier objects (verify/barrier_objects.cpp): the barrier this thread joined last
   // (kNotJoined: none; 0: the NULL barrier), per barrier the phase of its latest arrive and the
   // last phase it waited on (-1: none), the barriers it dropped and has not joined since, and what
   // a blocked wait waits for
@@ -132,7 +132,7 @@ struct Thread {
   std::set<int> left;
   int waitBar = 0;
   int64_t waitPhase = 0;
-  Sm90Thread h;                             // Hopper: async groups, mbarrier / named-barrier waits
+  MbarrierThread h;                             // Hopper: async groups, mbarrier / named-barrier waits
 };
 
 class Cta {
@@ -222,18 +222,18 @@ class Cta {
   std::map<std::pair<int, int32_t>, DeferredGroup> deferred;  // by (issuing thread, group)
   void settle(int thread, int32_t group);  // classify the deferred accesses of a retired group
 
-  // --- amd_sync.cpp: split barriers (phase k completes when every thread made its k-th signal;
+  // --- amdgcn_sim.cpp: split barriers (phase k completes when every thread made its k-th signal;
   // a wait joins the clocks of that phase) and the no-BackOffBarrier rule
   struct SplitPhase {
     int signals = 0;
     bool completed = false;
     std::vector<uint32_t> clock;
-    std::vector<uint32_t> xclock;  // execution order (amd_fences.cpp)
+    std::vector<uint32_t> xclock;  // execution order (workgroup_fences.cpp)
   };
   std::map<int, SplitPhase> splitPhases;
   int firstOpenSplit = 0;  // phases below it completed
   void signalBarrier(Thread& t, const kir::Sync& s);
-  // verify/amd_fences.cpp: t's arrive on a barrier phase (memory into `mem`, execution into `exec`) and
+  // verify/workgroup_fences.cpp: t's arrive on a barrier phase (memory into `mem`, execution into `exec`) and
   // its wait; without SimOptions::amdFences an arrive publishes t's clock and a wait acquires it
   void fencedArrive(Thread& t, const kir::Sync& s, std::vector<uint32_t>& mem, std::vector<uint32_t>& exec);
   void fencedWait(Thread& t, const kir::Sync& s, const std::vector<uint32_t>& mem, const std::vector<uint32_t>& exec);
@@ -242,7 +242,7 @@ class Cta {
   void completeSplitPhases();  // phase k completes when every thread not dropped by then signalled it
   void checkBackOff(const Thread& t, const kir::Sync& s);
 
-  // --- amd_barriers.cpp: the barrier objects of the AMDGPU execution-synchronization model (named
+  // --- barrier_objects.cpp: the barrier objects of the AMDGPU execution-synchronization model (named
   // barriers 1..16 with init / join / drop (s_barrier_leave) / arrive / wait, the NULL barrier 0)
   // and the drop of the workgroup barrier by a thread that ends (SimOptions::dropOnExit)
   struct BarrierObject {
@@ -259,18 +259,18 @@ class Cta {
   void threadExited(Thread& t);
   void releaseBlockBarrier(const kir::Sync& s);
 
-  // --- sm90_sync.cpp / sm90_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
-  Sm90State sm90;
-  void setupSm90();                                  // before the threads' clocks are sized
-  // the threads, the mbarriers, and (sm_100a) each thread's tcgen05.mma engine (sm100_sim.cpp)
-  int clockSize() const { return T + (int)sm90.bars.size() + (k.tile.mma == MmaKind::Tcgen05 ? T : 0); }
-  int tcAgent(int tid) const { return T + (int)sm90.bars.size() + tid; }
-  bool execSm90Sync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
-  bool execSm90Leaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf
-  bool sm90Land(bool oldest);                        // lands one TMA copy; false when none is in flight
-  void sm90Finish();                                 // end-of-CTA checks (phases, groups in flight)
-  std::string sm90Stuck() const;                     // who waits on which mbarrier / named barrier
-  void sm90CheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
+  // --- mbarrier_sync.cpp / tma_wgmma_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
+  MbarrierState mbar;
+  void setupMbarrierState();                                  // before the threads' clocks are sized
+  // the threads, the mbarriers, and (sm_100a) each thread's tcgen05.mma engine (tcgen05_sim.cpp)
+  int clockSize() const { return T + (int)mbar.bars.size() + (k.tile.mma == MmaKind::Tcgen05 ? T : 0); }
+  int tcAgent(int tid) const { return T + (int)mbar.bars.size() + tid; }
+  bool execMbarrierSync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
+  bool execTmaWgmmaLeaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf
+  bool tmaLand(bool oldest);                        // lands one TMA copy; false when none is in flight
+  void mbarrierFinish();                                 // end-of-CTA checks (phases, groups in flight)
+  std::string mbarrierStuck() const;                     // who waits on which mbarrier / named barrier
+  void asyncProxyCheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
   int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
   bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
   void asyncProxyInitCheck(Thread& t, MbarState& m, const kir::Node& n);  // the init fenced (TMA, tcgen05.commit)
@@ -286,11 +286,11 @@ class Cta {
   float asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g, const char* reader);
   void retireReads(Thread& t, AsyncReadGroup& g);
   void landTma(TmaOp& op);
-  // --- sm100_sim.cpp: tcgen05 (tensor memory, tcgen05.mma / commit / ld, the tcgen05 fences)
-  bool execSm100Sync(Thread& t, const kir::Sync& s);  // false: not a tcgen05 op
-  bool execSm100Leaf(Thread& t, const kir::Node& n);  // false: not a tcgen05 leaf
+  // --- tcgen05_sim.cpp: tcgen05 (tensor memory, tcgen05.mma / commit / ld, the tcgen05 fences)
+  bool execTcgen05Sync(Thread& t, const kir::Sync& s);  // false: not a tcgen05 op
+  bool execTcgen05Leaf(Thread& t, const kir::Node& n);  // false: not a tcgen05 leaf
   void publishTcReads(Thread& t);                     // fence::before_thread_sync (or commit): stamps its tcgen05.ld reads
-  void sm100Finish();
+  void tcgen05Finish();
 
  private:
   enum class Order { Ordered, Unordered, AfterIssue };  // AfterIssue: async write not yet ordered
@@ -304,7 +304,7 @@ class Cta {
 // Stage value of an access, checked against the buffer.
 int64_t evalStage(const kir::IExpr& e, const Thread& t);
 
-// AMD matrix-core fragment ownership (SimOptions::mmaFragment 1 or 2; verify/amd_sync.cpp): the
+// AMD matrix-core fragment ownership (SimOptions::mmaFragment 1 or 2; verify/amdgcn_sim.cpp): the
 // lane's idx-th accumulator as a warp-tile-local (row, col), and how many it owns.
 void amdOwnedSlot(const kir::Kernel::Tile& tl, int frag, int lane, int idx, int& row, int& col);
 int amdOwnedCount(const kir::Kernel::Tile& tl, int frag);

@@ -10,7 +10,7 @@ namespace heddle::verify {
 void Cta::setupMemory() {
   int64_t total = 0;
   for (auto& b : k.buffers) {
-    const bool tmem = k.tile.mma == MmaKind::Tcgen05 && b->role == "acc";  // tensor memory: accStages x 128 lanes x bn (sm100_sim.cpp)
+    const bool tmem = k.tile.mma == MmaKind::Tcgen05 && b->role == "acc";  // tensor memory: accStages x 128 lanes x bn (tcgen05_sim.cpp)
     if (b->memory != MemoryType::Shared && !tmem) continue;
     Region r{b.get(), total, (int64_t)b->rows * b->cols, std::max(1, b->stages), b->rows, b->cols};
     if (tmem) r = Region{b.get(), total, 128LL * k.tile.bn, std::max(1, k.tile.accStages), 128, k.tile.bn};
@@ -195,7 +195,7 @@ float Cta::readCell(uint32_t cell, Thread& u, uint32_t inst) {
 }
 
 void Cta::writeCell(uint32_t cell, Thread& w, uint32_t inst, int32_t group) {
-  sm90CheckWrite(cell, inst);  // over an in-flight wgmma / TMA-store read (sm90_sync.cpp)
+  asyncProxyCheckWrite(cell, inst);  // over an in-flight wgmma / TMA-store read (mbarrier_sync.cpp)
   const WriteRec& p = smemW[cell];
   if (p.thread >= 0) {
     Order o = orderOf(p, w);

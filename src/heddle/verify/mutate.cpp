@@ -102,7 +102,7 @@ const std::vector<MutationKind>& mutationKinds() {
   };
   static const std::vector<MutationKind> all = [] {
     auto v = kinds;
-    for (auto& k : sm90MutationKinds()) v.push_back(k);  // verify/sm90_mutate.cpp
+    for (auto& k : ringMutationKinds()) v.push_back(k);  // verify/ring_mutate.cpp
     v.push_back({"shift_flag",  // split-K: a grid release or wait names the next flag
                  [](const kir::Node& n) { return isSync(n, {kir::SyncKind::GridRelease, kir::SyncKind::GridWait}); },
                  [](const kir::Node& n) { return "shift the flag of " + kir::describe(n) + " by one"; },
@@ -159,7 +159,7 @@ const std::vector<MutationKind>& optInMutationKinds() {
          p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
        }},
       // AMD kernels: the workgroup release fence before a block_sync / s_barrier_signal -1, or the acquire
-      // fence after a block_sync / s_barrier_wait -1, deleted (verify/amd_fences.cpp)
+      // fence after a block_sync / s_barrier_wait -1, deleted (verify/workgroup_fences.cpp)
       dropFence(true), dropFence(false),
   };
   return kinds;

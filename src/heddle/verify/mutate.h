@@ -41,8 +41,8 @@ struct MutationKind {
   std::function<bool(const kir::Kernel& k, const kir::Node& n)> appliesInKernel = nullptr;
 };
 
-// The Hopper kinds (verify/sm90_mutate.cpp): flip_parity, over_arrive, under_arrive, role_cycle.
-std::vector<MutationKind> sm90MutationKinds();
+// The Hopper kinds (verify/ring_mutate.cpp): flip_parity, over_arrive, under_arrive, role_cycle.
+std::vector<MutationKind> ringMutationKinds();
 
 const std::vector<MutationKind>& mutationKinds();
 
@@ -54,7 +54,7 @@ const std::vector<MutationKind>& mutationKinds();
 //   drop_release_fence / drop_acquire_fence  (AMD kernels) the workgroup release fence before a
 //                 block_sync / s_barrier_signal -1, or the acquire fence after a block_sync /
 //                 s_barrier_wait -1, deleted (kir::Sync::noReleaseFence / noAcquireFence; caught by
-//                 verify/amd_fences.cpp; tests/sync/test_amd_fences.py)
+//                 verify/workgroup_fences.cpp; tests/sync/test_workgroup_fences.py)
 const std::vector<MutationKind>& optInMutationKinds();
 
 // Every mutant of every kind, in program order of the sites.

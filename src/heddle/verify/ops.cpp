@@ -110,7 +110,7 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L, const kir::T
 
 // The lane's owned accumulator slots, in (fm, fn, r) order: warp-tile-local (row, col).
 static void ownedSlot(const kir::Kernel::Tile& tl, int frag, int lane, int idx, int& row, int& col) {
-  if (frag) return amdOwnedSlot(tl, frag, lane, idx, row, col);  // verify/amd_sync.cpp
+  if (frag) return amdOwnedSlot(tl, frag, lane, idx, row, col);  // verify/amdgcn_sim.cpp
   const int FN = tl.bn / tl.warpsN / 8;
   const int r = idx % 4, fn = (idx / 4) % FN, fm = idx / 4 / FN;
   row = fm * 16 + lane / 4 + 8 * (r / 2);
@@ -264,7 +264,7 @@ static void execSmemAccess(Cta& c, Thread& t, const kir::SmemAccess& a) {
 
 void Cta::execLeaf(Thread& t, const kir::Node& n) {
   if (n.kind == kir::NodeKind::EpilogueStore && execPartial(t, static_cast<const kir::EpilogueStore&>(n))) return;
-  if (sm90.active && execSm90Leaf(t, n)) return;  // Hopper leaves (sm90_ops.cpp)
+  if (mbar.active && execTmaWgmmaLeaf(t, n)) return;  // Hopper leaves (tma_wgmma_ops.cpp)
   switch (n.kind) {
     case kir::NodeKind::TileLoad: execTileLoadParts(*this, t, static_cast<const kir::TileLoad&>(n)); return;
     case kir::NodeKind::MmaStep: execMma(*this, t, static_cast<const kir::MmaStep&>(n)); return;

@@ -54,7 +54,7 @@ Cta::Cta(const kir::Kernel& kk, const SimInputs& inp, const SimOptions& o, Repor
     n0 = (sw ? by : bx) * (k.tile.bn / std::max(1, k.tile.parts));  // a matmul group: bn / parts columns
   }
   setupMemory();
-  setupSm90();  // mbarrier agents widen the vector clocks (sm90_sync.cpp)
+  setupMbarrierState();  // mbarrier agents widen the vector clocks (mbarrier_sync.cpp)
   kir::walk(k.body, [&](const kir::Node& n) { byId[n.id] = &n; });
   th.resize(T);
   for (int i = 0; i < T; ++i) {
@@ -127,12 +127,12 @@ int64_t Cta::run(int64_t budget) {
         unlanded[i] = unlanded.back();
         unlanded.pop_back();
       }
-      if (!sm90.pending.empty() && (rng() & 7) == 0) sm90Land(false);  // a TMA copy lands
+      if (!mbar.pending.empty() && (rng() & 7) == 0) tmaLand(false);  // a TMA copy lands
     }
     if (pick < 0) {  // TMA copies land as late as possible: when nothing else can run (a landing may wake threads)
       bool woken = false;
       for (auto& t : th) woken |= t.status == Status::Running;
-      if (woken || sm90Land(true)) continue;
+      if (woken || tmaLand(true)) continue;
     }
     if (pick < 0) {
       for (auto& t : th)
@@ -148,7 +148,7 @@ int64_t Cta::run(int64_t budget) {
     if (opt.stopAtFirstError && rep.total() > 0) stopped = true;
   }
   while (!deferred.empty()) settle(deferred.begin()->first.first, deferred.begin()->first.second);
-  sm90Finish();
+  mbarrierFinish();
   return steps;
 }
 

@@ -7,7 +7,7 @@
 //   async misuse  reads/writes of cp.async results before the wait_group that retires them
 //   mismatches    output elements that differ from a reference (numbers), or reads that see a
 //                 different write than program order says (hand-built kernels)
-//   barrier misuse  AMD barrier objects (verify/amd_barriers.cpp): the undefined-behaviour cases of
+//   barrier misuse  AMD barrier objects (verify/barrier_objects.cpp): the undefined-behaviour cases of
 //                 the AMDGPU execution-synchronization model (an operation on an uninitialized
 //                 barrier, a wait without a join, a drop race, an expected count driven negative)
 //                 and misuse the model leaves defined but a plan must not rely on (arrive after drop)
@@ -37,7 +37,7 @@ struct SimOptions {
   bool stopAtFirstError = false;                 // mutation runs: any finding kills the mutant
   double atol = -1, rtol = -1;                   // < 0: chosen by the output dtype
   int warpSize = 32;
-  // AMD (verify/amd_sync.cpp): the matrix-core fragment layout of MmaStep/EpilogueStore ownership
+  // AMD (verify/amdgcn_sim.cpp): the matrix-core fragment layout of MmaStep/EpilogueStore ownership
   // (0: sm80 m16n8, 1: MFMA 16x16 wave64, 2: WMMA 16x16 wave32, as heddle_hip_mma.cuh), and whether
   // a barrier may be reached with LDS DMA in flight (false: reported, as LLVM drains counters there).
   int mmaFragment = 0;
@@ -46,7 +46,7 @@ struct SimOptions {
   // barrier -1), so the others complete it without the thread; false (CUDA): a barrier an exited
   // thread never reaches is a deadlock.
   bool dropOnExit = false;
-  // AMD workgroup fences (verify/amd_fences.cpp): the workgroup barrier orders execution only; it
+  // AMD workgroup fences (verify/workgroup_fences.cpp): the workgroup barrier orders execution only; it
   // publishes a thread's accesses through the release fence before its arrive and makes them visible
   // through the acquire fence after its wait (kir::Sync::noReleaseFence / noAcquireFence). false (CUDA):
   // bar.sync orders memory by itself.

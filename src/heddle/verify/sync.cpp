@@ -75,8 +75,8 @@ void Cta::releaseBlockBarrier(const kir::Sync& s) {
 }
 
 void Cta::execSync(Thread& t, const kir::Sync& s) {
-  if (sm90.active && execSm90Sync(t, s)) return;  // Hopper ops (sm90_sync.cpp)
-  if (execBarrierObject(t, s)) return;             // AMD named barriers (amd_barriers.cpp)
+  if (mbar.active && execMbarrierSync(t, s)) return;  // Hopper ops (mbarrier_sync.cpp)
+  if (execBarrierObject(t, s)) return;             // AMD named barriers (barrier_objects.cpp)
   if (execGridSync(t, s)) return;                 // split-K grid flags (grid.cpp)
   switch (s.sync) {
     case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
@@ -85,7 +85,7 @@ void Cta::execSync(Thread& t, const kir::Sync& s) {
     case kir::SyncKind::VmcntWait: waitGroups(t, s.arg); return;  // every LDS DMA op is its own group
     case kir::SyncKind::BarrierSignal: signalBarrier(t, s); return;
     case kir::SyncKind::BarrierWait: waitSplitBarrier(t, s); return;
-    default: break;  // Hopper ops: execSm90Sync above
+    default: break;  // Hopper ops: execMbarrierSync above
   }
   fail<HeddleError>("simulate: sync op ", kir::describe(s), " is not modelled");
 }
@@ -107,8 +107,8 @@ void Cta::diagnoseStuck() {
     key << "|" << b->id;
     first = false;
   }
-  if (sm90.active) {
-    std::string b = sm90Stuck();
+  if (mbar.active) {
+    std::string b = mbarrierStuck();
     if (!b.empty()) os << (first ? "" : "; ") << b, key << "|" << b.size(), first = false;
   }
   if (!done.empty()) os << "; " << threadSet(done) << " have exited";

@@ -1,7 +1,7 @@
 """Generates heddle_sm90_wgmma.cuh: one inline-PTX wrapper per (N, dtype) of
 wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T with both operands in shared memory (descriptors).
 
-Run `python3 gen_sm90_wgmma.py > heddle_sm90_wgmma.cuh`; tests/isa/test_hopper_device.py checks that the
+Run `python3 gen_sm90_wgmma.py > heddle_sm90_wgmma.cuh`; tests/isa/test_wgmma_device.py checks that the
 checked-in header is what this script prints.
 """
 

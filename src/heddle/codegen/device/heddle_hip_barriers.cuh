@@ -14,11 +14,11 @@
 // All are scalar instructions: wave-uniform control flow only (check_uniformity). A thread that
 // ends does not drop a named barrier. Under HEDDLE_INTERPRET (the CPU interpreter of the printed source,
 // target gfx1250) each op calls the runtime primitive named after its instruction
-// (src/heddle/interp/rt/hrt_amd_barriers.cpp: the same barrier-object model as the simulator).
+// (src/heddle/interp/rt/hrt_barrier_objects.cpp: the same barrier-object model as the simulator).
 //
 // No compiler reachable here knows gfx1250 (clang-19 rejects the name). The instruction spellings
 // are GFX12 assembler syntax: LLVM 19's assembler accepts them for gfx1200, which is what
-// tests/sync/test_amd_barriers.py compiles (HEDDLE_GFX12_BARRIER_ASM); that checks the syntax and the
+// tests/sync/test_barrier_objects.py compiles (HEDDLE_GFX12_BARRIER_ASM); that checks the syntax and the
 // inline-asm constraints, not gfx1250 encodings or behaviour. Other targets get a compile error.
 #pragma once
 #include "heddle/heddle_types.cuh"

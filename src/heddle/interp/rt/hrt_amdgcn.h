@@ -2,7 +2,7 @@
 // from the AMD ISA texts (CDNA3 "AMD Instinct MI300" ISA for gfx90a / gfx942, RDNA4 ISA for gfx1200) and
 // the AMD matrix instruction calculator's register layouts, independently of heddle's device headers
 // (heddle_hip_mma.cuh states its own lane -> element formulas; these are element -> lane maps, as the
-// calculator prints them, and tests/interp/amd_selftest.cpp checks entries of the published tables).
+// calculator prints them, and tests/interp/amdgcn_selftest.cpp checks entries of the published tables).
 // Header-only, no runtime state: the self-test compiles it alone.
 //
 //   v_mfma_f32_16x16x16{f16,bf16_1k} (wave64): the lane of A[i][k] is i + 16*(k/4), item k%4 (bits

@@ -93,7 +93,7 @@ void grid_partial(const float* slot, const int* flag, int floats, bool store);
 // warp shuffles
 unsigned shfl_sync(unsigned mask, unsigned v, int src, int width, int mode);  // mode 0 idx, 1 up, 2 down, 3 xor
 
-// ---- AMD (CDNA3 ISA for gfx90a / gfx942, RDNA4 ISA for gfx1200; semantics in hrt_amd.cpp) --------
+// ---- AMD (CDNA3 ISA for gfx90a / gfx942, RDNA4 ISA for gfx1200; semantics in hrt_amdgcn.cpp) --------
 // LDS addresses are 32-bit offsets into the shared window (what an address-space-3 pointer holds).
 // s_barrier: every live wave of the workgroup (a wave that has ended no longer counts)
 void s_barrier();
@@ -102,7 +102,7 @@ void s_barrier_signal(int id);
 void s_barrier_wait(int id);
 // GFX12.5 (gfx1250) named barrier objects, ids 1..16 (0: the NULL barrier); s_barrier_signal / _wait
 // above take them too. m0 of s_barrier_init: [15:0] the id, [31:16] the expected count in waves.
-// Semantics (the AMDGPU execution-synchronization model) in hrt_amd_barriers.cpp.
+// Semantics (the AMDGPU execution-synchronization model) in hrt_barrier_objects.cpp.
 void s_barrier_init(uint32_t m0);
 void s_barrier_join(int id);
 void s_barrier_leave();

@@ -55,7 +55,7 @@ struct Fiber {
   std::vector<Clock> fences;  // own clock at each fence.proxy.async
   int rank = 0;               // its CTA's rank in the cluster (tid / Cta::cta_threads)
   uint64_t cl_arrived = 0;    // the cluster-barrier phase it arrived on last, plus one (0: none)
-  // AMD workgroup fences (hrt_amd_fences.cpp): an AMD barrier orders execution (x: what this thread is
+  // AMD workgroup fences (hrt_workgroup_fences.cpp): an AMD barrier orders execution (x: what this thread is
   // ordered after through barriers alone) and publishes memory only through the fences around it
   // (rel: this thread's clock at its last workgroup release fence, what its barrier arrivals publish;
   // acq: what its barrier waits made visible and no acquire fence has taken yet, from the wait at acq_pc)
@@ -136,7 +136,7 @@ struct NamedBar {
   std::vector<int> members;
 };
 
-struct AmdNamedBarrier {  // a gfx1250 named barrier object (hrt_amd_barriers.cpp); counts in lanes
+struct NamedBarrierObject {  // a gfx1250 named barrier object (hrt_barrier_objects.cpp); counts in lanes
   bool initialized = false;
   int64_t expected = 0, arrived = 0;
   uint64_t phase = 0;                 // completed phases
@@ -148,7 +148,7 @@ struct AmdNamedBarrier {  // a gfx1250 named barrier object (hrt_amd_barriers.cp
   std::vector<char> left;             // per thread: dropped by s_barrier_leave and not joined since
   const void* init_pc = nullptr;
   std::vector<Clock> init_clk;        // per lane of the initializing wave: its clock at the init (0: not one)
-  VC xjoin;                           // execution order of the current phase's arrivers (hrt_amd_fences.cpp)
+  VC xjoin;                           // execution order of the current phase's arrivers (hrt_workgroup_fences.cpp)
   std::vector<VC> xdone;              // per completed phase: the execution order it publishes
 };
 
@@ -176,7 +176,7 @@ struct HwBarrier {
   VC done;                  // published by the last completed phase
   std::vector<int64_t> sig; // per thread: the phase it signalled and has not waited for yet (-1: none)
   const void* pc = nullptr; // the first signal of the current phase
-  VC xjoin, xdone;          // the same in execution order (barriers without their fences, hrt_amd_fences.cpp)
+  VC xjoin, xdone;          // the same in execution order (barriers without their fences, hrt_workgroup_fences.cpp)
 };
 
 struct ClusterBar {  // barrier.cluster: a phase completes when every non-exited thread of the cluster arrived
@@ -264,7 +264,7 @@ struct Cta {
   bool amd = false;    // a HIP kernel (threads are named by wave; vector-memory agents per wave)
   int ndone = 0;       // threads that have ended
   HwBarrier hw_bar;    // AMD workgroup barrier (-1)
-  AmdNamedBarrier amd_bars[17];  // gfx1250 named barriers 1..16 (0, the NULL barrier, unused)
+  NamedBarrierObject amd_bars[17];  // gfx1250 named barriers 1..16 (0, the NULL barrier, unused)
   std::vector<int> amd_joined;   // per thread: the named barrier it joined last (0 / -1: none)
   std::vector<PendingDma> dmas;
   std::vector<PendingCopy> copies;
@@ -334,10 +334,10 @@ bool land_one(bool random_pick);  // lands one piece of pending asynchronous wor
 bool land_one_tcgen05(bool random_pick);  // hrt_tcgen05.cpp: the same for tcgen05 commits
 void finish_cta_tcgen05();                // hrt_tcgen05.cpp: what tcgen05 leaves behind at exit
 void mbar_arrive_vc(uint32_t bar, const VC& vc, const void* pc, const char* what);  // an arrival carrying `vc`
-bool land_one_dma(bool random_pick);  // hrt_amd.cpp: the same for LDS DMA
-void finish_cta_amd();                // hrt_amd.cpp: LDS DMA still in flight at exit
+bool land_one_dma(bool random_pick);  // hrt_amdgcn.cpp: the same for LDS DMA
+void finish_cta_amd();                // hrt_amdgcn.cpp: LDS DMA still in flight at exit
 void hw_barrier_try_complete(HwBarrier& b);
-// hrt_amd_fences.cpp: the calling thread's arrive on an AMD barrier phase (memory: what its last workgroup
+// hrt_workgroup_fences.cpp: the calling thread's arrive on an AMD barrier phase (memory: what its last workgroup
 // release fence published, into `join`; execution: everything it is ordered after, into `xjoin`) and its
 // wait (memory: pending until its next workgroup acquire fence; execution: at once)
 void amd_arrive(VC& join, VC& xjoin);
@@ -346,10 +346,10 @@ bool amd_exec_ordered(const Fiber& f, uint32_t agent, Clock clk);  // through ba
 // " (...)" naming the missing workgroup fence when an access of thread `tid` races with (agent, clk) and
 // a barrier orders the pair in execution, else ""
 std::string amd_fence_note(uint32_t accessor, uint32_t tid, uint32_t agent, Clock clk);
-// hrt_amd_barriers.cpp: arrive on / wait for named barrier `id` (1..16, or 0: the NULL barrier, a no-op);
+// hrt_barrier_objects.cpp: arrive on / wait for named barrier `id` (1..16, or 0: the NULL barrier, a no-op);
 // named_arrive returns whether the caller's wave arrived first in the phase
 bool named_arrive(int id, const char* what, const void* pc);
-void named_wait(int id, const void* pc);  // hrt_amd.cpp: completes b's phase once every live member signalled
+void named_wait(int id, const void* pc);  // hrt_amdgcn.cpp: completes b's phase once every live member signalled
 void finish_cta_async();          // reports what is still in flight at exit
 void cluster_barrier_try_complete();
 // mbarriers (hrt_async.cpp): the barrier at a window offset (use-before-init and, across the CTAs of a cluster,

@@ -53,7 +53,7 @@
 #define blockDim (::heddle_rt::block_dim())
 #define gridDim (::heddle_rt::grid_dim())
 #if HRT_AMD
-// HIP's __syncthreads: the workgroup release fence, s_barrier, the acquire fence (hrt_amd_fences.cpp)
+// HIP's __syncthreads: the workgroup release fence, s_barrier, the acquire fence (hrt_workgroup_fences.cpp)
 #define __syncthreads()                                                                  \
   (::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_RELEASE), ::heddle_rt::s_barrier(), \
    ::heddle_rt::amdgcn_fence_workgroup(__ATOMIC_ACQUIRE))

@@ -11,7 +11,7 @@
 
 namespace heddle {
 
-int RoleGraph::node(HopperRole::Kind k) const {
+int RoleGraph::node(PipelineRole::Kind k) const {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].role && nodes[i].role->kind == k) return (int)i;
   return -1;
@@ -23,7 +23,7 @@ const RoleGraph::Edge* RoleGraph::find(int from, int to, EdgeKind kind) const {
   return nullptr;
 }
 
-const RoleGraph::Edge* RoleGraph::find(HopperRole::Kind from, HopperRole::Kind to) const {
+const RoleGraph::Edge* RoleGraph::find(PipelineRole::Kind from, PipelineRole::Kind to) const {
   int f = node(from), t = node(to);
   return f < 0 || t < 0 ? nullptr : find(f, t);
 }
@@ -171,14 +171,14 @@ RoleGraph solveRoleGraph(const std::vector<std::string>& roles, const std::vecto
   return g;
 }
 
-RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h) {
+RoleGraph buildRoleGraph(const kir::Kernel& k, const RolePipelineSchedule& h) {
   std::vector<std::string> names;
-  std::map<HopperRole::Kind, int> index;
+  std::map<PipelineRole::Kind, int> index;
   for (auto& r : h.roles) {
     index[r.kind] = (int)names.size();
     names.push_back(r.name);
   }
-  const bool epiRole = index.count(HopperRole::Epilogue);
+  const bool epiRole = index.count(PipelineRole::Epilogue);
   auto use = [&](kir::Buffer* b, int stages) {
     return RoleOp::Use{b->name, stages, b->memory == MemoryType::Local, b, ""};
   };
@@ -197,19 +197,19 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h) {
       if (n->kind == kir::NodeKind::TileLoad) {  // defines a TMA-copied tile: the producer role
         auto& t = static_cast<const kir::TileLoad&>(*n);
         op.label = "tma " + t.dst->name;
-        op.role = index.at(HopperRole::Load);
+        op.role = index.at(PipelineRole::Load);
         op.writes.push_back(use(t.dst, t.dst->stages));
       } else if (n->kind == kir::NodeKind::MmaStep) {  // defines the accumulator: the MMA role
         auto& m = static_cast<const kir::MmaStep&>(*n);
         op.label = "mma";
-        op.role = accRole = index.at(HopperRole::Mma);
+        op.role = accRole = index.at(PipelineRole::Mma);
         op.reads = {use(m.a, m.a->stages), use(m.b, m.b->stages)};
         op.writes.push_back(use(m.acc, h.accStages));
         op.writes.back().position = "tile loop";  // summed over the k loop, complete once per tile
       } else if (n->kind == kir::NodeKind::EpilogueStore) {  // reads the accumulator
         auto& e = static_cast<const kir::EpilogueStore&>(*n);
         op.label = "epilogue";
-        op.role = epiRole ? index.at(HopperRole::Epilogue) : accRole;
+        op.role = epiRole ? index.at(PipelineRole::Epilogue) : accRole;
         op.reads.push_back(use(e.acc, h.accStages));
       } else {
         continue;
@@ -224,7 +224,7 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h) {
     if (b->role != "epi_tma") continue;
     RoleOp load;
     load.label = "tma " + b->name;
-    load.role = index.at(HopperRole::EpiLoad);
+    load.role = index.at(PipelineRole::EpiLoad);
     load.position = "tile loop";
     load.writes.push_back(use(b.get(), b->stages));
     ops.push_back(load);
@@ -232,7 +232,7 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h) {
       if (op.label == "epilogue") op.reads.push_back(use(b.get(), b->stages));
   }
   std::vector<int> order;
-  if (!h.coop) order.push_back(index.at(HopperRole::Mma));
+  if (!h.coop) order.push_back(index.at(PipelineRole::Mma));
   RoleGraph g = solveRoleGraph(names, ops, order);
   for (size_t i = 0; i < g.nodes.size(); ++i) g.nodes[i].role = &h.roles[i];
   return g;

@@ -3,11 +3,11 @@
 //
 // Roles come from the definitions of the kernel's circular-buffered tensors: an op belongs to the
 // role that defines what it defines --
-//   a tile copied by TMA (sA, sB)      -> the producer role (HopperRole::Load)
+//   a tile copied by TMA (sA, sB)      -> the producer role (PipelineRole::Load)
 //   the accumulator written by the MMA -> the MMA role
 //   the output, from the accumulator   -> the epilogue role, or the accumulator's own role when
 //                                          there is none (registers do not cross warps)
-//   a bias/residual copied by TMA (sE) -> its own producer role (HopperRole::EpiLoad), read by the
+//   a bias/residual copied by TMA (sE) -> its own producer role (PipelineRole::EpiLoad), read by the
 //                                          role running the epilogue program
 // Every buffer one role writes and another reads is an edge; the buffers of one producer and one
 // consumer share the edge. Edge kinds:
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "heddle/kir/kir.h"
-#include "heddle/schedule/hopper_schedule.h"
+#include "heddle/schedule/role_pipeline_schedule.h"
 
 namespace heddle {
 
@@ -53,7 +53,7 @@ struct RoleGraph {
   enum class EdgeKind { Ring, Order };
   struct Node {
     std::string name;
-    const HopperRole* role = nullptr;  // null for lab graphs
+    const PipelineRole* role = nullptr;  // null for lab graphs
     std::vector<const kir::Node*> ops;
     std::string position;              // where the role's produced buffers advance ("" if it produces none)
   };
@@ -71,9 +71,9 @@ struct RoleGraph {
   std::vector<Edge> edges;             // Ring edges by (from, to), then Order edges
   std::vector<int> topo;               // the roles in producer-before-consumer order
 
-  int node(HopperRole::Kind k) const;  // -1 if no role of that kind
+  int node(PipelineRole::Kind k) const;  // -1 if no role of that kind
   const Edge* find(int from, int to, EdgeKind kind = EdgeKind::Ring) const;
-  const Edge* find(HopperRole::Kind from, HopperRole::Kind to) const;
+  const Edge* find(PipelineRole::Kind from, PipelineRole::Kind to) const;
   std::string str() const;             // "load -(sA, sB)-> mma; mma -(acc, staged in shared memory)-> epilogue"
 };
 
@@ -82,6 +82,6 @@ RoleGraph solveRoleGraph(const std::vector<std::string>& roles, const std::vecto
                          const std::vector<int>& order = {});
 
 // The role graph of a lowered Hopper matmul before warp_specialize splits it.
-RoleGraph buildRoleGraph(const kir::Kernel& k, const HopperSchedule& h);
+RoleGraph buildRoleGraph(const kir::Kernel& k, const RolePipelineSchedule& h);
 
 }  // namespace heddle

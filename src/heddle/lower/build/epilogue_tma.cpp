@@ -1,9 +1,9 @@
 // The TMA-loaded epilogue operand's buffer, ring and producer role (see epilogue_tma.h).
 #include "heddle/lower/build/epilogue_tma.h"
 
-namespace heddle::passes::hopper {
+namespace heddle::passes::build {
 
-kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h) {
+kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const RolePipelineSchedule& h) {
   if (h.epiTma.empty()) return nullptr;
   kir::Buffer* sE = nullptr;
   for (auto& op : k.epilogue) {
@@ -37,7 +37,7 @@ kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const Hop
   return sE;
 }
 
-Ring epilogueOperandRing(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h, const RoleGraph::Edge& e,
+Ring epilogueOperandRing(kir::Kernel& k, const MatmulTiling& t, const RolePipelineSchedule& h, const RoleGraph::Edge& e,
                          const kir::Buffer& sE, const std::string& consumer, int consumerThreads) {
   Ring r;
   r.label = "sE (" + h.epiTma + ")";
@@ -47,14 +47,14 @@ Ring epilogueOperandRing(kir::Kernel& k, const MatmulTiling& t, const HopperSche
   r.fullCount = 1;
   r.emptyCount = consumerThreads;
   r.txBytes = sE.rows * t.bn * dtypeBytes(sE.dtype);
-  r.producer = h.role(HopperRole::EpiLoad)->name;
+  r.producer = h.role(PipelineRole::EpiLoad)->name;
   r.consumer = consumer;
   r.full = addMbarriers(k, "fullE", e.stages);
   r.empty = addMbarriers(k, "emptyE", e.stages);
   return r;
 }
 
-std::unique_ptr<kir::IfThenElse> epiLoadRole(kir::Kernel& k, const MatmulTiling& t, const HopperSchedule& h,
+std::unique_ptr<kir::IfThenElse> epiLoadRole(kir::Kernel& k, const MatmulTiling& t, const RolePipelineSchedule& h,
                                              const Ring& ringE, kir::Buffer* sE, int warp, IExpr tilesCta) {
   const IExpr tl = var("tl");
   auto elected = electOne(warp);
@@ -94,4 +94,4 @@ void epilogueWithOperand(kir::Kernel& k, kir::Block& b, kir::NodePtr epi, const 
   b.stmts.push_back(ringE->consumerRelease(k, tl));
 }
 
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::passes::build

@@ -20,7 +20,7 @@
 // Phase n of full[s] is k-tile s + nS: the producers arrive after writing it, the consumers before
 // reading it; phase n of empty[s]: the consumers arrive after reading k-tile s + nS, the producers
 // before overwriting the stage with k-tile s + (n+1)S. The simulator checks the protocol
-// (verify/amd_barriers.cpp) with every mutant flagged (tests/sync/test_amd_barriers.py).
+// (verify/barrier_objects.cpp) with every mutant flagged (tests/sync/test_barrier_objects.py).
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {

@@ -5,14 +5,14 @@
 
 #include "heddle/lower/build/epilogue_tma.h"
 
-namespace heddle::passes::hopper {
+namespace heddle::passes::build {
 
 RolePipeline::RolePipeline(LowerContext& c)
     : k(c.kernel),
       t(c.tiling),
-      h(c.tiling.hopper),
-      sE(epilogueOperandTma(c.kernel, c.tiling, c.tiling.hopper)),
-      graph(buildRoleGraph(c.kernel, c.tiling.hopper)),
+      h(c.tiling.rolePipeline),
+      sE(epilogueOperandTma(c.kernel, c.tiling, c.tiling.rolePipeline)),
+      graph(buildRoleGraph(c.kernel, c.tiling.rolePipeline)),
       nk(ceilDiv(var("K"), c.tiling.bk)) {
   for (auto& b : k.buffers) {
     if (b->role == "A") sA = b.get();
@@ -36,8 +36,8 @@ RingSpec RolePipeline::operandRingSpec(const RoleGraph::Edge& ab) const {
   r.label = ab.label();
   r.stages = ab.stages;
   r.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
-  r.producer = h.role(HopperRole::Load)->name;
-  r.consumer = h.role(HopperRole::Mma)->name;
+  r.producer = h.role(PipelineRole::Load)->name;
+  r.consumer = h.role(PipelineRole::Mma)->name;
   return r;
 }
 
@@ -66,7 +66,7 @@ std::vector<kir::NodePtr> RolePipeline::head(const std::vector<const Ring*>& rin
 
 IExpr RolePipeline::tilesPerCta() const { return ceilDiv(persistentTileCount(t) - var("bid"), var("num_ctas")); }
 
-std::unique_ptr<kir::IfThenElse> RolePipeline::loadWarpgroup(const Ring& ring, const HopperRole& loadR, int warp,
+std::unique_ptr<kir::IfThenElse> RolePipeline::loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp,
                                                              IExpr tilesCta) {
   auto wg = when(var("warp") < 4);
   if (auto r = setMaxNReg(k, loadR, h.threads)) wg->thenBody.stmts.push_back(std::move(r));
@@ -104,4 +104,4 @@ void RolePipeline::finish(const std::string& stem, const Ring* ringE) {
   k.name += name.str();
 }
 
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::passes::build

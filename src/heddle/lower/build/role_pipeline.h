@@ -21,7 +21,7 @@
 #include "heddle/lower/analysis/role_graph.h"
 #include "heddle/lower/build/role_pipeline_build.h"
 
-namespace heddle::passes::hopper {
+namespace heddle::passes::build {
 
 // How one MMA mechanism issues a k-tile in the MMA role's k loop and gives its ring slot back.
 struct MmaIssue {
@@ -33,7 +33,7 @@ struct MmaIssue {
 struct RolePipeline {
   kir::Kernel& k;
   const MatmulTiling& t;
-  const HopperSchedule& h;
+  const RolePipelineSchedule& h;
   kir::Buffer* sE = nullptr;  // a TMA-loaded bias / residual (before the graph: it is an edge of it)
   RoleGraph graph;
   std::vector<kir::NodePtr> ops;  // clones of the k loop's operations and of the epilogue store
@@ -56,7 +56,7 @@ struct RolePipeline {
   // The tiles this CTA walks: ceil((tiles - bid) / num_ctas).
   IExpr tilesPerCta() const;
   // `if (warp < 4)` with the load role's setmaxnreg and its TMA producer on `warp`'s elected thread.
-  std::unique_ptr<kir::IfThenElse> loadWarpgroup(const Ring& ring, const HopperRole& loadR, int warp,
+  std::unique_ptr<kir::IfThenElse> loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp,
                                                  IExpr tilesCta);
   // The MMA role's k loop over ring `ring` for item g = tl * nk + kt, with the mechanism's steps.
   std::unique_ptr<kir::ForLoop> mmaKLoop(const Ring& ring, const MmaIssue& issue);
@@ -65,4 +65,4 @@ struct RolePipeline {
   void finish(const std::string& stem, const Ring* ringE);
 };
 
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::passes::build

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-namespace heddle::passes::hopper {
+namespace heddle::passes::build {
 
-std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const HopperRole& r, int threads) {
+std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const PipelineRole& r, int threads) {
   if (!r.registers) return nullptr;
   const int cap = std::min(256, (65536 / threads) / 8 * 8);  // setmaxnreg counts reach 256
   const bool inc = r.registers >= cap;
@@ -47,7 +47,7 @@ IExpr persistentTileCount(const MatmulTiling& t) {
 
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
   IExpr M = var("M"), N = var("N");
-  IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.hopper.groupM;
+  IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.rolePipeline.groupM;
   b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));
   IExpr tile = var("tile"), per = G * nN;
   if (t.batched) {  // the batch is the walk's outer coordinate: every matrix's tiles in the grouped order
@@ -88,4 +88,4 @@ std::unique_ptr<kir::IfThenElse> tmaProducerRole(kir::Kernel& k, const MatmulTil
   return elected;
 }
 
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::passes::build

@@ -10,7 +10,7 @@
 #include "heddle/lower/lower.h"
 #include "heddle/sync/ring.h"
 
-namespace heddle::passes::hopper {
+namespace heddle::passes::build {
 
 using kir::IExpr;
 using heddle::sync::addMbarriers;
@@ -25,7 +25,7 @@ inline IExpr var(const char* n) { return IExpr::var(n); }
 
 // setmaxnreg for role `r` (nullptr when it sets no budget): .inc when its budget reaches the entry cap of a
 // block of `threads` (__launch_bounds__(threads, 1)), else .dec; its reason names both.
-std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const HopperRole& r, int threads);
+std::unique_ptr<kir::Sync> setMaxNReg(kir::Kernel& k, const PipelineRole& r, int threads);
 
 // `if (tid == 32 * warp) { ... }`: one thread issues, the lowest lane of `warp`, marked as elected
 // (printed with elect.sync where the target has it, kir::IfThenElse::electWarp).
@@ -57,4 +57,4 @@ T* append(kir::Block& b, std::unique_ptr<T> n) {
   return p;
 }
 
-}  // namespace heddle::passes::hopper
+}  // namespace heddle::passes::build

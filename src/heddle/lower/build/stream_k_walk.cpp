@@ -3,8 +3,8 @@
 
 namespace heddle::passes::streamk {
 
-using hopper::makeSync;
-using hopper::var;
+using build::makeSync;
+using build::var;
 
 void ctaLets(std::vector<kir::NodePtr>& out, const MatmulTiling& t, IExpr grid) {
   IExpr cta = var("sk_c"), nk = var("sk_nk"), q = var("sk_q"), r = var("sk_r");
@@ -25,7 +25,7 @@ void ctaLets(std::vector<kir::NodePtr>& out, const MatmulTiling& t, IExpr grid) 
 std::unique_ptr<kir::ForLoop> segmentLoop(const MatmulTiling& t) {
   IExpr nk = var("sk_nk"), tile = var("sk_t");
   IExpr gn = ceilDiv(var("N"), t.bn);
-  auto seg = hopper::forLoop("sk_s", 0, var("sk_t1") - var("sk_t0") + 1);
+  auto seg = build::forLoop("sk_s", 0, var("sk_t1") - var("sk_t0") + 1);
   auto& sb = seg->body.stmts;
   sb.push_back(std::make_unique<kir::Let>("sk_t", var("sk_t1") - var("sk_s")));
   sb.push_back(std::make_unique<kir::Let>("m0", tile / gn * t.bm));
@@ -46,7 +46,7 @@ void reduction(kir::Kernel& k, const MatmulTiling& t, kir::Block& seg, const kir
     return one;
   };
 
-  auto fix = hopper::when(tile * nk < var("sk_k0"));  // not the tile's first CTA: add CTA c-1's running sum
+  auto fix = build::when(tile * nk < var("sk_k0"));  // not the tile's first CTA: add CTA c-1's running sum
   {
     auto wait = makeSync(k, kir::SyncKind::GridWait,
                          {"grid RAW ws (CTA c-1 -> CTA c)", "partial store of CTA blockIdx.x - 1",
@@ -67,7 +67,7 @@ void reduction(kir::Kernel& k, const MatmulTiling& t, kir::Block& seg, const kir
     add->count = 1;
     fix->thenBody.stmts.push_back(std::move(add));
   }
-  auto fin = hopper::when(eq(var("sk_k1"), (tile + 1) * nk));  // the tile's last CTA applies the epilogue once
+  auto fin = build::when(eq(var("sk_k1"), (tile + 1) * nk));  // the tile's last CTA applies the epilogue once
   for (auto& n : epilogue) fin->thenBody.stmts.push_back(std::move(n));
   {
     auto& b = fin->elseBody;

@@ -33,7 +33,7 @@ std::unique_ptr<kir::ForLoop> segmentLoop(const MatmulTiling& t);
 // names the barrier in the reasons ("block barrier", "named barrier (256 MMA threads)").
 struct Threads {
   std::function<std::unique_ptr<kir::IfThenElse>()> one;
-  std::function<std::unique_ptr<kir::Sync>(const hopper::Why&)> barrier;
+  std::function<std::unique_ptr<kir::Sync>(const build::Why&)> barrier;
   std::string who, issuer;  // issuer: "thread 0", "thread 128"
 };
 

@@ -41,7 +41,7 @@ void buildMatmulLoops(LowerContext& c) {
        << t.prefetch << "_" << loadKindName(t.loadKind) << t.vecA << "v" << t.vecB;
   k.name = name.str();
   k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched, t.swapBlocks};
-  // the register MMA of this target (passes/hopper_operands.cpp makes it wgmma / tcgen05 on the role pipeline)
+  // the register MMA of this target (passes/tma_operands.cpp makes it wgmma / tcgen05 on the role pipeline)
   k.tile.mma = c.target.mma.has(MmaKind::Mfma)   ? MmaKind::Mfma
                : c.target.mma.has(MmaKind::Wmma) ? MmaKind::Wmma
                                                  : MmaKind::MmaSync;
@@ -167,14 +167,14 @@ void buildMatmulLoops(LowerContext& c) {
   st->out = "D";
   // an mma.sync fragment (MmaSm80) holds column pairs; AMD's MFMA / WMMA registers walk rows, and the
   // wgmma / tcgen05 kernels (hopper.enabled) print their own epilogues
-  st->columnPairs = c.target.mma.has(MmaKind::MmaSync) && !t.hopper.enabled;
+  st->columnPairs = c.target.mma.has(MmaKind::MmaSync) && !t.rolePipeline.enabled;
 
   k.launch.threads = t.threads();
   IExpr gm = ceilDiv(M, t.bm), gn = ceilDiv(N, t.bn / t.parts);
   k.launch.gridX = t.swapBlocks ? gm : gn;
   k.launch.gridY = t.swapBlocks ? gn : gm;
   k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
-  if (t.hopper.enabled) setupHopperOperands(c);  // tensor maps, wgmma, 1024-byte tiles (hopper_operands.cpp)
+  if (t.rolePipeline.enabled) setupTmaOperands(c);  // tensor maps, wgmma, 1024-byte tiles (tma_operands.cpp)
 }
 
 }  // namespace heddle::passes

@@ -33,7 +33,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -50,7 +50,7 @@ struct Rewriter {
   IExpr pairCols() const { return alongM ? ceilDiv(var("N"), t.bn) : ceilDiv(ceilDiv(var("N"), t.bn), 2); }
   IExpr pairs() const { return pairRows() * pairCols(); }
   std::unique_ptr<kir::Let> let(const std::string& v) const {
-    const IExpr G = alongM ? std::max(1, t.hopper.groupM / 2) : t.hopper.groupM;  // groupM m-tiles per group
+    const IExpr G = alongM ? std::max(1, t.rolePipeline.groupM / 2) : t.rolePipeline.groupM;  // groupM m-tiles per group
     IExpr tile = var("tile"), per = G * pairCols(), first = (tile / per) * G;
     IExpr gsz = min(pairRows() - first, G);
     IExpr mi = first + (tile % per) % gsz, ni = (tile % per) / gsz;
@@ -184,7 +184,7 @@ kir::Buffer* byName(kir::Kernel& k, const std::string& name) {
 
 void clusterMulticast(LowerContext& c) {
   auto& t = c.tiling;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   auto& k = c.kernel;
   requireWhen(c, "cluster_multicast");
   if (!h.enabled || !h.warpSpecialized || h.tcgen05 || !h.coop)

@@ -25,7 +25,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 void reduceSplits(LowerContext& c) {
   auto& k = c.kernel;

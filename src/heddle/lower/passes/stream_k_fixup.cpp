@@ -34,7 +34,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 void streamKFixup(LowerContext& c) {
   auto& k = c.kernel;

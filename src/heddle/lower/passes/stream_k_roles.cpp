@@ -38,7 +38,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -108,7 +108,7 @@ void streamKRoles(LowerContext& c) {
   if (loops.size() != 2)
     fail<HeddleError>("stream_k_roles: ", k.name, " has ", loops.size(), " tile loops; stream-K walks those of the "
                       "load and mma roles");
-  const int mmaThreads = 128 * t.hopper.mmaWarpgroups, first = k.tile.mmaWarpBase;  // the MMA role's first warp
+  const int mmaThreads = 128 * t.rolePipeline.mmaWarpgroups, first = k.tile.mmaWarpBase;  // the MMA role's first warp
   streamk::Threads th;
   th.one = [first] { return electOne(first); };
   th.barrier = [&](Why w) {  // bar.sync 2 over the MMA warpgroups (as tma_store_epilogue's)
@@ -147,7 +147,7 @@ void streamKRoles(LowerContext& c) {
       acc.colBegin = acc.colEnd = 0;
       std::vector<kir::NodePtr> epi;  // run at most once per CTA: its tile counter is 0
       for (; e < after.size(); ++e) epi.push_back(kir::clone(*after[e], {{"sk_s", IExpr(0)}}));
-      if (t.hopper.mmaTmaStore) dropFirstSlotWaits(epi, t.hopper.storeStages);
+      if (t.rolePipeline.mmaTmaStore) dropFirstSlotWaits(epi, t.rolePipeline.storeStages);
       streamk::reduction(k, t, seg->body, acc, std::move(epi), th);
     }
     tl->var = "sk_s";

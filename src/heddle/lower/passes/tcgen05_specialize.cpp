@@ -44,7 +44,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -70,7 +70,7 @@ std::unique_ptr<kir::Sync> tcgenOp(kir::Kernel& k, kir::SyncKind kind, kir::Buff
 kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc, const Ring* epiRing) {
   kir::RoleDiagram d;
   for (auto& n : g.nodes)
-    d.roles.push_back({n.name, n.role->firstWarp, n.role->kind == HopperRole::Epilogue ? 4 : 1, n.role->registers});
+    d.roles.push_back({n.name, n.role->firstWarp, n.role->kind == PipelineRole::Epilogue ? 4 : 1, n.role->registers});
   auto edge = [&](int from, int to, const Ring& r, const std::string& buffers, const std::string& produce,
                   const std::string& release) {
     kir::RoleDiagram::Edge x;
@@ -87,7 +87,7 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc, co
     x.release = release + "; producer waits parity (j/" + S + ")%2";
     d.edges.push_back(x);
   };
-  const int load = g.node(HopperRole::Load), mma = g.node(HopperRole::Mma), epi = g.node(HopperRole::Epilogue);
+  const int load = g.node(PipelineRole::Load), mma = g.node(PipelineRole::Mma), epi = g.node(PipelineRole::Epilogue);
   const std::string S = std::to_string(ab.stages), A = std::to_string(acc.stages);
   edge(load, mma, ab, ab.label, "arrive.expect_tx " + ab.full->name + "[j%" + S + "], TMA",
        "tcgen05.commit -> " + ab.empty->name + "[i%" + S + "] after the k-tile's MMAs");
@@ -95,7 +95,7 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc, co
        "tcgen05.ld, wait::ld, fence::before_thread_sync; arrive " + acc.empty->name + "[t%" + A + "]");
   if (epiRing) {
     const std::string E = std::to_string(epiRing->stages);
-    edge(g.node(HopperRole::EpiLoad), epi, *epiRing, epiRing->label,
+    edge(g.node(PipelineRole::EpiLoad), epi, *epiRing, epiRing->label,
          "arrive.expect_tx " + epiRing->full->name + "[j%" + E + "], TMA",
          "ld.shared in the epilogue; arrive " + epiRing->empty->name + "[t%" + E + "]");
   }
@@ -106,18 +106,18 @@ kir::RoleDiagram diagram(const RoleGraph& g, const Ring& ab, const Ring& acc, co
 
 void tcgen05Specialize(LowerContext& c) {
   auto& t = c.tiling;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   auto& k = c.kernel;
   requireWhen(c, "tcgen05_specialize");
   RolePipeline P(c);
   kir::Buffer* sE = P.sE;
   const RoleGraph& graph = P.graph;
-  const HopperRole& loadR = *h.role(HopperRole::Load);
-  const HopperRole& mmaR = *h.role(HopperRole::Mma);
-  const HopperRole& epiR = *h.role(HopperRole::Epilogue);
-  const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
-  const RoleGraph::Edge* accEdge = graph.find(HopperRole::Mma, HopperRole::Epilogue);
-  const RoleGraph::Edge* epiEdge = sE ? graph.find(HopperRole::EpiLoad, HopperRole::Epilogue) : nullptr;
+  const PipelineRole& loadR = *h.role(PipelineRole::Load);
+  const PipelineRole& mmaR = *h.role(PipelineRole::Mma);
+  const PipelineRole& epiR = *h.role(PipelineRole::Epilogue);
+  const RoleGraph::Edge* ab = graph.find(PipelineRole::Load, PipelineRole::Mma);
+  const RoleGraph::Edge* accEdge = graph.find(PipelineRole::Mma, PipelineRole::Epilogue);
+  const RoleGraph::Edge* epiEdge = sE ? graph.find(PipelineRole::EpiLoad, PipelineRole::Epilogue) : nullptr;
   if (!ab || !accEdge || (sE && !epiEdge) || graph.edges.size() != (sE ? 3u : 2u))
     fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue", sE ? " <- " + h.epiTma +
                       "_load" : "", " (", graph.str(), ")");
@@ -171,7 +171,7 @@ void tcgen05Specialize(LowerContext& c) {
                           {"init mbarriers, tmem_slot", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init and warp 1's tcgen05.alloc must be visible to "
                            "every role before it arrives, waits or reads tmem_slot (roles diverge after it)"}));
-  const IExpr tilesCta = P.tilesPerCta(), tl = var("tl");  // (not batched: blackwell_schedule refuses it)
+  const IExpr tilesCta = P.tilesPerCta(), tl = var("tl");  // (not batched: tcgen05_schedule refuses it)
 
   auto wg0 = P.loadWarpgroup(ring, loadR, loadR.firstWarp, tilesCta);  // role load
   {  // role mma: warp 1's elected thread issues every tcgen05 op of the kernel
@@ -212,7 +212,7 @@ void tcgen05Specialize(LowerContext& c) {
     wg0->thenBody.stmts.push_back(std::move(elected));
   }
   if (epiEdge)  // role <x>_load: warp 2's elected thread, the operand's box of each tile
-    wg0->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, h.role(HopperRole::EpiLoad)->firstWarp, tilesCta));
+    wg0->thenBody.stmts.push_back(epiLoadRole(k, t, h, ringE, sE, h.role(PipelineRole::EpiLoad)->firstWarp, tilesCta));
   {  // role epilogue: warps 4-7, one tile row per thread
     kir::Block& eb = wg0->elseBody;
     if (auto r = setMaxNReg(k, epiR, h.threads)) eb.stmts.push_back(std::move(r));
@@ -270,7 +270,7 @@ void tcgen05Specialize(LowerContext& c) {
       << " columns (" << C << " allocated)";
   if (epiEdge)
     sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << ringE.producer
-        << "' (warp " << h.role(HopperRole::EpiLoad)->firstWarp << ") -> " << epiR.name;
+        << "' (warp " << h.role(PipelineRole::EpiLoad)->firstWarp << ") -> " << epiR.name;
   k.syncPlan.summary = sum.str();
   k.syncPlan.roles = diagram(graph, ring, ringAcc, epiEdge ? &ringE : nullptr);
 }

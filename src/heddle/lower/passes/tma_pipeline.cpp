@@ -39,7 +39,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -69,7 +69,7 @@ LoopParts split(kir::ForLoop& l) {
 
 void tmaPipeline(LowerContext& c) {
   auto& t = c.tiling;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   auto& k = c.kernel;
   requireWhen(c, "tma_pipeline");
   if (h.warpSpecialized) {  // built with its rings by warp_specialize

@@ -45,7 +45,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -83,7 +83,7 @@ bool findStore(kir::Block& b, Found& f) {
 
 void tmaStoreEpilogue(LowerContext& c) {
   auto& t = c.tiling;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   auto& k = c.kernel;
   requireWhen(c, "tma_store_epilogue");
   Found f;

@@ -39,7 +39,7 @@
 // sC, fence.proxy.async + a named barrier publish sD to the async proxy, and one thread stores it
 // with TMA (bulk group, wait_group.read before sD is rewritten: the named barrier at the top of
 // the next tile).
-// A bias row (or residual) cached with tma_load (hopper_schedule.h epiTma): a second producer role, warp 1
+// A bias row (or residual) cached with tma_load (role_pipeline_schedule.h epiTma): a second producer role, warp 1
 // of the load warpgroup, walks the tiles and loads the bias slice [bn] (residual tile [bm, bn]) of each
 // into sE[tl % se] by TMA (ring fullE/emptyE, expect_tx of the box bytes); the role running the
 // epilogue program (mma, or the epilogue role) waits fullE before it and releases emptyE after it, and
@@ -59,7 +59,7 @@
 
 namespace heddle::passes {
 
-using namespace hopper;
+using namespace build;
 
 namespace {
 
@@ -125,24 +125,24 @@ kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edg
 
 void warpSpecialize(LowerContext& c) {
   auto& t = c.tiling;
-  auto& h = t.hopper;
+  auto& h = t.rolePipeline;
   auto& k = c.kernel;
   requireWhen(c, "warp_specialize");  // tcgen05: passes/tcgen05_specialize.cpp
   RolePipeline P(c);
   kir::Buffer* sE = P.sE;
   const RoleGraph& graph = P.graph;
-  const HopperRole& loadR = *h.role(HopperRole::Load);
-  const HopperRole& mmaR = *h.role(HopperRole::Mma);
-  const HopperRole* epiR = h.role(HopperRole::Epilogue);
+  const PipelineRole& loadR = *h.role(PipelineRole::Load);
+  const PipelineRole& mmaR = *h.role(PipelineRole::Mma);
+  const PipelineRole* epiR = h.role(PipelineRole::Epilogue);
   const int p = t.prefetch, keep = t.stages - p - 1;
   const int mmaThreads = 128 * h.mmaWarpgroups;
   kir::Buffer* acc = P.acc;
   kir::EpilogueStore* epiOp = P.epi;
 
   // --- rings, one per edge of the role graph -------------------------------------------------
-  const RoleGraph::Edge* ab = graph.find(HopperRole::Load, HopperRole::Mma);
+  const RoleGraph::Edge* ab = graph.find(PipelineRole::Load, PipelineRole::Mma);
   if (!ab) fail<HeddleError>("warp_specialize: no load -> mma edge in the role graph (", graph.str(), ")");
-  const RoleGraph::Edge* accEdge = epiR ? graph.find(HopperRole::Mma, HopperRole::Epilogue) : nullptr;
+  const RoleGraph::Edge* accEdge = epiR ? graph.find(PipelineRole::Mma, PipelineRole::Epilogue) : nullptr;
   if (accEdge && !k.extraOutputs.empty())
     fail<ScheduleError>("warp_specialize: this fusion has ", k.extraOutputs.size() + 1, " outputs, but an epilogue "
                         "role stores one tile (sD) with one TMA store; leave out the epilogue role (roles load and "
@@ -152,7 +152,7 @@ void warpSpecialize(LowerContext& c) {
   const RoleGraph::Edge* epiEdge = nullptr;  // the bias producer -> the role running the epilogue program
   for (auto& e : graph.edges) {  // the edges this pass builds rings for
     if (e.kind != RoleGraph::EdgeKind::Ring || &e == ab || &e == accEdge) continue;
-    if (sE && graph.nodes[e.from].role->kind == HopperRole::EpiLoad && !epiEdge) {
+    if (sE && graph.nodes[e.from].role->kind == PipelineRole::EpiLoad && !epiEdge) {
       epiEdge = &e;
       continue;
     }
@@ -170,7 +170,7 @@ void warpSpecialize(LowerContext& c) {
   // tells phases apart that are one round apart, and a warpgroup starting its next tile would wait on
   // items a whole tile (often several rounds) ahead of the ring; with keep > 0 its first releases
   // also cover the other warpgroup's last items, which must have retired
-  const int mmaNode = graph.node(HopperRole::Mma);
+  const int mmaNode = graph.node(PipelineRole::Mma);
   const RoleGraph::Edge* orderEdge = graph.find(mmaNode, mmaNode, RoleGraph::EdgeKind::Order);
   kir::Buffer* order = orderEdge ? addMbarriers(k, "order", orderEdge->stages) : nullptr;
   Ring ringC;
@@ -199,7 +199,7 @@ void warpSpecialize(LowerContext& c) {
     k.tensorMaps.push_back({"tmD", "D", sw / esz, t.bm, sw, t.batched});
   }
   Ring ringE;
-  const HopperRole* epiLoadR = h.role(HopperRole::EpiLoad);
+  const PipelineRole* epiLoadR = h.role(PipelineRole::EpiLoad);
   if (epiEdge)
     ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, graph.nodes[epiEdge->to].name,
                                 128 * (epiR ? epiR->warpgroups : h.mmaWarpgroups));

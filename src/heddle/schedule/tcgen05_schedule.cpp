@@ -1,0 +1,170 @@
+// Blackwell schedule rules and the automatic sm_100a schedule (see tcgen05_schedule.h).
+#include "heddle/schedule/tcgen05_schedule.h"
+
+#include <algorithm>
+
+#include "heddle/schedule/register_pool.h"
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+namespace {
+
+int powerOfTwoAtLeast(int v) {
+  int p = 32;
+  while (p < v) p *= 2;
+  return p;
+}
+
+void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const TargetInfo& target) {
+  const std::string mm = t.mm->name;
+  const std::vector<PipelineRole::Kind> kinds = pipelineRoleKinds(mm, t.roles);
+  PipelineRole load, mma, epi;
+  int n[3] = {0, 0, 0};
+  int accStages = 0;
+  for (size_t i = 0; i < t.roles.size(); ++i) {
+    auto& r = t.roles[i];
+    PipelineRole x;
+    x.name = r.name;
+    x.kind = kinds[i];
+    x.warps = r.warps;
+    x.registers = r.registers;
+    if (r.stages && x.kind != PipelineRole::Epilogue)
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages, "; stages= is the "
+                          "epilogue role's tensor-memory accumulator ring (1 or 2): move it there");
+    if (x.kind == PipelineRole::Load) load = x;
+    else if (x.kind == PipelineRole::Mma) mma = x;
+    else epi = x, accStages = r.stages;
+    ++n[std::min<int>(x.kind, 2)];
+  }
+  if (n[0] != 1 || n[1] != 1 || n[2] != 1)
+    fail<ScheduleError>("warp_specialize(", mm, "): the ", target.name, " tcgen05 kernel has three roles: one producer "
+                        "('load', 1 warp), one MMA role ('mma', 1 warp) and one 'epilogue' (4 warps); got ", n[0],
+                        " producer, ", n[1], " MMA and ", n[2], " epilogue role(s)");
+  if (load.warps != 1)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps, " warps; one elected "
+                        "thread issues every TMA copy on ", target.name, ": give it 1 warp");
+  if (mma.warps != 1)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warps, " warps; on ", target.name,
+                        " one thread issues tcgen05.mma for the whole tile into tensor memory: give it 1 warp");
+  if (epi.warps != 4)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps, " warps; the epilogue reads "
+                        "the ", t.bm, "-row accumulator from tensor memory with tcgen05.ld, warp w of a warpgroup "
+                        "lanes 32*(w%4)..+31 only, so it is one warpgroup: give it 4 warps");
+  if (load.registers && mma.registers && load.registers != mma.registers)
+    fail<ScheduleError>("warp_specialize(", mm, "): roles '", load.name, "' (", load.registers, " registers) and '",
+                        mma.name, "' (", mma.registers, ") share warps 0-3, one warpgroup, and setmaxnreg sets one "
+                        "budget per warpgroup: give them the same budget or leave one unset");
+  if (accStages != 0 && accStages != 1 && accStages != 2)
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' asks for ", accStages, " accumulator stages; "
+                        "the tensor-memory accumulator ring has 1 or 2 stages");
+  if (!accStages) accStages = 2 * t.bn <= target.tmemColumns ? 2 : 1;
+  if (accStages * t.bn > target.tmemColumns)
+    fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn, " columns exceed the ",
+                        target.tmemColumns, " tensor-memory columns of ", target.name, "; use stages=1 or a smaller "
+                        "n tile");
+  load.firstWarp = 0;
+  load.warpgroups = 1;
+  if (!load.registers) load.registers = mma.registers;
+  mma.firstWarp = 1;
+  mma.warpgroups = 0;  // inside the load's warpgroup, whose budget it shares
+  mma.registers = load.registers;
+  epi.firstWarp = 4;
+  epi.warpgroups = 1;
+  h.roles = {load, mma, epi};
+  h.accStages = accStages;
+  h.tmemCols = powerOfTwoAtLeast(accStages * t.bn);
+  h.threads = 256;
+  checkRegisterPool(mm, roleBudgets(h), registerPool(h.threads));  // the setmaxnreg pool (register_pool.h)
+}
+
+}  // namespace
+
+void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
+  auto& h = t.rolePipeline;
+  const std::string mm = t.mm->name;
+  h.enabled = true;
+  h.tcgen05 = true;
+  h.warMbarrier = t.aCache->circular.mbarrierWar;
+  if (t.roles.empty())
+    fail<ScheduleError>("cache ", t.aCache->name, ": on ", target.name, " tma_load feeds the warp-specialized tcgen05 "
+                        "kernel; add warp_specialize({'load': 1, 'mma': 1, 'epilogue': 4}) (or use ",
+                        target.loadKindsAvailable(), " for the register-MMA kernel)");
+  if (!h.warMbarrier)
+    fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
+                        "the tcgen05 ring releases its slots through tcgen05.commit on empty mbarriers (drop war=)");
+  if (t.batched)
+    fail<ScheduleError>("warp_specialize(", mm, "): batched matmuls are not lowered for ", target.name, "'s tcgen05 "
+                        "kernel in this build; run the batches as separate matmuls or use cp_async caches");
+  if (t.splitK > 1)
+    fail<ScheduleError>("split_k(", mm, "): the tcgen05 kernel is persistent over whole tiles; drop split_k");
+  if (t.warpsM != 4 || t.warpsN != 1)
+    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM, " x ", t.warpsN, " warps over m x n; the tcgen05 tile is read "
+                        "out by one epilogue warpgroup, 32 rows per warp: bind an m split of 4 warps to 'warp' "
+                        "(split 'm.i' by ", t.bm / 4, ") and none over n");
+  if (t.bm != 128)
+    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, "; tcgen05.mma cta_group::1 computes M = 128 rows (one "
+                        "per tensor-memory lane): use an m tile of 128");
+  if (t.bn % 64 || t.bn < 64 || t.bn > 256)
+    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn, " is not one this build issues with tcgen05.mma (N a "
+                        "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
+  if (t.bk != 16 && t.bk != 32 && t.bk != 64)
+    fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
+  if (t.stages < 2)
+    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load needs circular_buffer(stages >= 2): each stage is one "
+                        "slot of the mbarrier ring");
+  if (t.stages > 8)
+    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages, "): the tcgen05 operand ring allows "
+                        "at most 8 stages");
+  h.swizzleA = t.transA ? 128 : 2 * t.bk;
+  h.swizzleB = t.transB ? 2 * t.bk : 128;
+  h.tileWarpgroups = 1;
+  h.mmaWarpgroups = 0;
+  h.wgRows = t.bm;
+  h.coop = true;
+  h.warpSpecialized = true;
+  h.persistent = true;
+  validateRolesTcgen05(t, h, target);
+  validateEpilogueTma(f, t, 2);  // a TMA-loaded bias / residual: its producer on warp 2 (load 0, mma 1)
+}
+
+// The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64
+// where N >= 256, else 128 x 128 x 64; as many operand stages as fit (at most 6); two accumulator
+// stages in tensor memory; roles {load: 1 warp, mma: 1 warp, epilogue: 4 warps}, no register budgets
+// (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule.
+// As on sm_90a, it does not cache a bias / residual with tma_load itself; one the user cached keeps its
+// producer role and ring, whose slots the stage count and the n tile leave room for (fitAutoTile, shared
+// with sm_90a: 128 where 256 leaves no two operand stages, 64 where 128 leaves none).
+void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
+  auto* mm = f.findMatmul();
+  auto* e = mm->definition;
+  if (mm->rank() == 3) {
+    AutoScheduleHints h = given;
+    h.tma = false;
+    return autoScheduleMatmul(f, target, h);
+  }
+  AutoScheduleHints hints = given;
+  const Size& N = mm->shape[mm->rank() - 1];
+  if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
+  const int bm = 128, bk = 64;
+  // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
+  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 0);
+  const int bn = fit.bn, stages = fit.stages;
+  initLoopDomain(f, mm);
+  split(mm, "m", bm);
+  split(mm, "n", bn);
+  split(mm, "k", bk);
+  split(mm, "m.i", bm / 4);
+  parallelize(mm, "m.o", ParallelType::BIDy);
+  parallelize(mm, "n.o", ParallelType::BIDx);
+  parallelize(mm, "m.i.o", ParallelType::Warp);
+  reorder(mm, {"m.o", "n.o", "k.o", "m.i.o", "m.i.i", "n.i", "k.i"});
+  for (auto* in : {e->inputs[0], e->inputs[1]}) {
+    auto caches = f.cachesOf(in);
+    TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
+    circularBuffer(c, stages, -1);
+  }
+  warpSpecialize(mm, {Role{"load", 1, 0, 0}, Role{"mma", 1, 0, 0}, Role{"epilogue", 4, 0, 0}});
+}
+
+}  // namespace heddle

@@ -1,0 +1,52 @@
+"""Helpers shared by the Blackwell (sm_100a) tests: the tcgen05 kernel's schedule through the public API."""
+import heddle
+from support.wgmma_defs import schedule_sm90
+from support.matmul_defs import LAYOUTS, matmul_fusion
+
+
+def roles(acc_stages=0, regs=(0, 0)):
+    load = {"warps": 1, "registers": regs[0]} if regs[0] else 1
+    epi = {"warps": 4}
+    if acc_stages:
+        epi["stages"] = acc_stages
+    if regs[1]:
+        epi["registers"] = regs[1]
+    return {"load": load, "mma": 1, "epilogue": epi}
+
+
+def build(stages=4, acc_stages=2, bn=128, bk=64, layout="NN", dtype="bf16", regs=(0, 0), n=1024, k=4096,
+          epilogue="bias_gelu", m="M"):
+    """A matmul scheduled for the sm_100a tcgen05 kernel (tile 128 x bn x bk)."""
+    fd, a, b = matmul_fusion(m=m, n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue)
+    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages, regs))
+    return fd
+
+
+
+def build_epi(operands=("bias",), tma="bias", e_stages=2, stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104,
+              dtype="bf16", layout="NN", regs=(0, 0)):
+    """gelu(a @ b [+ bias[N]] [+ res[M, N]]) for the sm_100a tcgen05 kernel with operand `tma` cached with
+    tma_load (its producer role on warp 2 loads it per tile into a ring of e_stages stages; None: no cache)."""
+    ta, tb = LAYOUTS[layout]
+    fd = heddle.Fusion()
+    a = fd.input("a", dtype, [k, "M"] if ta else ["M", k])
+    b = fd.input("b", dtype, [n, k] if tb else [k, n])
+    y = fd.matmul(a, b, ta, tb)
+    extra = {}
+    for name in operands:
+        extra[name] = fd.input(name, dtype, [n] if name == "bias" else ["M", n])
+        y = y + extra[name]
+    fd.output(heddle.ops.gelu(y).to(dtype))
+    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages, regs))
+    if tma:
+        fd.cache_after(extra[tma], "tma_load").circular_buffer(e_stages)
+    return fd
+
+
+def redundant_fence_mutants(survivors):
+    """The simulator mutants deleting the two tcgen05 fences that order nothing the block barriers do not:
+    tcgen05.alloc and tcgen05.dealloc are synchronous (PTX ISA 9.7.16.6.1), so the fence::before_thread_sync
+    before the barrier that hands out the tensor-memory address and the fence::after_thread_sync before the
+    dealloc are redundant, and their deletion equivalent (tests/interp/test_tcgen05_ordering.py)."""
+    return [m for m in survivors if m.kind == "delete_sync" and
+            ("publish tmem_slot" in m.description or "acquire teardown" in m.description)]
