@@ -27,12 +27,6 @@ FLOORS = {
     "bindings": 9,           # pybind11: everything
 }
 
-# Includes that run back up a layer today, each a known debt to remove (the test fails once one is gone,
-# so the list only shrinks): including file -> included header.
-KNOWN_UPWARD = {
-    # validateClusterSchedule reads MatmulTiling, which lower/lower.h declares
-    ("schedule/cluster_schedule.cpp", "lower/lower.h"),
-}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"heddle/([^"]+)"', re.M)
 
@@ -71,13 +65,7 @@ def test_includes_run_down_the_layers():
     for rel, target in includes():
         seen += 1
         assert (SRC / target).exists(), f"src/heddle/{rel} includes heddle/{target}, which does not exist"
-        if floor(target) > floor(rel) and (rel, target) not in KNOWN_UPWARD:
+        if floor(target) > floor(rel):
             upward.append(f"src/heddle/{rel} (floor {floor(rel)}) includes heddle/{target} (floor {floor(target)})")
     assert seen > 100, seen
     assert not upward, "includes that run back up a layer:\n  " + "\n  ".join(upward)
-
-
-def test_known_upward_includes_are_still_there():
-    found = set(includes())
-    gone = sorted(KNOWN_UPWARD - found)
-    assert not gone, f"no longer included, remove from KNOWN_UPWARD: {gone}"

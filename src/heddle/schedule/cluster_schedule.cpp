@@ -1,7 +1,8 @@
 // cluster(2, along): the schedule rules of thread-block clusters with TMA multicast (docs/hopper.md
 // "Clusters of 2 with TMA multicast"). Built for the sm_90a warp-specialized cooperative kernels only:
 // the lowering (passes/cluster_multicast.cpp) rewrites their load -> mma ring and persistent tile walk.
-#include "heddle/lower/lower.h"
+#include "heddle/schedule/role_pipeline_schedule.h"
+#include "heddle/schedule/schedule.h"
 
 namespace heddle {
 
