@@ -41,14 +41,16 @@ def target_for_device(device=None) -> str:
     """The heddle target whose kernels load on a CUDA device (default: the current one): sm_80 on compute
     capability 8.x, sm_90a on 9.0, sm_100a on 10.0 (a cubin runs only within its own major version, an 'a'
     target only on its exact capability: heddle._C.cuda_target_for). Any other capability (10.3, 12.x, below
-    8.0) is a ScheduleError naming heddle's targets. On ROCm torch: the device's gfx architecture (gfx90a,
-    gfx942, gfx1200)."""
+    8.0) is a ScheduleError naming heddle's targets. On ROCm torch: the device's gfx architecture when the target table
+    (heddle._C.known_targets) has it (gfx90a, gfx942, gfx1200)."""
     import torch
     if getattr(torch.version, "hip", None):
         arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-        if arch in ("gfx90a", "gfx942", "gfx1200"):
+        # the C++ target table's HIP targets with a matmul path (gfx1250 is there for the barrier model only)
+        hip = sorted(t for t in _C.known_targets() if _C.target_info(t)["backend"] == "hip" and _C.target_info(t)["mma"])
+        if arch in hip:
             return arch
-        raise _C.ScheduleError(f"AMD device {arch}: heddle targets gfx90a, gfx942 and gfx1200")
+        raise _C.ScheduleError(f"AMD device {arch}: heddle targets {', '.join(hip)}")
     major, minor = torch.cuda.get_device_capability(device)
     return _C.cuda_target_for(major, minor)
 
