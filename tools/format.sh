@@ -2,7 +2,8 @@
 # clang-format over heddle's C++ (.clang-format at the repository root):
 #   tools/format.sh --check   list the files whose formatting differs, exit 1 if any (changes nothing)
 #   tools/format.sh --fix     rewrite those files in place
-# Files: src/heddle/**/*.{h,cpp} and the tests' C++ (tests/**/*.{h,cpp,c,cu}). Not the device headers
+# Files: src/heddle/**/*.{h,cpp} and the tests' C++ (tests/**/*.{h,cpp,c}; not the hand-written .cu kernels,
+# whose line numbers the interpreter tests read in reports). Not the device headers
 # (src/heddle/codegen/device/*.cuh) nor the interpreter runtime (src/heddle/interp/rt/*): both are
 # embedded as text into printed kernels / host builds, so their bytes are part of the printed sources.
 # clang-format: the PyPI wheel (pip install clang-format, pinned in ci/constraints.txt), or $CLANG_FORMAT.
@@ -18,7 +19,7 @@ if ! command -v "$cf" >/dev/null; then
   echo "tools/format.sh: $cf not found (pip install clang-format, or set CLANG_FORMAT)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files 'src/heddle/*.h' 'src/heddle/*.cpp' 'tests/*.h' 'tests/*.cpp' 'tests/*.c' 'tests/*.cu' |
+mapfile -t files < <(git ls-files 'src/heddle/*.h' 'src/heddle/*.cpp' 'tests/*.h' 'tests/*.cpp' 'tests/*.c' |
                      grep -v -e '^src/heddle/codegen/device/' -e '^src/heddle/interp/rt/')
 if [[ "$mode" == "--fix" ]]; then
   "$cf" -i --style=file "${files[@]}"

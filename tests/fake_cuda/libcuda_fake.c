@@ -25,7 +25,12 @@
 typedef struct {
   int id;
   char pad[4];
-  union { char pad[64]; struct { unsigned x, y, z; } clusterDim; } value;
+  union {
+    char pad[64];
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
+  } value;
 } Attr;
 typedef struct {
   unsigned gx, gy, gz, bx, by, bz, smem;
@@ -105,9 +110,18 @@ static void logline(const char* kind, unsigned gx, unsigned gy, unsigned gz, uns
   fclose(f);
 }
 
-int cuInit(unsigned flags) { (void)flags; return 0; }
-int cuDeviceGetCount(int* n) { *n = devices(); return 0; }
-int cuDeviceGet(int* d, int ordinal) { *d = ordinal; return ordinal < devices() ? 0 : 101; /* INVALID_DEVICE */ }
+int cuInit(unsigned flags) {
+  (void)flags;
+  return 0;
+}
+int cuDeviceGetCount(int* n) {
+  *n = devices();
+  return 0;
+}
+int cuDeviceGet(int* d, int ordinal) {
+  *d = ordinal;
+  return ordinal < devices() ? 0 : 101; /* INVALID_DEVICE */
+}
 int cuDeviceGetAttribute(int* v, int attr, int dev) {
   int major = 9, minor = 0;
   const char* cc = getenv("FAKE_CUDA_CC");
@@ -120,7 +134,10 @@ int cuDeviceGetAttribute(int* v, int attr, int dev) {
   *v = attr == 75 ? major : attr == 76 ? minor : attr == 16 ? 132 : attr == 97 ? 232448 : 0;
   return 0;
 }
-int cuCtxGetCurrent(void** ctx) { *ctx = (void*)current; return 0; }
+int cuCtxGetCurrent(void** ctx) {
+  *ctx = (void*)current;
+  return 0;
+}
 int cuCtxSetCurrent(void* ctx) {
   FILE* f = logfile();
   if (f) {
@@ -135,7 +152,10 @@ int cuCtxGetDevice(int* d) {
   *d = (int)(current - PRIMARY_BASE);
   return 0;
 }
-int cuDevicePrimaryCtxRetain(void** ctx, int dev) { *ctx = (void*)(uintptr_t)(PRIMARY_BASE + dev); return 0; }
+int cuDevicePrimaryCtxRetain(void** ctx, int dev) {
+  *ctx = (void*)(uintptr_t)(PRIMARY_BASE + dev);
+  return 0;
+}
 int cuModuleLoadData(void** m, const void* image) {
   (void)image;
   FILE* f = logfile();
@@ -146,10 +166,28 @@ int cuModuleLoadData(void** m, const void* image) {
   *m = (void*)0x20;
   return failure("cuModuleLoadData");
 }
-int cuModuleUnload(void* m) { (void)m; return 0; }
-int cuModuleGetFunction(void** f, void* m, const char* name) { (void)m; (void)name; *f = (void*)0x30; return 0; }
-int cuFuncSetAttribute(void* f, int attr, int v) { (void)f; (void)attr; (void)v; return failure("cuFuncSetAttribute"); }
-int cuFuncGetAttribute(int* v, int attr, void* f) { (void)attr; (void)f; *v = 0; return 0; }
+int cuModuleUnload(void* m) {
+  (void)m;
+  return 0;
+}
+int cuModuleGetFunction(void** f, void* m, const char* name) {
+  (void)m;
+  (void)name;
+  *f = (void*)0x30;
+  return 0;
+}
+int cuFuncSetAttribute(void* f, int attr, int v) {
+  (void)f;
+  (void)attr;
+  (void)v;
+  return failure("cuFuncSetAttribute");
+}
+int cuFuncGetAttribute(int* v, int attr, void* f) {
+  (void)attr;
+  (void)f;
+  *v = 0;
+  return 0;
+}
 #if !defined(FAKE_CUDA_11) && !defined(FAKE_CUDA_12_0)
 int cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
   size_t sizes[64], n = param_sizes(sizes), at = 0;
@@ -178,7 +216,10 @@ int cuFuncGetParamCount(void* f, size_t* count) {
 #endif
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
                    void* stream, void** params, void** extra) {
-  (void)f; (void)by; (void)bz; (void)extra;
+  (void)f;
+  (void)by;
+  (void)bz;
+  (void)extra;
   int r = failure("cuLaunchKernel");
   if (!r) logline("cuLaunchKernel", gx, gy, gz, bx, smem, stream, params, NULL);
   return r;
@@ -193,15 +234,24 @@ int cuStreamSynchronize(void* stream) {
 }
 #ifndef FAKE_CUDA_11
 int cuLaunchKernelEx(const Config* c, void* f, void** params, void** extra) {
-  (void)f; (void)extra;
+  (void)f;
+  (void)extra;
   logline("cuLaunchKernelEx", c->gx, c->gy, c->gz, c->bx, c->smem, c->stream, params, c);
   return 0;
 }
-int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const uint64_t* dims, const uint64_t* strides,
-                           const unsigned* box, const unsigned* elementStrides, int interleave, int swizzle, int l2,
-                           int oob) {
-  (void)type; (void)rank; (void)dims; (void)strides; (void)box; (void)elementStrides;
-  (void)interleave; (void)swizzle; (void)l2; (void)oob;
+int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const uint64_t* dims,
+                           const uint64_t* strides, const unsigned* box, const unsigned* elementStrides, int interleave,
+                           int swizzle, int l2, int oob) {
+  (void)type;
+  (void)rank;
+  (void)dims;
+  (void)strides;
+  (void)box;
+  (void)elementStrides;
+  (void)interleave;
+  (void)swizzle;
+  (void)l2;
+  (void)oob;
   FakeMap* m = (FakeMap*)map;
   FILE* f = logfile();
   if (f) {
@@ -229,8 +279,11 @@ int cuTensorMapReplaceAddress(void* map, void* addr) {
 #endif
 #endif
 int cuGetErrorName(int r, const char** s) {
-  *s = r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 209 ? "CUDA_ERROR_NO_BINARY_FOR_GPU"
-     : r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : r == 701 ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" : "CUDA_ERROR_FAKE";
+  *s = r == 1     ? "CUDA_ERROR_INVALID_VALUE"
+       : r == 209 ? "CUDA_ERROR_NO_BINARY_FOR_GPU"
+       : r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+       : r == 701 ? "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+                  : "CUDA_ERROR_FAKE";
   return 0;
 }
 int cuGetErrorString(int r, const char** s) {

@@ -44,8 +44,8 @@ static void table(const char* name, F slot, const Entry* es, int n, bool half) {
     A::Slot s = slot(e.row, e.col);
     const int vgpr = half ? s.item / 2 : s.item, lo = half ? 16 * (s.item % 2) : 0;
     char b[200];
-    std::snprintf(b, sizeof b, "[%d][%d]: lane %d v%d[%d] (want lane %d v%d[%d])", e.row, e.col, s.lane, vgpr, lo, e.lane,
-                  e.vgpr, e.lo);
+    std::snprintf(b, sizeof b, "[%d][%d]: lane %d v%d[%d] (want lane %d v%d[%d])", e.row, e.col, s.lane, vgpr, lo,
+                  e.lane, e.vgpr, e.lo);
     check(name, s.lane == e.lane && vgpr == e.vgpr && lo == e.lo, b);
   }
   report(name, before);
@@ -104,18 +104,18 @@ static void arithmetic(const char* name, bool bf16, Run run, SA sa, SB sb, SD sd
 int main() {
   // v_mfma_f32_16x16x16_f16, CDNA3 (calculator --register-layout): A[i][k] in lane i + 16*floor(k/4),
   // v[floor((k%4)/2)] bits [16*(k%2)+15 : 16*(k%2)]; D[i][j] in lane j + 16*floor(i/4), v[i%4]
-  static const Entry mfma_a[] = {{0, 0, 0, 0, 0}, {0, 1, 0, 0, 16}, {0, 2, 0, 1, 0}, {0, 5, 16, 0, 16},
+  static const Entry mfma_a[] = {{0, 0, 0, 0, 0},    {0, 1, 0, 0, 16},   {0, 2, 0, 1, 0},  {0, 5, 16, 0, 16},
                                  {3, 15, 51, 1, 16}, {15, 10, 47, 1, 0}, {9, 7, 25, 1, 16}};
   static const Entry mfma_b[] = {{0, 0, 0, 0, 0}, {4, 0, 16, 0, 0}, {13, 2, 50, 0, 16}, {7, 15, 31, 1, 16}};
-  static const Entry mfma_d[] = {{0, 0, 0, 0, 0}, {5, 3, 19, 1, 0}, {15, 15, 63, 3, 0}, {12, 7, 55, 0, 0},
-                                 {3, 9, 9, 3, 0}};
+  static const Entry mfma_d[] = {
+      {0, 0, 0, 0, 0}, {5, 3, 19, 1, 0}, {15, 15, 63, 3, 0}, {12, 7, 55, 0, 0}, {3, 9, 9, 3, 0}};
   table("mfma16_a_table", A::mfma16_a, mfma_a, sizeof mfma_a / sizeof *mfma_a, true);
   table("mfma16_b_table", A::mfma16_b, mfma_b, sizeof mfma_b / sizeof *mfma_b, true);
   table("mfma16_d_table", A::mfma16_d, mfma_d, sizeof mfma_d / sizeof *mfma_d, false);
   // v_wmma_f32_16x16x16_f16, GFX12 wave32: lanes 0-15 hold K 0-3 (v0, v1) and 8-11 (v2, v3) of row
   // M = lane, lanes 16-31 K 4-7 and 12-15; D: lanes 0-15 rows 0-7 (v0..v7), lanes 16-31 rows 8-15
-  static const Entry wmma_a[] = {{0, 0, 0, 0, 0}, {2, 5, 18, 0, 16}, {7, 9, 7, 2, 16}, {15, 14, 31, 3, 0},
-                                 {4, 3, 4, 1, 16}, {11, 12, 27, 2, 0}};
+  static const Entry wmma_a[] = {{0, 0, 0, 0, 0},    {2, 5, 18, 0, 16}, {7, 9, 7, 2, 16},
+                                 {15, 14, 31, 3, 0}, {4, 3, 4, 1, 16},  {11, 12, 27, 2, 0}};
   static const Entry wmma_b[] = {{0, 0, 0, 0, 0}, {6, 1, 17, 1, 0}, {11, 14, 14, 3, 16}};
   static const Entry wmma_d[] = {{0, 0, 0, 0, 0}, {9, 4, 20, 1, 0}, {7, 15, 15, 7, 0}, {15, 0, 16, 7, 0}};
   table("wmma16_a_table", A::wmma16_a, wmma_a, sizeof wmma_a / sizeof *wmma_a, true);
@@ -145,16 +145,20 @@ int main() {
     A::BufferRsrc b2 = A::decode_rsrc(r2);
     check("buffer_rsrc", b2.base == 0x100000000ull && b2.stride == 16, "stride field");
     uint64_t a = 0;
-    check("buffer_rsrc", A::raw_buffer_address(b2, 252, 0, 0, 4, &a) && a == 0x100000000ull + 252, "last dword in range");
+    check("buffer_rsrc", A::raw_buffer_address(b2, 252, 0, 0, 4, &a) && a == 0x100000000ull + 252,
+          "last dword in range");
     check("buffer_rsrc", !A::raw_buffer_address(b2, 256, 0, 0, 4, &a), "offset == num_records reads zero");
-    check("buffer_rsrc", !A::raw_buffer_address(b, 0x80000000u, 0, 0, 4, &a), "heddle's out-of-range offset reads zero");
+    check("buffer_rsrc", !A::raw_buffer_address(b, 0x80000000u, 0, 0, 4, &a),
+          "heddle's out-of-range offset reads zero");
     report("buffer_rsrc", before);
   }
   {  // s_waitcnt simm16 (GFX9): vmcnt 16 with expcnt 7 and lgkmcnt 15 (no wait) is 0x4f70; vmcnt 63 0xcf7f
     const int before = g_fail;
-    check("waitcnt_fields", A::waitcnt_vmcnt(0x4f70) == 16 && A::waitcnt_lgkmcnt(0x4f70) == 15 && A::waitcnt_expcnt(0x4f70) == 7,
+    check("waitcnt_fields",
+          A::waitcnt_vmcnt(0x4f70) == 16 && A::waitcnt_lgkmcnt(0x4f70) == 15 && A::waitcnt_expcnt(0x4f70) == 7,
           "0x4f70");
-    check("waitcnt_fields", A::waitcnt_vmcnt(0xcf7f) == 63 && A::waitcnt_vmcnt(0x0f70) == 0 && A::waitcnt_vmcnt(0x0f7f) == 15,
+    check("waitcnt_fields",
+          A::waitcnt_vmcnt(0xcf7f) == 63 && A::waitcnt_vmcnt(0x0f70) == 0 && A::waitcnt_vmcnt(0x0f7f) == 15,
           "vmcnt high bits");
     report("waitcnt_fields", before);
   }

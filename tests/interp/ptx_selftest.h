@@ -18,13 +18,14 @@ extern int g_fail;
 extern std::map<std::string, int> g_printed;  // at most 8 detail lines per check group
 void fail(const std::string& name, const std::string& msg);
 bool report(const std::string& name, int errors_before);
-#define CHECK(name, cond, ...)                                          \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      char _b[512];                                                     \
-      std::snprintf(_b, sizeof _b, __VA_ARGS__);                        \
-      if (g_printed[name]++ < 8) fail(name, _b); else ++g_fail;         \
-    }                                                                   \
+#define CHECK(name, cond, ...)                   \
+  do {                                           \
+    if (!(cond)) {                               \
+      char _b[512];                              \
+      std::snprintf(_b, sizeof _b, __VA_ARGS__); \
+      if (g_printed[name]++ < 8) fail(name, _b); \
+      else ++g_fail;                             \
+    }                                            \
   } while (0)
 
 uint32_t rnd();                              // deterministic RNG
@@ -39,7 +40,10 @@ struct RecAccess : P::Access {
   static std::set<uint32_t> bytes_of(const std::vector<std::pair<uint32_t, uint32_t>>& v, size_t* total) {
     std::set<uint32_t> s;
     *total = 0;
-    for (auto& p : v) { for (uint32_t i = 0; i < p.second; ++i) s.insert(p.first + i); *total += p.second; }
+    for (auto& p : v) {
+      for (uint32_t i = 0; i < p.second; ++i) s.insert(p.first + i);
+      *total += p.second;
+    }
     return s;
   }
 };
@@ -62,20 +66,33 @@ inline uint32_t test_swz(uint32_t a, int W) {
 // of element (mn, k), before swizzling, and the LBO/SBO that describe it.
 struct TileFmt {
   bool mn_major;
-  int W;    // 0, 32, 64, 128
-  int MN;   // rows of the operand (64 for A, N for B)
-  int BK;   // K extent stored
+  int W;   // 0, 32, 64, 128
+  int MN;  // rows of the operand (64 for A, N for B)
+  int BK;  // K extent stored
   uint32_t lbo, sbo;
 };
 inline TileFmt make_fmt(bool mn_major, int W, int MN) {
   TileFmt f{mn_major, W, MN, 0, 0, 0};
   if (!mn_major) {
-    if (W) { f.BK = W / 2; f.sbo = uint32_t(8 * W); f.lbo = 16; /* unused, "assumed 1" */ }
-    else { f.BK = 32; f.lbo = 128; f.sbo = uint32_t(128 * (32 / 8)); }  // core matrices: K-adjacent contiguous
+    if (W) {
+      f.BK = W / 2;
+      f.sbo = uint32_t(8 * W);
+      f.lbo = 16; /* unused, "assumed 1" */
+    } else {
+      f.BK = 32;
+      f.lbo = 128;
+      f.sbo = uint32_t(128 * (32 / 8));
+    }  // core matrices: K-adjacent contiguous
   } else {
     f.BK = 32;
-    if (W) { f.sbo = uint32_t(8 * W); f.lbo = uint32_t(W * f.BK); }      // 8-row K groups contiguous, atoms along MN
-    else { f.lbo = 128; f.sbo = uint32_t(128 * (f.BK / 8)); }            // K groups contiguous, MN groups spaced SBO
+    if (W) {
+      f.sbo = uint32_t(8 * W);
+      f.lbo = uint32_t(W * f.BK);
+    }  // 8-row K groups contiguous, atoms along MN
+    else {
+      f.lbo = 128;
+      f.sbo = uint32_t(128 * (f.BK / 8));
+    }  // K groups contiguous, MN groups spaced SBO
   }
   return f;
 }
@@ -93,7 +110,8 @@ inline uint32_t tile_off(const TileFmt& f, int mn, int k) {
 }
 inline uint32_t tile_bytes(const TileFmt& f) {
   uint32_t mx = 0;
-  for (int mn = 0; mn < f.MN; ++mn) for (int k = 0; k < f.BK; ++k) mx = std::max(mx, tile_off(f, mn, k) + 2);
+  for (int mn = 0; mn < f.MN; ++mn)
+    for (int k = 0; k < f.BK; ++k) mx = std::max(mx, tile_off(f, mn, k) + 2);
   return (mx + 1023) & ~1023u;
 }
 // Descriptor start for k-step s (16 elements each).

@@ -40,7 +40,10 @@ void test_idesc() {
         "decode: %s M=%d N=%d", e.c_str(), d.M, d.N);
   e = P::decode_idesc_f16(idesc(false, 128, 16, true, false, true, true), &d);
   CHECK(N, e.empty() && !d.bf16 && d.N == 16 && d.mnMajorA && d.negA && d.negB, "f16 N=16: %s", e.c_str());
-  struct { uint32_t v; const char* want; } bad[] = {
+  struct {
+    uint32_t v;
+    const char* want;
+  } bad[] = {
       {idesc(true, 64, 128), "M = 64"},
       {idesc(true, 128, 24), "N = 24"},
       {idesc(true, 128, 272 - 16) | (1u << 2), "sparsity"},
@@ -61,7 +64,10 @@ void test_sdesc() {
   int f0 = g_fail;
   uint64_t wg = 0;
   // same start/LBO/SBO fields; swizzle 2/4/6/0 -> wgmma layout 1/2/3/0 at bits 62-63
-  struct { int W; uint64_t layout; } sw[] = {{128, 1}, {64, 2}, {32, 3}, {0, 0}};
+  struct {
+    int W;
+    uint64_t layout;
+  } sw[] = {{128, 1}, {64, 2}, {32, 3}, {0, 0}};
   for (auto& s : sw) {
     uint64_t d = sdesc(0x1400, 16, 1024, s.W);
     std::string e = P::tcgen05_desc_as_wgmma(d, &wg);
@@ -69,11 +75,12 @@ void test_sdesc() {
     CHECK(N, e.empty() && md.start == 0x1400 && md.lbo == 16 && md.sbo == 1024 && uint64_t(md.layout) == s.layout,
           "W=%d: %s start %x lbo %u sbo %u layout %d", s.W, e.c_str(), md.start, md.lbo, md.sbo, md.layout);
   }
-  struct { uint64_t d; const char* want; } bad[] = {
-      {sdesc(0, 16, 1024, 128) & ~(1ull << 46), "0b001"},
-      {sdesc(0, 16, 1024, 128) | (1ull << 52), "absolute"},
-      {(sdesc(0, 16, 1024, 0) | (1ull << 61)), "32-byte atoms"},
-      {(sdesc(0, 16, 1024, 0) | (3ull << 61)), "invalid"},
+  struct {
+    uint64_t d;
+    const char* want;
+  } bad[] = {
+      {sdesc(0, 16, 1024, 128) & ~(1ull << 46), "0b001"},        {sdesc(0, 16, 1024, 128) | (1ull << 52), "absolute"},
+      {(sdesc(0, 16, 1024, 0) | (1ull << 61)), "32-byte atoms"}, {(sdesc(0, 16, 1024, 0) | (3ull << 61)), "invalid"},
       {sdesc(0, 16, 1024, 128) | (1ull << 55), "53-60"},
   };
   for (auto& b : bad) {
@@ -166,7 +173,11 @@ void test_mma_errors() {
   uint32_t d = 0;
   t->alloc(128, &d);
   const uint64_t a = sdesc(1024, 16, 1024, 128), b = sdesc(1024 + 16384, 16, 1024, 128);
-  struct { uint32_t addr, id; uint64_t a; const char* want; } bad[] = {
+  struct {
+    uint32_t addr, id;
+    uint64_t a;
+    const char* want;
+  } bad[] = {
       {d, idesc(true, 128, 256), a, "not all allocated"},
       {P::tmem_addr(32, 0), idesc(true, 128, 128), a, "lanes 0-127"},
       {d, idesc(true, 64, 128), a, "M = 64"},
@@ -179,8 +190,8 @@ void test_mma_errors() {
   }
   for (int l = 0; l < 128; ++l) CHECK(N, t->cell[l][0] == P::kTmemPoison, "a failing mma wrote lane %d", l);
   // a first MMA that accumulates reads the undefined contents of a fresh allocation
-  std::string acc = P::tcgen05_mma_f16_ss(*t, d, a, b, idesc(true, 128, 128), true, smem.data(),
-                                          uint32_t(smem.size()), nullptr);
+  std::string acc =
+      P::tcgen05_mma_f16_ss(*t, d, a, b, idesc(true, 128, 128), true, smem.data(), uint32_t(smem.size()), nullptr);
   CHECK(N, acc.empty() && std::isnan(P::f32_from_bits(t->cell[7][5])), "accumulating into fresh columns: %s",
         acc.c_str());
   static uint32_t out[32][128];

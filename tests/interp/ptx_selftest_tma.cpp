@@ -16,8 +16,8 @@ static void test_tma_encode() {
   P::TensorMap tm;
   uint64_t dims[3] = {100, 70, 3}, strides[2] = {208, 208 * 70};
   uint32_t box[3] = {64, 24, 1}, es[3] = {1, 1, 1};
-  auto enc = [&](int dt, uint64_t b, int rank, const uint64_t* st, const uint32_t* bx, const uint32_t* e, int il, int sw,
-                 int oob) { return P::encode_tensor_map(&tm, dt, b, rank, dims, st, bx, e, il, sw, 0, oob); };
+  auto enc = [&](int dt, uint64_t b, int rank, const uint64_t* st, const uint32_t* bx, const uint32_t* e, int il,
+                 int sw, int oob) { return P::encode_tensor_map(&tm, dt, b, rank, dims, st, bx, e, il, sw, 0, oob); };
   std::string e;
   CHECK(N, (e = enc(9, base, 2, strides, box, es, 0, 3, 0)).empty(), "valid map rejected: %s", e.c_str());
   CHECK(N, (e = enc(9, base + 8, 2, strides, box, es, 0, 3, 0)).find("globalAddress") != std::string::npos,
@@ -58,7 +58,7 @@ static uint16_t tval(int64_t x, int64_t y, int64_t z) { return uint16_t(1 + (x +
 struct TmaCase {
   int dims[3];  // inner first
   int rank;
-  int sw;       // CUtensorMapSwizzle
+  int sw;  // CUtensorMapSwizzle
   uint32_t box[3];
   uint32_t es[3];
 };
@@ -78,7 +78,8 @@ static void tma_load_case(const std::string& name, const TmaCase& tc, std::vecto
         std::memcpy(g + z * strides[1] + y * strides[0] + x * esz, &v, 2);
       }
   P::TensorMap tm;
-  std::string err = P::encode_tensor_map(&tm, 9, uint64_t(uintptr_t(g)), tc.rank, dims, strides, tc.box, tc.es, 0, tc.sw, 0, 0);
+  std::string err =
+      P::encode_tensor_map(&tm, 9, uint64_t(uintptr_t(g)), tc.rank, dims, strides, tc.box, tc.es, 0, tc.sw, 0, 0);
   CHECK(name.c_str(), err.empty(), "encode failed: %s", err.c_str());
   if (!err.empty()) return;
   int W = tc.sw == 1 ? 32 : tc.sw == 2 ? 64 : tc.sw == 3 ? 128 : 0;
@@ -113,8 +114,8 @@ static void tma_load_case(const std::string& name, const TmaCase& tc, std::vecto
           touched.insert(p);
           touched.insert(p + 1);
           if (got != want && bad++ < 5)
-            CHECK(name.c_str(), false, "coords (%d,%d,%d) box (%u,%u,%u) = %04x want %04x%s", c3[0], c3[1], c3[2], x, y, z,
-                  got, want, in ? "" : " (OOB zero fill)");
+            CHECK(name.c_str(), false, "coords (%d,%d,%d) box (%u,%u,%u) = %04x want %04x%s", c3[0], c3[1], c3[2], x, y,
+                  z, got, want, in ? "" : " (OOB zero fill)");
         }
     for (uint32_t i = 0; i < SM; ++i)
       if (!touched.count(i) && smem[i] != 0xAB) {
@@ -123,14 +124,17 @@ static void tma_load_case(const std::string& name, const TmaCase& tc, std::vecto
       }
     size_t tot;
     auto rep = RecAccess::bytes_of(ra.wr, &tot);
-    CHECK(name.c_str(), rep == touched && tot == touched.size() && ra.rd.empty(), "reported writes differ from the image");
+    CHECK(name.c_str(), rep == touched && tot == touched.size() && ra.rd.empty(),
+          "reported writes differ from the image");
   }
   // misaligned destination
   int32_t c0[3] = {0, 0, 0};
   std::vector<uint8_t> smem(65536);
   uint32_t tx;
-  CHECK(name.c_str(), !P::tma_load(tm, c0, smem.data(), 65536, 2048 + 64, &tx, nullptr).empty(), "64-byte aligned destination accepted");
-  CHECK(name.c_str(), !P::tma_load(tm, c0, smem.data(), 2048, 2048, &tx, nullptr).empty(), "destination past the window accepted");
+  CHECK(name.c_str(), !P::tma_load(tm, c0, smem.data(), 65536, 2048 + 64, &tx, nullptr).empty(),
+        "64-byte aligned destination accepted");
+  CHECK(name.c_str(), !P::tma_load(tm, c0, smem.data(), 2048, 2048, &tx, nullptr).empty(),
+        "destination past the window accepted");
   report(name, f0);
 }
 

@@ -13,12 +13,15 @@
 static void test_wgmma_d_table() {
   const char* N = "wgmma_d_layout";
   int f0 = g_fail;
-  struct { int N, t, i, row, col; } lit[] = {
-      {64, 0, 0, 0, 0},     {64, 0, 1, 0, 1},     {64, 0, 2, 8, 0},     {64, 0, 3, 8, 1},     {64, 0, 4, 0, 8},
-      {64, 0, 5, 0, 9},     {64, 0, 6, 8, 8},     {64, 0, 7, 8, 9},     {64, 1, 0, 0, 2},     {64, 1, 3, 8, 3},
-      {64, 4, 0, 1, 0},     {64, 4, 2, 9, 0},     {64, 5, 1, 1, 3},     {64, 31, 0, 7, 6},    {64, 31, 3, 15, 7},
-      {64, 31, 31, 15, 63}, {64, 37, 0, 17, 2},   {64, 37, 2, 25, 2},   {64, 37, 4, 17, 10},  {64, 64, 0, 32, 0},
-      {128, 127, 0, 55, 6}, {128, 127, 3, 63, 7}, {128, 96, 62, 56, 120}, {256, 127, 127, 63, 255},
+  struct {
+    int N, t, i, row, col;
+  } lit[] = {
+      {64, 0, 0, 0, 0},      {64, 0, 1, 0, 1},        {64, 0, 2, 8, 0},       {64, 0, 3, 8, 1},
+      {64, 0, 4, 0, 8},      {64, 0, 5, 0, 9},        {64, 0, 6, 8, 8},       {64, 0, 7, 8, 9},
+      {64, 1, 0, 0, 2},      {64, 1, 3, 8, 3},        {64, 4, 0, 1, 0},       {64, 4, 2, 9, 0},
+      {64, 5, 1, 1, 3},      {64, 31, 0, 7, 6},       {64, 31, 3, 15, 7},     {64, 31, 31, 15, 63},
+      {64, 37, 0, 17, 2},    {64, 37, 2, 25, 2},      {64, 37, 4, 17, 10},    {64, 64, 0, 32, 0},
+      {128, 127, 0, 55, 6},  {128, 127, 3, 63, 7},    {128, 96, 62, 56, 120}, {256, 127, 127, 63, 255},
       {256, 0, 124, 0, 248}, {256, 33, 126, 24, 250},
   };
   for (auto& t : lit) {
@@ -66,7 +69,10 @@ static void run_wgmma_case(const std::string& name, int Nn, bool bf16, bool a_mn
       if (k < BK) A[m * BK + k] = v;
       uint32_t p = test_swz(abase + tile_off(fa, m, k), aW);
       std::memcpy(&smem[p], &h, 2);
-      if (k < BK) { a_bytes[k / 16].insert(p); a_bytes[k / 16].insert(p + 1); }
+      if (k < BK) {
+        a_bytes[k / 16].insert(p);
+        a_bytes[k / 16].insert(p + 1);
+      }
     }
   for (int n = 0; n < Nn; ++n)
     for (int k = 0; k < fb.BK; ++k) {
@@ -75,7 +81,10 @@ static void run_wgmma_case(const std::string& name, int Nn, bool bf16, bool a_mn
       if (k < BK) B[size_t(n) * BK + k] = v;
       uint32_t p = test_swz(bbase + tile_off(fb, n, k), bW);
       std::memcpy(&smem[p], &h, 2);
-      if (k < BK) { b_bytes[k / 16].insert(p); b_bytes[k / 16].insert(p + 1); }
+      if (k < BK) {
+        b_bytes[k / 16].insert(p);
+        b_bytes[k / 16].insert(p + 1);
+      }
     }
   std::vector<float> dstore(128 * 128);
   float* dptr[128];
@@ -91,7 +100,10 @@ static void run_wgmma_case(const std::string& name, int Nn, bool bf16, bool a_mn
   std::vector<double> mag(64 * size_t(Nn), 0.0);
   for (int s = 0; s < BK / 16; ++s) {
     int scale_d = (s == 0) ? int(rnd() & 1) : 1;
-    if (scale_d == 0) { std::fill(D.begin(), D.end(), 0.0); std::fill(mag.begin(), mag.end(), 0.0); }
+    if (scale_d == 0) {
+      std::fill(D.begin(), D.end(), 0.0);
+      std::fill(mag.begin(), mag.end(), 0.0);
+    }
     uint64_t da = make_desc(kstep_start(fa, abase, s), fa.lbo, fa.sbo, aW);
     uint64_t db = make_desc(kstep_start(fb, bbase, s), fb.lbo, fb.sbo, bW);
     RecAccess ra;
@@ -115,7 +127,7 @@ static void run_wgmma_case(const std::string& name, int Nn, bool bf16, bool a_mn
     for (int i = 0; i < Nn / 2; ++i) {
       int w = t / 32, l = t % 32, r = 16 * w + l / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (l % 4) + i % 2;
       double ref = D[size_t(r) * Nn + c];
-      double tol = 2e-6 * (mag[size_t(r) * Nn + c] + std::fabs(ref) + 2.0) ;
+      double tol = 2e-6 * (mag[size_t(r) * Nn + c] + std::fabs(ref) + 2.0);
       CHECK(name.c_str(), std::fabs(dptr[t][i] - ref) <= tol, "thread %d d%d (row %d col %d) = %.9g want %.9g", t, i, r,
             c, dptr[t][i], ref);
     }
@@ -124,10 +136,16 @@ static void run_wgmma_case(const std::string& name, int Nn, bool bf16, bool a_mn
 
 // A tiny evaluator for the ISA's worked examples, written as CuTe-style (shape):(stride) with two
 // hierarchical modes (MN and K), each a list of (size, stride) pairs, colexicographic.
-struct Mode { int n; const int (*ss)[2]; };
+struct Mode {
+  int n;
+  const int (*ss)[2];
+};
 static int eval_mode(const Mode& md, int x) {
   int off = 0;
-  for (int i = 0; i < md.n; ++i) { off += (x % md.ss[i][0]) * md.ss[i][1]; x /= md.ss[i][0]; }
+  for (int i = 0; i < md.n; ++i) {
+    off += (x % md.ss[i][0]) * md.ss[i][1];
+    x /= md.ss[i][0];
+  }
   return off;
 }
 // ISA examples (9.7.15.5.1.2.1.3), bf16, used as the B operand (N = MN extent) with A K-major 128B:
@@ -165,8 +183,12 @@ static void run_isa_example(const std::string& name, int W, Mode mn, Mode kk, in
     for (int i = 0; i < Nn / 2; ++i) {
       int w = t / 32, l = t % 32, r = 16 * w + l / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (l % 4) + i % 2;
       double ref = 0, mag = 0;
-      for (int k = 0; k < 16; ++k) { ref += A[r * 16 + k] * B[size_t(c) * 16 + k]; mag += std::fabs(A[r * 16 + k] * B[size_t(c) * 16 + k]); }
-      CHECK(name.c_str(), std::fabs(dptr[t][i] - ref) <= 2e-6 * (mag + 1.0), "thread %d d%d = %.9g want %.9g", t, i, dptr[t][i], ref);
+      for (int k = 0; k < 16; ++k) {
+        ref += A[r * 16 + k] * B[size_t(c) * 16 + k];
+        mag += std::fabs(A[r * 16 + k] * B[size_t(c) * 16 + k]);
+      }
+      CHECK(name.c_str(), std::fabs(dptr[t][i] - ref) <= 2e-6 * (mag + 1.0), "thread %d d%d = %.9g want %.9g", t, i,
+            dptr[t][i], ref);
     }
   report(name, f0);
 }
@@ -179,20 +201,32 @@ static void test_wgmma_errors() {
   float* d[128];
   for (int t = 0; t < 128; ++t) d[t] = &ds[size_t(t) * 128];
   uint64_t good = make_desc(1024, 16, 1024, 128);
-  CHECK(N, P::wgmma_m64nNk16_ss(64, true, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(), "good case rejected");
+  CHECK(N, P::wgmma_m64nNk16_ss(64, true, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
+        "good case rejected");
   CHECK(N, !P::wgmma_m64nNk16_ss(64, true, good | (1ull << 49), good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
         "base offset != 0 accepted");
-  CHECK(N, !P::wgmma_m64nNk16_ss(64, true, good, make_desc(30720, 16, 1024, 128), 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
+  CHECK(N,
+        !P::wgmma_m64nNk16_ss(64, true, good, make_desc(30720, 16, 1024, 128), 0, 0, 0, smem.data(), 32768, d, nullptr)
+             .empty(),
         "operand past the window accepted");
-  CHECK(N, !P::wgmma_m64nNk16_ss(64, true, make_desc(1024 + 112, 16, 1024, 128), good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
+  CHECK(N,
+        !P::wgmma_m64nNk16_ss(64, true, make_desc(1024 + 112, 16, 1024, 128), good, 0, 0, 0, smem.data(), 32768, d,
+                              nullptr)
+             .empty(),
         "K-major 128B start whose 32-byte K slice crosses the swizzle row accepted");
-  CHECK(N, !P::wgmma_m64nNk16_ss(64, true, good, make_desc(1024 + 32, 8192, 1024, 128), 0, 0, 1, smem.data(), 32768, d, nullptr).empty(),
+  CHECK(N,
+        !P::wgmma_m64nNk16_ss(64, true, good, make_desc(1024 + 32, 8192, 1024, 128), 0, 0, 1, smem.data(), 32768, d,
+                              nullptr)
+             .empty(),
         "MN-major 128B start inside a swizzle row accepted");
-  CHECK(N, !P::wgmma_m64nNk16_ss(12, true, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(), "N = 12 accepted");
+  CHECK(N, !P::wgmma_m64nNk16_ss(12, true, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
+        "N = 12 accepted");
   RecAccess ra;
   ds[0] = 42.0f;
-  CHECK(N, !P::wgmma_m64nNk16_ss(64, true, good, make_desc(30720, 16, 1024, 128), 1, 0, 0, smem.data(), 32768, d, &ra).empty() &&
-               ra.rd.empty() && ra.wr.empty() && ds[0] == 42.0f,
+  CHECK(N,
+        !P::wgmma_m64nNk16_ss(64, true, good, make_desc(30720, 16, 1024, 128), 1, 0, 0, smem.data(), 32768, d, &ra)
+                .empty() &&
+            ra.rd.empty() && ra.wr.empty() && ds[0] == 42.0f,
         "a failing wgmma reported accesses or changed the accumulators");
   report(N, f0);
 }
@@ -204,9 +238,10 @@ void test_wgmma() {
     const char* ty = bf16 ? "bf16" : "f16";
     for (int Nn : {64, 128, 256}) {
       for (int W : {128, 64, 32})
-        run_wgmma_case(std::string("wgmma_") + ty + "_n" + std::to_string(Nn) + "_kmajor_sw" + std::to_string(W), Nn, bf16,
-                       false, W, false, W);
-      run_wgmma_case(std::string("wgmma_") + ty + "_n" + std::to_string(Nn) + "_mnmajor_sw128", Nn, bf16, true, 128, true, 128);
+        run_wgmma_case(std::string("wgmma_") + ty + "_n" + std::to_string(Nn) + "_kmajor_sw" + std::to_string(W), Nn,
+                       bf16, false, W, false, W);
+      run_wgmma_case(std::string("wgmma_") + ty + "_n" + std::to_string(Nn) + "_mnmajor_sw128", Nn, bf16, true, 128,
+                     true, 128);
     }
     // further layouts: no swizzle both majors, MN-major 64B/32B, mixed majors
     run_wgmma_case(std::string("wgmma_") + ty + "_n128_kmajor_none", 128, bf16, false, 0, false, 0);

@@ -5,10 +5,10 @@
 
 #include <optional>
 
+#include "heddle/bindings/launch_args.h"
 #include "heddle/ir/errors.h"
 #include "heddle/runtime/hip/hip_driver.h"
 #include "heddle/runtime/hip/hip_rtc.h"
-#include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;
 using namespace heddle::rt;
@@ -24,12 +24,15 @@ void bindHip(py::module_& m) {
     d["version"] = h.version();
     return d;
   });
-  rt.def("hiprtc_options", [](const std::string& arch, const std::vector<std::string>& extra) {
-    RtcOptions o;
-    o.arch = arch;
-    o.extraOptions = extra;
-    return hiprtcOptionList(o);
-  }, py::arg("arch"), py::arg("options") = std::vector<std::string>{});
+  rt.def(
+      "hiprtc_options",
+      [](const std::string& arch, const std::vector<std::string>& extra) {
+        RtcOptions o;
+        o.arch = arch;
+        o.extraOptions = extra;
+        return hiprtcOptionList(o);
+      },
+      py::arg("arch"), py::arg("options") = std::vector<std::string>{});
   rt.def(
       "compile_hip",
       [](const std::string& source, const std::string& name, const std::string& arch,
@@ -54,7 +57,8 @@ void bindHip(py::module_& m) {
       "or HEDDLE_RTC_ISOLATE=0). The code object is the result's `cubin`.");
   rt.def("hip_available", [] { return HipRuntime::instance().available(); });
   rt.def("hip_unavailable_reason", [] { return HipRuntime::instance().unavailableReason(); });
-  py::class_<HipLoadedKernel, KernelLauncher>(rt, "HipKernel", "A compiled HIP kernel, loaded lazily on the current AMD device.")
+  py::class_<HipLoadedKernel, KernelLauncher>(rt, "HipKernel",
+                                              "A compiled HIP kernel, loaded lazily on the current AMD device.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
@@ -72,6 +76,6 @@ void bindHip(py::module_& m) {
             py::gil_scoped_release release;
             k.launch(g, b, smem, stream, packed);
           },
-          py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0,
-          py::arg("args") = py::list(), "args: list of (kind, value), kind in 'ptr', 'i32', 'i64', 'f32'.");
+          py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0, py::arg("args") = py::list(),
+          "args: list of (kind, value), kind in 'ptr', 'i32', 'i64', 'f32'.");
 }

@@ -28,12 +28,11 @@ const char* kindName(int k) {
 std::string runLib(const Library& lib, std::vector<unsigned> grid, std::vector<unsigned> block, unsigned smem,
                    const py::list& args, const std::vector<std::string>& names, const py::list& regions,
                    const std::string& schedule, uint64_t seed, int64_t maxEvents, int maxFindings,
-                   std::vector<uint32_t> ctas, bool stopAtFirst, int workers, unsigned cluster,
-                   unsigned registers) {
+                   std::vector<uint32_t> ctas, bool stopAtFirst, int workers, unsigned cluster, unsigned registers) {
   std::vector<hrt_param> params = lib.params();
   if (params.size() != args.size())
-    heddle::fail<heddle::InputError>("interpret: ", lib.kernelName, " takes ", params.size(), " parameters, the launch passes ",
-                                     args.size());
+    heddle::fail<heddle::InputError>("interpret: ", lib.kernelName, " takes ", params.size(),
+                                     " parameters, the launch passes ", args.size());
   std::vector<hrt_arg> a(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     auto t = args[i].cast<py::sequence>();
@@ -68,7 +67,8 @@ std::string runLib(const Library& lib, std::vector<unsigned> grid, std::vector<u
     } else if (kind == "bytes") {
       if (pk != HRT_TENSORMAP) mismatch(kindName(pk));
       std::string b = t[1].cast<std::string>();
-      if (b.size() != 128) heddle::fail<heddle::InputError>("interpret: tensor map for '", pname, "' has ", b.size(), " bytes, not 128");
+      if (b.size() != 128)
+        heddle::fail<heddle::InputError>("interpret: tensor map for '", pname, "' has ", b.size(), " bytes, not 128");
       std::memcpy(a[i].map, b.data(), 128);
       a[i].kind = HRT_TENSORMAP;
     } else {
@@ -83,7 +83,8 @@ std::string runLib(const Library& lib, std::vector<unsigned> grid, std::vector<u
     regs[i] = hrt_region{t[1].cast<uint64_t>(), t[2].cast<uint64_t>(), t[3].cast<bool>() ? 1 : 0, t[4].cast<int32_t>(),
                          regNames[i].c_str()};
   }
-  if (grid.size() != 3 || block.size() != 3) heddle::fail<heddle::InputError>("interpret: grid and block take 3 entries");
+  if (grid.size() != 3 || block.size() != 3)
+    heddle::fail<heddle::InputError>("interpret: grid and block take 3 entries");
   hrt_launch l;
   std::memset(&l, 0, sizeof l);
   for (int i = 0; i < 3; ++i) l.grid[i] = grid[i], l.block[i] = block[i];
@@ -125,25 +126,32 @@ void bindInterp(py::module_& root) {
       .def_readonly("kernel_name", &Library::kernelName)
       .def_readonly("cached", &Library::cached)
       .def_readonly("build_ms", &Library::buildMs)
-      .def("params", [](const Library& l) {
-        py::list out;
-        for (auto& p : l.params()) out.append(py::make_tuple(kindName(p.kind), p.bytes));
-        return out;
-      })
+      .def("params",
+           [](const Library& l) {
+             py::list out;
+             for (auto& p : l.params()) out.append(py::make_tuple(kindName(p.kind), p.bytes));
+             return out;
+           })
       .def("run", &runLib, py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"), py::arg("names"),
            py::arg("regions"), py::arg("schedule") = "adversarial", py::arg("seed") = 0, py::arg("max_events") = 0,
            py::arg("max_findings") = 0, py::arg("ctas") = std::vector<uint32_t>{}, py::arg("stop_at_first") = false,
            py::arg("workers") = 1, py::arg("cluster") = 1, py::arg("registers") = 0);
-  m.def("build", [](const std::string& source, const std::string& name, const std::string& arch) {
-    py::gil_scoped_release nogil;
-    return build(source, name, arch);
-  }, py::arg("source"), py::arg("name"), py::arg("arch") = "");
-  m.def("encode_tensor_map_tiled",
-        [](int dataType, uint64_t address, std::vector<uint64_t> dims, std::vector<uint64_t> strides,
-           std::vector<uint32_t> box, std::vector<uint32_t> elementStrides, int interleave, int swizzle, int l2, int oob) {
-          return py::bytes(encodeTensorMap(dataType, address, dims, strides, box, elementStrides, interleave, swizzle, l2, oob));
-        },
-        py::arg("data_type"), py::arg("address"), py::arg("dims"), py::arg("strides"), py::arg("box"),
-        py::arg("element_strides"), py::arg("interleave") = 0, py::arg("swizzle") = 0, py::arg("l2_promotion") = 0,
-        py::arg("oob_fill") = 0);
+  m.def(
+      "build",
+      [](const std::string& source, const std::string& name, const std::string& arch) {
+        py::gil_scoped_release nogil;
+        return build(source, name, arch);
+      },
+      py::arg("source"), py::arg("name"), py::arg("arch") = "");
+  m.def(
+      "encode_tensor_map_tiled",
+      [](int dataType, uint64_t address, std::vector<uint64_t> dims, std::vector<uint64_t> strides,
+         std::vector<uint32_t> box, std::vector<uint32_t> elementStrides, int interleave, int swizzle, int l2,
+         int oob) {
+        return py::bytes(
+            encodeTensorMap(dataType, address, dims, strides, box, elementStrides, interleave, swizzle, l2, oob));
+      },
+      py::arg("data_type"), py::arg("address"), py::arg("dims"), py::arg("strides"), py::arg("box"),
+      py::arg("element_strides"), py::arg("interleave") = 0, py::arg("swizzle") = 0, py::arg("l2_promotion") = 0,
+      py::arg("oob_fill") = 0);
 }

@@ -16,21 +16,22 @@ static std::vector<Size> toShape(const py::list& shape) {
     if (py::isinstance<py::str>(d)) {
       auto name = d.cast<std::string>();
       s.push_back({-1, name});
-    }
-    else s.push_back({d.cast<int64_t>(), ""});
+    } else s.push_back({d.cast<int64_t>(), ""});
   }
   return s;
 }
 
 static OpKind opFromName(const std::string& n) {
-  static const std::map<std::string, OpKind> m = {
-      {"add", OpKind::Add}, {"sub", OpKind::Sub}, {"mul", OpKind::Mul}, {"div", OpKind::Div},
-      {"relu", OpKind::Relu}, {"gelu", OpKind::GeluErf}, {"gelu_erf", OpKind::GeluErf},
-      {"gelu_tanh", OpKind::GeluTanh}, {"silu", OpKind::Silu}, {"sigmoid", OpKind::Sigmoid},
-      {"tanh", OpKind::Tanh}, {"neg", OpKind::Neg}};
+  static const std::map<std::string, OpKind> m = {{"add", OpKind::Add},          {"sub", OpKind::Sub},
+                                                  {"mul", OpKind::Mul},          {"div", OpKind::Div},
+                                                  {"relu", OpKind::Relu},        {"gelu", OpKind::GeluErf},
+                                                  {"gelu_erf", OpKind::GeluErf}, {"gelu_tanh", OpKind::GeluTanh},
+                                                  {"silu", OpKind::Silu},        {"sigmoid", OpKind::Sigmoid},
+                                                  {"tanh", OpKind::Tanh},        {"neg", OpKind::Neg}};
   auto it = m.find(n);
   if (it == m.end())
-    fail<ScheduleError>("unknown op '", n, "'; heddle's epilogue ops are add, sub, mul, div, relu, gelu, gelu_tanh, "
+    fail<ScheduleError>("unknown op '", n,
+                        "'; heddle's epilogue ops are add, sub, mul, div, relu, gelu, gelu_tanh, "
                         "silu, sigmoid, tanh, neg and cast");
   return it->second;
 }
@@ -55,8 +56,10 @@ static int64_t roleInt(const std::string& role, const std::string& key, const py
 
 static std::vector<Role> toRoles(const py::handle& roles) {
   if (!py::isinstance<py::dict>(roles))
-    fail<ScheduleError>("warp_specialize: roles must be a dict of role name -> warps or {warps=, registers=, ...}, "
-                        "got ", py::repr(roles).cast<std::string>());
+    fail<ScheduleError>(
+        "warp_specialize: roles must be a dict of role name -> warps or {warps=, registers=, ...}, "
+        "got ",
+        py::repr(roles).cast<std::string>());
   std::vector<Role> r;
   for (auto& [k, v] : roles.cast<py::dict>()) {
     Role role;
@@ -112,86 +115,113 @@ void bindIr(py::module_& m) {
       .def_property_readonly("load_kind", [](const TensorView& t) { return std::string(loadKindName(t.loadKind)); })
       .def("split", &split, py::arg("axis"), py::arg("factor"))
       .def("reorder", &reorder, py::arg("order"))
-      .def("parallelize", [](TensorView* t, const std::string& a, const std::string& p) { parallelize(t, a, parallelFromName(p)); },
-           py::arg("axis"), py::arg("parallel"))
-      .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1,
-           py::arg("war") = "mbarrier")
-      .def("warp_specialize", [](TensorView* t, const py::object& roles) { warpSpecialize(t, toRoles(roles)); },
-           py::arg("roles"))
+      .def(
+          "parallelize",
+          [](TensorView* t, const std::string& a, const std::string& p) { parallelize(t, a, parallelFromName(p)); },
+          py::arg("axis"), py::arg("parallel"))
+      .def("circular_buffer", &circularBuffer, py::arg("stages"), py::arg("prefetch") = -1, py::arg("war") = "mbarrier")
+      .def(
+          "warp_specialize", [](TensorView* t, const py::object& roles) { warpSpecialize(t, toRoles(roles)); },
+          py::arg("roles"))
       .def("split_k", &splitK, py::arg("splits"))
       .def("epilogue_store", &epilogueStore, py::arg("kind"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("stream_k", &streamK, py::arg("ctas"))
       .def("cluster", &cluster, py::arg("size"), py::arg("along") = "m")
-      .def_property_readonly("cluster_size", [](const TensorView& t) { return py::make_tuple(t.clusterSize, t.clusterAlong); })
+      .def_property_readonly("cluster_size",
+                             [](const TensorView& t) { return py::make_tuple(t.clusterSize, t.clusterAlong); })
       .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")
       .def(py::init<>())
-      .def("add_input", [](Fusion& f, const std::string& n, const std::string& dt, const py::list& shape) {
-             return f.addInput(n, dtypeFromName(dt), toShape(shape));
-           }, py::return_value_policy::reference_internal)
+      .def(
+          "add_input",
+          [](Fusion& f, const std::string& n, const std::string& dt, const py::list& shape) {
+            return f.addInput(n, dtypeFromName(dt), toShape(shape));
+          },
+          py::return_value_policy::reference_internal)
       .def("matmul", &Fusion::matmul, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
            py::arg("trans_b") = false, py::return_value_policy::reference_internal)
-      .def("binary", [](Fusion& f, const std::string& op, TensorView* a, TensorView* b) {
-             return f.binary(opFromName(op), a, b);
-           }, py::return_value_policy::reference_internal)
-      .def("binary_scalar", [](Fusion& f, const std::string& op, TensorView* a, double s, bool left) {
-             return f.binaryScalar(opFromName(op), a, s, left);
-           }, py::arg("op"), py::arg("a"), py::arg("scalar"), py::arg("scalar_on_left") = false,
-           py::return_value_policy::reference_internal)
-      .def("unary", [](Fusion& f, const std::string& op, TensorView* a) { return f.unary(opFromName(op), a); },
-           py::return_value_policy::reference_internal)
-      .def("cast", [](Fusion& f, TensorView* a, const std::string& dt) { return f.cast(a, dtypeFromName(dt)); },
-           py::return_value_policy::reference_internal)
+      .def(
+          "binary",
+          [](Fusion& f, const std::string& op, TensorView* a, TensorView* b) { return f.binary(opFromName(op), a, b); },
+          py::return_value_policy::reference_internal)
+      .def(
+          "binary_scalar",
+          [](Fusion& f, const std::string& op, TensorView* a, double s, bool left) {
+            return f.binaryScalar(opFromName(op), a, s, left);
+          },
+          py::arg("op"), py::arg("a"), py::arg("scalar"), py::arg("scalar_on_left") = false,
+          py::return_value_policy::reference_internal)
+      .def(
+          "unary", [](Fusion& f, const std::string& op, TensorView* a) { return f.unary(opFromName(op), a); },
+          py::return_value_policy::reference_internal)
+      .def(
+          "cast", [](Fusion& f, TensorView* a, const std::string& dt) { return f.cast(a, dtypeFromName(dt)); },
+          py::return_value_policy::reference_internal)
       .def("add_output", &Fusion::addOutput)
-      .def("cache_after", [](Fusion& f, TensorView* t, const std::string& kind) {
-             return f.cacheAfter(t, loadKindFromName(kind));
-           }, py::arg("tensor"), py::arg("kind") = "cp_async", py::return_value_policy::reference_internal)
-      .def("init_schedule", [](Fusion& f, TensorView* t) {
+      .def(
+          "cache_after",
+          [](Fusion& f, TensorView* t, const std::string& kind) { return f.cacheAfter(t, loadKindFromName(kind)); },
+          py::arg("tensor"), py::arg("kind") = "cp_async", py::return_value_policy::reference_internal)
+      .def("init_schedule",
+           [](Fusion& f, TensorView* t) {
              f.checkOwned(t, "schedule");
              initLoopDomain(f, t);
            })
-      .def("auto_schedule", [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma,
-                               int sms, const std::string& kShare, const std::string& epilogueLayout, bool epiPairs) {
-             AutoScheduleHints h{m, n, k};
-             h.tma = tma;
-             h.sms = sms;
-             h.kShare = kShare;
-             h.epilogueLayout = epilogueLayout;
-             h.epiPairs = epiPairs;
-             autoScheduleMatmul(f, targetInfo(target), h);
-           }, py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1,
-           py::arg("tma") = true, py::arg("sms") = 0, py::arg("k_share") = "auto",
-           py::arg("epilogue_layout") = "auto", py::arg("epilogue_pairs") = false)
-      .def_static("k_share_plan", [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk,
-                                     bool streamOk, const std::string& mode, const std::string& target) {
-             // target: the cp.async schedule's rules for it (no k sharing without grid flags; stream-K where
-             // streamKOk), as autoScheduleMatmul applies them; "" = stream_ok as given
-             if (!target.empty()) {
-               const TargetInfo& t = targetInfo(target);
-               if (!kShareOk(t)) {
-                 chooseKShare(0, 0, stages, 0, bm, bn, bk, false, mode);  // the mode's spelling
-                 return py::make_tuple(int(1), int(0), "k sharing: none (target " + t.name + " has no grid flags)");
-               }
-               streamOk = streamKOk(t);
-             }
-             auto c = chooseKShare(tiles, nk, stages, sms, bm, bn, bk, streamOk, mode);
-             return py::make_tuple(int(c.splits), int(c.streamCtas), c.str());
-           }, py::arg("tiles"), py::arg("nk"), py::arg("stages"), py::arg("sms"), py::arg("bm"), py::arg("bn"),
-           py::arg("bk"), py::arg("stream_ok") = true, py::arg("mode") = "auto", py::arg("target") = "")
-      .def("validate", [](const Fusion& f, const std::string& target, int va, int vb) {
-             return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
-           }, py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)
+      .def(
+          "auto_schedule",
+          [](Fusion& f, const std::string& target, int64_t m, int64_t n, int64_t k, bool tma, int sms,
+             const std::string& kShare, const std::string& epilogueLayout, bool epiPairs) {
+            AutoScheduleHints h{m, n, k};
+            h.tma = tma;
+            h.sms = sms;
+            h.kShare = kShare;
+            h.epilogueLayout = epilogueLayout;
+            h.epiPairs = epiPairs;
+            autoScheduleMatmul(f, targetInfo(target), h);
+          },
+          py::arg("target") = "sm_80", py::arg("m") = -1, py::arg("n") = -1, py::arg("k") = -1, py::arg("tma") = true,
+          py::arg("sms") = 0, py::arg("k_share") = "auto", py::arg("epilogue_layout") = "auto",
+          py::arg("epilogue_pairs") = false)
+      .def_static(
+          "k_share_plan",
+          [](int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
+             const std::string& mode, const std::string& target) {
+            // target: the cp.async schedule's rules for it (no k sharing without grid flags; stream-K where
+            // streamKOk), as autoScheduleMatmul applies them; "" = stream_ok as given
+            if (!target.empty()) {
+              const TargetInfo& t = targetInfo(target);
+              if (!kShareOk(t)) {
+                chooseKShare(0, 0, stages, 0, bm, bn, bk, false, mode);  // the mode's spelling
+                return py::make_tuple(int(1), int(0), "k sharing: none (target " + t.name + " has no grid flags)");
+              }
+              streamOk = streamKOk(t);
+            }
+            auto c = chooseKShare(tiles, nk, stages, sms, bm, bn, bk, streamOk, mode);
+            return py::make_tuple(int(c.splits), int(c.streamCtas), c.str());
+          },
+          py::arg("tiles"), py::arg("nk"), py::arg("stages"), py::arg("sms"), py::arg("bm"), py::arg("bn"),
+          py::arg("bk"), py::arg("stream_ok") = true, py::arg("mode") = "auto", py::arg("target") = "")
+      .def(
+          "validate",
+          [](const Fusion& f, const std::string& target, int va, int vb) {
+            return validateMatmulSchedule(f, targetInfo(target), va, vb).str();
+          },
+          py::arg("target") = "sm_80", py::arg("vec_a") = 8, py::arg("vec_b") = 8)
       .def_property_readonly("inputs", &Fusion::inputs, py::return_value_policy::reference_internal)
       .def_property_readonly("outputs", &Fusion::outputs, py::return_value_policy::reference_internal)
       .def("find_matmul", &Fusion::findMatmul, py::return_value_policy::reference_internal)
-      .def("caches_of", [](const Fusion& f, TensorView* t) {
-             f.checkOwned(t, "caches_of");
-             return f.cachesOf(t);
-           }, py::return_value_policy::reference_internal)
-      .def("exprs", [](const Fusion& f) {
+      .def(
+          "caches_of",
+          [](const Fusion& f, TensorView* t) {
+            f.checkOwned(t, "caches_of");
+            return f.cachesOf(t);
+          },
+          py::return_value_policy::reference_internal)
+      .def("exprs",
+           [](const Fusion& f) {
              py::list out;
              for (auto* e : f.exprs()) {
                py::dict d;

@@ -37,8 +37,10 @@ namespace {
 
 const std::map<std::string, kir::SyncKind>& barrierOps() {
   static const std::map<std::string, kir::SyncKind> m = {
-      {"barrier_init", kir::SyncKind::BarrierInit},       {"barrier_join", kir::SyncKind::BarrierJoin},
-      {"barrier_leave", kir::SyncKind::BarrierLeave},     {"barrier_signal", kir::SyncKind::BarrierSignal},
+      {"barrier_init", kir::SyncKind::BarrierInit},
+      {"barrier_join", kir::SyncKind::BarrierJoin},
+      {"barrier_leave", kir::SyncKind::BarrierLeave},
+      {"barrier_signal", kir::SyncKind::BarrierSignal},
       {"barrier_signal_isfirst", kir::SyncKind::BarrierSignalIsFirst},
       {"barrier_wait", kir::SyncKind::BarrierWait}};
   return m;
@@ -103,9 +105,9 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       const int id = kind == kir::SyncKind::BarrierLeave ? 1 : t[1].cast<int>();
       if (id == kir::kWorkgroupBarrier ? !target.splitBarrier : (id < 0 || id > target.namedBarriers))
         fail<HeddleError>("sync_lab: '", op, "' on barrier ", id, ": target ", target.describe(), " has ",
-                          target.namedBarriers ? "barriers -1, 0 and 1.." + std::to_string(target.namedBarriers)
-                                               : target.splitBarrier ? std::string("only the workgroup barrier -1")
-                                                                     : std::string("no split or named barriers"));
+                          target.namedBarriers  ? "barriers -1, 0 and 1.." + std::to_string(target.namedBarriers)
+                          : target.splitBarrier ? std::string("only the workgroup barrier -1")
+                                                : std::string("no split or named barriers"));
       auto* s = b.add<kir::Sync>(kind, kind == kir::SyncKind::BarrierLeave ? 0 : id);
       if (kind == kir::SyncKind::BarrierInit) s->count = t[2].cast<int>();
     } else {
@@ -117,30 +119,33 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
 }  // namespace
 
 void bindLab(py::module_& m) {
-  m.def("sync_lab", [](const py::list& prog, int stages, bool planSmem, const std::string& target, int minTrips,
-                       int64_t searchBudget, bool plan, bool roles) {
-    auto l = std::make_shared<Lowered>();
-    static Fusion emptyFusion;
-    const TargetInfo& t = targetInfo(target);
-    l->ctx.reset(new LowerContext{emptyFusion, t, {}, {}, {}, {}});
-    auto& k = l->ctx->kernel;
-    k.name = "sync_lab";
-    k.launch.threads = 128;  // 4 warps (CUDA, GFX12) or 2 wavefronts (CDNA)
-    build(k, k.body, prog, stages, "", t);
-    // the smallest trip count N the program is written for (default: the stage count, as a
-    // prologue of stages-1 loads needs); the planner proves the plan from there on
-    k.tripChecks.push_back({"N", kir::IExpr::var("N"), minTrips >= 1 ? minTrips : std::max(1, stages), "lab",
-                            "the lab program's smallest trip count"});
-    k.renumber();
-    if (planSmem) passes::planSmem(*l->ctx);
-    if (roles) passes::namedBarrierRoles(k, t, stages);
-    else if (plan) sync::planSyncs(k, sync::PipelineLoop{"N", 1, std::max(1, stages)}, t, searchBudget);
-    sync::stampPass(k, "sync_lab");
-    k.renumber();
-    passes::checkUniformity(*l->ctx);  // the program's own barriers too
-    return l;
-  }, py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80",
-        py::arg("min_trips") = 0, py::arg("search_budget") = 200000, py::arg("plan") = true, py::arg("roles") = false);
+  m.def(
+      "sync_lab",
+      [](const py::list& prog, int stages, bool planSmem, const std::string& target, int minTrips, int64_t searchBudget,
+         bool plan, bool roles) {
+        auto l = std::make_shared<Lowered>();
+        static Fusion emptyFusion;
+        const TargetInfo& t = targetInfo(target);
+        l->ctx.reset(new LowerContext{emptyFusion, t, {}, {}, {}, {}});
+        auto& k = l->ctx->kernel;
+        k.name = "sync_lab";
+        k.launch.threads = 128;  // 4 warps (CUDA, GFX12) or 2 wavefronts (CDNA)
+        build(k, k.body, prog, stages, "", t);
+        // the smallest trip count N the program is written for (default: the stage count, as a
+        // prologue of stages-1 loads needs); the planner proves the plan from there on
+        k.tripChecks.push_back({"N", kir::IExpr::var("N"), minTrips >= 1 ? minTrips : std::max(1, stages), "lab",
+                                "the lab program's smallest trip count"});
+        k.renumber();
+        if (planSmem) passes::planSmem(*l->ctx);
+        if (roles) passes::namedBarrierRoles(k, t, stages);
+        else if (plan) sync::planSyncs(k, sync::PipelineLoop{"N", 1, std::max(1, stages)}, t, searchBudget);
+        sync::stampPass(k, "sync_lab");
+        k.renumber();
+        passes::checkUniformity(*l->ctx);  // the program's own barriers too
+        return l;
+      },
+      py::arg("program"), py::arg("stages") = 1, py::arg("plan_smem") = false, py::arg("target") = "sm_80",
+      py::arg("min_trips") = 0, py::arg("search_budget") = 200000, py::arg("plan") = true, py::arg("roles") = false);
   // the HIP printer's spelling of a lab kernel's sync ops (a lab kernel has no full source)
   m.def("hip_sync_ops", [](const Lowered& l) { return printHipSyncOps(l.k(), l.ctx->target); });
 }

@@ -23,9 +23,7 @@ T intArg(const py::handle& v, const std::string& what) {
   if (ok) {
     try {
       x = v.cast<long long>();
-    } catch (const py::cast_error&) {
-      ok = false;
-    }
+    } catch (const py::cast_error&) { ok = false; }
   }
   if (!ok || x < (long long)std::numeric_limits<T>::min() ||
       (x > 0 && (unsigned long long)x > std::numeric_limits<T>::max()))
@@ -57,7 +55,8 @@ inline rt::KernelArg kernelArg(const py::handle& item, bool bytes) {
 inline std::array<unsigned, 3> dim3(const py::sequence& t, const char* what) {
   if (t.size() < 1 || t.size() > 3) fail<InputError>(what, " must have 1 to 3 entries");
   std::array<unsigned, 3> d = {1, 1, 1};
-  for (size_t i = 0; i < t.size(); ++i) d[i] = intArg<unsigned>(t[i], std::string(what) + "[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < t.size(); ++i)
+    d[i] = intArg<unsigned>(t[i], std::string(what) + "[" + std::to_string(i) + "]");
   return d;
 }
 

@@ -67,14 +67,21 @@ MapSlot mapSlot(const py::handle& item) {
   auto t = item.cast<py::tuple>();
   if (t.size() != 3) throw InputError("launch plan: maps are (argument, tensor, description) triples");
   auto d = t[2].cast<py::tuple>();
-  if (d.size() != 10) throw InputError("launch plan: a tensor map's description has 10 fields (cuTensorMapEncodeTiled's)");
+  if (d.size() != 10)
+    throw InputError("launch plan: a tensor map's description has 10 fields (cuTensorMapEncodeTiled's)");
   MapSlot m;
   m.arg = t[0].cast<int>();
   m.tensor = t[1].cast<uint32_t>();
-  m.spec = TiledTensorMapSpec{d[0].cast<int>(), d[1].cast<uint64_t>(), d[2].cast<std::vector<uint64_t>>(),
-                              d[3].cast<std::vector<uint64_t>>(), d[4].cast<std::vector<uint32_t>>(),
-                              d[5].cast<std::vector<uint32_t>>(), d[6].cast<int>(), d[7].cast<int>(),
-                              d[8].cast<int>(), d[9].cast<int>()};
+  m.spec = TiledTensorMapSpec{d[0].cast<int>(),
+                              d[1].cast<uint64_t>(),
+                              d[2].cast<std::vector<uint64_t>>(),
+                              d[3].cast<std::vector<uint64_t>>(),
+                              d[4].cast<std::vector<uint32_t>>(),
+                              d[5].cast<std::vector<uint32_t>>(),
+                              d[6].cast<int>(),
+                              d[7].cast<int>(),
+                              d[8].cast<int>(),
+                              d[9].cast<int>()};
   return m;
 }
 
@@ -251,7 +258,7 @@ bool currentStream(const py::object& currentDevice, const py::object& rawStream,
 }
 
 struct PlanTable {
-  py::object empty;  // torch.empty
+  py::object empty;                     // torch.empty
   py::object currentDevice, rawStream;  // call(): the current CUDA device and its stream (None: not queried)
   bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
   SignatureTable<PlanEntry> entries;
@@ -312,7 +319,7 @@ struct PlanTable {
     std::vector<uint64_t> addresses;
     if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
     std::shared_ptr<const PlanEntry> e = entries.find(key);  // alive through torch.empty and the launch, whatever
-    if (!e) return py::none();                                // another thread does to the table
+    if (!e) return py::none();                               // another thread does to the table
     return launchEntry(*e, stream, &addresses, dry || dryRun);
   }
 
@@ -347,7 +354,7 @@ struct CallTable {
   struct Entry {
     std::shared_ptr<const PlanEntry> plan;
     std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
-    std::vector<py::object> held;                             // the identity-keyed arguments
+    std::vector<py::object> held;                            // the identity-keyed arguments
   };
   py::object empty, exact, gradEnabled, currentDevice, rawStream;
   std::vector<py::object> blockers, identity;
@@ -494,9 +501,9 @@ void bindPlan(py::module_& m) {
              if (py::isinstance<KernelLauncher>(launcher)) p.native = launcher.cast<KernelLauncher*>();
              return p;
            }),
-           py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"),
-           py::arg("slots"), py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
-           py::arg("maps") = py::list(), py::arg("workspace") = py::none(), py::arg("encoder") = py::none(),
+           py::arg("launcher"), py::arg("grid"), py::arg("block"), py::arg("smem"), py::arg("args"), py::arg("slots"),
+           py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1, py::arg("maps") = py::list(),
+           py::arg("workspace") = py::none(), py::arg("encoder") = py::none(),
            "slots: (argument index, tensor index, alignment in bytes) per pointer argument that is a tensor's address; "
            "cluster: CTAs per thread-block cluster (a clustered kernel, launched with cuLaunchKernelEx); device: the "
            "CUDA device whose primary context the launch uses (the tensors'; -1: the current context); maps: "
@@ -595,11 +602,11 @@ void bindPlan(py::module_& m) {
            "the signature, or an address that breaks its slot (the caller takes the full path). dry_run: all "
            "but the driver call. exact_type: None also for a tensor whose type is not exactly this one (a "
            "subclass); no_grad: None also for a tensor that requires grad (autograd must see the call).")
-      .def("call", &PlanTable::call, py::arg("tensors"), py::arg("exact_type") = py::none(),
-           py::arg("no_grad") = false,
+      .def("call", &PlanTable::call, py::arg("tensors"), py::arg("exact_type") = py::none(), py::arg("no_grad") = false,
            "run() on the tensors' device's current stream, queried in C++: the output, or None (also when that "
            "device is not the current one: the caller switches it and uses run())")
-      .def("__contains__", [](const PlanTable& t, const py::sequence& tensors) {
+      .def("__contains__",
+           [](const PlanTable& t, const py::sequence& tensors) {
              std::vector<int64_t> key;
              std::vector<uint64_t> addresses;
              return t.signature(tensors, &key, &addresses) && t.entries.contains(key);
@@ -631,8 +638,8 @@ void bindPlan(py::module_& m) {
              t.rawStream = std::move(rawStream);
              return t;
            }),
-           py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"),
-           py::arg("blockers"), py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
+           py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"), py::arg("blockers"),
+           py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
            "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls "
            "kept (beyond it the table is emptied); "
            "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "

@@ -43,18 +43,14 @@ class PythonBackend final : public RemoteBackend {
       py::object v = client_.attr("get")(key);
       if (v.is_none()) return std::nullopt;
       return std::string(v.cast<py::bytes>());
-    } catch (py::error_already_set& e) {
-      throw failureOf(e);
-    }
+    } catch (py::error_already_set& e) { throw failureOf(e); }
   }
 
   void put(const std::string& key, const std::string& value) override {
     py::gil_scoped_acquire gil;
     try {
       client_.attr("put")(key, py::bytes(value));
-    } catch (py::error_already_set& e) {
-      throw failureOf(e);
-    }
+    } catch (py::error_already_set& e) { throw failureOf(e); }
   }
 
  private:
@@ -65,20 +61,21 @@ std::shared_ptr<RemoteBackend> connectPython(const std::string& url) {
   py::gil_scoped_acquire gil;
   try {
     return std::make_shared<PythonBackend>(py::module_::import(kClientModule).attr("connect")(url));
-  } catch (py::error_already_set& e) {
-    throw failureOf(e);
-  }
+  } catch (py::error_already_set& e) { throw failureOf(e); }
 }
 
 }  // namespace
 
 void bindRemoteCache(py::module_& rt) {
   RemoteCache::global().setConnector(connectPython);
-  rt.def("remote_enabled", [] {
-    py::gil_scoped_release release;
-    return RemoteCache::global().enabled();
-  }, "HEDDLE_REMOTE_CACHE names a server, its client was built and it has not failed in this process "
-     "(docs/runtime.md).");
+  rt.def(
+      "remote_enabled",
+      [] {
+        py::gil_scoped_release release;
+        return RemoteCache::global().enabled();
+      },
+      "HEDDLE_REMOTE_CACHE names a server, its client was built and it has not failed in this process "
+      "(docs/runtime.md).");
   rt.def(
       "remote_get",
       [](const std::string& key) -> py::object {
@@ -96,16 +93,20 @@ void bindRemoteCache(py::module_& rt) {
         py::gil_scoped_release release;
         RemoteCache::global().put(key, value);
       },
-      py::arg("key"), py::arg("value"), "Stores bytes under `key` (best effort: a failure turns the remote cache off).");
-  rt.def("remote_stats", [] {
-    RemoteStats s = RemoteCache::global().stats();
-    py::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["stores"] = s.stores;
-    d["failures"] = s.failures;
-    d["rejected"] = s.rejected;
-    return d;
-  }, "What the remote cache did in this process: hits, misses, stores, failures, rejected (values that "
-     "failed verification).");
+      py::arg("key"), py::arg("value"),
+      "Stores bytes under `key` (best effort: a failure turns the remote cache off).");
+  rt.def(
+      "remote_stats",
+      [] {
+        RemoteStats s = RemoteCache::global().stats();
+        py::dict d;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["stores"] = s.stores;
+        d["failures"] = s.failures;
+        d["rejected"] = s.rejected;
+        return d;
+      },
+      "What the remote cache did in this process: hits, misses, stores, failures, rejected (values that "
+      "failed verification).");
 }

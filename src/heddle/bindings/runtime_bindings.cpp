@@ -5,17 +5,17 @@
 
 #include <optional>
 
-#include "heddle/ir/errors.h"
+#include "heddle/bindings/launch_args.h"
 #include "heddle/bindings/lowered.h"
+#include "heddle/ir/errors.h"
 #include "heddle/runtime/backend.h"
 #include "heddle/runtime/cache/cache.h"
 #include "heddle/runtime/cuda/cuda_driver.h"
+#include "heddle/runtime/cuda/nvrtc.h"
 #include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/launch.h"
-#include "heddle/runtime/cuda/nvrtc.h"
 #include "heddle/runtime/rtc.h"
 #include "heddle/runtime/sha256.h"
-#include "heddle/bindings/launch_args.h"
 
 namespace py = pybind11;
 using namespace heddle::rt;
@@ -55,22 +55,26 @@ void bindTypes(py::module_& rt) {
                                return l;
                              })
       .def("__repr__", [](const PtxasStats& s) {
-        return "PtxasStats(registers=" + std::to_string(s.registers) + ", spill_stores=" +
-               std::to_string(s.spillStoreBytes) + ", spill_loads=" + std::to_string(s.spillLoadBytes) +
-               ", smem=" + std::to_string(s.smemBytes) + ", setmaxnreg_ignored=" +
-               (s.setmaxnregIgnored ? "True" : "False") + ", wgmma_serialized=" +
-               (s.wgmmaSerialized ? "True" : "False") + ")";
+        return "PtxasStats(registers=" + std::to_string(s.registers) +
+               ", spill_stores=" + std::to_string(s.spillStoreBytes) +
+               ", spill_loads=" + std::to_string(s.spillLoadBytes) + ", smem=" + std::to_string(s.smemBytes) +
+               ", setmaxnreg_ignored=" + (s.setmaxnregIgnored ? "True" : "False") +
+               ", wgmma_serialized=" + (s.wgmmaSerialized ? "True" : "False") + ")";
       });
 
   py::class_<CachedKernel>(rt, "RtcResult", "A compiled program (from NVRTC or the kernel cache).")
       .def_property_readonly("cubin", [](const CachedKernel& k) { return py::bytes(res(k).cubin); })
-      .def_property_readonly("ptx", [](const CachedKernel& k) {
-        if (!k.ptxDropped) return res(k).ptx;
-        if (auto ptx = KernelCache::global().ptxOf(k.key)) return *ptx;  // memory keeps no PTX: the disk entry
-        throw heddle::RuntimeUnavailable("the PTX of " + res(k).name + " is not kept in the memory cache and its disk entry "
-                                 "is gone (or the disk cache is off); HEDDLE_KEEP_PTX=1 (or HEDDLE_DUMP=ptx) keeps "
-                                 "PTX in memory, or compile again with use_cache=False");
-      })
+      .def_property_readonly("ptx",
+                             [](const CachedKernel& k) {
+                               if (!k.ptxDropped) return res(k).ptx;
+                               if (auto ptx = KernelCache::global().ptxOf(k.key))
+                                 return *ptx;  // memory keeps no PTX: the disk entry
+                               throw heddle::RuntimeUnavailable(
+                                   "the PTX of " + res(k).name +
+                                   " is not kept in the memory cache and its disk entry "
+                                   "is gone (or the disk cache is off); HEDDLE_KEEP_PTX=1 (or HEDDLE_DUMP=ptx) keeps "
+                                   "PTX in memory, or compile again with use_cache=False");
+                             })
       .def_readonly("ptx_dropped", &CachedKernel::ptxDropped,
                     "A memory hit: the PTX is read back from the disk entry when asked for (.ptx)")
       .def_property_readonly("log", [](const CachedKernel& k) { return res(k).log; })
@@ -83,8 +87,9 @@ void bindTypes(py::module_& rt) {
       .def_property_readonly("cache_source", [](const CachedKernel& k) { return cacheSourceName(k.source); })
       .def_readonly("key", &CachedKernel::key)
       .def("__repr__", [](const CachedKernel& k) {
-        return "RtcResult(name='" + res(k).name + "', arch='" + res(k).arch + "', cubin=" +
-               std::to_string(res(k).cubin.size()) + " B, cache_source='" + cacheSourceName(k.source) + "')";
+        return "RtcResult(name='" + res(k).name + "', arch='" + res(k).arch +
+               "', cubin=" + std::to_string(res(k).cubin.size()) + " B, cache_source='" + cacheSourceName(k.source) +
+               "')";
       });
 }
 
@@ -94,8 +99,9 @@ void bindCompile(py::module_& rt) {
   rt.def("extra_search_dirs", &extraSearchDirs);
   rt.def("nvrtc_search_paths", &nvrtcCandidates, "NVRTC candidates in the order they would be tried now.");
   rt.def("nvrtc_available", [] { return Nvrtc::available(); });
-  rt.def("parse_ptxas", [](const std::string& log) { return parsePtxasReport(log).stats; }, py::arg("log"),
-         "The PtxasStats of a ptxas -v report (what a compile's stats hold), for checks on a report's text.");
+  rt.def(
+      "parse_ptxas", [](const std::string& log) { return parsePtxasReport(log).stats; }, py::arg("log"),
+      "The PtxasStats of a ptxas -v report (what a compile's stats hold), for checks on a report's text.");
   rt.def(
       "nvrtc_options",
       [](const std::string& arch, bool lineinfo) {
@@ -116,9 +122,9 @@ void bindCompile(py::module_& rt) {
   });
   rt.def(
       "compile",
-      [](std::string source, const std::string& name, const std::string& arch,
-         const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx, bool useCache,
-         bool lineinfo, int maxRegisters, const std::map<std::string, std::string>& headers) {
+      [](std::string source, const std::string& name, const std::string& arch, const std::vector<std::string>& options,
+         std::optional<bool> isolate, bool wantPtx, bool useCache, bool lineinfo, int maxRegisters,
+         const std::map<std::string, std::string>& headers) {
         CompileRequest req;
         req.source = std::move(source);  // the converted argument, not a second copy of it
         req.name = name;
@@ -154,11 +160,14 @@ void bindCompile(py::module_& rt) {
       py::arg("want_ptx") = true, py::arg("use_cache") = true,
       "Compile a LoweredKernel's source with its target's backend (NVRTC / hiprtc, through the kernel cache): "
       "runtime/build.h, the second half of the front door.");
-  rt.def("embedded_header_names", [] {
-    std::vector<std::string> names;
-    for (const auto& [name, text] : heddle::embeddedHeaders()) names.push_back(name);
-    return names;
-  }, "Device headers kernels can #include (\"heddle/<file>.cuh\").");
+  rt.def(
+      "embedded_header_names",
+      [] {
+        std::vector<std::string> names;
+        for (const auto& [name, text] : heddle::embeddedHeaders()) names.push_back(name);
+        return names;
+      },
+      "Device headers kernels can #include (\"heddle/<file>.cuh\").");
   rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
 }
 
@@ -174,8 +183,9 @@ void bindCache(py::module_& rt) {
     d["evictions"] = s.evictions;
     return d;
   });
-  rt.def("cache_memory_bytes", [] { return KernelCache::global().memoryBytes(); },
-         "Bytes the memory cache holds for its kernels' results (cubin, PTX when kept, logs, names).");
+  rt.def(
+      "cache_memory_bytes", [] { return KernelCache::global().memoryBytes(); },
+      "Bytes the memory cache holds for its kernels' results (cubin, PTX when kept, logs, names).");
   rt.def("cache_reset_stats", [] { KernelCache::global().resetStats(); });
   rt.def(
       "cache_clear",
@@ -189,8 +199,9 @@ void bindCache(py::module_& rt) {
       "set_cache_dir", [](std::optional<std::string> dir) { KernelCache::global().setDiskDir(dir.value_or("")); },
       py::arg("path"), "Override the disk cache directory; None restores the environment lookup.");
   rt.def("cache_disk_enabled", [] { return KernelCache::global().diskEnabled(); });
-  rt.def("cache_disk_usable", [] { return KernelCache::global().diskDirUsable(); },
-         "False when the cache directory is owned by another user or writable by others (memory only).");
+  rt.def(
+      "cache_disk_usable", [] { return KernelCache::global().diskDirUsable(); },
+      "False when the cache directory is owned by another user or writable by others (memory only).");
   rt.def("cache_memory_size", [] { return KernelCache::global().memorySize(); }, "Kernels held in memory.");
   rt.def("cache_memory_limit", &KernelCache::memoryLimit, "The memory bound ($HEDDLE_MEMORY_CACHE_SIZE).");
   rt.def("register_code_env_var", &KernelCache::registerCodeEnvVar, py::arg("name"),
@@ -224,8 +235,16 @@ void bindDriver(py::module_& rt) {
       [](int dataType, uint64_t globalAddress, std::vector<uint64_t> globalDim, std::vector<uint64_t> globalStrides,
          std::vector<uint32_t> boxDim, std::vector<uint32_t> elementStrides, int interleave, int swizzle,
          int l2Promotion, int oobFill, const std::string& what) {
-        TiledTensorMapSpec s{dataType, globalAddress, std::move(globalDim), std::move(globalStrides),
-                             std::move(boxDim), std::move(elementStrides), interleave, swizzle, l2Promotion, oobFill};
+        TiledTensorMapSpec s{dataType,
+                             globalAddress,
+                             std::move(globalDim),
+                             std::move(globalStrides),
+                             std::move(boxDim),
+                             std::move(elementStrides),
+                             interleave,
+                             swizzle,
+                             l2Promotion,
+                             oobFill};
         TensorMap map = CudaDriver::instance().encodeTiledTensorMap(s, what);
         return py::bytes(reinterpret_cast<const char*>(&map), sizeof map);
       },
@@ -235,8 +254,9 @@ void bindDriver(py::module_& rt) {
       "cuTensorMapEncodeTiled; returns the 128-byte CUtensorMap to pass as a ('bytes', map) argument. what: the "
       "tensor, named in the DriverError when the driver rejects the map.");
 
-  py::class_<KernelLauncher>(rt, "KernelLauncher",
-                             "A loaded kernel of some runtime backend (runtime/backend.h): Kernel (CUDA), HipKernel (HIP)")
+  py::class_<KernelLauncher>(
+      rt, "KernelLauncher",
+      "A loaded kernel of some runtime backend (runtime/backend.h): Kernel (CUDA), HipKernel (HIP)")
       .def_property_readonly("name", &KernelLauncher::name)
       .def_property_readonly("binary_key", &KernelLauncher::binaryKey);
   rt.def(
@@ -249,9 +269,10 @@ void bindDriver(py::module_& rt) {
       "The kernel `kernel_name` of a compiled binary, loaded by the named backend (LoweredKernel.backend): a Kernel "
       "(CUDA) or a HipKernel (HIP), loaded lazily at its first launch.");
 
-  py::class_<LoadedKernel, KernelLauncher>(rt, "Kernel",
-                           "A compiled kernel, loaded lazily into the context of the device a launch names (its "
-                           "primary context; device=-1: the current context), after checking its target loads there.")
+  py::class_<LoadedKernel, KernelLauncher>(
+      rt, "Kernel",
+      "A compiled kernel, loaded lazily into the context of the device a launch names (its "
+      "primary context; device=-1: the current context), after checking its target loads there.")
       .def_static(
           "load",
           [](const CachedKernel& k, const std::string& name) {
@@ -286,8 +307,8 @@ void bindDriver(py::module_& rt) {
             py::gil_scoped_release release;
             k.launch(g, b, smem, stream, packed, c, device);
           },
-          py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0,
-          py::arg("args") = py::list(), py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
+          py::arg("grid"), py::arg("block"), py::arg("smem") = 0, py::arg("stream") = 0, py::arg("args") = py::list(),
+          py::arg("cluster") = py::make_tuple(1, 1, 1), py::arg("device") = -1,
           "args: list of (kind, value), kind in 'ptr' (int or tensor), 'i32', 'i64', 'f32', 'bytes'; cluster: CTAs "
           "per thread-block cluster (x[, y[, z]]), launched with cuLaunchKernelEx when not 1; device: the CUDA "
           "device whose primary context runs it (-1: the current context, else device 0's).");

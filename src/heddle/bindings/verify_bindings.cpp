@@ -74,9 +74,7 @@ std::shared_ptr<Lowered> wrap(const Fusion& f, const TargetInfo& t, const LowerO
   l->ctx.reset(new LowerContext{f, t, o, tl, std::move(k), {}});
   try {
     l->source = printKernel(l->ctx->kernel, t);
-  } catch (const std::exception& e) {
-    l->source = std::string("// not printable: ") + e.what() + "\n";
-  }
+  } catch (const std::exception& e) { l->source = std::string("// not printable: ") + e.what() + "\n"; }
   return l;
 }
 
@@ -95,78 +93,87 @@ void bindVerify(py::module_& m) {
       .def_readonly("findings", &verify::SimResult::findings)
       .def_readonly("schedule", &verify::SimResult::schedule)
       .def_property_readonly("ok", &verify::SimResult::ok)
-      .def_property_readonly("output_bytes", [](const verify::SimResult& r) {
-        return py::bytes(reinterpret_cast<const char*>(r.output.data()), r.output.size() * sizeof(float));
-      })
+      .def_property_readonly("output_bytes",
+                             [](const verify::SimResult& r) {
+                               return py::bytes(reinterpret_cast<const char*>(r.output.data()),
+                                                r.output.size() * sizeof(float));
+                             })
       .def("report", &verify::SimResult::report);
 
-  v.def("simulate",
-        [](const Lowered& l, const std::map<std::string, int64_t>& scalars, const std::map<std::string, py::bytes>& tensors,
-           const py::object& reference, const std::string& schedule, uint64_t seed,
-           const std::vector<std::array<int64_t, 3>>& ctas, int64_t maxSteps, bool stopAtFirstError, double atol,
-           double rtol, int maxReports) {
-          verify::SimInputs in;
-          in.scalars = scalars;
-          for (auto& [n, b] : tensors) in.tensors[n] = floats(b);
-          if (!reference.is_none()) in.reference = floats(reference.cast<py::bytes>());
-          verify::SimOptions o;
-          o.schedule = verify::scheduleFromName(schedule);
-          o.seed = seed;
-          o.ctas = ctas;
-          o.maxSteps = maxSteps;
-          o.stopAtFirstError = stopAtFirstError;
-          o.atol = atol;
-          o.rtol = rtol;
-          o.maxReportsPerKind = maxReports;
-          o.warpSize = l.ctx->target.warpSize;
-          o.mmaFragment = l.ctx->target.mma.has(MmaKind::Mfma) ? 1 : l.ctx->target.mma.has(MmaKind::Wmma) ? 2 : 0;
-          o.backOffBarrier = l.ctx->target.backOffBarrier;
-          o.dropOnExit = l.ctx->target.waveBarrier;
-          o.amdFences = l.ctx->target.waveBarrier;  // AMD barriers order execution; fences order memory
-          py::gil_scoped_release nogil;
-          return verify::simulate(l.k(), in, o);
-        },
-        py::arg("kernel"), py::arg("scalars"), py::arg("tensors"), py::arg("reference") = py::none(),
-        py::arg("schedule") = "adversarial", py::arg("seed") = 0, py::arg("ctas") = std::vector<std::array<int64_t, 3>>{},
-        py::arg("max_steps") = 50'000'000, py::arg("stop_at_first_error") = false, py::arg("atol") = -1.0,
-        py::arg("rtol") = -1.0, py::arg("max_reports") = 12);
+  v.def(
+      "simulate",
+      [](const Lowered& l, const std::map<std::string, int64_t>& scalars,
+         const std::map<std::string, py::bytes>& tensors, const py::object& reference, const std::string& schedule,
+         uint64_t seed, const std::vector<std::array<int64_t, 3>>& ctas, int64_t maxSteps, bool stopAtFirstError,
+         double atol, double rtol, int maxReports) {
+        verify::SimInputs in;
+        in.scalars = scalars;
+        for (auto& [n, b] : tensors) in.tensors[n] = floats(b);
+        if (!reference.is_none()) in.reference = floats(reference.cast<py::bytes>());
+        verify::SimOptions o;
+        o.schedule = verify::scheduleFromName(schedule);
+        o.seed = seed;
+        o.ctas = ctas;
+        o.maxSteps = maxSteps;
+        o.stopAtFirstError = stopAtFirstError;
+        o.atol = atol;
+        o.rtol = rtol;
+        o.maxReportsPerKind = maxReports;
+        o.warpSize = l.ctx->target.warpSize;
+        o.mmaFragment = l.ctx->target.mma.has(MmaKind::Mfma) ? 1 : l.ctx->target.mma.has(MmaKind::Wmma) ? 2 : 0;
+        o.backOffBarrier = l.ctx->target.backOffBarrier;
+        o.dropOnExit = l.ctx->target.waveBarrier;
+        o.amdFences = l.ctx->target.waveBarrier;  // AMD barriers order execution; fences order memory
+        py::gil_scoped_release nogil;
+        return verify::simulate(l.k(), in, o);
+      },
+      py::arg("kernel"), py::arg("scalars"), py::arg("tensors"), py::arg("reference") = py::none(),
+      py::arg("schedule") = "adversarial", py::arg("seed") = 0, py::arg("ctas") = std::vector<std::array<int64_t, 3>>{},
+      py::arg("max_steps") = 50'000'000, py::arg("stop_at_first_error") = false, py::arg("atol") = -1.0,
+      py::arg("rtol") = -1.0, py::arg("max_reports") = 12);
 
-  v.def("mutants", [](const Lowered& l, const std::optional<std::vector<std::string>>& kinds) {
-    py::list out;
-    for (auto& mu : kinds ? verify::enumerateMutants(l.k(), *kinds) : verify::enumerateMutants(l.k())) {
-      py::dict d;
-      d["kind"] = mu.kind;
-      d["site"] = mu.site;
-      d["description"] = mu.description;
-      out.append(d);
-    }
-    return out;
-  }, py::arg("kernel"), py::arg("kinds") = py::none());
+  v.def(
+      "mutants",
+      [](const Lowered& l, const std::optional<std::vector<std::string>>& kinds) {
+        py::list out;
+        for (auto& mu : kinds ? verify::enumerateMutants(l.k(), *kinds) : verify::enumerateMutants(l.k())) {
+          py::dict d;
+          d["kind"] = mu.kind;
+          d["site"] = mu.site;
+          d["description"] = mu.description;
+          out.append(d);
+        }
+        return out;
+      },
+      py::arg("kernel"), py::arg("kinds") = py::none());
   v.def("mutation_kinds", [] {
     std::vector<std::string> r;
     for (auto& k : verify::mutationKinds()) r.push_back(k.name);
     return r;
   });
-  v.def("apply_mutant",
-        [](const Lowered& l, const std::string& kind, int site) {
-          verify::Mutant mu{kind, site, ""};
-          return wrap(l.ctx->fusion, l.ctx->target, l.ctx->options, l.ctx->tiling, verify::applyMutant(l.k(), mu));
-        },
-        py::arg("kernel"), py::arg("kind"), py::arg("site"), py::keep_alive<0, 1>());
-  v.def("tiny_kernel",
-        [](const py::list& prog, int threads, int stages, int rows, int cols, const std::string& name) {
-          static Fusion emptyFusion;
-          verify::TinySpec spec;
-          spec.name = name;
-          spec.threads = threads;
-          spec.stages = stages;
-          spec.rows = rows;
-          spec.cols = cols;
-          spec.program = program(prog);
-          return wrap(emptyFusion, targetInfo("sm_80"), {}, {}, verify::buildTinyKernel(spec));
-        },
-        py::arg("program"), py::arg("threads") = 64, py::arg("stages") = 2, py::arg("rows") = 8, py::arg("cols") = 8,
-        py::arg("name") = "tiny");
-  v.def("fusion_of", [](const Lowered& l) -> const Fusion& { return l.ctx->fusion; },
-        py::return_value_policy::reference, py::keep_alive<0, 1>());
+  v.def(
+      "apply_mutant",
+      [](const Lowered& l, const std::string& kind, int site) {
+        verify::Mutant mu{kind, site, ""};
+        return wrap(l.ctx->fusion, l.ctx->target, l.ctx->options, l.ctx->tiling, verify::applyMutant(l.k(), mu));
+      },
+      py::arg("kernel"), py::arg("kind"), py::arg("site"), py::keep_alive<0, 1>());
+  v.def(
+      "tiny_kernel",
+      [](const py::list& prog, int threads, int stages, int rows, int cols, const std::string& name) {
+        static Fusion emptyFusion;
+        verify::TinySpec spec;
+        spec.name = name;
+        spec.threads = threads;
+        spec.stages = stages;
+        spec.rows = rows;
+        spec.cols = cols;
+        spec.program = program(prog);
+        return wrap(emptyFusion, targetInfo("sm_80"), {}, {}, verify::buildTinyKernel(spec));
+      },
+      py::arg("program"), py::arg("threads") = 64, py::arg("stages") = 2, py::arg("rows") = 8, py::arg("cols") = 8,
+      py::arg("name") = "tiny");
+  v.def(
+      "fusion_of", [](const Lowered& l) -> const Fusion& { return l.ctx->fusion; }, py::return_value_policy::reference,
+      py::keep_alive<0, 1>());
 }

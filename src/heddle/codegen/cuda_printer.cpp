@@ -41,7 +41,7 @@ class CudaPrinter : public CLikePrinter {
         return "heddle::grid::wait_and_reset(flags + (" + s.index.str() + "), " + std::to_string(s.count) + ");";
       default: break;
     }
-    std::string h = wgmmaprint::syncOp(*k_, s);  // Hopper ops (codegen/wgmma_printer.cpp)
+    std::string h = wgmmaprint::syncOp(*k_, s);       // Hopper ops (codegen/wgmma_printer.cpp)
     if (h.empty()) h = tcgen05print::syncOp(*k_, s);  // tcgen05 ops (codegen/tcgen05_printer.cpp)
     if (h.empty()) fail<HeddleError>("CUDA printer: no spelling for ", kir::describe(s), " on ", target_.name);
     return h;

@@ -4,8 +4,8 @@
 #include "heddle/codegen/tcgen05_printer.h"
 #include "heddle/codegen/wgmma_printer.h"
 
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 
 namespace heddle {
@@ -32,7 +32,7 @@ std::string CLikePrinter::bufferPtr(const kir::Buffer& b, const kir::IExpr& stag
 
 void CLikePrinter::node(const kir::Node& n, int d) {
   if (tcgen05print::printNode(os_, *k_, n, ind(d))) return;  // Blackwell nodes (codegen/tcgen05_printer.cpp)
-  if (wgmmaprint::printNode(os_, *k_, n, ind(d))) return;   // Hopper nodes (codegen/wgmma_printer.cpp)
+  if (wgmmaprint::printNode(os_, *k_, n, ind(d))) return;    // Hopper nodes (codegen/wgmma_printer.cpp)
   switch (n.kind) {
     case kir::NodeKind::For: {
       auto& f = static_cast<const kir::ForLoop&>(n);
@@ -67,9 +67,9 @@ void CLikePrinter::node(const kir::Node& n, int d) {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
       if (b.memory == MemoryType::Shared)
         os_ << ind(d) << dtypeCudaName(b.dtype) << "* " << b.name << " = reinterpret_cast<" << dtypeCudaName(b.dtype)
-            << "*>(" << smemBase(*k_) << " + " << b.offset << ");  // " << b.stages << " x " << b.rows << "x" << b.cols << "\n";
-      else
-        os_ << ind(d) << "Mma " << b.name << ";\n" << ind(d) << b.name << ".zero();\n";
+            << "*>(" << smemBase(*k_) << " + " << b.offset << ");  // " << b.stages << " x " << b.rows << "x" << b.cols
+            << "\n";
+      else os_ << ind(d) << "Mma " << b.name << ";\n" << ind(d) << b.name << ".zero();\n";
       break;
     }
     case kir::NodeKind::TileLoad: {
@@ -82,8 +82,8 @@ void CLikePrinter::node(const kir::Node& n, int d) {
             << t.dst->cols << ", " << t.boxRows() << ", " << t.boxCols() << ", " << t.vec << ", " << k_->launch.threads
             << ">(" << bufferPtr(*t.dst, t.stage) << ", " << (rows ? p.dstOffset : 0) << ", "
             << (rows ? 0 : p.dstOffset) << ", " << p.src << ", " << p.ld << ", " << plus(t.row0, rows ? p.srcOffset : 0)
-            << ", " << plus(t.col0, rows ? 0 : p.srcOffset) << ", " << t.rowsBound.str() << ", "
-            << t.colsBound.str() << ", tid);\n";
+            << ", " << plus(t.col0, rows ? 0 : p.srcOffset) << ", " << t.rowsBound.str() << ", " << t.colsBound.str()
+            << ", tid);\n";
       }
       if (!t.parts.empty()) break;
       const char* fn = async ? "copy_tile_async" : "copy_tile_sync";
@@ -213,10 +213,8 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
           const std::string at = op.smem->name + "[(" + stage.str() + ") * " +
                                  std::to_string(op.smem->rows * op.smem->cols) +
                                  (op.smem->rows > 1 ? " + lr * " + std::to_string(op.smem->cols) : "") + " + lc0";
-          if (dtypeBytes(op.dtype) == 2)
-            os << "heddle::unpack2(" << at << "]);";
-          else
-            os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
+          if (dtypeBytes(op.dtype) == 2) os << "heddle::unpack2(" << at << "]);";
+          else os << "{heddle::to_float(" << at << "]), heddle::to_float(" << at << " + 1])};";
           break;
         }
         if (op.pairs) {  // vectorize_epilogue_reads: one load of the aligned pair at colv
@@ -227,7 +225,8 @@ void epilogueOpsPair(std::ostream& os, const kir::Kernel& k, const kir::IExpr& s
         break;
       }
       case OpKind::Matmul: {  // member op.a of a matmul group: its accumulator slice, same pair
-        const std::string at = accName(k) + ".acc[fm][(fn) + " + std::to_string(op.a) + " * (" + fnEnd(k) + ")][2 * (h)";
+        const std::string at =
+            accName(k) + ".acc[fm][(fn) + " + std::to_string(op.a) + " * (" + fnEnd(k) + ")][2 * (h)";
         os << "{" << at << "], " << at << " + 1]};";
         break;
       }
@@ -290,7 +289,9 @@ void epilogueOps(std::ostream& os, const kir::Kernel& k, const kir::IExpr& stage
       case OpKind::Sigmoid: os << "heddle::sigmoid(" << a << ");"; break;
       case OpKind::Tanh: os << "heddle::tanh(" << a << ");"; break;
       case OpKind::Neg: os << "-" << a << ";"; break;
-      case OpKind::Cast: os << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));"; break;
+      case OpKind::Cast:
+        os << "heddle::to_float(heddle::from_float<" << dtypeCudaName(op.dtype) << ">(" << a << "));";
+        break;
       default: os << "0.0f; // unsupported";
     }
     os << "\n";
@@ -322,7 +323,7 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   std::vector<Out> outs{{"D", k.outDtype, k.epilogueResult}};
   for (auto& o : k.extraOutputs) outs.push_back({o.param, o.dtype, o.reg});
   const int e = d + 1;  // inside the fm loop
-  auto pairs = [&] {  // the (fn, h) walk of one fragment row block fm, up to the tile-edge check
+  auto pairs = [&] {    // the (fn, h) walk of one fragment row block fm, up to the tile-edge check
     os_ << ind(e) << "#pragma unroll\n" << ind(e) << "for (int fn = 0; fn < " << fe << "; ++fn)\n";
     os_ << ind(e + 1) << "#pragma unroll\n" << ind(e + 1) << "for (int h = 0; h < 2; ++h) {\n";
     os_ << ind(e + 2) << "const int row = m0 + Mma::row_of(warp, lane, fm, 2 * h);\n";
@@ -330,10 +331,13 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
         << (parts > 1 ? "Mma::part_col_of<" + std::to_string(parts) + ">" : std::string("Mma::col_of"))
         << "(warp, lane, fn, 0);  /* even */\n";
     os_ << ind(e + 2)
-        << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
+        << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n"
+                                             : "if (row >= M || col >= N) continue;\n");
   };
-  os_ << ind(d) << "// epilogue: per accumulator pair (columns c, c+1 of one fragment row), predicated on the tile edge;\n"
-      << ind(d) << "// per row block fm the results held packed, then stored (one 32-bit store per pair when aligned)\n";
+  os_ << ind(d)
+      << "// epilogue: per accumulator pair (columns c, c+1 of one fragment row), predicated on the tile edge;\n"
+      << ind(d)
+      << "// per row block fm the results held packed, then stored (one 32-bit store per pair when aligned)\n";
   // one flag for every output: per-output flags let NVVM unswitch the store walk once per combination
   os_ << ind(d) << "const bool pair_st = ";
   for (size_t i = 0; i < outs.size(); ++i)
@@ -358,7 +362,8 @@ void CLikePrinter::pairEpilogue(const kir::Kernel& k, int d) {
   pairs();
   os_ << ind(e + 2) << "const long long at = (long long)row * ldd + col;\n";
   for (auto& o : outs)
-    os_ << ind(e + 2) << "heddle::store_pair(" << o.param << " + at, " << o.param << "_v[fn][h], pair_st, col + 1 < N);\n";
+    os_ << ind(e + 2) << "heddle::store_pair(" << o.param << " + at, " << o.param
+        << "_v[fn][h], pair_st, col + 1 < N);\n";
   os_ << ind(e + 1) << "}\n";
   os_ << ind(d) << "}\n";
 }
@@ -379,7 +384,9 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   // HEDDLE_TEST_PRINTER_BUG=epilogue_row_bound (tests only): prints `row > M`, an off-by-one that NVRTC
   // compiles and the kernel-IR simulator cannot see (it never reads this text); the interpreter of the
   // printed source reports the out-of-bounds store (tests/interp/test_interpret_checks.py).
-  os_ << ind(e) << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n" : "if (row >= M || col >= N) continue;\n");
+  os_ << ind(e)
+      << (printerBug("epilogue_row_bound") ? "if (row > M || col >= N) continue;\n"
+                                           : "if (row >= M || col >= N) continue;\n");
   os_ << ind(e) << "const float r0 = " << acc << ".acc[fm][fn][r];\n";
   epilogueOps(os_, k, kir::IExpr(0), ind(e));
   os_ << ind(e) << "D[(long long)row * ldd + col] = heddle::from_float<" << dtypeCudaName(k.outDtype) << ">(r"
@@ -400,7 +407,9 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << kernelQualifiers(k) << " " << k.name << "(";
   for (size_t i = 0; i < k.params.size(); ++i) os_ << (i ? ",\n    " : "\n    ") << paramDecl(k.params[i]);
   os_ << ") {\n";
-  os_ << "  extern __shared__ __align__(" << (k.tile.mma == MmaKind::Wgmma || k.tile.mma == MmaKind::Tcgen05 ? 1024 : 128) << ") unsigned char heddle_smem[];\n";
+  os_ << "  extern __shared__ __align__("
+      << (k.tile.mma == MmaKind::Wgmma || k.tile.mma == MmaKind::Tcgen05 ? 1024 : 128)
+      << ") unsigned char heddle_smem[];\n";
   if (k.cluster > 1)  // the interpreter's shared window holds every CTA of the cluster: this CTA's part
     os_ << "  unsigned char* const heddle_cta_smem = heddle::sm90::cta_smem(heddle_smem);\n";
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize

@@ -19,10 +19,10 @@ class CLikePrinter {
 
  protected:
   // target spellings
-  virtual std::string prelude(const kir::Kernel& k) = 0;       // includes, helpers
+  virtual std::string prelude(const kir::Kernel& k) = 0;  // includes, helpers
   virtual std::string kernelQualifiers(const kir::Kernel& k) = 0;
   virtual std::string syncOp(const kir::Sync& s) = 0;
-  virtual std::string mmaType(const kir::Kernel& k) = 0;       // accumulator fragment type
+  virtual std::string mmaType(const kir::Kernel& k) = 0;  // accumulator fragment type
 
   void block(const kir::Block& b, int depth);
   void node(const kir::Node& n, int depth);

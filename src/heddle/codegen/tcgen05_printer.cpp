@@ -12,7 +12,8 @@ namespace {
 
 std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   std::string s = b.name;
-  if (!(stage.isConst() && stage.constValue() == 0)) s += " + (" + stage.str() + ") * " + std::to_string(b.rows * b.cols);
+  if (!(stage.isConst() && stage.constValue() == 0))
+    s += " + (" + stage.str() + ") * " + std::to_string(b.rows * b.cols);
   return s;
 }
 

@@ -18,10 +18,10 @@ std::string mbarPtr(const kir::Buffer& b, const kir::IExpr& index) {
 
 std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   std::string s = b.name;
-  if (!(stage.isConst() && stage.constValue() == 0)) s += " + (" + stage.str() + ") * " + std::to_string(b.rows * b.cols);
+  if (!(stage.isConst() && stage.constValue() == 0))
+    s += " + (" + stage.str() + ") * " + std::to_string(b.rows * b.cols);
   return s;
 }
-
 
 }  // namespace
 
@@ -56,8 +56,8 @@ void printMacro(std::ostream& os, const std::string& name, const std::string& ar
 // bounds check: the TMA store clips D's ragged edges, and the operand reads clamp row and col to the
 // last element so that they stay in bounds. Further outputs (e.toExtra: D1, ...) are packed from their
 // registers in the same pair and stored by a stmatrix.x4 of their own into their slot.
-void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w,
-                    int FM, int fnLo, int fnHi, const std::string& ind) {
+void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w, int FM,
+                    int fnLo, int fnHi, const std::string& ind) {
   const bool b16 = dtypeBytes(k.outDtype) == 2;
   std::ostringstream pair;
   pair << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
@@ -175,15 +175,16 @@ void directPairEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
   os << ind << "{  // " << kir::describe(e) << ": this thread's wgmma fragment in column pairs, stored directly\n";
   os << ind << "const bool pair_st = ";
   for (size_t i = 0; i < outs.size(); ++i)
-    os << (i ? " && " : "") << "heddle::pair_aligned(" << outs[i].first << ", ldd"
-       << (walk ? " | batch_stride_d" : "") << ", N)";
+    os << (i ? " && " : "") << "heddle::pair_aligned(" << outs[i].first << ", ldd" << (walk ? " | batch_stride_d" : "")
+       << ", N)";
   os << ";  // every pair store aligned (warp-uniform)\n";
   printMacro(os, "HEDDLE_PAIR", "fm, fn, h", pair.str(), ind);
   for (int fm = 0; fm < FM; ++fm)
     for (int fn = fnLo; fn < fnHi; fn += 2) {
       os << ind;
       for (int f = fn; f < std::min(fn + 2, fnHi); ++f)
-        for (int h = 0; h < 2; ++h) os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << ");";
+        for (int h = 0; h < 2; ++h)
+          os << (f > fn || h ? " " : "") << "HEDDLE_PAIR(" << fm << ", " << f << ", " << h << ");";
       os << "\n";
     }
   os << "#undef HEDDLE_PAIR\n";
@@ -225,8 +226,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
       if (b.role != "mbar") return false;
-      os << ind << "unsigned long long* " << b.name << " = reinterpret_cast<unsigned long long*>(" << smemBase(k) << " + "
-         << b.offset << ");  // " << b.stages << " mbarrier(s)\n";
+      os << ind << "unsigned long long* " << b.name << " = reinterpret_cast<unsigned long long*>(" << smemBase(k)
+         << " + " << b.offset << ");  // " << b.stages << " mbarrier(s)\n";
       return true;
     }
     case kir::NodeKind::TileLoad: {
@@ -235,8 +236,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       if (!t.mbar) fail<HeddleError>("printer: ", kir::describe(t), " completes on no mbarrier");
       if (t.dst->role == "epi_tma") {  // a bias row or residual tile: one unswizzled [rows, cols] box
         os << ind << "heddle::sm90::tma_load_plain<" << t.dst->rows << ", " << t.dst->cols << ">("
-           << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str()
-           << ", " << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
+           << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str() << ", "
+           << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
         return true;
       }
       bool batched = false;  // a rank-2 B under a batched A is one matrix: a 2-D map
@@ -255,7 +256,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       return true;
     }
     case kir::NodeKind::EpilogueStore: {
-      if (k.tile.mma != MmaKind::Wgmma || static_cast<const kir::EpilogueStore&>(n).partial != kir::EpilogueStore::Partial::None)
+      if (k.tile.mma != MmaKind::Wgmma ||
+          static_cast<const kir::EpilogueStore&>(n).partial != kir::EpilogueStore::Partial::None)
         return false;  // split-K partials: the C-like printer's grid helpers
       fragmentEpilogue(os, k, static_cast<const kir::EpilogueStore&>(n), ind);
       return true;

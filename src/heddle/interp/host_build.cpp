@@ -55,8 +55,7 @@ Proc runProcess(const std::vector<std::string>& argv, const std::string& scratch
     return p;
   }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   p.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   std::ifstream in(log);
   std::stringstream ss;
@@ -306,9 +305,10 @@ std::shared_ptr<Library> build(const std::string& source, const std::string& ker
   static std::map<std::string, std::shared_ptr<Library>> loaded;
   const HostCompiler& cc = hostCompiler();
   auto t0 = std::chrono::steady_clock::now();
-  std::string rtKey = rt::sha256Hex(runtimeDigest() + "|" + cc.path + "|" + cc.version + "|" + joined(commonFlags())).substr(0, 24);
-  std::string key = rt::sha256Hex(source + "|" + kernelName + "|" + rt::embeddedHeadersDigest() + "|" + rtKey +
-                                  "|" + joined(kernelFlags(cc, arch)))
+  std::string rtKey =
+      rt::sha256Hex(runtimeDigest() + "|" + cc.path + "|" + cc.version + "|" + joined(commonFlags())).substr(0, 24);
+  std::string key = rt::sha256Hex(source + "|" + kernelName + "|" + rt::embeddedHeadersDigest() + "|" + rtKey + "|" +
+                                  joined(kernelFlags(cc, arch)))
                         .substr(0, 32);
   std::lock_guard<std::mutex> g(mu);
   if (auto it = loaded.find(key); it != loaded.end()) return it->second;
@@ -322,8 +322,8 @@ std::shared_ptr<Library> build(const std::string& source, const std::string& ker
     std::vector<std::string> objs = runtimeObjects(cc, tree, rtKey);
     std::string stem = cacheRoot() + "/k-" + key + ".tmp" + std::to_string(getpid());
     std::string cu = cacheRoot() + "/k-" + key + ".cu";
-    writeFile(cu, "#line 1 \"" + sourceName(kernelName) + "\"\n" + source + "\n#line 1 \"hrt_entry_stub\"\nHRT_DEFINE_ENTRY(" +
-                      kernelName + ")\n");
+    writeFile(cu, "#line 1 \"" + sourceName(kernelName) + "\"\n" + source +
+                      "\n#line 1 \"hrt_entry_stub\"\nHRT_DEFINE_ENTRY(" + kernelName + ")\n");
     std::vector<std::string> argv = {cc.path};
     for (auto& f : kernelFlags(cc, arch)) argv.push_back(f);
     argv.insert(argv.end(), {"-I", tree, "-x", "c++", "-c", cu, "-o", stem + ".o"});
@@ -430,16 +430,17 @@ std::string run(const Library& lib, const hrt_launch& launch) {
 
 std::string encodeTensorMap(int dataType, uint64_t address, const std::vector<uint64_t>& dims,
                             const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box,
-                            const std::vector<uint32_t>& elementStrides, int interleave, int swizzle,
-                            int l2Promotion, int oobFill) {
+                            const std::vector<uint32_t>& elementStrides, int interleave, int swizzle, int l2Promotion,
+                            int oobFill) {
   const int rank = (int)dims.size();
   if (rank < 1 || rank > 5 || (int)box.size() != rank || (int)elementStrides.size() != rank ||
       (int)strides.size() != rank - 1)
     fail<InputError>("tensor map: rank ", rank, " with ", box.size(), " box dims, ", elementStrides.size(),
                      " element strides and ", strides.size(), " strides (want rank 1..5, rank, rank, rank-1)");
   heddle_rt::ptx::TensorMap m;
-  std::string err = heddle_rt::ptx::encode_tensor_map(&m, dataType, address, rank, dims.data(), strides.data(), box.data(),
-                                                      elementStrides.data(), interleave, swizzle, l2Promotion, oobFill);
+  std::string err =
+      heddle_rt::ptx::encode_tensor_map(&m, dataType, address, rank, dims.data(), strides.data(), box.data(),
+                                        elementStrides.data(), interleave, swizzle, l2Promotion, oobFill);
   if (!err.empty()) fail<InputError>("tensor map: ", err);
   return std::string(reinterpret_cast<const char*>(&m), sizeof m);
 }

@@ -36,10 +36,10 @@ struct HostCompiler {
 const HostCompiler& hostCompiler();
 
 struct Library {
-  std::string path;         // the .so
+  std::string path;  // the .so
   std::string kernelName;
-  std::string source;       // the printed source (for report lines)
-  bool cached = false;      // true when the build was a cache hit
+  std::string source;   // the printed source (for report lines)
+  bool cached = false;  // true when the build was a cache hit
   double buildMs = 0;
   void* handle = nullptr;
   int (*abiVersion)() = nullptr;
@@ -64,7 +64,7 @@ std::string run(const Library& lib, const hrt_launch& launch);
 // InputError naming the violated rule.
 std::string encodeTensorMap(int dataType, uint64_t address, const std::vector<uint64_t>& dims,
                             const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box,
-                            const std::vector<uint32_t>& elementStrides, int interleave, int swizzle,
-                            int l2Promotion, int oobFill);
+                            const std::vector<uint32_t>& elementStrides, int interleave, int swizzle, int l2Promotion,
+                            int oobFill);
 
 }  // namespace heddle::interp

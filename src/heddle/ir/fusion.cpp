@@ -109,7 +109,8 @@ void Fusion::checkOwned(const TensorView* t, const char* op) const {
   if (!t) fail<ScheduleError>(op, ": got None where a tensor of fusion #", serial_, " is expected");
   if (t->owner != this)
     fail<ScheduleError>(op, ": tensor ", t->name, " belongs to fusion #", t->owner ? t->owner->serial() : 0,
-                        ", not to fusion #", serial_, " that is being built; tensors cannot be shared between "
+                        ", not to fusion #", serial_,
+                        " that is being built; tensors cannot be shared between "
                         "fusions — declare it in this fusion with fd.input(...)");
 }
 
@@ -118,15 +119,15 @@ void Fusion::checkOwned(const TensorView* t, const char* op) const {
 static void checkInputName(const std::string& name) {
   static const std::set<std::string> keywords = {
       // C / C++
-      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-      "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-      "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-      "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-      "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-      "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
-      "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid",
-      "typename", "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+      "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+      "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+      "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+      "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+      "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "restrict", "return",
+      "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+      "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual",
+      "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
       // Python (and torch schema words)
       "False", "None", "True", "as", "assert", "async", "await", "def", "del", "elif", "except", "finally", "from",
       "global", "import", "in", "is", "lambda", "nonlocal", "pass", "raise", "with", "yield"};
@@ -134,12 +135,14 @@ static void checkInputName(const std::string& name) {
   for (char c : name)
     if (!(std::isalnum((unsigned char)c) || c == '_') || (unsigned char)c >= 0x80) ident = false;
   if (!ident)
-    fail<ScheduleError>("input name '", name, "' is not allowed: names are C identifiers (ASCII letters, digits and "
+    fail<ScheduleError>("input name '", name,
+                        "' is not allowed: names are C identifiers (ASCII letters, digits and "
                         "'_', not starting with a digit), e.g. 'bias' or 'x_1'");
   if (keywords.count(name) || name.rfind("__", 0) == 0)
-    fail<ScheduleError>("input name '", name, "' is a C, C++ or Python keyword (or starts with '__'), which the "
-                        "generated kernel and torch op cannot use as a parameter; pick another name, e.g. '", name,
-                        "_in'");
+    fail<ScheduleError>("input name '", name,
+                        "' is a C, C++ or Python keyword (or starts with '__'), which the "
+                        "generated kernel and torch op cannot use as a parameter; pick another name, e.g. '",
+                        name, "_in'");
 }
 
 TensorView* Fusion::addInput(const std::string& name, DType dt, std::vector<Size> shape) {
@@ -150,7 +153,8 @@ TensorView* Fusion::addInput(const std::string& name, DType dt, std::vector<Size
   for (auto& t : tvs_)
     if (t->name == name) fail<ScheduleError>("input name '", name, "' is used twice; give each input its own name");
   if (name.size() > 1 && name[0] == 'T' && name.find_first_not_of("0123456789", 1) == std::string::npos)
-    fail<ScheduleError>("input name '", name, "' is reserved: heddle names computed tensors T0, T1, ...; pick "
+    fail<ScheduleError>("input name '", name,
+                        "' is reserved: heddle names computed tensors T0, T1, ...; pick "
                         "another name");
   for (auto& s : shape)
     if (!s.isSymbolic() && s.value <= 0)
@@ -172,19 +176,23 @@ void Fusion::checkGroupMember(const Expr* first, TensorView* a, TensorView* b, b
   auto* b0 = first->inputs[1];
   const std::string call = "matmul(" + a->name + ", " + b->name + ")";
   if (a != a0 || transA != first->transA)
-    fail<ScheduleError>(call, ": this fusion already has a matmul, matmul(", a0->name, ", ", b0->name, "); a second "
+    fail<ScheduleError>(call, ": this fusion already has a matmul, matmul(", a0->name, ", ", b0->name,
+                        "); a second "
                         "matmul joins it as a group (one kernel, e.g. SwiGLU's gate and up projections) only when it "
-                        "reads the same A operand ", a0->name, (first->transA ? " transposed" : ""),
-                        ". Otherwise split it into two fusions");
+                        "reads the same A operand ",
+                        a0->name, (first->transA ? " transposed" : ""), ". Otherwise split it into two fusions");
   if (b->rank() != 2 || b0->rank() != 2 || a->rank() != 2)
     fail<ScheduleError>(call, ": a matmul group takes rank-2 operands (", a->str(), ", ", b->str(),
                         "); run batched matmuls as separate fusions");
   if (transB != first->transB)
-    fail<ScheduleError>(call, ": operand ", b->name, " is ", (transB ? "" : "not "), "transposed but ", b0->name,
-                        " is", (first->transB ? "" : " not"), "; the members of a matmul group share one B layout "
-                        "(pass trans_b=", (first->transB ? "True" : "False"), ")");
+    fail<ScheduleError>(call, ": operand ", b->name, " is ", (transB ? "" : "not "), "transposed but ", b0->name, " is",
+                        (first->transB ? "" : " not"),
+                        "; the members of a matmul group share one B layout "
+                        "(pass trans_b=",
+                        (first->transB ? "True" : "False"), ")");
   if (!(b->shape == b0->shape) || b->dtype != b0->dtype)
-    fail<ScheduleError>(call, ": operand ", b->str(), " differs from ", b0->str(), " (the group's first B); the "
+    fail<ScheduleError>(call, ": operand ", b->str(), " differs from ", b0->str(),
+                        " (the group's first B); the "
                         "members of a matmul group have B operands of one shape and dtype");
   for (auto* mm : matmuls())
     if (mm->definition->inputs[1] == b)
@@ -200,19 +208,23 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   if (auto* first = findMatmul()) checkGroupMember(first->definition, a, b, transA, transB);
   if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
-                        dtypeName(b->dtype), "; heddle's tensor-core matmul takes two f16 or two bf16 inputs "
+                        dtypeName(b->dtype),
+                        "; heddle's tensor-core matmul takes two f16 or two bf16 inputs "
                         "(convert float32 tensors with .to(torch.bfloat16) before calling the kernel and declare "
                         "the inputs bf16)");
   for (auto* op : {a, b})
     if (!op->isInput)
-      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operand ", op->name, " is computed inside the "
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operand ", op->name,
+                          " is computed inside the "
                           "fusion; matmul operands are fusion inputs, which the kernel tiles from global memory. "
-                          "Compute ", op->name, " before the fusion and pass it as an input");
+                          "Compute ",
+                          op->name, " before the fusion and pass it as an input");
   if (a->rank() < 2 || b->rank() < 2)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands need rank 2 or 3, got ", a->rank(), " and ",
                         b->rank());
   if (b->rank() == 3 && a->rank() == 2)
-    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): a batched B needs a batched A; "
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name,
+                        "): a batched B needs a batched A; "
                         "put the batch on A or make B rank 2");
   auto dimsOf = [](TensorView* t, bool trans, bool isA) {
     int r = t->rank();
@@ -223,8 +235,9 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   auto [M, Ka] = dimsOf(a, transA, true);
   auto [Kb, N] = dimsOf(b, transB, false);
   if (!sameSize(Ka, Kb))
-    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): contraction sizes differ: ", a->name, " gives K=",
-                        Ka.str(), ", ", b->name, " gives K=", Kb.str(), (transA || transB ? " (after transposition)" : ""));
+    fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): contraction sizes differ: ", a->name,
+                        " gives K=", Ka.str(), ", ", b->name, " gives K=", Kb.str(),
+                        (transA || transB ? " (after transposition)" : ""));
   std::vector<Size> shape;
   if (a->rank() == 3) {
     if (b->rank() == 3 && !sameSize(a->shape[0], b->shape[0]))
@@ -277,7 +290,8 @@ TensorView* Fusion::binaryScalar(OpKind k, TensorView* a, double s, bool scalarO
   // are kept; a finite value that would round to infinity is refused rather than changed.
   if (std::isfinite(s) && std::isinf(static_cast<float>(s)))
     fail<ScheduleError>(opName(k), "(", a->name, ", ", s, "): the scalar ", s, " is beyond float range (largest ",
-                        std::numeric_limits<float>::max(), "); the epilogue computes in float: use a value within "
+                        std::numeric_limits<float>::max(),
+                        "); the epilogue computes in float: use a value within "
                         "range, or float('inf') if infinity is meant");
   auto* out = newTensor(a->dtype, a->shape, "");
   auto* e = newExpr(k, {a}, out);
@@ -372,13 +386,16 @@ std::string Fusion::str() const {
   for (auto& e : exprs_) {
     os << "  " << e->output->str() << " = " << opName(e->kind);
     if (e->kind == OpKind::Matmul) {
-      os << "(" << e->inputs[0]->name << (e->transA ? "^T" : "") << ", " << e->inputs[1]->name << (e->transB ? "^T" : "")
-         << ")  // layout " << (e->transA ? "T" : "N") << (e->transB ? "T" : "N") << ", f32 accumulate";
+      os << "(" << e->inputs[0]->name << (e->transA ? "^T" : "") << ", " << e->inputs[1]->name
+         << (e->transB ? "^T" : "") << ")  // layout " << (e->transA ? "T" : "N") << (e->transB ? "T" : "N")
+         << ", f32 accumulate";
     } else if (e->kind == OpKind::Cast) {
       os << "(" << e->inputs[0]->name << ", " << dtypeName(e->castTo) << ")";
     } else if (e->scalar) {
-      os << "(" << (e->scalarOnLeft ? fmtScalar(*e->scalar) + ", " + e->inputs[0]->name
-                                     : e->inputs[0]->name + ", " + fmtScalar(*e->scalar)) << ")";
+      os << "("
+         << (e->scalarOnLeft ? fmtScalar(*e->scalar) + ", " + e->inputs[0]->name
+                             : e->inputs[0]->name + ", " + fmtScalar(*e->scalar))
+         << ")";
     } else {
       os << "(";
       for (size_t i = 0; i < e->inputs.size(); ++i) os << (i ? ", " : "") << e->inputs[i]->name;

@@ -17,16 +17,26 @@
 namespace heddle {
 
 enum class DType { F16, BF16, F32 };
-const char* dtypeName(DType t);        // "f16" | "bf16" | "f32"
-const char* dtypeCudaName(DType t);    // heddle::f16 | heddle::bf16 | float
+const char* dtypeName(DType t);      // "f16" | "bf16" | "f32"
+const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float
 int dtypeBytes(DType t);
 DType dtypeFromName(const std::string& s);  // accepts float16/half/f16, bfloat16/bf16, float32/float/f32
 
 enum class OpKind {
   Input,
   Matmul,
-  Add, Sub, Mul, Div,           // binary (tensor or scalar operand)
-  Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh, Neg, Cast  // unary
+  Add,
+  Sub,
+  Mul,
+  Div,  // binary (tensor or scalar operand)
+  Relu,
+  GeluErf,
+  GeluTanh,
+  Silu,
+  Sigmoid,
+  Tanh,
+  Neg,
+  Cast  // unary
 };
 const char* opName(OpKind k);
 bool isBinary(OpKind k);
@@ -37,8 +47,8 @@ class Fusion;
 
 // One size of a tensor: a concrete extent or a named symbol bound at launch.
 struct Size {
-  int64_t value = -1;      // >= 0 when concrete
-  std::string symbol;      // non-empty when symbolic
+  int64_t value = -1;  // >= 0 when concrete
+  std::string symbol;  // non-empty when symbolic
   bool isSymbolic() const { return !symbol.empty(); }
   std::string str() const;
   bool operator==(const Size& o) const { return value == o.value && symbol == o.symbol; }
@@ -46,22 +56,22 @@ struct Size {
 
 struct Expr {
   OpKind kind = OpKind::Input;
-  std::vector<TensorView*> inputs;   // tensor operands (for binary with a scalar: one)
-  std::optional<double> scalar;      // scalar operand of a binary op
-  bool scalarOnLeft = false;         // e.g. 1.0 - x
+  std::vector<TensorView*> inputs;      // tensor operands (for binary with a scalar: one)
+  std::optional<double> scalar;         // scalar operand of a binary op
+  bool scalarOnLeft = false;            // e.g. 1.0 - x
   bool transA = false, transB = false;  // matmul: operand stored transposed
-  DType castTo = DType::F32;         // Cast
+  DType castTo = DType::F32;            // Cast
   TensorView* output = nullptr;
 };
 
 // Where a cached copy of a tensor lives and how it gets there (cache_after).
 enum class MemoryType { Global, Shared, Local };
 enum class LoadKind { None, Plain, CpAsync, TmaLoad, AsyncLds };  // AsyncLds: AMD LDS DMA (vmcnt)
-const char* loadKindName(LoadKind k);  // "plain" | "cp_async" | "tma_load" | "async_lds"
+const char* loadKindName(LoadKind k);                             // "plain" | "cp_async" | "tma_load" | "async_lds"
 
 struct CircularBufferOptions {
-  int stages = 0;    // >= 2 when set
-  int prefetch = 0;  // normalised: 0 <= prefetch < stages
+  int stages = 0;           // >= 2 when set
+  int prefetch = 0;         // normalised: 0 <= prefetch < stages
   bool mbarrierWar = true;  // TMA rings without roles: slots released through empty mbarriers (else a block sync)
   bool enabled() const { return stages > 0; }
 };
@@ -79,25 +89,25 @@ class TensorView {
   int id = -1;
   std::string name;
   DType dtype = DType::F32;
-  std::vector<Size> shape;      // logical shape (row-major semantics)
-  Expr* definition = nullptr;   // null for inputs
+  std::vector<Size> shape;     // logical shape (row-major semantics)
+  Expr* definition = nullptr;  // null for inputs
   std::vector<Expr*> uses;
   bool isInput = false, isOutput = false;
   const Fusion* owner = nullptr;  // the Fusion that created it; ops refuse tensors of another Fusion
 
   // --- schedule attributes (set by schedule/, validated there) ---
-  LoopDomain domain;            // loop axes after split/reorder/parallelize
+  LoopDomain domain;  // loop axes after split/reorder/parallelize
   MemoryType memory = MemoryType::Global;
-  LoadKind loadKind = LoadKind::None;      // for cache tensors: how they are filled
-  TensorView* cacheOf = nullptr;           // cache_after: the tensor this one copies
-  CircularBufferOptions circular;          // circular_buffer(stages, prefetch)
-  std::vector<Role> roles;                 // warp_specialize(roles)
-  int splitK = 1;                          // split_k(splits): CTAs sharing one output tile's k loop
-  int streamK = 0;                         // stream_k(ctas): persistent CTAs sharing tiles x k-tiles (0 = off)
-  std::string epilogueStore;               // epilogue_store(kind): "tma", "direct", "" (the default)
-  int clusterSize = 1;                     // cluster(size, along): CTAs per thread-block cluster (1 = none)
-  std::string clusterAlong = "m";          // the tile axis the cluster's CTAs are neighbours along
-  int computeAtAxis = -1;                  // loop axis of the consumer this cache is filled in
+  LoadKind loadKind = LoadKind::None;  // for cache tensors: how they are filled
+  TensorView* cacheOf = nullptr;       // cache_after: the tensor this one copies
+  CircularBufferOptions circular;      // circular_buffer(stages, prefetch)
+  std::vector<Role> roles;             // warp_specialize(roles)
+  int splitK = 1;                      // split_k(splits): CTAs sharing one output tile's k loop
+  int streamK = 0;                     // stream_k(ctas): persistent CTAs sharing tiles x k-tiles (0 = off)
+  std::string epilogueStore;           // epilogue_store(kind): "tma", "direct", "" (the default)
+  int clusterSize = 1;                 // cluster(size, along): CTAs per thread-block cluster (1 = none)
+  std::string clusterAlong = "m";      // the tile axis the cluster's CTAs are neighbours along
+  int computeAtAxis = -1;              // loop axis of the consumer this cache is filled in
 
   int rank() const { return (int)shape.size(); }
   std::string str() const;  // "T3 (bf16)[M, 4096]"
@@ -125,7 +135,7 @@ class Fusion {
   std::vector<TensorView*> allTensors() const;
   std::vector<Expr*> exprs() const;  // topological order
   TensorView* tensor(int id) const { return tvs_.at(id).get(); }
-  TensorView* findMatmul() const;    // the matmul output, or null (a group: its first member)
+  TensorView* findMatmul() const;  // the matmul output, or null (a group: its first member)
   // Matmuls that share their A operand (a "matmul group": SwiGLU's gate and up projections, q/k/v):
   // every matmul output in creation order. One kernel computes them all: each CTA tile's accumulator
   // holds a slice of every member, so the epilogue combines them per element (silu(g) * u).
@@ -133,7 +143,7 @@ class Fusion {
   static constexpr int kMaxGroup = 4;
   std::vector<TensorView*> cachesOf(TensorView* t) const;
 
-  std::string str() const;  // readable IR, one line per expression
+  std::string str() const;                // readable IR, one line per expression
   int serial() const { return serial_; }  // "fusion #<serial>" in messages
   // Refuses (ScheduleError) a tensor created by another Fusion: `op` names the call.
   void checkOwned(const TensorView* t, const char* op) const;

@@ -24,9 +24,9 @@ const char* parallelName(ParallelType p) {
 }
 
 ParallelType parallelFromName(const std::string& s) {
-  for (auto p : {ParallelType::Serial, ParallelType::BIDx, ParallelType::BIDy, ParallelType::BIDz, ParallelType::TIDx,
-                 ParallelType::TIDy, ParallelType::TIDz, ParallelType::Warp, ParallelType::Unroll,
-                 ParallelType::Vectorize})
+  for (auto p :
+       {ParallelType::Serial, ParallelType::BIDx, ParallelType::BIDy, ParallelType::BIDz, ParallelType::TIDx,
+        ParallelType::TIDy, ParallelType::TIDz, ParallelType::Warp, ParallelType::Unroll, ParallelType::Vectorize})
     if (s == parallelName(p)) return p;
   if (s == "blockIdx.x") return ParallelType::BIDx;
   if (s == "blockIdx.y") return ParallelType::BIDy;

@@ -17,10 +17,10 @@ const char* parallelName(ParallelType p);
 ParallelType parallelFromName(const std::string& s);  // throws ScheduleError listing valid names
 
 struct IterDomain {
-  std::string name;        // "m", "m.o", "m.i", ...
-  std::string root;        // the logical axis it derives from: "b", "m", "n" or "k"
-  int64_t factor = 1;      // product of inner split factors below this axis in its root
-  int64_t extent = -1;     // concrete extent when known (inner splits), else -1 (symbolic)
+  std::string name;     // "m", "m.o", "m.i", ...
+  std::string root;     // the logical axis it derives from: "b", "m", "n" or "k"
+  int64_t factor = 1;   // product of inner split factors below this axis in its root
+  int64_t extent = -1;  // concrete extent when known (inner splits), else -1 (symbolic)
   bool isReduction = false;
   ParallelType parallel = ParallelType::Serial;
   std::string str() const;

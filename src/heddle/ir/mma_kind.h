@@ -36,8 +36,14 @@ class MmaKinds {
   }
   constexpr bool has(MmaKind k) const { return bits_ & bit(k); }
   constexpr bool empty() const { return bits_ == 0; }
-  constexpr MmaKinds& add(MmaKind k) { bits_ |= bit(k); return *this; }
-  constexpr MmaKinds& remove(MmaKind k) { bits_ &= ~bit(k); return *this; }
+  constexpr MmaKinds& add(MmaKind k) {
+    bits_ |= bit(k);
+    return *this;
+  }
+  constexpr MmaKinds& remove(MmaKind k) {
+    bits_ &= ~bit(k);
+    return *this;
+  }
 
  private:
   static constexpr unsigned bit(MmaKind k) { return 1u << static_cast<unsigned>(k); }

@@ -45,7 +45,8 @@ static bool applyChecked(IExpr::Op op, int64_t a, int64_t b, int64_t& out) {
 static int64_t apply(IExpr::Op op, int64_t a, int64_t b) {
   int64_t r;
   if (!applyChecked(op, a, b, r))
-    throw HeddleError(op == IExpr::Mod ? "index expression takes a remainder by zero" : "index expression divides by zero");
+    throw HeddleError(op == IExpr::Mod ? "index expression takes a remainder by zero"
+                                       : "index expression divides by zero");
   return r;
 }
 
@@ -153,9 +154,13 @@ bool IExpr::usesThread() const {
 
 static int prec(IExpr::Op op) {
   switch (op) {
-    case IExpr::Mul: case IExpr::Div: case IExpr::Mod: return 5;
-    case IExpr::Add: case IExpr::Sub: return 4;
-    case IExpr::Lt: case IExpr::Le: return 3;
+    case IExpr::Mul:
+    case IExpr::Div:
+    case IExpr::Mod: return 5;
+    case IExpr::Add:
+    case IExpr::Sub: return 4;
+    case IExpr::Lt:
+    case IExpr::Le: return 3;
     case IExpr::Eq: return 2;
     case IExpr::And: return 1;
     default: return 9;

@@ -33,8 +33,8 @@ class IExpr {
   IExpr substitute(const std::map<std::string, IExpr>& subst) const;
   bool uses(const std::string& var) const;
   void collectVars(std::set<std::string>& out) const;  // every variable named
-  bool usesThread() const;  // names a thread built-in (isThreadBuiltin)
-  std::string str() const;  // C syntax, fully parenthesised only where needed
+  bool usesThread() const;                             // names a thread built-in (isThreadBuiltin)
+  std::string str() const;                             // C syntax, fully parenthesised only where needed
 
   // The expression flattened for repeated evaluation over numbered variables (slots): what eval
   // computes, without name lookups, and an error (division by zero, an unknown variable) as a
@@ -42,6 +42,7 @@ class IExpr {
   class Program {
    public:
     bool run(const int64_t* slots, int64_t& out) const;
+
    private:
     friend class IExpr;
     struct Step {

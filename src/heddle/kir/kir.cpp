@@ -86,9 +86,7 @@ void Kernel::renumber() {
 // Thread mappings. A tile copy splits its tile into VEC-element chunks, chunk c to thread
 // c % THREADS; the MMA reads whole k-slabs through warp fragments. Different strings mean a
 // thread may read what another thread wrote.
-static std::string copyMapping(const TileLoad& t) {
-  return "copy:linear/vec" + std::to_string(t.vec);
-}
+static std::string copyMapping(const TileLoad& t) { return "copy:linear/vec" + std::to_string(t.vec); }
 static const char* kMmaMapping = "mma:warp-fragments";
 
 std::vector<Access> accessesOf(const Node& n) {
@@ -96,13 +94,17 @@ std::vector<Access> accessesOf(const Node& n) {
   if (n.kind == NodeKind::TileLoad) {
     auto& t = static_cast<const TileLoad&>(n);
     if (t.kind == LoadKind::TmaLoad) r.push_back({t.dst, t.stage, true, "tma", AsyncKind::Tma});
-    else r.push_back({t.dst, t.stage, true, copyMapping(t), t.kind == LoadKind::CpAsync ? AsyncKind::CpAsync
-                                                                       : t.kind == LoadKind::AsyncLds ? AsyncKind::Vmcnt
-                                                                                                      : AsyncKind::None});
+    else
+      r.push_back({t.dst, t.stage, true, copyMapping(t),
+                   t.kind == LoadKind::CpAsync    ? AsyncKind::CpAsync
+                   : t.kind == LoadKind::AsyncLds ? AsyncKind::Vmcnt
+                                                  : AsyncKind::None});
   } else if (n.kind == NodeKind::SmemAccess) {
     auto& a = static_cast<const SmemAccess&>(n);
     r.push_back({a.buf, a.stage, a.write, a.mapping,
-                 !a.async ? AsyncKind::None : a.vmcnt ? AsyncKind::Vmcnt : AsyncKind::CpAsync});
+                 !a.async  ? AsyncKind::None
+                 : a.vmcnt ? AsyncKind::Vmcnt
+                           : AsyncKind::CpAsync});
   } else if (n.kind == NodeKind::MmaStep) {
     auto& m = static_cast<const MmaStep&>(n);
     AsyncKind ak = m.kind == MmaKind::Wgmma ? AsyncKind::Wgmma : AsyncKind::None;
@@ -139,13 +141,17 @@ std::string describe(const Node& n) {
         src = (i ? src + "|" : std::string()) + t.parts[i].src;
       os << loadKindName(t.kind) << " " << src << " -> " << t.dst->name << "[" << t.stage.str() << "] (k-tile "
          << t.iter.str() << ")";
-      if (t.multicast > 1) os << " multicast: rows of rank crank (1/" << t.multicast << ") to " << t.multicast << " CTAs";
+      if (t.multicast > 1)
+        os << " multicast: rows of rank crank (1/" << t.multicast << ") to " << t.multicast << " CTAs";
       break;
     }
     case NodeKind::MmaStep: {
       auto& m = static_cast<const MmaStep&>(n);
-      os << (m.kind == MmaKind::Tcgen05 ? "tcgen05.mma " : m.kind == MmaKind::Wgmma ? "wgmma " : "mma ") << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "["
-         << m.stageB.str() << "] (k-tile " << m.iter.str() << ")";
+      os << (m.kind == MmaKind::Tcgen05 ? "tcgen05.mma "
+             : m.kind == MmaKind::Wgmma ? "wgmma "
+                                        : "mma ")
+         << m.acc->name << " += " << m.a->name << "[" << m.stageA.str() << "] x " << m.b->name << "[" << m.stageB.str()
+         << "] (k-tile " << m.iter.str() << ")";
       break;
     }
     case NodeKind::Sync: {
@@ -166,7 +172,8 @@ std::string describe(const Node& n) {
       // AMD barrier ids: the workgroup barrier (-1) is left unnamed, as the GFX12 matmuls print it
       if ((s.sync == SyncKind::BarrierSignal || s.sync == SyncKind::BarrierWait ||
            s.sync == SyncKind::BarrierSignalIsFirst || s.sync == SyncKind::BarrierJoin ||
-           s.sync == SyncKind::BarrierInit) && s.arg != kWorkgroupBarrier)
+           s.sync == SyncKind::BarrierInit) &&
+          s.arg != kWorkgroupBarrier)
         os << " " << s.arg;
       if (s.noReleaseFence) os << " (no release fence)";  // an AMD fence mutant (verify/workgroup_fences.cpp)
       if (s.noAcquireFence) os << " (no acquire fence)";
@@ -175,7 +182,7 @@ std::string describe(const Node& n) {
       if (s.sync == SyncKind::GridWait) os << " flags[" << s.index.str() << " + 0.." << s.count - 1 << "]";
       break;
     }
- case NodeKind::SmemAccess: {
+    case NodeKind::SmemAccess: {
       auto& a = static_cast<const SmemAccess&>(n);
       os << (a.label.empty() ? (a.write ? "write " : "read ") + a.buf->name : a.label) << "[" << a.stage.str() << "]";
       if (!a.iter.isConst() || a.iter.constValue() != 0) os << " (iter " << a.iter.str() << ")";

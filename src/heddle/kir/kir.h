@@ -24,14 +24,14 @@ namespace heddle::kir {
 // Buffers and parameters
 
 struct Buffer {
-  std::string name;              // "sA", "sB", "acc"
+  std::string name;  // "sA", "sB", "acc"
   MemoryType memory = MemoryType::Shared;
   DType dtype = DType::F16;
-  int stages = 1;                // circular-buffer depth (1 = not circular)
-  int rows = 0, cols = 0;        // tile shape of one stage as stored (cols contiguous)
-  int align = 16;                // bytes; 128 for TMA / swizzled tiles, 8 for mbarriers
-  std::string role;              // "A" / "B" operand tile, "acc", "mbar", ...
-  std::string sourceTensor;      // fusion tensor it caches ("T0"), for messages
+  int stages = 1;            // circular-buffer depth (1 = not circular)
+  int rows = 0, cols = 0;    // tile shape of one stage as stored (cols contiguous)
+  int align = 16;            // bytes; 128 for TMA / swizzled tiles, 8 for mbarriers
+  std::string role;          // "A" / "B" operand tile, "acc", "mbar", ...
+  std::string sourceTensor;  // fusion tensor it caches ("T0"), for messages
   // filled by the smem planner
   int64_t offset = -1;
   int64_t bytesPerStage() const { return (int64_t)rows * cols * dtypeBytes(dtype); }
@@ -40,7 +40,7 @@ struct Buffer {
 
 struct Param {
   enum Kind { TensorPtr, Int32, Int64, Float, TensorMap, FlagPtr } kind = Int32;  // TensorMap: CUtensorMap by
-                                                                               // value; FlagPtr: int* (grid flags)
+                                                                                  // value; FlagPtr: int* (grid flags)
   std::string name;
   DType dtype = DType::F32;  // element type for TensorPtr
   bool isConst = true;       // read-only tensor
@@ -50,7 +50,20 @@ struct Param {
 // ---------------------------------------------------------------------------------------------
 // Nodes
 
-enum class NodeKind { Block, For, If, Alloc, TileLoad, MmaStep, EpilogueStore, SmemAccess, Sync, Comment, Let, TmaStore };
+enum class NodeKind {
+  Block,
+  For,
+  If,
+  Alloc,
+  TileLoad,
+  MmaStep,
+  EpilogueStore,
+  SmemAccess,
+  Sync,
+  Comment,
+  Let,
+  TmaStore
+};
 
 struct Node {
   explicit Node(NodeKind k) : kind(k) {}
@@ -75,8 +88,8 @@ const char* loopStageName(LoopStage s);
 
 struct ForLoop : Node {
   ForLoop() : Node(NodeKind::For) {}
-  std::string var;       // loop index name
-  IExpr start, stop;     // [start, stop), step 1
+  std::string var;    // loop index name
+  IExpr start, stop;  // [start, stop), step 1
   LoopStage stage = LoopStage::Serial;
   int cbStages = 0, cbPrefetch = 0;  // the circular buffer it came from (0 = none)
   // A loop over a runtime extent: it (with the loops circular_buffer makes of it) runs ceil(tripsVar /
@@ -106,15 +119,15 @@ struct Alloc : Node {
 struct TileLoad : Node {
   TileLoad() : Node(NodeKind::TileLoad) {}
   Buffer* dst = nullptr;
-  IExpr stage;                // which stage of dst
-  IExpr iter;                 // the k-iteration whose data this is (for messages / simulator)
-  std::string src;            // global param name
-  IExpr row0, col0;           // tile origin in the source's storage order (cols contiguous)
-  IExpr rowsBound, colsBound; // valid extent of the source in storage order
-  std::string ld;             // leading-dimension param name (elements)
-  std::string batchStride;    // batch stride param name ("" when not batched)
+  IExpr stage;                 // which stage of dst
+  IExpr iter;                  // the k-iteration whose data this is (for messages / simulator)
+  std::string src;             // global param name
+  IExpr row0, col0;            // tile origin in the source's storage order (cols contiguous)
+  IExpr rowsBound, colsBound;  // valid extent of the source in storage order
+  std::string ld;              // leading-dimension param name (elements)
+  std::string batchStride;     // batch stride param name ("" when not batched)
   LoadKind kind = LoadKind::CpAsync;
-  int vec = 8;                // elements per copy instruction
+  int vec = 8;  // elements per copy instruction
   // kind == TmaLoad: one thread issues the tile's boxes through the tensor map parameter
   // `tensorMap`; they complete (complete_tx) on mbarrier mbar[mbarIndex].
   std::string tensorMap;
@@ -124,7 +137,10 @@ struct TileLoad : Node {
   // the box of `partExtent` rows (partAxis 0) or cols (partAxis 1) at offset srcOffset from (row0, col0)
   // of its own source `src` (leading dimension `ld`) to offset dstOffset of the stage along that axis;
   // the other axis is the whole tile's. Empty: one copy of the whole tile from `src`.
-  struct Part { std::string src, ld; int srcOffset = 0, dstOffset = 0; };
+  struct Part {
+    std::string src, ld;
+    int srcOffset = 0, dstOffset = 0;
+  };
   std::vector<Part> parts;
   int partAxis = 1, partExtent = 0;
   // Clusters (passes/cluster_multicast.cpp): > 1 when the tile is shared by the `multicast` CTAs of a
@@ -199,52 +215,52 @@ struct SmemAccess : Node {
   IExpr stage;
   IExpr iter;
   bool write = false;
-  bool async = false;     // a cp.async write: lands at its group's wait
-  bool vmcnt = false;     // with async: an AMD LDS DMA write, its own vmcnt entry (no commit)
-  std::string mapping;    // equal strings = the same thread touches the same elements
-  std::string label;      // "write X", "read X" ...
+  bool async = false;   // a cp.async write: lands at its group's wait
+  bool vmcnt = false;   // with async: an AMD LDS DMA write, its own vmcnt entry (no commit)
+  std::string mapping;  // equal strings = the same thread touches the same elements
+  std::string label;    // "write X", "read X" ...
 };
 
 // Every synchronisation / async-protocol op. `arg` is the op's immediate (wait_group N, named
 // barrier id, parity expression index...). `reason` indexes Kernel::syncPlan.
 enum class SyncKind {
-  BlockSync,       // __syncthreads / bar.sync 0
-  CpAsyncCommit,   // cp.async.commit_group
-  CpAsyncWait,     // cp.async.wait_group arg
+  BlockSync,      // __syncthreads / bar.sync 0
+  CpAsyncCommit,  // cp.async.commit_group
+  CpAsyncWait,    // cp.async.wait_group arg
   // Hopper (sm_90a). mbarrier ops act on buf[index]; see docs/hopper.md.
-  MbarInit,           // mbarrier.init buf[index], count
-  MbarArrive,         // mbarrier.arrive buf[index]
-  MbarArriveExpectTx, // mbarrier.arrive.expect_tx buf[index], arg bytes
-  MbarWait,           // mbarrier.try_wait.parity buf[index], parity (loop until the phase completed)
-  WgmmaFence,         // wgmma.fence (buf = the accumulator)
-  WgmmaCommit,        // wgmma.commit_group
-  WgmmaWait,          // wgmma.wait_group arg (buf = the accumulator)
-  FenceProxyAsync,    // fence.proxy.async.shared::cta
-  SetMaxNReg,         // setmaxnreg.{inc if count > 0, dec} arg registers
-  NamedBarrier,       // bar.sync arg + index, count (index: 0, or per warpgroup, e.g. ping-pong's (warp - 4) / 4)
-  BulkCommit,         // cp.async.bulk.commit_group (TMA stores)
-  BulkWaitRead,       // cp.async.bulk.wait_group.read arg
+  MbarInit,            // mbarrier.init buf[index], count
+  MbarArrive,          // mbarrier.arrive buf[index]
+  MbarArriveExpectTx,  // mbarrier.arrive.expect_tx buf[index], arg bytes
+  MbarWait,            // mbarrier.try_wait.parity buf[index], parity (loop until the phase completed)
+  WgmmaFence,          // wgmma.fence (buf = the accumulator)
+  WgmmaCommit,         // wgmma.commit_group
+  WgmmaWait,           // wgmma.wait_group arg (buf = the accumulator)
+  FenceProxyAsync,     // fence.proxy.async.shared::cta
+  SetMaxNReg,          // setmaxnreg.{inc if count > 0, dec} arg registers
+  NamedBarrier,        // bar.sync arg + index, count (index: 0, or per warpgroup, e.g. ping-pong's (warp - 4) / 4)
+  BulkCommit,          // cp.async.bulk.commit_group (TMA stores)
+  BulkWaitRead,        // cp.async.bulk.wait_group.read arg
   // AMD (docs/backends.md)
-  VmcntWait,          // s_waitcnt vmcnt(arg) / s_wait_loadcnt arg: all but the arg newest vector-memory ops done
+  VmcntWait,  // s_waitcnt vmcnt(arg) / s_wait_loadcnt arg: all but the arg newest vector-memory ops done
   // GFX12 split barriers; arg = the barrier id: -1 the workgroup barrier, 0 the NULL barrier, 1..16
   // the named barrier objects of GFX12.5 (TargetInfo::namedBarriers; docs/backends.md, "Barrier objects")
-  BarrierSignal,      // s_barrier_signal arg (after a workgroup release fence): arrive
-  BarrierWait,        // s_barrier_wait arg (then a workgroup acquire fence)
-  BarrierInit,        // s_barrier_init arg, expected count = `count` waves (m0[31:16]); named only
-  BarrierJoin,        // s_barrier_join arg: this wave may wait on named barrier arg (0: unjoin)
-  BarrierLeave,       // s_barrier_leave: drop the named barrier this wave joined
+  BarrierSignal,         // s_barrier_signal arg (after a workgroup release fence): arrive
+  BarrierWait,           // s_barrier_wait arg (then a workgroup acquire fence)
+  BarrierInit,           // s_barrier_init arg, expected count = `count` waves (m0[31:16]); named only
+  BarrierJoin,           // s_barrier_join arg: this wave may wait on named barrier arg (0: unjoin)
+  BarrierLeave,          // s_barrier_leave: drop the named barrier this wave joined
   BarrierSignalIsFirst,  // s_barrier_signal_isfirst arg: arrive (SCC = first wave to arrive; unused)
   // Grid level (split-K, passes/reduce_splits.cpp): flags[index] in global memory, one per partial tile.
-  GridRelease,        // one thread: fence.acq_rel.gpu; flags[index] = 1 (publishes the CTA's partial)
-  GridWait,           // one thread: for j in [index, index + count): spin on ld.acquire.gpu flags[j] until
-                      // set, then reset it to 0 (every flag is back to 0 after the launch)
+  GridRelease,  // one thread: fence.acq_rel.gpu; flags[index] = 1 (publishes the CTA's partial)
+  GridWait,     // one thread: for j in [index, index + count): spin on ld.acquire.gpu flags[j] until
+                // set, then reset it to 0 (every flag is back to 0 after the launch)
   // Blackwell (sm_100a, docs/blackwell.md): tensor memory and the tcgen05 ordering ops.
-  TmemAlloc,          // tcgen05.alloc (a whole warp): arg columns, address written to buf[0] (shared memory)
-  TmemRelinquish,     // tcgen05.relinquish_alloc_permit (a whole warp)
-  TmemDealloc,        // tcgen05.dealloc (the allocating warp): arg columns at the address in buf[0]
-  TcgenCommit,        // tcgen05.commit -> mbarrier buf[index]: one arrival once this thread's earlier tcgen05 ops completed
-  TcgenFenceBefore,   // tcgen05.fence::before_thread_sync
-  TcgenFenceAfter,    // tcgen05.fence::after_thread_sync
+  TmemAlloc,       // tcgen05.alloc (a whole warp): arg columns, address written to buf[0] (shared memory)
+  TmemRelinquish,  // tcgen05.relinquish_alloc_permit (a whole warp)
+  TmemDealloc,     // tcgen05.dealloc (the allocating warp): arg columns at the address in buf[0]
+  TcgenCommit,  // tcgen05.commit -> mbarrier buf[index]: one arrival once this thread's earlier tcgen05 ops completed
+  TcgenFenceBefore,  // tcgen05.fence::before_thread_sync
+  TcgenFenceAfter,   // tcgen05.fence::after_thread_sync
   // Clusters of 2 (sm_90a, passes/cluster_multicast.cpp): the peer is cluster rank crank ^ 1.
   MbarArriveRemote,   // mapa + mbarrier.arrive.release.cluster on the peer CTA's buf[index]
   FenceMbarrierInit,  // fence.mbarrier_init.release.cluster (after this thread's mbarrier.init)
@@ -258,7 +274,7 @@ struct Sync : Node {
   explicit Sync(SyncKind k, int a = 0) : Node(NodeKind::Sync), sync(k), arg(a) {}
   SyncKind sync;
   int arg = 0;
-  int reason = -1;  // index into Kernel::syncPlan.entries (-1 for structural ops like commit)
+  int reason = -1;        // index into Kernel::syncPlan.entries (-1 for structural ops like commit)
   Buffer* buf = nullptr;  // mbarrier array / accumulator (Hopper ops)
   IExpr index, parity;    // mbarrier element; MbarWait parity
   int count = 0;          // MbarInit arrival count; NamedBarrier threads; SetMaxNReg: +1 inc, -1 dec
@@ -302,7 +318,7 @@ struct Access {
   Buffer* buf = nullptr;
   IExpr stage;
   bool write = false;
-  std::string mapping;   // which thread touches which element; equal strings = same threads
+  std::string mapping;  // which thread touches which element; equal strings = same threads
   AsyncKind async = AsyncKind::None;
 };
 std::vector<Access> accessesOf(const Node& n);
@@ -322,24 +338,27 @@ struct SyncOrigin {
 
 struct SyncReason {
   SyncOrigin origin;
-  std::string hazards;    // "RAW sA (cp.async -> mma), WAR sA (mma -> cp.async)"
+  std::string hazards;             // "RAW sA (cp.async -> mma), WAR sA (mma -> cp.async)"
   std::string producer, consumer;  // node descriptions
   std::vector<std::string> pairs;  // "RAW sA: <producer> -> <consumer>", one per distinct hazard
-  std::string buffer;     // buffer name(s)
-  std::string stage;      // stage expression(s)
-  std::string mechanism;  // why this mechanism and argument
+  std::string buffer;              // buffer name(s)
+  std::string stage;               // stage expression(s)
+  std::string mechanism;           // why this mechanism and argument
 };
 // The role graph of a warp-specialized kernel as lowered (explain(format="mermaid") draws it).
 struct RoleDiagram {
-  struct Role { std::string name; int firstWarp = 0, warps = 0, registers = 0; };
+  struct Role {
+    std::string name;
+    int firstWarp = 0, warps = 0, registers = 0;
+  };
   struct Edge {
     int from = -1, to = -1;
-    std::string kind;                // "ring" | "order"
-    std::string buffers;             // "sA, sB"
-    std::string full, empty;         // mbarrier arrays ("" when none)
+    std::string kind;         // "ring" | "order"
+    std::string buffers;      // "sA, sB"
+    std::string full, empty;  // mbarrier arrays ("" when none)
     int stages = 0;
-    std::string produce, consume;    // how the producer publishes / the consumer waits
-    std::string release;             // how the consumer frees a slot ("" for order edges)
+    std::string produce, consume;  // how the producer publishes / the consumer waits
+    std::string release;           // how the consumer frees a slot ("" for order edges)
   };
   std::vector<Role> roles;
   std::vector<Edge> edges;
@@ -349,11 +368,16 @@ struct SyncPlan {
   std::vector<SyncReason> entries;
   int barriersPerMainIteration = 0;
   std::string summary;
-  RoleDiagram roles;                 // empty without warp specialization
+  RoleDiagram roles;  // empty without warp specialization
 };
 
 struct SmemPlan {
-  struct Slot { std::string buffer; int64_t offset, bytes; int align; std::string aliasOf; };
+  struct Slot {
+    std::string buffer;
+    int64_t offset, bytes;
+    int align;
+    std::string aliasOf;
+  };
   std::vector<Slot> slots;
   int64_t total = 0;
 };
@@ -363,15 +387,15 @@ struct SmemPlan {
 struct EpiOp {
   OpKind op = OpKind::Input;
   int dst = -1;
-  int a = -1, b = -1;                 // source registers (-1 = unused)
+  int a = -1, b = -1;  // source registers (-1 = unused)
   std::optional<double> scalar;
   bool scalarOnLeft = false;
-  std::string tensorParam;            // load of a broadcast/residual tensor (op == Input)
-  std::string rowStride, colStride;   // its strides params ("" = broadcast over that axis)
+  std::string tensorParam;           // load of a broadcast/residual tensor (op == Input)
+  std::string rowStride, colStride;  // its strides params ("" = broadcast over that axis)
   std::string batchStride;
-  DType dtype = DType::F32;           // element type of the loaded tensor / cast target
-  Buffer* smem = nullptr;             // op == Input loaded by TMA (bias row, residual): smem[stage][(row,) col]
-  bool pairs = false;                 // op == Input read two adjacent columns per load (vectorize_epilogue_reads)
+  DType dtype = DType::F32;  // element type of the loaded tensor / cast target
+  Buffer* smem = nullptr;    // op == Input loaded by TMA (bias row, residual): smem[stage][(row,) col]
+  bool pairs = false;        // op == Input read two adjacent columns per load (vectorize_epilogue_reads)
 };
 
 struct LaunchConfig {
@@ -388,30 +412,54 @@ struct Kernel {
   LaunchConfig launch;
   SyncPlan syncPlan;
   SmemPlan smemPlan;
-  std::vector<EpiOp> epilogue;   // acc value is register 0
+  std::vector<EpiOp> epilogue;  // acc value is register 0
   int epilogueResult = 0;
   DType outDtype = DType::F16;
   // Further fusion outputs (a value the epilogue computes on the way, e.g. the pre-activation a backward
   // needs): register `reg` stored to param `param` ("D1", "D2", ...) at D's index (same ldd, batch stride).
-  struct ExtraOutput { std::string param; int reg = 0; DType dtype = DType::F16; };
+  struct ExtraOutput {
+    std::string param;
+    int reg = 0;
+    DType dtype = DType::F16;
+  };
   std::vector<ExtraOutput> extraOutputs;
   // matmul template parameters the printer passes to the device headers
-  struct Tile { int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0; bool aKMajor = true, bKMajor = false; DType inDtype = DType::F16; bool batched = false; bool swapBlocks = false;
-    MmaKind mma = MmaKind::MmaSync; int mmaWarpgroups = 0; bool coop = true; int mmaWarpBase = 0;
-    int accStages = 0; int tmemCols = 0;
+  struct Tile {
+    int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0;
+    bool aKMajor = true, bKMajor = false;
+    DType inDtype = DType::F16;
+    bool batched = false;
+    bool swapBlocks = false;
+    MmaKind mma = MmaKind::MmaSync;
+    int mmaWarpgroups = 0;
+    bool coop = true;
+    int mmaWarpBase = 0;
+    int accStages = 0;
+    int tmemCols = 0;
     int parts = 1;
-    bool batchWalk = false; } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
+    bool batchWalk = false;
+  } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
   // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):
   // no blockIdx.z batch, D indexed with batch_idx * batch_stride_d
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
   // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes
   // (0, 64, 128 or 256: the granularity at which a TMA load's L2 misses fetch from DRAM).
-  struct TensorMapSpec { std::string param, operand; int boxCols = 0, boxRows = 0, swizzle = 0; bool batched = false;
-    int l2Promotion = 0; };
+  struct TensorMapSpec {
+    std::string param, operand;
+    int boxCols = 0, boxRows = 0, swizzle = 0;
+    bool batched = false;
+    int l2Promotion = 0;
+  };
   std::vector<TensorMapSpec> tensorMaps;
   // launch-time checks: loops whose trip count must be >= minTrips
-  struct TripCheck { std::string loop; IExpr trips; int minTrips; std::string tensor; std::string rule; };
+  struct TripCheck {
+    std::string loop;
+    IExpr trips;
+    int minTrips;
+    std::string tensor;
+    std::string rule;
+  };
   std::vector<TripCheck> tripChecks;
   // Split-K (passes/split_k.cpp): the k loop shared by splitK CTAs per output tile (blockIdx.z), partial
   // tiles reduced through the workspace params `ws` (f32, workspaceTiles x (splitK-1) x bm x bn) and
@@ -427,9 +475,12 @@ struct Kernel {
   int cluster = 1;
   char clusterAlong = 'm';
 
-  Buffer* addBuffer(std::unique_ptr<Buffer> b) { buffers.push_back(std::move(b)); return buffers.back().get(); }
-  void renumber();                 // assign node ids in program order
-  std::string str() const;         // readable kernel IR (kir/printer.cpp)
+  Buffer* addBuffer(std::unique_ptr<Buffer> b) {
+    buffers.push_back(std::move(b));
+    return buffers.back().get();
+  }
+  void renumber();          // assign node ids in program order
+  std::string str() const;  // readable kernel IR (kir/printer.cpp)
 };
 
 // Walk every node in program order (pre-order).

@@ -11,7 +11,9 @@ namespace {
 struct Parser {
   const std::string& s;
   size_t i = 0;
-  void ws() { while (i < s.size() && std::isspace((unsigned char)s[i])) ++i; }
+  void ws() {
+    while (i < s.size() && std::isspace((unsigned char)s[i])) ++i;
+  }
   [[noreturn]] void bad(const char* what) { fail<HeddleError>("index expression '", s, "': ", what, " at ", i); }
   IExpr primary() {
     ws();

@@ -58,7 +58,7 @@ const When kTcgen05Roles{"role-pipeline kernels with tcgen05 MMA",
 const When kMbarrierRings{"wgmma / tcgen05 kernels (TMA loads into mbarrier rings)",
                           [](const LowerContext& c) { return roles(c).enabled; }};
 const When kUnplannedSyncs{"kernels whose syncs no builder placed (not the mbarrier rings, built with theirs)",
-                         [](const LowerContext& c) { return !c.kernel.syncsPlanned; }};
+                           [](const LowerContext& c) { return !c.kernel.syncsPlanned; }};
 const When kSplitKKernel{"split-K kernels", [](const LowerContext& c) { return c.kernel.splitK > 1; }};
 const When kStreamKBlock{"stream-K kernels without roles",
                          [](const LowerContext& c) { return c.kernel.streamK > 0 && !roles(c).warpSpecialized; }};

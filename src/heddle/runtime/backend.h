@@ -28,9 +28,8 @@ class KernelLauncher {
   // cluster, device and args (the arguments the array holds, checked against the kernel's parameters
   // where the runtime reports them; nullptr: not checked) are honoured where the runtime has them.
   virtual void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
-                            unsigned smemBytes, uint64_t stream, void** params,
-                            const std::array<unsigned, 3>& cluster, int device,
-                            const std::vector<KernelArg>* args) = 0;
+                            unsigned smemBytes, uint64_t stream, void** params, const std::array<unsigned, 3>& cluster,
+                            int device, const std::vector<KernelArg>* args) = 0;
 };
 
 class RuntimeBackend {

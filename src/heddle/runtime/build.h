@@ -27,7 +27,7 @@ struct BuildOptions {
   std::vector<std::string> extraOptions;  // passed to the compiler after heddle's own
   std::optional<bool> isolate;            // unset: $HEDDLE_RTC_ISOLATE
   bool useCache = true;
-  bool wantPtx = true;                    // CUDA: keep the PTX (a code object has none)
+  bool wantPtx = true;  // CUDA: keep the PTX (a code object has none)
 };
 
 // lower -> print.

@@ -80,8 +80,8 @@ void preloadNvrtcBuiltins(const DynLib& lib) {
   auto version = reinterpret_cast<VersionFn>(lib.symbol("nvrtcVersion"));
   int major = 0, minor = 0;
   if (!version || version(&major, &minor) != 0) return;
-  std::string builtins = dirName(lib.path) + "/libnvrtc-builtins.so." + std::to_string(major) + "." +
-                         std::to_string(minor);
+  std::string builtins =
+      dirName(lib.path) + "/libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor);
   if (isFile(builtins)) ::dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);
 }
 

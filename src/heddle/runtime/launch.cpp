@@ -91,7 +91,9 @@ ArgPack::ArgPack(const std::vector<KernelArg>& args) {
 }
 
 LoadedKernel::LoadedKernel(std::shared_ptr<const RtcResult> result, std::string binaryKey, std::string kernelName)
-    : result_(std::move(result)), key_(std::move(binaryKey)), name_(std::move(kernelName)),
+    : result_(std::move(result)),
+      key_(std::move(binaryKey)),
+      name_(std::move(kernelName)),
       what_("kernel '" + name_ + "'") {
   if (!result_) throw InputError("LoadedKernel needs a compiled result");
   if (key_.empty()) key_ = sha256Hex(result_->cubin);
@@ -109,9 +111,7 @@ LoadedKernel::PerContext& LoadedKernel::resolve(const BoundContext& bound) {
       advice = "Compile it for this device's target, '" + cudaTargetFor(info.ccMajor, info.ccMinor) +
                "' (heddle.runtime.target_for_device(); Fusion.compile() and Kernel.build() with no target take it "
                "when a CUDA device is present)";
-    } catch (const ScheduleError& e) {
-      advice = std::string("heddle has no target for this device: ") + e.what();
-    }
+    } catch (const ScheduleError& e) { advice = std::string("heddle has no target for this device: ") + e.what(); }
     fail<InputError>("kernel '", name_, "' was compiled for ", result_->arch, ", which does not load on CUDA device ",
                      bound.device, " (compute capability ", info.ccMajor, ".", info.ccMinor, "): ", why, ". ", advice);
   }
@@ -148,13 +148,14 @@ void LoadedKernel::checkArgs(PerContext& pc, const std::vector<KernelArg>& args)
                           : "the counts differ from argument " + std::to_string(i) + " on";
   fail<InputError>("launch of kernel '", name_, "': its ", pc.params.size(), " parameters take [", want.str(),
                    "] bytes (the driver's parameter table), but the launch passes ", args.size(), " arguments [",
-                   got.str(), "]: ", first, ". The argument list does not match the kernel's signature (kinds: "
+                   got.str(), "]: ", first,
+                   ". The argument list does not match the kernel's signature (kinds: "
                    "'i32'/'f32' are 4 bytes, 'ptr'/'i64' 8, 'bytes' its length)");
 }
 
-void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
-                          unsigned smemBytes, uint64_t stream, const std::vector<KernelArg>& args,
-                          const std::array<unsigned, 3>& cluster, int device) {
+void LoadedKernel::launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
+                          uint64_t stream, const std::vector<KernelArg>& args, const std::array<unsigned, 3>& cluster,
+                          int device) {
   ArgPack pack(args);
   launchPacked(grid, block, smemBytes, stream, pack.pointers(), cluster, device, &args);
 }
@@ -197,10 +198,8 @@ void LoadedKernel::launchPacked(const std::array<unsigned, 3>& grid, const std::
     fn = pc.fn;
   }
   const auto cuStream = reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream));
-  if (clustered)
-    drv.launchKernelCluster(fn, grid, block, cluster, smemBytes, cuStream, params, what);
-  else
-    drv.launchKernel(fn, grid, block, smemBytes, cuStream, params, what);
+  if (clustered) drv.launchKernelCluster(fn, grid, block, cluster, smemBytes, cuStream, params, what);
+  else drv.launchKernel(fn, grid, block, smemBytes, cuStream, params, what);
   if (syncLaunch()) {
     std::ostringstream os;
     os << what << " (" << result_->arch << ", grid " << grid[0] << "x" << grid[1] << "x" << grid[2] << ", block "

@@ -70,13 +70,13 @@ class LoadedKernel final : public KernelLauncher {
   // cluster: CTAs per thread-block cluster along x, y, z ({1, 1, 1}: a plain cuLaunchKernel; otherwise
   // cuLaunchKernelEx with the cluster dimension; each must divide the grid's, at most 8 CTAs in all).
   void launch(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
-              uint64_t stream, const std::vector<KernelArg>& args,
-              const std::array<unsigned, 3>& cluster = {1, 1, 1}, int device = -1);
+              uint64_t stream, const std::vector<KernelArg>& args, const std::array<unsigned, 3>& cluster = {1, 1, 1},
+              int device = -1);
   // The same with the driver's argument array already packed (one pointer per parameter: LaunchPlan);
   // args: the arguments it holds, checked against the parameter table (nullptr: not checked).
   void launchPacked(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block, unsigned smemBytes,
-                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1},
-                    int device = -1, const std::vector<KernelArg>* args = nullptr) override;
+                    uint64_t stream, void** params, const std::array<unsigned, 3>& cluster = {1, 1, 1}, int device = -1,
+                    const std::vector<KernelArg>* args = nullptr) override;
 
   // Registers the driver reports for the loaded function (loads it in `device`'s context, as launch).
   int numRegisters(int device = -1);

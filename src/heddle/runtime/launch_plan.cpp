@@ -53,8 +53,14 @@ uint64_t mapAlignment(const TiledTensorMapSpec& s) { return s.interleave == 2 ? 
 LaunchPlan::LaunchPlan(std::array<unsigned, 3> grid, std::array<unsigned, 3> block, unsigned smemBytes,
                        std::vector<KernelArg> args, std::vector<PlanSlot> slots, std::vector<MapSlot> maps,
                        WorkspaceUse workspace, MapPatcher patcher)
-    : grid_(grid), block_(block), smem_(smemBytes), args_(std::move(args)), slots_(std::move(slots)),
-      maps_(std::move(maps)), ws_(std::move(workspace)), patcher_(std::move(patcher)) {
+    : grid_(grid),
+      block_(block),
+      smem_(smemBytes),
+      args_(std::move(args)),
+      slots_(std::move(slots)),
+      maps_(std::move(maps)),
+      ws_(std::move(workspace)),
+      patcher_(std::move(patcher)) {
   for (const PlanSlot& s : slots_) {
     requireArg(args_, s.arg, KernelArg::Kind::Ptr, "slot", s.tensor);
     if (s.align == 0) fail<InputError>("launch plan: slot for tensor ", s.tensor, " has alignment 0");

@@ -41,9 +41,9 @@ struct PlanSlot {
 };
 
 struct MapSlot {
-  int arg = -1;              // a 'bytes' argument: the encoded map
-  uint32_t tensor = 0;       // the tensor it maps
-  TiledTensorMapSpec spec;   // what it was encoded from (spec.globalAddress: the address the plan's map holds)
+  int arg = -1;             // a 'bytes' argument: the encoded map
+  uint32_t tensor = 0;      // the tensor it maps
+  TiledTensorMapSpec spec;  // what it was encoded from (spec.globalAddress: the address the plan's map holds)
 };
 
 // Gives `map`, encoded from `spec`, the global address `address` (already checked for TMA's alignment).

@@ -27,8 +27,16 @@ struct SignatureHash {  // FNV-1a over the key's values
 };
 
 // What each argument of a CallTable key starts with.
-enum ArgTag : int64_t { TagTensor = 1, TagNone = 2, TagFalse = 3, TagTrue = 4, TagInt = 5, TagFloat = 6, TagStr = 7,
-                        TagIdentity = 8 };
+enum ArgTag : int64_t {
+  TagTensor = 1,
+  TagNone = 2,
+  TagFalse = 3,
+  TagTrue = 4,
+  TagInt = 5,
+  TagFloat = 6,
+  TagStr = 7,
+  TagIdentity = 8
+};
 
 // Entries by key, at most `capacity` of them: a table that is full is emptied at once (its calls re-plan
 // on use). Entries are shared and never changed once made, so a caller's copy outlives a clear.

@@ -79,9 +79,7 @@ int timeoutSeconds() {
   try {
     int s = std::stoi(v);
     return s > 0 ? s : 600;
-  } catch (...) {
-    return 600;
-  }
+  } catch (...) { return 600; }
 }
 
 // Reads until EOF. Returns false on timeout (the caller kills the child).

@@ -33,7 +33,8 @@ bool matrixEpilogueOperand(const Fusion& f) {
 std::string chooseEpilogueLayout(const Fusion& f, const std::string& asked, bool epiPairs) {
   if (asked == "cooperative" || asked == "pingpong" || asked == "epilogue_role") return asked;
   if (asked != "auto")
-    fail<ScheduleError>("auto schedule: epilogue_layout = '", asked, "' is not one of 'auto', 'cooperative', "
+    fail<ScheduleError>("auto schedule: epilogue_layout = '", asked,
+                        "' is not one of 'auto', 'cooperative', "
                         "'pingpong', 'epilogue_role'");
   // a TMA-loaded bias / residual ring is built for cooperative MMA warpgroups (ping-pong would consume it
   // out of order); the epilogue role would take it, at twice the compile time: cooperative
@@ -53,8 +54,8 @@ int epilogueOperandRegisters(const Fusion& f, int wgRows, int outBytes, bool pai
     const bool rows = s.size() >= 2 && !one(s[s.size() - 2]), cols = !s.empty() && !one(s.back());
     const int pair = !pairs ? 4 : dtypeBytes(in->dtype) == 2 ? 1 : 2;
     if (rows && cols) regs += wgRows * C / 256 * pair;  // a residual
-    else if (cols) regs += C / 8 * pair;               // a bias row
-    else if (rows) regs += wgRows / 32 * 2;            // a per-row bias
+    else if (cols) regs += C / 8 * pair;                // a bias row
+    else if (rows) regs += wgRows / 32 * 2;             // a per-row bias
   }
   return regs;
 }

@@ -28,8 +28,10 @@ std::string KShareChoice::str() const {
   os << "k sharing (k-iteration units): data-parallel " << dataParallel;
   if (splitCandidate > 1) os << ", split_k(" << splitCandidate << ") " << splitCost;
   if (streamCandidate > 0) os << ", stream_k(" << streamCandidate << ") " << streamCost;
-  os << " -> " << (splits > 1 ? "split_k(" + std::to_string(splits) + ")"
-                              : streamCtas > 0 ? "stream_k(" + std::to_string(streamCtas) + ")" : "data-parallel");
+  os << " -> "
+     << (splits > 1       ? "split_k(" + std::to_string(splits) + ")"
+         : streamCtas > 0 ? "stream_k(" + std::to_string(streamCtas) + ")"
+                          : "data-parallel");
   return os.str();
 }
 
@@ -41,16 +43,20 @@ void checkStreamKRoles(const MatmulTiling& t) {
   if (!h.warpSpecialized) return;  // the cp.async pipeline: stream_k_fixup.cpp
   const std::string mm = t.mm->name;
   if (!h.coop)
-    fail<ScheduleError>("stream_k(", mm, "): stream-K on the warp-specialized kernel is built for cooperative MMA "
+    fail<ScheduleError>("stream_k(", mm,
+                        "): stream-K on the warp-specialized kernel is built for cooperative MMA "
                         "warpgroups (one tile's accumulators in both); ping-pong warpgroups own whole tiles: give the "
                         "mma role the tile's warpgroups, or drop stream_k");
   if (h.role(PipelineRole::Epilogue))
-    fail<ScheduleError>("stream_k(", mm, "): stream-K reduces the accumulators in the MMA warpgroups, before the "
+    fail<ScheduleError>("stream_k(", mm,
+                        "): stream-K reduces the accumulators in the MMA warpgroups, before the "
                         "epilogue; an epilogue role is not built with it: drop the epilogue role "
                         "(epilogue_store('tma') stages the output from the mma role), or drop stream_k");
   if (!h.epiTma.empty())
-    fail<ScheduleError>("stream_k(", mm, "): the TMA-loaded epilogue operand '", h.epiTma, "' is walked per tile, not "
-                        "per stream-K segment: drop cache_after(", h.epiTma, ", 'tma_load'), or drop stream_k");
+    fail<ScheduleError>("stream_k(", mm, "): the TMA-loaded epilogue operand '", h.epiTma,
+                        "' is walked per tile, not "
+                        "per stream-K segment: drop cache_after(",
+                        h.epiTma, ", 'tma_load'), or drop stream_k");
 }
 
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,

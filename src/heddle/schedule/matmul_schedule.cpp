@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
-#include "heddle/schedule/schedule.h"
-#include "heddle/schedule/tcgen05_schedule.h"
 #include "heddle/schedule/epilogue_layout.h"
 #include "heddle/schedule/register_pool.h"
+#include "heddle/schedule/schedule.h"
+#include "heddle/schedule/tcgen05_schedule.h"
 
 namespace heddle {
 
@@ -44,7 +44,10 @@ RootAxes rootAxes(const TensorView* mm, const std::string& root) {
 std::string nearestRowWidths(const TargetInfo& target, int w, int step, int elemBytes) {
   std::string s;
   for (int x = (w / step) * step; x >= step; x -= step)
-    if (target.smemRowOk((long)x * elemBytes)) { s = std::to_string(x); break; }
+    if (target.smemRowOk((long)x * elemBytes)) {
+      s = std::to_string(x);
+      break;
+    }
   for (int x = (w / step + 1) * step; x <= 4 * w + 256; x += step)
     if (target.smemRowOk((long)x * elemBytes)) return s.empty() ? std::to_string(x) : s + " or " + std::to_string(x);
   return s;
@@ -54,7 +57,12 @@ std::string nearestRowWidths(const TargetInfo& target, int w, int step, int elem
 // A stage of a is bm x bk (layout N) or bk x bm (T); b is bk x bn (N) or bn x bk (T).
 void checkSmemRows(const MatmulTiling& t, const TargetInfo& target, int elemBytes) {
   // Rows along k (bk in {16, 32, 64}) always fit; only rows along the m or n tile can fail.
-  struct Op { TensorView* cache; bool alongTile; const char* axis; int width, step; };
+  struct Op {
+    TensorView* cache;
+    bool alongTile;
+    const char* axis;
+    int width, step;
+  };
   Op ops[] = {{t.aCache, t.transA, "m", t.transA ? t.bm : t.bk, 16 * t.warpsM},
               {t.bCache, !t.transB, "n", !t.transB ? t.bn : t.bk, 16 * t.warpsN}};
   for (auto& o : ops) {
@@ -85,22 +93,26 @@ void validateMatmulGroup(const Fusion& f, const TargetInfo& target, MatmulTiling
                           t.bs[p]->name, ")");
   if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
     fail<ScheduleError>(what, ": one kernel for the group is built with cp.async (or plain) caches and mma.sync; ",
-                        target.name, "'s TMA + wgmma path (cache kind tma_load, warp_specialize) does not take a group "
-                        "yet: use cache_after(", t.a->name, ", 'cp_async') and cache_after(", t.b->name,
+                        target.name,
+                        "'s TMA + wgmma path (cache kind tma_load, warp_specialize) does not take a group "
+                        "yet: use cache_after(",
+                        t.a->name, ", 'cp_async') and cache_after(", t.b->name,
                         ", 'cp_async') without roles, or split the group into separate fusions");
   if (target.matmulGroup() == GroupLowering::None)
-    fail<ScheduleError>(what, ": target ", target.name, " has no lowering for a matmul group in this build (the "
+    fail<ScheduleError>(what, ": target ", target.name,
+                        " has no lowering for a matmul group in this build (the "
                         "group is lowered for mma.sync targets: sm_80, sm_90a, sm_100a); split it into separate "
                         "fusions");
-  if (t.splitK > 1)
-    fail<ScheduleError>(what, ": split_k does not take a matmul group; drop split_k(", t.mm->name, ")");
+  if (t.splitK > 1) fail<ScheduleError>(what, ": split_k does not take a matmul group; drop split_k(", t.mm->name, ")");
   if (t.streamK > 0)
     fail<ScheduleError>(what, ": stream_k does not take a matmul group; drop stream_k(", t.mm->name, ")");
   const int wn = t.bn / t.warpsN;
   if (wn % (8 * t.parts))
     fail<ScheduleError>(what, ": each warp's ", wn, " accumulator columns (n tile ", t.bn, " over ", t.warpsN,
-                        " warps) split into ", t.parts, " slices of whole 8-column mma fragments, one per member; "
-                        "use an n tile whose warp tile is a multiple of ", 8 * t.parts);
+                        " warps) split into ", t.parts,
+                        " slices of whole 8-column mma fragments, one per member; "
+                        "use an n tile whose warp tile is a multiple of ",
+                        8 * t.parts);
 }
 
 // The mma.sync kernels (sm_80, and sm_90a with cp.async): each thread holds its warp tile's f32 accumulators,
@@ -159,7 +171,8 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   if (!t.mm) fail<ScheduleError>("this fusion has no matmul; heddle lowers a matmul with its epilogue");
   auto* mm = t.mm;
   if (mm->domain.empty())
-    fail<ScheduleError>("matmul tensor ", mm->name, " is not scheduled: tile it (split/parallelize/cache_after/"
+    fail<ScheduleError>("matmul tensor ", mm->name,
+                        " is not scheduled: tile it (split/parallelize/cache_after/"
                         "circular_buffer) or use heddle.matmul / Fusion.auto_schedule()");
   auto* e = mm->definition;
   t.a = e->inputs[0];
@@ -175,7 +188,8 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         " tile to a block index; split 'm' and 'n' by the tile size and bind the outer parts to BIDy "
                         "and BIDx");
   if (M.block->parallel == ParallelType::BIDz || N.block->parallel == ParallelType::BIDz)
-    fail<ScheduleError>("schedule of ", mm->name, ": BIDz is reserved for the batch axis 'b'; bind m and n tiles to "
+    fail<ScheduleError>("schedule of ", mm->name,
+                        ": BIDz is reserved for the batch axis 'b'; bind m and n tiles to "
                         "BIDy/BIDx");
   t.bm = (int)M.block->factor;
   t.bn = (int)N.block->factor;
@@ -183,8 +197,8 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   if (t.batched) {
     int b = mm->domain.find("b");
     if (b < 0 || mm->domain.axes[b].parallel != ParallelType::BIDz)
-      fail<ScheduleError>("schedule of ", mm->name, ": the batch axis 'b' must be bound to BIDz (parallelize(", mm->name,
-                          ", 'b', 'BIDz'))");
+      fail<ScheduleError>("schedule of ", mm->name, ": the batch axis 'b' must be bound to BIDz (parallelize(",
+                          mm->name, ", 'b', 'BIDz'))");
   }
   // k: exactly one serial outer axis (the pipelined loop) of constant inner extent
   int kPos = -1;
@@ -198,11 +212,13 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
     }
   }
   if (kPos < 0)
-    fail<ScheduleError>("schedule of ", mm->name, ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
+    fail<ScheduleError>("schedule of ", mm->name,
+                        ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
                         "outer part becomes the pipelined loop");
   t.bk = (int)mm->domain.axes[kPos].factor;
   if (t.bk != 16 && t.bk != 32 && t.bk != 64)
-    fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk, " is not supported by the tensor-core path; use "
+    fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk,
+                        " is not supported by the tensor-core path; use "
                         "16, 32 or 64");
   if (kPos < M.blockPos || kPos < N.blockPos)
     fail<ScheduleError>("schedule of ", mm->name, ": the k loop '", mm->domain.axes[kPos].name,
@@ -211,17 +227,23 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.warpsN = N.warp ? (int)N.warp->extent : 1;
   for (auto* w : {M.warp, N.warp})
     if (w && w->factor * w->extent != (w == M.warp ? t.bm : t.bn))
-      fail<ScheduleError>("schedule of ", mm->name, ": warp axis '", w->name, "' does not split the block tile; split "
-                          "the tile's inner axis ('", w->root, ".i') and bind its outer part to 'warp'");
+      fail<ScheduleError>("schedule of ", mm->name, ": warp axis '", w->name,
+                          "' does not split the block tile; split "
+                          "the tile's inner axis ('",
+                          w->root, ".i') and bind its outer part to 'warp'");
   if ((M.warp && M.warpPos < kPos) || (N.warp && N.warpPos < kPos))
     fail<ScheduleError>("schedule of ", mm->name, ": a warp axis is outside the k loop in ", mm->domain.str(),
                         "; warps split the tile inside the k loop: reorder the k-tile loop before the warp axes");
   if (t.bm % (16 * t.warpsM) != 0)
-    fail<ScheduleError>("schedule of ", mm->name, ": m tile ", t.bm, " over ", t.warpsM, " warps gives warp tiles that "
-                        "are not multiples of 16 rows (mma m16n8k16); use an m tile divisible by ", 16 * t.warpsM);
+    fail<ScheduleError>("schedule of ", mm->name, ": m tile ", t.bm, " over ", t.warpsM,
+                        " warps gives warp tiles that "
+                        "are not multiples of 16 rows (mma m16n8k16); use an m tile divisible by ",
+                        16 * t.warpsM);
   if (t.bn % (16 * t.warpsN) != 0)
-    fail<ScheduleError>("schedule of ", mm->name, ": n tile ", t.bn, " over ", t.warpsN, " warps gives warp tiles that "
-                        "are not multiples of 16 columns; use an n tile divisible by ", 16 * t.warpsN);
+    fail<ScheduleError>("schedule of ", mm->name, ": n tile ", t.bn, " over ", t.warpsN,
+                        " warps gives warp tiles that "
+                        "are not multiples of 16 columns; use an n tile divisible by ",
+                        16 * t.warpsN);
   if (t.threads() > target.maxThreads)
     fail<ScheduleError>("schedule of ", mm->name, ": ", t.threads(), " threads per block exceed ", target.name, "'s ",
                         target.maxThreads, "; use fewer warps");
@@ -240,27 +262,30 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ") are filled in the same k loop with different load kinds; use one kind for both");
   t.loadKind = t.aCache->loadKind;
   if (t.loadKind == LoadKind::CpAsync && !target.cpAsync)
-    fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name,
-                        "; use ", target.loadKindsAvailable());
+    fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name, "; use ",
+                        target.loadKindsAvailable());
   if (t.loadKind == LoadKind::AsyncLds && !target.asyncLds)
     fail<ScheduleError>("cache ", t.aCache->name, ": load kind async_lds (AMD LDS DMA) is not available on ",
                         target.name, "; use ", target.loadKindsAvailable());
   if (t.loadKind == LoadKind::TmaLoad) {
     if (!target.tma)
-      fail<ScheduleError>("cache ", t.aCache->name, ": load kind tma_load needs a target with the tensor copy engine "
-                          "(sm_90a or newer); ", target.name, " has none: use ", target.loadKindsAvailable());
+      fail<ScheduleError>("cache ", t.aCache->name,
+                          ": load kind tma_load needs a target with the tensor copy engine "
+                          "(sm_90a or newer); ",
+                          target.name, " has none: use ", target.loadKindsAvailable());
     for (auto* c : {t.aCache, t.bCache})
       for (auto& d : c->domain.axes)
         if (d.parallel == ParallelType::TIDx || d.parallel == ParallelType::TIDy || d.parallel == ParallelType::Warp)
           fail<ScheduleError>("cache ", c->name, ": a TMA load is issued by one elected thread; its axis '", d.name,
-                              "' is bound to ", parallelName(d.parallel), ", which would issue it from many threads. "
+                              "' is bound to ", parallelName(d.parallel),
+                              ", which would issue it from many threads. "
                               "Leave the cache's axes serial");
   }
   auto& ca = t.aCache->circular;
   auto& cb = t.bCache->circular;
   if (ca.enabled() != cb.enabled() || (ca.enabled() && (ca.stages != cb.stages || ca.prefetch != cb.prefetch)))
-    fail<ScheduleError>("circular_buffer: ", t.aCache->name, " (stages=", ca.stages, ", prefetch=", ca.prefetch, ") and ",
-                        t.bCache->name, " (stages=", cb.stages, ", prefetch=", cb.prefetch,
+    fail<ScheduleError>("circular_buffer: ", t.aCache->name, " (stages=", ca.stages, ", prefetch=", ca.prefetch,
+                        ") and ", t.bCache->name, " (stages=", cb.stages, ", prefetch=", cb.prefetch,
                         ") are buffered across the same k loop with different options; give both the same "
                         "stages and prefetch");
   if (ca.enabled()) {
@@ -270,79 +295,98 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   const int elemBytes = dtypeBytes(t.a->dtype);
   for (auto [v, opt] : {std::make_pair(vecA, "vec_a"), std::make_pair(vecB, "vec_b")})
     if (v != 1 && v != 2 && v != 4 && v != 8)
-      fail<ScheduleError>("validate(", mm->name, ", ", opt, "=", v, "): a copy moves 1, 2, 4 or 8 elements (at most "
-                          "16 bytes, a power of two); use ", opt, "=8 for 16-byte aligned operands or the largest "
+      fail<ScheduleError>("validate(", mm->name, ", ", opt, "=", v,
+                          "): a copy moves 1, 2, 4 or 8 elements (at most "
+                          "16 bytes, a power of two); use ",
+                          opt,
+                          "=8 for 16-byte aligned operands or the largest "
                           "power of two dividing the leading dimension");
   if (t.loadKind == LoadKind::CpAsync || t.loadKind == LoadKind::AsyncLds) {
     for (auto [v, c] : {std::make_pair(vecA, t.aCache), std::make_pair(vecB, t.bCache)})
       if (v < 2)
-        fail<InputError>("cache ", c->name, ": ", t.loadKind == LoadKind::AsyncLds ? "LDS DMA copies 4-byte dwords" :
-                         "cp.async copies at least 4 bytes", ", but the layout of ", c->cacheOf->name,
-                         " only allows 2-byte accesses (its leading dimension or base is not 4-byte aligned); use "
-                         "load kind 'plain' or pad the leading dimension to a multiple of 8 elements");
+        fail<InputError>(
+            "cache ", c->name, ": ",
+            t.loadKind == LoadKind::AsyncLds ? "LDS DMA copies 4-byte dwords" : "cp.async copies at least 4 bytes",
+            ", but the layout of ", c->cacheOf->name,
+            " only allows 2-byte accesses (its leading dimension or base is not 4-byte aligned); use "
+            "load kind 'plain' or pad the leading dimension to a multiple of 8 elements");
   }
   t.vecA = vecA;
   t.vecB = vecB;
   if (t.loadKind != LoadKind::TmaLoad) checkSmemRows(t, target, elemBytes);
   if (!mm->roles.empty()) {
     if (!target.mma.has(MmaKind::Wgmma) && !target.mma.has(MmaKind::Tcgen05))
-      fail<ScheduleError>("warp_specialize(", mm->name, "): warp specialization needs mbarrier pipelines (sm_90a or "
-                          "newer); ", target.name, " runs the k loop with all warps: drop warp_specialize");
+      fail<ScheduleError>("warp_specialize(", mm->name,
+                          "): warp specialization needs mbarrier pipelines (sm_90a or "
+                          "newer); ",
+                          target.name, " runs the k loop with all warps: drop warp_specialize");
   }
   t.roles = mm->roles;
   if (mm->splitK > 1) {
     if (!target.gridFlags)
-      fail<ScheduleError>("split_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+      fail<ScheduleError>("split_k(", mm->name, "): target ", target.name,
+                          " has no grid-level flags in this build "
                           "(split-K needs gpu-scope release/acquire); drop split_k");
     if (t.batched)
-      fail<ScheduleError>("split_k(", mm->name, "): a batched matmul puts the batch on blockIdx.z, which split-K "
+      fail<ScheduleError>("split_k(", mm->name,
+                          "): a batched matmul puts the batch on blockIdx.z, which split-K "
                           "needs for the splits; drop split_k or run the batches as separate matmuls");
     if (!mm->roles.empty())
-      fail<ScheduleError>("split_k(", mm->name, "): split-K runs on the kernels without roles (one CTA per tile and "
+      fail<ScheduleError>("split_k(", mm->name,
+                          "): split-K runs on the kernels without roles (one CTA per tile and "
                           "split); drop warp_specialize, or drop split_k");
   }
   t.splitK = mm->splitK;
   if (mm->streamK > 0) {
     if (!target.gridFlags)
-      fail<ScheduleError>("stream_k(", mm->name, "): target ", target.name, " has no grid-level flags in this build "
+      fail<ScheduleError>("stream_k(", mm->name, "): target ", target.name,
+                          " has no grid-level flags in this build "
                           "(stream-K needs gpu-scope release/acquire); drop stream_k");
     if (mm->splitK > 1)
-      fail<ScheduleError>("stream_k(", mm->name, "): stream-K and split_k(", mm->splitK, ") both share the k loop "
+      fail<ScheduleError>("stream_k(", mm->name, "): stream-K and split_k(", mm->splitK,
+                          ") both share the k loop "
                           "among CTAs; keep one of them");
     if (t.batched)
-      fail<ScheduleError>("stream_k(", mm->name, "): stream-K walks the tiles of one matmul; a batched matmul is "
+      fail<ScheduleError>("stream_k(", mm->name,
+                          "): stream-K walks the tiles of one matmul; a batched matmul is "
                           "not supported: drop stream_k or run the batches as separate matmuls");
     if (target.mma.has(MmaKind::Tcgen05))
-      fail<ScheduleError>("stream_k(", mm->name, "): the sm_100a tcgen05 kernel is persistent over whole tiles in this "
+      fail<ScheduleError>("stream_k(", mm->name,
+                          "): the sm_100a tcgen05 kernel is persistent over whole tiles in this "
                           "build; drop stream_k");
     if (t.loadKind == LoadKind::TmaLoad && mm->roles.empty())
-      fail<ScheduleError>("stream_k(", mm->name, "): on the TMA / wgmma kernels stream-K runs on the warp-specialized "
+      fail<ScheduleError>("stream_k(", mm->name,
+                          "): on the TMA / wgmma kernels stream-K runs on the warp-specialized "
                           "persistent kernel: add warp_specialize({load, mma}), or use split_k on the pipeline without "
                           "roles");
     if (t.swapBlocks)
-      fail<ScheduleError>("stream_k(", mm->name, "): stream-K numbers the tiles itself (m tile-major); drop the "
+      fail<ScheduleError>("stream_k(", mm->name,
+                          "): stream-K numbers the tiles itself (m tile-major); drop the "
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
-  if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
-  validateClusterSchedule(target, t);    // schedule/cluster_schedule.cpp
+  if (t.streamK > 0) checkStreamKRoles(t);     // schedule/k_share.cpp
+  validateClusterSchedule(target, t);          // schedule/cluster_schedule.cpp
   return t;
 }
 
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
-  if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma)) return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
+  if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
+    return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  if (target.mma.has(MmaKind::Wgmma) && given.tma && parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
+  if (target.mma.has(MmaKind::Wgmma) && given.tma &&
+      parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulWgmma(f, target, given);
   }
-  if (target.mma.has(MmaKind::Tcgen05) && given.tma && parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma &&
+      parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulTcgen05(f, target, given);
   }
@@ -386,7 +430,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
-  if (mm->rank() == 2 && parts == 1 && kShareOk(target) && hints.m > 0 && hints.n > 0 && hints.k > 0) {  // too few tiles: split-K or stream-K
+  if (mm->rank() == 2 && parts == 1 && kShareOk(target) && hints.m > 0 && hints.n > 0 &&
+      hints.k > 0) {  // too few tiles: split-K or stream-K
     // (a matmul group shares no k loop: validateMatmulGroup; a target without grid flags runs neither)
     auto c = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,
                           hints.sms, bm, bn, bk, streamKOk(target), hints.kShare);

@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "heddle/schedule/tcgen05_schedule.h"
 #include "heddle/schedule/register_pool.h"
 #include "heddle/schedule/schedule.h"
+#include "heddle/schedule/tcgen05_schedule.h"
 
 namespace heddle {
 
@@ -44,7 +44,8 @@ std::vector<PipelineRole::Kind> roleKinds(const std::string& mm, const std::vect
     if (kinds[i] < 0) {
       while (taken.count(next)) ++next;
       if (next > PipelineRole::Epilogue)
-        fail<ScheduleError>("warp_specialize(", mm, "): role '", roles[i].name, "' has no work left: the matmul's "
+        fail<ScheduleError>("warp_specialize(", mm, "): role '", roles[i].name,
+                            "' has no work left: the matmul's "
                             "data flow has three async positions (the TMA producer of the operand tiles, the MMA "
                             "defining the accumulator, the epilogue consuming it) and the other roles take them; "
                             "drop the role or merge its warps into another");
@@ -60,11 +61,15 @@ void validateRolesWgmma(const MatmulTiling& t, RolePipelineSchedule& h, const Ta
   const std::string mm = t.mm->name;
   for (auto& r : t.roles)
     if (r.stages)
-      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages, ", the tensor-memory "
-                          "accumulator ring of the sm_100a kernel; ", target.name, " stages accumulators in shared "
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages,
+                          ", the tensor-memory "
+                          "accumulator ring of the sm_100a kernel; ",
+                          target.name,
+                          " stages accumulators in shared "
                           "memory as they fit: drop stages=");
   if (!h.warMbarrier)
-    fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
+    fail<ScheduleError>("warp_specialize(", mm,
+                        "): circular_buffer(war='block_sync') is for kernels without roles; "
                         "a warp-specialized ring releases its slots through empty mbarriers (drop war=)");
   PipelineRole load, mma, epi;
   int nLoad = 0, nMma = 0, nEpi = 0;
@@ -81,26 +86,32 @@ void validateRolesWgmma(const MatmulTiling& t, RolePipelineSchedule& h, const Ta
     else mma = x, ++nMma;
   }
   if (nLoad != 1 || nMma != 1 || nEpi > 1)
-    fail<ScheduleError>("warp_specialize(", mm, "): the roles must be one producer ('load'), one MMA role (e.g. "
-                        "'mma') and optionally one 'epilogue'; got ", nLoad, " producer, ", nMma, " MMA and ", nEpi,
-                        " epilogue role(s)");
+    fail<ScheduleError>("warp_specialize(", mm,
+                        "): the roles must be one producer ('load'), one MMA role (e.g. "
+                        "'mma') and optionally one 'epilogue'; got ",
+                        nLoad, " producer, ", nMma, " MMA and ", nEpi, " epilogue role(s)");
   if (load.warps > 4)
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps, " warps; one elected "
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps,
+                        " warps; one elected "
                         "thread issues every TMA copy, so 1 warp is enough (it is padded to a warpgroup for "
                         "setmaxnreg)");
   load.warpgroups = 1;
   if (mma.warps % 4)
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warps, " warps; MMA roles are whole "
-                        "warpgroups (warpgroups=", (mma.warps + 3) / 4, ")");
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warps,
+                        " warps; MMA roles are whole "
+                        "warpgroups (warpgroups=",
+                        (mma.warps + 3) / 4, ")");
   mma.warpgroups = mma.warps / 4;
   if (mma.warpgroups == h.tileWarpgroups) {
     h.coop = true;
   } else if (mma.warpgroups == 2 * h.tileWarpgroups && h.tileWarpgroups == 1) {
     h.coop = false;  // ping-pong: each warpgroup owns whole tiles
   } else {
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warpgroups, " warpgroup(s) but the "
-                        "tile split gives ", h.tileWarpgroups, " (", 4 * h.tileWarpgroups, " warps over m); use ",
-                        h.tileWarpgroups, " (cooperative: they split each tile)",
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warpgroups,
+                        " warpgroup(s) but the "
+                        "tile split gives ",
+                        h.tileWarpgroups, " (", 4 * h.tileWarpgroups, " warps over m); use ", h.tileWarpgroups,
+                        " (cooperative: they split each tile)",
                         h.tileWarpgroups == 1 ? " or 2 (ping-pong: two tiles in flight)" : "");
   }
   h.mmaWarpgroups = mma.warpgroups;
@@ -111,11 +122,13 @@ void validateRolesWgmma(const MatmulTiling& t, RolePipelineSchedule& h, const Ta
   h.roles.push_back(mma);
   if (nEpi) {
     if (!h.coop)
-      fail<ScheduleError>("warp_specialize(", mm, "): an epilogue role needs cooperative MMA warpgroups (each "
-                          "epilogue thread drains what one MMA thread staged); give '", mma.name, "' ",
-                          h.tileWarpgroups, " warpgroup(s) or drop the epilogue role");
+      fail<ScheduleError>("warp_specialize(", mm,
+                          "): an epilogue role needs cooperative MMA warpgroups (each "
+                          "epilogue thread drains what one MMA thread staged); give '",
+                          mma.name, "' ", h.tileWarpgroups, " warpgroup(s) or drop the epilogue role");
     if (epi.warps != mma.warps)
-      fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps, " warps; the epilogue "
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps,
+                          " warps; the epilogue "
                           "drains the MMA role's staged accumulators thread for thread, so it needs the same ",
                           mma.warps, " warps");
     epi.warpgroups = epi.warps / 4;
@@ -136,10 +149,10 @@ void validateRolesWgmma(const MatmulTiling& t, RolePipelineSchedule& h, const Ta
   // epilogue (with less than ~48 spare registers ptxas spills)
   const int accRegs = (h.coop ? h.wgRows : t.bm) * t.bn / 128;
   if (mma.registers && !accumulatorsFit(accRegs, mma.registers))
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' holds ", accRegs, " accumulators per thread (",
-                        h.coop ? h.wgRows : t.bm, " x ", t.bn, " per warpgroup) in a budget of ", mma.registers,
-                        " registers; give it at least ", (accRegs + kSpareRegisters + 7) / 8 * 8,
-                        " registers or use a smaller tile");
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' holds ", accRegs,
+                        " accumulators per thread (", h.coop ? h.wgRows : t.bm, " x ", t.bn,
+                        " per warpgroup) in a budget of ", mma.registers, " registers; give it at least ",
+                        (accRegs + kSpareRegisters + 7) / 8 * 8, " registers or use a smaller tile");
   h.persistent = true;
   if (h.tmaStore) {  // accumulator ring: two stages when they fit, else one
     const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
@@ -181,22 +194,28 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t, int warp) {
     auto* c = caches[0];
     const std::string drop = "; or drop cache_after(" + in->name + ") to read it per element from global memory";
     if (c->loadKind != LoadKind::TmaLoad)
-      fail<ScheduleError>("cache ", c->name, ": an epilogue operand is cached only with 'tma_load' (a producer role "
-                          "loads its slice of each tile), not '", loadKindName(c->loadKind), "'", drop);
+      fail<ScheduleError>("cache ", c->name,
+                          ": an epilogue operand is cached only with 'tma_load' (a producer role "
+                          "loads its slice of each tile), not '",
+                          loadKindName(c->loadKind), "'", drop);
     if (!h.enabled || !h.warpSpecialized)
-      fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand comes from a producer role through an "
+      fail<ScheduleError>("cache ", c->name,
+                          ": a TMA-loaded epilogue operand comes from a producer role through an "
                           "mbarrier ring; schedule warp_specialize({load, mma[, epilogue]}) with tma_load operands",
                           drop);
     if (!h.coop)
-      fail<ScheduleError>("cache ", c->name, ": a TMA-loaded epilogue operand is built for cooperative MMA warpgroups "
+      fail<ScheduleError>("cache ", c->name,
+                          ": a TMA-loaded epilogue operand is built for cooperative MMA warpgroups "
                           "(ping-pong warpgroups would consume its ring out of order); give the MMA role ",
                           h.tileWarpgroups, " warpgroup(s)", drop);
     if (in->rank() > 2)  // a batched matmul shares a bias row or [M, N] residual across its batch
       fail<ScheduleError>("cache ", c->name, ": TMA loads a bias row [N] or a residual [M, N] for the epilogue; ",
                           in->str(), " has rank ", in->rank(), t.batched ? " (one residual per batch)" : "", drop);
     if (!h.epiTma.empty())
-      fail<ScheduleError>("cache ", c->name, ": a second TMA-loaded epilogue operand (", h.epiTma, " has one); one "
-                          "operand has a producer role so far", drop);
+      fail<ScheduleError>("cache ", c->name, ": a second TMA-loaded epilogue operand (", h.epiTma,
+                          " has one); one "
+                          "operand has a producer role so far",
+                          drop);
     const int st = c->circular.enabled() ? c->circular.stages : 2;
     if (st > 8)
       fail<ScheduleError>("circular_buffer(", c->name, ", stages=", st, "): the ring of ", in->name,
@@ -207,7 +226,7 @@ void validateEpilogueTma(const Fusion& f, MatmulTiling& t, int warp) {
     r.name = in->name + "_load";
     r.kind = PipelineRole::EpiLoad;
     r.warps = 1;
-    r.firstWarp = warp;  // inside the load warpgroup (whose budget it shares): no warpgroup of its own
+    r.firstWarp = warp;         // inside the load warpgroup (whose budget it shares): no warpgroup of its own
     auto at = h.roles.begin();  // the roles stay in thread order
     while (at != h.roles.end() && at->firstWarp <= warp) ++at;
     h.roles.insert(at, r);
@@ -226,15 +245,18 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   const bool epiRole = h.role(PipelineRole::Epilogue) != nullptr;
   if (kind == "direct") {
     if (epiRole)
-      fail<ScheduleError>("epilogue_store(", mm, ", 'direct'): the epilogue role stores its tile by TMA; drop the "
+      fail<ScheduleError>("epilogue_store(", mm,
+                          ", 'direct'): the epilogue role stores its tile by TMA; drop the "
                           "epilogue role (roles load and mma) for per-thread stores");
     return;
   }
   if (epiRole) return;  // "tma": what the epilogue role does anyway
   const std::string drop = "; or epilogue_store('direct')";
   if (!h.enabled || !h.warpSpecialized)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
-                        "sm_90a kernels (warp_specialize with tma_load operands)", drop);
+    fail<ScheduleError>("epilogue_store(", mm,
+                        ", 'tma'): the TMA-store epilogue is built for the warp-specialized "
+                        "sm_90a kernels (warp_specialize with tma_load operands)",
+                        drop);
   // several outputs (training: the pre-activation beside D): each output has staging slots of its own, the
   // same chunks, and the elected thread stores them all in one bulk group; every output's element size
   // must be D's (one 128-byte box per output per chunk)
@@ -244,7 +266,8 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   for (size_t i = 1; i < outs.size(); ++i)
     if (dtypeBytes(outs[i]->dtype) != esz)
       fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[i]->name, " (", dtypeName(outs[i]->dtype),
-                          ") and output ", outs[0]->name, " (", dtypeName(outs[0]->dtype), ") differ in element size; "
+                          ") and output ", outs[0]->name, " (", dtypeName(outs[0]->dtype),
+                          ") differ in element size; "
                           "the staged chunks are one 128-byte box of every output. Give the outputs one element size",
                           drop);
   h.mmaTmaStore = true;
@@ -258,9 +281,12 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages + 2) + 1024;  // + the order pair, alignment slack
   h.storeStages = operand + 2 * chunk + bias + bars <= target.smemLimit ? 2 : 1;
   if (operand + chunk + bias + bars > target.smemLimit)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the operand ring (", operand, " bytes) and one staging slot "
-                        "of ", chunk, " bytes (", outs.size(), " output(s)", h.coop ? "" : ", both warpgroups", ") exceed ",
-                        target.name, "'s ", target.smemLimit, " bytes of shared memory; use fewer stages or a smaller tile", drop);
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the operand ring (", operand,
+                        " bytes) and one staging slot "
+                        "of ",
+                        chunk, " bytes (", outs.size(), " output(s)", h.coop ? "" : ", both warpgroups", ") exceed ",
+                        target.name, "'s ", target.smemLimit,
+                        " bytes of shared memory; use fewer stages or a smaller tile", drop);
 }
 
 }  // namespace
@@ -274,48 +300,60 @@ void validateRolePipelineSchedule(const Fusion& f, const TargetInfo& target, Mat
   const std::string mm = t.mm->name;
   if (t.loadKind != LoadKind::TmaLoad) {
     if (!t.roles.empty())
-      fail<ScheduleError>("warp_specialize(", mm, "): the roles hand tiles over through mbarrier rings fed by TMA; "
+      fail<ScheduleError>("warp_specialize(", mm,
+                          "): the roles hand tiles over through mbarrier rings fed by TMA; "
                           "cache the operands with cache_after(a, 'tma_load') and cache_after(b, 'tma_load') "
-                          "(or drop warp_specialize for the ", loadKindName(t.loadKind), " pipeline)");
+                          "(or drop warp_specialize for the ",
+                          loadKindName(t.loadKind), " pipeline)");
     validateEpilogueTma(f, t, 1);
     validateEpilogueStore(f, t, target);
     return;
   }
   if (target.mma.has(MmaKind::Tcgen05)) {
     if (t.mm->epilogueStore == "tma")
-      fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the sm_100a tcgen05 kernel's epilogue warpgroup stores "
+      fail<ScheduleError>("epilogue_store(", mm,
+                          ", 'tma'): the sm_100a tcgen05 kernel's epilogue warpgroup stores "
                           "its tile from the tcgen05.ld registers (the TMA-store epilogue is built for sm_90a only); "
                           "drop epilogue_store or use 'direct'");
     return validateTcgen05Schedule(f, target, t);  // schedule/tcgen05_schedule.cpp
   }
   if (!target.mma.has(MmaKind::Wgmma))
     fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,
-                        " does not have in this build (sm_90a does); use ", target.loadKindsAvailable(), " on ", target.name);
+                        " does not have in this build (sm_90a does); use ", target.loadKindsAvailable(), " on ",
+                        target.name);
   h.enabled = true;
   h.warMbarrier = t.aCache->circular.mbarrierWar;
   if (t.warpsN != 1)
-    fail<ScheduleError>("schedule of ", mm, ": warps split n (", t.warpsN, " warps); a warpgroup MMA computes 64-row "
+    fail<ScheduleError>("schedule of ", mm, ": warps split n (", t.warpsN,
+                        " warps); a warpgroup MMA computes 64-row "
                         "slabs across the whole n tile, so bind only an m split to 'warp' (4 warps per warpgroup)");
   if (t.warpsM % 4)
-    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM, " warps over m are not whole warpgroups; wgmma needs 4 "
+    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM,
+                        " warps over m are not whole warpgroups; wgmma needs 4 "
                         "warps per warpgroup (split 'm.i' so that 4, 8 or 12 warps cover the m tile)");
   h.tileWarpgroups = t.warpsM / 4;
   h.mmaWarpgroups = h.tileWarpgroups;
   h.wgRows = t.bm / h.tileWarpgroups;
   if (h.wgRows % 64)
     fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, " over ", h.tileWarpgroups, " warpgroup(s) gives ",
-                        h.wgRows, " rows each; a warpgroup computes multiples of 64 rows (wgmma m64): use an m "
-                        "tile of ", 64 * h.tileWarpgroups, " or ", 128 * h.tileWarpgroups);
+                        h.wgRows,
+                        " rows each; a warpgroup computes multiples of 64 rows (wgmma m64): use an m "
+                        "tile of ",
+                        64 * h.tileWarpgroups, " or ", 128 * h.tileWarpgroups);
   if (t.bm > 256)
-    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, " exceeds the TMA box limit of 256 rows; use 256 or less");
+    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm,
+                        " exceeds the TMA box limit of 256 rows; use 256 or less");
   if (t.bn != 64 && t.bn != 128 && t.bn != 192 && t.bn != 256)
-    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn, " is not a wgmma width this build issues; use 64, 128, "
+    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn,
+                        " is not a wgmma width this build issues; use 64, 128, "
                         "192 or 256");
   if (t.stages < 2)
-    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load needs circular_buffer(stages >= 2): each stage is one "
+    fail<ScheduleError>("cache ", t.aCache->name,
+                        ": tma_load needs circular_buffer(stages >= 2): each stage is one "
                         "slot of the mbarrier ring");
   if (t.stages > 8)
-    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages, "): the Hopper ring allows at most 8 "
+    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages,
+                        "): the Hopper ring allows at most 8 "
                         "stages (wgmma.wait_group keeps at most 7 groups in flight)");
   h.swizzleA = t.transA ? 128 : 2 * t.bk;
   h.swizzleB = t.transB ? 2 * t.bk : 128;

@@ -31,32 +31,32 @@ namespace heddle {
 struct PipelineRole {
   std::string name;
   enum Kind { Load, Mma, Epilogue, EpiLoad } kind = Mma;  // EpiLoad: TMA loads of an epilogue operand
-  int warps = 0;           // as asked (the load role asks for 1 warp)
-  int warpgroups = 0;      // padded: setmaxnreg works on whole warpgroups
+  int warps = 0;                                          // as asked (the load role asks for 1 warp)
+  int warpgroups = 0;                                     // padded: setmaxnreg works on whole warpgroups
   int firstWarp = 0;
-  int registers = 0;       // setmaxnreg budget (0: none)
+  int registers = 0;  // setmaxnreg budget (0: none)
 };
 
 struct RolePipelineSchedule {
-  bool enabled = false;          // tma_load caches on a wgmma target
-  bool warMbarrier = true;       // no roles: WAR through empty mbarriers (case 8) or a block sync (case 9)
+  bool enabled = false;     // tma_load caches on a wgmma target
+  bool warMbarrier = true;  // no roles: WAR through empty mbarriers (case 8) or a block sync (case 9)
   bool warpSpecialized = false;
-  std::vector<PipelineRole> roles; // in thread order: load, mma, [epilogue]
-  int tileWarpgroups = 1;        // warpgroups splitting one tile (warpsM / 4)
-  int mmaWarpgroups = 1;         // warpgroups in the MMA role (no roles: tileWarpgroups)
-  bool coop = true;              // false: ping-pong (each MMA warpgroup owns whole tiles)
-  int wgRows = 64;               // rows one warpgroup computes
+  std::vector<PipelineRole> roles;  // in thread order: load, mma, [epilogue]
+  int tileWarpgroups = 1;           // warpgroups splitting one tile (warpsM / 4)
+  int mmaWarpgroups = 1;            // warpgroups in the MMA role (no roles: tileWarpgroups)
+  bool coop = true;                 // false: ping-pong (each MMA warpgroup owns whole tiles)
+  int wgRows = 64;                  // rows one warpgroup computes
   bool persistent = false;
-  int groupM = 8;                // persistent tile order: groups of groupM m-tiles
-  int accStages = 0;             // 3 roles: stages of the shared accumulator ring
-  bool tmaStore = false;         // epilogue stores through shared memory and TMA
+  int groupM = 8;         // persistent tile order: groups of groupM m-tiles
+  int accStages = 0;      // 3 roles: stages of the shared accumulator ring
+  bool tmaStore = false;  // epilogue stores through shared memory and TMA
   int threads = 0;
   int swizzleA = 0, swizzleB = 0;  // bytes
   // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
   // (EpiLoad, warp 1 of the load warpgroup -- warp 2 on sm_100a --, no registers of its own) loads its
   // [bn] slice (its [bm, bn] tile) per output tile into a ring of epiStages stages that the role
   // running the epilogue consumes (warp_specialize.cpp, tcgen05_specialize.cpp).
-  std::string epiTma;            // the input tensor ("" when none)
+  std::string epiTma;  // the input tensor ("" when none)
   int epiStages = 0;
   // epilogue_store("tma") on the two-role kernel (passes/tma_store_epilogue.cpp): the MMA warpgroups stage
   // the output tile in column chunks of storeCols (one 128-byte swizzle box wide) through sD[storeStages]

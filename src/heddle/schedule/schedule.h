@@ -53,22 +53,23 @@ void validateRoles(const std::string& tensor, const std::vector<Role>& roles);
 
 // --- the schedule as the matmul lowering consumes it ---
 struct MatmulTiling {
-  TensorView* mm = nullptr;           // the matmul tensor
-  TensorView* a = nullptr, *b = nullptr;          // global operands
-  TensorView* aCache = nullptr, *bCache = nullptr; // shared-memory caches
+  TensorView* mm = nullptr;                         // the matmul tensor
+  TensorView *a = nullptr, *b = nullptr;            // global operands
+  TensorView *aCache = nullptr, *bCache = nullptr;  // shared-memory caches
   bool transA = false, transB = false;
   bool batched = false, batchedB = false;
   int bm = 0, bn = 0, bk = 0;
   int warpsM = 1, warpsN = 1;
-  bool swapBlocks = false;            // m bound to BIDx instead of BIDy
+  bool swapBlocks = false;  // m bound to BIDx instead of BIDy
   LoadKind loadKind = LoadKind::CpAsync;
-  int stages = 1, prefetch = 0;       // circular buffer of the k loop (stages 1 = none)
-  int vecA = 8, vecB = 8;             // elements per copy instruction
+  int stages = 1, prefetch = 0;  // circular buffer of the k loop (stages 1 = none)
+  int vecA = 8, vecB = 8;        // elements per copy instruction
   std::vector<Role> roles;
-  RolePipelineSchedule rolePipeline;        // roles, TMA loads and the mbarrier ring: wgmma or tcgen05 (role_pipeline_schedule.h)
-  int warpSize = 32;                  // the target's wavefront width (64 on CDNA)
-  int splitK = 1;                     // split_k(splits)
-  int streamK = 0;                    // stream_k(ctas)
+  RolePipelineSchedule
+      rolePipeline;   // roles, TMA loads and the mbarrier ring: wgmma or tcgen05 (role_pipeline_schedule.h)
+  int warpSize = 32;  // the target's wavefront width (64 on CDNA)
+  int splitK = 1;     // split_k(splits)
+  int streamK = 0;    // stream_k(ctas)
   // A matmul group (Fusion::matmuls, e.g. SwiGLU's gate and up): parts > 1 members share A; bs[p] is
   // member p's B (bs[0] == b), mms[p] its output. The n tile bn is the accumulator width: each warp's
   // WN = bn / warpsN columns hold WN / parts columns of every member, so one CTA computes bn / parts
@@ -92,12 +93,12 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
 // circular_buffer through the functions above, so it is validated like a user's.
 struct AutoScheduleHints {
   int64_t m = -1, n = -1, k = -1;  // problem size when known (for tile choice)
-  bool tma = true;                   // the operands allow TMA (Hopper targets pick tma_load + roles)
-  int sms = 0;                       // > 0: the SM count; with m, n, k known, too few tiles get split-K
-  std::string kShare = "auto";       // cp.async schedules: "auto" (chooseKShare's model), "split_k", "stream_k", "none"
+  bool tma = true;                 // the operands allow TMA (Hopper targets pick tma_load + roles)
+  int sms = 0;                     // > 0: the SM count; with m, n, k known, too few tiles get split-K
+  std::string kShare = "auto";     // cp.async schedules: "auto" (chooseKShare's model), "split_k", "stream_k", "none"
   std::string epilogueLayout = "auto";  // sm_90a roles: "auto", "cooperative", "pingpong", "epilogue_role"
                                         // (schedule/epilogue_layout.h)
-  bool epiPairs = false;             // the epilogue operands suit pair reads (vec_e=2: core/kernel.py _pair_ok)
+  bool epiPairs = false;                // the epilogue operands suit pair reads (vec_e=2: core/kernel.py _pair_ok)
 };
 // The split-K factor the automatic schedules pick (schedule/wgmma_auto_schedule.cpp): 1 when `tiles` output tiles
 // fill at least half of `sms` SMs, else as many splits as bring the CTAs to about `sms`, each split keeping
@@ -122,8 +123,8 @@ AutoTileFit fitAutoTile(const Fusion& f, const TargetInfo& target, int bm, int b
 // The k sharing the automatic cp.async schedule picks (schedule/k_share.cpp): data-parallel, split_k or
 // stream_k by a deterministic cost model, `mode` overriding it; str() prints the costs and the choice.
 struct KShareChoice {
-  int splits = 1, streamCtas = 0;                  // the choice (split_k(splits) / stream_k(streamCtas))
-  int splitCandidate = 1, streamCandidate = 0;     // what was weighed
+  int splits = 1, streamCtas = 0;               // the choice (split_k(splits) / stream_k(streamCtas))
+  int splitCandidate = 1, streamCandidate = 0;  // what was weighed
   double dataParallel = 0, splitCost = 0, streamCost = 0;
   std::string str() const;
 };

@@ -30,7 +30,8 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
     x.warps = r.warps;
     x.registers = r.registers;
     if (r.stages && x.kind != PipelineRole::Epilogue)
-      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages, "; stages= is the "
+      fail<ScheduleError>("warp_specialize(", mm, "): role '", r.name, "' sets stages=", r.stages,
+                          "; stages= is the "
                           "epilogue role's tensor-memory accumulator ring (1 or 2): move it there");
     if (x.kind == PipelineRole::Load) load = x;
     else if (x.kind == PipelineRole::Mma) mma = x;
@@ -38,30 +39,39 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
     ++n[std::min<int>(x.kind, 2)];
   }
   if (n[0] != 1 || n[1] != 1 || n[2] != 1)
-    fail<ScheduleError>("warp_specialize(", mm, "): the ", target.name, " tcgen05 kernel has three roles: one producer "
-                        "('load', 1 warp), one MMA role ('mma', 1 warp) and one 'epilogue' (4 warps); got ", n[0],
-                        " producer, ", n[1], " MMA and ", n[2], " epilogue role(s)");
+    fail<ScheduleError>("warp_specialize(", mm, "): the ", target.name,
+                        " tcgen05 kernel has three roles: one producer "
+                        "('load', 1 warp), one MMA role ('mma', 1 warp) and one 'epilogue' (4 warps); got ",
+                        n[0], " producer, ", n[1], " MMA and ", n[2], " epilogue role(s)");
   if (load.warps != 1)
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps, " warps; one elected "
-                        "thread issues every TMA copy on ", target.name, ": give it 1 warp");
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", load.name, "' has ", load.warps,
+                        " warps; one elected "
+                        "thread issues every TMA copy on ",
+                        target.name, ": give it 1 warp");
   if (mma.warps != 1)
     fail<ScheduleError>("warp_specialize(", mm, "): role '", mma.name, "' has ", mma.warps, " warps; on ", target.name,
                         " one thread issues tcgen05.mma for the whole tile into tensor memory: give it 1 warp");
   if (epi.warps != 4)
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps, " warps; the epilogue reads "
-                        "the ", t.bm, "-row accumulator from tensor memory with tcgen05.ld, warp w of a warpgroup "
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' has ", epi.warps,
+                        " warps; the epilogue reads "
+                        "the ",
+                        t.bm,
+                        "-row accumulator from tensor memory with tcgen05.ld, warp w of a warpgroup "
                         "lanes 32*(w%4)..+31 only, so it is one warpgroup: give it 4 warps");
   if (load.registers && mma.registers && load.registers != mma.registers)
     fail<ScheduleError>("warp_specialize(", mm, "): roles '", load.name, "' (", load.registers, " registers) and '",
-                        mma.name, "' (", mma.registers, ") share warps 0-3, one warpgroup, and setmaxnreg sets one "
+                        mma.name, "' (", mma.registers,
+                        ") share warps 0-3, one warpgroup, and setmaxnreg sets one "
                         "budget per warpgroup: give them the same budget or leave one unset");
   if (accStages != 0 && accStages != 1 && accStages != 2)
-    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' asks for ", accStages, " accumulator stages; "
+    fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' asks for ", accStages,
+                        " accumulator stages; "
                         "the tensor-memory accumulator ring has 1 or 2 stages");
   if (!accStages) accStages = 2 * t.bn <= target.tmemColumns ? 2 : 1;
   if (accStages * t.bn > target.tmemColumns)
-    fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn, " columns exceed the ",
-                        target.tmemColumns, " tensor-memory columns of ", target.name, "; use stages=1 or a smaller "
+    fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn,
+                        " columns exceed the ", target.tmemColumns, " tensor-memory columns of ", target.name,
+                        "; use stages=1 or a smaller "
                         "n tile");
   load.firstWarp = 0;
   load.warpgroups = 1;
@@ -87,34 +97,43 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
   h.tcgen05 = true;
   h.warMbarrier = t.aCache->circular.mbarrierWar;
   if (t.roles.empty())
-    fail<ScheduleError>("cache ", t.aCache->name, ": on ", target.name, " tma_load feeds the warp-specialized tcgen05 "
+    fail<ScheduleError>("cache ", t.aCache->name, ": on ", target.name,
+                        " tma_load feeds the warp-specialized tcgen05 "
                         "kernel; add warp_specialize({'load': 1, 'mma': 1, 'epilogue': 4}) (or use ",
                         target.loadKindsAvailable(), " for the register-MMA kernel)");
   if (!h.warMbarrier)
-    fail<ScheduleError>("warp_specialize(", mm, "): circular_buffer(war='block_sync') is for kernels without roles; "
+    fail<ScheduleError>("warp_specialize(", mm,
+                        "): circular_buffer(war='block_sync') is for kernels without roles; "
                         "the tcgen05 ring releases its slots through tcgen05.commit on empty mbarriers (drop war=)");
   if (t.batched)
-    fail<ScheduleError>("warp_specialize(", mm, "): batched matmuls are not lowered for ", target.name, "'s tcgen05 "
+    fail<ScheduleError>("warp_specialize(", mm, "): batched matmuls are not lowered for ", target.name,
+                        "'s tcgen05 "
                         "kernel in this build; run the batches as separate matmuls or use cp_async caches");
   if (t.splitK > 1)
     fail<ScheduleError>("split_k(", mm, "): the tcgen05 kernel is persistent over whole tiles; drop split_k");
   if (t.warpsM != 4 || t.warpsN != 1)
-    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM, " x ", t.warpsN, " warps over m x n; the tcgen05 tile is read "
+    fail<ScheduleError>("schedule of ", mm, ": ", t.warpsM, " x ", t.warpsN,
+                        " warps over m x n; the tcgen05 tile is read "
                         "out by one epilogue warpgroup, 32 rows per warp: bind an m split of 4 warps to 'warp' "
-                        "(split 'm.i' by ", t.bm / 4, ") and none over n");
+                        "(split 'm.i' by ",
+                        t.bm / 4, ") and none over n");
   if (t.bm != 128)
-    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm, "; tcgen05.mma cta_group::1 computes M = 128 rows (one "
+    fail<ScheduleError>("schedule of ", mm, ": m tile ", t.bm,
+                        "; tcgen05.mma cta_group::1 computes M = 128 rows (one "
                         "per tensor-memory lane): use an m tile of 128");
   if (t.bn % 64 || t.bn < 64 || t.bn > 256)
-    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn, " is not one this build issues with tcgen05.mma (N a "
+    fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn,
+                        " is not one this build issues with tcgen05.mma (N a "
                         "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
   if (t.bk != 16 && t.bk != 32 && t.bk != 64)
     fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
   if (t.stages < 2)
-    fail<ScheduleError>("cache ", t.aCache->name, ": tma_load needs circular_buffer(stages >= 2): each stage is one "
+    fail<ScheduleError>("cache ", t.aCache->name,
+                        ": tma_load needs circular_buffer(stages >= 2): each stage is one "
                         "slot of the mbarrier ring");
   if (t.stages > 8)
-    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages, "): the tcgen05 operand ring allows "
+    fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages,
+                        "): the tcgen05 operand ring allows "
                         "at most 8 stages");
   h.swizzleA = t.transA ? 128 : 2 * t.bk;
   h.swizzleB = t.transB ? 2 * t.bk : 128;

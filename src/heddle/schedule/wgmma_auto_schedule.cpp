@@ -132,17 +132,24 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   const bool pp = !batched && layout == "pingpong" && !(smallM && autoLayout) && (ppFits || !autoLayout);
   const bool er = !batched && layout == "epilogue_role";
   if (batched && hints.epilogueLayout != "auto" && layout != "cooperative")
-    fail<ScheduleError>("auto schedule: epilogue_layout = '", layout, "' is not built into the automatic schedule of a "
+    fail<ScheduleError>("auto schedule: epilogue_layout = '", layout,
+                        "' is not built into the automatic schedule of a "
                         "batched matmul (it takes cooperative MMA warpgroups); use 'auto' or 'cooperative', or "
                         "schedule warp_specialize by hand");
   if (er && !tmaAble)
-    fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
-                        "known and 16-byte output rows (N = ", hints.n, ", ", outs.size(), " output(s)); "
-                        "use 'pingpong' or 'cooperative'");
+    fail<ScheduleError>(
+        "auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
+        "known and 16-byte output rows (N = ",
+        hints.n, ", ", outs.size(),
+        " output(s)); "
+        "use 'pingpong' or 'cooperative'");
   if (er && outs.size() > 1)
-    fail<ScheduleError>("auto schedule: epilogue_layout = 'epilogue_role' stages one output tile (sD) for its TMA "
-                        "store, but this fusion has ", outs.size(), " outputs; use 'pingpong' or 'cooperative' (the "
-                        "MMA warpgroups stage every output)");
+    fail<ScheduleError>(
+        "auto schedule: epilogue_layout = 'epilogue_role' stages one output tile (sD) for its TMA "
+        "store, but this fusion has ",
+        outs.size(),
+        " outputs; use 'pingpong' or 'cooperative' (the "
+        "MMA warpgroups stage every output)");
   int bm = 128, bn = 128, bk = 64, wgs = 2;
   if (smallM) {
     bm = 64;
@@ -168,8 +175,7 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   if (!batched && !cached && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
     ks = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms, bm, bn, bk,
                       streamKOk(target) && (hints.epilogueLayout == "auto" || layout == "cooperative"), hints.kShare);
-  else
-    chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same
+  else chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same
   // the overlapped layouts where the k loop is not shared (an explicit layout keeps stream-K off above)
   const bool overlap = ks.splits == 1 && ks.streamCtas == 0;
   const bool usePP = pp && overlap, useER = er && overlap;
@@ -202,7 +208,7 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   }
   if (ks.splits > 1) {
     splitK(mm, ks.splits);  // the TMA pipeline without roles, one CTA per (tile, split)
-  } else if (useER) {  // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
+  } else if (useER) {       // an epilogue warpgroup as wide as the MMA warpgroup; it stores by TMA
     warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4, kMmaRegisters}, Role{"epilogue", 4, kMmaRegisters}});
   } else {
     const bool budgets = wgs == 2 || usePP;  // more than 256 threads: the producer hands registers to the MMA

@@ -12,8 +12,9 @@ static void walkWhere(const kir::Block& b, const std::string& where, const kir::
     auto& n = *b.stmts[i];
     if (n.kind == kir::NodeKind::For) {
       auto& f = static_cast<const kir::ForLoop&>(n);
-      walkWhere(f.body, std::string(kir::loopStageName(f.stage)) + " loop (" + f.var + " in [" + f.start.str() + ", " +
-                            f.stop.str() + "))",
+      walkWhere(f.body,
+                std::string(kir::loopStageName(f.stage)) + " loop (" + f.var + " in [" + f.start.str() + ", " +
+                    f.stop.str() + "))",
                 k, os, count);
       continue;
     }

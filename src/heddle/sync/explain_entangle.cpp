@@ -112,7 +112,8 @@ struct Walk {
         enclosing.back().second = "the else of 'if (" + c.cond.str() + ")'";
         walk(c.elseBody);
         enclosing.pop_back();
-      } else if (n.kind == kir::NodeKind::Sync && static_cast<const kir::Sync&>(n).sync == kir::SyncKind::CpAsyncCommit) {
+      } else if (n.kind == kir::NodeKind::Sync &&
+                 static_cast<const kir::Sync&>(n).sync == kir::SyncKind::CpAsyncCommit) {
         note(static_cast<const kir::Sync&>(n));
       }
     }
@@ -125,7 +126,8 @@ std::string explainEntanglement(const kir::Kernel& k) {
   Walk w{k, {}, {}, {}, 0, 0};
   w.walk(k.body);
   if (w.commits && !w.notes)
-    w.os << "warp entanglement: all " << w.commits << " cp.async.commit_group op(s) sit in warp-converged control flow\n";
+    w.os << "warp entanglement: all " << w.commits
+         << " cp.async.commit_group op(s) sit in warp-converged control flow\n";
   return w.os.str();
 }
 

@@ -39,23 +39,24 @@ std::string explainMermaid(const kir::Kernel& k) {
   }
   for (size_t r = 0; r < d.roles.size(); ++r) {
     auto& x = d.roles[r];
-    std::string label = x.name + (x.warps == 1 ? "<br/>warp " + std::to_string(x.firstWarp)
-                                               : "<br/>warps " + std::to_string(x.firstWarp) + "-" +
-                                                     std::to_string(x.firstWarp + x.warps - 1)) +
-                        (x.registers ? ", setmaxnreg " + std::to_string(x.registers) : "");
+    std::string label =
+        x.name +
+        (x.warps == 1 ? "<br/>warp " + std::to_string(x.firstWarp)
+                      : "<br/>warps " + std::to_string(x.firstWarp) + "-" + std::to_string(x.firstWarp + x.warps - 1)) +
+        (x.registers ? ", setmaxnreg " + std::to_string(x.registers) : "");
     os << "  r" << r << "[" << quoted(label) << "]\n";
   }
   for (size_t i = 0; i < d.edges.size(); ++i) {
     auto& e = d.edges[i];
     if (e.kind == "order") {
-      os << "  r" << e.from << " -.->|" << quoted(e.full + "[" + std::to_string(e.stages) + "]: " + e.consume + "; " +
-                                                  e.produce)
-         << "| r" << e.to << "\n";
+      os << "  r" << e.from << " -.->|"
+         << quoted(e.full + "[" + std::to_string(e.stages) + "]: " + e.consume + "; " + e.produce) << "| r" << e.to
+         << "\n";
       continue;
     }
-    os << "  e" << i << "[(" << quoted(e.buffers + "<br/>" + std::to_string(e.stages) + " stages<br/>" + e.full + "[" +
-                                       std::to_string(e.stages) + "], " + e.empty + "[" + std::to_string(e.stages) +
-                                       "]")
+    os << "  e" << i << "[("
+       << quoted(e.buffers + "<br/>" + std::to_string(e.stages) + " stages<br/>" + e.full + "[" +
+                 std::to_string(e.stages) + "], " + e.empty + "[" + std::to_string(e.stages) + "]")
        << ")]\n";
     os << "  r" << e.from << " -->|" << quoted(e.produce) << "| e" << i << "\n";
     os << "  e" << i << " -->|" << quoted(e.consume) << "| r" << e.to << "\n";

@@ -39,8 +39,8 @@ struct DynAccess {
   const std::string* stageText;
   int64_t stage;
   int64_t iter;
-  int event;        // event index of the access
-  int group = -1;   // commit group (1-based) for cp.async writes
+  int event;       // event index of the access
+  int group = -1;  // commit group (1-based) for cp.async writes
   int commitEvent = -1;
   const kir::ForLoop* loop;
   int ctx = 0;
@@ -49,25 +49,25 @@ struct DynAccess {
 struct Tracer {
   std::map<std::pair<const kir::Block*, int>, int> pointId;
   std::vector<ProgramPoint>* points;
-  std::set<std::string> threadVars;   // tid, warp, lane and names computed from them
+  std::set<std::string> threadVars;  // tid, warp, lane and names computed from them
   // per trace
-  std::vector<int> eventPoint;        // point id or -1 for an access event
-  std::vector<int> commitsAt;         // commit count at each event
+  std::vector<int> eventPoint;  // point id or -1 for an access event
+  std::vector<int> commitsAt;   // commit count at each event
   std::vector<int> eventCtx;
   std::vector<DynAccess> accesses;
-  std::vector<int> pendingAsync;      // accesses waiting for their commit
+  std::vector<int> pendingAsync;  // accesses waiting for their commit
   int commits = 0;
   // AMD: every LDS DMA instruction is its own vmcnt entry (no commit); vmAt[e] = ops issued so far
   std::vector<int> vmAt;
   int vmOps = 0, threads = 1;
-  bool vmAnyPath = false;             // some path issued an LDS DMA (vmOps counts the fewest)
-  int vmOut = 0;                      // LDS DMA ops possibly in flight (most over paths), after the waits
-  bool vmAtBarrier = false;           // a barrier ran with vmOut > 0
+  bool vmAnyPath = false;    // some path issued an LDS DMA (vmOps counts the fewest)
+  int vmOut = 0;             // LDS DMA ops possibly in flight (most over paths), after the waits
+  bool vmAtBarrier = false;  // a barrier ran with vmOut > 0
   bool countExecutions = false;
   // unknown conditions: the enumerated ones and this trace's outcome for each
-  std::set<std::string> enumerable;   // uniform, loop-invariant conditions (by text), at most kMaxEnumerated
+  std::set<std::string> enumerable;  // uniform, loop-invariant conditions (by text), at most kMaxEnumerated
   std::map<std::string, bool> decide;
-  std::vector<std::string> defaulted; // enumerated conditions this trace met undecided (walked "then")
+  std::vector<std::string> defaulted;    // enumerated conditions this trace met undecided (walked "then")
   std::set<std::string> unknownUniform;  // discovery: uniform loop-invariant conditions met
   int mergedInstances = 0;
   std::set<const kir::IfThenElse*> merged;
@@ -190,11 +190,13 @@ struct Tracer {
           try {
             lo = f.start.eval(env), hi = f.stop.eval(env);
           } catch (const HeddleError& e) {
-            fail<HeddleError>("sync planner: the bounds of for ", f.var, " in [", f.start.str(), ", ", f.stop.str(), ") ",
-                              threadDependent(f.start) || threadDependent(f.stop) ? "depend on the thread"
-                                                                                 : "name a value the planner cannot bind",
-                              " (", e.what(), "); a loop holding shared-memory accesses needs bounds every thread "
-                              "agrees on, in the trip-count variable and constants");
+            fail<HeddleError>(
+                "sync planner: the bounds of for ", f.var, " in [", f.start.str(), ", ", f.stop.str(), ") ",
+                threadDependent(f.start) || threadDependent(f.stop) ? "depend on the thread"
+                                                                    : "name a value the planner cannot bind",
+                " (", e.what(),
+                "); a loop holding shared-memory accesses needs bounds every thread "
+                "agrees on, in the trip-count variable and constants");
           }
           activeLoopVars.insert(f.var);
           for (int64_t i = lo; i < hi; ++i) {
@@ -260,7 +262,8 @@ struct Tracer {
           const NodeAccesses& na = accessesOf(s);
           for (size_t ai = 0; ai < na.acc.size(); ++ai) {
             const kir::Access& acc = na.acc[ai];
-            DynAccess d{&s, &acc, &na.stageText[ai], acc.stage.eval(env), -1, (int)eventPoint.size(), -1, -1, loop, ctx};
+            DynAccess d{&s,   &acc, &na.stageText[ai], acc.stage.eval(env), -1, (int)eventPoint.size(), -1, -1,
+                        loop, ctx};
             if (s.kind == kir::NodeKind::TileLoad) d.iter = static_cast<const kir::TileLoad&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::MmaStep) d.iter = static_cast<const kir::MmaStep&>(s).iter.eval(env);
             if (s.kind == kir::NodeKind::SmemAccess) d.iter = static_cast<const kir::SmemAccess&>(s).iter.eval(env);
@@ -335,7 +338,7 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
     h.crossThread = p.accp->mapping != c.accp->mapping;
     h.vmcnt = p.accp->write && p.accp->async == kir::AsyncKind::Vmcnt;
     h.async = (p.accp->write && p.accp->async == kir::AsyncKind::CpAsync) || h.vmcnt;
-    if (!h.crossThread && !h.async) return;  // same threads, synchronous: program order suffices
+    if (!h.crossThread && !h.async) return;                 // same threads, synchronous: program order suffices
     if (t.exclusive(p.ctx, c.ctx, !h.crossThread)) return;  // never on one path
     h.producer = p.node;
     h.consumer = c.node;
@@ -362,7 +365,10 @@ void collectHazards(Tracer& t, HazardAnalysis& r, int traceIndex) {
       while (it != ev.begin()) {  // the latest instance inside that lies on the interval's paths
         int e = *--it;
         if (e <= left) break;
-        if (t.onPathsOf(t.eventCtx[e], p.ctx, c.ctx)) { inst = e; break; }
+        if (t.onPathsOf(t.eventCtx[e], p.ctx, c.ctx)) {
+          inst = e;
+          break;
+        }
       }
       if (inst < 0) continue;
       h.latestInstance[pt] = inst;
@@ -506,7 +512,8 @@ bool vmDrainedAtBarriers(kir::Kernel& k, const PipelineLoop& loop) {
   t.collect(k.body, "kernel body", 0, nullptr, "");
   t.threads = std::max(1, k.launch.threads);
   bool ok = true;
-  forEachTrace(t, k, loop.tripsVar, loop.tileK, representativeTrips(k, loop.stages), [&](int, int) { ok &= !t.vmAtBarrier; });
+  forEachTrace(t, k, loop.tripsVar, loop.tileK, representativeTrips(k, loop.stages),
+               [&](int, int) { ok &= !t.vmAtBarrier; });
   return ok;
 }
 
@@ -514,7 +521,8 @@ std::string unorderedInterval(kir::Kernel& k, const PipelineLoop& loop) {
   HazardAnalysis ha = analyzeHazards(k, loop);
   auto syncAt = [&](int p) -> const kir::Sync* {
     auto& pt = ha.points[p];
-    if (pt.index >= (int)pt.block->stmts.size() || pt.block->stmts[pt.index]->kind != kir::NodeKind::Sync) return nullptr;
+    if (pt.index >= (int)pt.block->stmts.size() || pt.block->stmts[pt.index]->kind != kir::NodeKind::Sync)
+      return nullptr;
     return static_cast<const kir::Sync*>(pt.block->stmts[pt.index].get());
   };
   std::map<std::pair<const kir::Block*, int>, int> pointAt;
@@ -528,7 +536,8 @@ std::string unorderedInterval(kir::Kernel& k, const PipelineLoop& loop) {
     if (s->sync != kir::SyncKind::BarrierSignal || s->arg != kir::kWorkgroupBarrier) continue;  // named: not here
     auto& stmts = ha.points[p].block->stmts;
     for (int j = ha.points[p].index + 1; j < (int)stmts.size(); ++j)
-      if (stmts[j]->kind == kir::NodeKind::Sync && static_cast<kir::Sync&>(*stmts[j]).sync == kir::SyncKind::BarrierWait &&
+      if (stmts[j]->kind == kir::NodeKind::Sync &&
+          static_cast<kir::Sync&>(*stmts[j]).sync == kir::SyncKind::BarrierWait &&
           static_cast<kir::Sync&>(*stmts[j]).arg == kir::kWorkgroupBarrier) {
         splits.push_back({p, pointAt.at({ha.points[p].block, j})});
         break;

@@ -41,34 +41,34 @@ namespace heddle::sync {
 
 struct ProgramPoint {
   kir::Block* block = nullptr;
-  int index = 0;                // before stmts[index]; == size() means end of block
-  std::string where;            // "main loop body, before mma ..." for messages
+  int index = 0;      // before stmts[index]; == size() means end of block
+  std::string where;  // "main loop body, before mma ..." for messages
   int loopDepth = 0;
   const kir::ForLoop* loop = nullptr;  // innermost enclosing loop (null at top level)
-  int64_t executions = 0;       // in the representative trace
-  bool hasBarrier = false;      // an existing BlockSync stands at this point already
-  bool vmIssuedBefore = false;  // an AMD LDS DMA was issued before one of its instances
-  bool uniform = true;          // every thread of the block reaches it the same number of times
-  std::string nonUniformBranch; // the innermost thread-dependent branch around it ("if (tid < 32)")
+  int64_t executions = 0;              // in the representative trace
+  bool hasBarrier = false;             // an existing BlockSync stands at this point already
+  bool vmIssuedBefore = false;         // an AMD LDS DMA was issued before one of its instances
+  bool uniform = true;                 // every thread of the block reaches it the same number of times
+  std::string nonUniformBranch;        // the innermost thread-dependent branch around it ("if (tid < 32)")
 };
 
 struct Hazard {
   enum Kind { RAW, WAR, WAW } kind = RAW;
-  bool crossThread = false;     // producer and consumer mappings differ -> barrier
-  bool async = false;           // producer is a cp.async copy -> wait_group
-  bool vmcnt = false;           // producer is an AMD LDS DMA (async, counted by vmcnt, no commit)
+  bool crossThread = false;  // producer and consumer mappings differ -> barrier
+  bool async = false;        // producer is a cp.async copy -> wait_group
+  bool vmcnt = false;        // producer is an AMD LDS DMA (async, counted by vmcnt, no commit)
   const kir::Node* producer = nullptr;
   const kir::Node* consumer = nullptr;
   std::string buffer;
   int64_t stage = 0;
-  std::string stageExpr;        // producer's stage expression
+  std::string stageExpr;                         // producer's stage expression
   int64_t producerIter = -1, consumerIter = -1;  // k-tile numbers (for messages)
-  int trace = 0;                // which representative trace
+  int trace = 0;                                 // which representative trace
   // per static point: the latest instance inside the interval, and the wait argument it allows
-  std::vector<int> latestInstance;   // event index, -1 when none inside
-  std::vector<int> allowedWait;      // commit groups newer than the producer's at that instance
-                                     // (vmcnt: vector-memory ops issued after the producer's last one)
-  std::vector<int> earliestInstance; // per static point: the earliest instance inside, -1 when none
+  std::vector<int> latestInstance;    // event index, -1 when none inside
+  std::vector<int> allowedWait;       // commit groups newer than the producer's at that instance
+                                      // (vmcnt: vector-memory ops issued after the producer's last one)
+  std::vector<int> earliestInstance;  // per static point: the earliest instance inside, -1 when none
   const kir::ForLoop* consumerLoop = nullptr;
 };
 const char* hazardKindName(Hazard::Kind k);

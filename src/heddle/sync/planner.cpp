@@ -44,17 +44,17 @@ namespace {
 constexpr int kNoWait = 1 << 20;
 
 struct Plan {
-  std::set<int> barriers;        // point ids
-  std::map<int, int> wait;       // point id -> wait_group arg
+  std::set<int> barriers;                  // point ids
+  std::map<int, int> wait;                 // point id -> wait_group arg
   std::map<int, std::vector<int>> served;  // point id -> hazard indices it serves
 };
 
 struct BarrierChoice {
   std::set<int> points;
-  bool proven = false;            // the exact search finished: no placement has fewer executions
-  int64_t executions = 0;         // barrier executions of the placement (new points, representative trace)
-  int64_t lowerBound = 0;         // executions no placement can go below
-  int64_t searched = 0;           // nodes of the exact search
+  bool proven = false;     // the exact search finished: no placement has fewer executions
+  int64_t executions = 0;  // barrier executions of the placement (new points, representative trace)
+  int64_t lowerBound = 0;  // executions no placement can go below
+  int64_t searched = 0;    // nodes of the exact search
 };
 
 // The thread-dependent branch a hazard's ends sit in (for the refusal message).
@@ -80,7 +80,9 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     return ha.points[p].hasBarrier ? int64_t(0)
                                    : std::max<int64_t>(1, ha.points[p].executions) * 16 + ha.points[p].loopDepth;
   };
-  auto execs = [&](int p) { return ha.points[p].hasBarrier ? int64_t(0) : std::max<int64_t>(1, ha.points[p].executions); };
+  auto execs = [&](int p) {
+    return ha.points[p].hasBarrier ? int64_t(0) : std::max<int64_t>(1, ha.points[p].executions);
+  };
   std::vector<std::vector<int>> cands(ha.hazards.size());
   for (int h : cross) {
     for (int p = 0; p < (int)ha.points.size(); ++p)
@@ -148,8 +150,14 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
       if (!stabs(p, h)) continue;
       bool other = false;
       for (int q : greedy)
-        if (q != p && stabs(q, h)) { other = true; break; }
-      if (!other) { needed = true; break; }
+        if (q != p && stabs(q, h)) {
+          other = true;
+          break;
+        }
+      if (!other) {
+        needed = true;
+        break;
+      }
     }
     if (!needed) greedy.erase(p);
   }
@@ -165,10 +173,16 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
   bool exhausted = false;
   std::function<void(int64_t)> search = [&](int64_t c) {
     if (c >= best) return;
-    if (++nodes > kBudget) { exhausted = true; return; }
+    if (++nodes > kBudget) {
+      exhausted = true;
+      return;
+    }
     int open = -1;
     for (int h : cross)
-      if (!stabbed(h, curBits)) { open = h; break; }
+      if (!stabbed(h, curBits)) {
+        open = h;
+        break;
+      }
     if (open < 0) {
       best = c;
       bestSet = cur;
@@ -218,7 +232,10 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
 int servingPoint(const Hazard& h, const std::set<int>& barriers) {
   int best = -1, bestInst = -1;
   for (int p : barriers)
-    if (h.latestInstance[p] > bestInst) { bestInst = h.latestInstance[p]; best = p; }
+    if (h.latestInstance[p] > bestInst) {
+      bestInst = h.latestInstance[p];
+      best = p;
+    }
   return best;
 }
 
@@ -244,7 +261,7 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan, bool backOffBarrier) {
   for (int iter = 0; iter < 8; ++iter) {
     plan.wait.clear();
     plan.served.clear();
-    std::map<int, int> steady;      // wait allowed by readers inside the point's own loop
+    std::map<int, int> steady;  // wait allowed by readers inside the point's own loop
     std::map<int, std::vector<int>> outside;
     for (int h = 0; h < (int)ha.hazards.size(); ++h) {
       auto& hz = ha.hazards[h];
@@ -274,7 +291,8 @@ void assignWaits(const HazardAnalysis& ha, Plan& plan, bool backOffBarrier) {
     if (added) continue;
     for (auto& [p, hs] : plan.served)
       for (int h : hs)
-        if (ha.hazards[h].async) plan.wait[p] = std::min(plan.wait.count(p) ? plan.wait[p] : kNoWait, ha.hazards[h].allowedWait[p]);
+        if (ha.hazards[h].async)
+          plan.wait[p] = std::min(plan.wait.count(p) ? plan.wait[p] : kNoWait, ha.hazards[h].allowedWait[p]);
     return;
   }
 }
@@ -313,7 +331,10 @@ void dropCoveredWaits(const HazardAnalysis& ha, Plan& plan, const std::set<int>&
       int to = -1;
       if (hz.async)
         for (auto& [q, w] : plan.wait)
-          if (q != p && covers(q, hz)) { to = q; break; }
+          if (q != p && covers(q, hz)) {
+            to = q;
+            break;
+          }
       if (to >= 0) {
         moved.push_back({h, to});
       } else {
@@ -344,7 +365,10 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
     if (hz.crossThread || !hz.async) continue;
     int coveredBy = -1;  // recorded, so that dropping that wait later accounts for this read
     for (auto& [p, w] : plan.wait)
-      if (covers(p, w, hz)) { coveredBy = p; break; }
+      if (covers(p, w, hz)) {
+        coveredBy = p;
+        break;
+      }
     if (coveredBy >= 0) {
       plan.served[coveredBy].push_back(h);
       continue;
@@ -353,9 +377,11 @@ void assignSameThreadWaits(const HazardAnalysis& ha, Plan& plan) {
     for (int p = 0; p < (int)ha.points.size(); ++p)
       if (hz.latestInstance[p] >= 0 && (best < 0 || hz.latestInstance[p] > hz.latestInstance[best])) best = p;
     if (best < 0)
-      fail<HeddleError>("sync planner: ", kir::describe(*hz.consumer), " touches ", hz.buffer, " while the async copy ",
-                        kir::describe(*hz.producer), " into the same stage is not yet committed, so no wait can "
-                        "retire it first: commit the copy's group before that access, or move the access after the commit");
+      fail<HeddleError>(
+          "sync planner: ", kir::describe(*hz.consumer), " touches ", hz.buffer, " while the async copy ",
+          kir::describe(*hz.producer),
+          " into the same stage is not yet committed, so no wait can "
+          "retire it first: commit the copy's group before that access, or move the access after the commit");
     plan.wait[best] = std::min(plan.wait.count(best) ? plan.wait[best] : kNoWait, hz.allowedWait[best]);
     plan.served[best].push_back(h);
   }
@@ -370,7 +396,8 @@ void relaxDrains(kir::Kernel& k, const HazardAnalysis& ha, Plan& plan, const std
                  const PipelineLoop& loop) {
   for (auto& [p, node] : nodes) {
     kir::Block* blk = ha.points[p].block;
-    auto at = std::find_if(blk->stmts.begin(), blk->stmts.end(), [&](const kir::NodePtr& n) { return n.get() == node; });
+    auto at =
+        std::find_if(blk->stmts.begin(), blk->stmts.end(), [&](const kir::NodePtr& n) { return n.get() == node; });
     const size_t index = at - blk->stmts.begin();
     kir::NodePtr held = std::move(*at);
     blk->stmts.erase(at);
@@ -408,7 +435,10 @@ void describeHazards(const HazardAnalysis& ha, const std::vector<int>& hs, kir::
     std::string o;
     size_t i = 0;
     for (auto& x : s) {
-      if (i == maxN) { o += ", ..."; break; }
+      if (i == maxN) {
+        o += ", ...";
+        break;
+      }
       o += (i++ ? ", " : "") + x;
     }
     return o;
@@ -430,7 +460,8 @@ PipelineLoop pipelineLoop(const kir::Kernel& k) {
       found = static_cast<const kir::ForLoop*>(&n);
   });
   if (!found)
-    fail<HeddleError>("sync planner: kernel ", k.name, " has no loop over a runtime extent (ForLoop::tripsVar) to walk; "
+    fail<HeddleError>("sync planner: kernel ", k.name,
+                      " has no loop over a runtime extent (ForLoop::tripsVar) to walk; "
                       "the loop builder records it (build_matmul_loops, split_k)");
   return {found->tripsVar, found->tileK, std::max(1, found->cbStages)};
 }
@@ -476,7 +507,7 @@ void planSyncs(kir::Kernel& k, const PipelineLoop& loop, const TargetInfo& targe
         drained.insert(p);
       }
   assignSameThreadWaits(ha, plan);
-  dropCoveredWaits(ha, plan, drained);  // same-thread waits may retire what a barrier's wait was for
+  dropCoveredWaits(ha, plan, drained);        // same-thread waits may retire what a barrier's wait was for
   std::set<const kir::Sync*> placedBarriers;  // for split barriers
   std::map<int, kir::Sync*> drainNodes;
 
@@ -526,9 +557,10 @@ void planSyncs(kir::Kernel& k, const PipelineLoop& loop, const TargetInfo& targe
       }
       if (barrier) {
         kir::SyncReason r = base;
-        r.mechanism = "block barrier: producer and consumer are different threads (copy chunks vs warp fragments); "
-                      "one barrier here serves " + std::to_string(plan.served[p].size()) +
-                      " hazard interval(s) of the walked traces";
+        r.mechanism =
+            "block barrier: producer and consumer are different threads (copy chunks vs warp fragments); "
+            "one barrier here serves " +
+            std::to_string(plan.served[p].size()) + " hazard interval(s) of the walked traces";
         k.syncPlan.entries.push_back(r);
         auto s = std::make_unique<kir::Sync>(kir::SyncKind::BlockSync);
         s->reason = (int)k.syncPlan.entries.size() - 1;
@@ -560,14 +592,14 @@ void planSyncs(kir::Kernel& k, const PipelineLoop& loop, const TargetInfo& targe
   for (size_t i = 0; i < ha.tripCounts.size(); ++i) os << (i ? ", " : "") << ha.tripCounts[i];
   os << "}";
   if (ha.enumeratedBranches || ha.mergedBranches)
-    os << ", " << ha.paths << " path(s) per trip count (" << ha.enumeratedBranches << " uniform condition(s) enumerated, "
-       << ha.mergedBranches << " branch(es) walked as alternatives)";
+    os << ", " << ha.paths << " path(s) per trip count (" << ha.enumeratedBranches
+       << " uniform condition(s) enumerated, " << ha.mergedBranches << " branch(es) walked as alternatives)";
   os << "; " << plan.barriers.size() << " barrier point(s), " << perMain << " barrier(s) per main-loop iteration; ";
-  if (choice.proven)
-    os << "placement proven minimal (exact search, " << choice.searched << " node(s))";
+  if (choice.proven) os << "placement proven minimal (exact search, " << choice.searched << " node(s))";
   else
-    os << "placement valid, not proven minimal: " << choice.executions << " barrier execution(s) per trace, lower bound "
-       << choice.lowerBound << " (exact search stopped after " << choice.searched << " nodes)";
+    os << "placement valid, not proven minimal: " << choice.executions
+       << " barrier execution(s) per trace, lower bound " << choice.lowerBound << " (exact search stopped after "
+       << choice.searched << " nodes)";
   k.syncPlan.summary = os.str();
 }
 

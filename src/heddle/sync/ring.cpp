@@ -88,12 +88,12 @@ void Ring::init(kir::Kernel& k, kir::Block& b) const {
                     (bar == full && txBytes ? " and " + std::to_string(txBytes) + " TMA bytes" : "");
       if (!producer.empty()) {  // a ring: name its edge and the items whose phases it counts
         const std::string S = std::to_string(stages);
-        w.mechanism += "; edge " + producer + " -> " + consumer + " (" + label + "): " +
-                       (bar == full ? "phase q completes when item " + std::to_string(st) + "+" + S +
-                                          "q has landed, the consumer waits parity (i/" + S + ")%2"
-                                    : "phase q completes when the consumers released the slot for item " +
-                                          std::to_string(st) + "+" + S + "q, the producer waits parity (j/" + S +
-                                          ")%2");
+        w.mechanism +=
+            "; edge " + producer + " -> " + consumer + " (" + label + "): " +
+            (bar == full ? "phase q completes when item " + std::to_string(st) + "+" + S +
+                               "q has landed, the consumer waits parity (i/" + S + ")%2"
+                         : "phase q completes when the consumers released the slot for item " + std::to_string(st) +
+                               "+" + S + "q, the producer waits parity (j/" + S + ")%2");
       }
       auto s = makeMbar(k, kir::SyncKind::MbarInit, bar, st, w);
       s->count = count;
@@ -104,8 +104,8 @@ void Ring::init(kir::Kernel& k, kir::Block& b) const {
 
 Why Ring::edgeWhy(bool raw, const std::string& from, const std::string& to, IExpr stage) const {
   Why w;
-  w.hazards = (raw ? "RAW " : "WAR ") + label + " (" + (raw ? producer + " -> " + consumer : consumer + " -> " + producer) +
-              ")";
+  w.hazards = (raw ? "RAW " : "WAR ") + label + " (" +
+              (raw ? producer + " -> " + consumer : consumer + " -> " + producer) + ")";
   w.producer = from;
   w.consumer = to;
   w.buffer = label;
@@ -115,8 +115,8 @@ Why Ring::edgeWhy(bool raw, const std::string& from, const std::string& to, IExp
 
 std::unique_ptr<kir::Sync> Ring::producerWait(kir::Kernel& k, IExpr j) const {
   Why w = edgeWhy(false, consumer + " reads of " + label, producer + " writes of " + label, j % stages);
-  w.mechanism = "wait until phase (j/" + std::to_string(stages) + ") of " + empty->name +
-                "[j%" + std::to_string(stages) + "] completed: the consumers released the slot of item j-" +
+  w.mechanism = "wait until phase (j/" + std::to_string(stages) + ") of " + empty->name + "[j%" +
+                std::to_string(stages) + "] completed: the consumers released the slot of item j-" +
                 std::to_string(stages) + " (arrival at their item j-" + std::to_string(prefetch + 1) +
                 ", or a pre-arrive); parity (j/" + std::to_string(stages) + ")%2";
   return makeMbar(k, kir::SyncKind::MbarWait, empty, j % stages, w, 0, (j / stages) % 2);
@@ -138,16 +138,16 @@ std::unique_ptr<kir::Sync> Ring::producerArrive(kir::Kernel& k, IExpr j) const {
 
 std::unique_ptr<kir::Sync> Ring::consumerWait(kir::Kernel& k, IExpr i) const {
   Why w = edgeWhy(true, producer + " writes of " + label, consumer + " reads of " + label, i % stages);
-  w.mechanism = "wait for phase (i/" + std::to_string(stages) + ") of " + full->name + "[i%" +
-                std::to_string(stages) + "]: item i landed; parity (i/" + std::to_string(stages) + ")%2";
+  w.mechanism = "wait for phase (i/" + std::to_string(stages) + ") of " + full->name + "[i%" + std::to_string(stages) +
+                "]: item i landed; parity (i/" + std::to_string(stages) + ")%2";
   return makeMbar(k, kir::SyncKind::MbarWait, full, i % stages, w, 0, (i / stages) % 2);
 }
 
 std::unique_ptr<kir::Sync> Ring::consumerRelease(kir::Kernel& k, IExpr i) const {
-  Why w = edgeWhy(false, consumer + " reads of " + label, producer + " writes of " + label,
-                  (i + prefetch + 1) % stages);
-  w.mechanism = "release the slot of item i+" + std::to_string(prefetch + 1) + "-" + std::to_string(stages) +
-                " (= i-" + std::to_string(keep) + ", retired" +
+  Why w =
+      edgeWhy(false, consumer + " reads of " + label, producer + " writes of " + label, (i + prefetch + 1) % stages);
+  w.mechanism = "release the slot of item i+" + std::to_string(prefetch + 1) + "-" + std::to_string(stages) + " (= i-" +
+                std::to_string(keep) + ", retired" +
                 (keep ? " by wgmma.wait_group(" + std::to_string(keep) + ")" : "") + ") for the producer's item i+" +
                 std::to_string(prefetch + 1) + ": arrive on " + empty->name + "[(i+" + std::to_string(prefetch + 1) +
                 ")%" + std::to_string(stages) + "]";
@@ -173,8 +173,11 @@ void Ring::preArrive(kir::Kernel& k, kir::Block& b, const std::string& loopVar) 
 std::unique_ptr<kir::Sync> remoteRelease(kir::Kernel& k, const kir::Sync& local, kir::Buffer* empty,
                                          const std::string& shared) {
   const kir::SyncReason& r = k.syncPlan.entries.at(local.reason);
-  Why w{r.hazards + " (the peer's multicast)", r.producer + " (this CTA)", "the peer CTA's multicast of its half",
-        r.buffer, r.stage,
+  Why w{r.hazards + " (the peer's multicast)",
+        r.producer + " (this CTA)",
+        "the peer CTA's multicast of its half",
+        r.buffer,
+        r.stage,
         "the peer's producer multicasts its half of " + shared + " into this CTA's slot too: " + empty->name +
             " counts the consumers of both CTAs, so each consumer thread also arrives on the peer's " + empty->name +
             "[" + local.index.str() + "] (mapa + mbarrier.arrive.release.cluster)"};

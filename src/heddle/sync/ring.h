@@ -31,7 +31,7 @@ using kir::IExpr;
 
 // What a sync op orders and why; becomes its kir::SyncReason.
 struct Why {
-  std::string hazards;    // "RAW sA, sB (tma -> wgmma)"
+  std::string hazards;  // "RAW sA, sB (tma -> wgmma)"
   std::string producer, consumer, buffer, stage;
   std::string mechanism;  // why this op and argument
 };
@@ -44,21 +44,21 @@ int addPlanEntry(kir::Kernel& k, const Why& why);
 // A sync op with its reason registered in k.syncPlan.
 std::unique_ptr<kir::Sync> makeSync(kir::Kernel& k, kir::SyncKind kind, const Why& why, int arg = 0);
 // An mbarrier op on bar[index] (wait parity `parity`).
-std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* bar, IExpr index,
-                                    const Why& why, int arg = 0, IExpr parity = 0);
+std::unique_ptr<kir::Sync> makeMbar(kir::Kernel& k, kir::SyncKind kind, kir::Buffer* bar, IExpr index, const Why& why,
+                                    int arg = 0, IExpr parity = 0);
 
 // An array of `count` mbarriers (8 bytes each) in shared memory.
 kir::Buffer* addMbarriers(kir::Kernel& k, const std::string& name, int count);
 
 // What a pipeline edge needs from its ring.
 struct RingSpec {
-  std::string label;                 // "sA, sB" for messages
-  std::string fullName = "full";     // the mbarrier arrays
-  std::string emptyName = "empty";   // "": no empty barriers (the consumer's WAR is ordered otherwise)
+  std::string label;                // "sA, sB" for messages
+  std::string fullName = "full";    // the mbarrier arrays
+  std::string emptyName = "empty";  // "": no empty barriers (the consumer's WAR is ordered otherwise)
   int stages = 2, prefetch = 1, keep = 0;
   int fullCount = 1, emptyCount = 1;  // arrivals per phase: producing / consuming threads
-  int txBytes = 0;                   // > 0: TMA producer (bytes per stage)
-  std::string producer, consumer;    // role names for reasons
+  int txBytes = 0;                    // > 0: TMA producer (bytes per stage)
+  std::string producer, consumer;     // role names for reasons
 };
 
 struct Ring {

@@ -97,8 +97,10 @@ void splitBarriers(kir::Kernel& k, const std::set<const kir::Sync*>& planned, co
   for (auto& e : k.syncPlan.entries)
     if (e.mechanism.rfind("block barrier", 0) == 0) {
       e.origin.builder += " + split barriers";
-      e.mechanism = "split barrier (s_barrier_signal as early and s_barrier_wait as late as every hazard interval of "
-                    "the walked traces allows): " + e.mechanism;
+      e.mechanism =
+          "split barrier (s_barrier_signal as early and s_barrier_wait as late as every hazard interval of "
+          "the walked traces allows): " +
+          e.mechanism;
     }
 }
 

@@ -36,7 +36,7 @@ struct Checker {
   // ends drops the barrier (the simulator runs that); one that skips it and goes on is a deadlock
   // the simulator reports. CUDA's bar.sync 0 needs the block.
   bool waveBarriers = false;
-  std::map<std::string, IExpr> lets;  // values computed in the kernel (substituted before evaluation)
+  std::map<std::string, IExpr> lets;           // values computed in the kernel (substituted before evaluation)
   std::vector<std::pair<IExpr, bool>> guards;  // enclosing conditions (and whether negated): who gets here
 
   IExpr expand(IExpr e) const {
@@ -132,7 +132,7 @@ struct Checker {
       case kir::SyncKind::WgmmaWait:
       case kir::SyncKind::SetMaxNReg: return std::min(T, 128);
       case kir::SyncKind::NamedBarrier:
-      case kir::SyncKind::TmemAlloc:       // tcgen05.alloc / relinquish / dealloc: .sync.aligned, a whole warp
+      case kir::SyncKind::TmemAlloc:  // tcgen05.alloc / relinquish / dealloc: .sync.aligned, a whole warp
       case kir::SyncKind::TmemRelinquish:
       case kir::SyncKind::TmemDealloc: return W;
       default: return 1;
@@ -168,13 +168,15 @@ struct Checker {
                           " together, but it sits inside ", where, ", which differs between threads of ",
                           scopeName(need, T),
                           " (some would skip it: a hang or undefined result on the GPU). Keep the condition "
-                          "uniform over ", scopeName(need, T), " or move the op out of the branch");
+                          "uniform over ",
+                          scopeName(need, T), " or move the op out of the branch");
       switch (n.kind) {
         case kir::NodeKind::For: {
           auto& f = static_cast<const kir::ForLoop&>(n);
           int lg = maxNeed(f.body) > 1 ? std::min(granularity(f.start), granularity(f.stop)) : g;
           bool narrower = lg < g;
-          walk(f.body, std::min(g, lg), narrower ? "for " + f.var + " in [" + f.start.str() + ", " + f.stop.str() + ")" : where);
+          walk(f.body, std::min(g, lg),
+               narrower ? "for " + f.var + " in [" + f.start.str() + ", " + f.stop.str() + ")" : where);
           break;
         }
         case kir::NodeKind::If: {

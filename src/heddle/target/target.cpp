@@ -194,7 +194,8 @@ std::string cudaTargetFor(int major, int minor) {
   for (const auto& [cc, text] : byCc) all += (all.empty() ? "" : ", ") + text;
   if (best.empty())
     fail<ScheduleError>("no heddle target runs on a CUDA device of compute capability ", major, ".", minor,
-                        ": heddle's CUDA targets are ", all, "; a cubin loads only within its own major version, "
+                        ": heddle's CUDA targets are ", all,
+                        "; a cubin loads only within its own major version, "
                         "and an 'a' target only on its exact capability",
                         major < 8 ? ". heddle needs compute capability 8.0 or newer"
                                   : ". heddle has no kernels for this device yet (a target for it is new work)");

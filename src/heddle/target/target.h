@@ -20,16 +20,16 @@ enum class Backend { Cuda, Hip };
 enum class GroupLowering { None, Weaker, Best };
 
 struct TargetInfo {
-  std::string name;           // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200", "gfx1250"
+  std::string name;                 // "sm_80", "sm_90a", "sm_100a", "gfx90a", "gfx942", "gfx1200", "gfx1250"
   Backend backend = Backend::Cuda;  // selects the printer and the runtime compiler only
   int warpSize = 32;
-  long smemLimit = 0;         // bytes of shared memory / LDS one block may use (opt-in maximum)
+  long smemLimit = 0;  // bytes of shared memory / LDS one block may use (opt-in maximum)
   int maxThreads = 1024;
-  bool cpAsync = false;       // global->shared asynchronous copies with commit/wait groups
-  bool tma = false;           // bulk tensor copies completing on mbarriers
+  bool cpAsync = false;  // global->shared asynchronous copies with commit/wait groups
+  bool tma = false;      // bulk tensor copies completing on mbarriers
   bool mbarrier = false;
-  MmaKinds mma;               // the MMA mechanisms offered (mma.sync, wgmma, tcgen05, MFMA, WMMA)
-  int tmemColumns = 0;        // tensor-memory columns per CTA (128 lanes x tmemColumns 32-bit cells)
+  MmaKinds mma;         // the MMA mechanisms offered (mma.sync, wgmma, tcgen05, MFMA, WMMA)
+  int tmemColumns = 0;  // tensor-memory columns per CTA (128 lanes x tmemColumns 32-bit cells)
   bool setmaxnreg = false;
   bool electSync = false;     // PTX elect.sync: a single issuing thread is elected in its warp (sm_90+)
   bool splitBarrier = false;  // GFX12 s_barrier_signal / s_barrier_wait
@@ -37,16 +37,16 @@ struct TargetInfo {
   // (expected count in waves through m0), s_barrier_join / s_barrier_leave, s_barrier_signal id,
   // s_barrier_signal_isfirst id, s_barrier_wait id (docs/backends.md, "Barrier objects"). 0: none.
   int namedBarriers = 0;
-  bool asyncLds = false;      // AMD async global->LDS loads counted by vmcnt
-  bool gridFlags = false;     // gpu-scope release/acquire flags between CTAs (split-K, heddle_grid.cuh)
-  std::string rtcArch;        // what the runtime compiler is given
+  bool asyncLds = false;   // AMD async global->LDS loads counted by vmcnt
+  bool gridFlags = false;  // gpu-scope release/acquire flags between CTAs (split-K, heddle_grid.cuh)
+  std::string rtcArch;     // what the runtime compiler is given
   // AMD (docs/backends.md): the vmcnt counter width, and whether s_barrier may be
   // issued with memory counters outstanding (LLVM FeatureBackOffBarrier; without it they drain first).
   bool backOffBarrier = true;
   // The workgroup barrier is a per-wave scalar op (wave-uniform control flow suffices) and a wave that
   // ends drops it (AMDGPU execution synchronization); false: a per-thread barrier (bar.sync).
   bool waveBarrier = false;
-  int vmcntMax = 0;           // largest s_waitcnt vmcnt / s_wait_loadcnt immediate (0 = no counter)
+  int vmcntMax = 0;  // largest s_waitcnt vmcnt / s_wait_loadcnt immediate (0 = no counter)
   // Shared-memory operand tiles of the register-MMA path (cp_async / plain / async_lds caches):
   // rows are XOR-swizzled inside lines of this many bytes (heddle_copy.cuh SmemTile), so a row is
   // 16, 32 or 64 bytes or a whole number of lines. 0: rows are unswizzled (heddle_hip_copy.cuh

@@ -71,7 +71,7 @@ void Cta::signalBarrier(Thread& t, const kir::Sync& s) {
   SplitPhase& ph = splitPhases[t.sigCount++];
   if (ph.clock.empty()) ph.clock.assign(T, 0), ph.xclock.assign(T, 0);
   fencedArrive(t, s, ph.clock, ph.xclock);  // the release fence before the signal (workgroup_fences.cpp)
-  t.vc[t.tid]++;  // what this thread does after its signal is not released by this barrier
+  t.vc[t.tid]++;                            // what this thread does after its signal is not released by this barrier
   ++ph.signals;
   completeSplitPhases();
 }

@@ -50,7 +50,8 @@ bool namedOp(const kir::Sync& s) {
 void Cta::barrierMisuse(const Thread& t, const kir::Sync& s, const std::string& key, const std::string& what) {
   rep.add(Finding::BarrierMisuse, key + "|" + std::to_string(s.id), [&] {
     std::ostringstream os;
-    os << threadName(t.tid, W) << " at '" << kir::describe(s) << "' (node " << s.id << ", " << where(t) << "): " << what;
+    os << threadName(t.tid, W) << " at '" << kir::describe(s) << "' (node " << s.id << ", " << where(t)
+       << "): " << what;
     return os.str();
   });
 }
@@ -81,23 +82,25 @@ bool Cta::execBarrierObject(Thread& t, const kir::Sync& s) {
     return true;
   }
   if (id < 1 || id > 16)
-    fail<HeddleError>("simulate: '", kir::describe(s), "' names barrier ", id, "; AMD barrier ids are -1 (workgroup), "
+    fail<HeddleError>("simulate: '", kir::describe(s), "' names barrier ", id,
+                      "; AMD barrier ids are -1 (workgroup), "
                       "0 (NULL) and 1..16 (named)");
   BarrierObject& o = barrierObjects[id];
   if (o.clock.empty()) o.clock.assign(T, 0);
   if (s.sync == kir::SyncKind::BarrierInit) {
     if (o.arrived > 0)
-      barrierMisuse(t, s, "reinit", "misuse: the init resets " + std::to_string(o.arrived) +
-                                        " lane arrival(s) of a phase in progress");
+      barrierMisuse(t, s, "reinit",
+                    "misuse: the init resets " + std::to_string(o.arrived) + " lane arrival(s) of a phase in progress");
     o.initialized = true;
     o.expected = (int64_t)s.count * W;
     o.arrived = 0;
     return true;
   }
   if (!o.initialized) {
-    barrierMisuse(t, s, "noinit", "undefined behaviour: barrier " + std::to_string(id) +
-                                      " is used before any s_barrier_init (the first barrier modification of an "
-                                      "object must be its init)");
+    barrierMisuse(t, s, "noinit",
+                  "undefined behaviour: barrier " + std::to_string(id) +
+                      " is used before any s_barrier_init (the first barrier modification of an "
+                      "object must be its init)");
     return true;
   }
   const int64_t pending = t.arrivedPhase.count(id) ? t.arrivedPhase[id] : -1;
@@ -109,12 +112,14 @@ bool Cta::execBarrierObject(Thread& t, const kir::Sync& s) {
       return true;
     case kir::SyncKind::BarrierLeave:
       if (pending > waited)
-        barrierMisuse(t, s, "droprace", "undefined behaviour (drop race): this thread arrived in phase " +
-                                            std::to_string(pending) + " of barrier " + std::to_string(id) +
-                                            " and drops it before waiting for that phase to complete");
+        barrierMisuse(t, s, "droprace",
+                      "undefined behaviour (drop race): this thread arrived in phase " + std::to_string(pending) +
+                          " of barrier " + std::to_string(id) +
+                          " and drops it before waiting for that phase to complete");
       if (--o.expected < 0) {
-        barrierMisuse(t, s, "negative", "undefined behaviour: the drop makes the expected count of barrier " +
-                                            std::to_string(id) + " negative");
+        barrierMisuse(
+            t, s, "negative",
+            "undefined behaviour: the drop makes the expected count of barrier " + std::to_string(id) + " negative");
         o.expected = 0;
       }
       t.joined = kNotJoined;
@@ -124,10 +129,11 @@ bool Cta::execBarrierObject(Thread& t, const kir::Sync& s) {
     case kir::SyncKind::BarrierSignal:
     case kir::SyncKind::BarrierSignalIsFirst:
       if (t.left.count(id))
-        barrierMisuse(t, s, "afterdrop", "misuse: arrive after this thread dropped barrier " + std::to_string(id) +
-                                             " (s_barrier_leave) without joining it again; the arrive counts against "
-                                             "an expected count its drop already lowered, so a phase can complete "
-                                             "without one of its members");
+        barrierMisuse(t, s, "afterdrop",
+                      "misuse: arrive after this thread dropped barrier " + std::to_string(id) +
+                          " (s_barrier_leave) without joining it again; the arrive counts against "
+                          "an expected count its drop already lowered, so a phase can complete "
+                          "without one of its members");
       for (int i = 0; i < T; ++i) o.clock[i] = std::max(o.clock[i], t.vc[i]);
       t.vc[t.tid]++;  // what this thread does after its arrive is not released by this phase
       t.arrivedPhase[id] = o.phase;
@@ -135,15 +141,17 @@ bool Cta::execBarrierObject(Thread& t, const kir::Sync& s) {
       return true;
     case kir::SyncKind::BarrierWait: {
       if (t.joined < 1) {
-        barrierMisuse(t, s, "nojoin", "undefined behaviour: s_barrier_wait on named barrier " + std::to_string(id) +
-                                          " by a thread that has not joined it (s_barrier_join)");
+        barrierMisuse(t, s, "nojoin",
+                      "undefined behaviour: s_barrier_wait on named barrier " + std::to_string(id) +
+                          " by a thread that has not joined it (s_barrier_join)");
         return true;
       }
       int b = id;
       if (t.joined != id) {
-        barrierMisuse(t, s, "otherjoin", "undefined behaviour: waits on barrier " + std::to_string(id) +
-                                             " while the barrier it joined last is " + std::to_string(t.joined) +
-                                             " (the hardware waits on that one)");
+        barrierMisuse(t, s, "otherjoin",
+                      "undefined behaviour: waits on barrier " + std::to_string(id) +
+                          " while the barrier it joined last is " + std::to_string(t.joined) +
+                          " (the hardware waits on that one)");
         b = t.joined;
       }
       const int64_t pb = t.arrivedPhase.count(b) ? t.arrivedPhase[b] : -1;
@@ -171,9 +179,10 @@ void Cta::threadExited(Thread& t) {
   // the implicit drop of the workgroup barrier: a signal without its wait before it races the drop
   if (t.sigCount > t.waitCount)
     rep.add(Finding::BarrierMisuse, "exitrace", [&] {
-      return threadName(t.tid, W) + " ends after an s_barrier_signal without its s_barrier_wait: undefined "
-                                    "behaviour (drop race: the implicit drop of the workgroup barrier at the "
-                                    "thread's end races its arrive)";
+      return threadName(t.tid, W) +
+             " ends after an s_barrier_signal without its s_barrier_wait: undefined "
+             "behaviour (drop race: the implicit drop of the workgroup barrier at the "
+             "thread's end races its arrive)";
     });
   completeSplitPhases();
   for (auto& u : th)

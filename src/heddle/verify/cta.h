@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "heddle/kir/kir.h"
+#include "heddle/verify/mbarrier_state.h"
 #include "heddle/verify/report.h"
 #include "heddle/verify/simulator.h"
-#include "heddle/verify/mbarrier_state.h"
 
 namespace heddle::verify {
 
@@ -39,10 +39,10 @@ struct OpInst {
 };
 
 struct WriteRec {
-  int32_t thread = -1;   // -1: never written
-  int32_t group = -1;    // cp.async group sequence number of `thread`; -1: synchronous write
-  uint32_t clock = 0;    // writer's own clock at the write (async: at the issue)
-  uint32_t inst = 0;     // OpInst index
+  int32_t thread = -1;  // -1: never written
+  int32_t group = -1;   // cp.async group sequence number of `thread`; -1: synchronous write
+  uint32_t clock = 0;   // writer's own clock at the write (async: at the issue)
+  uint32_t inst = 0;    // OpInst index
 };
 
 struct Region {
@@ -68,8 +68,8 @@ struct GridState {
     std::map<int, std::vector<float>> values;  // storing thread -> its accumulators
     std::map<int, uint32_t> clocks;            // storing thread -> its clock at the store
   };
-  std::map<int64_t, Partial> partials;        // by slot
-  std::map<int64_t, int> released;            // flag -> releasing CTA
+  std::map<int64_t, Partial> partials;  // by slot
+  std::map<int64_t, int> released;      // flag -> releasing CTA
 };
 
 // An access ordered after a cp.async's issue but not after the wait_group that retires it. If the
@@ -79,10 +79,10 @@ struct GridState {
 // never) it is async misuse: the access comes before the wait. A group still in flight at the
 // access is classified when it retires (Cta::settle).
 struct Deferred {
-  std::string kind;      // RAW / WAW
+  std::string kind;  // RAW / WAW
   uint32_t earlier, later, cell;
-  uint32_t seen;         // the accessing thread's clock entry for the issuing thread
-  int64_t pos;           // the accessing thread's program position (steps taken) at the access
+  uint32_t seen;  // the accessing thread's clock entry for the issuing thread
+  int64_t pos;    // the accessing thread's program position (steps taken) at the access
   int64_t count;
 };
 
@@ -92,24 +92,24 @@ struct Frame {
   const kir::ForLoop* loop;  // null for an if-branch or the kernel body
   int64_t stop;
   bool hadOld;
-  int64_t old;               // the loop variable's previous binding (shadowing)
+  int64_t old;  // the loop variable's previous binding (shadowing)
 };
 
 struct Thread {
   int tid = 0, warp = 0, lane = 0;
-  int rank = 0;                             // its CTA's rank in a simulated cluster (tid = rank * Tc + local)
+  int rank = 0;  // its CTA's rank in a simulated cluster (tid = rank * Tc + local)
   Status status = Status::Running;
-  const kir::Sync* barrier = nullptr;       // the barrier it waits at
+  const kir::Sync* barrier = nullptr;  // the barrier it waits at
   std::vector<Frame> stack;
   std::map<std::string, int64_t> env;
   std::vector<uint32_t> vc;
   // cp.async: copies join group `openGroup` until a commit closes it
   int32_t openGroup = 0;
-  std::deque<int32_t> committed;            // closed, not yet retired (oldest first)
+  std::deque<int32_t> committed;  // closed, not yet retired (oldest first)
   std::vector<std::vector<uint32_t>> groupChunks;
-  std::vector<uint32_t> retire;             // per group: the retiring clock, kNever while in flight
-  std::vector<int64_t> retirePos;           // per group: program position of the retiring wait
-  int64_t pos = 0;                          // program position: statements executed so far
+  std::vector<uint32_t> retire;    // per group: the retiring clock, kNever while in flight
+  std::vector<int64_t> retirePos;  // per group: program position of the retiring wait
+  int64_t pos = 0;                 // program position: statements executed so far
   // registers: the lane's accumulator elements (row-major over its owned (fm, fn, r) slots)
   std::vector<float> acc;
   // hand-built kernels: the token program order says each (buffer, stage) holds
@@ -132,7 +132,7 @@ struct Thread {
   std::set<int> left;
   int waitBar = 0;
   int64_t waitPhase = 0;
-  MbarrierThread h;                             // Hopper: async groups, mbarrier / named-barrier waits
+  MbarrierThread h;  // Hopper: async groups, mbarrier / named-barrier waits
 };
 
 class Cta {
@@ -152,7 +152,7 @@ class Cta {
   void commit(Thread& t);
   void waitGroups(Thread& t, int keep);
   void arriveBarrier(Thread& t, const kir::Sync& s);
-  void diagnoseStuck();                       // no runnable thread but some alive
+  void diagnoseStuck();  // no runnable thread but some alive
   void land(uint32_t chunk);
   void landAll();
 
@@ -162,8 +162,8 @@ class Cta {
   // --- grid.cpp: split-K partial tiles and grid flags (GridState); acquired: flag -> (thread, clock)
   GridState* grid = nullptr;
   std::map<int64_t, std::pair<int, uint32_t>> acquired;
-  bool execGridSync(Thread& t, const kir::Sync& s);             // false: not a grid op
-  bool execPartial(Thread& t, const kir::EpilogueStore& e);     // false: not a partial store / add
+  bool execGridSync(Thread& t, const kir::Sync& s);          // false: not a grid op
+  bool execPartial(Thread& t, const kir::EpilogueStore& e);  // false: not a partial store / add
 
   // --- memory.cpp
   void setupMemory();
@@ -179,7 +179,7 @@ class Cta {
   const SimInputs& in;
   const SimOptions& opt;
   Reports& rep;
-  std::vector<float>& out;          // D, then D1, ... (Kernel::extraOutputs), shared by all CTAs of a simulation
+  std::vector<float>& out;  // D, then D1, ... (Kernel::extraOutputs), shared by all CTAs of a simulation
   std::vector<WriteRec>& outW;
   // elements per output: output o (0 = D) is out[o * outElems() ...]
   int64_t outElems() const { return (int64_t)out.size() / (1 + (int64_t)k.extraOutputs.size()); }
@@ -193,26 +193,26 @@ class Cta {
   int ranks = 1, Tc = 0;
   int64_t ctaCells = 0;
   int barsPerCta = 0;
-  int curRank = 0;                  // the rank whose shared memory cellOf / mbarId address (the stepping thread's)
+  int curRank = 0;  // the rank whose shared memory cellOf / mbarId address (the stepping thread's)
   int64_t bx, by, bz, m0 = 0, n0 = 0;
   int64_t batch() const { return k.splitK > 1 || k.streamK > 0 ? 0 : bz; }  // blockIdx.z is the split under split-K
   std::vector<Thread> th;
   std::mt19937_64 rng;
-  int64_t releases = 0;             // barrier releases so far (the adversarial schedule turns at each)
-  bool stopped = false;             // stopAtFirstError hit, deadlock, or budget
-  bool divergent = false;           // a thread-dependent branch ran: hand-built kernels' data tokens no
-                                    // longer follow one program order (happens-before alone judges)
+  int64_t releases = 0;    // barrier releases so far (the adversarial schedule turns at each)
+  bool stopped = false;    // stopAtFirstError hit, deadlock, or budget
+  bool divergent = false;  // a thread-dependent branch ran: hand-built kernels' data tokens no
+                           // longer follow one program order (happens-before alone judges)
 
   // shared memory: cells of every shared buffer, all stages
   std::map<const kir::Buffer*, Region> regions;
   std::vector<float> smem;
   std::vector<WriteRec> smemW;
-  std::vector<uint64_t> smemR;      // [cell * T + t]: (clock << 32) | (inst + 1); 0 = no read
+  std::vector<uint64_t> smemR;  // [cell * T + t]: (clock << 32) | (inst + 1); 0 = no read
   std::vector<OpInst> insts;
   std::vector<AsyncChunk> chunks;
   std::vector<float> chunkVals;
-  std::vector<uint32_t> unlanded;   // chunk indices, possibly landed already (lazily dropped)
-  std::map<std::string, int> mappings;  // SmemAccess mapping name -> index
+  std::vector<uint32_t> unlanded;        // chunk indices, possibly landed already (lazily dropped)
+  std::map<std::string, int> mappings;   // SmemAccess mapping name -> index
   std::map<int, const kir::Node*> byId;  // node id -> node (decoding hand-built kernels' tokens)
   int ctaIndex = 0;
   struct DeferredGroup {
@@ -220,7 +220,7 @@ class Cta {
     std::map<std::string, size_t> index;
   };
   std::map<std::pair<int, int32_t>, DeferredGroup> deferred;  // by (issuing thread, group)
-  void settle(int thread, int32_t group);  // classify the deferred accesses of a retired group
+  void settle(int thread, int32_t group);                     // classify the deferred accesses of a retired group
 
   // --- amdgcn_sim.cpp: split barriers (phase k completes when every thread made its k-th signal;
   // a wait joins the clocks of that phase) and the no-BackOffBarrier rule
@@ -237,7 +237,7 @@ class Cta {
   // its wait; without SimOptions::amdFences an arrive publishes t's clock and a wait acquires it
   void fencedArrive(Thread& t, const kir::Sync& s, std::vector<uint32_t>& mem, std::vector<uint32_t>& exec);
   void fencedWait(Thread& t, const kir::Sync& s, const std::vector<uint32_t>& mem, const std::vector<uint32_t>& exec);
-  std::string fenceNote(int reader, int writer, uint32_t clock) const;  // names a missing fence, or 
+  std::string fenceNote(int reader, int writer, uint32_t clock) const;  // names a missing fence, or
   void waitSplitBarrier(Thread& t, const kir::Sync& s);
   void completeSplitPhases();  // phase k completes when every thread not dropped by then signalled it
   void checkBackOff(const Thread& t, const kir::Sync& s);
@@ -261,16 +261,16 @@ class Cta {
 
   // --- mbarrier_sync.cpp / tma_wgmma_ops.cpp: Hopper (mbarriers, TMA, wgmma, proxy fences, named barriers)
   MbarrierState mbar;
-  void setupMbarrierState();                                  // before the threads' clocks are sized
+  void setupMbarrierState();  // before the threads' clocks are sized
   // the threads, the mbarriers, and (sm_100a) each thread's tcgen05.mma engine (tcgen05_sim.cpp)
   int clockSize() const { return T + (int)mbar.bars.size() + (k.tile.mma == MmaKind::Tcgen05 ? T : 0); }
   int tcAgent(int tid) const { return T + (int)mbar.bars.size() + tid; }
-  bool execMbarrierSync(Thread& t, const kir::Sync& s);  // false: not a Hopper op
-  bool execTmaWgmmaLeaf(Thread& t, const kir::Node& n);  // false: not a Hopper leaf
-  bool tmaLand(bool oldest);                        // lands one TMA copy; false when none is in flight
-  void mbarrierFinish();                                 // end-of-CTA checks (phases, groups in flight)
-  std::string mbarrierStuck() const;                     // who waits on which mbarrier / named barrier
-  void asyncProxyCheckWrite(uint32_t cell, uint32_t inst); // a write over an in-flight asynchronous read
+  bool execMbarrierSync(Thread& t, const kir::Sync& s);     // false: not a Hopper op
+  bool execTmaWgmmaLeaf(Thread& t, const kir::Node& n);     // false: not a Hopper leaf
+  bool tmaLand(bool oldest);                                // lands one TMA copy; false when none is in flight
+  void mbarrierFinish();                                    // end-of-CTA checks (phases, groups in flight)
+  std::string mbarrierStuck() const;                        // who waits on which mbarrier / named barrier
+  void asyncProxyCheckWrite(uint32_t cell, uint32_t inst);  // a write over an in-flight asynchronous read
   int mbarId(const kir::Buffer* b, int64_t index, const kir::Node& n) const;
   bool mbarVisible(Thread& t, MbarState& m, const kir::Node& n);
   void asyncProxyInitCheck(Thread& t, MbarState& m, const kir::Node& n);  // the init fenced (TMA, tcgen05.commit)
@@ -289,7 +289,7 @@ class Cta {
   // --- tcgen05_sim.cpp: tcgen05 (tensor memory, tcgen05.mma / commit / ld, the tcgen05 fences)
   bool execTcgen05Sync(Thread& t, const kir::Sync& s);  // false: not a tcgen05 op
   bool execTcgen05Leaf(Thread& t, const kir::Node& n);  // false: not a tcgen05 leaf
-  void publishTcReads(Thread& t);                     // fence::before_thread_sync (or commit): stamps its tcgen05.ld reads
+  void publishTcReads(Thread& t);  // fence::before_thread_sync (or commit): stamps its tcgen05.ld reads
   void tcgen05Finish();
 
  private:

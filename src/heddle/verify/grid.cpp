@@ -50,8 +50,9 @@ bool Cta::execGridSync(Thread& t, const kir::Sync& s) {
   for (int64_t j = i0; j < i0 + s.count; ++j) {
     if (!grid->released.count(j)) {
       rep.add(Finding::Deadlock, "grid-wait|" + std::to_string(s.id), [&] {
-        return threadName(t.tid, W) + " of " + cta(*this) + " waits on flags[" + std::to_string(j) +
-               "] ('" + kir::describe(s) + "'), which no earlier CTA released: only CTAs dispatched before it can "
+        return threadName(t.tid, W) + " of " + cta(*this) + " waits on flags[" + std::to_string(j) + "] ('" +
+               kir::describe(s) +
+               "'), which no earlier CTA released: only CTAs dispatched before it can "
                "release a flag it waits on, so the wait never ends";
       });
       stopped = true;
@@ -86,10 +87,10 @@ bool Cta::execPartial(Thread& t, const kir::EpilogueStore& e) {
     auto a = acquired.find(j);
     auto p = grid->partials.find(j);
     std::string problem;
-    if (p == grid->partials.end() || !p->second.values.count(t.tid))
-      problem = "which no earlier CTA stored";
+    if (p == grid->partials.end() || !p->second.values.count(t.tid)) problem = "which no earlier CTA stored";
     else if (a == acquired.end())
-      problem = "with no acquire of flags[" + std::to_string(j) + "] before it (the flag wait is missing, waits on "
+      problem = "with no acquire of flags[" + std::to_string(j) +
+                "] before it (the flag wait is missing, waits on "
                 "another flag, or is not ordered before the read)";
     else if (a->second.first != t.tid && a->second.second > t.vc[a->second.first])
       problem = "but the acquire of flags[" + std::to_string(j) + "] by " + threadName(a->second.first, W) +

@@ -15,7 +15,8 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
   auto fix = [&](kir::Buffer*& p) {
     if (!p) return;
     auto it = remap.find(p);
-    if (it == remap.end()) fail<HeddleError>("copyKernel: a node of ", k.name, " uses a buffer the kernel does not own");
+    if (it == remap.end())
+      fail<HeddleError>("copyKernel: a node of ", k.name, " uses a buffer the kernel does not own");
     p = it->second;
   };
   kir::walkMut(c.body, [&](kir::Node& n) {

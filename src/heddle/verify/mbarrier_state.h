@@ -34,16 +34,16 @@ struct MbarState {
   uint32_t initClock = 0;
   int count = 0, pending = 0;
   int64_t tx = 0;
-  int64_t phase = 0;                // completed phases (the current one has parity phase % 2)
-  int64_t observed = -1;            // the latest phase a successful wait observed (-1: none)
+  int64_t phase = 0;                  // completed phases (the current one has parity phase % 2)
+  int64_t observed = -1;              // the latest phase a successful wait observed (-1: none)
   const kir::Node* lastBy = nullptr;  // what completed the latest phase (phase - 1), and its thread
   int lastThread = -1;
-  std::vector<uint32_t> acc;        // joined by the current phase's arrivals and landings
-  std::vector<uint32_t> released;   // cumulative clock of the completed phases
-  uint32_t epoch = 0;               // this barrier's agent clock (TMA landings)
-  bool initFenced = false;          // fence.mbarrier_init.release.cluster by the init thread after the init
-  uint32_t fenceClock = 0;          // the init thread's clock at that fence
-  int rank = -1;                    // its CTA's rank in a simulated cluster (-1: no cluster)
+  std::vector<uint32_t> acc;       // joined by the current phase's arrivals and landings
+  std::vector<uint32_t> released;  // cumulative clock of the completed phases
+  uint32_t epoch = 0;              // this barrier's agent clock (TMA landings)
+  bool initFenced = false;         // fence.mbarrier_init.release.cluster by the init thread after the init
+  uint32_t fenceClock = 0;         // the init thread's clock at that fence
+  int rank = -1;                   // its CTA's rank in a simulated cluster (-1: no cluster)
   std::string name() const {
     return (rank >= 0 ? "CTA rank " + std::to_string(rank) + "'s " : std::string()) + buf->name + "[" +
            std::to_string(index) + "]";
@@ -57,9 +57,9 @@ struct TmaOp {
   std::vector<uint32_t> cells;
   std::vector<float> vals;
   int64_t bytes = 0;
-  std::vector<uint32_t> issuerVc;   // the issuing thread's clock at the issue
+  std::vector<uint32_t> issuerVc;  // the issuing thread's clock at the issue
   bool landed = false;
-  int64_t phase = 0;                // clusters: the target barrier's phase at the issue (it must land in it)
+  int64_t phase = 0;  // clusters: the target barrier's phase at the issue (it must land in it)
 };
 
 struct AsyncReadGroup {
@@ -67,17 +67,17 @@ struct AsyncReadGroup {
 };
 
 struct MbarrierThread {
-  AsyncReadGroup wgOpen;                 // wgmma reads not yet committed
-  std::deque<AsyncReadGroup> wgGroups;   // committed, not retired (oldest first)
-  AsyncReadGroup bulkOpen;               // TMA store reads not yet committed
+  AsyncReadGroup wgOpen;                // wgmma reads not yet committed
+  std::deque<AsyncReadGroup> wgGroups;  // committed, not retired (oldest first)
+  AsyncReadGroup bulkOpen;              // TMA store reads not yet committed
   std::deque<AsyncReadGroup> bulkGroups;
-  bool accTouched = true;                // accumulators accessed by ordinary code since the last wgmma.fence
+  bool accTouched = true;  // accumulators accessed by ordinary code since the last wgmma.fence
   std::string accTouchedBy = "the start of the thread";
-  int waitBar = -1, waitParity = 0;      // blocked in try_wait.parity
+  int waitBar = -1, waitParity = 0;  // blocked in try_wait.parity
   const kir::Sync* waitNode = nullptr;
-  int namedBar = -1;                     // blocked in bar.sync
+  int namedBar = -1;  // blocked in bar.sync
   const kir::Sync* namedNode = nullptr;
-  std::vector<uint32_t> unfenced;        // cells written through the generic proxy since the last proxy fence
+  std::vector<uint32_t> unfenced;  // cells written through the generic proxy since the last proxy fence
   // sm100 (tcgen05_sim.cpp): the clock asynchronous tcgen05 accesses are ordered by (the thread's clock at its
   // last tcgen05.fence::after_thread_sync), and its tcgen05.ld reads not yet published (cells, instances)
   // until its next fence::before_thread_sync or tcgen05.commit
@@ -87,15 +87,15 @@ struct MbarrierThread {
 };
 
 struct MbarrierState {
-  bool active = false;                   // the kernel has Hopper nodes
+  bool active = false;  // the kernel has Hopper nodes
   std::vector<MbarState> bars;
   std::map<const kir::Buffer*, int> barBase;
   std::vector<TmaOp> tma;
-  std::vector<int> pending;              // TMA ops not landed (issue order)
-  std::vector<uint16_t> inflight;        // per cell: asynchronous reads in flight
-  std::vector<uint32_t> inflightInst;    // per cell: one of them (for messages)
-  std::vector<uint32_t> fencedAt;        // per cell: the writer's clock at its proxy fence after the last generic write
-  std::map<int, std::vector<int>> named; // bar.sync id -> waiting threads
+  std::vector<int> pending;            // TMA ops not landed (issue order)
+  std::vector<uint16_t> inflight;      // per cell: asynchronous reads in flight
+  std::vector<uint32_t> inflightInst;  // per cell: one of them (for messages)
+  std::vector<uint32_t> fencedAt;      // per cell: the writer's clock at its proxy fence after the last generic write
+  std::map<int, std::vector<int>> named;  // bar.sync id -> waiting threads
   // sm100: tensor memory (the accumulator buffer's cells: stages x 128 lanes x bn columns)
   bool tmemLive = false, tmemEverAllocated = false, relinquished = false;
   int tmemCols = 0;

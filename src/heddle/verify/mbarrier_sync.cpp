@@ -88,14 +88,14 @@ void Cta::clusterRemoteCheck(int id, const std::string& what) {
     if (opt.stopAtFirstError) stopped = true;
   }
   if (!m.init) {
-    rep.add(Finding::AsyncMisuse, "remoteuninit|" + m.buf->name, [&] {
-      return what + " reaches mbarrier " + m.name() + " of the peer CTA before its mbarrier.init";
-    });
+    rep.add(Finding::AsyncMisuse, "remoteuninit|" + m.buf->name,
+            [&] { return what + " reaches mbarrier " + m.name() + " of the peer CTA before its mbarrier.init"; });
     if (opt.stopAtFirstError) stopped = true;
   } else if (!m.initFenced) {
     rep.add(Finding::Race, "unfenced|" + m.buf->name, [&] {
       return what + " uses mbarrier " + m.name() + " from the peer CTA, but its mbarrier.init by " +
-             threadName(m.initThread, W) + " is not followed by fence.mbarrier_init.release.cluster: the init "
+             threadName(m.initThread, W) +
+             " is not followed by fence.mbarrier_init.release.cluster: the init "
              "need not be visible at cluster scope";
     });
     if (opt.stopAtFirstError) stopped = true;
@@ -285,9 +285,7 @@ bool Cta::execMbarrierSync(Thread& t, const kir::Sync& s) {
         if (m.init && m.initThread == t.tid) m.initFenced = true, m.fenceClock = t.vc[t.tid];
       return true;
     case K::ClusterSync: arriveBarrier(t, s); return true;  // every thread of the cluster (one simulated Cta)
-    case K::WgmmaFence:
-      t.h.accTouched = false;
-      return true;
+    case K::WgmmaFence: t.h.accTouched = false; return true;
     case K::WgmmaCommit:
       t.h.wgGroups.push_back(std::move(t.h.wgOpen));
       t.h.wgOpen = {};
@@ -318,7 +316,7 @@ bool Cta::execMbarrierSync(Thread& t, const kir::Sync& s) {
     case K::SetMaxNReg: return true;
     case K::NamedBarrier: {
       const int id = s.arg + (int)s.index.eval(t.env);  // per warpgroup: ping-pong's barriers 2 and 3
-      auto& w = mbar.named[id + 64 * t.rank];            // a cluster: each CTA's own named barriers
+      auto& w = mbar.named[id + 64 * t.rank];           // a cluster: each CTA's own named barriers
       w.push_back(t.tid);
       t.status = Status::Blocked;
       t.h.namedBar = id;
@@ -344,12 +342,14 @@ bool Cta::execMbarrierSync(Thread& t, const kir::Sync& s) {
 void Cta::landTma(TmaOp& op) {
   MbarState& m = mbar.bars[op.bar];
   if (ranks > 1) {
-    const std::string what = "the TMA load '" + kir::describe(*insts[op.inst].node) + "' (" + threadName(op.thread, W) + ")";
+    const std::string what =
+        "the TMA load '" + kir::describe(*insts[op.inst].node) + "' (" + threadName(op.thread, W) + ")";
     if (m.rank != th[op.thread].rank) clusterRemoteCheck(op.bar, what);
     if (m.phase != op.phase) {
       rep.add(Finding::AsyncMisuse, "latephase|" + m.buf->name, [&] {
         return what + " lands on mbarrier " + m.name() + " after the phase it was issued in (" +
-               std::to_string(op.phase) + ") completed: the expected transaction bytes are short of what the "
+               std::to_string(op.phase) +
+               ") completed: the expected transaction bytes are short of what the "
                "cluster's copies deliver (a consumer may read the stage before the data)";
       });
       if (opt.stopAtFirstError) stopped = true;
@@ -399,8 +399,8 @@ std::string Cta::mbarrierStuck() const {
     if (u.h.waitNode) {
       const MbarState& m = mbar.bars[u.h.waitBar];
       os << "'" << kir::describe(*u.h.waitNode) << "' on " << m.name() << " (parity " << u.h.waitParity
-         << "; the barrier is in phase " << m.phase << " with " << m.pending << " of " << m.count
-         << " arrivals and " << m.tx << " tx bytes outstanding, " << where(u) << ")";
+         << "; the barrier is in phase " << m.phase << " with " << m.pending << " of " << m.count << " arrivals and "
+         << m.tx << " tx bytes outstanding, " << where(u) << ")";
     } else if (u.h.namedNode) {
       os << "'" << kir::describe(*u.h.namedNode) << "' (" << where(u) << ")";
     }
@@ -418,16 +418,15 @@ std::string Cta::mbarrierStuck() const {
 void Cta::mbarrierFinish() {
   if (!mbar.active || stopped) return;
   tcgen05Finish();
-  while (tmaLand(true)) {
-  }
+  while (tmaLand(true)) {}
   for (auto& m : mbar.bars)  // the last two phases (earlier pairs were checked as later phases completed)
     if (m.init && m.phase >= 2 && m.observed < m.phase - 2) mbarUnobserved(m, m.phase - 2);
   for (auto& m : mbar.bars) {
     if (!m.init || (m.pending == m.count && m.tx == 0)) continue;
     rep.add(Finding::AsyncMisuse, "partial|" + m.name(), [&] {
       std::ostringstream os;
-      os << "mbarrier " << m.name() << " ends the kernel inside phase " << m.phase << " with "
-         << m.count - m.pending << " of " << m.count << " arrivals" << (m.tx ? " and " + std::to_string(m.tx) + " tx bytes" : "")
+      os << "mbarrier " << m.name() << " ends the kernel inside phase " << m.phase << " with " << m.count - m.pending
+         << " of " << m.count << " arrivals" << (m.tx ? " and " + std::to_string(m.tx) + " tx bytes" : "")
          << " (over-arrival, a missing arrival, or an unmatched expect_tx)";
       return os.str();
     });

@@ -10,7 +10,8 @@ namespace heddle::verify {
 void Cta::setupMemory() {
   int64_t total = 0;
   for (auto& b : k.buffers) {
-    const bool tmem = k.tile.mma == MmaKind::Tcgen05 && b->role == "acc";  // tensor memory: accStages x 128 lanes x bn (tcgen05_sim.cpp)
+    const bool tmem = k.tile.mma == MmaKind::Tcgen05 &&
+                      b->role == "acc";  // tensor memory: accStages x 128 lanes x bn (tcgen05_sim.cpp)
     if (b->memory != MemoryType::Shared && !tmem) continue;
     Region r{b.get(), total, (int64_t)b->rows * b->cols, std::max(1, b->stages), b->rows, b->cols};
     if (tmem) r = Region{b.get(), total, 128LL * k.tile.bn, std::max(1, k.tile.accStages), 128, k.tile.bn};
@@ -20,7 +21,8 @@ void Cta::setupMemory() {
   ctaCells = total;
   total *= ranks;  // a cluster: every CTA's shared memory, rank r's from r * ctaCells
   if (total * T > (int64_t)1 << 31)
-    fail<HeddleError>("simulate: ", total, " shared elements x ", T, " threads is too large to track; simulate a "
+    fail<HeddleError>("simulate: ", total, " shared elements x ", T,
+                      " threads is too large to track; simulate a "
                       "smaller tile");
   smem.assign(total, std::numeric_limits<float>::quiet_NaN());  // poison: never-written reads show up as NaN
   smemW.assign(total, WriteRec{});
@@ -39,7 +41,8 @@ void Cta::setupMemory() {
 
 uint32_t Cta::cellOf(const kir::Buffer* b, int64_t stage, int64_t r, int64_t c, const kir::Node& n) const {
   auto it = regions.find(b);
-  if (it == regions.end()) fail<HeddleError>("simulate: ", kir::describe(n), " uses buffer ", b->name, " which is not in shared memory");
+  if (it == regions.end())
+    fail<HeddleError>("simulate: ", kir::describe(n), " uses buffer ", b->name, " which is not in shared memory");
   auto& g = it->second;
   if (stage < 0 || stage >= g.stages || r < 0 || r >= g.rows || c < 0 || c >= g.cols)
     fail<HeddleError>("simulate: ", kir::describe(n), " touches ", b->name, "[stage ", stage, "] (", r, ", ", c,
@@ -95,24 +98,33 @@ void Cta::reportEarly(const std::string& k, uint32_t earlier, uint32_t later, ui
   std::string key = k + "|" + std::to_string(insts[earlier].node->id) + "|" + std::to_string(insts[later].node->id) +
                     "|" + bufferName(cell);
   if (missingBarrier) {
-    rep.add(Finding::Race, key, [&] {
-      std::ostringstream os;
-      os << k << " race on " << describeCell(cell) << ": " << describeInst(earlier) << " and " << describeInst(later)
-         << " are not ordered by happens-before (the issuing thread retires the cp.async group with a wait_group in "
-            "the same barrier phase, but no barrier after that wait orders it before the access)";
-      const WriteRec& w = smemW[cell];  // AMD: a barrier that does order it, short of a fence
-      if (w.thread >= 0 && w.group >= 0) os << fenceNote(insts[later].thread, w.thread, th[w.thread].retire[w.group]);
-      return os.str();
-    }, count);
+    rep.add(
+        Finding::Race, key,
+        [&] {
+          std::ostringstream os;
+          os << k << " race on " << describeCell(cell) << ": " << describeInst(earlier) << " and "
+             << describeInst(later)
+             << " are not ordered by happens-before (the issuing thread retires the cp.async group with a wait_group "
+                "in "
+                "the same barrier phase, but no barrier after that wait orders it before the access)";
+          const WriteRec& w = smemW[cell];  // AMD: a barrier that does order it, short of a fence
+          if (w.thread >= 0 && w.group >= 0)
+            os << fenceNote(insts[later].thread, w.thread, th[w.thread].retire[w.group]);
+          return os.str();
+        },
+        count);
   } else {
-    rep.add(Finding::AsyncMisuse, key, [&] {
-      std::ostringstream os;
-      os << (k == "WAW" ? "write over an in-flight async copy: " : "read of async result before its wait: ")
-         << describeInst(later) << (k == "WAW" ? " writes " : " reads ") << describeCell(cell)
-         << " while the cp.async of " << describeInst(earlier)
-         << " is in flight: no cp.async.wait_group of the issuing thread retires its group before this access";
-      return os.str();
-    }, count);
+    rep.add(
+        Finding::AsyncMisuse, key,
+        [&] {
+          std::ostringstream os;
+          os << (k == "WAW" ? "write over an in-flight async copy: " : "read of async result before its wait: ")
+             << describeInst(later) << (k == "WAW" ? " writes " : " reads ") << describeCell(cell)
+             << " while the cp.async of " << describeInst(earlier)
+             << " is in flight: no cp.async.wait_group of the issuing thread retires its group before this access";
+          return os.str();
+        },
+        count);
   }
 }
 
@@ -164,8 +176,7 @@ void Cta::conflict(Order o, const char* kind, uint32_t earlier, uint32_t later, 
       if (w.group >= 0 && asyncRetired)
         os << " (the cp.async group was retired by a wait_group, but no barrier after that wait orders it before "
               "the other thread)";
-      else if (w.group >= 0)
-        os << " (the cp.async write is in flight and not ordered after the other access)";
+      else if (w.group >= 0) os << " (the cp.async write is in flight and not ordered after the other access)";
     } else {
       os << " (no barrier between the read and the overwrite)";
     }
@@ -208,7 +219,8 @@ void Cta::writeCell(uint32_t cell, Thread& w, uint32_t inst, int32_t group) {
     if (!rec) continue;
     r[t] = 0;
     if (t == w.tid) continue;
-    if ((uint32_t)(rec >> 32) > w.vc[t]) conflict(Order::Unordered, "WAR", (uint32_t)(rec & 0xFFFFFFFFu) - 1, inst, cell, false);
+    if ((uint32_t)(rec >> 32) > w.vc[t])
+      conflict(Order::Unordered, "WAR", (uint32_t)(rec & 0xFFFFFFFFu) - 1, inst, cell, false);
   }
   smemW[cell] = WriteRec{w.tid, group, w.vc[w.tid], inst};
 }

@@ -19,7 +19,8 @@ void visit(const kir::Block& b, const std::string& ctx, int& counter,
            const std::function<void(const kir::Node&, const kir::Block&, size_t, int, const std::string&)>& f) {
   for (size_t i = 0; i < b.stmts.size(); ++i) {
     const kir::Node& n = *b.stmts[i];
-    std::string where = ctx + ", " + (i + 1 < b.stmts.size() ? "before '" + kir::describe(*b.stmts[i + 1]) + "'" : "at its end");
+    std::string where =
+        ctx + ", " + (i + 1 < b.stmts.size() ? "before '" + kir::describe(*b.stmts[i + 1]) + "'" : "at its end");
     f(n, b, i, counter++, where);
     if (n.kind == kir::NodeKind::For) {
       auto& l = static_cast<const kir::ForLoop&>(n);
@@ -64,32 +65,38 @@ const std::vector<MutationKind>& mutationKinds() {
   static const std::vector<MutationKind> kinds = {
       {"delete_sync",
        [](const kir::Node& n) {
-         return isSync(n, {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait,
-                           kir::SyncKind::VmcntWait, kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait,
-                           kir::SyncKind::BarrierInit, kir::SyncKind::BarrierJoin, kir::SyncKind::BarrierLeave,
-                           kir::SyncKind::BarrierSignalIsFirst,
-                           // Hopper (setmaxnreg is a register budget, not a sync: never deleted)
-                           kir::SyncKind::MbarInit, kir::SyncKind::MbarArrive, kir::SyncKind::MbarArriveExpectTx,
-                           kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit,
-                           kir::SyncKind::WgmmaWait, kir::SyncKind::FenceProxyAsync, kir::SyncKind::NamedBarrier,
-                           kir::SyncKind::BulkCommit, kir::SyncKind::BulkWaitRead,
-                           kir::SyncKind::TmemAlloc, kir::SyncKind::TmemDealloc, kir::SyncKind::TcgenCommit,
-                           kir::SyncKind::TcgenFenceBefore, kir::SyncKind::TcgenFenceAfter,
-                           // clusters (the peer's release, the init fence, the cluster barriers)
-                           kir::SyncKind::MbarArriveRemote, kir::SyncKind::FenceMbarrierInit, kir::SyncKind::ClusterSync,
-                           // split-K grid flags
-                           kir::SyncKind::GridRelease, kir::SyncKind::GridWait});
+         return isSync(
+             n,
+             {kir::SyncKind::BlockSync, kir::SyncKind::CpAsyncCommit, kir::SyncKind::CpAsyncWait,
+              kir::SyncKind::VmcntWait, kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait,
+              kir::SyncKind::BarrierInit, kir::SyncKind::BarrierJoin, kir::SyncKind::BarrierLeave,
+              kir::SyncKind::BarrierSignalIsFirst,
+              // Hopper (setmaxnreg is a register budget, not a sync: never deleted)
+              kir::SyncKind::MbarInit, kir::SyncKind::MbarArrive, kir::SyncKind::MbarArriveExpectTx,
+              kir::SyncKind::MbarWait, kir::SyncKind::WgmmaFence, kir::SyncKind::WgmmaCommit, kir::SyncKind::WgmmaWait,
+              kir::SyncKind::FenceProxyAsync, kir::SyncKind::NamedBarrier, kir::SyncKind::BulkCommit,
+              kir::SyncKind::BulkWaitRead, kir::SyncKind::TmemAlloc, kir::SyncKind::TmemDealloc,
+              kir::SyncKind::TcgenCommit, kir::SyncKind::TcgenFenceBefore, kir::SyncKind::TcgenFenceAfter,
+              // clusters (the peer's release, the init fence, the cluster barriers)
+              kir::SyncKind::MbarArriveRemote, kir::SyncKind::FenceMbarrierInit, kir::SyncKind::ClusterSync,
+              // split-K grid flags
+              kir::SyncKind::GridRelease, kir::SyncKind::GridWait});
        },
        [](const kir::Node& n) { return "delete " + kir::describe(n); },
        [](kir::Block& p, size_t i) { p.stmts.erase(p.stmts.begin() + i); }},
-      {"loosen_wait", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::CpAsyncWait, kir::SyncKind::VmcntWait,
-                                                                  kir::SyncKind::WgmmaWait, kir::SyncKind::BulkWaitRead}); },
+      {"loosen_wait",
+       [](const kir::Node& n) {
+         return isSync(n, {kir::SyncKind::CpAsyncWait, kir::SyncKind::VmcntWait, kir::SyncKind::WgmmaWait,
+                           kir::SyncKind::BulkWaitRead});
+       },
        [](const kir::Node& n) {
          auto& s = static_cast<const kir::Sync&>(n);
-         return "loosen " + kir::describe(n) + " to " + kir::syncKindName(s.sync) + "(" + std::to_string(s.arg + 1) + ")";
+         return "loosen " + kir::describe(n) + " to " + kir::syncKindName(s.sync) + "(" + std::to_string(s.arg + 1) +
+                ")";
        },
        [](kir::Block& p, size_t i) { static_cast<kir::Sync&>(*p.stmts[i]).arg += 1; }},
-      {"slide_barrier", [](const kir::Node& n) { return isSync(n, {kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait}); },
+      {"slide_barrier",
+       [](const kir::Node& n) { return isSync(n, {kir::SyncKind::BarrierSignal, kir::SyncKind::BarrierWait}); },
        [](const kir::Node& n) {
          return std::string(isSync(n, {kir::SyncKind::BarrierSignal}) ? "hoist " : "sink ") + kir::describe(n) +
                 " across the neighbouring access";
@@ -103,7 +110,7 @@ const std::vector<MutationKind>& mutationKinds() {
   static const std::vector<MutationKind> all = [] {
     auto v = kinds;
     for (auto& k : ringMutationKinds()) v.push_back(k);  // verify/ring_mutate.cpp
-    v.push_back({"shift_flag",  // split-K: a grid release or wait names the next flag
+    v.push_back({"shift_flag",                           // split-K: a grid release or wait names the next flag
                  [](const kir::Node& n) { return isSync(n, {kir::SyncKind::GridRelease, kir::SyncKind::GridWait}); },
                  [](const kir::Node& n) { return "shift the flag of " + kir::describe(n) + " by one"; },
                  [](kir::Block& p, size_t i) {
@@ -156,11 +163,13 @@ const std::vector<MutationKind>& optInMutationKinds() {
          kir::NodePtr guard = std::move(p.stmts[i]);
          auto& body = static_cast<kir::IfThenElse&>(*guard).thenBody.stmts;
          p.stmts.erase(p.stmts.begin() + (long)i);
-         p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()), std::make_move_iterator(body.end()));
+         p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()),
+                        std::make_move_iterator(body.end()));
        }},
       // AMD kernels: the workgroup release fence before a block_sync / s_barrier_signal -1, or the acquire
       // fence after a block_sync / s_barrier_wait -1, deleted (verify/workgroup_fences.cpp)
-      dropFence(true), dropFence(false),
+      dropFence(true),
+      dropFence(false),
   };
   return kinds;
 }

@@ -33,8 +33,8 @@ struct Mutant {
 struct MutationKind {
   std::string name;
   std::function<bool(const kir::Node&)> applies;
-  std::function<std::string(const kir::Node&)> verb;              // "delete block_sync"
-  std::function<void(kir::Block& parent, size_t index)> apply;     // the node is parent.stmts[index]
+  std::function<std::string(const kir::Node&)> verb;            // "delete block_sync"
+  std::function<void(kir::Block& parent, size_t index)> apply;  // the node is parent.stmts[index]
   // when set, used instead of apply: mutations that need the kernel (e.g. another buffer)
   std::function<void(kir::Kernel& k, kir::Block& parent, size_t index)> applyInKernel = nullptr;
   // when set, a node `applies` to is a site only if this also holds (it can look at the kernel)

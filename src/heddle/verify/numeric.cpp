@@ -53,9 +53,18 @@ float roundTo(DType t, float x) {
 
 void defaultTolerance(DType t, double& atol, double& rtol) {
   switch (t) {
-    case DType::F16: atol = 1e-2; rtol = 1e-2; break;
-    case DType::BF16: atol = 4e-2; rtol = 2e-2; break;
-    case DType::F32: atol = 1e-3; rtol = 1e-3; break;
+    case DType::F16:
+      atol = 1e-2;
+      rtol = 1e-2;
+      break;
+    case DType::BF16:
+      atol = 4e-2;
+      rtol = 2e-2;
+      break;
+    case DType::F32:
+      atol = 1e-3;
+      rtol = 1e-3;
+      break;
   }
 }
 

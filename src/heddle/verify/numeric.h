@@ -22,8 +22,8 @@ void defaultTolerance(DType t, double& atol, double& rtol);
 // `fromSmem`: the values of TMA-loaded operands (EpiOp::smem) by parameter, as the thread read them.
 // `parts`: a matmul group's accumulators at this element, by member (EpiOp op == Matmul reads them).
 // `extras`: set to the further outputs' values (Kernel::extraOutputs, D1, ...), each rounded to its dtype.
-float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row,
-                    int64_t col, std::string* oob, const std::map<std::string, float>* fromSmem = nullptr,
+float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
+                    std::string* oob, const std::map<std::string, float>* fromSmem = nullptr,
                     const float* parts = nullptr, std::vector<float>* extras = nullptr);
 
 }  // namespace heddle::verify

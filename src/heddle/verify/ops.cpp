@@ -20,8 +20,8 @@
 //                  iteration); reads compare with the token program order predicts (until a
 //                  thread-dependent branch runs: then threads no longer share one program order).
 #include <cmath>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
 
 #include "heddle/verify/cta.h"
 #include "heddle/verify/numeric.h"
@@ -54,7 +54,8 @@ static void execTileLoad(Cta& c, Thread& t, const kir::TileLoad& L, const kir::T
   const int rows = L.boxRows(), cols = L.boxCols(), vec = L.vec;
   const bool alongRows = part && L.partAxis == 0;
   const int dr0 = alongRows ? part->dstOffset : 0, dc0 = part && !alongRows ? part->dstOffset : 0;
-  if (vec <= 0 || vec > 64 || cols % vec) fail<HeddleError>("simulate: ", kir::describe(L), ": vec ", vec, " does not divide ", cols);
+  if (vec <= 0 || vec > 64 || cols % vec)
+    fail<HeddleError>("simulate: ", kir::describe(L), ": vec ", vec, " does not divide ", cols);
   const int64_t perRow = cols / vec, nChunks = (int64_t)rows * perRow;
   const int64_t row0 = L.row0.eval(t.env) + (alongRows ? part->srcOffset : 0),
                 col0 = L.col0.eval(t.env) + (part && !alongRows ? part->srcOffset : 0);
@@ -119,7 +120,8 @@ static void ownedSlot(const kir::Kernel::Tile& tl, int frag, int lane, int idx, 
 
 static int ownedCount(const kir::Kernel::Tile& tl, int frag) {
   if (frag) return amdOwnedCount(tl, frag);
-  return (tl.bm / tl.warpsM / 16) * (tl.bn / tl.warpsN / 8) * 4; }
+  return (tl.bm / tl.warpsM / 16) * (tl.bn / tl.warpsN / 8) * 4;
+}
 
 static void execMma(Cta& c, Thread& t, const kir::MmaStep& m) {
   const auto& tl = c.k.tile;
@@ -130,7 +132,8 @@ static void execMma(Cta& c, Thread& t, const kir::MmaStep& m) {
   const int wm = t.warp / tl.warpsN, wn = t.warp % tl.warpsN;
   const int64_t sa = evalStage(m.stageA, t), sb = evalStage(m.stageB, t), iter = m.iter.eval(t.env);
   if (m.a->rows * m.a->cols != tl.bm * BK || m.b->rows * m.b->cols != tl.bn * BK)
-    fail<HeddleError>("simulate: ", kir::describe(m), ": operand tiles do not match the ", tl.bm, "x", tl.bn, "x", BK, " tile");
+    fail<HeddleError>("simulate: ", kir::describe(m), ": operand tiles do not match the ", tl.bm, "x", tl.bn, "x", BK,
+                      " tile");
   const uint32_t inst = c.newInst(m, t, iter, sa);
   const uint32_t baseA = c.cellOf(m.a, sa, 0, 0, m), baseB = c.cellOf(m.b, sb, 0, 0, m);
   std::vector<float> av((size_t)WM * BK), bv((size_t)WN * BK);
@@ -218,12 +221,12 @@ static void execSmemAccess(Cta& c, Thread& t, const kir::SmemAccess& a) {
     try {
       lo = std::stoll(a.mapping.substr(at + 1, colon - at - 1));
       span = std::stoll(a.mapping.substr(colon + 1)) - lo;
-    } catch (const std::exception&) {
-      span = 0;
-    }
+    } catch (const std::exception&) { span = 0; }
     if (colon == std::string::npos || lo < 0 || span <= 0 || lo + span > c.T)
-      fail<HeddleError>("simulate: mapping '", a.mapping, "' of ", kir::describe(a), ": the suffix must be @LO:HI with "
-                        "0 <= LO < HI <= ", c.T);
+      fail<HeddleError>("simulate: mapping '", a.mapping, "' of ", kir::describe(a),
+                        ": the suffix must be @LO:HI with "
+                        "0 <= LO < HI <= ",
+                        c.T);
   }
   const float tok = token(a, iter);
   auto key = std::make_pair((const kir::Buffer*)a.buf, stage);
@@ -272,7 +275,8 @@ void Cta::execLeaf(Thread& t, const kir::Node& n) {
     case kir::NodeKind::SmemAccess: execSmemAccess(*this, t, static_cast<const kir::SmemAccess&>(n)); return;
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
-      if (b.memory == MemoryType::Local && k.tile.warpsM > 0 && k.tile.warpsN > 0) t.acc.assign(ownedCount(k.tile, opt.mmaFragment), 0.0f);
+      if (b.memory == MemoryType::Local && k.tile.warpsM > 0 && k.tile.warpsN > 0)
+        t.acc.assign(ownedCount(k.tile, opt.mmaFragment), 0.0f);
       return;
     }
     case kir::NodeKind::Comment: return;

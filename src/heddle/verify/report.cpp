@@ -57,8 +57,8 @@ std::string threadSet(const std::vector<int>& tids) {
 
 std::string SimResult::report() const {
   std::ostringstream os;
-  os << "simulation (" << schedule << ", " << ctas << " CTA(s), " << steps << " steps): "
-     << (ok() ? "no findings" : std::to_string(findings) + " finding(s)") << "\n";
+  os << "simulation (" << schedule << ", " << ctas << " CTA(s), " << steps
+     << " steps): " << (ok() ? "no findings" : std::to_string(findings) + " finding(s)") << "\n";
   auto section = [&](const char* name, const std::vector<std::string>& l) {
     if (l.empty()) return;
     os << name << ":\n";

@@ -24,7 +24,10 @@ class Reports {
   void into(SimResult& r) const;
 
  private:
-  struct Entry { std::string text; int64_t count = 0; };
+  struct Entry {
+    std::string text;
+    int64_t count = 0;
+  };
   int max_;
   int64_t total_ = 0;
   std::map<std::string, size_t> index_[kFindingKinds];

@@ -83,9 +83,10 @@ std::vector<MutationKind> ringMutationKinds() {
       if (b->name == to && b->stages == s.buf->stages) s.buf = b.get();
   };
   v.push_back(cycle);
-  MutationKind half{"own_half_tx", [](const kir::Node& n) { return isSyncKind(n, kir::SyncKind::MbarArriveExpectTx); },
-                    [](const kir::Node& n) { return "count only this CTA's half of the shared tile: " + kir::describe(n); },
-                    [](kir::Block&, size_t) {}};
+  MutationKind half{
+      "own_half_tx", [](const kir::Node& n) { return isSyncKind(n, kir::SyncKind::MbarArriveExpectTx); },
+      [](const kir::Node& n) { return "count only this CTA's half of the shared tile: " + kir::describe(n); },
+      [](kir::Block&, size_t) {}};
   auto sharedHalf = [](const kir::Kernel& k) -> int64_t {  // the multicast tile's bytes the peer delivers
     int64_t bytes = 0;
     kir::walk(k.body, [&](const kir::Node& n) {
@@ -96,8 +97,8 @@ std::vector<MutationKind> ringMutationKinds() {
     return bytes;
   };
   half.appliesInKernel = [sharedHalf](const kir::Kernel& k, const kir::Node& n) {
-    return k.cluster > 1 && static_cast<const kir::Sync&>(n).buf && static_cast<const kir::Sync&>(n).buf->name == "full" &&
-           sharedHalf(k) > 0;
+    return k.cluster > 1 && static_cast<const kir::Sync&>(n).buf &&
+           static_cast<const kir::Sync&>(n).buf->name == "full" && sharedHalf(k) > 0;
   };
   half.applyInKernel = [sharedHalf](kir::Kernel& k, kir::Block& p, size_t i) {
     static_cast<kir::Sync&>(*p.stmts[i]).arg -= (int)sharedHalf(k);

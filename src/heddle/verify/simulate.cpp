@@ -161,15 +161,16 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
   if (ctas.empty()) {
     int64_t gx = gridDim(k.launch.gridX, in.scalars), gy = gridDim(k.launch.gridY, in.scalars),
             gz = gridDim(k.launch.gridZ, in.scalars);
-    if (gx * gy * gz > 4096) fail<HeddleError>("simulate: grid of ", gx * gy * gz, " CTAs; simulate a subset (ctas=...)");
+    if (gx * gy * gz > 4096)
+      fail<HeddleError>("simulate: grid of ", gx * gy * gz, " CTAs; simulate a subset (ctas=...)");
     for (int64_t z = 0; z < gz; ++z)
       for (int64_t y = 0; y < gy; ++y)
         for (int64_t x = 0; x < gx; x += std::max(1, k.cluster)) ctas.push_back({x, y, z});  // a cluster: one Cta
   }
   for (auto& c : ctas)
     if (k.cluster > 1 && c[0] % k.cluster)
-      fail<HeddleError>("simulate: CTA (", c[0], ", ", c[1], ", ", c[2], ") is not the first of its cluster of ", k.cluster,
-                        "; name clusters by their first CTA (x a multiple of ", k.cluster, ")");
+      fail<HeddleError>("simulate: CTA (", c[0], ", ", c[1], ", ", c[2], ") is not the first of its cluster of ",
+                        k.cluster, "; name clusters by their first CTA (x a multiple of ", k.cluster, ")");
   bool hasStore = false;
   kir::walk(k.body, [&](const kir::Node& n) { hasStore |= n.kind == kir::NodeKind::EpilogueStore; });
   // every output: D, then D1, ... (Kernel::extraOutputs, at D's index), outSize elements each; the
@@ -254,7 +255,8 @@ SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& 
          << "); first: " << samples[0];
       std::string s = os.str();
       rep.add(Finding::Mismatch, "num-summary", [&] { return s; });
-      for (size_t j = 1; j < samples.size(); ++j) rep.add(Finding::Mismatch, "num|" + samples[j], [&] { return samples[j]; });
+      for (size_t j = 1; j < samples.size(); ++j)
+        rep.add(Finding::Mismatch, "num|" + samples[j], [&] { return samples[j]; });
     }
   }
   rep.into(res);

@@ -31,11 +31,11 @@ Schedule scheduleFromName(const std::string& s);
 struct SimOptions {
   Schedule schedule = Schedule::Adversarial;
   uint64_t seed = 0;
-  int64_t maxSteps = 50'000'000;                 // all CTAs together; beyond it: reported as a hang
-  std::vector<std::array<int64_t, 3>> ctas;      // (x, y, z) block indices; empty = the whole grid
-  int maxReportsPerKind = 12;                    // distinct messages kept per list
-  bool stopAtFirstError = false;                 // mutation runs: any finding kills the mutant
-  double atol = -1, rtol = -1;                   // < 0: chosen by the output dtype
+  int64_t maxSteps = 50'000'000;             // all CTAs together; beyond it: reported as a hang
+  std::vector<std::array<int64_t, 3>> ctas;  // (x, y, z) block indices; empty = the whole grid
+  int maxReportsPerKind = 12;                // distinct messages kept per list
+  bool stopAtFirstError = false;             // mutation runs: any finding kills the mutant
+  double atol = -1, rtol = -1;               // < 0: chosen by the output dtype
   int warpSize = 32;
   // AMD (verify/amdgcn_sim.cpp): the matrix-core fragment layout of MmaStep/EpilogueStore ownership
   // (0: sm80 m16n8, 1: MFMA 16x16 wave64, 2: WMMA 16x16 wave32, as heddle_hip_mma.cuh), and whether
@@ -63,11 +63,11 @@ struct SimInputs {
 
 struct SimResult {
   std::vector<std::string> races, deadlocks, asyncMisuse, mismatches, barrierMisuse;
-  std::vector<float> output;      // D, then D1, ... as simulated (NaN where no simulated CTA wrote)
+  std::vector<float> output;  // D, then D1, ... as simulated (NaN where no simulated CTA wrote)
   int64_t steps = 0;
   int ctas = 0;
-  int64_t findings = 0;           // all findings, before de-duplication
-  std::string schedule;           // "adversarial" | "random(seed=7)"
+  int64_t findings = 0;  // all findings, before de-duplication
+  std::string schedule;  // "adversarial" | "random(seed=7)"
   bool ok() const {
     return races.empty() && deadlocks.empty() && asyncMisuse.empty() && mismatches.empty() && barrierMisuse.empty();
   }

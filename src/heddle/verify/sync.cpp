@@ -76,8 +76,8 @@ void Cta::releaseBlockBarrier(const kir::Sync& s) {
 
 void Cta::execSync(Thread& t, const kir::Sync& s) {
   if (mbar.active && execMbarrierSync(t, s)) return;  // Hopper ops (mbarrier_sync.cpp)
-  if (execBarrierObject(t, s)) return;             // AMD named barriers (barrier_objects.cpp)
-  if (execGridSync(t, s)) return;                 // split-K grid flags (grid.cpp)
+  if (execBarrierObject(t, s)) return;                // AMD named barriers (barrier_objects.cpp)
+  if (execGridSync(t, s)) return;                     // split-K grid flags (grid.cpp)
   switch (s.sync) {
     case kir::SyncKind::BlockSync: arriveBarrier(t, s); return;
     case kir::SyncKind::CpAsyncCommit: commit(t); return;
@@ -119,8 +119,7 @@ void Cta::diagnoseStuck() {
           "ends does not drop a named barrier)";
   else if (waiting.size() > 1)
     os << " -- threads wait at different barriers (a barrier inside thread-dependent control flow)";
-  else if (!done.empty())
-    os << " -- a barrier that not every thread reaches (exited threads never arrive)";
+  else if (!done.empty()) os << " -- a barrier that not every thread reaches (exited threads never arrive)";
   std::string text = os.str();
   rep.add(Finding::Deadlock, key.str() + (done.empty() ? "" : "|exit"), [&] { return text; });
   stopped = true;

@@ -29,8 +29,8 @@
 // So a missing after-fence leaves tcgen05 accesses unordered with what the preceding wait acquired,
 // and a missing before-fence leaves them unordered with what the following arrive or barrier releases.
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 
 #include "heddle/verify/cta.h"
 #include "heddle/verify/numeric.h"
@@ -69,7 +69,8 @@ void Cta::publishTcReads(Thread& t) {
   const uint32_t now = t.vc[t.tid];
   for (auto& [cell, inst] : t.h.tcReads) {
     uint64_t& rec = smemR[(size_t)cell * T + t.tid];
-    if (rec == (((uint64_t)kUnpublished << 32) | (uint64_t)(inst + 1))) rec = ((uint64_t)now << 32) | (uint64_t)(inst + 1);
+    if (rec == (((uint64_t)kUnpublished << 32) | (uint64_t)(inst + 1)))
+      rec = ((uint64_t)now << 32) | (uint64_t)(inst + 1);
   }
   t.h.tcReads.clear();
 }
@@ -77,7 +78,8 @@ void Cta::publishTcReads(Thread& t) {
 bool Cta::execTcgen05Sync(Thread& t, const kir::Sync& s) {
   using K = kir::SyncKind;
   auto misuse = [&](const std::string& key, const std::string& what) {
-    rep.add(Finding::AsyncMisuse, key, [&] { return "'" + kir::describe(s) + "' (" + threadName(t.tid, W) + "): " + what; });
+    rep.add(Finding::AsyncMisuse, key,
+            [&] { return "'" + kir::describe(s) + "' (" + threadName(t.tid, W) + "): " + what; });
     if (opt.stopAtFirstError) stopped = true;
   };
   switch (s.sync) {
@@ -115,8 +117,8 @@ bool Cta::execTcgen05Sync(Thread& t, const kir::Sync& s) {
         return true;
       }
       if (s.arg != mbar.tmemCols)
-        misuse("dealloccols", "frees " + std::to_string(s.arg) + " columns of an allocation of " +
-                                  std::to_string(mbar.tmemCols));
+        misuse("dealloccols",
+               "frees " + std::to_string(s.arg) + " columns of an allocation of " + std::to_string(mbar.tmemCols));
       const uint32_t inst = newInst(s, t, 0, 0);
       const kir::Buffer* acc = tmemAcc(k);
       readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, s), t, inst);
@@ -138,12 +140,8 @@ bool Cta::execTcgen05Sync(Thread& t, const kir::Sync& s) {
       t.vc[t.tid]++;
       return true;
     }
-    case K::TcgenFenceAfter:
-      t.h.tcView = t.vc;
-      return true;
-    case K::TcgenFenceBefore:
-      publishTcReads(t);
-      return true;
+    case K::TcgenFenceAfter: t.h.tcView = t.vc; return true;
+    case K::TcgenFenceBefore: publishTcReads(t); return true;
     default: return false;
   }
 }
@@ -206,7 +204,8 @@ bool Cta::execTcgen05Leaf(Thread& t, const kir::Node& n) {
         t.h.tcReads.push_back({cell, inst});
       }
     });
-    for (auto& [cell, i] : t.h.tcReads) smemR[(size_t)cell * T + t.tid] = ((uint64_t)kUnpublished << 32) | (uint64_t)(i + 1);
+    for (auto& [cell, i] : t.h.tcReads)
+      smemR[(size_t)cell * T + t.tid] = ((uint64_t)kUnpublished << 32) | (uint64_t)(i + 1);
     const int64_t row = m0 + lr;
     if (row >= M) return true;
     for (auto& [c, a] : vals) {
@@ -243,7 +242,8 @@ bool Cta::execTcgen05Leaf(Thread& t, const kir::Node& n) {
 void Cta::tcgen05Finish() {
   if (!mbar.tmemLive) return;
   rep.add(Finding::AsyncMisuse, "tmemleak", [&] {
-    return "the CTA ends with " + std::to_string(mbar.tmemCols) + " tensor-memory columns allocated (no tcgen05.dealloc)";
+    return "the CTA ends with " + std::to_string(mbar.tmemCols) +
+           " tensor-memory columns allocated (no tcgen05.dealloc)";
   });
 }
 

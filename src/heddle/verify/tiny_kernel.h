@@ -19,13 +19,13 @@ namespace heddle::verify {
 
 struct TinyStmt {
   enum Op { Loop, If, Write, Read, Commit, Wait, Barrier } op = Barrier;
-  std::string var;                  // Loop
-  kir::IExpr a, b;                  // Loop: start, stop.  If: lhs, rhs.  Write/Read: a = stage
-  std::string cmp;                  // If
+  std::string var;  // Loop
+  kir::IExpr a, b;  // Loop: start, stop.  If: lhs, rhs.  Write/Read: a = stage
+  std::string cmp;  // If
   kir::LoopStage stage = kir::LoopStage::Serial;
-  std::string buffer, mapping;      // Write/Read
+  std::string buffer, mapping;  // Write/Read
   bool async = false;
-  int n = 0;                        // Wait
+  int n = 0;  // Wait
   std::vector<TinyStmt> body, elseBody;
 };
 

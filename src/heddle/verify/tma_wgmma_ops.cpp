@@ -61,8 +61,8 @@ float Cta::asyncRead(Thread& t, uint32_t cell, uint32_t inst, AsyncReadGroup& g,
   const WriteRec& w = smemW[cell];
   if (w.thread >= 0 && w.thread < T && w.group < 0 &&
       (mbar.fencedAt[cell] == kNever || mbar.fencedAt[cell] > t.vc[w.thread])) {
-    rep.add(Finding::AsyncMisuse, "proxy|" + std::to_string(insts[w.inst].node->id) + "|" + std::to_string(insts[inst].node->id),
-            [&] {
+    rep.add(Finding::AsyncMisuse,
+            "proxy|" + std::to_string(insts[w.inst].node->id) + "|" + std::to_string(insts[inst].node->id), [&] {
               return std::string("missing proxy fence: ") + reader + " " + describeInst(inst) + " reads " +
                      describeCell(cell) + " through the async proxy, but " + describeInst(w.inst) +
                      " wrote it through the generic proxy and no fence.proxy.async of that thread, after the "
@@ -119,7 +119,8 @@ static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L, int rank, int r0
 static void issueTma(Cta& c, Thread& t, const kir::TileLoad& L) {
   if (L.multicast <= 1) return issueTma(c, t, L, t.rank, 0, L.dst->rows);
   if (L.multicast > c.ranks)
-    fail<HeddleError>("simulate: '", kir::describe(L), "' multicasts to ", L.multicast, " CTAs of a cluster of ", c.ranks);
+    fail<HeddleError>("simulate: '", kir::describe(L), "' multicasts to ", L.multicast, " CTAs of a cluster of ",
+                      c.ranks);
   const int part = L.dst->rows / L.multicast, me = (int)t.env.at("crank");
   for (int r = 0; r < L.multicast; ++r) issueTma(c, t, L, r, me * part, (me + 1) * part);
 }
@@ -145,14 +146,14 @@ static void execWgmma(Cta& c, Thread& t, const kir::MmaStep& m) {
     if (!rowsA.count(r)) {
       auto& v = rowsA[r];
       for (int kk = 0; kk < BK; ++kk)
-        v.push_back(c.asyncRead(t, c.cellOf(m.a, sa, tl.aKMajor ? r : kk, tl.aKMajor ? kk : r, m), inst, t.h.wgOpen,
-                                "wgmma"));
+        v.push_back(
+            c.asyncRead(t, c.cellOf(m.a, sa, tl.aKMajor ? r : kk, tl.aKMajor ? kk : r, m), inst, t.h.wgOpen, "wgmma"));
     }
     if (!colsB.count(col)) {
       auto& v = colsB[col];
       for (int kk = 0; kk < BK; ++kk)
-        v.push_back(c.asyncRead(t, c.cellOf(m.b, sb, tl.bKMajor ? col : kk, tl.bKMajor ? kk : col, m), inst,
-                                t.h.wgOpen, "wgmma"));
+        v.push_back(c.asyncRead(t, c.cellOf(m.b, sb, tl.bKMajor ? col : kk, tl.bKMajor ? kk : col, m), inst, t.h.wgOpen,
+                                "wgmma"));
     }
     const auto& a = rowsA[r];
     const auto& b = colsB[col];
@@ -175,18 +176,17 @@ static void storeD(Cta& c, Thread& t, const kir::Node& e, uint32_t inst, int64_t
   const int64_t bsd = c.in.scalars.count("batch_stride_d") ? c.in.scalars.at("batch_stride_d") : 0;
   const int64_t di = bz * bsd + row * ldd + col, size = c.outElems();
   if (di < 0 || di >= size) {
-    c.rep.add(Finding::Mismatch, "oob" + c.outName(o), [&] {
-      return "out-of-bounds store to " + c.outName(o) + " at element " + std::to_string(di);
-    });
+    c.rep.add(Finding::Mismatch, "oob" + c.outName(o),
+              [&] { return "out-of-bounds store to " + c.outName(o) + " at element " + std::to_string(di); });
     return;
   }
   WriteRec& w = c.outW[o * size + di];
   if (w.thread >= 0)
     c.rep.add(Finding::Race, c.outName(o) + "|" + std::to_string(e.id), [&] {
       std::ostringstream os;
-      os << "output " << c.outName(o) << "(" << row << ", " << col << ") is written twice: by " << threadName(w.thread, c.W) << " of CTA #"
-         << w.group << " and by " << threadName(t.tid, c.W) << " of CTA #" << c.ctaIndex << " ('" << kir::describe(e)
-         << "')";
+      os << "output " << c.outName(o) << "(" << row << ", " << col << ") is written twice: by "
+         << threadName(w.thread, c.W) << " of CTA #" << w.group << " and by " << threadName(t.tid, c.W) << " of CTA #"
+         << c.ctaIndex << " ('" << kir::describe(e) << "')";
       return os.str();
     });
   w = WriteRec{t.tid, c.ctaIndex, t.vc[t.tid], inst};
@@ -236,7 +236,8 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
                           extras.size());
       const int64_t st = evalStage(e.toStage, t), sc = lc - (chunk ? e.colBegin : 0);
       writeGeneric(c, t, c.cellOf(e.to, st, lr, sc, e), inst, v);
-      for (size_t x = 0; x < e.toExtra.size(); ++x) writeGeneric(c, t, c.cellOf(e.toExtra[x], st, lr, sc, e), inst, extras[x]);
+      for (size_t x = 0; x < e.toExtra.size(); ++x)
+        writeGeneric(c, t, c.cellOf(e.toExtra[x], st, lr, sc, e), inst, extras[x]);
     } else {
       storeD(c, t, e, inst, row, col, v);
       for (size_t x = 0; x < extras.size(); ++x) storeD(c, t, e, inst, row, col, extras[x], (int)x + 1);

@@ -101,8 +101,8 @@ RoleGraph solveRoleGraph(const std::vector<std::string>& roles, const std::vecto
     RoleOp::Use use;
     std::string position, label;
   };
-  std::map<std::string, Def> defs;                 // buffer -> its (single) defining role
-  std::map<std::string, std::set<int>> readers;    // buffer -> roles reading it
+  std::map<std::string, Def> defs;                                          // buffer -> its (single) defining role
+  std::map<std::string, std::set<int>> readers;                             // buffer -> roles reading it
   std::map<int, std::map<std::string, std::vector<std::string>>> produced;  // role -> position -> buffers
   for (auto& op : ops) {
     if (op.role < 0 || op.role >= (int)roles.size())
@@ -127,7 +127,8 @@ RoleGraph solveRoleGraph(const std::vector<std::string>& roles, const std::vecto
       std::ostringstream os;
       for (auto& [pos, bufs] : byPos) os << (os.tellp() ? "; " : "") << joinNames(bufs) << " at the " << pos;
       fail<ScheduleError>("warp_specialize: role '", roles[role], "' produces tensors at different stage positions (",
-                          os.str(), "); one role walks one loop of ring items, so give the tensors of each "
+                          os.str(),
+                          "); one role walks one loop of ring items, so give the tensors of each "
                           "position their own producer role");
     }
     g.nodes[role].position = byPos.begin()->first;
@@ -147,8 +148,8 @@ RoleGraph solveRoleGraph(const std::vector<std::string>& roles, const std::vecto
         e->stages = d.use.stages;
         e->position = d.position;
       } else if (e->stages != d.use.stages) {
-        fail<ScheduleError>("warp_specialize: tensors ", e->label(), " (", e->stages, " stages) and ", buf,
-                            " (", d.use.stages, " stages) go from role '", roles[d.role], "' to role '", roles[r],
+        fail<ScheduleError>("warp_specialize: tensors ", e->label(), " (", e->stages, " stages) and ", buf, " (",
+                            d.use.stages, " stages) go from role '", roles[d.role], "' to role '", roles[r],
                             "' through one ring of full/empty mbarriers, so they need the same stage count; give "
                             "them the same circular_buffer(stages)");
       }
@@ -205,7 +206,7 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const RolePipelineSchedule& h) {
         op.role = accRole = index.at(PipelineRole::Mma);
         op.reads = {use(m.a, m.a->stages), use(m.b, m.b->stages)};
         op.writes.push_back(use(m.acc, h.accStages));
-        op.writes.back().position = "tile loop";  // summed over the k loop, complete once per tile
+        op.writes.back().position = "tile loop";             // summed over the k loop, complete once per tile
       } else if (n->kind == kir::NodeKind::EpilogueStore) {  // reads the accumulator
         auto& e = static_cast<const kir::EpilogueStore&>(*n);
         op.label = "epilogue";

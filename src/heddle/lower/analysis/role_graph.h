@@ -35,15 +35,15 @@ namespace heddle {
 
 // A plain description of a role's async op for solveRoleGraph.
 struct RoleOp {
-  std::string label;                   // "tma sA", "mma", "epilogue"
-  int role = -1;                       // index into the role names
-  std::string position;                // the loop whose iterations are this op's items ("k loop", "tile loop")
+  std::string label;     // "tma sA", "mma", "epilogue"
+  int role = -1;         // index into the role names
+  std::string position;  // the loop whose iterations are this op's items ("k loop", "tile loop")
   struct Use {
     std::string buffer;
-    int stages = 1;                    // ring stages of the buffer (the edge's stages)
-    bool registers = false;            // lives in the writer's registers: staged through shared memory
-    kir::Buffer* buf = nullptr;        // the kernel IR buffer, when there is one
-    std::string position;              // writes: where its items complete, if not at the op's position
+    int stages = 1;              // ring stages of the buffer (the edge's stages)
+    bool registers = false;      // lives in the writer's registers: staged through shared memory
+    kir::Buffer* buf = nullptr;  // the kernel IR buffer, when there is one
+    std::string position;        // writes: where its items complete, if not at the op's position
   };
   std::vector<Use> writes, reads;
   const kir::Node* node = nullptr;
@@ -55,26 +55,26 @@ struct RoleGraph {
     std::string name;
     const PipelineRole* role = nullptr;  // null for lab graphs
     std::vector<const kir::Node*> ops;
-    std::string position;              // where the role's produced buffers advance ("" if it produces none)
+    std::string position;  // where the role's produced buffers advance ("" if it produces none)
   };
   struct Edge {
-    int from = -1, to = -1;            // indices into nodes
+    int from = -1, to = -1;  // indices into nodes
     EdgeKind kind = EdgeKind::Ring;
     std::vector<std::string> buffers;  // sorted by name
     std::vector<kir::Buffer*> bufs;    // the same, as kernel IR buffers (empty for lab graphs)
     bool registers = false;            // the accumulator: staged through shared memory
     int stages = 0;
     std::string position;
-    std::string label() const;         // "sA, sB"
+    std::string label() const;  // "sA, sB"
   };
   std::vector<Node> nodes;
-  std::vector<Edge> edges;             // Ring edges by (from, to), then Order edges
-  std::vector<int> topo;               // the roles in producer-before-consumer order
+  std::vector<Edge> edges;  // Ring edges by (from, to), then Order edges
+  std::vector<int> topo;    // the roles in producer-before-consumer order
 
   int node(PipelineRole::Kind k) const;  // -1 if no role of that kind
   const Edge* find(int from, int to, EdgeKind kind = EdgeKind::Ring) const;
   const Edge* find(PipelineRole::Kind from, PipelineRole::Kind to) const;
-  std::string str() const;             // "load -(sA, sB)-> mma; mma -(acc, staged in shared memory)-> epilogue"
+  std::string str() const;  // "load -(sA, sB)-> mma; mma -(acc, staged in shared memory)-> epilogue"
 };
 
 // Edges, checks and order from a plain description; `order` lists the Order self-edges (role indices).

@@ -9,7 +9,8 @@ kir::Buffer* epilogueOperandTma(kir::Kernel& k, const MatmulTiling& t, const Rol
   for (auto& op : k.epilogue) {
     if (op.op != OpKind::Input || op.tensorParam != "E_" + h.epiTma) continue;
     if (op.colStride.empty() || !op.batchStride.empty())
-      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma, " broadcast "
+      fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the epilogue reads ", h.epiTma,
+                          " broadcast "
                           "along n; TMA loads a bias row [N] or a residual [M, N]: drop the cache");
     if (!sE) {
       auto b = std::make_unique<kir::Buffer>();

@@ -56,8 +56,7 @@ struct RolePipeline {
   // The tiles this CTA walks: ceil((tiles - bid) / num_ctas).
   IExpr tilesPerCta() const;
   // `if (warp < 4)` with the load role's setmaxnreg and its TMA producer on `warp`'s elected thread.
-  std::unique_ptr<kir::IfThenElse> loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp,
-                                                 IExpr tilesCta);
+  std::unique_ptr<kir::IfThenElse> loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp, IExpr tilesCta);
   // The MMA role's k loop over ring `ring` for item g = tl * nk + kt, with the mechanism's steps.
   std::unique_ptr<kir::ForLoop> mmaKLoop(const Ring& ring, const MmaIssue& issue);
   // Launch (h.threads per CTA, grid num_ctas) and the kernel name: `stem`, each warpgroup role's register

@@ -12,7 +12,6 @@
 
 namespace heddle::passes::build {
 
-using kir::IExpr;
 using heddle::sync::addMbarriers;
 using heddle::sync::finishPlan;
 using heddle::sync::makeMbar;
@@ -20,6 +19,7 @@ using heddle::sync::makeSync;
 using heddle::sync::Ring;
 using heddle::sync::RingSpec;
 using heddle::sync::Why;
+using kir::IExpr;
 
 inline IExpr var(const char* n) { return IExpr::var(n); }
 

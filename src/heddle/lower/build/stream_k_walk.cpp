@@ -59,8 +59,9 @@ void reduction(kir::Kernel& k, const MatmulTiling& t, kir::Block& seg, const kir
     fix->thenBody.stmts.push_back(byOne(std::move(wait)));
     fix->thenBody.stmts.push_back(th.barrier({"RAW ws (acquire -> partial add)", "grid.wait by " + th.issuer,
                                               "partial add (every thread)", "ws", "",
-                                              th.who + ": " + th.issuer + "'s acquire is ordered before every thread "
-                                              "reads the running sum"}));
+                                              th.who + ": " + th.issuer +
+                                                  "'s acquire is ordered before every thread "
+                                                  "reads the running sum"}));
     auto add = std::make_unique<kir::EpilogueStore>(proto);
     add->partial = kir::EpilogueStore::Partial::Add;
     add->slot = cta - 1;
@@ -93,7 +94,8 @@ void reduction(kir::Kernel& k, const MatmulTiling& t, kir::Block& seg, const kir
 
 std::string summary(const kir::Kernel& k) {
   return k.syncPlan.summary + (k.syncPlan.summary.empty() ? "" : "; ") + "stream-K over at most " +
-         std::to_string(k.streamK) + " CTAs: one or two tile segments each, a split tile's running sum passed CTA to "
+         std::to_string(k.streamK) +
+         " CTAs: one or two tile segments each, a split tile's running sum passed CTA to "
          "CTA through the workspace behind one gpu-scope flag per CTA, the epilogue applied by the CTA that finishes "
          "the tile";
 }

@@ -41,7 +41,8 @@ void buildEpilogue(LowerContext& c) {
   }
   auto operandLoad = [&](TensorView* x, const std::string& user) {
     if (!x->isInput)
-      fail<ScheduleError>("epilogue op ", user, ": operand ", x->name, " does not depend on the matmul and is not an "
+      fail<ScheduleError>("epilogue op ", user, ": operand ", x->name,
+                          " does not depend on the matmul and is not an "
                           "input; compute it outside the fusion and pass it as an input");
     if (x->rank() > rank)
       fail<ScheduleError>("epilogue op ", user, ": operand ", x->str(), " has more axes than the matmul result ",
@@ -95,7 +96,8 @@ void buildEpilogue(LowerContext& c) {
     bool fromMm = false;
     for (auto* in : e->inputs) fromMm |= reg.count(in) && !in->isInput;
     if (!fromMm)
-      fail<ScheduleError>("epilogue op ", opName(e->kind), " -> ", e->output->name, " does not consume the matmul "
+      fail<ScheduleError>("epilogue op ", opName(e->kind), " -> ", e->output->name,
+                          " does not consume the matmul "
                           "result; heddle fuses pointwise ops that follow the matmul. Compute it outside the fusion");
     kir::EpiOp op;
     op.op = e->kind;
@@ -113,13 +115,15 @@ void buildEpilogue(LowerContext& c) {
   }
   for (auto* o : f.outputs())
     if (!reg.count(o) || o->isInput)
-      fail<ScheduleError>("output ", o->name, " is not computed from the matmul; mark the matmul or its epilogue "
+      fail<ScheduleError>("output ", o->name,
+                          " is not computed from the matmul; mark the matmul or its epilogue "
                           "result as the output");
   auto* out = f.outputs()[0];
   k.epilogueResult = reg[out];
   std::string sig = "_e";
   for (auto& op : k.epilogue)
-    if (op.op != OpKind::Input && op.op != OpKind::Matmul) sig += std::string("_") + (op.op == OpKind::Cast ? dtypeName(op.dtype) : opName(op.op));
+    if (op.op != OpKind::Input && op.op != OpKind::Matmul)
+      sig += std::string("_") + (op.op == OpKind::Cast ? dtypeName(op.dtype) : opName(op.op));
   k.name += sig == "_e" ? "_e_none" : sig;
   k.outDtype = out->dtype;
   kir::Param d;

@@ -50,7 +50,8 @@ struct Rewriter {
   IExpr pairCols() const { return alongM ? ceilDiv(var("N"), t.bn) : ceilDiv(ceilDiv(var("N"), t.bn), 2); }
   IExpr pairs() const { return pairRows() * pairCols(); }
   std::unique_ptr<kir::Let> let(const std::string& v) const {
-    const IExpr G = alongM ? std::max(1, t.rolePipeline.groupM / 2) : t.rolePipeline.groupM;  // groupM m-tiles per group
+    const IExpr G =
+        alongM ? std::max(1, t.rolePipeline.groupM / 2) : t.rolePipeline.groupM;  // groupM m-tiles per group
     IExpr tile = var("tile"), per = G * pairCols(), first = (tile / per) * G;
     IExpr gsz = min(pairRows() - first, G);
     IExpr mi = first + (tile % per) % gsz, ni = (tile % per) / gsz;
@@ -81,9 +82,9 @@ struct Rewriter {
     for (auto& st : f.body.stmts) {
       if (st->kind != kir::NodeKind::Sync) continue;
       auto& sy = static_cast<kir::Sync&>(*st);
-      const bool keep = (sy.sync == kir::SyncKind::MbarWait && sy.buf == full) ||
-                        ((sy.sync == kir::SyncKind::MbarArrive || sy.sync == kir::SyncKind::MbarArriveRemote) &&
-                         sy.buf == empty);
+      const bool keep =
+          (sy.sync == kir::SyncKind::MbarWait && sy.buf == full) ||
+          ((sy.sync == kir::SyncKind::MbarArrive || sy.sync == kir::SyncKind::MbarArriveRemote) && sy.buf == empty);
       if (!keep) continue;
       auto c = kir::clone(sy, {});
       auto& cs = static_cast<kir::Sync&>(*c);
@@ -125,7 +126,8 @@ struct Rewriter {
                 k, kir::SyncKind::FenceMbarrierInit,
                 {"init " + full->name + ", " + empty->name + " (cluster)", "", "", full->name + ", " + empty->name, "",
                  "fence.mbarrier_init.release.cluster: the peer CTA arrives remotely on " + empty->name +
-                     " and its multicast completes bytes on " + full->name + "; the inits must be visible at cluster "
+                     " and its multicast completes bytes on " + full->name +
+                     "; the inits must be visible at cluster "
                      "scope before the cluster barrier releases it"}));
           break;
         }
@@ -150,8 +152,9 @@ struct Rewriter {
           if (s.sync == kir::SyncKind::MbarInit && s.buf == empty) {
             s.count *= 2;
             ++inits;
-            amend(s, "; doubled for the cluster: the consumers of both CTAs release each slot (the peer's through "
-                     "remote arrivals), since both producers multicast into it");
+            amend(s,
+                  "; doubled for the cluster: the consumers of both CTAs release each slot (the peer's through "
+                  "remote arrivals), since both producers multicast into it");
           } else if (s.sync == kir::SyncKind::MbarArriveExpectTx && s.buf == full) {
             amend(s, "; with the cluster: this CTA's own " + std::string(alongM ? "A" : "B") + " tile, its half of " +
                          shared->name + " and the peer's multicast half (the whole shared tile's bytes)");
@@ -198,8 +201,8 @@ void clusterMulticast(LowerContext& c) {
   k.clusterAlong = h.clusterAlong;
 
   size_t at = 0;  // the cluster coordinates, right after `let bid`
-  while (at < k.body.stmts.size() && !(k.body.stmts[at]->kind == kir::NodeKind::Let &&
-                                       static_cast<kir::Let&>(*k.body.stmts[at]).var == "bid"))
+  while (at < k.body.stmts.size() &&
+         !(k.body.stmts[at]->kind == kir::NodeKind::Let && static_cast<kir::Let&>(*k.body.stmts[at]).var == "bid"))
     ++at;
   if (at == k.body.stmts.size()) fail<HeddleError>("cluster_multicast: no `let bid` in ", k.name);
   std::vector<kir::NodePtr> lets;
@@ -211,20 +214,23 @@ void clusterMulticast(LowerContext& c) {
   r.rewrite(k.body, true);
   if (!r.inits || !r.remotes || !r.multicasts || r.skips != 1)
     fail<HeddleError>("cluster_multicast: the ring of ", k.name, " was not found (", r.inits, " empty inits, ",
-                      r.remotes, " releases, ", r.multicasts, " loads of ", r.shared->name, ", ", r.skips, " MMA k loops)");
+                      r.remotes, " releases, ", r.multicasts, " loads of ", r.shared->name, ", ", r.skips,
+                      " MMA k loops)");
   k.body.stmts.push_back(makeSync(
       k, kir::SyncKind::ClusterSync,
-      {"exit (cluster)", "the peer's remote arrivals on this CTA's " + r.empty->name, "this CTA's exit",
-       r.empty->name, "",
-       "barrier.cluster before exit: the peer's consumers arrive on this CTA's " + r.empty->name + " up to their "
-       "last item; a CTA that exits first would have its shared memory (and barriers) released under them"}));
+      {"exit (cluster)", "the peer's remote arrivals on this CTA's " + r.empty->name, "this CTA's exit", r.empty->name,
+       "",
+       "barrier.cluster before exit: the peer's consumers arrive on this CTA's " + r.empty->name +
+           " up to their "
+           "last item; a CTA that exits first would have its shared memory (and barriers) released under them"}));
   for (auto& m : k.tensorMaps)  // the shared operand's map: a box of half the tile's stored rows
     if (m.param == r.map) m.boxRows /= 2;
   k.name += std::string("_cl2") + h.clusterAlong;
   std::ostringstream sum;
   sum << "; cluster of 2 along " << h.clusterAlong << ": " << r.shared->name << " multicast (each CTA loads half), "
-      << r.empty->name << " counts both CTAs' consumers (remote arrivals), cluster barriers after the inits and "
-      "before exit";
+      << r.empty->name
+      << " counts both CTAs' consumers (remote arrivals), cluster barriers after the inits and "
+         "before exit";
   k.syncPlan.summary += sum.str();
   for (auto& e : k.syncPlan.roles.edges)
     if (e.empty == r.empty->name) e.release += "; and the peer CTA's " + r.empty->name + " (mapa, remote arrive)";

@@ -77,9 +77,12 @@ void fenceMbarrierInit(LowerContext& c) {
     build::Why w;
     w.hazards = "init " + list + " (async proxy)";
     w.buffer = list;
-    w.mechanism = "fence.mbarrier_init.release.cluster by the initializing thread after its inits, before the "
-                  "barrier that publishes them: " + list + " are completed by the async proxy (TMA complete_tx, "
-                  "tcgen05.commit), which must see them initialized (CUTLASS fence_barrier_init, DeepGEMM)";
+    w.mechanism =
+        "fence.mbarrier_init.release.cluster by the initializing thread after its inits, before the "
+        "barrier that publishes them: " +
+        list +
+        " are completed by the async proxy (TMA complete_tx, "
+        "tcgen05.commit), which must see them initialized (CUTLASS fence_barrier_init, DeepGEMM)";
     block.stmts.push_back(build::makeSync(k, kir::SyncKind::FenceMbarrierInit, w));
   }
 }

@@ -18,7 +18,12 @@ namespace heddle::passes {
 
 namespace {
 
-struct Placed { kir::Buffer* b; int64_t off, end; int first, last; std::string aliasOf; };
+struct Placed {
+  kir::Buffer* b;
+  int64_t off, end;
+  int first, last;
+  std::string aliasOf;
+};
 using Lifetimes = std::map<const kir::Buffer*, std::pair<int, int>>;
 
 // Stack placement with aliasing of dead buffers. `bytesOf` gives each buffer's size (the real one,
@@ -37,12 +42,17 @@ std::vector<Placed> place(const kir::Kernel& k, const Lifetimes& life, int64_t& 
     int64_t off = -1;
     // reuse a dead buffer's bytes when they fit (not across concurrent roles: program order is not time)
     for (auto& p : placed)
-      if (!k.syncsPlanned && (p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes && p.off % b->align == 0) {
+      if (!k.syncsPlanned && (p.last < lt.first || lt.second < p.first) && p.end - p.off >= bytes &&
+          p.off % b->align == 0) {
         bool clash = false;
         for (auto& q : placed)
           if (q.b != p.b && q.off < p.off + bytes && p.off < q.end && !(q.last < lt.first || lt.second < q.first))
             clash = true;
-        if (!clash) { off = p.off; aliasOf = p.b->name; break; }
+        if (!clash) {
+          off = p.off;
+          aliasOf = p.b->name;
+          break;
+        }
       }
     if (off < 0) {
       off = (top + b->align - 1) / b->align * b->align;

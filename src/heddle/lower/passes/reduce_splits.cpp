@@ -51,17 +51,18 @@ void reduceSplits(LowerContext& c) {
     b.stmts.push_back(makeSync(k, kir::SyncKind::BlockSync,
                                {"RAW ws (partial store -> release)", "partial stores of ws (every thread)",
                                 "grid.release by thread 0", "ws", "",
-                                "block barrier: every thread's partial " + tile + " tile is stored before thread 0 "
-                                "releases the flag that publishes it (the release covers what the barrier ordered "
-                                "before it)"}));
+                                "block barrier: every thread's partial " + tile +
+                                    " tile is stored before thread 0 "
+                                    "releases the flag that publishes it (the release covers what the barrier ordered "
+                                    "before it)"}));
     auto one = std::make_unique<kir::IfThenElse>();
     one->cond = eq(tid, 0);
-    auto rel = makeSync(k, kir::SyncKind::GridRelease,
-                        {"grid RAW ws (split z -> split " + std::to_string(S - 1) + ")",
-                         "partial store of split blockIdx.z", "partial add of split " + std::to_string(S - 1), "ws, flags",
-                         "",
-                         "grid-level edge: fence.acq_rel.gpu + store flags[tile*(S-1) + z] = 1 (a gpu-scope release) "
-                         "publishes this split's partial tile to the CTA that reduces the tile"});
+    auto rel =
+        makeSync(k, kir::SyncKind::GridRelease,
+                 {"grid RAW ws (split z -> split " + std::to_string(S - 1) + ")", "partial store of split blockIdx.z",
+                  "partial add of split " + std::to_string(S - 1), "ws, flags", "",
+                  "grid-level edge: fence.acq_rel.gpu + store flags[tile*(S-1) + z] = 1 (a gpu-scope release) "
+                  "publishes this split's partial tile to the CTA that reduces the tile"});
     rel->index = base + z;
     one->thenBody.stmts.push_back(std::move(rel));
     b.stmts.push_back(std::move(one));
@@ -70,22 +71,23 @@ void reduceSplits(LowerContext& c) {
     auto& b = branch->elseBody;
     auto one = std::make_unique<kir::IfThenElse>();
     one->cond = eq(tid, 0);
-    auto wait = makeSync(k, kir::SyncKind::GridWait,
-                         {"grid RAW ws (splits 0.." + std::to_string(S - 2) + " -> split " + std::to_string(S - 1) + ")",
-                          "partial stores of splits 0.." + std::to_string(S - 2),
-                          "partial add of split " + std::to_string(S - 1), "ws, flags", "",
-                          "grid-level edge: ld.acquire.gpu spins on flags[tile*(S-1) + j], j = 0.." +
-                              std::to_string(S - 2) + " in order, each reset to 0 once seen (this CTA is its only "
-                              "reader); only earlier CTAs (smaller blockIdx.z) are waited on, so the wait ends"});
+    auto wait =
+        makeSync(k, kir::SyncKind::GridWait,
+                 {"grid RAW ws (splits 0.." + std::to_string(S - 2) + " -> split " + std::to_string(S - 1) + ")",
+                  "partial stores of splits 0.." + std::to_string(S - 2),
+                  "partial add of split " + std::to_string(S - 1), "ws, flags", "",
+                  "grid-level edge: ld.acquire.gpu spins on flags[tile*(S-1) + j], j = 0.." + std::to_string(S - 2) +
+                      " in order, each reset to 0 once seen (this CTA is its only "
+                      "reader); only earlier CTAs (smaller blockIdx.z) are waited on, so the wait ends"});
     wait->index = base;
     wait->count = S - 1;
     one->thenBody.stmts.push_back(std::move(wait));
     b.stmts.push_back(std::move(one));
-    b.stmts.push_back(makeSync(k, kir::SyncKind::BlockSync,
-                               {"RAW ws (acquire -> partial add)", "grid.wait by thread 0", "partial add (every thread)",
-                                "ws", "",
-                                "block barrier: thread 0's acquires are ordered before every thread reads the "
-                                "partial tiles"}));
+    b.stmts.push_back(
+        makeSync(k, kir::SyncKind::BlockSync,
+                 {"RAW ws (acquire -> partial add)", "grid.wait by thread 0", "partial add (every thread)", "ws", "",
+                  "block barrier: thread 0's acquires are ordered before every thread reads the "
+                  "partial tiles"}));
     auto add = std::make_unique<kir::EpilogueStore>(epi);
     add->partial = kir::EpilogueStore::Partial::Add;
     add->slot = base;

@@ -106,7 +106,8 @@ void streamKRoles(LowerContext& c) {
   std::vector<kir::ForLoop*> loops;
   tileLoops(k.body, loops);
   if (loops.size() != 2)
-    fail<HeddleError>("stream_k_roles: ", k.name, " has ", loops.size(), " tile loops; stream-K walks those of the "
+    fail<HeddleError>("stream_k_roles: ", k.name, " has ", loops.size(),
+                      " tile loops; stream-K walks those of the "
                       "load and mma roles");
   const int mmaThreads = 128 * t.rolePipeline.mmaWarpgroups, first = k.tile.mmaWarpBase;  // the MMA role's first warp
   streamk::Threads th;

@@ -39,8 +39,8 @@
 #include <map>
 #include <sstream>
 
-#include "heddle/lower/build/role_pipeline.h"
 #include "heddle/lower/build/epilogue_tma.h"
+#include "heddle/lower/build/role_pipeline.h"
 
 namespace heddle::passes {
 
@@ -119,8 +119,8 @@ void tcgen05Specialize(LowerContext& c) {
   const RoleGraph::Edge* accEdge = graph.find(PipelineRole::Mma, PipelineRole::Epilogue);
   const RoleGraph::Edge* epiEdge = sE ? graph.find(PipelineRole::EpiLoad, PipelineRole::Epilogue) : nullptr;
   if (!ab || !accEdge || (sE && !epiEdge) || graph.edges.size() != (sE ? 3u : 2u))
-    fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue", sE ? " <- " + h.epiTma +
-                      "_load" : "", " (", graph.str(), ")");
+    fail<HeddleError>("tcgen05_specialize: the role graph is not load -> mma -> epilogue",
+                      sE ? " <- " + h.epiTma + "_load" : "", " (", graph.str(), ")");
   const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
   kir::Buffer* acc = P.acc;
   if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != 2)
@@ -128,7 +128,7 @@ void tcgen05Specialize(LowerContext& c) {
 
   // --- rings, one per edge of the role graph --------------------------------------------------
   RingSpec abSpec = P.operandRingSpec(*ab);  // the MMA thread releases item i itself (tcgen05.commit)
-  abSpec.prefetch = s - 1;                     // so prefetch s-1, keep 0
+  abSpec.prefetch = s - 1;                   // so prefetch s-1, keep 0
   const Ring ring = Ring::create(k, abSpec);
   RingSpec accSpec;  // the accumulator in tensor memory: tcgen05.commit publishes it, 128 epilogue threads free it
   accSpec.label = "tmem acc";
@@ -151,13 +151,13 @@ void tcgen05Specialize(LowerContext& c) {
   std::vector<kir::NodePtr> body = P.head(inits);
   const std::string cols = std::to_string(C);
   auto alloc = when(eq(var("warp"), 1));
-  alloc->thenBody.stmts.push_back(
-      tcgenOp(k, kir::SyncKind::TmemAlloc, slot, 0,
-              {"alloc tensor memory", "", "", "tmem_slot", "",
-               "tcgen05.alloc (warp 1, the MMA role's warp): " + cols + " columns = " + std::to_string(a) + " x " +
-                   std::to_string(t.bn) + " accumulator columns rounded up to a power of two >= 32; the address "
-                   "lands in tmem_slot"},
-              C));
+  alloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemAlloc, slot, 0,
+                                          {"alloc tensor memory", "", "", "tmem_slot", "",
+                                           "tcgen05.alloc (warp 1, the MMA role's warp): " + cols +
+                                               " columns = " + std::to_string(a) + " x " + std::to_string(t.bn) +
+                                               " accumulator columns rounded up to a power of two >= 32; the address "
+                                               "lands in tmem_slot"},
+                                          C));
   alloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemRelinquish, slot, 0,
                                           {"relinquish tensor memory permit", "", "", "tmem_slot", "",
                                            "tcgen05.relinquish_alloc_permit: this CTA allocates once, so another "
@@ -192,22 +192,28 @@ void tcgen05Specialize(LowerContext& c) {
       mm.accumulate = var("kt");
     };
     tcgen05.after = [&](kir::Block& b, IExpr g) {
-      b.stmts.push_back(tcgenOp(
-          k, kir::SyncKind::TcgenCommit, ring.empty, g % s,
-          {"WAR " + ring.label + " (" + mmaR.name + " -> " + loadR.name + ")", "tcgen05.mma reads of " + ring.label,
-           "tma writes of " + ring.label, ring.label, (g % s).str(),
-           "tcgen05.commit -> " + ring.empty->name + "[g%" + std::to_string(s) + "]: one arrival once this k-tile's "
-               "MMAs have read the slot; the producer's item g+" + std::to_string(s) + " waits that phase, parity "
-               "((g+" + std::to_string(s) + ")/" + std::to_string(s) + ")%2"}));
+      b.stmts.push_back(
+          tcgenOp(k, kir::SyncKind::TcgenCommit, ring.empty, g % s,
+                  {"WAR " + ring.label + " (" + mmaR.name + " -> " + loadR.name + ")",
+                   "tcgen05.mma reads of " + ring.label, "tma writes of " + ring.label, ring.label, (g % s).str(),
+                   "tcgen05.commit -> " + ring.empty->name + "[g%" + std::to_string(s) +
+                       "]: one arrival once this k-tile's "
+                       "MMAs have read the slot; the producer's item g+" +
+                       std::to_string(s) +
+                       " waits that phase, parity "
+                       "((g+" +
+                       std::to_string(s) + ")/" + std::to_string(s) + ")%2"}));
     };
     auto kl = P.mmaKLoop(ring, tcgen05);
     tiles->body.stmts.push_back(std::move(kl));
-    tiles->body.stmts.push_back(tcgenOp(
-        k, kir::SyncKind::TcgenCommit, ringAcc.full, tl % a,
-        {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes of the stage",
-         "epilogue tcgen05.ld", "tmem acc", (tl % a).str(),
-         "tcgen05.commit -> accFull[t%" + std::to_string(a) + "]: one arrival once every MMA of the tile completed "
-             "(the accumulator is final); the epilogue waits parity (t/" + std::to_string(a) + ")%2"}));
+    tiles->body.stmts.push_back(
+        tcgenOp(k, kir::SyncKind::TcgenCommit, ringAcc.full, tl % a,
+                {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes of the stage",
+                 "epilogue tcgen05.ld", "tmem acc", (tl % a).str(),
+                 "tcgen05.commit -> accFull[t%" + std::to_string(a) +
+                     "]: one arrival once every MMA of the tile completed "
+                     "(the accumulator is final); the epilogue waits parity (t/" +
+                     std::to_string(a) + ")%2"}));
     elected->thenBody.stmts.push_back(std::move(tiles));
     wg0->thenBody.stmts.push_back(std::move(elected));
   }
@@ -221,24 +227,24 @@ void tcgen05Specialize(LowerContext& c) {
     auto tiles = forLoop("tl", 0, tilesCta);
     persistentTileLets(tiles->body, t, tl);
     tiles->body.stmts.push_back(ringAcc.consumerWait(k, tl));
-    tiles->body.stmts.push_back(tcgenOp(
-        k, kir::SyncKind::TcgenFenceAfter, acc, 0,
-        {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes", "epilogue tcgen05.ld",
-         "tmem acc", (tl % a).str(),
-         "tcgen05.fence::after_thread_sync after the accFull wait: the loads are ordered after the MMAs the "
-         "commit published"}));
+    tiles->body.stmts.push_back(
+        tcgenOp(k, kir::SyncKind::TcgenFenceAfter, acc, 0,
+                {"RAW tmem acc (" + mmaR.name + " -> " + epiR.name + ")", "tcgen05.mma writes", "epilogue tcgen05.ld",
+                 "tmem acc", (tl % a).str(),
+                 "tcgen05.fence::after_thread_sync after the accFull wait: the loads are ordered after the MMAs the "
+                 "commit published"}));
     auto st = kir::clone(*P.epi, {});
     auto& e = static_cast<kir::EpilogueStore&>(*st);
     e.tmem = true;
     e.fromStage = tl % a;
     e.warpShift = epiR.firstWarp;
     epilogueWithOperand(k, tiles->body, std::move(st), epiEdge ? &ringE : nullptr, tl);
-    tiles->body.stmts.push_back(tcgenOp(
-        k, kir::SyncKind::TcgenFenceBefore, acc, 0,
-        {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld", "next tcgen05.mma writes",
-         "tmem acc", (tl % a).str(),
-         "tcgen05.fence::before_thread_sync: this thread's loads (retired by wait::ld) are ordered before the "
-         "accEmpty arrive that frees the stage"}));
+    tiles->body.stmts.push_back(
+        tcgenOp(k, kir::SyncKind::TcgenFenceBefore, acc, 0,
+                {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld",
+                 "next tcgen05.mma writes", "tmem acc", (tl % a).str(),
+                 "tcgen05.fence::before_thread_sync: this thread's loads (retired by wait::ld) are ordered before the "
+                 "accEmpty arrive that frees the stage"}));
     tiles->body.stmts.push_back(ringAcc.consumerRelease(k, tl));
     eb.stmts.push_back(std::move(tiles));
   }
@@ -251,11 +257,11 @@ void tcgen05Specialize(LowerContext& c) {
   dealloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TcgenFenceAfter, slot, 0,
                                             {"acquire teardown", "the epilogue's loads", "tcgen05.dealloc", "tmem_slot",
                                              "", "tcgen05.fence::after_thread_sync before the dealloc"}));
-  dealloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemDealloc, slot, 0,
-                                            {"free tensor memory", "", "", "tmem_slot", "",
-                                             "tcgen05.dealloc by the allocating warp, the same " + cols +
-                                                 " columns, before the kernel exits"},
-                                            C));
+  dealloc->thenBody.stmts.push_back(
+      tcgenOp(k, kir::SyncKind::TmemDealloc, slot, 0,
+              {"free tensor memory", "", "", "tmem_slot", "",
+               "tcgen05.dealloc by the allocating warp, the same " + cols + " columns, before the kernel exits"},
+              C));
   body.push_back(std::move(dealloc));
   k.body.stmts = std::move(body);
 

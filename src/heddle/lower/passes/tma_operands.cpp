@@ -17,7 +17,7 @@ namespace heddle::passes {
 namespace {
 
 kir::Kernel::TensorMapSpec specFor(const kir::Buffer& b, const std::string& param, const std::string& operand,
-                                  bool batched) {
+                                   bool batched) {
   const int esize = dtypeBytes(b.dtype);
   const int sw = b.cols * esize >= 128 ? 128 : b.cols * esize;
   kir::Kernel::TensorMapSpec s;

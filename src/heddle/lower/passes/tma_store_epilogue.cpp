@@ -140,8 +140,8 @@ void tmaStoreEpilogue(LowerContext& c) {
   };
   auto& epi = static_cast<kir::EpilogueStore&>(*f.tileBody->stmts[f.at]);
   auto barrier = [&](Why why) {  // bar.sync 2 over the MMA warpgroups (ping-pong: 2 + c over warpgroup c)
-    why.mechanism = "named barrier (" + std::to_string(barThreads) + (pp ? " threads of this warpgroup" : " MMA threads") +
-                    "): " + why.mechanism;
+    why.mechanism = "named barrier (" + std::to_string(barThreads) +
+                    (pp ? " threads of this warpgroup" : " MMA threads") + "): " + why.mechanism;
     auto b = makeSync(k, kir::SyncKind::NamedBarrier, why, barId);
     b->count = barThreads;
     if (pp) b->index = wgc;
@@ -150,10 +150,13 @@ void tmaStoreEpilogue(LowerContext& c) {
   std::vector<kir::NodePtr> seq;
   for (int ch = 0; ch < chunks; ++ch) {
     IExpr q = local * chunks + ch, st = pp ? wgc * sd + q % sd : q % sd;
-    const std::string col = " (columns " + std::to_string(ch * cols) + ".." + std::to_string(ch * cols + cols - 1) + ")";
+    const std::string col =
+        " (columns " + std::to_string(ch * cols) + ".." + std::to_string(ch * cols + cols - 1) + ")";
     seq.push_back(waitRead(sd - 1, "epilogue writes of sD",
-                           "the store of chunk q-" + std::to_string(sd) + " (the last one from this slot) has read sD "
-                           "before the barrier lets the MMA threads rewrite it" + col));
+                           "the store of chunk q-" + std::to_string(sd) +
+                               " (the last one from this slot) has read sD "
+                               "before the barrier lets the MMA threads rewrite it" +
+                               col));
     seq.push_back(barrier({"WAR sD (tma_store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
                            issuer + "'s wait_group.read happens before every thread's rewrite of the slot" + col}));
     auto st1 = kir::clone(epi, {});
@@ -169,7 +172,8 @@ void tmaStoreEpilogue(LowerContext& c) {
         {"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names + " (generic proxy)",
          "tma_store reads (async proxy)", "sD", "",
          "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
-         "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" + col}));
+         "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" +
+             col}));
     seq.push_back(barrier({"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names,
                            "tma_store reads of " + names, "sD", "",
                            "every fenced write of the chunk happens before " + issuer + " issues its TMA store" +
@@ -187,13 +191,13 @@ void tmaStoreEpilogue(LowerContext& c) {
       ts->iter = q;
       issue->thenBody.stmts.push_back(std::move(ts));
     }
-    issue->thenBody.stmts.push_back(
-        makeSync(k, kir::SyncKind::BulkCommit,
-                 {"group tma_store " + names, "", "", "sD", "",
-                  (extra.empty() ? "close the bulk group of this chunk's store"
-                                 : "close the one bulk group of this chunk's " + std::to_string(srcs.size()) +
-                                       " stores (" + names + ")") +
-                      " so wait_group.read can retire it" + col}));
+    issue->thenBody.stmts.push_back(makeSync(
+        k, kir::SyncKind::BulkCommit,
+        {"group tma_store " + names, "", "", "sD", "",
+         (extra.empty()
+              ? "close the bulk group of this chunk's store"
+              : "close the one bulk group of this chunk's " + std::to_string(srcs.size()) + " stores (" + names + ")") +
+             " so wait_group.read can retire it" + col}));
     seq.push_back(std::move(issue));
   }
   auto& stmts = f.tileBody->stmts;

@@ -40,7 +40,8 @@ namespace heddle::passes {
 void vectorizeEpilogueReads(LowerContext& c) {
   const int v = c.options.vecE;
   if (v != 1 && v != 2)
-    fail<ScheduleError>("lower(vec_e=", v, "): an epilogue operand is read 1 or 2 elements at a time (mma.sync "
+    fail<ScheduleError>("lower(vec_e=", v,
+                        "): an epilogue operand is read 1 or 2 elements at a time (mma.sync "
                         "and wgmma fragments hold pairs of adjacent columns); use vec_e=2 for operands with contiguous "
                         "columns, even strides and pair-aligned bases, else vec_e=1");
   auto& k = c.kernel;
@@ -52,7 +53,8 @@ void vectorizeEpilogueReads(LowerContext& c) {
   kir::walk(k.body, [&](const kir::Node& n) {
     if (n.kind != kir::NodeKind::EpilogueStore) return;
     auto& e = static_cast<const kir::EpilogueStore&>(n);
-    if (e.partial == kir::EpilogueStore::Partial::None && !e.raw && !e.tmem && (e.to || k.tile.mma == MmaKind::Wgmma || e.columnPairs))
+    if (e.partial == kir::EpilogueStore::Partial::None && !e.raw && !e.tmem &&
+        (e.to || k.tile.mma == MmaKind::Wgmma || e.columnPairs))
       pairStore = true;
   });
   if (!pairStore) return;

@@ -53,8 +53,8 @@
 #include <map>
 #include <sstream>
 
-#include "heddle/lower/build/role_pipeline.h"
 #include "heddle/lower/build/epilogue_tma.h"
+#include "heddle/lower/build/role_pipeline.h"
 #include "heddle/schedule/epilogue_layout.h"
 
 namespace heddle::passes {
@@ -89,8 +89,8 @@ kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edg
                          const kir::Buffer* order) {
   kir::RoleDiagram d;
   for (auto& n : g.nodes)  // a role inside another's warpgroup (the bias producer) has its own warps only
-    d.roles.push_back({n.name, n.role->firstWarp, n.role->warpgroups ? 4 * n.role->warpgroups : n.role->warps,
-                       n.role->registers});
+    d.roles.push_back(
+        {n.name, n.role->firstWarp, n.role->warpgroups ? 4 * n.role->warpgroups : n.role->warps, n.role->registers});
   for (auto& e : g.edges) {
     kir::RoleDiagram::Edge x;
     x.from = e.from;
@@ -111,8 +111,8 @@ kir::RoleDiagram diagram(const RoleGraph& g, const std::map<const RoleGraph::Edg
       x.stages = r.stages;
       x.produce = r.txBytes ? "arrive.expect_tx " + r.full->name + "[j%" + std::to_string(r.stages) + "], TMA"
                             : "arrive " + r.full->name + "[j%" + std::to_string(r.stages) + "]";
-      x.consume = "wait " + r.full->name + "[i%" + std::to_string(r.stages) + "] parity (i/" +
-                  std::to_string(r.stages) + ")%2";
+      x.consume =
+          "wait " + r.full->name + "[i%" + std::to_string(r.stages) + "] parity (i/" + std::to_string(r.stages) + ")%2";
       x.release = "arrive " + r.empty->name + "[(i+" + std::to_string(r.prefetch + 1) + ")%" +
                   std::to_string(r.stages) + "]; producer waits parity (j/" + std::to_string(r.stages) + ")%2";
     }
@@ -144,22 +144,25 @@ void warpSpecialize(LowerContext& c) {
   if (!ab) fail<HeddleError>("warp_specialize: no load -> mma edge in the role graph (", graph.str(), ")");
   const RoleGraph::Edge* accEdge = epiR ? graph.find(PipelineRole::Mma, PipelineRole::Epilogue) : nullptr;
   if (accEdge && !k.extraOutputs.empty())
-    fail<ScheduleError>("warp_specialize: this fusion has ", k.extraOutputs.size() + 1, " outputs, but an epilogue "
+    fail<ScheduleError>("warp_specialize: this fusion has ", k.extraOutputs.size() + 1,
+                        " outputs, but an epilogue "
                         "role stores one tile (sD) with one TMA store; leave out the epilogue role (roles load and "
                         "mma: the mma warpgroups store every output from registers) or split the fusion");
   if (epiR && !(accEdge && accEdge->registers))
     fail<HeddleError>("warp_specialize: the epilogue role has no accumulator edge (", graph.str(), ")");
   const RoleGraph::Edge* epiEdge = nullptr;  // the bias producer -> the role running the epilogue program
-  for (auto& e : graph.edges) {  // the edges this pass builds rings for
+  for (auto& e : graph.edges) {              // the edges this pass builds rings for
     if (e.kind != RoleGraph::EdgeKind::Ring || &e == ab || &e == accEdge) continue;
     if (sE && graph.nodes[e.from].role->kind == PipelineRole::EpiLoad && !epiEdge) {
       epiEdge = &e;
       continue;
     }
     fail<ScheduleError>("warp_specialize: the role graph has an edge ", graph.nodes[e.from].name, " -> ",
-                        graph.nodes[e.to].name, " (", e.label(), ") that the Hopper lowering does not "
+                        graph.nodes[e.to].name, " (", e.label(),
+                        ") that the Hopper lowering does not "
                         "build a ring for (it builds load -> mma, mma -> epilogue and a TMA bias producer -> "
-                        "the epilogue's role: ", graph.str(), ")");
+                        "the epilogue's role: ",
+                        graph.str(), ")");
   }
   RingSpec abSpec = P.operandRingSpec(*ab);
   abSpec.prefetch = p;
@@ -259,7 +262,11 @@ void warpSpecialize(LowerContext& c) {
     persistentTileLets(tiles->body, t, tl);
     tiles->body.stmts.push_back(std::make_unique<kir::Alloc>(acc));
     if (order) {
-      Why w{"order mainloops", "the other MMA warpgroup's k loop", "this warpgroup's k loop", "order", "",
+      Why w{"order mainloops",
+            "the other MMA warpgroup's k loop",
+            "this warpgroup's k loop",
+            "order",
+            "",
             "ping-pong: wait for the other warpgroup's mainloop (its wgmma retired, its ring slots released), "
             "so this warpgroup's parity waits are at most one round ahead of the ring; parity (u+1-c)%2, the "
             "first wait of warpgroup 0 passes on the fresh barrier"};
@@ -277,25 +284,29 @@ void warpSpecialize(LowerContext& c) {
       b.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaCommit, acc,
                                 {"group wgmma sA, sB", "", "", "sA, sB", "",
                                  "commit this k-tile's wgmma ops as one group, which wait_group retires"}));
-      b.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
-                                {"WAR sA, sB (wgmma -> tma)", "wgmma reads of sA, sB", "tma writes of sA, sB",
-                                 "sA, sB", "",
-                                 "wgmma.wait_group(" + std::to_string(keep) + "): item g-" + std::to_string(keep) +
-                                     " finished reading before its slot is released; " + std::to_string(keep) +
-                                     " group(s) stay in flight (s-p-1)"},
-                                keep));
+      b.stmts.push_back(
+          wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
+                  {"WAR sA, sB (wgmma -> tma)", "wgmma reads of sA, sB", "tma writes of sA, sB", "sA, sB", "",
+                   "wgmma.wait_group(" + std::to_string(keep) + "): item g-" + std::to_string(keep) +
+                       " finished reading before its slot is released; " + std::to_string(keep) +
+                       " group(s) stay in flight (s-p-1)"},
+                  keep));
       b.stmts.push_back(ring.consumerRelease(k, g));
     };
     auto kl = P.mmaKLoop(ring, wgmma);
     tiles->body.stmts.push_back(std::move(kl));
     if (keep > 0)  // with keep = 0 the k loop's own wait_group(0) already retired every group
-      tiles->body.stmts.push_back(wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
-                                            {"RAW acc (wgmma -> epilogue)", "wgmma", "epilogue", "acc", "",
-                                             "wgmma.wait_group(0): the last " + std::to_string(keep) +
-                                                 " group(s) wrote the accumulators"},
-                                            0));
+      tiles->body.stmts.push_back(
+          wgmmaOp(k, kir::SyncKind::WgmmaWait, acc,
+                  {"RAW acc (wgmma -> epilogue)", "wgmma", "epilogue", "acc", "",
+                   "wgmma.wait_group(0): the last " + std::to_string(keep) + " group(s) wrote the accumulators"},
+                  0));
     if (order) {
-      Why w{"order mainloops", "this warpgroup's k loop", "the other warpgroup's k loop", "order", "",
+      Why w{"order mainloops",
+            "this warpgroup's k loop",
+            "the other warpgroup's k loop",
+            "order",
+            "",
             "ping-pong: hand the tensor cores (and the ring position) to the other warpgroup"};
       tiles->body.stmts.push_back(makeMbar(k, kir::SyncKind::MbarArrive, order, 1 - wgc, w));
     }
@@ -323,12 +334,13 @@ void warpSpecialize(LowerContext& c) {
     persistentTileLets(tiles->body, t, tl);
     const int nthr = 128 * epiR->warpgroups, first = 32 * epiR->firstWarp;
     tiles->body.stmts.push_back(ringC.consumerWait(k, tl));
-    auto bar1 = makeSync(k, kir::SyncKind::NamedBarrier,
-                         {"WAR sD (tma store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
-                          "named barrier (" + std::to_string(nthr) + " epilogue threads): thread " +
-                              std::to_string(first) + " retired the previous tile's TMA store reads "
-                              "(cp.async.bulk.wait_group.read 0) before the epilogue rewrites sD"},
-                         1);
+    auto bar1 =
+        makeSync(k, kir::SyncKind::NamedBarrier,
+                 {"WAR sD (tma store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
+                  "named barrier (" + std::to_string(nthr) + " epilogue threads): thread " + std::to_string(first) +
+                      " retired the previous tile's TMA store reads "
+                      "(cp.async.bulk.wait_group.read 0) before the epilogue rewrites sD"},
+                 1);
     bar1->count = nthr;
     tiles->body.stmts.push_back(std::move(bar1));
     auto st = kir::clone(*epiOp, {});
@@ -340,16 +352,18 @@ void warpSpecialize(LowerContext& c) {
     e.warpShift = 4 * h.mmaWarpgroups;
     epilogueWithOperands(tiles->body, std::move(st));
     tiles->body.stmts.push_back(ringC.consumerRelease(k, tl));
-    tiles->body.stmts.push_back(makeSync(
-        k, kir::SyncKind::FenceProxyAsync,
-        {"RAW sD (st.shared -> tma_store)", "epilogue writes of sD (generic proxy)", "tma_store reads (async proxy)",
-         "sD", "",
-         "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA "
-         "store: generic-proxy writes are not visible to the async proxy otherwise"}));
+    tiles->body.stmts.push_back(
+        makeSync(k, kir::SyncKind::FenceProxyAsync,
+                 {"RAW sD (st.shared -> tma_store)", "epilogue writes of sD (generic proxy)",
+                  "tma_store reads (async proxy)", "sD", "",
+                  "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA "
+                  "store: generic-proxy writes are not visible to the async proxy otherwise"}));
     auto bar2 = makeSync(k, kir::SyncKind::NamedBarrier,
                          {"RAW sD (st.shared -> tma_store)", "epilogue writes of sD", "tma_store reads of sD", "sD", "",
-                          "named barrier (" + std::to_string(nthr) + " epilogue threads): every fenced write of sD "
-                          "happens before thread " + std::to_string(first) + " issues the TMA store"},
+                          "named barrier (" + std::to_string(nthr) +
+                              " epilogue threads): every fenced write of sD "
+                              "happens before thread " +
+                              std::to_string(first) + " issues the TMA store"},
                          1);
     bar2->count = nthr;
     tiles->body.stmts.push_back(std::move(bar2));
@@ -365,12 +379,12 @@ void warpSpecialize(LowerContext& c) {
     issue->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkCommit,
                                              {"group tma_store sD", "", "", "sD", "",
                                               "close the bulk group of this store so wait_group.read can retire it"}));
-    issue->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkWaitRead,
-                                             {"WAR sD (tma_store -> epilogue)", "tma_store reads of sD",
-                                              "epilogue writes of sD", "sD", "",
-                                              "cp.async.bulk.wait_group.read(0): the store has read sD before the "
-                                              "next tile's named barrier lets the epilogue rewrite it"},
-                                             0));
+    issue->thenBody.stmts.push_back(
+        makeSync(k, kir::SyncKind::BulkWaitRead,
+                 {"WAR sD (tma_store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
+                  "cp.async.bulk.wait_group.read(0): the store has read sD before the "
+                  "next tile's named barrier lets the epilogue rewrite it"},
+                 0));
     tiles->body.stmts.push_back(std::move(issue));
     eb.stmts.push_back(std::move(tiles));
     rest->stmts.push_back(std::move(mmaIf));

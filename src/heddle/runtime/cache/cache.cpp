@@ -55,8 +55,10 @@ size_t KernelCache::memoryLimit() {
   errno = 0;
   long long v = std::strtoll(raw, &end, 10);
   if (errno || *end || v < 0) {
-    warnOnce(kWarnBadLimit, std::string("HEDDLE_MEMORY_CACHE_SIZE='") + raw + "' is not a count of kernels (0 or "
-             "more); using " + std::to_string(kDefaultMemoryLimit));
+    warnOnce(kWarnBadLimit, std::string("HEDDLE_MEMORY_CACHE_SIZE='") + raw +
+                                "' is not a count of kernels (0 or "
+                                "more); using " +
+                                std::to_string(kDefaultMemoryLimit));
     return kDefaultMemoryLimit;
   }
   return static_cast<size_t>(v);
@@ -258,8 +260,9 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
     std::string unsafe = unsafeCacheDirReason(store.dir());
     if (!unsafe.empty()) {
       useDisk = false;
-      warnOnce(kWarnUnsafeDir, "not using the kernel cache directory " + store.dir() + ": " + unsafe +
-               "; kernels are cached in memory only. Use a directory of your own (HEDDLE_CACHE_DIR, mode 0700)");
+      warnOnce(kWarnUnsafeDir,
+               "not using the kernel cache directory " + store.dir() + ": " + unsafe +
+                   "; kernels are cached in memory only. Use a directory of your own (HEDDLE_CACHE_DIR, mode 0700)");
     }
   }
   // firstLook: a rejected entry is counted and warned about once, on the first look only
@@ -285,9 +288,12 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   if (useDisk) {
     keyLock.emplace(store.dir(), out.key, compileLockTimeout());
     if (keyLock->timedOut())
-      warnOnce(kWarnLockTimeout, "waited " + std::to_string(compileLockTimeout()) + " s for another process "
-               "compiling the same kernel (" + keyLock->path() + "); compiling it here too. "
-               "HEDDLE_COMPILE_LOCK_TIMEOUT sets the wait in seconds");
+      warnOnce(kWarnLockTimeout, "waited " + std::to_string(compileLockTimeout()) +
+                                     " s for another process "
+                                     "compiling the same kernel (" +
+                                     keyLock->path() +
+                                     "); compiling it here too. "
+                                     "HEDDLE_COMPILE_LOCK_TIMEOUT sets the wait in seconds");
     if (keyLock->acquired() && fromDisk(false)) return out;  // the holder before us stored it
   }
   // The fleet's cache (remote_cache.h): a verified entry is kept on disk and in memory like a compiled one.
@@ -303,9 +309,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
       out.result = fetched;
       out.source = CacheSource::Remote;
       return out;
-    } catch (const DecodeError& e) {
-      remote.warnRejected(remoteKey, e.what());
-    }
+    } catch (const DecodeError& e) { remote.warnRejected(remoteKey, e.what()); }
   }
 
   auto result = std::make_shared<const RtcResult>(compile());
@@ -313,7 +317,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   bool stored = !useDisk || store.write(out.key, *result, &writeError);
   if (!stored)
     warnOnce(kWarnWrite, "cannot store a compiled kernel in the disk cache (" + writeError +
-             "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
+                             "); it is kept in memory only. Check HEDDLE_CACHE_DIR or set HEDDLE_DISABLE_DISK_CACHE=1");
   if (remote.enabled()) {
     keyLock.reset();  // the entry is on disk: waiting processes need not wait for the network
     remote.put(remoteKey, encodeEntry(out.key, *result));

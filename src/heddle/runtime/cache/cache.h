@@ -81,7 +81,7 @@ class KernelCache {
 
   CacheStats stats() const;
   void resetStats();
-  void clear();        // the memory map only (its kernels and its table are freed)
+  void clear();               // the memory map only (its kernels and its table are freed)
   size_t memorySize() const;  // kernels held in memory now
   // The memory bound: $HEDDLE_MEMORY_CACHE_SIZE kernels (read at each store; 0 keeps none), else
   // kDefaultMemoryLimit. The least recently used kernel is dropped first (a later lookup finds it on disk).

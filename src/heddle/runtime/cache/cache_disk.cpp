@@ -82,8 +82,7 @@ RtcResult decodeEntry(const std::string& key, const std::string& bytes) {
   ByteReader rd(bytes);
   if (rd.raw(kMagic.size()) != kMagic) throw DecodeError("bad magic");
   uint32_t version = rd.u32();
-  if (version != kCacheFormatVersion)
-    fail<DecodeError>("format version ", version, ", expected ", kCacheFormatVersion);
+  if (version != kCacheFormatVersion) fail<DecodeError>("format version ", version, ", expected ", kCacheFormatVersion);
   if (rd.raw(rd.u32()) != key) throw DecodeError("key mismatch");
   uint64_t payloadLen = rd.u64();
   if (payloadLen + kDigestBytes != rd.remaining())
@@ -137,8 +136,7 @@ std::string unsafeCacheDirReason(const std::string& dir) {
   if (::lstat(dir.c_str(), &st) != 0) return "";  // missing: ensureDirectory creates it with mode 0700
   if (S_ISLNK(st.st_mode) && ::stat(dir.c_str(), &st) != 0) return "";
   if (!S_ISDIR(st.st_mode)) return "";  // not a directory: the write fails and says so
-  if (st.st_uid != ::geteuid())
-    return "it is owned by another user (uid " + std::to_string(st.st_uid) + ")";
+  if (st.st_uid != ::geteuid()) return "it is owned by another user (uid " + std::to_string(st.st_uid) + ")";
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
     return "it is writable by its group or by others (mode " + [&] {
       std::ostringstream os;

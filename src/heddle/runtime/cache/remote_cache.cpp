@@ -62,9 +62,7 @@ std::shared_ptr<RemoteBackend> RemoteCache::backend(std::string* urlOut) {
   if (connector) {
     try {
       made = connector(url);
-    } catch (const RemoteFailure& e) {
-      why = e.what();
-    }
+    } catch (const RemoteFailure& e) { why = e.what(); }
   }
   if (!made) {
     fail(url, why);
@@ -85,8 +83,9 @@ void RemoteCache::fail(const std::string& url, const std::string& why) {
     dead_ = true;
     ++stats_.failures;
   }
-  warnOnce(gWarnedDown, "remote cache " + redacted(url) + " " + why + "; working from the local cache for the "
-           "rest of this process");
+  warnOnce(gWarnedDown, "remote cache " + redacted(url) + " " + why +
+                            "; working from the local cache for the "
+                            "rest of this process");
 }
 
 void RemoteCache::warnRejected(const std::string& key, const std::string& problem) {
@@ -120,9 +119,7 @@ void RemoteCache::put(const std::string& key, const std::string& value) {
     client->put(key, value);
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.stores;
-  } catch (const RemoteFailure& e) {
-    fail(url, e.what());
-  }
+  } catch (const RemoteFailure& e) { fail(url, e.what()); }
 }
 
 RemoteStats RemoteCache::stats() {

@@ -52,8 +52,8 @@ CudaDriver::CudaDriver() {
   // Optional: only drivers for CUDA 12.0+ have it; encodeTiledTensorMap reports its absence.
   cuTensorMapEncodeTiled_ = reinterpret_cast<decltype(cuTensorMapEncodeTiled_)>(lib_.symbol("cuTensorMapEncodeTiled"));
   cuTensorMapReplaceAddress_ =
-      reinterpret_cast<decltype(cuTensorMapReplaceAddress_)>(lib_.symbol("cuTensorMapReplaceAddress"));  // 12.0+
-  cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));  // 12.0+
+      reinterpret_cast<decltype(cuTensorMapReplaceAddress_)>(lib_.symbol("cuTensorMapReplaceAddress"));      // 12.0+
+  cuLaunchKernelEx_ = reinterpret_cast<decltype(cuLaunchKernelEx_)>(lib_.symbol("cuLaunchKernelEx"));        // 12.0+
   cuFuncGetParamInfo_ = reinterpret_cast<decltype(cuFuncGetParamInfo_)>(lib_.symbol("cuFuncGetParamInfo"));  // 12.4+
   cuFuncGetParamCount_ = reinterpret_cast<decltype(cuFuncGetParamCount_)>(lib_.symbol("cuFuncGetParamCount"));
   if (!missing.empty()) {
@@ -158,8 +158,11 @@ void CudaDriver::synchronize(CUstream stream, const std::string& what) const {
   require();
   CUresult r = cuStreamSynchronize_(stream);
   if (r != CUDA_SUCCESS)
-    fail<DriverError>(what, " failed on the device: cuStreamSynchronize after its launch (HEDDLE_SYNC_LAUNCH=1) "
-                      "returned ", errorText(r), ". An error like this (an illegal address, a trap, a misaligned "
+    fail<DriverError>(what,
+                      " failed on the device: cuStreamSynchronize after its launch (HEDDLE_SYNC_LAUNCH=1) "
+                      "returned ",
+                      errorText(r),
+                      ". An error like this (an illegal address, a trap, a misaligned "
                       "access) leaves the process's CUDA context unusable: later CUDA calls in this process fail "
                       "too. Rerun the failing call in a fresh process, under compute-sanitizer to find the access");
 }
@@ -204,7 +207,7 @@ CUfunction CudaDriver::getFunction(CUmodule m, const std::string& name) const {
   CUresult r = cuModuleGetFunction_(&f, m, name.c_str());
   if (r != CUDA_SUCCESS)
     fail<DriverError>("kernel '", name, "' not found in its module (", errorText(r),
-                       "); is it declared extern \"C\" __global__?");
+                      "); is it declared extern \"C\" __global__?");
   return f;
 }
 
@@ -223,16 +226,17 @@ int CudaDriver::getFuncAttribute(CUfunction f, int attribute, const std::string&
 void CudaDriver::launchKernel(CUfunction f, const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                               unsigned smemBytes, CUstream stream, void** params, const std::string& what) const {
   require();
-  CUresult r = cuLaunchKernel_(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], smemBytes, stream,
-                               params, nullptr);
+  CUresult r =
+      cuLaunchKernel_(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], smemBytes, stream, params, nullptr);
   if (r != CUDA_SUCCESS)
     fail<DriverError>("cuLaunchKernel failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
-                       block[0], "x", block[1], "x", block[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
+                      block[0], "x", block[1], "x", block[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
 }
 
 void CudaDriver::launchKernelCluster(CUfunction f, const std::array<unsigned, 3>& grid,
                                      const std::array<unsigned, 3>& block, const std::array<unsigned, 3>& cluster,
-                                     unsigned smemBytes, CUstream stream, void** params, const std::string& what) const {
+                                     unsigned smemBytes, CUstream stream, void** params,
+                                     const std::string& what) const {
   require();
   if (!cuLaunchKernelEx_)
     throw RuntimeUnavailable("cuLaunchKernelEx is missing from " + lib_.path +
@@ -250,8 +254,8 @@ void CudaDriver::launchKernelCluster(CUfunction f, const std::array<unsigned, 3>
   CUresult r = cuLaunchKernelEx_(&cfg, f, params, nullptr);
   if (r != CUDA_SUCCESS)
     fail<DriverError>("cuLaunchKernelEx failed for ", what, " (grid ", grid[0], "x", grid[1], "x", grid[2], ", block ",
-                       block[0], "x", block[1], "x", block[2], ", clusters of ", cluster[0], "x", cluster[1], "x",
-                       cluster[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
+                      block[0], "x", block[1], "x", block[2], ", clusters of ", cluster[0], "x", cluster[1], "x",
+                      cluster[2], ", ", smemBytes, " B dynamic smem): ", errorText(r));
 }
 
 namespace {
@@ -273,15 +277,14 @@ const char* enumName(int v, std::initializer_list<const char*> names) {
 std::string describeTensorMap(const TiledTensorMapSpec& s) {
   static const int elementBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
   std::ostringstream os;
-  const char* type = enumName(s.dataType, {"UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16",
-                                           "FLOAT32", "FLOAT64", "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32",
-                                           "TFLOAT32_FTZ"});
+  const char* type =
+      enumName(s.dataType, {"UINT8", "UINT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "FLOAT32", "FLOAT64",
+                            "BFLOAT16", "FLOAT32_FTZ", "TFLOAT32", "TFLOAT32_FTZ"});
   os << "data type " << s.dataType << " (" << type << "), rank " << s.globalDim.size() << ", address 0x" << std::hex
      << s.globalAddress << std::dec << ", dims " << list(s.globalDim) << " (innermost first), strides "
      << list(s.globalStrides) << " bytes, box " << list(s.boxDim) << ", element strides " << list(s.elementStrides)
      << ", interleave " << enumName(s.interleave, {"NONE", "16B", "32B"}) << ", swizzle "
-     << enumName(s.swizzle, {"NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B",
-                             "128B_ATOM_64B"})
+     << enumName(s.swizzle, {"NONE", "32B", "64B", "128B", "128B_ATOM_32B", "128B_ATOM_32B_FLIP_8B", "128B_ATOM_64B"})
      << ", L2 promotion " << enumName(s.l2Promotion, {"NONE", "64B", "128B", "256B"}) << ", OOB fill "
      << enumName(s.oobFill, {"NONE", "NAN_REQUEST_ZERO_FMA"});
   std::vector<std::string> broken;

@@ -50,7 +50,9 @@ struct CUlaunchAttribute {
   char pad[4] = {};
   union Value {
     char pad[64];
-    struct { unsigned x, y, z; } clusterDim;
+    struct {
+      unsigned x, y, z;
+    } clusterDim;
   } value{};
 };
 static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute layout of cuda.h");
@@ -72,10 +74,10 @@ struct alignas(128) TensorMap {
 struct TiledTensorMapSpec {
   int dataType = 0;
   uint64_t globalAddress = 0;
-  std::vector<uint64_t> globalDim;      // rank entries, innermost first
-  std::vector<uint64_t> globalStrides;  // rank-1 entries in bytes (dimension 0 is contiguous)
-  std::vector<uint32_t> boxDim;         // rank entries
-  std::vector<uint32_t> elementStrides; // rank entries (1 = dense)
+  std::vector<uint64_t> globalDim;       // rank entries, innermost first
+  std::vector<uint64_t> globalStrides;   // rank-1 entries in bytes (dimension 0 is contiguous)
+  std::vector<uint32_t> boxDim;          // rank entries
+  std::vector<uint32_t> elementStrides;  // rank entries (1 = dense)
   int interleave = 0;
   int swizzle = 0;
   int l2Promotion = 0;
@@ -177,7 +179,7 @@ class CudaDriver {
   CUresult (*cuCtxGetDevice_)(CUdevice*) = nullptr;
   CUresult (*cuStreamSynchronize_)(CUstream) = nullptr;
   CUresult (*cuFuncGetParamInfo_)(CUfunction, size_t, size_t*, size_t*) = nullptr;  // 12.4+, optional
-  CUresult (*cuFuncGetParamCount_)(CUfunction, size_t*) = nullptr;                   // newer, optional
+  CUresult (*cuFuncGetParamCount_)(CUfunction, size_t*) = nullptr;                  // newer, optional
   CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuModuleLoadData_)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload_)(CUmodule) = nullptr;

@@ -82,8 +82,7 @@ Nvrtc::Nvrtc(DynLib lib) : lib_(std::move(lib)) {
   int (*versionFn)(int*, int*) = nullptr;
   bind(lib_, versionFn, "nvrtcVersion");
   int major = 0, minor = 0;
-  if (versionFn(&major, &minor) != kNvrtcSuccess)
-    fail<RuntimeUnavailable>("nvrtcVersion failed in ", lib_.path);
+  if (versionFn(&major, &minor) != kNvrtcSuccess) fail<RuntimeUnavailable>("nvrtcVersion failed in ", lib_.path);
   version_ = std::to_string(major) + "." + std::to_string(minor);
 }
 
@@ -113,8 +112,7 @@ void Nvrtc::checkArch(const std::string& arch) const {
   if (std::find(supported.begin(), supported.end(), "sm_" + m[2].str()) != supported.end()) return;
   std::ostringstream list;
   for (size_t i = 0; i < supported.size(); ++i) list << (i ? ", " : "") << supported[i];
-  fail<CompileError>("NVRTC ", version_, " (", lib_.path, ") cannot compile for ", arch, "; it supports ",
-                     list.str());
+  fail<CompileError>("NVRTC ", version_, " (", lib_.path, ") cannot compile for ", arch, "; it supports ", list.str());
 }
 
 RtcResult Nvrtc::compile(const std::string& source, const std::string& name,
@@ -128,8 +126,8 @@ RtcResult Nvrtc::compile(const std::string& source, const std::string& name,
     headerTexts.push_back(text.c_str());
   }
   Program prog = nullptr;
-  int rc = createProgram_(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()),
-                          headerTexts.data(), headerNames.data());
+  int rc = createProgram_(&prog, source.c_str(), name.c_str(), static_cast<int>(headers.size()), headerTexts.data(),
+                          headerNames.data());
   if (rc != kNvrtcSuccess) fail<CompileError>("nvrtcCreateProgram failed for ", name, ": ", errorString(rc));
   struct Destroy {
     const Nvrtc* self;
@@ -157,8 +155,7 @@ RtcResult Nvrtc::compile(const std::string& source, const std::string& name,
     for (const auto& o : options) opt << ' ' << o;
     fail<CompileError>("NVRTC ", version_, " failed to compile ", name, " for ", opts.arch, " (",
                        errorString(compileRc), ")\noptions:", opt.str(), "\n--- NVRTC log ---\n",
-                       r.log.empty() ? "(empty log)\n" : r.log, "\n",
-                       sourceExcerpt(r.log, name, source, headers));
+                       r.log.empty() ? "(empty log)\n" : r.log, "\n", sourceExcerpt(r.log, name, source, headers));
   }
 
   size_t size = 0;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/cuda/ptxas_report.h"
+#include "heddle/runtime/dynlib.h"
 
 namespace heddle::rt {
 
@@ -29,7 +29,7 @@ struct RtcOptions {
 };
 
 struct RtcResult {
-  std::string name;         // program name given to NVRTC (appears in diagnostics)
+  std::string name;  // program name given to NVRTC (appears in diagnostics)
   std::string arch;
   std::string cubin;        // ELF bytes; empty for compute_XX
   std::string ptx;          // empty unless wantPtx

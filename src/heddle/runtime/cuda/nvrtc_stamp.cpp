@@ -10,8 +10,8 @@
 #include <mutex>
 
 #include "heddle/runtime/cache/cache_disk.h"
-#include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/cuda/nvrtc.h"
+#include "heddle/runtime/dynlib.h"
 #include "heddle/runtime/sha256.h"
 
 namespace heddle::rt {

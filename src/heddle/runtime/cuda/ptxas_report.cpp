@@ -67,8 +67,9 @@ PtxasReport parsePtxasReport(const std::string& log) {
     bool injected = low.find("injected") != std::string::npos &&
                     (low.find("warpgroup") != std::string::npos || low.find("gmma") != std::string::npos);
     if (serialized || injected) st.wgmmaSerialized = true;
-    if (serialized || injected || (ignored && (low.find("potential performance loss") != std::string::npos ||
-                                               low.find("(c7") != std::string::npos)))
+    if (serialized || injected ||
+        (ignored &&
+         (low.find("potential performance loss") != std::string::npos || low.find("(c7") != std::string::npos)))
       st.advisories.push_back(line);
 
     if (std::regex_search(line, m, entryRe)) {

@@ -19,10 +19,11 @@ DynLib loadHip(std::string& why) {
   std::vector<std::pair<std::string, bool>> cands;  // (path, soname)
   std::string env = envOr("HEDDLE_LIBAMDHIP64_PATH");
   if (!env.empty()) cands.push_back({env, false});
-  for (const std::string& d : {envOr("ROCM_PATH").empty() ? std::string() : envOr("ROCM_PATH") + "/lib",
-                               std::string("/opt/rocm/lib")})
+  for (const std::string& d :
+       {envOr("ROCM_PATH").empty() ? std::string() : envOr("ROCM_PATH") + "/lib", std::string("/opt/rocm/lib")})
     if (!d.empty())
-      for (const char* n : {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"}) cands.push_back({d + "/" + n, false});
+      for (const char* n : {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"})
+        cands.push_back({d + "/" + n, false});
   for (const char* n : {"libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"}) cands.push_back({n, true});
   std::ostringstream tried;
   for (auto& [path, soname] : cands) {

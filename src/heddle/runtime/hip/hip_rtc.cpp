@@ -23,7 +23,7 @@
 namespace heddle::rt {
 namespace {
 
-const char* const kNames[] = {"libhiprtc.so.6", "libhiprtc.so.5", "libhiprtc.so",
+const char* const kNames[] = {"libhiprtc.so.6",   "libhiprtc.so.5",   "libhiprtc.so",
                               "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"};
 
 std::mutex gMutex;
@@ -141,12 +141,12 @@ RtcResult compileInChild(const Hiprtc& h, const std::string& source, const std::
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   std::string where = name + " for " + opts.arch;
   if (WIFSIGNALED(status))
     fail<CompileError>("hiprtc crashed with signal ", WTERMSIG(status), " (", ::strsignal(WTERMSIG(status)),
-                       ") while compiling ", where, " in an isolated child process; this process is unaffected. "
+                       ") while compiling ", where,
+                       " in an isolated child process; this process is unaffected. "
                        "Known: Debian's hiprtc 5.2 compiles gfx90a only (use clang-19 offline for gfx942/gfx1200, "
                        "or a newer ROCm)");
   if (msg.size() < 4) fail<CompileError>("the isolated hiprtc child for ", where, " exited without a result");
