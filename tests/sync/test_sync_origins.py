@@ -80,3 +80,19 @@ def test_sync_lab_stamps_its_own_pass():
     lab = _C.sync_lab([("loop", "i", 0, "N", "serial", [("write", "X", "i % 2", "copy"),
                                                          ("read", "X", "i % 2", "mma")])], 2)
     assert lab.sync_plan and {e["origin"] for e in lab.sync_plan} == {"sync_lab / hazard planner"}
+
+
+def test_named_barrier_roles_name_the_pass_and_the_protocol():
+    """The AMD named-barrier protocol of a wave split (lower/build/named_barrier_roles.cpp, run by sync_lab)
+    places every op with a reason: explain() names it under each one."""
+    from test_barrier_objects import roles
+    low = _C.sync_lab(roles(2), 2, target="gfx1250", roles=True)
+    ops = [line for line in low.kernel_ir.splitlines() if "s_barrier" in line]
+    assert len(low.sync_plan) == len(ops) > 0
+    assert {e["origin"] for e in low.sync_plan} == {"named_barrier_roles / split / named barrier objects"}
+    text = low.explain()
+    assert len(re.findall(r"^\[\d+\] ", text, re.M)) == len(ops)
+    assert set(re.findall(r"^    placed by: (.*)$", text, re.M)) == {"named_barrier_roles / split / named barrier objects"}
+    hazards = {e["hazards"] for e in low.sync_plan}
+    assert {"RAW stage 0 (producer -> consumer)", "WAR stage 1 (consumer -> producer)",
+            "barrier init -> every use"} <= hazards

@@ -1,7 +1,7 @@
 """The remote cache's client: redis-py (the optional extra ``pip install 'heddle[redis]'``), as torch
 inductor's remote cache uses it.
 
-The C++ kernel cache keeps its remote tier as an interface (src/heddle/runtime/remote_cache.h: get,
+The C++ kernel cache keeps its remote tier as an interface (src/heddle/runtime/cache/remote_cache.h: get,
 put); the bindings import this module the first time HEDDLE_REMOTE_CACHE is set and call
 ``connect(url)`` for the client. The C++ side keeps the policy: entries verified before use, the first
 failure warned once and the remote cache off for the rest of the process, the kernel compiled here.

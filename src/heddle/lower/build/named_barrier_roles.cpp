@@ -22,21 +22,27 @@
 // before overwriting the stage with k-tile s + (n+1)S. The simulator checks the protocol
 // (verify/barrier_objects.cpp) with every mutant flagged (tests/sync/test_barrier_objects.py).
 #include "heddle/lower/lower.h"
+#include "heddle/sync/plan.h"
+#include "heddle/sync/ring.h"
 
 namespace heddle::passes {
 
 namespace {
 
-kir::NodePtr sync(kir::SyncKind k, int id, int count = 0) {
-  auto s = std::make_unique<kir::Sync>(k, id);
+// Every op carries its reason into the SyncPlan (builder "split / named barrier objects"; the pass is
+// stamped "named_barrier_roles" at the end), so explain() names who placed it.
+kir::NodePtr barrierOp(kir::Kernel& k, kir::SyncKind kind, int id, const sync::Why& why, int count = 0) {
+  auto s = sync::makeSync(k, kind, why, id);
   s->count = count;
   return s;
 }
 
-void addJoinArriveWait(kir::Block& b, int id) {
-  b.stmts.push_back(sync(kir::SyncKind::BarrierJoin, id));
-  b.stmts.push_back(sync(kir::SyncKind::BarrierSignal, id));
-  b.stmts.push_back(sync(kir::SyncKind::BarrierWait, id));
+// join, arrive, wait: the wave waits for the barrier's current phase (s_barrier_wait waits on the
+// barrier joined last)
+void addJoinArriveWait(kir::Kernel& k, kir::Block& b, int id, const sync::Why& why) {
+  b.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierJoin, id, why));
+  b.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierSignal, id, why));
+  b.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierWait, id, why));
 }
 
 // One copy of `body` per stage s, each under `if (i % S == s)`, built by `wrap(s, copy)`.
@@ -91,33 +97,64 @@ void namedBarrierRoles(kir::Kernel& k, const TargetInfo& t, int stages) {
   const kir::IExpr i = kir::IExpr::var(cons->var);
   auto full = [](int s) { return 1 + s; };
   auto empty = [&](int s) { return 1 + stages + s; };
+  const std::string sS = std::to_string(stages);
+  auto raw = [&](int s) {
+    return sync::Why{"RAW stage " + std::to_string(s) + " (producer -> consumer)",
+                     "producer writes of the stage",
+                     "consumer reads of the stage",
+                     "stage " + std::to_string(s),
+                     std::to_string(s),
+                     "named barrier full[" + std::to_string(s) + "] = " + std::to_string(full(s)) +
+                         ": the producers arrive after writing k-tile s + nS, the consumers join, arrive and "
+                         "wait before reading it (phase n)"};
+  };
+  auto war = [&](int s) {
+    return sync::Why{"WAR stage " + std::to_string(s) + " (consumer -> producer)",
+                     "consumer reads of the stage",
+                     "producer writes of the stage",
+                     "stage " + std::to_string(s),
+                     std::to_string(s),
+                     "named barrier empty[" + std::to_string(s) + "] = " + std::to_string(empty(s)) +
+                         ": the consumers arrive after reading k-tile s + nS (not after the last " + sS +
+                         "), the producers join, arrive and wait before overwriting the stage"};
+  };
+  const sync::Why inits{"barrier init -> every use",
+                        "s_barrier_init by warp 0",
+                        "every wave's named-barrier ops",
+                        "",
+                        "",
+                        "the workgroup barrier orders warp 0's inits of the " + std::to_string(2 * stages) +
+                            " named barriers before any wave joins or signals one"};
   perStage(*prod, stages, [&](int s, kir::Block& dst, kir::Block& body) {
     auto* free = dst.add<kir::IfThenElse>();
     free->cond = kir::IExpr(stages) <= kir::IExpr::var(prod->var);
-    addJoinArriveWait(free->thenBody, empty(s));
+    addJoinArriveWait(k, free->thenBody, empty(s), war(s));
     for (auto& st : body.stmts) dst.stmts.push_back(std::move(st));
-    dst.stmts.push_back(sync(kir::SyncKind::BarrierSignal, full(s)));
+    dst.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierSignal, full(s), raw(s)));
   });
   perStage(*cons, stages, [&](int s, kir::Block& dst, kir::Block& body) {
-    addJoinArriveWait(dst, full(s));
+    addJoinArriveWait(k, dst, full(s), raw(s));
     for (auto& st : body.stmts) dst.stmts.push_back(std::move(st));
     auto* more = dst.add<kir::IfThenElse>();
     more->cond = i + stages < cons->stop;
-    more->thenBody.stmts.push_back(sync(kir::SyncKind::BarrierSignal, empty(s)));
+    more->thenBody.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierSignal, empty(s), war(s)));
   });
   // warp 0 initialises every barrier; the workgroup barrier orders the inits before every other use
   std::vector<kir::NodePtr> head;
   auto init = std::make_unique<kir::IfThenElse>();
   init->cond = eq(kir::IExpr::var("warp"), 0);
-  for (int id = 1; id <= 2 * stages; ++id) init->thenBody.stmts.push_back(sync(kir::SyncKind::BarrierInit, id, waves));
+  for (int id = 1; id <= 2 * stages; ++id)
+    init->thenBody.stmts.push_back(barrierOp(k, kir::SyncKind::BarrierInit, id, inits, waves));
   head.push_back(std::move(init));
-  head.push_back(sync(kir::SyncKind::BarrierSignal, kir::kWorkgroupBarrier));
-  head.push_back(sync(kir::SyncKind::BarrierWait, kir::kWorkgroupBarrier));
+  head.push_back(barrierOp(k, kir::SyncKind::BarrierSignal, kir::kWorkgroupBarrier, inits));
+  head.push_back(barrierOp(k, kir::SyncKind::BarrierWait, kir::kWorkgroupBarrier, inits));
   size_t at = 0;
   while (k.body.stmts[at].get() != split) ++at;
   k.body.stmts.insert(k.body.stmts.begin() + (long)at, std::make_move_iterator(head.begin()),
                       std::make_move_iterator(head.end()));
   k.syncsPlanned = true;
+  sync::numberReasons(k);  // program order
+  sync::stampPass(k, "named_barrier_roles");
 }
 
 }  // namespace heddle::passes
