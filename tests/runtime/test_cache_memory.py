@@ -74,6 +74,20 @@ def test_kernel_ptx_of_a_memory_hit_without_disk(cache, monkeypatch):
 
 
 @requires_nvrtc
+def test_kernel_ptx_compiled_again_takes_the_builds_options(cache, monkeypatch):
+    """The PTX compiled again for a memory hit is the build's: the same NVRTC options (-lineinfo: .loc lines)."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    heddle.Kernel.build(small_matmul("NT"), "sm_80", options=["-lineinfo"])
+    k = heddle.Kernel.build(small_matmul("NT"), "sm_80", options=["-lineinfo"])
+    assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
+    assert "\t.loc\t" in k.ptx
+    plain = heddle.Kernel.build(small_matmul("NN"), "sm_80", use_cache=False)
+    assert "\t.loc\t" not in plain.ptx
+
+
+@requires_nvrtc
 def test_front_table_gives_each_source_its_own_kernel(cache):
     a, b = rt.compile(kernel(204), "k.cu", "sm_80"), rt.compile(kernel(205), "k.cu", "sm_80")
     assert a.key != b.key

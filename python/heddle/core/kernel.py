@@ -31,6 +31,7 @@ class Kernel:
         self._out = fusion.outputs[0]
         self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
         self._op = None
+        self._rtc_options = []
         self._matmul_expr = matmul_expr(fusion)
         self._plans = plan_table()  # call signature -> its LaunchPlan (in C++: _C.runtime.PlanTable)
         self._workspaces: Dict[tuple, tuple] = {}  # (device, stream) -> (ws, flags); their addresses in _ws_table
@@ -74,6 +75,7 @@ class Kernel:
         binary = _C.runtime.compile_lowered(lowered, options=list(options or []), isolate=isolate, want_ptx=True,
                                             use_cache=use_cache)
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
+        kernel._rtc_options = list(options or [])  # Kernel.ptx compiles again with the same options
         dump("ptx", lambda: kernel.ptx)  # a memory hit's PTX: from disk, else compiled again (Kernel.ptx)
         dump("ptxas", lambda: binary.ptxas)
         if not allow_spills and lowered.compiler_report:
@@ -99,12 +101,13 @@ class Kernel:
     @property
     def ptx(self) -> str:
         """The PTX. A kernel from the memory cache holds none (the cache keeps the cubin and launch facts):
-        it is read back from the disk entry, else compiled again from the printed source, uncached."""
+        it is read back from the disk entry, else compiled again, uncached, the way Kernel.build compiled it
+        (the target's backend, the build's options)."""
         try:
             return self.binary.ptx
         except RuntimeUnavailable:
-            again = _C.runtime.compile(self.lowered.source, self.lowered.name, self.lowered.rtc_arch,
-                                       want_ptx=True, use_cache=False)
+            again = _C.runtime.compile_lowered(self.lowered, options=self._rtc_options, want_ptx=True,
+                                               use_cache=False)
             return again.ptx
 
     @property
