@@ -15,6 +15,9 @@ if [[ "$mode" != "--check" && "$mode" != "--fix" ]]; then
   exit 2
 fi
 cf=${CLANG_FORMAT:-clang-format}
+if ! command -v "$cf" >/dev/null; then  # the wheel's binary where its script folder is not on PATH
+  cf=$(python3 -c 'import clang_format, os; print(os.path.join(os.path.dirname(clang_format.__file__), "data", "bin", "clang-format"))' 2>/dev/null || echo clang-format)
+fi
 if ! command -v "$cf" >/dev/null; then
   echo "tools/format.sh: $cf not found (pip install clang-format, or set CLANG_FORMAT)" >&2
   exit 2
