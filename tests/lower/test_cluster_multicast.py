@@ -20,14 +20,8 @@ from heddle import verify
 from heddle.core import tma
 from heddle.core.interpret import _Mutated
 from heddle.interpret import interpret, mutation_kill_rate
-from support.wgmma_defs import assert_interprets_clean, build, inputs
+from support.wgmma_defs import assert_interprets_clean, build, clustered, inputs
 from support.interp_defs import needs_cxx
-
-
-def clustered(variant="coop", along="m", n=72, bn=64, stages=3, prefetch=1, **kw):
-    fd = build(variant, stages=stages, prefetch=prefetch, n=n, bn=bn, **kw)
-    fd.matmul_tensor.cluster(2, along)
-    return fd
 
 
 # --- the schedule ---------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from heddle.interpret import _Mutated, interpret
 from support.wgmma_defs import build as build_sm90
 from support.wgmma_defs import inputs as sm90_inputs
 from support.interp_defs import inputs, kernel, needs_cxx, sm80
-from test_amd_simulator import operands, small
-from test_simulator import lowered_plan, make_inputs, ragged_k
+from support.amd_defs import operands, small
+from support.simulator_defs import lowered_plan, make_inputs, ragged_k
 
 SCHEDULES = (("adversarial", 0), ("random", 1))
 SHORT = (1, 2, 3)

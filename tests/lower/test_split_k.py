@@ -13,18 +13,7 @@ from support.grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_
 from support.wgmma_defs import inputs, schedule_sm90
 from support.interp_defs import needs_cxx
 from support.matmul_defs import matmul_fusion, schedule
-
-
-def sm80(S, n=200, k=32 * 15, dtype="bf16", layout="NN", bm=64, bn=64, bk=32, stages=3, epilogue="bias_gelu"):
-    fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue)
-    schedule(fd, a, b, bm=bm, bn=bn, bk=bk, wm=2, wn=2, stages=stages).split_k(S)
-    return fd
-
-
-def sm90(S, n=72, k=16 * 16, dtype="bf16", layout="NN", bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1):
-    fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout)
-    schedule_sm90(fd, a, b, bm=bm, bn=bn, bk=bk, wgs=wgs, stages=stages, prefetch=prefetch).split_k(S)
-    return fd
+from support.split_k_defs import sm80, sm90
 
 
 def lowered(fd, target):

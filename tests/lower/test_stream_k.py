@@ -11,25 +11,10 @@ import heddle
 from support.env import requires_nvrtc, rt
 from support.grid_defs import (no_spills_and_gpu_scope_flags, reduction_mutants_killed,
                                same_bits_under_two_random_schedules, simulator_clean_and_every_mutant_killed)
-from support.wgmma_defs import build, inputs, schedule_sm90
+from support.wgmma_defs import inputs, schedule_sm90
 from support.interp_defs import needs_cxx
 from support.matmul_defs import matmul_fusion, schedule
-
-N, K = 200, 32 * 15  # 4 n-tiles of 64, 15 k-tiles of 32
-
-
-def sm80(G, n=N, k=K, dtype="bf16", layout="NN", bm=64, bn=64, bk=32, stages=3, epilogue="bias_gelu", wm=2, wn=2):
-    fd, a, b = matmul_fusion(n=n, k=k, dtype=dtype, layout=layout, epilogue=epilogue)
-    schedule(fd, a, b, bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages).stream_k(G)
-    return fd
-
-
-def sm90(G, store=None, prefetch=-1, bn=64, n=N, k=16 * 13, variant="coop", **kw):
-    """The sm_90a warp-specialized kernel (roles load, mma; 128 x bn x 16 tiles, 4 stages) with stream_k(G):
-    test_stream_k_roles.py."""
-    fd = build(variant, stages=4, prefetch=prefetch, bn=bn, bk=16, n=n, k=k, store=store, **kw)
-    fd.matmul_tensor.stream_k(G)
-    return fd
+from support.stream_k_defs import K, N, ranges, sm80, sm90
 
 
 def lowered(fd, target="sm_80"):
@@ -39,21 +24,6 @@ def lowered(fd, target="sm_80"):
 # the two kernel families with stream-K: the cp.async kernel (every thread computes) and the sm_90a
 # warp-specialized TMA kernel (a producer role, the MMA warpgroups reduce)
 FAMILIES = {"sm_80": lambda G, **kw: lowered(sm80(G, **kw)), "sm_90a": lambda G, **kw: lowered(sm90(G, **kw), "sm_90a")}
-
-
-def ranges(M, G, n=N, k=K, bm=64, bn=64, bk=32):
-    """The stream-K walk of the docs, in Python: per CTA, its (tile, first k-tile, end k-tile) segments."""
-    cdiv = lambda a, b: (a + b - 1) // b  # noqa: E731
-    nk, tiles = cdiv(k, bk), cdiv(M, bm) * cdiv(n, bn)
-    grid = max(tiles, min(G, tiles * nk))
-    out = []
-    for c in range(grid):
-        q, r = divmod(tiles * nk, grid)  # the first r CTAs get q + 1 iterations, the others q
-        b = c * q + min(c, r)
-        e = b + q + (c < r)
-        segs = [(t, max(b, t * nk) - t * nk, min(e, (t + 1) * nk) - t * nk) for t in range((e - 1) // nk, b // nk - 1, -1)]
-        out.append(segs)
-    return grid, out
 
 
 # --- the kernel IR and its sync plan -------------------------------------------------------------
@@ -233,7 +203,7 @@ def test_cost_model_numbers_and_overrides():
 
 
 def test_matmul_buckets_pick_stream_k_by_the_model():
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     from heddle.api import fused_matmul_op
     fm = fused_matmul_op(spec(n=6400))
     lines = fm.describe("sm_80", sms=132).split("\n")
@@ -262,7 +232,7 @@ def test_matmul_buckets_pick_stream_k_by_the_model():
 @needs_cxx
 @pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
 def test_matmul_runs_stream_k_interpreted(monkeypatch, target):
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     from heddle.api import fused_matmul_op
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
     monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", target)
@@ -287,7 +257,7 @@ def test_matmul_runs_stream_k_interpreted(monkeypatch, target):
 def test_bucket_stream_k_kernel_compiles_without_spills(target, suffix):
     # the M <= 64 bucket's kernel the model picks (sm_90a: 64x128x64, one MMA warpgroup, no register budgets,
     # the TMA-store epilogue)
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     from heddle.api import fused_matmul_op
     k = fused_matmul_op(spec(n=6400)).kernel(target, 8, 8, 16, sms=132)
     assert k.name.endswith(suffix)
@@ -298,7 +268,7 @@ def test_k_sharing_follows_the_target_and_k_share():
     """A target without grid flags (sm_100a) never gets split-K or stream-K from the automatic schedule
     (it would refuse them); the Hopper TMA schedule honours k_share = "none" (neither) and "stream_k"
     (stream-K on the warp-specialized kernel)."""
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     fd = spec(n=4096).build_fusion()
     fd.auto_schedule("sm_100a", 16, 4096, 4096, tma=False, sms=148)  # the cp.async kernel, 64 tiles
     assert fd.matmul_tensor._tv.splits == 1 and fd.matmul_tensor._tv.stream_k_ctas == 0

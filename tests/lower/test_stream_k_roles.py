@@ -13,8 +13,8 @@ from support.env import requires_nvrtc, rt
 from support.grid_defs import no_spills_and_gpu_scope_flags, simulator_clean_and_every_mutant_killed
 from support.wgmma_defs import build, inputs
 from support.interp_defs import needs_cxx
-from test_stream_k import ranges
-from test_stream_k import sm90 as sk  # stream_k(G) on the warp-specialized kernel: 128 x bn x 16 tiles
+from support.stream_k_defs import ranges
+from support.stream_k_defs import sm90 as sk  # stream_k(G) on the warp-specialized kernel: 128 x bn x 16 tiles
 
 N, BK, NK = 200, 16, 13  # 4 n-tiles of 64 (2 of 128), 13 k-tiles of 16
 
@@ -175,7 +175,7 @@ def test_gpu_numbers_and_the_same_bits(M, store):
 # --- the automatic choice (wgmma_auto_schedule.cpp with k_share.cpp's model) -------------------------------
 
 def test_auto_schedule_takes_stream_k_where_the_model_says():
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     plan = heddle._C.Fusion.k_share_plan
     # M <= 256 bucket, N 6400, K 8192 on 132 SMs: 50 tiles of 128x256x64 (128 k-tiles)
     s, g, text = plan(50, 128, 4, 132, 128, 256, 64, target="sm_90a")
@@ -200,7 +200,7 @@ def test_auto_schedule_takes_stream_k_where_the_model_says():
 
 
 def test_describe_prints_the_model_for_the_tma_kernels():
-    from test_matmul_buckets import spec
+    from support.bucket_defs import spec
     from heddle.api import fused_matmul_op
     fm = fused_matmul_op(spec(n=6400, k=8192))
     lines = fm.describe("sm_90a", sms=132).split("\n")

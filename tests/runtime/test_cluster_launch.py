@@ -9,7 +9,7 @@ import os
 import pytest
 
 from support.env import build_fake_libcuda, fake_cuda_env, heddle_error, requires_nvrtc, rt, run_python_with_C
-from test_driver import AXPY
+from support.launch_defs import AXPY
 
 
 @requires_nvrtc

@@ -3,16 +3,11 @@ RuntimeUnavailable naming libcuda; with a GPU, a real launch is checked against 
 import pytest
 
 from support.env import heddle_error, requires_nvrtc, rt, run_python_with_C
+from support.launch_defs import AXPY
 
 HAVE_DRIVER = rt.driver_available()
 no_driver_only = pytest.mark.skipif(HAVE_DRIVER, reason="a CUDA driver is present on this machine")
 
-AXPY = r"""
-extern "C" __global__ void axpy(float* y, const float* x, float a, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-"""
 
 
 @no_driver_only

@@ -20,7 +20,7 @@ from heddle import _C
 from heddle.core import inputs
 from heddle.core import kernel as kernel_mod
 from heddle.core import runtime
-from test_driver import AXPY
+from support.launch_defs import AXPY
 
 ARGS = "[('ptr', 0x1000), ('ptr', 0x2000), ('f32', 2.5), ('i32', 77)]"
 
@@ -233,7 +233,7 @@ def test_a_launch_runs_in_its_devices_primary_context(fake_libcuda, tmp_path):
 
 def test_a_kernel_launches_in_its_tensors_device(monkeypatch):
     """heddle.Kernel hands the LaunchPlan the outputs' device (its primary context runs the launch)."""
-    from test_launch_plan import Recorder, kernel_for, operands
+    from support.launch_defs import Recorder, kernel_for, operands
     k = kernel_for()
     k._loaded = Recorder()
     seen = {}
@@ -329,9 +329,9 @@ def _families():
     from support.tcgen05_defs import build_epi
     from support.wgmma_defs import build as sm90
     from support.interp_defs import sm80
-    from test_cluster_multicast import clustered
-    from test_split_k import sm80 as sm80_split_k
-    from test_split_k import sm90 as sm90_split_k
+    from support.split_k_defs import sm80 as sm80_split_k
+    from support.split_k_defs import sm90 as sm90_split_k
+    from support.wgmma_defs import clustered
     return [("sm80", lambda: sm80(), "sm_80"),
             ("sm80-batched", lambda: sm80(batched=True), "sm_80"),
             ("sm80-split-k", lambda: sm80_split_k(3), "sm_80"),

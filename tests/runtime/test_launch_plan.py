@@ -12,31 +12,9 @@ from heddle import _C
 from heddle.core import inputs
 from heddle.core.kernel import plan_table
 from heddle.pytorch.matmul import MatmulSpec, eager_call_ok, fused_matmul_op
-from support.matmul_defs import matmul_fusion, schedule
+from support.launch_defs import Recorder, hopper_kernel, kernel_for, operands
 
 rt = _C.runtime
-
-
-def kernel_for(epilogue="bias_gelu", vec=(8, 8)):
-    fd, a, b = matmul_fusion(m="M", n=96, k=64, dtype="bf16", layout="NN", batched=False, epilogue=epilogue)
-    schedule(fd, a, b, bm=64, bn=32, bk=32, wm=2, wn=1, stages=2, prefetch=1)
-    return heddle.Kernel(fd, fd.lower("sm_80", vec[0], vec[1]), None, "sm_80", vec[0], vec[1])
-
-
-def operands(m=70, offset=0):
-    """x [m, 64], w [64, 96], bias [96] in bf16; `offset` elements into x's storage (alignment class)."""
-    x = torch.randn(m * 64 + offset).bfloat16()[offset:].view(m, 64)
-    return x, torch.randn(64, 96).bfloat16(), torch.randn(96).bfloat16()
-
-
-class Recorder:
-    """A fake driver's loaded kernel: records each launch."""
-
-    def __init__(self):
-        self.launches = []
-
-    def launch(self, grid, block, smem, stream, args):
-        self.launches.append((tuple(grid), tuple(block), smem, stream, list(args)))
 
 
 def make_plan(k, tensors, launcher=None):
@@ -99,17 +77,6 @@ def test_the_packed_argument_array_holds_the_bound_arguments():
     assert got == [_as_bytes(kind, v) for kind, v in args] and any(len(g) == 128 for g in got)  # the tensor maps
     a2, out2 = a.clone(), torch.empty_like(hout)  # other addresses: the maps patched, packed like the rest
     assert hplan.packed((a2, b, out2)) == [_as_bytes(kind, v) for kind, v in hplan.args((a2, b, out2))]
-
-
-def hopper_kernel():
-    """An sm_90a kernel (TMA loads, TMA-store epilogue) whose tensor maps the interpreter's encoder makes."""
-    spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,
-                      bias=None, residual=None, activation=None, alpha=None, out_dtype="bf16")
-    fd = spec.build_fusion()
-    fd.auto_schedule("sm_90a", -1, 256, 256)
-    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
-    k._map_encoder = _C.interp.encode_tensor_map_tiled
-    return k
 
 
 def hopper_plan():

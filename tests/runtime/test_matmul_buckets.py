@@ -5,14 +5,10 @@ printable (FusedMatmul.describe); HEDDLE_AUTOTUNE=1 overrides it per bucket (tes
 import torch
 
 import heddle
-from heddle.api import DEFAULT_SMS, MatmulSpec, fused_matmul_op, m_bucket
+from heddle.api import DEFAULT_SMS, fused_matmul_op, m_bucket
 from support.env import requires_nvrtc
+from support.bucket_defs import spec
 from support.interp_defs import needs_cxx
-
-
-def spec(n=4096, k=4096, activation="gelu"):
-    return MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=k, n=n, trans_a=False, trans_b=True,
-                      bias=("bf16", 1), residual=None, activation=activation, alpha=None, out_dtype="bf16")
 
 
 def test_buckets():

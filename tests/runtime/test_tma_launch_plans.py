@@ -20,9 +20,9 @@ from support.env import build_fake_libcuda, fake_cuda_env, requires_nvrtc
 from heddle import _C
 from heddle.core import inputs
 from support.wgmma_defs import inputs as make_inputs
-from test_launch_plan import Recorder, hopper_kernel
-from test_split_k import sm90 as split_k_sm90
-from test_stream_k import sm90 as stream_k_sm90
+from support.launch_defs import Recorder, hopper_kernel
+from support.split_k_defs import sm90 as split_k_sm90
+from support.stream_k_defs import sm90 as stream_k_sm90
 
 rt = _C.runtime
 INTERP = _C.interp.encode_tensor_map_tiled
@@ -211,7 +211,7 @@ print("full", k.full_path_calls)
 
 
 def _run_driver_calls(lib, log):
-    from test_driver import AXPY
+    from support.launch_defs import AXPY
     env = {**fake_cuda_env(lib, log, log_args=1), "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.run([sys.executable, "-c", f"AXPY = {AXPY!r}\n" + _DRIVER_CALLS], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=300)

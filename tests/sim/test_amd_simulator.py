@@ -6,24 +6,12 @@ import torch
 
 import heddle
 from heddle import verify
+from support.amd_defs import operands, small
 from support.matmul_defs import matmul_fusion, schedule
 
 # (target, load kind, stages, warps m x n): LDS DMA on CDNA, register-staged copies on GFX12
 PLANS = [("gfx90a", "async_lds", 2, (2, 1)), ("gfx90a", "async_lds", 3, (2, 1)), ("gfx942", "async_lds", 4, (1, 2)),
          ("gfx90a", "plain", 2, (2, 1)), ("gfx1200", "plain", 2, (2, 2)), ("gfx1200", "plain", 3, (1, 2))]
-
-
-def small(target, kind, stages, warps, layout="NN", dtype="f16", epilogue="none", prefetch=-1):
-    fd, a, b = matmul_fusion(m="M", n=64, k="K", layout=layout, dtype=dtype, epilogue=epilogue)
-    schedule(fd, a, b, bm=64, bn=64, bk=32, wm=warps[0], wn=warps[1], stages=stages, prefetch=prefetch, kind=kind)
-    return fd.lower(target)
-
-
-def operands(m, k, n, layout="NN", dtype=torch.float16, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(m, k, generator=g).to(dtype)
-    b = torch.randn(k, n, generator=g).to(dtype)
-    return [a.t().contiguous() if layout[0] == "T" else a, b.t().contiguous() if layout[1] == "T" else b]
 
 
 @pytest.mark.parametrize("target,kind,stages,warps", PLANS, ids=[f"{p[0]}-{p[1]}-s{p[2]}" for p in PLANS])

@@ -6,7 +6,7 @@ syncs written -- no planner runs -- with 64 threads and two named thread mapping
 import pytest
 
 from heddle import _C, verify
-from test_simulator import lowered_plan, make_inputs
+from support.simulator_defs import lowered_plan, make_inputs
 
 W_ASYNC = ("write", "X", 0, "copy", True)
 READ = ("read", "X", 0, "mma")

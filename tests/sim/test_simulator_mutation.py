@@ -8,7 +8,7 @@ Run with -s to see the kill-rate table.
 import pytest
 
 from heddle import verify
-from test_simulator import EXTRA, LAYOUTS, PLANS, lowered_plan, make_inputs, ragged_k, trip_counts
+from support.simulator_defs import EXTRA, LAYOUTS, PLANS, lowered_plan, make_inputs, ragged_k, trip_counts
 
 KERNELS = [(s, p, "cp_async", lay) for s, p in PLANS for lay in LAYOUTS] + \
           [(s, p, kind, lay) for s, p, kind in EXTRA for lay in LAYOUTS]

@@ -61,6 +61,13 @@ def build(variant="pipeline", stages=3, prefetch=-1, layout="NN", dtype="bf16", 
     return fd
 
 
+def clustered(variant="coop", along="m", n=72, bn=64, stages=3, prefetch=1, **kw):
+    """The warp-specialized kernel in clusters of 2 along m or n (tests/lower/test_cluster_multicast.py)."""
+    fd = build(variant, stages=stages, prefetch=prefetch, n=n, bn=bn, **kw)
+    fd.matmul_tensor.cluster(2, along)
+    return fd
+
+
 def inputs(fd, M, seed=0, batch=2):
     g = torch.Generator().manual_seed(seed)
     out = []

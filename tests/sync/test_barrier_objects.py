@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from heddle import _C, verify
+from support.sync_defs import roles
 
 DEVICE_DIR = Path(__file__).resolve().parents[2] / "src" / "heddle" / "codegen" / "device"
 CLANG = shutil.which("clang-19")
@@ -155,12 +156,6 @@ def producer_consumer(stages=2):
 
     return init + [("if", "warp < 2", [("loop", "i", 0, "N", "serial", per_stage(produce))],
                     [("loop", "i", 0, "N", "serial", per_stage(consume))])]
-
-
-def roles(stages, cond="warp < 2"):
-    """The same split with no syncs: named_barrier_roles places the protocol."""
-    return [("if", cond, [("loop", "i", 0, "N", "serial", [("write", "X", f"i % {stages}", "copy@0:64")])],
-             [("loop", "i", 0, "N", "serial", [("read", "X", f"i % {stages}", "mma@64:128")])])]
 
 
 @pytest.mark.parametrize("stages", [2, 3])

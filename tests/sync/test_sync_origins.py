@@ -85,7 +85,7 @@ def test_sync_lab_stamps_its_own_pass():
 def test_named_barrier_roles_name_the_pass_and_the_protocol():
     """The AMD named-barrier protocol of a wave split (lower/build/named_barrier_roles.cpp, run by sync_lab)
     places every op with a reason: explain() names it under each one."""
-    from test_barrier_objects import roles
+    from support.sync_defs import roles
     low = _C.sync_lab(roles(2), 2, target="gfx1250", roles=True)
     ops = [line for line in low.kernel_ir.splitlines() if "s_barrier" in line]
     assert len(low.sync_plan) == len(ops) > 0

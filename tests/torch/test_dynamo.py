@@ -3,7 +3,6 @@
 On CPU tensors heddle's ops compute with the torch reference (float32 epilogue, one rounding at the
 end), so everything here runs without a GPU; tests/gpu/test_dynamo_gpu.py repeats the models on CUDA.
 """
-import os
 import shutil
 
 import pytest
@@ -13,27 +12,12 @@ import heddle
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
+from support.dynamo_defs import needs_cxx
 from support.dynamo_models import MLP, Attention, GatedFFN, ResidualLinear, RowBias, ScaledSigmoid, build
 
+pytestmark = pytest.mark.usefixtures("_fresh_dynamo")  # tests/torch/conftest.py
+
 BF16_TOL = dict(atol=3e-2, rtol=3e-2)
-needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("cc") is None,
-                               reason="inductor's CPU backend needs a C++ compiler")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    hd.reset_stats()
-    yield
-    torch._dynamo.reset()
-
-
-def run_fresh(code: str) -> None:
-    """Run `code` in a fresh Python process (as torch.export.load would resolve ops there); it prints 'ok'."""
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert r.stdout.strip() == "ok", r.stderr
 
 
 def _x(*shape, dtype=torch.bfloat16, seed=1, grad=False):

@@ -14,7 +14,7 @@ import heddle.dynamo as hd
 from heddle.pytorch import dynamo_cache
 from heddle.pytorch.dynamo import Options
 
-from test_dynamo import needs_cxx
+from support.dynamo_defs import needs_cxx
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/: support.dynamo_models
 

@@ -16,7 +16,7 @@ from heddle.pytorch import op_names
 from heddle.pytorch.matmul import MatmulSpec
 from heddle.pytorch.resolver import resolve_op
 
-from test_dynamo_ops import VARIANTS
+from support.matmul_op_defs import VARIANTS
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

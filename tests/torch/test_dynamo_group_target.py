@@ -15,7 +15,7 @@ from heddle.pytorch import group_op
 from heddle.pytorch.dynamo_gated import GatedSpec, gated_op
 
 from support.dynamo_models import GatedFFN, SelfAttention
-from test_dynamo import _fresh_dynamo  # noqa: F401 (the autouse fixture)
+pytestmark = pytest.mark.usefixtures("_fresh_dynamo")  # tests/torch/conftest.py
 
 BF16 = torch.bfloat16
 

@@ -13,7 +13,9 @@ from heddle.dynamo import heddle_backend
 
 from support.dynamo_models import SelfAttention
 from support.dynamo_models import build as build_model
-from test_dynamo import _fresh_dynamo, needs_cxx, run_fresh  # noqa: F401 (the autouse fixture)
+from support.dynamo_defs import needs_cxx, run_fresh
+
+pytestmark = pytest.mark.usefixtures("_fresh_dynamo")  # tests/torch/conftest.py
 
 tf = pytest.importorskip("transformers", reason="transformers is an optional test dependency")
 BF16 = torch.bfloat16

@@ -18,7 +18,9 @@ import torch.nn as nn
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
-from test_dynamo import _fresh_dynamo, needs_cxx  # noqa: F401 (the autouse fixture)
+from support.dynamo_defs import needs_cxx
+
+pytestmark = pytest.mark.usefixtures("_fresh_dynamo")  # tests/torch/conftest.py
 
 tf = pytest.importorskip("transformers", reason="transformers is an optional test dependency")
 

@@ -12,7 +12,7 @@ import torch.nn as nn
 import heddle.dynamo as hd
 from heddle.dynamo import heddle_backend
 
-from test_dynamo import _fresh_dynamo  # noqa: F401 (autouse fixture)
+pytestmark = pytest.mark.usefixtures("_fresh_dynamo")  # tests/torch/conftest.py
 
 BF16 = torch.bfloat16
 

@@ -1,0 +1,18 @@
+"""Helpers shared by the torch.compile backend tests (tests/torch/test_dynamo*.py); their fixture
+_fresh_dynamo is in tests/torch/conftest.py."""
+import os
+import shutil
+
+import pytest
+
+
+needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None and shutil.which("cc") is None,
+                               reason="inductor's CPU backend needs a C++ compiler")
+
+
+def run_fresh(code: str) -> None:
+    """Run `code` in a fresh Python process (as torch.export.load would resolve ops there); it prints 'ok'."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "ok", r.stderr
