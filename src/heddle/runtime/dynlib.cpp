@@ -33,13 +33,6 @@ std::string dirName(const std::string& path) {
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
-// One entry of a search: a file path (absolute or relative) or a bare soname for ld.so.
-struct Candidate {
-  std::string path;
-  std::string origin;  // where the candidate came from, for the error message
-  bool soname = false;
-};
-
 void addDir(std::vector<Candidate>& out, const std::string& dir, const std::string& origin) {
   if (dir.empty()) return;
   for (const char* name : kNvrtcNames) out.push_back({dir + "/" + name, origin, false});
@@ -85,7 +78,8 @@ void preloadNvrtcBuiltins(const DynLib& lib) {
   if (isFile(builtins)) ::dlopen(builtins.c_str(), RTLD_NOW | RTLD_GLOBAL);
 }
 
-// Tries each candidate in order; on total failure throws with every attempt and `howToFix`.
+}  // namespace
+
 DynLib loadFirst(const std::vector<Candidate>& candidates, const char* what, const char* probeSymbol,
                  const std::string& howToFix) {
   std::ostringstream tried;
@@ -109,8 +103,6 @@ DynLib loadFirst(const std::vector<Candidate>& candidates, const char* what, con
   }
   fail<RuntimeUnavailable>("could not load ", what, ". Tried, in order:", tried.str(), "\n", howToFix);
 }
-
-}  // namespace
 
 std::string envOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);

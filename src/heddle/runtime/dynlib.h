@@ -1,4 +1,5 @@
-// dlopen loaders for the run-time libraries heddle never links against: NVRTC and libcuda.
+// dlopen loaders for the run-time libraries heddle never links against: NVRTC, libcuda (and hiprtc, through
+// loadFirst).
 //
 // Each loader walks a documented search order (docs/runtime.md), returns the first library that
 // loads, and otherwise throws RuntimeUnavailable listing every path it tried, why each failed, and
@@ -21,6 +22,19 @@ struct DynLib {
   // Resolves a symbol; throws RuntimeUnavailable naming the symbol and the library when absent.
   void* requireSymbol(const char* name) const;
 };
+
+// One entry of a search: a file path (absolute or relative) or a bare soname for ld.so.
+struct Candidate {
+  std::string path;
+  std::string origin;  // where the candidate came from, for the error message
+  bool soname = false;
+};
+
+// Tries each candidate in order and returns the first that loads and has `probeSymbol` (a soname's
+// path resolved with dladdr); on total failure throws RuntimeUnavailable: "could not load <what>",
+// every attempt and why it failed, then `howToFix`. NVRTC, libcuda and hiprtc load through it.
+DynLib loadFirst(const std::vector<Candidate>& candidates, const char* what, const char* probeSymbol,
+                 const std::string& howToFix);
 
 // Extra directories to search for NVRTC after the CUDA toolkit locations and before the plain
 // sonames. The Python package registers the nvidia-cuda-nvrtc wheel directories it finds

@@ -34,13 +34,8 @@ bool isDir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-struct Cand {
-  std::string path, origin;
-  bool soname;
-};
-
-std::vector<Cand> search() {
-  std::vector<Cand> c;
+std::vector<Candidate> search() {
+  std::vector<Candidate> c;
   auto dir = [&](const std::string& d, const std::string& origin) {
     if (d.empty()) return;
     for (const char* n : kNames) c.push_back({d + "/" + n, origin, false});
@@ -58,33 +53,9 @@ std::vector<Cand> search() {
 }
 
 DynLib load() {
-  std::ostringstream tried;
-  for (const Cand& cand : search()) {
-    struct stat st{};
-    if (!cand.soname && ::stat(cand.path.c_str(), &st) != 0) {
-      tried << "\n  " << cand.path << " (" << cand.origin << "): no such file";
-      continue;
-    }
-    ::dlerror();
-    void* h = ::dlopen(cand.path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      const char* err = ::dlerror();
-      tried << "\n  " << cand.path << " (" << cand.origin << "): " << (err ? err : "dlopen failed");
-      continue;
-    }
-    void* probe = ::dlsym(h, "hiprtcCompileProgram");
-    if (!probe) {
-      tried << "\n  " << cand.path << " (" << cand.origin << "): loaded but has no hiprtcCompileProgram";
-      continue;
-    }
-    Dl_info info{};
-    std::string path = cand.path;
-    if (cand.soname && ::dladdr(probe, &info) && info.dli_fname && info.dli_fname[0]) path = info.dli_fname;
-    return DynLib{h, path};
-  }
-  fail<RuntimeUnavailable>("could not load hiprtc (AMD run-time compiler). Tried, in order:", tried.str(),
-                           "\nTo fix: install ROCm (or Debian's libamdhip64-dev), set ROCM_PATH, or set "
-                           "HEDDLE_HIPRTC_PATH to libhiprtc.so / libamdhip64.so or its directory.");
+  return loadFirst(search(), "hiprtc (AMD run-time compiler)", "hiprtcCompileProgram",
+                   "To fix: install ROCm (or Debian's libamdhip64-dev), set ROCM_PATH, or set "
+                   "HEDDLE_HIPRTC_PATH to libhiprtc.so / libamdhip64.so or its directory.");
 }
 
 template <typename F>
