@@ -80,18 +80,6 @@ def test_target_for_device_maps_exactly(monkeypatch, cc, want):
             runtime.target_for_device(0)
 
 
-@pytest.mark.parametrize("gcn,want", [("gfx90a:sramecc+:xnack-", "gfx90a"), ("gfx942", "gfx942"),
-                                      ("gfx1200", "gfx1200"), ("gfx1250", None), ("gfx1100", None)])
-def test_target_for_an_amd_device_comes_from_the_target_table(monkeypatch, gcn, want):
-    monkeypatch.setattr(torch.version, "hip", "6.4", raising=False)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: type("P", (), {"gcnArchName": gcn}))
-    if want:
-        assert runtime.target_for_device(0) == want
-    else:  # gfx1250: in the table for the barrier model only, no matmul path
-        with pytest.raises(heddle.ScheduleError, match=r"AMD device gfx1[12][05]0: heddle targets gfx1200, gfx90a, gfx942"):
-            runtime.target_for_device(0)
-
-
 def test_compile_without_a_target_takes_the_devices(monkeypatch):
     from support.matmul_defs import matmul_fusion, schedule
     fd, a, b = matmul_fusion(n=64, k=64, dtype="bf16")

@@ -47,7 +47,8 @@ def target_for_device(device=None) -> str:
     if getattr(torch.version, "hip", None):
         arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
         # the C++ target table's HIP targets with a matmul path (gfx1250 is there for the barrier model only)
-        hip = sorted(t for t in _C.known_targets() if _C.target_info(t)["backend"] == "hip" and _C.target_info(t)["mma"])
+        infos = [_C.target_info(t) for t in _C.known_targets()]
+        hip = sorted(i["name"] for i in infos if i["backend"] == "hip" and i["mma"])
         if arch in hip:
             return arch
         raise _C.ScheduleError(f"AMD device {arch}: heddle targets {', '.join(hip)}")
