@@ -9,6 +9,8 @@
 //               distinct 16-byte bank groups; out[0] = failed checks, out[1] = tiles checked (thread 0 only)
 //               out[2], out[3] = the low / high word of make_desc(0x12340, 0x800, 0x400, 1)
 //   3 math      out[6i + j] = relu, gelu_erf, gelu_tanh, sigmoid, silu, tanh of the float of in[i]
+//   4 fp8 widen out[2i] = to_float(e4m3{in[i]}), out[2i+1] = to_float(e5m2{in[i]})    (every 8-bit pattern)
+//   5 fp8 narrow out[2i] = from_float<e4m3>(x).bits, out[2i+1] = from_float<e5m2>(x).bits, x = the float of in[i]
 //   20 + i      TmaTile i of kTmaTiles below: the whole tile TMA-loaded from `tm` (a ROWS x COLS tensor, the tile's
 //               box and swizzle), then out[r * COLS + c] = the bits of the element at TmaTile::offset(r, c)
 //   misuse, each must be refused by the interpreter (an error or deadlock finding):
@@ -133,6 +135,18 @@ extern "C" __global__ void isa_checks(int scenario, const unsigned* in, unsigned
       for (int i = tid; i < n; i += blockDim.x) {
         out[2 * i] = heddle::from_float<heddle::f16>(float_of(in[i])).bits;
         out[2 * i + 1] = heddle::from_float<heddle::bf16>(float_of(in[i])).bits;
+      }
+      break;
+    case 4:
+      for (int i = tid; i < n; i += blockDim.x) {
+        out[2 * i] = bits_of(heddle::to_float(heddle::e4m3{(unsigned char)in[i]}));
+        out[2 * i + 1] = bits_of(heddle::to_float(heddle::e5m2{(unsigned char)in[i]}));
+      }
+      break;
+    case 5:
+      for (int i = tid; i < n; i += blockDim.x) {
+        out[2 * i] = heddle::from_float<heddle::e4m3>(float_of(in[i])).bits;
+        out[2 * i + 1] = heddle::from_float<heddle::e5m2>(float_of(in[i])).bits;
       }
       break;
     case 2:

@@ -100,6 +100,59 @@ def test_narrowing_rounds_to_nearest_even(cuda_lib):
     assert int(out[0::2][-3]) == 0x7BFF and int(out[0::2][-2]) == 0x7C00, "f16 overflow: 65519 -> max, 65520 -> inf"
 
 
+FP8 = ((torch.float8_e4m3fn, 448.0), (torch.float8_e5m2, 57344.0))  # (torch dtype, largest finite value)
+
+
+def test_fp8_widening_every_8_bit_pattern(cuda_lib):
+    """cvt.rn.f16x2.{e4m3x2,e5m2x2} (the interpreter's model, through heddle_types.cuh) against torch's float8
+    dtypes for all 256 codes of each format: bit-exact values, signed zeros, NaN where torch has NaN."""
+    codes = torch.arange(256, dtype=torch.int32)
+    findings, out = run(cuda_lib, 4, codes, 2 * 256, threads=64)
+    assert not findings, findings
+    for got, (dtype, _) in zip((out[0::2], out[1::2]), FP8):
+        got = f32_of(got.contiguous())
+        want = codes.to(torch.uint8).view(dtype).float()
+        nan = torch.isnan(want)
+        assert torch.equal(torch.isnan(got), nan), dtype
+        assert torch.equal(got[~nan].view(torch.int32), want[~nan].view(torch.int32)), dtype
+
+
+def fp8_narrowing_inputs():
+    """Every fp8 value of both formats and the midpoints between neighbours (the ties), nudged one f32 ulp
+    either way; a sweep of binary32 patterns; the overflow edge, infinities and NaN."""
+    vals = []
+    for dtype, _ in FP8:
+        v = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype).float()
+        v = v[torch.isfinite(v)].unique()
+        mid = (v[1:] + v[:-1]) / 2  # exact in f32
+        vals += [v, mid, torch.nextafter(mid, torch.full_like(mid, math.inf)),
+                 torch.nextafter(mid, torch.full_like(mid, -math.inf))]
+    sweep = torch.arange(0, 1 << 32, 65521, dtype=torch.int64)
+    sweep = torch.where(sweep >= 1 << 31, sweep - (1 << 32), sweep).to(torch.int32).view(torch.float32)
+    edge = torch.tensor([448.0, 464.0, 480.0, 1e6, 57344.0, 61440.0, 1e30, math.inf, -math.inf, math.nan])
+    return torch.cat([*vals, sweep, edge, -edge]).contiguous()
+
+
+def test_fp8_narrowing_rounds_to_nearest_even_and_saturates(cuda_lib):
+    """cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 against torch's RNE conversion inside each format's range; beyond
+    it (infinities included) the largest finite value with the sign (.satfinite), where torch gives NaN (e4m3)
+    or inf (e5m2); NaN stays NaN."""
+    x = fp8_narrowing_inputs()
+    findings, out = run(cuda_lib, 5, x.view(torch.int32), 2 * x.numel(), threads=256)
+    assert not findings, findings
+    nan = torch.isnan(x)
+    for got, (dtype, largest) in zip((out[0::2], out[1::2]), FP8):
+        got = got.to(torch.uint8).view(dtype).float()
+        assert torch.isnan(got[nan]).all(), f"{dtype}: NaN not kept"
+        inside = ~nan & (x.abs() <= largest)
+        want = x[inside].to(dtype).float()
+        bad = (got[inside] != want).nonzero().flatten()
+        assert bad.numel() == 0, [(float(x[inside][i]), float(got[inside][i]), float(want[i])) for i in bad[:8]]
+        big = ~nan & (x.abs() > largest)
+        # beyond the largest value RNE may still round down to it (inside half an ulp): satfinite clamps the rest
+        assert torch.equal(got[big], torch.copysign(torch.full_like(x[big], largest), x[big])), dtype
+
+
 def test_smem_tile_swizzle(cuda_lib):
     findings, out = run(cuda_lib, 2, torch.zeros(4, dtype=torch.int32), 4)
     assert not findings, findings

@@ -14,7 +14,8 @@ _UNARY = {
     "neg": torch.neg,
 }
 _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
-_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+_DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
+       "e5m2": torch.float8_e5m2}
 
 
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):

@@ -24,10 +24,11 @@ from typing import Dict, Optional, Tuple
 from .. import _C
 from .errors import InputError
 
-_DATA_TYPE = {2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}
+_DATA_TYPE = {1: {"e4m3": 0, "e5m2": 0}, 2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}  # CU_TENSOR_MAP_DATA_TYPE_*: UINT8 0
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (NONE, L2_64B, L2_128B, L2_256B)
-_TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
+_TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float8_e4m3fn": "e4m3",
+               "torch.float8_e5m2": "e5m2"}
 
 
 def tma_problem(t, what: str = "tensor") -> Optional[str]:

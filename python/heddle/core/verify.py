@@ -22,7 +22,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from .. import _C
 
 _V = _C.verify
-_TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+_TORCH_DT = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 
 class SimResult:

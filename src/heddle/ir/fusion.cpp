@@ -16,6 +16,8 @@ const char* dtypeName(DType t) {
     case DType::F16: return "f16";
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
+    case DType::E4M3: return "e4m3";
+    case DType::E5M2: return "e5m2";
   }
   return "?";
 }
@@ -24,15 +26,21 @@ const char* dtypeCudaName(DType t) {
     case DType::F16: return "heddle::f16";
     case DType::BF16: return "heddle::bf16";
     case DType::F32: return "float";
+    case DType::E4M3: return "heddle::e4m3";
+    case DType::E5M2: return "heddle::e5m2";
   }
   return "?";
 }
-int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+int dtypeBytes(DType t) { return t == DType::F32 ? 4 : isFloat8(t) ? 1 : 2; }
+bool isFloat8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 DType dtypeFromName(const std::string& s) {
   if (s == "f16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
   if (s == "bf16" || s == "bfloat16" || s == "torch.bfloat16") return DType::BF16;
   if (s == "f32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
-  fail<ScheduleError>("unknown dtype '", s, "': heddle supports float16, bfloat16 and float32");
+  if (s == "e4m3" || s == "float8_e4m3fn" || s == "torch.float8_e4m3fn") return DType::E4M3;
+  if (s == "e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2") return DType::E5M2;
+  fail<ScheduleError>("unknown dtype '", s,
+                      "': heddle supports float16, bfloat16, float32, float8_e4m3fn and float8_e5m2");
 }
 
 const char* opName(OpKind k) {
@@ -206,12 +214,15 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
   if (auto* first = findMatmul()) checkGroupMember(first->definition, a, b, transA, transB);
-  if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
+  // two f16, two bf16, or two 8-bit floats (e4m3 and e5m2 mix: the FP8 tensor-core instructions take
+  // each operand's format separately, PTX ISA "wgmma.mma_async" .atype/.btype)
+  const bool bothFloat8 = isFloat8(a->dtype) && isFloat8(b->dtype);
+  if (a->dtype == DType::F32 || b->dtype == DType::F32 || (a->dtype != b->dtype && !bothFloat8))
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
                         dtypeName(b->dtype),
-                        "; heddle's tensor-core matmul takes two f16 or two bf16 inputs "
-                        "(convert float32 tensors with .to(torch.bfloat16) before calling the kernel and declare "
-                        "the inputs bf16)");
+                        "; heddle's tensor-core matmul takes two f16, two bf16 or two 8-bit float (e4m3 / e5m2) "
+                        "inputs (convert float32 tensors with .to(torch.bfloat16) before calling the kernel and "
+                        "declare the inputs bf16)");
   for (auto* op : {a, b})
     if (!op->isInput)
       fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operand ", op->name,
@@ -278,6 +289,11 @@ TensorView* Fusion::binary(OpKind k, TensorView* a, TensorView* b) {
   if (!isBinary(k)) fail<ScheduleError>(opName(k), " is not a binary op");
   checkOwned(a, opName(k));
   checkOwned(b, opName(k));
+  for (auto* t : {a, b})
+    if (isFloat8(t->dtype))
+      fail<ScheduleError>(opName(k), "(", a->name, ", ", b->name, "): ", t->name, " is ", dtypeName(t->dtype),
+                          "; 8-bit float tensors are matmul operands only (pass epilogue tensors as bf16, f16 or "
+                          "f32; scales are f32)");
   auto* out = newTensor(promote(a->dtype, b->dtype), broadcastShapes(a, b), "");
   newExpr(k, {a, b}, out);
   return out;

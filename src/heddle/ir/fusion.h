@@ -16,11 +16,15 @@
 
 namespace heddle {
 
-enum class DType { F16, BF16, F32 };
-const char* dtypeName(DType t);      // "f16" | "bf16" | "f32"
-const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float
+// E4M3 / E5M2: the OCP 8-bit floats (torch.float8_e4m3fn / torch.float8_e5m2), matmul operands only
+// (docs/fp8.md): e4m3 has no infinities (S.1111.111 is NaN, max 448), e5m2 is IEEE-like (max 57344).
+enum class DType { F16, BF16, F32, E4M3, E5M2 };
+const char* dtypeName(DType t);      // "f16" | "bf16" | "f32" | "e4m3" | "e5m2"
+const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float | heddle::e4m3 | heddle::e5m2
 int dtypeBytes(DType t);
-DType dtypeFromName(const std::string& s);  // accepts float16/half/f16, bfloat16/bf16, float32/float/f32
+bool isFloat8(DType t);
+// accepts float16/half/f16, bfloat16/bf16, float32/float/f32, float8_e4m3fn/e4m3, float8_e5m2/e5m2
+DType dtypeFromName(const std::string& s);
 
 enum class OpKind {
   Input,

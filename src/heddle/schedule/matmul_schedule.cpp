@@ -181,6 +181,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.transB = e->transB;
   t.batched = mm->rank() == 3;
   t.batchedB = t.b->rank() == 3;
+  validateOperandTypes(f, target);  // schedule/operand_types.cpp: before any tiling rule
 
   auto M = rootAxes(mm, "m"), N = rootAxes(mm, "n");
   if (!M.block || !N.block)
@@ -376,6 +377,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& given) {
   auto* mm = f.findMatmul();
   if (!mm) fail<ScheduleError>("auto schedule: this fusion has no matmul");
+  validateOperandTypes(f, target);
   if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
     return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)

@@ -135,6 +135,9 @@ bool streamKOk(const TargetInfo& target);
 // stream_k on a warp-specialized sm_90a kernel: roles {load, mma} with cooperative MMA warpgroups, the
 // epilogue in the MMA role (direct or epilogue_store("tma")); ScheduleError naming what to drop otherwise.
 void checkStreamKRoles(const MatmulTiling& t);
+// Operand / output element types against the target's matrix cores (schedule/operand_types.cpp): 8-bit float
+// operands need wgmma or tcgen05; a ScheduleError naming the operand otherwise.
+void validateOperandTypes(const Fusion& f, const TargetInfo& target);
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);

@@ -1,6 +1,7 @@
-// Rounding to f16 / bf16 and the epilogue program in float (see numeric.h).
+// Rounding to f16 / bf16 / e4m3 / e5m2 and the epilogue program in float (see numeric.h).
 #include "heddle/verify/numeric.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -34,6 +35,20 @@ float roundBF16(float x) {
   return r;
 }
 
+// e4m3 (3 fraction bits, smallest normal 2^-6, largest 448) and e5m2 (2 bits, 2^-14, 57344) as the FP8
+// convert instruction rounds: to nearest even, saturating at the largest finite value (satfinite); NaN stays.
+float roundFloat8(float x, int fractionBits, int minExp, float largest) {
+  if (std::isnan(x)) return x;
+  const float ax = std::fabs(x);
+  if (ax >= largest) return std::copysign(largest, x);
+  int e = 0;
+  std::frexp(ax, &e);  // ax = f * 2^e, f in [0.5, 1): the binade is 2^(e-1)
+  const int binade = std::max(e - 1, minExp);
+  const float quantum = std::ldexp(1.0f, binade - fractionBits);
+  const float r = std::nearbyint(ax / quantum) * quantum;
+  return std::copysign(std::min(r, largest), x);
+}
+
 float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 float geluTanh(float x) {
   const float k = 0.79788456080286536f;
@@ -47,6 +62,8 @@ float roundTo(DType t, float x) {
     case DType::F16: return roundF16(x);
     case DType::BF16: return roundBF16(x);
     case DType::F32: return x;
+    case DType::E4M3: return roundFloat8(x, 3, -6, 448.0f);
+    case DType::E5M2: return roundFloat8(x, 2, -14, 57344.0f);
   }
   return x;
 }
@@ -64,6 +81,14 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
     case DType::F32:
       atol = 1e-3;
       rtol = 1e-3;
+      break;
+    case DType::E4M3:  // half a unit in the last place: 2^-4 relative (3 fraction bits), 2^-3 for e5m2
+      atol = 6.25e-2;
+      rtol = 6.25e-2;
+      break;
+    case DType::E5M2:
+      atol = 1.25e-1;
+      rtol = 1.25e-1;
       break;
   }
 }

@@ -4,9 +4,11 @@
 // (-std=c++17). It includes NO toolkit or libc header: NVRTC has none. Builtin integer types only.
 //
 //   f16  : IEEE binary16 bits.   bf16 : bfloat16 bits (upper half of a binary32).
-//   to_float(x)       exact widening (f16, bf16, float).
+//   e4m3 / e5m2 : OCP 8-bit floats (torch.float8_e4m3fn / float8_e5m2), sm_89+ and the interpreter.
+//   to_float(x)       exact widening (f16, bf16, float, e4m3, e5m2).
 //   from_float<T>(x)  round-to-nearest-even narrowing (f16, bf16, float); overflow -> inf,
-//                     NaN -> a quiet NaN (payload not preserved).
+//                     NaN -> a quiet NaN (payload not preserved). e4m3 / e5m2: cvt.rn.satfinite
+//                     (overflow and inf -> the largest finite value with the sign, NaN -> NaN).
 //
 // Device conversions are single cvt instructions (cvt.rn.bf16.f32 needs sm_80; older arches take
 // the software path). The interpreter (HEDDLE_INTERPRET, no __CUDA_ARCH__) uses the software path,
@@ -172,5 +174,58 @@ __device__ __forceinline__ bf16 from_float<bf16>(float x) {
 #endif
   return r;
 }
+
+// ---- 8-bit floats (sm_89+: the cvt f8x2 forms, PTX ISA "cvt"; the interpreter: hrt_fp8.cpp) ----------
+// Each conversion is the two-element instruction with the other element zero: widening through binary16
+// (every e4m3 / e5m2 value is exact there), narrowing with .satfinite (the only form PTX has for f32 -> f8).
+#if defined(HEDDLE_INTERPRET) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
+struct e4m3 {
+  unsigned char bits;
+};
+struct e5m2 {
+  unsigned char bits;
+};
+static_assert(sizeof(e4m3) == 1 && sizeof(e5m2) == 1, "e4m3/e5m2 must be 1-byte PODs");
+
+namespace detail {
+// fmt 0 = e4m3, 1 = e5m2: the low element of cvt.rn.f16x2.f8x2type, widened to f32
+template <int FMT>
+__device__ __forceinline__ float f8_to_float(unsigned char code) {
+#if defined(HEDDLE_INTERPRET)
+  return f16_to_float_sw((unsigned short)(::heddle_rt::cvt_rn_f16x2_f8x2(FMT, code) & 0xffffu));
+#else
+  unsigned h2;
+  const unsigned short in = code;
+  if (FMT == 0) asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
+  else asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h2) : "h"(in));
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(h2 & 0xffffu)));
+  return f;
+#endif
+}
+template <int FMT>
+__device__ __forceinline__ unsigned char float_to_f8(float x) {
+#if defined(HEDDLE_INTERPRET)
+  return (unsigned char)(::heddle_rt::cvt_rn_satfinite_f8x2_f32(FMT, 0.0f, x) & 0xffu);
+#else
+  unsigned short r;
+  if (FMT == 0) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return (unsigned char)(r & 0xffu);
+#endif
+}
+}  // namespace detail
+
+__device__ __forceinline__ float to_float(e4m3 x) { return detail::f8_to_float<0>(x.bits); }
+__device__ __forceinline__ float to_float(e5m2 x) { return detail::f8_to_float<1>(x.bits); }
+template <>
+__device__ __forceinline__ e4m3 from_float<e4m3>(float x) {
+  return e4m3{detail::float_to_f8<0>(x)};
+}
+template <>
+__device__ __forceinline__ e5m2 from_float<e5m2>(float x) {
+  return e5m2{detail::float_to_f8<1>(x)};
+}
+#endif
 
 }  // namespace heddle

@@ -33,6 +33,11 @@ void ldmatrix_sync_aligned_m8n8(int num, bool trans, uint32_t* regs, uint32_t ad
 void stmatrix_sync_aligned_m8n8(int num, const uint32_t* regs, uint32_t addr);
 void mma_sync_aligned_m16n8k16_row_col_f32(bool bf16, float* d, const uint32_t* a, const uint32_t* b);
 
+// sm_89+: FP8 conversions (hrt_fp8.cpp); fmt 0 = e4m3, 1 = e5m2. cvt.rn.f16x2.f8x2type d, a (upper byte to
+// the upper half) and cvt.rn.satfinite.f8x2type.f32 d, a, b (a to the upper byte, b to the lower)
+uint32_t cvt_rn_f16x2_f8x2(int fmt, uint16_t a);
+uint16_t cvt_rn_satfinite_f8x2_f32(int fmt, float a, float b);
+
 // sm_90a: mbarriers, fences, registers, named barriers
 void mbarrier_init(uint32_t bar, int count);
 void mbarrier_arrive(uint32_t bar);
