@@ -210,7 +210,7 @@ def test_f32_operands_rejected_with_advice():
         fd.matmul(a, b)
     msg = str(ei.value)
     assert "matmul(a, b)" in msg and "f32 and f32" in msg
-    assert "two f16 or two bf16" in msg and "declare the inputs bf16" in msg
+    assert "two f16, two bf16 or two 8-bit float" in msg and "declare the inputs bf16" in msg
 
 
 def test_following_the_f32_advice_gives_a_schedulable_fusion():
@@ -233,7 +233,7 @@ def test_mixed_f16_bf16_operands_rejected():
     with pytest.raises(ScheduleError) as ei:
         fd.matmul(a, b)
     msg = str(ei.value)
-    assert "matmul(a, b)" in msg and "f16 and bf16" in msg and "two f16 or two bf16" in msg
+    assert "matmul(a, b)" in msg and "f16 and bf16" in msg and "two f16, two bf16 or two 8-bit float" in msg
 
 
 def test_rank1_operand_rejected():
@@ -347,7 +347,7 @@ def test_unknown_dtype_rejected(where):
         else:
             acc.to("float64")
     msg = str(ei.value)
-    assert "unknown dtype" in msg and "float16, bfloat16 and float32" in msg
+    assert "unknown dtype" in msg and "float16, bfloat16, float32, float8_e4m3fn and float8_e5m2" in msg
 
 
 def test_arithmetic_with_non_number_is_a_type_error():
