@@ -196,15 +196,34 @@ std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
   return std::move(hit.result.ptx);
 }
 
+CachedKernel KernelCache::forLaunch(CachedKernel k) const {
+  if (!k.result || k.result->ptx.empty() || keepPtxInMemory()) return k;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memory_.find(k.key);
+    if (it != memory_.end() && it->second.first->ptx.empty()) k.result = it->second.first;
+  }
+  if (!k.result->ptx.empty()) k.result = forMemory(k.result);  // not held in memory (use_cache=False, limit 0)
+  k.ptxDropped = !k.result->cubin.empty();
+  return k;
+}
+
 size_t KernelCache::memoryBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (auto& [key, e] : memory_) {
-    const RtcResult& r = *e.first;
-    n += key.size() + r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() +
-         r.ptxasReport.size() + r.nvrtcVersion.size() + sizeof(RtcResult);
-  }
+  for (auto& [key, e] : memory_) n += key.size() + resultBytes(*e.first);
   return n;
+}
+
+size_t resultBytes(const RtcResult& r) {
+  return r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() + r.ptxasReport.size() +
+         r.nvrtcVersion.size() + sizeof(RtcResult);
+}
+
+bool KernelCache::holds(const CachedKernel& k) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = memory_.find(k.key);
+  return it != memory_.end() && it->second.first == k.result;
 }
 
 CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<RtcResult()>& compile) {
