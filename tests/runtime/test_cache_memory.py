@@ -63,6 +63,19 @@ def test_keep_ptx_in_memory_when_asked(cache, monkeypatch, env):
 
 
 @requires_nvrtc
+def test_a_ptx_only_compile_keeps_its_ptx_in_memory(cache, monkeypatch):
+    """compute_XX compiles to PTX alone (no cubin): the memory entry keeps it, so a hit has it without the disk."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    first = rt.compile(kernel(206), "k.cu", "compute_80")
+    assert first.cubin == b"" and ".entry" in first.ptx
+    hit = rt.compile(kernel(206), "k.cu", "compute_80")
+    assert hit.cache_source == "memory" and not hit.ptx_dropped and hit.ptx == first.ptx
+    assert rt.cache_memory_bytes() >= len(first.ptx)
+
+
+@requires_nvrtc
 def test_kernel_ptx_of_a_memory_hit_without_disk(cache, monkeypatch):
     """Kernel.ptx compiles the printed source again (uncached) when neither memory nor disk has the PTX."""
     monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")

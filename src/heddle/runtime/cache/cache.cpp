@@ -38,9 +38,10 @@ void warnOnce(WarnKind kind, const std::string& message) {
   std::fflush(stderr);
 }
 
-// What the memory map keeps of a result: everything but the PTX (unless asked to keep it).
+// What the memory map keeps of a result: everything but the PTX (unless asked to keep it), and all of a
+// PTX-only one (compute_XX: its PTX is what it is).
 std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r) {
-  if (r->ptx.empty() || KernelCache::keepPtxInMemory()) return r;
+  if (r->ptx.empty() || r->cubin.empty() || KernelCache::keepPtxInMemory()) return r;
   auto slim = std::make_shared<RtcResult>(*r);
   std::string().swap(slim->ptx);
   return slim;
@@ -197,7 +198,7 @@ std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
 }
 
 CachedKernel KernelCache::forLaunch(CachedKernel k) const {
-  if (!k.result || k.result->ptx.empty() || keepPtxInMemory()) return k;
+  if (!k.result || k.result->ptx.empty() || k.result->cubin.empty() || keepPtxInMemory()) return k;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memory_.find(k.key);

@@ -78,7 +78,7 @@ class KernelCache {
   // `k` as a kernel kept for launching holds it (Kernel.build): the memory cache's own result for k.key
   // when it has one (the cubin and launch facts, shared with the cache, not a second copy), else a copy
   // without the PTX; ptxDropped is set when the PTX went (ptxOf reads it back from the disk entry).
-  // Unchanged when keepPtxInMemory() or the result has no PTX.
+  // Unchanged when keepPtxInMemory(), or the result has no PTX or nothing but PTX (compute_XX).
   CachedKernel forLaunch(CachedKernel k) const;
   // Whether k's result is the memory cache's own entry for k.key (held once, counted by memoryBytes()).
   bool holds(const CachedKernel& k) const;
