@@ -76,7 +76,8 @@ void bindTypes(py::module_& rt) {
                                    "PTX in memory, or compile again with use_cache=False");
                              })
       .def_readonly("ptx_dropped", &CachedKernel::ptxDropped,
-                    "A memory hit: the PTX is read back from the disk entry when asked for (.ptx)")
+                    "The PTX is not held (a memory hit, a built Kernel's result): .ptx reads it back from the disk "
+                    "entry")
       .def_property_readonly(
           "held_bytes", [](const CachedKernel& k) { return resultBytes(res(k)); },
           "Bytes this result holds (cubin, PTX if kept, logs, names), as cache_memory_bytes counts an entry")
