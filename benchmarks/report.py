@@ -182,6 +182,17 @@ def compile_table(records: List[dict]) -> str:
     return "\n".join(out)
 
 
+def _kernel_memory_note(r: dict) -> str:
+    """benchmarks/test_kernel_memory_bench.py's row: what a freshly built Kernel keeps, now and as before."""
+    def held(m):
+        where = "the memory cache's entry, held once" if m["shared_with_cache"] else "its own copy beside the cache's"
+        heap = f"; Kernel.build left {m['heap_bytes'] / 1024:.0f} KiB allocated" if m.get("heap_bytes") else ""
+        return f"{m['result_bytes'] / 1024:.1f} KiB of compiled result ({where}){heap}"
+    return (f"- {r['variant']}: a freshly compiled Kernel holds {held(r['after'])}; as Kernel.build kept it before "
+            f"(its compiled result with the PTX, compile_lowered(keep_ptx=True)): {held(r['before'])}; cubin "
+            f"{r['cubin_bytes'] / 1024:.1f} KiB.")
+
+
 def compile_notes(records: List[dict]) -> str:
     notes = []
     for r in records:
@@ -194,6 +205,8 @@ def compile_notes(records: List[dict]) -> str:
             notes.append(f"- {r['variant']}: the memory cache holds {r['memory_bytes'] / 1024:.1f} KiB for the kernel "
                          f"(cubin {r['cubin_bytes'] / 1024:.1f} KiB; its {r['ptx_bytes'] / 1024:.1f} KiB of PTX stays on "
                          "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx).")
+        if r.get("step") == "kernel_memory" and r.get("status") == "ok":
+            notes.append(_kernel_memory_note(r))
         if r.get("step") == "lower_nvrtc_cold" and r.get("registers") is not None:
             notes.append(f"- {r['variant']}: {r['registers']} registers, {r.get('spill_bytes', 0)} spill bytes "
                          f"(ptxas, {r.get('arch')}).")

@@ -9,7 +9,8 @@
  *   FAKE_CUDA_LOG_ARGS 1: each launch line ends in args=..., every parameter by its FAKE_CUDA_PARAMS size
  *                      (8 bytes in hex, 4 as an int, a 128-byte tensor map as map:<its address>)
  * Tensor maps: cuTensorMapEncodeTiled writes a stand-in map (FakeMap: the global address, a tag, how often
- * cuTensorMapReplaceAddress patched it) that a test reads back from the launch's arguments; both log a line.
+ * cuTensorMapReplaceAddress patched it) that a test reads back from the launch's arguments; both log a line
+ * and refuse a global address off the driver's alignment (16 bytes, 32 with CU_TENSOR_MAP_INTERLEAVE_32B).
  * -DFAKE_CUDA_NO_REPLACE: a driver without cuTensorMapReplaceAddress.
  * Contexts: device d's primary context is the handle 0x100 + d; each thread has its own current context
  * (none at first), as the driver keeps it. Every launch logs the device of the current context.
@@ -62,11 +63,16 @@ static FILE* logfile(void) {
 
 /* The stand-in CUtensorMap: what a test reads back (128 bytes like the real one). */
 typedef struct {
-  uint64_t address;  /* the global address */
-  uint64_t tag;      /* FAKE_MAP_TAG: made by cuTensorMapEncodeTiled */
-  uint64_t replaced; /* how often cuTensorMapReplaceAddress changed it */
-  uint64_t rest[13];
+  uint64_t address;    /* the global address */
+  uint64_t tag;        /* FAKE_MAP_TAG: made by cuTensorMapEncodeTiled */
+  uint64_t replaced;   /* how often cuTensorMapReplaceAddress changed it */
+  uint64_t interleave; /* as encoded: 2 (CU_TENSOR_MAP_INTERLEAVE_32B) needs 32-byte addresses */
+  uint64_t rest[12];
 } FakeMap;
+#define FAKE_CUDA_ERROR_INVALID_VALUE 1
+/* The driver's rule for a map's global address (cuTensorMapEncodeTiled; cuTensorMapReplaceAddress keeps it):
+ * 16-byte aligned, 32 with CU_TENSOR_MAP_INTERLEAVE_32B (runtime/cuda/cuda_driver.h tensorMapAddressAlignment). */
+static int fake_map_address_ok(uint64_t addr, uint64_t interleave) { return addr % (interleave == 2 ? 32 : 16) == 0; }
 #define FAKE_MAP_TAG 0x50414d544b414546ull /* "FAKETMAP" */
 
 /* The parameter sizes of every function (FAKE_CUDA_PARAMS, default axpy's) into sizes[64]; their count. */
@@ -248,7 +254,6 @@ int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const
   (void)strides;
   (void)box;
   (void)elementStrides;
-  (void)interleave;
   (void)swizzle;
   (void)l2;
   (void)oob;
@@ -258,9 +263,11 @@ int cuTensorMapEncodeTiled(void* map, int type, unsigned rank, void* addr, const
     fprintf(f, "cuTensorMapEncodeTiled address=0x%llx\n", (unsigned long long)(uintptr_t)addr);
     fclose(f);
   }
+  if (!fake_map_address_ok((uint64_t)(uintptr_t)addr, (uint64_t)interleave)) return FAKE_CUDA_ERROR_INVALID_VALUE;
   memset(map, 0, 128);
   m->address = (uint64_t)(uintptr_t)addr;
   m->tag = FAKE_MAP_TAG;
+  m->interleave = (uint64_t)interleave;
   return failure("cuTensorMapEncodeTiled");
 }
 #ifndef FAKE_CUDA_NO_REPLACE
@@ -271,7 +278,8 @@ int cuTensorMapReplaceAddress(void* map, void* addr) {
     fprintf(f, "cuTensorMapReplaceAddress address=0x%llx\n", (unsigned long long)(uintptr_t)addr);
     fclose(f);
   }
-  if (m->tag != FAKE_MAP_TAG || (uintptr_t)addr % 16) return 1; /* CUDA_ERROR_INVALID_VALUE */
+  if (m->tag != FAKE_MAP_TAG || !fake_map_address_ok((uint64_t)(uintptr_t)addr, m->interleave))
+    return FAKE_CUDA_ERROR_INVALID_VALUE;
   m->address = (uint64_t)(uintptr_t)addr;
   ++m->replaced;
   return failure("cuTensorMapReplaceAddress");

@@ -1,6 +1,7 @@
-"""What the memory cache keeps per kernel: the cubin and launch facts, not the PTX (read back from the
-disk entry when asked for; kept when HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx), and its front table
-(a cheap digest of the key material -> the sha256 key) handing each source its own kernel."""
+"""What the memory cache and a built Kernel keep per kernel: the cubin and launch facts (one copy, shared), not
+the PTX (read back from the disk entry when asked for; kept when HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx),
+and the cache's front table (a cheap digest of the key material -> the sha256 key) handing each source its own
+kernel."""
 import pytest
 
 import heddle
@@ -62,6 +63,19 @@ def test_keep_ptx_in_memory_when_asked(cache, monkeypatch, env):
 
 
 @requires_nvrtc
+def test_a_ptx_only_compile_keeps_its_ptx_in_memory(cache, monkeypatch):
+    """compute_XX compiles to PTX alone (no cubin): the memory entry keeps it, so a hit has it without the disk."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    first = rt.compile(kernel(206), "k.cu", "compute_80")
+    assert first.cubin == b"" and ".entry" in first.ptx
+    hit = rt.compile(kernel(206), "k.cu", "compute_80")
+    assert hit.cache_source == "memory" and not hit.ptx_dropped and hit.ptx == first.ptx
+    assert rt.cache_memory_bytes() >= len(first.ptx)
+
+
+@requires_nvrtc
 def test_kernel_ptx_of_a_memory_hit_without_disk(cache, monkeypatch):
     """Kernel.ptx compiles the printed source again (uncached) when neither memory nor disk has the PTX."""
     monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
@@ -115,3 +129,35 @@ def test_dump_ptx_of_a_kernel_held_without_ptx(cache, monkeypatch, capfd):
     k = heddle.Kernel.build(small_matmul("TN"), "sm_80")
     assert k.binary.cache_source == "memory" and k.binary.ptx_dropped
     assert "===== heddle ptx =====" in capfd.readouterr().err
+
+
+@requires_nvrtc
+def test_a_built_kernel_holds_the_caches_entry_and_no_ptx(cache, monkeypatch):
+    """Kernel.build keeps what a launch needs: the memory cache's own result (the cubin and launch facts, held
+    once), not the PTX it compiled, whether it compiled the kernel, read it from disk or hit memory; Kernel.ptx
+    reads the PTX back from the disk entry."""
+    monkeypatch.delenv("HEDDLE_KEEP_PTX", raising=False)
+    monkeypatch.delenv("HEDDLE_DUMP", raising=False)
+    before = rt.cache_memory_bytes()
+    built = heddle.Kernel.build(small_matmul("TT"), "sm_80")
+    b = built.binary
+    assert b.cache_source == "compiled" and b.ptx_dropped and b.shares_memory_entry
+    cubin = len(b.cubin)
+    assert cubin <= b.held_bytes <= cubin + 8 * 1024  # beside the cubin: the ptxas report, log and names
+    assert rt.cache_memory_bytes() - before == b.held_bytes + len(b.key)  # the cache's accounting: one copy
+    assert "mma.sync.aligned" in built.ptx  # read back from the disk entry
+    for source in ("disk", "memory"):
+        if source == "disk":
+            rt.cache_clear(memory=True)
+        again = heddle.Kernel.build(small_matmul("TT"), "sm_80").binary
+        assert again.cache_source == source and again.ptx_dropped and again.shares_memory_entry
+        assert again.held_bytes == b.held_bytes and again.cubin == b.cubin
+
+
+@requires_nvrtc
+def test_a_built_kernel_keeps_its_ptx_when_asked(cache, monkeypatch):
+    """HEDDLE_KEEP_PTX=1: the kernel and the memory cache keep the PTX (the same entry, held once)."""
+    monkeypatch.setenv("HEDDLE_KEEP_PTX", "1")
+    b = heddle.Kernel.build(small_matmul("TT"), "sm_80").binary
+    assert b.cache_source == "compiled" and not b.ptx_dropped and b.shares_memory_entry
+    assert b.held_bytes >= len(b.cubin) + len(b.ptx) and ".entry" in b.ptx

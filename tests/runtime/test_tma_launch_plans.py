@@ -225,6 +225,28 @@ def _launch_maps(line):
     return sorted(int(a[4:], 16) for a in line.split(" args=")[1].split(",") if a.startswith("map:"))
 
 
+def test_a_map_with_a_32_byte_interleave_takes_only_32_byte_aligned_addresses():
+    """TMA's address rule per map (cuda_driver.h tensorMapAddressAlignment; CUDA Driver API, cuTensorMapEncodeTiled):
+    16 bytes, 32 with CU_TENSOR_MAP_INTERLEAVE_32B. An address the map cannot take breaks the plan, so the call
+    takes the full path and its checks, instead of handing the driver a map it refuses."""
+    line = torch.zeros(4096, dtype=torch.uint8)
+    base = (-line.data_ptr()) % 64  # a 64-byte aligned start inside it
+    at = {off: line[base + off:base + off + 1024] for off in (0, 16, 32)}
+
+    def encode(data_type, address, *rest, **options):  # the map names its address (as the recorder reads it)
+        return struct.pack("<Q", address) + bytes(120)
+
+    for interleave, takes in ((0, {0, 16, 32}), (2, {0, 32})):
+        spec = (0, at[0].data_ptr(), [1024, 1, 1], [1024, 1024], [32, 1, 1], [1, 1, 1], interleave, 0, 0, 0)
+        plan = rt.LaunchPlan(Recorder(), (1, 1, 1), (32, 1, 1), 0, [("bytes", encode(0, at[0].data_ptr()))], [],
+                             maps=[(0, 0, spec)], encoder=encode)
+        for off, t in at.items():
+            bound = plan.args((t,))
+            assert (bound is not None) == (off in takes), (interleave, off)
+            if bound is not None:
+                assert struct.unpack_from("<Q", bound[0][1])[0] == t.data_ptr()  # the call's address, patched
+
+
 @requires_nvrtc
 def test_the_driver_replaces_the_address_of_each_map_per_call(fake_libcuda, tmp_path):
     calls, full, lines = _run_driver_calls(fake_libcuda, tmp_path / "log")

@@ -72,8 +72,9 @@ class Kernel:
         from .runtime import ensure_search_dirs
         ensure_search_dirs()
         # the target's backend (NVRTC / hiprtc) through the kernel cache: runtime/build.h
+        # the cubin and launch facts, shared with the memory cache; the PTX is left on disk (Kernel.ptx)
         binary = _C.runtime.compile_lowered(lowered, options=list(options or []), isolate=isolate, want_ptx=True,
-                                            use_cache=use_cache)
+                                            use_cache=use_cache, keep_ptx=False)
         kernel = cls(fusion, lowered, binary, target, vec_a, vec_b, vec_e)
         kernel._rtc_options = list(options or [])  # Kernel.ptx compiles again with the same options
         dump("ptx", lambda: kernel.ptx)  # a memory hit's PTX: from disk, else compiled again (Kernel.ptx)
@@ -100,9 +101,9 @@ class Kernel:
 
     @property
     def ptx(self) -> str:
-        """The PTX. A kernel from the memory cache holds none (the cache keeps the cubin and launch facts):
-        it is read back from the disk entry, else compiled again, uncached, the way Kernel.build compiled it
-        (the target's backend, the build's options)."""
+        """The PTX. A kernel holds none (it shares the memory cache's cubin and launch facts) unless
+        HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx: it is read back from the disk entry, else compiled again,
+        uncached, the way Kernel.build compiled it (the target's backend, the build's options)."""
         try:
             return self.binary.ptx
         except RuntimeUnavailable:

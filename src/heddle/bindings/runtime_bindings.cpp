@@ -76,7 +76,14 @@ void bindTypes(py::module_& rt) {
                                    "PTX in memory, or compile again with use_cache=False");
                              })
       .def_readonly("ptx_dropped", &CachedKernel::ptxDropped,
-                    "A memory hit: the PTX is read back from the disk entry when asked for (.ptx)")
+                    "The PTX is not held (a memory hit, a built Kernel's result): .ptx reads it back from the disk "
+                    "entry")
+      .def_property_readonly(
+          "held_bytes", [](const CachedKernel& k) { return resultBytes(res(k)); },
+          "Bytes this result holds (cubin, PTX if kept, logs, names), as cache_memory_bytes counts an entry")
+      .def_property_readonly(
+          "shares_memory_entry", [](const CachedKernel& k) { return KernelCache::global().holds(k); },
+          "Whether this is the memory cache's own result for its key (its bytes are held once, by the cache)")
       .def_property_readonly("log", [](const CachedKernel& k) { return res(k).log; })
       .def_property_readonly("ptxas", [](const CachedKernel& k) { return res(k).ptxasReport; })
       .def_property_readonly("stats", [](const CachedKernel& k) { return res(k).stats; })
@@ -147,19 +154,22 @@ void bindCompile(py::module_& rt) {
   rt.def(
       "compile_lowered",
       [](const Lowered& l, const std::vector<std::string>& options, std::optional<bool> isolate, bool wantPtx,
-         bool useCache) {
+         bool useCache, bool keepPtx) {
         BuildOptions o;
         o.extraOptions = options;
         o.isolate = isolate;
         o.wantPtx = wantPtx;
         o.useCache = useCache;
+        o.keepPtx = keepPtx;
         py::gil_scoped_release release;
         return compileLowered(l, o);
       },
       py::arg("lowered"), py::arg("options") = std::vector<std::string>{}, py::arg("isolate") = py::none(),
-      py::arg("want_ptx") = true, py::arg("use_cache") = true,
+      py::arg("want_ptx") = true, py::arg("use_cache") = true, py::arg("keep_ptx") = true,
       "Compile a LoweredKernel's source with its target's backend (NVRTC / hiprtc, through the kernel cache): "
-      "runtime/build.h, the second half of the front door.");
+      "runtime/build.h, the second half of the front door. keep_ptx=False: a result kept for launching, the "
+      "cache's own cubin and launch facts without the PTX (read back from disk or compiled again when asked; "
+      "kept when HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx).");
   rt.def(
       "embedded_header_names",
       [] {

@@ -2,6 +2,7 @@
 #include "heddle/runtime/build.h"
 
 #include "heddle/codegen/printer.h"
+#include "heddle/runtime/cache/cache.h"
 
 namespace heddle::rt {
 
@@ -21,7 +22,8 @@ CachedKernel compileLowered(const LoweredKernel& l, const BuildOptions& o) {
   req.options.isolate = o.isolate;
   req.options.wantPtx = o.wantPtx;
   req.useCache = o.useCache;
-  return l.backend().compile(req);
+  CachedKernel k = l.backend().compile(req);
+  return o.keepPtx ? k : KernelCache::global().forLaunch(std::move(k));
 }
 
 BuiltKernel build(const Fusion& f, const TargetInfo& t, const LowerOptions& lo, const BuildOptions& bo) {

@@ -28,6 +28,8 @@ struct BuildOptions {
   std::optional<bool> isolate;            // unset: $HEDDLE_RTC_ISOLATE
   bool useCache = true;
   bool wantPtx = true;  // CUDA: keep the PTX (a code object has none)
+  // false: the result is held for launching and keeps no PTX unless asked (KernelCache::forLaunch)
+  bool keepPtx = true;
 };
 
 // lower -> print.

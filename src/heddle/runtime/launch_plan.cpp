@@ -46,8 +46,6 @@ void requireArg(const std::vector<KernelArg>& args, int arg, KernelArg::Kind kin
                      args.size(), " arguments)");
 }
 
-uint64_t mapAlignment(const TiledTensorMapSpec& s) { return s.interleave == 2 ? 32 : 16; }
-
 }  // namespace
 
 LaunchPlan::LaunchPlan(std::array<unsigned, 3> grid, std::array<unsigned, 3> block, unsigned smemBytes,
@@ -85,7 +83,7 @@ bool LaunchPlan::fits(const std::vector<uint64_t>& addresses, uint64_t stream, W
   for (const PlanSlot& s : slots_)
     if (addresses[s.tensor] % s.align) return false;
   for (const MapSlot& m : maps_)
-    if (addresses[m.tensor] % mapAlignment(m.spec)) return false;
+    if (addresses[m.tensor] % tensorMapAddressAlignment(m.spec)) return false;
   return !ws_.table || ws_.table->find(device_, stream, ws_.slots, ws);
 }
 

@@ -10,7 +10,8 @@
 //   map {arg, tensor, spec}          argument `arg` is a tensor map encoded from `spec` over the tensor:
 //                                    a call with another address passes a copy whose global address is
 //                                    replaced (cuTensorMapReplaceAddress, or encoded again from `spec`);
-//                                    the address must be 16-byte aligned (TMA's rule)
+//                                    the address must be 16-byte aligned, 32 with a 32-byte interleave
+//                                    (TMA's rule: tensorMapAddressAlignment, cuda_driver.h)
 //   workspace {wsArg, flagsArg, slots, table}
 //                                    a split-K / stream-K kernel's partial sums and flags: the ones the
 //                                    kernel's WorkspaceTable holds for (the plan's device, the call's

@@ -38,9 +38,10 @@ void warnOnce(WarnKind kind, const std::string& message) {
   std::fflush(stderr);
 }
 
-// What the memory map keeps of a result: everything but the PTX (unless asked to keep it).
+// What the memory map keeps of a result: everything but the PTX (unless asked to keep it), and all of a
+// PTX-only one (compute_XX: its PTX is what it is).
 std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r) {
-  if (r->ptx.empty() || KernelCache::keepPtxInMemory()) return r;
+  if (r->ptx.empty() || r->cubin.empty() || KernelCache::keepPtxInMemory()) return r;
   auto slim = std::make_shared<RtcResult>(*r);
   std::string().swap(slim->ptx);
   return slim;
@@ -196,15 +197,34 @@ std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
   return std::move(hit.result.ptx);
 }
 
+CachedKernel KernelCache::forLaunch(CachedKernel k) const {
+  if (!k.result || k.result->ptx.empty() || k.result->cubin.empty() || keepPtxInMemory()) return k;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memory_.find(k.key);
+    if (it != memory_.end() && it->second.first->ptx.empty()) k.result = it->second.first;
+  }
+  if (!k.result->ptx.empty()) k.result = forMemory(k.result);  // not held in memory (use_cache=False, limit 0)
+  k.ptxDropped = !k.result->cubin.empty();
+  return k;
+}
+
 size_t KernelCache::memoryBytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
-  for (auto& [key, e] : memory_) {
-    const RtcResult& r = *e.first;
-    n += key.size() + r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() +
-         r.ptxasReport.size() + r.nvrtcVersion.size() + sizeof(RtcResult);
-  }
+  for (auto& [key, e] : memory_) n += key.size() + resultBytes(*e.first);
   return n;
+}
+
+size_t resultBytes(const RtcResult& r) {
+  return r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() + r.ptxasReport.size() +
+         r.nvrtcVersion.size() + sizeof(RtcResult);
+}
+
+bool KernelCache::holds(const CachedKernel& k) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = memory_.find(k.key);
+  return it != memory_.end() && it->second.first == k.result;
 }
 
 CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<RtcResult()>& compile) {

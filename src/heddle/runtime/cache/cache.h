@@ -38,6 +38,9 @@ struct KeyInputs {
   std::string headersDigest;
 };
 
+// Bytes a result holds (cubin, PTX, logs, names and the struct itself): memoryBytes() counts each entry so.
+size_t resultBytes(const RtcResult& r);
+
 // sha256 over every (name, text) of a header set, length-prefixed.
 std::string headerSetDigest(const std::map<std::string, std::string>& headers);
 
@@ -72,6 +75,13 @@ class KernelCache {
   // The PTX of the kernel stored under `key`, read from its disk entry; nullopt when it is not
   // there (disk cache off, entry removed or corrupt).
   std::optional<std::string> ptxOf(const std::string& key) const;
+  // `k` as a kernel kept for launching holds it (Kernel.build): the memory cache's own result for k.key
+  // when it has one (the cubin and launch facts, shared with the cache, not a second copy), else a copy
+  // without the PTX; ptxDropped is set when the PTX went (ptxOf reads it back from the disk entry).
+  // Unchanged when keepPtxInMemory(), or the result has no PTX or nothing but PTX (compute_XX).
+  CachedKernel forLaunch(CachedKernel k) const;
+  // Whether k's result is the memory cache's own entry for k.key (held once, counted by memoryBytes()).
+  bool holds(const CachedKernel& k) const;
   // Bytes the memory cache holds for its kernels' results (cubin, PTX, logs, names; not the table).
   size_t memoryBytes() const;
 

@@ -321,7 +321,7 @@ TensorMap CudaDriver::encodeTiledTensorMap(const TiledTensorMapSpec& s, const st
     fail<InputError>("tensor map of rank ", rank, " needs ", rank - 1, " global strides and ", rank,
                      " box dims and element strides; got ", s.globalStrides.size(), ", ", s.boxDim.size(), ", ",
                      s.elementStrides.size());
-  uint64_t align = s.interleave == 2 ? 32 : 16;  // CU_TENSOR_MAP_INTERLEAVE_32B needs 32-byte alignment
+  uint64_t align = tensorMapAddressAlignment(s);
   if (s.globalAddress % align != 0) {
     std::ostringstream addr;
     addr << std::hex << s.globalAddress;
@@ -357,7 +357,7 @@ void CudaDriver::replaceTensorMapAddress(TensorMap* map, const TiledTensorMapSpe
     *map = encodeTiledTensorMap(s, what);
     return;
   }
-  uint64_t align = spec.interleave == 2 ? 32 : 16;
+  uint64_t align = tensorMapAddressAlignment(spec);
   std::ostringstream addr;
   addr << "0x" << std::hex << address;
   if (address % align) fail<InputError>("tensor map base address ", addr.str(), " is not ", align, "-byte aligned");

@@ -84,6 +84,12 @@ struct TiledTensorMapSpec {
   int oobFill = 0;
 };
 
+// The alignment TMA demands of a tensor map's global address: 32 bytes with CU_TENSOR_MAP_INTERLEAVE_32B
+// (interleave 2), else 16. CUDA Driver API, "Tensor Map Object Management", cuTensorMapEncodeTiled's rule for
+// globalAddress, which cuTensorMapReplaceAddress's new address "must follow" as well; the interpreter checks
+// the same rule (interp/rt/hrt_ptx.h, "TMA"), and so does the stand-in libcuda (tests/fake_cuda).
+inline uint64_t tensorMapAddressAlignment(const TiledTensorMapSpec& s) { return s.interleave == 2 ? 32 : 16; }
+
 // A launch's context (CudaDriver::bindContext): the context and its device, and the context the thread
 // had current before, made current again by restoreContext when `restore` is set.
 struct BoundContext {
