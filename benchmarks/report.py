@@ -27,10 +27,14 @@ IMPL_LABEL = {"heddle": "heddle", "heddle_tuned": "heddle (autotuned)", "cublas"
               "cublaslt_fused": "cuBLASLt fused (torch._addmm_activation)"}
 
 STEP_LABEL = {
-    "lower": "lowering alone (all passes + CUDA printing)",
-    "lower_stages": "lowering alone, by stage count (sync planner included)",
+    "lower": "lowering alone (all passes + CUDA printing), thread CPU",
+    "lower_stages": "lowering alone, by stage count (sync planner included), thread CPU",
     "nvrtc_cold": "NVRTC + ptxas, cold (cache off)",
     "lower_nvrtc_cold": "cold compile: lowering + NVRTC",
+    "nvrtc_front_end": "NVRTC front end alone (-fdevice-syntax-only), process CPU",
+    "nvrtc_headers_alone": "NVRTC front end of an empty kernel with the same #includes, process CPU",
+    "nvrtc_ptx": "NVRTC to PTX (front end + NVVM, compute_XX), process CPU",
+    "nvrtc_cubin": "NVRTC to a cubin (front end + NVVM + ptxas), process CPU",
     "disk_hit": "warm disk-cache load (verified read)",
     "memory_hit": "in-memory hit of runtime.compile (cheap digest + lookup)",
     "sm80_matmul_call": "repeated heddle.matmul call, sm_80 kernel, inputs rotating, output kept (to cuLaunchKernel)",
@@ -207,6 +211,15 @@ def compile_notes(records: List[dict]) -> str:
                          "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx).")
         if r.get("step") == "kernel_memory" and r.get("status") == "ok":
             notes.append(_kernel_memory_note(r))
+        if r.get("step") == "nvrtc_cubin" and r.get("stats"):
+            ph = {x["step"]: x["stats"]["median"] for x in records
+                  if x.get("variant") == r["variant"] and x.get("step", "").startswith("nvrtc_") and x.get("stats")}
+            if {"nvrtc_front_end", "nvrtc_ptx"} <= ph.keys():
+                tot = ph["nvrtc_cubin"]
+                notes.append(f"- {r['variant']}: NVRTC's CPU time by phase: front end {ph['nvrtc_front_end'] / tot:.0%} "
+                             f"(an empty kernel with its #includes {ph.get('nvrtc_headers_alone', 0) / tot:.0%}), NVVM "
+                             f"{(ph['nvrtc_ptx'] - ph['nvrtc_front_end']) / tot:.0%}, ptxas "
+                             f"{(tot - ph['nvrtc_ptx']) / tot:.0%}.")
         if r.get("step") == "lower_nvrtc_cold" and r.get("registers") is not None:
             notes.append(f"- {r['variant']}: {r['registers']} registers, {r.get('spill_bytes', 0)} spill bytes "
                          f"(ptxas, {r.get('arch')}).")

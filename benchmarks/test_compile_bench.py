@@ -5,13 +5,15 @@ Reported, never asserted as timings: the assertions only check that each step di
 and into docs/perf.md through benchmarks/report.py.
 
 Steps, per kernel variant:
-  lower              lowering alone: every pass plus CUDA printing (fd.lower)
+  lower              lowering alone: every pass plus CUDA printing (fd.lower), the thread's CPU time
   nvrtc_cold         NVRTC + ptxas for the printed source, cache off
   lower_nvrtc_cold   cold compile from a fresh definition: lowering + NVRTC (fd.compile, cache off)
   disk_hit           warm disk-cache load: memory cache cleared, binary read and verified from disk
   memory_hit         in-memory hit of runtime.compile (cheap digest + lookup), and the bytes the memory
                      cache holds for the kernel (cubin, launch facts; PTX only when asked)
   build_memory_hit   Kernel.build on an in-memory hit (lowering + hashing + lookup)
+  nvrtc_*            NVRTC's CPU time by phase: front end alone, the device headers alone, to PTX
+                     (front end + NVVM), to a cubin (+ ptxas)
 and the CPU side of a heddle.matmul call: the per-call kernel lookup, input binding, launch geometry,
 beside an empty torch custom op (the dispatch layer heddle.matmul goes through).
 """
@@ -22,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import pytest
 import torch
@@ -126,7 +129,7 @@ def test_lowering(variant, recorder):
     why = _not_lowered(variant, recorder, "lower")
     if why:
         pytest.skip(f"{variant} does not lower in this build: {why}")
-    timer = bench.WallTimer()
+    timer = bench.ThreadCpuTimer()  # lowering runs in this thread: other processes' load does not count
     samples, passes = [], {}
     for _ in range(30):
         fd, target = _fresh(variant)
@@ -151,7 +154,7 @@ def test_lowering_vs_stages(stages, recorder):
         fd, a, b = matmul_fusion(n=200, k=32 * 40, dtype="bf16", layout="NN", epilogue="bias_gelu")
         schedule(fd, a, b, bm=64, bn=64, bk=32, wm=2, wn=2, stages=stages)
         return fd
-    timer = bench.WallTimer()
+    timer = bench.ThreadCpuTimer()
     samples, planner = [], []
     for _ in range(20):
         fd = fresh()
@@ -192,6 +195,49 @@ def _cold_compile(variant, recorder):
     _record(recorder, variant, "lower_nvrtc_cold", bench.summarize(cold), **info)
     _record(recorder, variant, "nvrtc_cold", bench.summarize(nvrtc), nvrtc_reported_ms=bench.summarize(nvrtc_own).median,
             **info)
+
+
+# Where NVRTC's time goes, per kernel variant, as process CPU time (NVRTC runs in this process: isolate=False):
+# the front end alone (parse and template instantiation of the kernel and its headers, no code:
+# -fdevice-syntax-only), the same for an empty kernel with the kernel's #include lines (the device headers'
+# share), PTX only (front end + NVVM: the compute_XX target), and the whole compile to a cubin (+ ptxas).
+NVRTC_PHASES = ("nvrtc_front_end", "nvrtc_headers_alone", "nvrtc_ptx", "nvrtc_cubin")
+
+
+def _nvrtc_phase(step, low):
+    """(source, arch, options) for one phase of `low`'s compile."""
+    compute = low.rtc_arch.replace("sm_", "compute_")
+    if step == "nvrtc_headers_alone":
+        includes = "\n".join(ln for ln in low.source.splitlines() if ln.startswith("#include"))
+        empty = includes + '\nextern "C" __global__ void heddle_empty(float* x) { x[threadIdx.x] = 1.f; }\n'
+        return empty, compute, ["-fdevice-syntax-only"]
+    return {"nvrtc_front_end": (low.source, compute, ["-fdevice-syntax-only"]),
+            "nvrtc_ptx": (low.source, compute, []),
+            "nvrtc_cubin": (low.source, low.rtc_arch, [])}[step]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_nvrtc_phases(variant, recorder):
+    """NVRTC's CPU time split by phase (front end, NVVM, ptxas) for each kernel variant; ptxas is the
+    cubin's time less the PTX's."""
+    if _not_lowered(variant, recorder, "nvrtc_cubin"):
+        pytest.skip(f"{variant} does not lower in this build")
+    fd, target = _fresh(variant)
+    low = fd.lower(target)
+    for step in NVRTC_PHASES:
+        source, arch, options = _nvrtc_phase(step, low)
+        samples = []
+        for i in range(3):
+            a = time.process_time_ns()
+            r = rt.compile(source + f"\n// phase sample {i}\n", low.name, arch, options, isolate=False,
+                           want_ptx=step == "nvrtc_ptx", use_cache=False)
+            samples.append((time.process_time_ns() - a) / 1e6)
+            assert r.cache_source == "compiled"
+            # each phase did what it claims: no code before NVVM, PTX without a cubin, a cubin at the end
+            assert (len(r.cubin) > 0) == (step == "nvrtc_cubin")
+            assert (len(r.ptx) > 0) == (step == "nvrtc_ptx")
+        _record(recorder, variant, step, bench.summarize(samples), kernel=low.name, arch=arch, clock="process CPU time")
 
 
 @needs_nvrtc

@@ -87,6 +87,10 @@ def compile_doc():
         r("bind", "sm_80 auto (cp.async)", 2.2, unit="us"),
         r("geometry", "sm_80 auto (cp.async)", 4.9, unit="us"),
         r("custom_op_empty", "sm_80 auto (cp.async)", 6.3, unit="us"),
+        r("nvrtc_front_end", "sm_80 auto (cp.async)", 30.0),
+        r("nvrtc_headers_alone", "sm_80 auto (cp.async)", 20.0),
+        r("nvrtc_ptx", "sm_80 auto (cp.async)", 330.0),
+        r("nvrtc_cubin", "sm_80 auto (cp.async)", 600.0),
     ]}
 
 
@@ -139,7 +143,11 @@ def test_compile_section():
     md = report.render_compile(compile_doc())
     assert "Measured 2026-11-21 10:00 UTC at commit abc1234 on Test CPU, 16 cores, no GPU" in md
     assert "```\npytest benchmarks/\n```" in md
-    assert "| lowering alone (all passes + CUDA printing) | sm_80 auto (cp.async) | 200 us |" in md
+    assert "| lowering alone (all passes + CUDA printing), thread CPU | sm_80 auto (cp.async) | 200 us |" in md
+    # NVRTC's phases: front end 30 of 600 ms, NVVM 330 - 30, ptxas 600 - 330
+    assert "| NVRTC to PTX (front end + NVVM, compute_XX), process CPU | sm_80 auto (cp.async) | 330 ms |" in md
+    assert ("sm_80 auto (cp.async): NVRTC's CPU time by phase: front end 5% (an empty kernel with its #includes 3%), "
+            "NVVM 50%, ptxas 45%.") in md
     assert "| cold compile: lowering + NVRTC | sm_80 auto (cp.async) | 600 ms |" in md
     assert "NVRTC's own clock 598 ms" in md and "95 us" in md
     assert "**error** | UnicodeDecodeError: bad \\| byte" in md                 # escaped for the table

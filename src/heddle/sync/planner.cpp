@@ -117,21 +117,38 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
       if (candBits[h][w] & chosen[w]) return true;
     return false;
   };
+  // Intervals with the same candidate points are one constraint: a placement stabs all of them or
+  // none. The walked traces repeat the ring's steady state once per trip count, so most of the
+  // S^2 intervals of a deep ring are such repeats. The greedy cover and the search run over the
+  // distinct candidate sets (first occurrence, in interval order, weighted by their count), which
+  // chooses exactly what they chose over every interval: the search's first open interval is always
+  // a first occurrence (a repeat is open only if its first occurrence is), the greedy's gains are the
+  // same sums, and the irredundant pass asks only whether some chosen point stabs each set.
+  std::vector<int> distinct;                          // first occurrence of each candidate set, in `cross` order
+  std::vector<int64_t> weight(ha.hazards.size(), 0);  // per first occurrence: its number of intervals
+  {
+    std::map<std::vector<uint64_t>, int> firstOf;
+    for (int h : cross) {
+      auto [it, fresh] = firstOf.emplace(candBits[h], h);
+      if (fresh) distinct.push_back(h);
+      weight[it->second]++;
+    }
+  }
 
   // greedy: most newly stabbed intervals per cost, then drop points the others make redundant
   std::set<int> greedy = fixed;
   std::vector<bool> done(ha.hazards.size(), false);
   auto refresh = [&] {
     const std::vector<uint64_t> chosen = bitsOf(greedy);
-    for (int h : cross)
+    for (int h : distinct)
       if (!done[h] && stabbed(h, chosen)) done[h] = true;
   };
   refresh();
   for (;;) {
-    std::map<int, int> gain;
-    for (int h : cross)
+    std::map<int, int64_t> gain;
+    for (int h : distinct)
       if (!done[h])
-        for (int p : cands[h]) gain[p]++;
+        for (int p : cands[h]) gain[p] += weight[h];
     if (gain.empty()) break;
     int bestP = -1;
     double bestScore = -1;
@@ -146,7 +163,7 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
   for (int p : picked) {  // irredundant: latest first, drop points every interval of which another stabs
     if (fixed.count(p)) continue;
     bool needed = false;
-    for (int h : cross) {
+    for (int h : distinct) {
       if (!stabs(p, h)) continue;
       bool other = false;
       for (int q : greedy)
@@ -178,7 +195,7 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
       return;
     }
     int open = -1;
-    for (int h : cross)
+    for (int h : distinct)
       if (!stabbed(h, curBits)) {
         open = h;
         break;
@@ -211,7 +228,12 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
   out.proven = !exhausted;
   out.points = best > greedyCost ? greedy : bestSet;
   for (int p : out.points) out.executions += execs(p);
-  // lower bound: intervals with pairwise disjoint candidate sets each need their cheapest point
+  // lower bound (reported only when the search stopped early): intervals with pairwise disjoint
+  // candidate sets each need their cheapest point
+  if (out.proven) {
+    out.lowerBound = out.executions;
+    return out;
+  }
   std::vector<int> order = cross;
   std::sort(order.begin(), order.end(), [&](int a, int b) { return cands[a].size() < cands[b].size(); });
   std::set<int> usedPoints;
@@ -224,7 +246,7 @@ BarrierChoice chooseBarriers(const HazardAnalysis& ha, const std::set<int>& fixe
     for (int p : cands[h]) m = std::min(m, execs(p)), usedPoints.insert(p);
     lb += m;
   }
-  out.lowerBound = out.proven ? out.executions : std::min(lb, out.executions);
+  out.lowerBound = std::min(lb, out.executions);
   return out;
 }
 
