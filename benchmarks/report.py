@@ -445,8 +445,15 @@ def targets(gpu: Optional[dict], comp: Optional[dict]) -> str:
         lows = [r["stats"]["median"] for r in recs if r.get("step") == "lower" and r.get("stats")]
         lw = max(lows) if lows else None
         rows.append(("lowering alone", "<= 2 ms", f"{_fmt(lw)} ms (slowest variant)", _status(lw, 2.0, False)))
-        mh, _ = med("memory_hit")
-        rows.append(("in-memory hit (runtime.compile)", "<= 5 us", f"{_fmt(mh)} us", _status(mh, 5.0, False)))
+        hits = [r for r in recs if r.get("step") == "memory_hit" and r.get("stats")]
+        mh = max((r["stats"]["median"] for r in hits), default=None)   # every variant must meet it
+        rows.append(("in-memory hit (runtime.compile)", "<= 5 us",
+                     f"{_fmt(mh)} us (slowest of {len(hits)} variants)" if hits else "–", _status(mh, 5.0, False)))
+        for key, name, goal in (("restart_warm_infer_ratio", "torch.compile warm restart, inference", 1.0),
+                                ("restart_warm_train_ratio", "torch.compile warm restart, training", 1.0),
+                                ("restart_cold_train_ratio", "torch.compile cold compile, training", 0.6)):
+            if comp.get(key) is not None:   # benchmarks/test_restart_bench.py: heddle's median / inductor's
+                rows.append((f"{name} vs inductor", f"<= {goal}x", _x(comp[key]), _status(comp[key], goal, False)))
         lk, _ = med("matmul_lookup")
         rows.append(("in-memory hit (heddle.matmul kernel lookup)", "<= 5 us", f"{_fmt(lk)} us",
                      _status(lk, 5.0, False)))

@@ -4,6 +4,9 @@ JSON line with the first call's wall time (inference: a no_grad forward; trainin
 the cache counters.
 
     python benchmarks/restart_probe.py {heddle|inductor} {infer|train} [--profile FILE] [--cold-blas] [--phases]
+                                       [--threads N]
+
+--threads N sets torch's intra-op threads (torch.set_num_threads) before the timed call, for both backends.
 """
 import json
 import sys
@@ -41,6 +44,8 @@ def main():
             with torch.no_grad():
                 compiled(ids)
 
+    if "--threads" in sys.argv:
+        torch.set_num_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
     if "--cold-blas" not in sys.argv:
         # The CPU's BLAS initialises on its first matmul of each dtype (about 0.3 s for float32 here): heddle's
         # ops compute in float32 with torch on CPU tensors, inductor's code in bf16, so without this the first

@@ -24,6 +24,9 @@ sys.path.insert(0, {here!r})
 from support.dynamo_models import GatedFFN, build
 from torch._dynamo.utils import counters
 backend = sys.argv[1]
+if len(sys.argv) > 2:   # stands for an upgraded heddle: the same cache directories, another version
+    import heddle.core.version
+    heddle.core.version.__version__ = sys.argv[2]
 model = build(GatedFFN)
 x = torch.randn(3, 8, 64, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).requires_grad_()
 if backend == "heddle":
@@ -42,11 +45,11 @@ print(json.dumps(res))
 """
 
 
-def _run(backend, tmp_path):
+def _run(backend, tmp_path, *args):
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
            "HEDDLE_CACHE_DIR": str(tmp_path / "heddle")}
-    r = subprocess.run([sys.executable, "-c", PROBE.format(here=TESTS), backend], capture_output=True, text=True,
-                       env=env, timeout=600)
+    r = subprocess.run([sys.executable, "-c", PROBE.format(here=TESTS), backend, *args], capture_output=True,
+                       text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -65,6 +68,13 @@ def test_a_second_process_replays_the_compile(tmp_path, monkeypatch):
 
     # inductor in the same directories does not get heddle's entry (cache_key_tag differs)
     assert _run("inductor", tmp_path)["aot_hit"] == 0
+
+    # another heddle version in the same directories is never served this one's compile: the rewrite runs
+    # again (its own key, a second report entry); the first version's entry stays for it
+    upgraded = _run("heddle", tmp_path, "999.0-upgraded")
+    assert upgraded["aot_hit"] == 0 and upgraded["stats"]["cache_misses"] == 1
+    assert upgraded["stats"]["cache_hits"] == 0 and upgraded["ops"] == cold["ops"] and upgraded["err"] < 0.1
+    assert len(os.listdir(tmp_path / "heddle" / "dynamo")) == 2
 
     # a corrupt report entry is a miss: compiled again with the AOTAutograd cache off, so the rewrite runs
     path = tmp_path / "heddle" / "dynamo" / entries[0]
@@ -99,6 +109,30 @@ def test_key_is_stable_and_covers_what_changes_the_rewrite(monkeypatch):
     monkeypatch.setenv("HEDDLE_SOMETHING", "1")
     other.append(dynamo_cache.graph_key(_gm(), _inputs(), Options(), None))
     assert len({key, *other}) == len(other) + 1
+
+
+def test_key_covers_heddle_version_and_the_rewrite_source(monkeypatch, tmp_path):
+    """The fingerprint in every key: heddle's version and the source of heddle/pytorch/*.py (what the rewrite
+    emits), so an upgrade or an edited rewrite never replays an older compile."""
+    import shutil
+    import heddle.core.version as version
+    key = dynamo_cache.graph_key(_gm(), _inputs(), Options(), None)
+    dynamo_cache.fingerprint.cache_clear()
+    try:
+        monkeypatch.setattr(version, "__version__", version.__version__ + "+other")
+        assert dynamo_cache.graph_key(_gm(), _inputs(), Options(), None) != key
+    finally:
+        monkeypatch.undo()
+        dynamo_cache.fingerprint.cache_clear()
+    assert dynamo_cache.graph_key(_gm(), _inputs(), Options(), None) == key
+    here = os.path.dirname(dynamo_cache.__file__)
+    v = version.__version__
+    assert dynamo_cache.source_fingerprint(v, here) == dynamo_cache.fingerprint()
+    copy = shutil.copytree(here, tmp_path / "pytorch", ignore=shutil.ignore_patterns("__pycache__"))
+    assert dynamo_cache.source_fingerprint(v, str(copy)) == dynamo_cache.fingerprint()
+    with open(copy / "dynamo_fuse.py", "a") as f:   # an edited rewrite
+        f.write("\n")
+    assert dynamo_cache.source_fingerprint(v, str(copy)) != dynamo_cache.fingerprint()
 
 
 def test_report_entries_round_trip_and_corrupt_ones_are_misses(tmp_path, monkeypatch):

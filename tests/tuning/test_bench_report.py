@@ -73,7 +73,8 @@ def compile_doc():
         s["unit"] = unit
         return {"suite": "compile", "variant": variant, "step": step, "stats": s, "unit": unit, **kw}
     meta = {**META, "gpu": None}
-    return {"schema": 1, "kind": "compile", "meta": meta, "records": [
+    return {"schema": 1, "kind": "compile", "meta": meta, "restart_warm_infer_ratio": 0.95,
+            "restart_warm_train_ratio": 1.2, "restart_cold_train_ratio": 0.7, "records": [
         r("lower", "sm_80 auto (cp.async)", 0.2, kernel="heddle_mm_nt", passes=[["insert_syncs", 0.15], ["x", 0.01]]),
         r("lower_nvrtc_cold", "sm_80 auto (cp.async)", 600.0, registers=226, spill_bytes=0, arch="sm_80"),
         r("nvrtc_cold", "sm_80 auto (cp.async)", 599.0, nvrtc_reported_ms=598.0),
@@ -82,7 +83,8 @@ def compile_doc():
         {"suite": "compile", "variant": "sm_90a Hopper GEMM (TMA + warp-specialized wgmma)", "step": "build_memory_hit",
          "status": "error", "reason": "UnicodeDecodeError: bad | byte"},
         r("disk_hit", "sm_80 auto (cp.async)", 1.5),
-        r("memory_hit", "sm_80 auto (cp.async)", 95.0, unit="us"),
+        r("memory_hit", "sm_80 auto (cp.async)", 4.0, unit="us"),
+        r("memory_hit", "sm_90a auto", 95.0, unit="us"),
         r("matmul_lookup", "sm_80 auto (cp.async)", 1.6, unit="us"),
         r("bind", "sm_80 auto (cp.async)", 2.2, unit="us"),
         r("geometry", "sm_80 auto (cp.async)", 4.9, unit="us"),
@@ -127,7 +129,11 @@ def test_targets_say_met_or_missed_by_how_much():
     assert "missed** by 320%" in lines["dispatch per heddle.matmul call"]       # 21 us vs 5 us
     assert "300 ms" in lines["cold compile (lowering + NVRTC) of the Hopper GEMM"]
     assert "| met |" in lines["lowering alone"]
-    assert "missed" in lines["in-memory hit (runtime.compile)"]
+    assert "missed" in lines["in-memory hit (runtime.compile)"]                  # the slowest variant counts
+    assert "95 us (slowest of 2 variants)" in lines["in-memory hit (runtime.compile)"]
+    assert "0.95x | met |" in lines["torch.compile warm restart, inference vs inductor"]
+    assert "1.20x | **missed** by 20%" in lines["torch.compile warm restart, training vs inductor"]
+    assert "0.70x | **missed** by 17%" in lines["torch.compile cold compile, training vs inductor"]
     assert "| met |" in lines["in-memory hit (heddle.matmul kernel lookup)"]
 
 

@@ -41,8 +41,12 @@ def fingerprint() -> str:
     """heddle's version, the source of heddle/pytorch/*.py (the rewrite and the op names it emits) and torch's
     version: anything that changes what the rewrite produces."""
     from ..core.version import __version__
-    h = hashlib.sha256(f"heddle {__version__} torch {torch.__version__}\n".encode())
-    here = os.path.dirname(os.path.abspath(__file__))
+    return source_fingerprint(__version__, os.path.dirname(os.path.abspath(__file__)))
+
+
+def source_fingerprint(version: str, here: str) -> str:
+    """The fingerprint of heddle `version` whose rewrite is the *.py files in directory `here`."""
+    h = hashlib.sha256(f"heddle {version} torch {torch.__version__}\n".encode())
     for name in sorted(os.listdir(here)):
         if name.endswith(".py"):
             with open(os.path.join(here, name), "rb") as f:
