@@ -232,6 +232,16 @@ class Fusion:
         return self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
                                          _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
 
+    def grouped_matmul(self, x: Tensor, w: Tensor, trans_b: bool = False, offsets: str = "offs") -> Tensor:
+        """A grouped matmul (mixture of experts; torch._grouped_mm's convention): x [T, K] holds the tokens
+        sorted by expert, w [E, K, N] (trans_b: [E, N, K]) one matrix per expert, and the int32 [E] group
+        ends, named `offsets`, are a launch argument after the fusion's inputs: rows offs[e-1] .. offs[e] of
+        x (offs[-1] = 0) use w[e]. The result is [T, N]; the fusion's only matmul (docs/grouped.md)."""
+        return self._wrap(self._f.grouped_matmul(_tensor(self, x, "grouped_matmul: x"),
+                                                 _tensor(self, w, "grouped_matmul: w"),
+                                                 _bool(trans_b, "grouped_matmul: trans_b"),
+                                                 _str(offsets, "grouped_matmul: offsets")))
+
     def output(self, t: Tensor) -> Tensor:
         self._f.add_output(_tensor(self, t, "output"))
         return t

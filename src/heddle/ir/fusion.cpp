@@ -205,7 +205,12 @@ void Fusion::checkGroupMember(const Expr* first, TensorView* a, TensorView* b, b
 TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
-  if (auto* first = findMatmul()) checkGroupMember(first->definition, a, b, transA, transB);
+  if (auto* first = findMatmul()) {
+    if (!first->definition->groupOffsets.empty())
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): the fusion has a grouped matmul (", first->name,
+                          "), which is its only matmul; define this matmul in a fusion of its own");
+    checkGroupMember(first->definition, a, b, transA, transB);
+  }
   if (a->dtype == DType::F32 || b->dtype == DType::F32 || a->dtype != b->dtype)
     fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): operands are ", dtypeName(a->dtype), " and ",
                         dtypeName(b->dtype),
@@ -252,6 +257,49 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   e->transA = transA;
   e->transB = transB;
   return out;
+}
+
+TensorView* Fusion::groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets) {
+  checkOwned(x, "grouped_matmul");
+  checkOwned(w, "grouped_matmul");
+  const std::string call = "grouped_matmul(" + x->name + ", " + w->name + ")";
+  if (findMatmul())
+    fail<ScheduleError>(call,
+                        ": the fusion already has a matmul; a grouped matmul is the fusion's only one "
+                        "(define one fusion per grouped GEMM)");
+  if (offsets.empty() || offsets == x->name || offsets == w->name)
+    fail<ScheduleError>(call, ": name the int32 group-ends argument (offsets) with a name of its own, got '", offsets,
+                        "'");
+  for (auto* t : inputs_)
+    if (t->name == offsets)
+      fail<ScheduleError>(call, ": the group-ends name '", offsets, "' is already an input's name; pick another");
+  if (x->rank() != 2)
+    fail<ScheduleError>(call, ": the tokens ", x->name, " must be rank 2 [T, K] (sorted by expert), got rank ",
+                        x->rank());
+  if (w->rank() != 3)
+    fail<ScheduleError>(call, ": the expert weights ", w->name,
+                        " must be rank 3 [E, K, N] (or [E, N, K] with trans_b), got rank ", w->rank());
+  checkGroupedOperands(x, w, call);
+  const Size K = x->shape[1], Kw = transB ? w->shape[2] : w->shape[1], N = transB ? w->shape[1] : w->shape[2];
+  if (!sameSize(K, Kw))
+    fail<ScheduleError>(call, ": contraction sizes differ: ", x->name, " gives K=", K.str(), ", ", w->name,
+                        " gives K=", Kw.str(), transB ? " (w is [E, N, K] with trans_b)" : " (w is [E, K, N])");
+  auto* out = newTensor(DType::F32, {x->shape[0], N}, "");
+  auto* e = newExpr(OpKind::Matmul, {x, w}, out);
+  e->transB = transB;
+  e->groupOffsets = offsets;
+  e->groupExperts = w->shape[0];
+  return out;
+}
+
+void Fusion::checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const {
+  if (x->dtype == DType::F32 || x->dtype != w->dtype)
+    fail<ScheduleError>(call, ": operands are ", dtypeName(x->dtype), " and ", dtypeName(w->dtype),
+                        "; the tensor-core grouped matmul takes two f16 or two bf16 inputs");
+  for (auto* op : {x, w})
+    if (!op->isInput)
+      fail<ScheduleError>(call, ": operand ", op->name,
+                          " is computed inside the fusion; grouped matmul operands are fusion inputs");
 }
 
 std::vector<Size> broadcastShapes(const TensorView* a, const TensorView* b) {

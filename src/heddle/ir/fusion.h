@@ -62,6 +62,10 @@ struct Expr {
   bool transA = false, transB = false;  // matmul: operand stored transposed
   DType castTo = DType::F32;            // Cast
   TensorView* output = nullptr;
+  // A grouped matmul (Fusion::groupedMatmul): the name of its int32 [E] group-ends input ("" = not grouped)
+  // and the expert count E (w's leading axis). docs/grouped.md.
+  std::string groupOffsets;
+  Size groupExperts;
 };
 
 // Where a cached copy of a tensor lives and how it gets there (cache_after).
@@ -121,6 +125,12 @@ class Fusion {
 
   TensorView* addInput(const std::string& name, DType dt, std::vector<Size> shape);
   TensorView* matmul(TensorView* a, TensorView* b, bool transA, bool transB);
+  // A grouped matmul (mixture of experts, the torch._grouped_mm convention): x [T, K] holds the tokens
+  // sorted by expert, w [E, K, N] (transB: [E, N, K]) one weight matrix per expert, and the int32 [E]
+  // launch argument `offsets` the group ends (rows offsets[e-1] .. offsets[e] of x belong to expert e,
+  // offsets[-1] = 0). The result is [T, N]: row r = x[r] @ w[e] for the expert e whose group holds r.
+  // The fusion's only matmul; the epilogue after it is per element as for any matmul. docs/grouped.md.
+  TensorView* groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets);
   TensorView* binary(OpKind k, TensorView* a, TensorView* b);
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);
@@ -152,6 +162,7 @@ class Fusion {
   int serial_ = nextSerial();
   static int nextSerial();
   void checkGroupMember(const Expr* first, TensorView* a, TensorView* b, bool transA, bool transB) const;
+  void checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const;
   TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
   Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
   std::vector<std::unique_ptr<TensorView>> tvs_;
