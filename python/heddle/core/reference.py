@@ -17,6 +17,20 @@ _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.di
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
 
+def grouped_reference(x, w, offs, trans_b: bool = False):
+    """A grouped matmul in x's dtype, one expert at a time: rows offs[e-1] .. offs[e] of x (offs[-1] = 0) times
+    w[e] (w[e].T with trans_b); rows past offs[-1] are zero, as torch._grouped_mm leaves them undefined
+    (heddle's kernel does not write them: docs/grouped.md)."""
+    out = x.new_zeros((x.shape[0], w.shape[-2] if trans_b else w.shape[-1]))
+    start = 0
+    for e, end in enumerate(int(v) for v in offs.tolist()):
+        if end > start:
+            we = w[e].transpose(-1, -2) if trans_b else w[e]
+            out[start:end] = x[start:end] @ we.to(x.dtype)
+        start = max(start, end)
+    return out
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
@@ -25,7 +39,9 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
     for e in fusion.exprs():
         ins = [env[n] for n in e["inputs"]]
         op = e["op"]
-        if op == "matmul":
+        if op == "matmul" and e.get("group_offsets"):  # after the fusion's inputs come the group ends
+            r = grouped_reference(ins[0], ins[1], tensors[len(fusion.inputs)], e["trans_b"])
+        elif op == "matmul":
             a, b = ins
             if e["trans_a"]:
                 a = a.transpose(-1, -2)
