@@ -95,6 +95,10 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
     ],
+    'sm80_grouped': [  # the prologue's one load (prefetch 1): stage 0 either way
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+    ],
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
