@@ -1,7 +1,7 @@
 """The grouped matmul's printed kernel run by the interpreter (issue 33, docs/grouped.md) on ragged group ends
 -- empty groups, one-row groups, a group spanning many tiles, groups ending mid-tile, T not a multiple of the
 tile -- against a float64 reference computed expert by expert; heddle.grouped_mm's checks and its run under
-HEDDLE_INTERPRET=1; the grouped walk's source mutants caught."""
+HEDDLE_INTERPRET=1; a per-expert bias; the grouped walk's source mutants caught."""
 import pytest
 import torch
 
@@ -9,6 +9,7 @@ import heddle
 from heddle.interpret import interpret, mutation_kill_rate
 from support.grouped_defs import RAGGED, grouped_inputs, reference, scheduled
 from support.interp_defs import needs_cxx
+from support.matmul_defs import schedule
 
 pytestmark = needs_cxx
 
@@ -88,7 +89,7 @@ def _args():
     (dict(offs=torch.tensor([3, 3, 10])), "offs has dtype torch.int64; the group ends are int32"),
     (dict(offs=torch.tensor([3, 10], dtype=torch.int32)), "offs must be [E] = [3]"),
     (dict(w=torch.zeros(3, 48, 32, dtype=torch.bfloat16)), "x is [T, K=64] but w is [E, K=48, N]"),
-    (dict(bias=torch.zeros(3, 32)), "a per-expert bias [E, N] is not supported yet"),
+    (dict(bias=torch.zeros(2, 32)), "bias must be [N] = [32] (shared by the experts) or [E, N] = [3, 32]"),
     (dict(activation="swish"), "activation 'swish' is not one of"),
 ])
 def test_grouped_mm_names_each_wrong_input(change, needle):
@@ -97,3 +98,41 @@ def test_grouped_mm_names_each_wrong_input(change, needle):
     x, w, offs = kw.pop("x"), kw.pop("w"), kw.pop("offs")
     with pytest.raises(heddle.InputError, match=__import__("re").escape(needle)):
         heddle.grouped_mm(x, w, offs, **kw)
+
+
+def test_per_expert_bias_matches_float64():
+    fd = heddle.Fusion()
+    x = fd.input("x", "bf16", ["T", 96])
+    w = fd.input("w", "bf16", ["E", 96, 72])
+    y = heddle.ops.relu(fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "f32", ["E", 72])))
+    fd.output(y.to("f32"))
+    schedule(fd, x, w, bm=64, bn=64, bk=32, stages=3)
+    k = heddle.Kernel.build(fd, "sm_80", rtc=False)
+    ends = RAGGED["mixed"]
+    xs, ws, bias, offs = grouped_inputs(fd, ends, seed=8)
+    ref = reference(xs, ws, offs)
+    start = 0
+    for e, end in enumerate(ends):  # row r + its expert's bias row
+        ref[start:end] += bias[e].double()
+        start = end
+    ref = ref.relu()
+    r = interpret(k, xs, ws, bias, offs, reference=ref)
+    assert r.ok, r.report()
+    wrong = ref.clone()
+    wrong[1:131] = (reference(xs, ws, offs)[1:131] + bias[1].double()).relu()  # expert 2's rows, expert 1's bias
+    assert not interpret(k, xs, ws, bias, offs, reference=wrong).ok
+
+
+def test_grouped_mm_takes_a_bias_per_expert(monkeypatch):
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_80")
+    g = torch.Generator().manual_seed(9)
+    x = (torch.randn(70, 32, generator=g) * 0.5).to(torch.float16)
+    w = (torch.randn(3, 32, 40, generator=g) * 0.5).to(torch.float16)
+    bias = torch.randn(3, 40, generator=g).to(torch.float16)
+    offs = torch.tensor([5, 5, 70], dtype=torch.int32)
+    y = heddle.grouped_mm(x, w, offs, bias=bias)
+    ref = reference(x, w, offs)
+    ref[:5] += bias[0].double()
+    ref[5:] += bias[2].double()
+    assert torch.allclose(y.double(), ref, atol=1e-2, rtol=1e-2)

@@ -107,3 +107,43 @@ def test_compiles_without_spills(kw):
     k = heddle.Kernel.build(fd, "sm_80")
     assert "_grouped" in k.name
     assert k.stats.spill_stores == 0 and k.stats.spill_loads == 0, k.stats
+
+
+def test_per_expert_bias_reads_the_tiles_expert_row():
+    fd = heddle.Fusion()
+    x = fd.input("x", "bf16", ["T", 96])
+    w = fd.input("w", "bf16", ["E", 96, 72])
+    y = fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "bf16", ["E", 72]))
+    fd.output(y.to("bf16"))
+    schedule(fd, x, w, bm=64, bn=64, bk=32, stages=3)
+    low = fd.lower("sm_80")
+    assert "E_bias[(long long)batch_idx * E_bias_s0 + (long long)col_0 * E_bias_s1]" in low.source
+    assert "row * E_bias" not in low.source
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda fd: fd.per_expert(fd.input("b", "bf16", ["E", 72])), "has no grouped matmul"),
+    (lambda fd: (fd.grouped_matmul(fd.input("x", "bf16", ["T", 64]), fd.input("w", "bf16", ["E", 64, 72])),
+                 fd.per_expert(fd.input("b", "bf16", [72])))[1], "a per-expert operand is [E, N]"),
+    (lambda fd: (fd.grouped_matmul(fd.input("x", "bf16", ["T", 64]), fd.input("w", "bf16", ["E", 64, 72])),
+                 fd.per_expert(fd.input("b", "bf16", ["G", 72])))[1], "with the experts' E = E first"),
+])
+def test_per_expert_errors(make, needle):
+    with pytest.raises(heddle.ScheduleError, match=re.escape(needle)):
+        make(heddle.Fusion())
+
+
+def test_launch_arguments_carry_the_group_ends_tokens_and_experts():
+    # Kernel.prepare: the host work of a launch (the same on a GPU), on CPU tensors
+    from support.grouped_defs import grouped_inputs
+    fd = scheduled()
+    k = heddle.Kernel.build(fd, "sm_80", rtc=False)
+    x, w, bias, offs = grouped_inputs(fd, [0, 1, 131, 131, 190, 191, 250])
+    out, grid, args = k.prepare([x, w, bias, offs])
+    by_name = dict(zip([p[0] for p in k.lowered.params], args))
+    assert by_name["offs"] == ("ptr", offs.data_ptr())
+    assert by_name["tokens"] == ("i32", 250) and by_name["E"] == ("i32", 7)
+    assert by_name["batch_stride_b"] == ("i64", w.stride(0))
+    assert tuple(grid[:2]) == (2, 4 + 7) and tuple(out.shape) == (250, 72)
+    with pytest.raises(heddle.InputError, match="input 'offs' axis 0: size 6 but symbol E is already bound to 7"):
+        k.bind([x, w, bias, offs[:-1]])  # the launch's checks: E bound by w, offs of another length

@@ -43,6 +43,11 @@ class Tensor:
         return self._tv.shape
 
     @property
+    def per_expert(self) -> bool:
+        """An [E, N] input a grouped matmul's epilogue reads at each row's expert (Fusion.per_expert)."""
+        return self._tv.per_expert
+
+    @property
     def axes(self) -> List[str]:
         """Loop axes after split/reorder (the matmul tensor only)."""
         return self._tv.axes
@@ -241,6 +246,11 @@ class Fusion:
                                                  _tensor(self, w, "grouped_matmul: w"),
                                                  _bool(trans_b, "grouped_matmul: trans_b"),
                                                  _str(offsets, "grouped_matmul: offsets")))
+
+    def per_expert(self, t: Tensor) -> Tensor:
+        """Marks input `t` [E, N] as per expert for the fusion's grouped matmul (a bias per expert): output row
+        r reads t[e] for r's expert e; it broadcasts over the rows as [1, N] (docs/grouped.md)."""
+        return self._wrap(self._f.per_expert(_tensor(self, t, "per_expert")))
 
     def output(self, t: Tensor) -> Tensor:
         self._f.add_output(_tensor(self, t, "output"))

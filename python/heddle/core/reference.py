@@ -31,11 +31,24 @@ def grouped_reference(x, w, offs, trans_b: bool = False):
     return out
 
 
+def _rows_of_experts(t, offs, rows: int):
+    """An [E, N] per-expert operand as [rows, N]: row r is t[e] for the group e holding r (zero past the groups)."""
+    out = t.new_zeros((rows, t.shape[1]))
+    start = 0
+    for e, end in enumerate(int(v) for v in offs.tolist()):
+        out[start:end] = t[e]
+        start = max(start, end)
+    return out
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
     (e.g. the pre-activation a backward keeps, then the activation) returns them as a tuple, in order."""
     env = {t.name: x.to(compute_dtype) for t, x in zip(fusion.inputs, tensors)}
+    for t in fusion.inputs:
+        if t.per_expert:  # [E, N] -> [T, N]: each row its expert's row (the group ends follow the inputs)
+            env[t.name] = _rows_of_experts(env[t.name], tensors[len(fusion.inputs)], tensors[0].shape[0])
     for e in fusion.exprs():
         ins = [env[n] for n in e["inputs"]]
         op = e["op"]

@@ -4,10 +4,11 @@
 
 x [T, K] holds the tokens sorted by expert, w [E, K, N] one weight matrix per expert (a transposed view
 of an [E, N, K] tensor, w_nk.transpose(-1, -2), is read as it is stored), offs int32 [E] the group ends:
-rows offs[e-1] .. offs[e] of x (offs[-1] = 0) use w[e] (torch._grouped_mm's convention). The kernel walks
-the groups on the device (no host read of offs): that offs is non-decreasing and ends at most at T is the
-caller's contract, as for torch._grouped_mm; rows past offs[E-1] are not written. CUDA tensors run the
-compiled kernel; CPU tensors run the printed kernel under HEDDLE_INTERPRET=1 (heddle.interpret), else torch.
+rows offs[e-1] .. offs[e] of x (offs[-1] = 0) use w[e] (torch._grouped_mm's convention); bias is [N] (shared)
+or [E, N] (a row per expert, Fusion.per_expert). The kernel walks the groups on the device (no host read of
+offs): that offs is non-decreasing and ends at most at T is the caller's contract, as for torch._grouped_mm;
+rows past offs[E-1] are not written. CUDA tensors run the compiled kernel; CPU tensors run the printed
+kernel under HEDDLE_INTERPRET=1 (heddle.interpret), else torch.
 """
 from __future__ import annotations
 
@@ -55,12 +56,10 @@ def _check(x, w, offs, bias, activation, out_dtype):
         raise InputError(f"heddle.grouped_mm: x's rows are not contiguous (stride {x.stride(-1)}); call .contiguous()")
     N = w.shape[2]
     if bias is not None:
-        if not isinstance(bias, torch.Tensor) or bias.dim() != 1 or bias.shape[0] != N:
+        if not isinstance(bias, torch.Tensor) or list(bias.shape) not in ([N], [w.shape[0], N]):
             shape = list(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__
-            per_expert = isinstance(bias, torch.Tensor) and list(bias.shape) == [w.shape[0], N]
-            raise InputError(f"heddle.grouped_mm: bias must be [N] = [{N}] (one row shared by the experts), got "
-                             f"{shape}" + ("; a per-expert bias [E, N] is not supported yet (docs/grouped.md)"
-                                           if per_expert else ""))
+            raise InputError(f"heddle.grouped_mm: bias must be [N] = [{N}] (shared by the experts) or [E, N] = "
+                             f"[{w.shape[0]}, {N}] (one row per expert), got {shape}")
         if bias.dtype not in _DT:
             raise InputError(f"heddle.grouped_mm: bias has dtype {bias.dtype}; use float16, bfloat16 or float32")
     if activation is not None and activation not in ACTIVATIONS:
@@ -75,16 +74,17 @@ def _check(x, w, offs, bias, activation, out_dtype):
                      "contiguous; call .contiguous()")
 
 
-def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], activation: Optional[str],
-                   out_dtype: str) -> Fusion:
-    """The fusion of one grouped_mm signature: x ["T", k], w ["E", k, n] (trans_b: ["E", n, k]), a bias [n],
-    the activation, the cast to out_dtype; the group ends `offs` follow the inputs at launch."""
+def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,
+                   activation: Optional[str], out_dtype: str) -> Fusion:
+    """The fusion of one grouped_mm signature: x ["T", k], w ["E", k, n] (trans_b: ["E", n, k]), a bias [n] or
+    per expert ["E", n], the activation, the cast to out_dtype; the group ends `offs` follow the inputs."""
     fd = Fusion()
     x = fd.input("x", dtype, ["T", k])
     w = fd.input("w", dtype, ["E", n, k] if trans_b else ["E", k, n])
     y = fd.grouped_matmul(x, w, trans_b, "offs")
     if bias is not None:
-        y = y + fd.input("bias", bias, [n])
+        b = fd.input("bias", bias, ["E", n] if bias_per_expert else [n])
+        y = y + (fd.per_expert(b) if bias_per_expert else b)
     if activation is not None:
         y = ops_unary(activation, y)
     fd.output(y.to(out_dtype))
@@ -92,11 +92,11 @@ def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str
 
 
 @functools.lru_cache(maxsize=64)
-def grouped_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str],
+def grouped_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,
                    activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool) -> Kernel:
     """The grouped kernel of one signature on `target` (the cp.async + mma.sync kernel), lowered (and compiled
     with NVRTC when rtc) once."""
-    fd = grouped_fusion(dtype, k, n, trans_b, bias, activation, out_dtype)
+    fd = grouped_fusion(dtype, k, n, trans_b, bias, bias_per_expert, activation, out_dtype)
     fd.auto_schedule(target, -1, n, k)
     return Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc)
 
@@ -107,7 +107,7 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *, bias: Op
     trans_b, stored = _check(x, w, offs, bias, activation, out_dtype)
     out_dt = _DT[out_dtype or x.dtype]
     sig = (_DT[x.dtype], int(x.shape[1]), int(w.shape[2]), trans_b, None if bias is None else _DT[bias.dtype],
-           activation, out_dt)
+           bias is not None and bias.dim() == 2, activation, out_dt)
     tensors = [x, stored] + ([bias] if bias is not None else []) + [offs]
     if x.device.type == "cuda":
         from ..core.runtime import target_for_device

@@ -302,13 +302,32 @@ void Fusion::checkGroupedOperands(TensorView* x, TensorView* w, const std::strin
                           " is computed inside the fusion; grouped matmul operands are fusion inputs");
 }
 
+TensorView* Fusion::perExpert(TensorView* t) {
+  checkOwned(t, "per_expert");
+  auto* mm = findMatmul();
+  if (!mm || mm->definition->groupOffsets.empty())
+    fail<ScheduleError>("per_expert(", t->name, "): the fusion has no grouped matmul; a per-expert operand ",
+                        "is indexed by a grouped matmul's expert (define it with grouped_matmul first)");
+  if (!t->isInput)
+    fail<ScheduleError>("per_expert(", t->name, "): ", t->name, " is computed inside the fusion; a per-expert ",
+                        "operand is a fusion input");
+  const Size& E = mm->definition->groupExperts;
+  if (t->rank() != 2 || !sameSize(t->shape[0], E))
+    fail<ScheduleError>("per_expert(", t->str(), "): a per-expert operand is [E, N] with the experts' E = ", E.str(),
+                        " first");
+  t->perExpert = true;
+  return t;
+}
+
 std::vector<Size> broadcastShapes(const TensorView* a, const TensorView* b) {
   int r = std::max(a->rank(), b->rank());
   std::vector<Size> out(r);
+  static const Size one{1, ""};
   for (int i = 0; i < r; ++i) {
     int ia = i - (r - a->rank()), ib = i - (r - b->rank());
-    const Size* sa = ia >= 0 ? &a->shape[ia] : nullptr;
-    const Size* sb = ib >= 0 ? &b->shape[ib] : nullptr;
+    // a per-expert [E, N] operand broadcasts over the rows as [1, N] (its row is the row's expert's)
+    const Size* sa = ia >= 0 ? (a->perExpert && ia == 0 ? &one : &a->shape[ia]) : nullptr;
+    const Size* sb = ib >= 0 ? (b->perExpert && ib == 0 ? &one : &b->shape[ib]) : nullptr;
     auto isOne = [](const Size* s) { return !s || (!s->isSymbolic() && s->value == 1); };
     if (isOne(sa)) out[i] = sb ? *sb : Size{1, ""};
     else if (isOne(sb)) out[i] = *sa;

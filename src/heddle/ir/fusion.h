@@ -112,6 +112,9 @@ class TensorView {
   int clusterSize = 1;                 // cluster(size, along): CTAs per thread-block cluster (1 = none)
   std::string clusterAlong = "m";      // the tile axis the cluster's CTAs are neighbours along
   int computeAtAxis = -1;              // loop axis of the consumer this cache is filled in
+  // An [E, N] input of a grouped matmul's epilogue whose row e belongs to expert e (Fusion::perExpert):
+  // output row r reads the row of r's expert; it broadcasts as [1, N] (docs/grouped.md).
+  bool perExpert = false;
 
   int rank() const { return (int)shape.size(); }
   std::string str() const;  // "T3 (bf16)[M, 4096]"
@@ -131,6 +134,10 @@ class Fusion {
   // offsets[-1] = 0). The result is [T, N]: row r = x[r] @ w[e] for the expert e whose group holds r.
   // The fusion's only matmul; the epilogue after it is per element as for any matmul. docs/grouped.md.
   TensorView* groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets);
+  // Marks the input t [E, N] as per expert for the fusion's grouped matmul (a bias per expert): in the
+  // epilogue, output row r reads t[e] for r's expert e. Refused without a grouped matmul, for a computed
+  // tensor, or for a shape other than [E, N] with w's E. Returns t.
+  TensorView* perExpert(TensorView* t);
   TensorView* binary(OpKind k, TensorView* a, TensorView* b);
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);
