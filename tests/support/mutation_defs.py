@@ -5,6 +5,7 @@ from support import tcgen05_defs
 from support.wgmma_defs import build, schedule_sm90
 from support.interp_defs import amd, inputs, kernel, sm80, sm90
 from support.matmul_defs import matmul_fusion, schedule
+from support import grouped_defs
 
 
 def _cluster(along="m"):
@@ -52,6 +53,8 @@ FAMILIES = {
     "sm90_stream_k": (_sm90_stream_k, "sm_90a", 70, None, "sm_90a warp-specialized stream-K, 11 CTAs"),
     "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
+    "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
+                     "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
     "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
@@ -65,6 +68,8 @@ def family_kernel(name):
     """(heddle.Kernel, inputs, sms) of a family's representative kernel (lowered only, no NVRTC)."""
     make, target, M, sms, _ = FAMILIES[name]
     fd = make()
+    if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py RAGGED["mixed"] ends at 250)
+        return kernel(fd, target), grouped_defs.grouped_inputs(fd, grouped_defs.RAGGED["mixed"], seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
@@ -89,6 +94,10 @@ KNOWN_SURVIVORS = {
     'sm80_split_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 55)'),
+    ],
+    'sm80_grouped': [  # the prologue's one load (prefetch 1): stage 0 either way
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
     ],
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),

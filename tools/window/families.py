@@ -291,6 +291,36 @@ def _():
            [Case("silu-residual-M300", call=_matmul_case(300, epilogue="silu", residual=True), M=300)]
 
 
+# --- the grouped matmul (mixture of experts, docs/grouped.md): heddle.grouped_mm, the mma.sync kernel ------
+
+def _grouped_case(ends, n=264, k=200, trans_b=False, activation="gelu", per_expert=False):
+    def call(device, seed):
+        import torch
+        from support.grouped_defs import reference
+        g = torch.Generator().manual_seed(seed)
+        E = len(ends)
+        x = (torch.randn(ends[-1], k, generator=g) * 0.5).to(torch.bfloat16)
+        w = (torch.randn(E, n, k, generator=g) * k ** -0.5).to(torch.bfloat16)  # [E, N, K]
+        bias = torch.randn(*((E, n) if per_expert else (n,)), generator=g).to(torch.bfloat16)
+        offs = torch.tensor(ends, dtype=torch.int32)
+        rows = bias[torch.repeat_interleave(torch.arange(E), (offs - torch.cat([offs[:1] * 0, offs[:-1]])).long())] \
+            if per_expert else bias  # each row's expert's bias row
+        ref = reference(x, w, offs, trans_b=True, bias=rows, activation=activation)
+        wk = w.transpose(-1, -2) if trans_b else w.transpose(-1, -2).contiguous()  # a view of [E, N, K] or [E, K, N]
+        y = heddle.grouped_mm(x.to(device), wk.to(device), offs.to(device), bias=bias.to(device), activation=activation)
+        return y, ref.to(torch.bfloat16)
+    return call
+
+
+@family("grouped_cp_async", "any", False, "grouped matmul (MoE): the device walk over ragged expert groups, mma.sync")
+def _():
+    skewed = [0, 1, 300, 300, 301, 733, 740, 1000]  # empty and one-row groups, groups ending mid-tile
+    return [Case("nn-skewed-E8", call=_grouped_case(skewed), M=1000),
+            Case("nt-skewed-E8", call=_grouped_case(skewed, trans_b=True, activation="silu"), M=1000),
+            Case("nt-E64-T129", call=_grouped_case([2 * e + (e % 3) for e in range(63)] + [129], trans_b=True), M=129),
+            Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True), M=1000)]
+
+
 # --- the launch path itself (runtime checks that only a real driver exercises) -------------------------
 
 def _ok(device):

@@ -43,6 +43,11 @@ class Tensor:
         return self._tv.shape
 
     @property
+    def per_expert(self) -> bool:
+        """An [E, N] input a grouped matmul's epilogue reads at each row's expert (Fusion.per_expert)."""
+        return self._tv.per_expert
+
+    @property
     def axes(self) -> List[str]:
         """Loop axes after split/reorder (the matmul tensor only)."""
         return self._tv.axes
@@ -231,6 +236,21 @@ class Fusion:
         """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K]."""
         return self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
                                          _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
+
+    def grouped_matmul(self, x: Tensor, w: Tensor, trans_b: bool = False, offsets: str = "offs") -> Tensor:
+        """A grouped matmul (mixture of experts; torch._grouped_mm's convention): x [T, K] holds the tokens
+        sorted by expert, w [E, K, N] (trans_b: [E, N, K]) one matrix per expert, and the int32 [E] group
+        ends, named `offsets`, are a launch argument after the fusion's inputs: rows offs[e-1] .. offs[e] of
+        x (offs[-1] = 0) use w[e]. The result is [T, N]; the fusion's only matmul (docs/grouped.md)."""
+        return self._wrap(self._f.grouped_matmul(_tensor(self, x, "grouped_matmul: x"),
+                                                 _tensor(self, w, "grouped_matmul: w"),
+                                                 _bool(trans_b, "grouped_matmul: trans_b"),
+                                                 _str(offsets, "grouped_matmul: offsets")))
+
+    def per_expert(self, t: Tensor) -> Tensor:
+        """Marks input `t` [E, N] as per expert for the fusion's grouped matmul (a bias per expert): output row
+        r reads t[e] for r's expert e; it broadcasts over the rows as [1, N] (docs/grouped.md)."""
+        return self._wrap(self._f.per_expert(_tensor(self, t, "per_expert")))
 
     def output(self, t: Tensor) -> Tensor:
         self._f.add_output(_tensor(self, t, "output"))

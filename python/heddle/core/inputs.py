@@ -14,7 +14,8 @@ from typing import Dict, Sequence
 
 from .errors import InputError
 
-DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
+          "i32": "int32"}  # i32: group ends
 
 
 def same_device(where: str, names: Sequence[str], tensors) -> None:
@@ -108,6 +109,8 @@ class MatmulGeometry:
         self.batch = a.shape[0] if self.batched else 1
         self.out_shape = (self.batch, self.M, self.N) if self.batched else (self.M, self.N)
         self.env = {"M": self.M, "N": self.N, "K": self.K, "batch": self.batch}
+        if mexpr.get("group_offsets"):  # a grouped matmul: T rows in all, E experts (lower/build/grouped_walk.h)
+            self.env.update(tokens=self.M, E=b.shape[0])
         for nm, t in ((self.a_name, a), (self.b_name, b)):
             if t.stride(-1) != 1 and t.shape[-1] > 1:
                 raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
@@ -117,6 +120,17 @@ class MatmulGeometry:
 
 def matmul_expr(fusion) -> dict:
     return next(e for e in fusion.exprs() if e["op"] == "matmul")
+
+
+def launch_decls(fusion):
+    """What a launch of the fusion takes, [(name, dtype, shape)]: its inputs, then a grouped matmul's int32
+    group ends [E] (E: the expert axis of its weights; docs/grouped.md)."""
+    decls = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
+    e = matmul_expr(fusion)
+    if e.get("group_offsets"):
+        w = next(shape for name, _, shape in decls if name == e["inputs"][1])
+        decls.append((e["group_offsets"], "i32", [w[0]]))
+    return decls
 
 
 def matmul_geometry(fusion, by_name) -> MatmulGeometry:

@@ -26,7 +26,7 @@ class Kernel:
         self.vec_e = vec_e
         self._pairs = lowered.pair_operands if vec_e > 1 else []  # inputs the epilogue reads in column pairs
         self._loaded = None
-        self._inputs = [(t.name, t.dtype, t.shape) for t in fusion.inputs]
+        self._inputs = inputs.launch_decls(fusion)  # the fusion's inputs (then a grouped matmul's group ends)
         self._params = lowered.params
         self._out = fusion.outputs[0]
         self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
@@ -220,6 +220,7 @@ class Kernel:
         outs = [torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[o.dtype]), device=a.device) for o in self._outs]
         out = outs[0]
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "batch": ("i32", g.batch),
+                  "tokens": ("i32", M), "E": ("i32", g.env.get("E", 0)),  # a grouped matmul's (grouped_walk.h)
                   "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
@@ -256,6 +257,7 @@ class Kernel:
             elif name[:1] == "D" and name[1:].isdigit() and kind == "ptr": address(i=int(name[1:]))
             elif name in scalar: args.append(scalar[name])
             elif name.startswith("E_") and kind == "ptr": address(tensor)
+            elif name == "offs" and kind == "ptr": address(tensor)  # a grouped matmul's int32 group ends
             elif name.startswith("E_"):  # E_<tensor>_s<axis>: stride of an epilogue operand
                 tname, ax = name[2:].rsplit("_s", 1)
                 args.append(("i64", by_name[tname].stride(int(ax))))

@@ -18,15 +18,44 @@ _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3
        "e5m2": torch.float8_e5m2}
 
 
+def grouped_reference(x, w, offs, trans_b: bool = False):
+    """A grouped matmul in x's dtype, one expert at a time: rows offs[e-1] .. offs[e] of x (offs[-1] = 0) times
+    w[e] (w[e].T with trans_b); rows past offs[-1] are zero, as torch._grouped_mm leaves them undefined
+    (heddle's kernel does not write them: docs/grouped.md)."""
+    out = x.new_zeros((x.shape[0], w.shape[-2] if trans_b else w.shape[-1]))
+    start = 0
+    for e, end in enumerate(int(v) for v in offs.tolist()):
+        if end > start:
+            we = w[e].transpose(-1, -2) if trans_b else w[e]
+            out[start:end] = x[start:end] @ we.to(x.dtype)
+        start = max(start, end)
+    return out
+
+
+def _rows_of_experts(t, offs, rows: int):
+    """An [E, N] per-expert operand as [rows, N]: row r is t[e] for the group e holding r (zero past the groups)."""
+    out = t.new_zeros((rows, t.shape[1]))
+    start = 0
+    for e, end in enumerate(int(v) for v in offs.tolist()):
+        out[start:end] = t[e]
+        start = max(start, end)
+    return out
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
     (e.g. the pre-activation a backward keeps, then the activation) returns them as a tuple, in order."""
     env = {t.name: x.to(compute_dtype) for t, x in zip(fusion.inputs, tensors)}
+    for t in fusion.inputs:
+        if t.per_expert:  # [E, N] -> [T, N]: each row its expert's row (the group ends follow the inputs)
+            env[t.name] = _rows_of_experts(env[t.name], tensors[len(fusion.inputs)], tensors[0].shape[0])
     for e in fusion.exprs():
         ins = [env[n] for n in e["inputs"]]
         op = e["op"]
-        if op == "matmul":
+        if op == "matmul" and e.get("group_offsets"):  # after the fusion's inputs come the group ends
+            r = grouped_reference(ins[0], ins[1], tensors[len(fusion.inputs)], e["trans_b"])
+        elif op == "matmul":
             a, b = ins
             if e["trans_a"]:
                 a = a.transpose(-1, -2)

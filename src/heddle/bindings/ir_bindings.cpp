@@ -131,6 +131,7 @@ void bindIr(py::module_& m) {
       .def_property_readonly("cluster_size",
                              [](const TensorView& t) { return py::make_tuple(t.clusterSize, t.clusterAlong); })
       .def_property_readonly("stream_k_ctas", [](const TensorView& t) { return t.streamK; })
+      .def_property_readonly("per_expert", [](const TensorView& t) { return t.perExpert; })
       .def("__repr__", &TensorView::str);
 
   py::class_<Fusion>(m, "Fusion")
@@ -143,6 +144,9 @@ void bindIr(py::module_& m) {
           py::return_value_policy::reference_internal)
       .def("matmul", &Fusion::matmul, py::arg("a"), py::arg("b"), py::arg("trans_a") = false,
            py::arg("trans_b") = false, py::return_value_policy::reference_internal)
+      .def("per_expert", &Fusion::perExpert, py::arg("t"), py::return_value_policy::reference_internal)
+      .def("grouped_matmul", &Fusion::groupedMatmul, py::arg("x"), py::arg("w"), py::arg("trans_b") = false,
+           py::arg("offsets") = "offs", py::return_value_policy::reference_internal)
       .def(
           "binary",
           [](Fusion& f, const std::string& op, TensorView* a, TensorView* b) { return f.binary(opFromName(op), a, b); },
@@ -233,6 +237,7 @@ void bindIr(py::module_& m) {
                d["scalar_on_left"] = e->scalarOnLeft;
                d["trans_a"] = e->transA;
                d["trans_b"] = e->transB;
+               d["group_offsets"] = e->groupOffsets;  // a grouped matmul's group-ends argument ("" = none)
                d["cast"] = std::string(dtypeName(e->castTo));
                d["output"] = e->output->name;
                d["dtype"] = std::string(dtypeName(e->output->dtype));

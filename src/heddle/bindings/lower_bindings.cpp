@@ -179,7 +179,7 @@ void bindLower(py::module_& m) {
           [](const Lowered& l) {
             py::list out;
             for (auto& p : l.k().params) {
-              static const char* kinds[] = {"ptr", "i32", "i64", "f32", "tensormap", "ptr"};
+              static const char* kinds[] = {"ptr", "i32", "i64", "f32", "tensormap", "ptr", "ptr"};
               out.append(py::make_tuple(p.name, kinds[p.kind], std::string(dtypeName(p.dtype)), p.tensor));
             }
             return out;
@@ -203,6 +203,7 @@ void bindLower(py::module_& m) {
                                d["wgmma"] = t.mma == MmaKind::Wgmma;
                                d["mma"] = mmaKindName(t.mma);  // the kernel's one MMA kind
                                d["batch_walk"] = t.batchWalk;  // a persistent walk over batch x m-tiles x n-tiles
+                               d["grouped"] = t.grouped;  // a grouped matmul's device walk (lower/build/grouped_walk.h)
                                return d;
                              })
       .def_property_readonly("tensor_maps",

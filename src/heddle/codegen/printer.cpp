@@ -19,6 +19,7 @@ std::string CLikePrinter::paramDecl(const kir::Param& p) {
     case kir::Param::Float: return "float " + p.name;
     case kir::Param::TensorMap: return "const __grid_constant__ heddle::TmaDesc " + p.name;
     case kir::Param::FlagPtr: return "int* " + p.name;
+    case kir::Param::IndexPtr: return "const int* __restrict__ " + p.name;
   }
   return "";
 }
@@ -397,6 +398,34 @@ void CLikePrinter::epilogue(const kir::Kernel& k, int d) {
   os_ << ind(d + 2) << "}\n";
 }
 
+// The grouped matmul's tile walk (lower/build/grouped_walk.h, docs/grouped.md): the m-tile block index is a
+// linear index over every group's m tiles; the CTA finds its group from the group ends offs[0..E) (plain
+// global loads of a read-only launch argument), exits when the index is past the last group's tiles, and
+// runs the plain kernel with M = the group's end row, m0 absolute, batch_idx = the expert, B = w[expert].
+void CLikePrinter::groupedWalk(const kir::Kernel& k) {
+  const auto& t = k.tile;
+  const char* mt = t.swapBlocks ? "blockIdx.x" : "blockIdx.y";
+  os_ << "  // grouped tile walk: " << mt << " -> (expert g_e, its m tile at row g_m0; the group ends at g_end)\n";
+  os_ << "  int g_e = -1, g_m0 = 0, g_end = 0;\n";
+  os_ << "  {\n";
+  os_ << "    int start = 0, before = 0;  // the group's first row; the m tiles of the groups before it\n";
+  os_ << "    for (int e = 0; e < E; ++e) {\n";
+  os_ << "      const int end = offs[e];\n";
+  os_ << "      const int tiles = end > start ? (end - start + " << t.bm << " - 1) / " << t.bm << " : 0;\n";
+  os_ << "      if ((int)" << mt << " < before + tiles) {\n";
+  os_ << "        g_e = e, g_m0 = start + ((int)" << mt << " - before) * " << t.bm << ", g_end = end;\n";
+  os_ << "        break;\n";
+  os_ << "      }\n";
+  os_ << "      before += tiles, start = end;\n";
+  os_ << "    }\n";
+  os_ << "  }\n";
+  os_ << "  if (g_e < 0) return;  // a surplus tile of the grid's bound ceil(tokens / bm) + E: the whole CTA exits\n";
+  os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn << ";\n";
+  os_ << "  const int M = g_end;  // loads zero-fill rows past the group's end; the epilogue stores stop at it\n";
+  os_ << "  const int batch_idx = g_e;\n";
+  os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
+}
+
 std::string CLikePrinter::print(const kir::Kernel& k) {
   k_ = &k;
   os_.str("");
@@ -415,9 +444,13 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   os_ << "  const int tid = threadIdx.x, warp = tid / " << target_.warpSize << ", lane = tid % " << target_.warpSize
       << ";\n";
   const bool swap = t.swapBlocks;  // m tiles on blockIdx.x
-  os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx." << (swap ? "y" : "x")
-      << " * " << t.bn / t.parts << ";\n";  // a matmul group: bn / parts output columns of each member
-  if (!t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
+  if (t.grouped) {
+    groupedWalk(k);
+  } else {
+    os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx."
+        << (swap ? "y" : "x") << " * " << t.bn / t.parts << ";\n";     // a matmul group: bn / parts columns of each
+    if (!t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
+  }
   if (t.batched && !t.batchWalk) {
     os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";
     os_ << "  D += (long long)batch_idx * batch_stride_d;\n";

@@ -213,7 +213,12 @@ void Fusion::checkGroupMember(const Expr* first, TensorView* a, TensorView* b, b
 TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool transB) {
   checkOwned(a, "matmul");
   checkOwned(b, "matmul");
-  if (auto* first = findMatmul()) checkGroupMember(first->definition, a, b, transA, transB);
+  if (auto* first = findMatmul()) {
+    if (!first->definition->groupOffsets.empty())
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): the fusion has a grouped matmul (", first->name,
+                          "), which is its only matmul; define this matmul in a fusion of its own");
+    checkGroupMember(first->definition, a, b, transA, transB);
+  }
   // two f16, two bf16, or two 8-bit floats (e4m3 and e5m2 mix: the FP8 tensor-core instructions take
   // each operand's format separately, PTX ISA "wgmma.mma_async" .atype/.btype)
   const bool bothFloat8 = isFloat8(a->dtype) && isFloat8(b->dtype);
@@ -265,13 +270,76 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   return out;
 }
 
+TensorView* Fusion::groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets) {
+  checkOwned(x, "grouped_matmul");
+  checkOwned(w, "grouped_matmul");
+  const std::string call = "grouped_matmul(" + x->name + ", " + w->name + ")";
+  if (findMatmul())
+    fail<ScheduleError>(call,
+                        ": the fusion already has a matmul; a grouped matmul is the fusion's only one "
+                        "(define one fusion per grouped GEMM)");
+  if (offsets.empty() || offsets == x->name || offsets == w->name)
+    fail<ScheduleError>(call, ": name the int32 group-ends argument (offsets) with a name of its own, got '", offsets,
+                        "'");
+  for (auto* t : inputs_)
+    if (t->name == offsets)
+      fail<ScheduleError>(call, ": the group-ends name '", offsets, "' is already an input's name; pick another");
+  if (x->rank() != 2)
+    fail<ScheduleError>(call, ": the tokens ", x->name, " must be rank 2 [T, K] (sorted by expert), got rank ",
+                        x->rank());
+  if (w->rank() != 3)
+    fail<ScheduleError>(call, ": the expert weights ", w->name,
+                        " must be rank 3 [E, K, N] (or [E, N, K] with trans_b), got rank ", w->rank());
+  checkGroupedOperands(x, w, call);
+  const Size K = x->shape[1], Kw = transB ? w->shape[2] : w->shape[1], N = transB ? w->shape[1] : w->shape[2];
+  if (!sameSize(K, Kw))
+    fail<ScheduleError>(call, ": contraction sizes differ: ", x->name, " gives K=", K.str(), ", ", w->name,
+                        " gives K=", Kw.str(), transB ? " (w is [E, N, K] with trans_b)" : " (w is [E, K, N])");
+  auto* out = newTensor(DType::F32, {x->shape[0], N}, "");
+  auto* e = newExpr(OpKind::Matmul, {x, w}, out);
+  e->transB = transB;
+  e->groupOffsets = offsets;
+  e->groupExperts = w->shape[0];
+  return out;
+}
+
+void Fusion::checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const {
+  if (x->dtype == DType::F32 || isFloat8(x->dtype) || isFloat8(w->dtype) || x->dtype != w->dtype)
+    fail<ScheduleError>(call, ": operands are ", dtypeName(x->dtype), " and ", dtypeName(w->dtype),
+                        "; the tensor-core grouped matmul takes two f16 or two bf16 inputs (8-bit float grouped "
+                        "GEMMs are not in this build: docs/grouped.md)");
+  for (auto* op : {x, w})
+    if (!op->isInput)
+      fail<ScheduleError>(call, ": operand ", op->name,
+                          " is computed inside the fusion; grouped matmul operands are fusion inputs");
+}
+
+TensorView* Fusion::perExpert(TensorView* t) {
+  checkOwned(t, "per_expert");
+  auto* mm = findMatmul();
+  if (!mm || mm->definition->groupOffsets.empty())
+    fail<ScheduleError>("per_expert(", t->name, "): the fusion has no grouped matmul; a per-expert operand ",
+                        "is indexed by a grouped matmul's expert (define it with grouped_matmul first)");
+  if (!t->isInput)
+    fail<ScheduleError>("per_expert(", t->name, "): ", t->name, " is computed inside the fusion; a per-expert ",
+                        "operand is a fusion input");
+  const Size& E = mm->definition->groupExperts;
+  if (t->rank() != 2 || !sameSize(t->shape[0], E))
+    fail<ScheduleError>("per_expert(", t->str(), "): a per-expert operand is [E, N] with the experts' E = ", E.str(),
+                        " first");
+  t->perExpert = true;
+  return t;
+}
+
 std::vector<Size> broadcastShapes(const TensorView* a, const TensorView* b) {
   int r = std::max(a->rank(), b->rank());
   std::vector<Size> out(r);
+  static const Size one{1, ""};
   for (int i = 0; i < r; ++i) {
     int ia = i - (r - a->rank()), ib = i - (r - b->rank());
-    const Size* sa = ia >= 0 ? &a->shape[ia] : nullptr;
-    const Size* sb = ib >= 0 ? &b->shape[ib] : nullptr;
+    // a per-expert [E, N] operand broadcasts over the rows as [1, N] (its row is the row's expert's)
+    const Size* sa = ia >= 0 ? (a->perExpert && ia == 0 ? &one : &a->shape[ia]) : nullptr;
+    const Size* sb = ib >= 0 ? (b->perExpert && ib == 0 ? &one : &b->shape[ib]) : nullptr;
     auto isOne = [](const Size* s) { return !s || (!s->isSymbolic() && s->value == 1); };
     if (isOne(sa)) out[i] = sb ? *sb : Size{1, ""};
     else if (isOne(sb)) out[i] = *sa;

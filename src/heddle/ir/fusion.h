@@ -66,6 +66,10 @@ struct Expr {
   bool transA = false, transB = false;  // matmul: operand stored transposed
   DType castTo = DType::F32;            // Cast
   TensorView* output = nullptr;
+  // A grouped matmul (Fusion::groupedMatmul): the name of its int32 [E] group-ends input ("" = not grouped)
+  // and the expert count E (w's leading axis). docs/grouped.md.
+  std::string groupOffsets;
+  Size groupExperts;
 };
 
 // Where a cached copy of a tensor lives and how it gets there (cache_after).
@@ -112,6 +116,9 @@ class TensorView {
   int clusterSize = 1;                 // cluster(size, along): CTAs per thread-block cluster (1 = none)
   std::string clusterAlong = "m";      // the tile axis the cluster's CTAs are neighbours along
   int computeAtAxis = -1;              // loop axis of the consumer this cache is filled in
+  // An [E, N] input of a grouped matmul's epilogue whose row e belongs to expert e (Fusion::perExpert):
+  // output row r reads the row of r's expert; it broadcasts as [1, N] (docs/grouped.md).
+  bool perExpert = false;
 
   int rank() const { return (int)shape.size(); }
   std::string str() const;  // "T3 (bf16)[M, 4096]"
@@ -125,6 +132,16 @@ class Fusion {
 
   TensorView* addInput(const std::string& name, DType dt, std::vector<Size> shape);
   TensorView* matmul(TensorView* a, TensorView* b, bool transA, bool transB);
+  // A grouped matmul (mixture of experts, the torch._grouped_mm convention): x [T, K] holds the tokens
+  // sorted by expert, w [E, K, N] (transB: [E, N, K]) one weight matrix per expert, and the int32 [E]
+  // launch argument `offsets` the group ends (rows offsets[e-1] .. offsets[e] of x belong to expert e,
+  // offsets[-1] = 0). The result is [T, N]: row r = x[r] @ w[e] for the expert e whose group holds r.
+  // The fusion's only matmul; the epilogue after it is per element as for any matmul. docs/grouped.md.
+  TensorView* groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets);
+  // Marks the input t [E, N] as per expert for the fusion's grouped matmul (a bias per expert): in the
+  // epilogue, output row r reads t[e] for r's expert e. Refused without a grouped matmul, for a computed
+  // tensor, or for a shape other than [E, N] with w's E. Returns t.
+  TensorView* perExpert(TensorView* t);
   TensorView* binary(OpKind k, TensorView* a, TensorView* b);
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);
@@ -156,6 +173,7 @@ class Fusion {
   int serial_ = nextSerial();
   static int nextSerial();
   void checkGroupMember(const Expr* first, TensorView* a, TensorView* b, bool transA, bool transB) const;
+  void checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const;
   TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
   Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
   std::vector<std::unique_ptr<TensorView>> tvs_;

@@ -39,8 +39,9 @@ struct Buffer {
 };
 
 struct Param {
-  enum Kind { TensorPtr, Int32, Int64, Float, TensorMap, FlagPtr } kind = Int32;  // TensorMap: CUtensorMap by
-                                                                                  // value; FlagPtr: int* (grid flags)
+  // TensorMap: CUtensorMap by value; FlagPtr: int* (grid flags); IndexPtr: const int* (a grouped matmul's
+  // group ends, read-only during the launch)
+  enum Kind { TensorPtr, Int32, Int64, Float, TensorMap, FlagPtr, IndexPtr } kind = Int32;
   std::string name;
   DType dtype = DType::F32;  // element type for TensorPtr
   bool isConst = true;       // read-only tensor
@@ -438,6 +439,7 @@ struct Kernel {
     int tmemCols = 0;
     int parts = 1;
     bool batchWalk = false;
+    bool grouped = false;  // a grouped matmul: the m tile from the device walk over offs (lower/build/grouped_walk.h)
   } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
   // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):
   // no blockIdx.z batch, D indexed with batch_idx * batch_stride_d

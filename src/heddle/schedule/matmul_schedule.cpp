@@ -164,6 +164,25 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
   return "";
 }
 
+// A grouped matmul runs on the cp.async + mma.sync kernel, one CTA per (group m-tile, n tile); what that
+// kernel does not do yet is refused here, naming the option (docs/grouped.md, "Not done yet").
+static void checkGroupedSchedule(MatmulTiling& t, const Expr& e) {
+  t.grouped = true;
+  t.batchedB = true;
+  t.groupOffsets = e.groupOffsets;
+  const std::string mm = t.mm->name;
+  if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
+    fail<ScheduleError>("grouped matmul ", mm,
+                        ": the warp-specialized TMA + wgmma grouped kernel is not built yet; cache the operands "
+                        "with 'cp_async' (the mma.sync kernel, which sm_90a runs too) and drop warp_specialize");
+  if (t.splitK > 1 || t.streamK > 0)
+    fail<ScheduleError>("grouped matmul ", mm, ": ", t.splitK > 1 ? "split_k" : "stream_k",
+                        " shares a tile's k loop among CTAs, which the grouped tile walk does not do; drop it");
+  if (t.mm->clusterSize > 1)
+    fail<ScheduleError>("grouped matmul ", mm, ": cluster(", t.mm->clusterSize,
+                        ") is not supported by the grouped tile walk; drop it");
+}
+
 MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA, int vecB) {
   MatmulTiling t;
   t.warpSize = target.warpSize;
@@ -366,6 +385,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
+  if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e);
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
@@ -381,13 +401,18 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
     return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  if (target.mma.has(MmaKind::Wgmma) && given.tma &&
+  // a grouped matmul: the cp.async + mma.sync kernel on every NVIDIA target (docs/grouped.md)
+  const bool grouped = !mm->definition->groupOffsets.empty();
+  if (grouped && !target.mma.has(MmaKind::MmaSync))
+    fail<ScheduleError>("auto schedule: the grouped matmul ", mm->name, " runs on the mma.sync kernel, which ",
+                        target.name, " lacks; use an NVIDIA target (sm_80 or newer)");
+  if (target.mma.has(MmaKind::Wgmma) && given.tma && !grouped &&
       parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulWgmma(f, target, given);
   }
-  if (target.mma.has(MmaKind::Tcgen05) && given.tma &&
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma && !grouped &&
       parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulTcgen05(f, target, given);
@@ -432,7 +457,7 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::CpAsync) : caches[0];
     if (hints.k < 0 || (hints.k + bk - 1) / bk >= stages) circularBuffer(c, stages, -1);
   }
-  if (mm->rank() == 2 && parts == 1 && kShareOk(target) && hints.m > 0 && hints.n > 0 &&
+  if (mm->rank() == 2 && parts == 1 && !grouped && kShareOk(target) && hints.m > 0 && hints.n > 0 &&
       hints.k > 0) {  // too few tiles: split-K or stream-K
     // (a matmul group shares no k loop: validateMatmulGroup; a target without grid flags runs neither)
     auto c = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), (hints.k + bk - 1) / bk, stages,

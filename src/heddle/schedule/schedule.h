@@ -58,6 +58,10 @@ struct MatmulTiling {
   TensorView *aCache = nullptr, *bCache = nullptr;  // shared-memory caches
   bool transA = false, transB = false;
   bool batched = false, batchedB = false;
+  // A grouped matmul (Fusion::groupedMatmul): B is [E, K, N] per expert, the m tiles walk the groups of
+  // the int32 group ends `groupOffsets` on the device (lower/build/grouped_walk.h, docs/grouped.md).
+  bool grouped = false;
+  std::string groupOffsets;
   int bm = 0, bn = 0, bk = 0;
   int warpsM = 1, warpsN = 1;
   bool swapBlocks = false;  // m bound to BIDx instead of BIDy

@@ -41,6 +41,10 @@ static void walkWhere(const kir::Block& b, const std::string& where, const kir::
 std::string explainSyncPlan(const kir::Kernel& k) {
   std::ostringstream os;
   os << "sync plan for " << k.name << ": " << k.syncPlan.summary << "\n";
+  if (k.tile.grouped)  // lower/build/grouped_walk.h: the walk's reads need no sync op
+    os << "grouped tile walk: every thread reads the group ends offs[0..E) with plain global loads before the "
+          "first tile load; offs is a read-only launch argument (written before the launch in stream order, "
+          "never during it), so no sync orders these reads\n";
   int count = 0;
   walkWhere(k.body, "kernel body", k, os, count);
   if (count == 0) os << "(no sync ops: no two threads share a buffer stage)\n";

@@ -7,6 +7,8 @@
 //   r3 = gelu r2
 //   r4 = cast r3 -> bf16     (rounds through bf16, stays f32 in registers)
 //   store r4 -> D (bf16)
+// A grouped matmul's per-expert operand [E, N] (Fusion::perExpert): no row stride, its E axis read at
+// batch_idx, the tile's expert (`r1 = load bias[batch_idx, col]`, lower/build/grouped_walk.h).
 // Further outputs (output T3 as well: the pre-activation a backward keeps) store their register to
 // D1, D2, ... at D's index (same ldd and batch stride); the name gains _o<dtype> per further output.
 // and the kernel name gains the program: ..._e_add_gelu_bf16 (operand loads are implied by the ops that
@@ -47,7 +49,7 @@ void buildEpilogue(LowerContext& c) {
     if (x->rank() > rank)
       fail<ScheduleError>("epilogue op ", user, ": operand ", x->str(), " has more axes than the matmul result ",
                           mm->str(), "; epilogue operands broadcast into the matmul's shape, never beyond it");
-    for (int ax = 0; ax < x->rank(); ++ax) {
+    for (int ax = x->perExpert ? 1 : 0; ax < x->rank(); ++ax) {  // per expert: its E axis is the expert's
       auto& s = x->shape[ax];
       auto& o = mm->shape[rank - x->rank() + ax];
       bool one = !s.isSymbolic() && s.value == 1;
@@ -70,6 +72,10 @@ void buildEpilogue(LowerContext& c) {
     op.colStride = stride(1);
     op.rowStride = stride(2);
     op.batchStride = rank == 3 ? stride(3) : "";
+    if (x->perExpert) {  // [E, N] of a grouped matmul: row batch_idx (the tile's expert, grouped_walk.h)
+      op.batchStride = op.rowStride;
+      op.rowStride = "";
+    }
     bool seen = false;
     for (auto& p : k.params) seen |= p.name == op.tensorParam;
     if (!seen) {

@@ -23,9 +23,13 @@
 // (transposed B: row slices of the [bn][bk] stage). Every member's output column j of a warp then sits
 // in the same thread as the others' (fragment fn + p * FN / P): the epilogue combines them in registers.
 //
+// A grouped matmul (MatmulTiling::grouped): the same loop nest, with the grouped tile walk's parameters and
+// grid (lower/build/grouped_walk.h): M becomes the group's end row, B the expert's matrix.
+//
 // Runs when: always.
 #include <sstream>
 
+#include "heddle/lower/build/grouped_walk.h"
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
@@ -174,6 +178,7 @@ void buildMatmulLoops(LowerContext& c) {
   k.launch.gridX = t.swapBlocks ? gm : gn;
   k.launch.gridY = t.swapBlocks ? gn : gm;
   k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
+  if (t.grouped) grouped::buildGroupedWalk(c);      // the device walk over the experts' m tiles (build/grouped_walk.h)
   if (t.rolePipeline.enabled) setupTmaOperands(c);  // tensor maps, wgmma, 1024-byte tiles (tma_operands.cpp)
 }
 
