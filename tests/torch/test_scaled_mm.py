@@ -1,0 +1,137 @@
+"""heddle.scaled_mm (FP8 GEMMs in torch._scaled_mm's conventions) and its torch.compile capture: numbers against
+a float64 reference of the dequantized operands, every wrong input an InputError naming it, the custom op's
+opcheck, no backward, the interpreted target, and aten._scaled_mm + bias + gelu fused by backend="heddle"."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import heddle
+from heddle.core.errors import InputError, ScheduleError
+from heddle.pytorch import scaled_mm as smm
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def _operands(m, k, n, da=E4M3, db=E4M3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(da)
+    b = torch.randn(n, k, generator=g).to(db).t()   # [K, N] column-major: a Linear weight's w.t()
+    return a, b
+
+
+def _reference(a, b, sa, sb, bias=None, act=None):
+    y = (a.double() @ b.double()) * sa.double() * sb.double()
+    if bias is not None:
+        y = y + bias.double()
+    return {None: y, "gelu": F.gelu(y) if act == "gelu" else None, "relu": torch.relu(y)}[act]
+
+
+def _close(out, ref, bits=8):
+    """Within the output rounding of a `bits`-bit mantissa (bf16: 8) of the largest result."""
+    err = (out.double() - ref).abs().max().item()
+    assert err <= ref.abs().max().item() * 2.0 ** -bits + 1e-6, err
+
+
+@pytest.mark.parametrize("da,db", [(E4M3, E4M3), (E4M3, E5M2), (E5M2, E5M2)])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_scaled_mm_numbers(da, db, per_row):
+    m, k, n = 40, 64, 48
+    a, b = _operands(m, k, n, da, db)
+    sa = torch.rand(m, 1) + 0.5 if per_row else torch.tensor(0.75)
+    sb = torch.rand(1, n) + 0.5 if per_row else torch.tensor(1.5)
+    bias = torch.randn(n, dtype=torch.bfloat16)
+    out = heddle.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16, activation="relu")
+    assert out.dtype == torch.bfloat16 and out.shape == (m, n)
+    _close(out, _reference(a, b, sa, sb, bias, "relu"))
+    # torch's own op on CPU agrees (no activation there)
+    plain = heddle.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.float32)
+    torch.testing.assert_close(plain, torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.float32))
+
+
+def test_scaled_mm_float8_output_divides_by_scale_result():
+    a, b = _operands(32, 32, 16)
+    sa, sb, sr = torch.tensor(2.0), torch.tensor(0.5), torch.tensor(4.0)
+    out = heddle.scaled_mm(a, b, sa, sb, out_dtype=E4M3, scale_result=sr)
+    assert out.dtype == E4M3
+    ref = _reference(a, b, sa, sb) / 4.0
+    assert ((out.double() - ref).abs() <= ref.abs() * 2.0 ** -4 + 2.0 ** -9).all()   # e4m3: 3 mantissa bits
+    # a 16-bit output ignores scale_result, as torch does
+    torch.testing.assert_close(heddle.scaled_mm(a, b, sa, sb, scale_result=sr), heddle.scaled_mm(a, b, sa, sb))
+
+
+def _bad(**over):
+    a, b = _operands(32, 32, 16)
+    args = dict(a=a, b=b, scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0))
+    args.update(over)
+    return args
+
+
+@pytest.mark.parametrize("args,match", [
+    (_bad(a=torch.randn(32, 32, dtype=torch.bfloat16)), "'a' has dtype torch.bfloat16"),
+    (_bad(b=torch.randn(16, 32).to(torch.float16).t()), "'b' has dtype torch.float16"),
+    (_bad(a=torch.randn(2, 32, 32).to(E4M3)), "'a' has shape"),
+    (_bad(b=torch.randn(16, 48).to(E4M3).t()), "a gives K=32, b gives K=48"),
+    (_bad(a=torch.randn(32, 24).to(E4M3), b=torch.randn(16, 24).to(E4M3).t()), "K=24 and N=16 must be multiples"),
+    (_bad(b=torch.randn(24, 32).to(E4M3).t()), "N=24 must be multiples"),
+    (_bad(a=torch.randn(32, 32).to(E4M3).t()), "a must be row-major"),
+    (_bad(b=torch.randn(32, 16).to(E4M3)), "b must be column-major"),
+    (_bad(scale_a=torch.tensor(1.0, dtype=torch.float64)), "'scale_a' has dtype torch.float64"),
+    (_bad(scale_a=torch.ones(1, 32)), r"'scale_a' has shape \[1, 32\].*\[M, 1\] = \[32, 1\]"),
+    (_bad(scale_b=torch.ones(16, 1)), r"'scale_b' has shape \[16, 1\].*\[1, N\] = \[1, 16\]"),
+    (_bad(bias=torch.ones(32, dtype=torch.bfloat16)), r"'bias' is torch.bfloat16 \[32\]"),
+    (_bad(out_dtype=torch.int8), "out_dtype=torch.int8 is not supported"),
+    (_bad(out_dtype=E4M3, scale_result=torch.ones(2)), "'scale_result' is torch.float32 \\[2\\]"),
+    (_bad(activation="swish"), "activation 'swish'"),
+    (_bad(scale_a=1.0), "'scale_a' is a float, not a torch.Tensor"),
+])
+def test_scaled_mm_bad_inputs(args, match):
+    with pytest.raises(InputError, match=match):
+        heddle.scaled_mm(**args)
+
+
+def test_scaled_mm_op_opcheck_and_no_backward():
+    a, b = _operands(32, 64, 32)
+    sa, sb, bias = torch.rand(32, 1) + 0.5, torch.rand(1, 32) + 0.5, torch.randn(32, dtype=torch.bfloat16)
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias)
+    op = getattr(torch.ops.heddle, smm.scaled_op(spec).spec.op_name())
+    assert op._qualified_op_name == "heddle::smm_e4m3e4m3_k64_n32_src_Bbf16_obf16"
+    # test_schema's mutation check compares inputs with allclose, which CPU torch lacks for float8: the same
+    # check is made below on the bytes
+    res = torch.library.opcheck(op, tuple(args), test_utils=("test_autograd_registration", "test_faketensor",
+                                                             "test_aot_dispatch_dynamic"))
+    assert set(res.values()) == {"SUCCESS"}, res
+    before = [t.view(torch.uint8).clone() if t.element_size() == 1 else t.clone() for t in args]
+    op(*args)
+    assert all(torch.equal(x, t.view(torch.uint8) if t.element_size() == 1 else t) for x, t in zip(before, args))
+    sa.requires_grad_(True)
+    with pytest.raises(InputError, match="no backward"):
+        heddle.scaled_mm(a, b, sa, sb, bias=bias).float().sum().backward()
+
+
+@pytest.mark.parametrize("spec", [
+    smm.ScaledMatmulSpec("e4m3", "e5m2", 64, 32, True, False, "f16", "gelu_tanh", "e4m3", True),
+    smm.ScaledMatmulSpec("e5m2", "e4m3", 4096, 16, False, True, None, None, "f32")])
+def test_scaled_mm_op_names_decode(spec):
+    name = spec.op_name()
+    assert smm.decode(name) == spec
+    assert smm.decode(name.replace("_o", "_Z_o")) is None and smm.decode(name.replace("smm_", "mm_")) is None
+    assert smm.decode("smm_e4m3e4m3_k64_n32_sxx_obf16") is None
+    from heddle.pytorch.resolver import resolve_op
+    assert resolve_op(name) and hasattr(torch.ops.heddle, name)
+
+
+def test_scaled_mm_interprets_on_an_fp8_target(monkeypatch):
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_80")   # sm_80 refuses FP8: scaled_mm interprets for sm_90a
+    assert smm.interpret_target_fp8() == "sm_90a"
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
+    assert smm.interpret_target_fp8() == "sm_100a"
+    monkeypatch.delenv("HEDDLE_INTERPRET_TARGET")
+    a, b = _operands(64, 64, 64)
+    sa, sb, bias = torch.rand(64, 1) + 0.5, torch.rand(1, 64) + 0.5, torch.randn(64, dtype=torch.bfloat16)
+    try:
+        out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
+    except ScheduleError as e:   # until the sm_90a FP8 kernel family lands (docs/fp8.md)
+        assert "not lowered in this build yet" in str(e)
+        pytest.skip(f"FP8 wgmma kernels not in this build: {e}")
+    _close(out, _reference(a, b, sa, sb, bias, "gelu"))
