@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import heddle
+import heddle.dynamo as hd
 from heddle.core.errors import InputError, ScheduleError
 from heddle.pytorch import scaled_mm as smm
 
@@ -135,3 +136,77 @@ def test_scaled_mm_interprets_on_an_fp8_target(monkeypatch):
         assert "not lowered in this build yet" in str(e)
         pytest.skip(f"FP8 wgmma kernels not in this build: {e}")
     _close(out, _reference(a, b, sa, sb, bias, "gelu"))
+
+
+class FP8Linear(torch.nn.Module):
+    """A torchao-style float8 Linear in plain torch: the weight quantized per row to e4m3 with f32 scales, the
+    activation quantized per row or per tensor in the forward, then torch._scaled_mm + bias + gelu."""
+
+    def __init__(self, w, bias, per_row):
+        super().__init__()
+        self.w_scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0).float().t().contiguous()
+        self.wq = (w / self.w_scale.t()).to(E4M3)      # [N, K]
+        self.bias, self.per_row = bias, per_row
+
+    def quantize(self, x):
+        amax = x.abs().amax(dim=1, keepdim=True) if self.per_row else x.abs().amax()
+        xs = (amax.clamp(min=1e-12) / 448.0).float()
+        return (x / xs).to(E4M3), xs
+
+    def forward(self, x):
+        xq, xs = self.quantize(x)
+        ws = self.w_scale if self.per_row else self.w_scale.amax()
+        return F.gelu(torch._scaled_mm(xq, self.wq.t(), xs, ws, out_dtype=torch.bfloat16) + self.bias)
+
+    def reference(self, x):   # float64 product of the dequantized operands
+        xq, xs = self.quantize(x)
+        ws = self.w_scale if self.per_row else self.w_scale.amax()
+        return F.gelu((xq.double() * xs.double()) @ (self.wq.double() * ws.double().reshape(-1, 1)).t()
+                      + self.bias.double())
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+@pytest.mark.parametrize("per_row", [True, False])
+def test_compile_fuses_fp8_linear(per_row):
+    g = torch.Generator().manual_seed(1)
+    n, k, m = 64, 128, 40
+    layer = FP8Linear(torch.randn(n, k, generator=g), torch.randn(n, generator=g).to(torch.bfloat16), per_row)
+    x = torch.randn(m, k, generator=g)
+    out = torch.compile(layer, backend="heddle")(x)
+    ref = layer.reference(x)
+    _close(out, ref, bits=7)   # eager rounds to bf16 after each op; heddle once
+    _close(layer(x), ref, bits=7)
+    ex = hd.explain(layer, x)
+    kind = "src" if per_row else "stt"
+    assert [gr.op for gr in ex.groups] == [f"smm_e4m3e4m3_k{k}_n{n}_{kind}_Bbf16_Agelu_obf16"]
+    assert [d.op for r in ex.graphs for d in r.decisions if d.status in ("fused", "absorbed")] == ["_scaled_mm", "add", "gelu"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+@pytest.mark.skipif(not hasattr(F, "scaled_mm"), reason="torch.nn.functional.scaled_mm is newer than this torch")
+def test_compile_fuses_functional_scaled_mm():
+    a, b = _operands(48, 64, 32, E4M3, E5M2)
+    sa, sb, bias = torch.rand(48, 1) + 0.5, torch.rand(1, 32) + 0.5, torch.randn(32, dtype=torch.bfloat16)
+    row = F.ScalingType.RowWise
+
+    def f(a, b, sa, sb, bias):
+        return torch.relu(F.scaled_mm(a, b, sa, row, sb, row, bias=bias, output_dtype=torch.bfloat16)).float()
+    out = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    _close(out, _reference(a, b, sa, sb, bias, "relu"))
+    ex = hd.explain(f, a, b, sa, sb, bias, fallback="eager")
+    assert ex.heddle_ops == ["smm_e4m3e5m2_k64_n32_src_Bbf16_Arelu_of32"]
+    assert [d.op for r in ex.graphs for d in r.decisions if d.status == "fused"] == ["_scaled_mm_v2"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_leaves_scaled_mm_it_cannot_take():
+    a = torch.randn(32, 32).to(E4M3)
+    b = torch.randn(32, 16).to(E4M3)    # row-major b: torch's CPU op takes it, heddle's kernels read b K-major
+
+    def f(a, b):
+        return torch._scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0), out_dtype=torch.bfloat16)
+    ex = hd.explain(f, a, b, fallback="eager")   # (inductor's CPU lowering of _scaled_mm refuses a row-major b)
+    assert not ex.groups
+    d = [d for r in ex.graphs for d in r.decisions if d.op == "_scaled_mm"]
+    assert d and d[0].status == "not fused" and "b must be column-major" in d[0].reason
+    torch.testing.assert_close(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b), f(a, b))
