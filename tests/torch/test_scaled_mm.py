@@ -49,6 +49,12 @@ def test_scaled_mm_numbers(da, db, per_row):
     torch.testing.assert_close(plain, torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.float32))
 
 
+def test_scaled_mm_empty_rows_give_torchs_answer():
+    a, b = _operands(0, 32, 16)
+    out = heddle.scaled_mm(a, b, torch.ones(0, 1), torch.ones(1, 16), bias=torch.ones(16))
+    assert out.shape == (0, 16) and out.dtype == torch.bfloat16
+
+
 def test_scaled_mm_float8_output_divides_by_scale_result():
     a, b = _operands(32, 32, 16)
     sa, sb, sr = torch.tensor(2.0), torch.tensor(0.5), torch.tensor(4.0)
@@ -210,3 +216,25 @@ def test_compile_leaves_scaled_mm_it_cannot_take():
     d = [d for r in ex.graphs for d in r.decisions if d.op == "_scaled_mm"]
     assert d and d[0].status == "not fused" and "b must be column-major" in d[0].reason
     torch.testing.assert_close(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b), f(a, b))
+
+
+@pytest.mark.parametrize("target,fused", [("sm_80", False), ("gfx942", False), ("sm_90a", True), ("sm_100a", True)])
+def test_capture_follows_the_graphs_target(target, fused):
+    """A CUDA graph's target decides: no wgmma / tcgen05 (sm_80, AMD) keeps torch's _scaled_mm."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from heddle.pytorch.dynamo_report import GraphReport
+    from heddle.pytorch.dynamo_scaled import fuse_scaled
+    a, b = _operands(32, 64, 32)
+    sa, sb, bias = torch.rand(32, 1) + 0.5, torch.rand(1, 32) + 0.5, torch.randn(32, dtype=torch.bfloat16)
+    gm = make_fx(lambda a, b, sa, sb, bias: torch.nn.functional.silu(
+        torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16)), tracing_mode="fake")(a, b, sa, sb, bias)
+    report, why = GraphReport(kind="inference", graph=0), {}
+    fuse_scaled(gm, None, report, why, True, target)
+    gm.recompile()
+    heddle_nodes = [n.target.name() for n in gm.graph.nodes if n.op == "call_function" and "heddle" in str(n.target)]
+    (d,) = [d for d in why.values() if d.op == "_scaled_mm"]
+    if fused:
+        assert heddle_nodes == ["heddle::smm_e4m3e4m3_k64_n32_src_Bbf16_Asilu_obf16"] and d.status == "fused"
+        _close(gm(a, b, sa, sb, bias), F.silu(_reference(a, b, sa, sb, bias)))
+    else:
+        assert not heddle_nodes and d.status == "not fused" and "no 8-bit float tensor-core instruction" in d.reason
