@@ -55,13 +55,17 @@ def test_scaled_mm_empty_rows_give_torchs_answer():
     assert out.shape == (0, 16) and out.dtype == torch.bfloat16
 
 
-def test_scaled_mm_float8_output_divides_by_scale_result():
+def test_scaled_mm_float8_output_times_scale_result():
+    """An 8-bit output is multiplied by scale_result before the satfinite cast: cuBLASLt's D scale, what torch's
+    CUDA op does (its CPU op divides instead: pytorch/pytorch#190449)."""
     a, b = _operands(32, 32, 16)
-    sa, sb, sr = torch.tensor(2.0), torch.tensor(0.5), torch.tensor(4.0)
+    sa, sb, sr = torch.tensor(2.0), torch.tensor(0.5), torch.tensor(0.25)
     out = heddle.scaled_mm(a, b, sa, sb, out_dtype=E4M3, scale_result=sr)
     assert out.dtype == E4M3
-    ref = _reference(a, b, sa, sb) / 4.0
+    ref = _reference(a, b, sa, sb) * 0.25
     assert ((out.double() - ref).abs() <= ref.abs() * 2.0 ** -4 + 2.0 ** -9).all()   # e4m3: 3 mantissa bits
+    big = heddle.scaled_mm(a, b, sa, sb, out_dtype=E4M3, scale_result=torch.tensor(1e6))
+    assert big.float().abs().max() == 448.0 and not big.float().isnan().any()   # saturated, not NaN
     # a 16-bit output ignores scale_result, as torch does
     torch.testing.assert_close(heddle.scaled_mm(a, b, sa, sb, scale_result=sr), heddle.scaled_mm(a, b, sa, sb))
 
@@ -216,6 +220,12 @@ def test_compile_leaves_scaled_mm_it_cannot_take():
     d = [d for r in ex.graphs for d in r.decisions if d.op == "_scaled_mm"]
     assert d and d[0].status == "not fused" and "b must be column-major" in d[0].reason
     torch.testing.assert_close(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b), f(a, b))
+
+    def q(a, b):   # torch's CPU op divides by scale_result, heddle (and torch's CUDA op) multiply: left to torch
+        return torch._scaled_mm(a, b.t().contiguous().t(), torch.tensor(1.0), torch.tensor(1.0),
+                                scale_result=torch.tensor(2.0), out_dtype=E4M3)
+    d = [d for r in hd.explain(q, a, b, fallback="eager").graphs for d in r.decisions if d.op == "_scaled_mm"]
+    assert d and d[0].status == "not fused" and "pytorch/pytorch#190449" in d[0].reason
 
 
 @pytest.mark.parametrize("target,fused", [("sm_80", False), ("gfx942", False), ("sm_90a", True), ("sm_100a", True)])

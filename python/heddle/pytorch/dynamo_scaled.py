@@ -105,6 +105,9 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
         if not isinstance(size, int):
             raise _Reject(f"{what} = {size} is symbolic: heddle compiles one kernel per K and N")
     p.steps.append("scaled_mm(a, b) * scale_a * scale_b" + (" + bias" if v["bias"] is not None else ""))
+    if v["scale_result"] is not None and target is None and v["out_dtype"] in (torch.float8_e4m3fn, torch.float8_e5m2):
+        raise _Reject("scale_result on CPU tensors: torch's CPU _scaled_mm divides by it where its CUDA op (and "
+                      "heddle) multiplies (pytorch/pytorch#190449), so the fused op would not match the eager graph")
     if v["out_dtype"] in (torch.float8_e4m3fn, torch.float8_e5m2):
         p.stop = "an 8-bit output takes no epilogue after it"
         return p
@@ -173,14 +176,14 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     nodes = [a["a"]]
     with g.inserting_before(p.final):
         for i, (src, how) in enumerate(((a["b"], (aten.permute.default, [1, 0])),
-                                        (a["scale_a"], (aten.view.default, [1, 1])),
-                                        (a["scale_b"], (aten.view.default, [1, 1])))):
+                                        (a["scale_a"], (aten.view.default, [1])),
+                                        (a["scale_b"], (aten.view.default, [1])))):
             need = i == 0 or tuple(vals[i + 1].shape) != tuple(_val(src).shape)
             nodes.append(g.create_node("call_function", how[0], (src, how[1]), name=f"heddle_{p.root.name}_{i}")
                          if need else src)
         nodes += [x for x in (p.bias,) if x is not None]
         if spec.scale_result:
-            nodes.append(g.create_node("call_function", aten.view.default, (a["scale_result"], [1, 1]),
+            nodes.append(g.create_node("call_function", aten.view.default, (a["scale_result"], [1]),
                                        name=f"heddle_{p.root.name}_q"))
         new = g.create_node("call_function", target, tuple(nodes), name=f"heddle_{p.root.name}")
     with (fake_mode if fake_mode is not None else _null()):

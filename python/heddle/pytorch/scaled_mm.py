@@ -1,11 +1,11 @@
 """heddle.scaled_mm: 8-bit float (FP8) GEMMs with their scales, in torch._scaled_mm's conventions.
 
-    out = cast(act((a @ b) * scale_a * scale_b + bias) / scale_result, out_dtype)
+    out = cast(act((a @ b) * scale_a * scale_b + bias) * scale_result, out_dtype)
 
 a [M, K] row-major and b [K, N] column-major (b.t() contiguous: a Linear weight [N, K] passes as w.t()),
 both float8_e4m3fn or float8_e5m2 (they may mix); scale_a / scale_b float32, per tensor (one element) or
 per row of a ([M, 1]) / per column of b ([1, N]); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
-(then divided by scale_result, torch's CPU rule, and cast with saturation). The layout and the alignment
+(then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -50,7 +50,7 @@ class ScaledMatmulSpec:
     bias: Optional[str]          # dtype of the [N] bias
     activation: Optional[str]
     out_dtype: str
-    scale_result: bool = False   # an 8-bit output divided by a one-element scale_result before the cast
+    scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
     batched = False
@@ -76,14 +76,15 @@ class ScaledMatmulSpec:
         a = fd.input("a", self.dtype_a, ["M", self.k])
         b = fd.input("b", self.dtype_b, [self.n, self.k])  # b^T: torch's column-major b, K-major
         y = fd.matmul(a, b, False, True)
-        y = y * fd.input("scale_a", "f32", ["M", 1] if self.row_a else [1, 1])
-        y = y * fd.input("scale_b", "f32", [1, self.n] if self.col_b else [1, 1])
+        y = y * fd.input("scale_a", "f32", ["M", 1] if self.row_a else [1])
+        y = y * fd.input("scale_b", "f32", [1, self.n] if self.col_b else [1])
         if self.bias is not None:
             y = y + fd.input("bias", self.bias, [self.n])
         if self.activation is not None:
             y = ops_unary(self.activation, y)
         if self.scale_result:
-            y = y / fd.input("scale_result", "f32", [1, 1])
+            # torch's CUDA op multiplies (cuBLASLt D scale); its CPU op divides (pytorch/pytorch#190449)
+            y = y * fd.input("scale_result", "f32", [1])
         fd.output(y.to(self.out_dtype))
         return fd
 
@@ -229,11 +230,11 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
     spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
                             use_result)
-    args = [a, b.t(), scale_a if row_a else scale_a.reshape(1, 1), scale_b if col_b else scale_b.reshape(1, 1)]
+    args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
     if bias is not None:
         args.append(bias)
     if use_result:
-        args.append(scale_result.reshape(1, 1))
+        args.append(scale_result.reshape(1))
     return spec, args
 
 
