@@ -154,8 +154,9 @@ class FP8Linear(torch.nn.Module):
 
     def __init__(self, w, bias, per_row):
         super().__init__()
-        self.w_scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0).float().t().contiguous()
-        self.wq = (w / self.w_scale.t()).to(E4M3)      # [N, K]
+        w_scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 448.0).float().t().contiguous()
+        self.register_buffer("w_scale", w_scale)                    # [1, N]
+        self.register_buffer("wq", (w / w_scale.t()).to(E4M3))      # [N, K]
         self.bias, self.per_row = bias, per_row
 
     def quantize(self, x):
@@ -190,6 +191,22 @@ def test_compile_fuses_fp8_linear(per_row):
     kind = "src" if per_row else "stt"
     assert [gr.op for gr in ex.groups] == [f"smm_e4m3e4m3_k{k}_n{n}_{kind}_Bbf16_Agelu_obf16"]
     assert [d.op for r in ex.graphs for d in r.decisions if d.status in ("fused", "absorbed")] == ["_scaled_mm", "add", "gelu"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_fuses_fp8_linear_with_dynamic_rows():
+    """dynamic=True: M (and a's K) symbolic, K and N static from the weight buffer; one op serves every M."""
+    g = torch.Generator().manual_seed(2)
+    layer = FP8Linear(torch.randn(32, 64, generator=g), torch.randn(32, generator=g).to(torch.bfloat16), True)
+    compiled = torch.compile(layer, backend="heddle", dynamic=True, options={"fallback": "eager"})
+    for m in (24, 40):
+        x = torch.randn(m, 64, generator=g)
+        _close(compiled(x), layer.reference(x), bits=7)
+    x = torch.randn(24, 64, generator=g)
+    torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.maybe_mark_dynamic(x, 1)   # a's K symbolic too: heddle takes K from the static weight
+    ex = hd.explain(layer, x, fallback="eager")
+    assert ex.heddle_ops == ["smm_e4m3e4m3_k64_n32_src_Bbf16_Agelu_obf16"]
 
 
 @pytest.mark.usefixtures("_fresh_dynamo")

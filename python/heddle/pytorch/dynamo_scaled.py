@@ -101,9 +101,10 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
     for name in ("a", "b", "scale_a", "scale_b"):
         if not isinstance(v[name], torch.Tensor):
             raise _Reject(f"{name} carries no fake tensor metadata")
-    for what, size in (("K", v["a"].shape[-1]), ("N", v["b"].shape[-1])):
-        if not isinstance(size, int):
-            raise _Reject(f"{what} = {size} is symbolic: heddle compiles one kernel per K and N")
+    # K from either operand (a weight's is static where the activation's is not: dynamic=True)
+    for what, sizes in (("K", (v["a"].shape[-1], v["b"].shape[0])), ("N", (v["b"].shape[-1],))):
+        if not any(isinstance(size, int) for size in sizes):
+            raise _Reject(f"{what} = {sizes[0]} is symbolic: heddle compiles one kernel per K and N")
     p.steps.append("scaled_mm(a, b) * scale_a * scale_b" + (" + bias" if v["bias"] is not None else ""))
     if v["scale_result"] is not None and target is None and v["out_dtype"] in (torch.float8_e4m3fn, torch.float8_e5m2):
         raise _Reject("scale_result on CPU tensors: torch's CPU _scaled_mm divides by it where its CUDA op (and "
