@@ -5,6 +5,7 @@ from support import tcgen05_defs
 from support.wgmma_defs import build, schedule_sm90
 from support.interp_defs import amd, inputs, kernel, sm80, sm90
 from support.matmul_defs import matmul_fusion, schedule
+from support.fp8_defs import fp8_fusion, fp8_schedule
 
 
 def _cluster(along="m"):
@@ -22,6 +23,12 @@ def _sm90_split_k(g=2):
 def _sm90_stream_k(g=11):
     fd = build("coop", stages=4, prefetch=-1, bn=64, bk=16, n=200, k=16 * 13)
     fd.matmul_tensor.stream_k(g)
+    return fd
+
+
+def _sm90_fp8():
+    fd, a, b = fp8_fusion(n=72, k=512, scale="row")
+    fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
     return fd
 
 
@@ -50,6 +57,7 @@ FAMILIES = {
                        "sm_90a cooperative, stmatrix + TMA-store epilogue"),
     "sm90_split_k": (_sm90_split_k, "sm_90a", 130, None, "sm_90a pipeline, split-K S = 2"),
     "sm90_stream_k": (_sm90_stream_k, "sm_90a", 70, None, "sm_90a warp-specialized stream-K, 11 CTAs"),
+    "sm90_fp8": (_sm90_fp8, "sm_90a", 70, None, "sm_90a e4m3 wgmma (m64nNk32), per-row scales, TMA ring"),
     "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # the schedule helpers the test
 import heddle  # noqa: E402
 from support.wgmma_defs import build, roles_for, schedule_sm90  # noqa: E402
 from support.matmul_defs import matmul_fusion, schedule  # noqa: E402
+from support.fp8_defs import fp8_fusion, fp8_schedule  # noqa: E402
 
 
 @dataclass
@@ -232,6 +233,26 @@ def _():
 def _():
     return [Case("g11-M300", _h_grid("stream_k", 11), M=300),
             Case("g7-tma-store-M77", _h_grid("stream_k", 7, store="tma"), M=77)]
+
+
+def _f8(variant, ab=("e4m3", "e4m3"), scale="row", out="bf16", n=200, k=1040, auto=0, **kw):
+    def make(target):
+        fd, a, b = fp8_fusion(n=n, k=k, a_dtype=ab[0], b_dtype=ab[1], scale=scale, bias=True, act="gelu", out=out,
+                              out_scale=out != "bf16")
+        if auto:
+            fd.auto_schedule(target, auto, n, k)
+        else:
+            fp8_schedule(fd, a, b, variant=variant, **kw)
+        return fd
+    return make
+
+
+@family("sm90_fp8", "sm_90a", True, "8-bit wgmma (e4m3 / e5m2, K-major operands), scales in the epilogue, FP8 out")
+def _():
+    return [Case("coop-e4m3-row-M333", _f8("coop"), M=333),
+            Case("pingpong-e5m2xe4m3-tensor-M77", _f8("pingpong", ab=("e5m2", "e4m3"), scale="tensor"), M=77),
+            Case("pipeline-e4m3-out-M200", _f8("pipeline", out="e4m3", bm=64, stages=3, prefetch=1), M=200),
+            Case("auto-128x256x128-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
 
 
 def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):

@@ -17,6 +17,7 @@ from typing import List, Tuple
 
 from .source_mutant_classic import KINDS, MULTI_LINE, SourceMutant, _code  # noqa: F401  (the registry; re-exported)
 from . import source_mutant_kinds  # noqa: E402,F401  (registers the catalogue kinds of issue 28)
+from . import source_mutant_fp8  # noqa: E402,F401  (registers the FP8 kinds of issue 32)
 
 DEFAULT_KINDS = tuple(k for k, d, _ in KINDS if d)
 
