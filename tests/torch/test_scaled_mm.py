@@ -142,10 +142,12 @@ def test_scaled_mm_interprets_on_an_fp8_target(monkeypatch):
     sa, sb, bias = torch.rand(64, 1) + 0.5, torch.rand(1, 64) + 0.5, torch.randn(64, dtype=torch.bfloat16)
     try:
         out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
-    except ScheduleError as e:   # until the sm_90a FP8 kernel family lands (docs/fp8.md)
+    except ScheduleError as e:   # a build without the sm_90a FP8 kernel family (docs/fp8.md)
         assert "not lowered in this build yet" in str(e)
         pytest.skip(f"FP8 wgmma kernels not in this build: {e}")
     _close(out, _reference(a, b, sa, sb, bias, "gelu"))
+    (fm,) = [f for s, f in smm._ops.items() if s.op_name() == "smm_e4m3e4m3_k64_n64_src_Bbf16_Agelu_obf16"]
+    assert {key[0] for key in fm.kernels} == {"sm_90a"}
 
 
 class FP8Linear(torch.nn.Module):
@@ -191,6 +193,19 @@ def test_compile_fuses_fp8_linear(per_row):
     kind = "src" if per_row else "stt"
     assert [gr.op for gr in ex.groups] == [f"smm_e4m3e4m3_k{k}_n{n}_{kind}_Bbf16_Agelu_obf16"]
     assert [d.op for r in ex.graphs for d in r.decisions if d.status in ("fused", "absorbed")] == ["_scaled_mm", "add", "gelu"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compiled_fp8_linear_runs_the_printed_kernel(monkeypatch):
+    """HEDDLE_INTERPRET=1: the fused op of the compiled FP8 Linear runs its printed sm_90a kernel on the CPU."""
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    g = torch.Generator().manual_seed(3)
+    layer = FP8Linear(torch.randn(64, 128, generator=g), torch.randn(64, generator=g).to(torch.bfloat16), False)
+    x = torch.randn(48, 128, generator=g)
+    _close(torch.compile(layer, backend="heddle", options={"fallback": "eager"})(x), layer.reference(x), bits=7)
+    (fm,) = [f for s, f in smm._ops.items() if s.op_name() == "smm_e4m3e4m3_k128_n64_stt_Bbf16_Agelu_obf16"]
+    assert [key[0] for key in fm.kernels] == ["sm_90a"]   # built (lowered, printed) for the interpreter
 
 
 @pytest.mark.usefixtures("_fresh_dynamo")
