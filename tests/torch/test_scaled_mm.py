@@ -9,6 +9,8 @@ import heddle
 import heddle.dynamo as hd
 from heddle.core.errors import InputError, ScheduleError
 from heddle.pytorch import scaled_mm as smm
+from support.env import requires_nvrtc
+from support.wgmma_defs import nvrtc_sm90
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -301,3 +303,15 @@ def test_scaled_mm_cuda_matches_float64(per_row):
     ref = _reference(a.cpu(), b.cpu(), sa.cpu(), sb.cpu(), bias.cpu())
     _close(out.cpu(), ref)
     _close(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16).cpu(), ref)
+
+
+@requires_nvrtc
+def test_scaled_mm_kernel_compiles_without_spills():
+    """The kernel a large-M call takes (automatic schedule, M > 256 bucket) compiles for sm_90a with NVRTC: 8-bit
+    wgmma in the PTX, no spills (support.wgmma_defs.nvrtc_sm90)."""
+    a, b = _operands(16, 4096, 4096)
+    spec, _ = smm.scaled_spec(a, b, torch.ones(16, 1), torch.ones(1, 4096), torch.ones(4096, dtype=torch.bfloat16),
+                              activation="gelu")
+    fm = smm.scaled_op(spec)
+    r = nvrtc_sm90(fm.schedule("sm_90a", 8, 8, -1, sms=132).lower("sm_90a", 8, 8))
+    assert "wgmma.mma_async.sync.aligned.m64n" in r.ptx and "k32.f32.e4m3.e4m3" in r.ptx
