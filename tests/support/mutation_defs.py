@@ -145,6 +145,15 @@ KNOWN_SURVIVORS = {
         ('named_barrier_id', 'named_barrier id 2 -> 3'),
         ('named_barrier_id', 'named_barrier id 2 -> 3'),
     ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_fp8': [  # the sm90_pipeline ring's equivalents (the same TMA ring without roles); K = 512 is a
+        # multiple of the k tile and the 8-bit maps take no NaN fill (UINT8): only L2 promotion is equivalent
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 56)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('delete_fence', 'acc.fence();'),
+        ('map_l2', 'tmA: L2 promotion changed'),
+        ('map_l2', 'tmB: L2 promotion changed'),
+    ],
     'sm100_tcgen05': [
         # the two tcgen05 fences around synchronous alloc / dealloc (PTX ISA 9.7.16.6.1): equivalent
         # (tcgen05_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")

@@ -252,7 +252,7 @@ def _():
     return [Case("coop-e4m3-row-M333", _f8("coop"), M=333),
             Case("pingpong-e5m2xe4m3-tensor-M77", _f8("pingpong", ab=("e5m2", "e4m3"), scale="tensor"), M=77),
             Case("pipeline-e4m3-out-M200", _f8("pipeline", out="e4m3", bm=64, stages=3, prefetch=1), M=200),
-            Case("auto-128x256x128-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
+            Case("auto-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
 
 
 def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):
