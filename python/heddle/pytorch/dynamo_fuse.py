@@ -39,21 +39,16 @@ import torch
 import torch.fx as fx
 
 from ..core import torch_compat as compat
-from .dynamo_patterns import is_identity_clone, match_activation
+from .dynamo_patterns import ACTIVATION_OPS, DTYPE_CODES as _DT, absorb_cast_or_clone, activation_of, match_activation
 from .dynamo_report import MATMUL_NAMES, MATMULS, OTHER_MATMULS, Decision, Group, GraphReport, op_label
 
 aten = torch.ops.aten
-prims = torch.ops.prims
-
-_DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
 # PyTorch's fused eval-mode fast paths (nn.TransformerEncoderLayer / nn.MultiheadAttention under no_grad)
 _FASTPATH = ("_transformer_encoder_layer_fwd", "_native_multi_head_attention")
 _TRANSPOSES = (aten.permute.default, aten.t.default, aten.transpose.int)
 _VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
-_CASTS = (prims.convert_element_type.default, aten._to_copy.default)
-_ACTS = {aten.relu.default: "relu", aten.sigmoid.default: "sigmoid", aten.silu.default: "silu",
-         aten.gelu.default: "gelu", aten.tanh.default: "tanh"}
+_ACTS = ACTIVATION_OPS
 
 # Decompositions withheld from aot_autograd so the rewrite sees these ops whole (inductor decomposes
 # gelu and silu into erf/exp chains, and tiny matmuls into pointwise code).
@@ -323,19 +318,9 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
     """Absorb `u` (the only user of `cur`) into the plan; the reason why not, else None."""
     t = u.target
     vcur, vu = _val(cur), _val(u)
-    if not isinstance(vu, torch.Tensor):
-        return f"{u.name} has no tensor metadata"
-    if t in _CASTS:
-        dt = u.args[1] if t is prims.convert_element_type.default else u.kwargs.get("dtype")
-        extra = set(u.kwargs) - {"dtype"} if t is aten._to_copy.default else set()
-        if extra:
-            return f"_to_copy with {sorted(extra)} is not a plain cast"
-        if dt not in _DT:
-            return f"cast to {dt}: heddle outputs float16, bfloat16 or float32"
-        p.steps.append(f"-> {_DT[dt]}")
-        return None
-    if is_identity_clone(u):
-        return None
+    done, why = absorb_cast_or_clone(u, p.steps)
+    if done:
+        return why
     if t in _VIEWS:
         return _absorb_view(p, cur, u)
     if p.post_view is not None and t is not aten.mul.Tensor and t is not aten.div.Tensor and t not in _ACTS:
@@ -398,10 +383,7 @@ def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
             return None
         return f"adds {other.name} {_fmt_shape(vo)}: neither a row bias [{p.n}] nor a full-shape residual"
     if t in _ACTS:
-        act = _ACTS[t]
-        if t is aten.gelu.default:
-            approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
-            act = "gelu" if approx == "none" else "gelu_tanh"
+        act = activation_of(u)
         if p.stage >= _ACT:
             return f"{act} after " + ("another activation" if p.stage == _ACT else "the residual add")
         p.activation, p.stage = act, _ACT
@@ -564,6 +546,10 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
                       "torch.backends.mha.set_fastpath_enabled(False) to fuse them") if label in _FASTPATH \
                 else f"heddle has no pattern for aten.{label}"
             why[n.name] = Decision(n.name, label, "not fused", reason)
+    from .dynamo_scaled import fuse_scaled, is_scaled_mm   # FP8: torch._scaled_mm / F.scaled_mm and their epilogue
+    if any(is_scaled_mm(n) for n in gm.graph.nodes):
+        from .group_op import graph_target
+        fuse_scaled(gm, fake_mode, report, why, enabled, graph_target(gm))
     for root in roots:
         label = MATMULS[root.target]
         if not enabled:

@@ -20,6 +20,9 @@ Identity nodes. `aten.clone` of the running result (what eval-mode dropout and `
 contiguous tensor become) copies a tensor that heddle's op writes freshly and contiguously: it is
 absorbed as the identity, so `fallback="eager"` and the inductor fallback (whose own passes remove the
 clone) fuse the same chain.
+
+Epilogue nodes both rewrites read (dynamo_fuse for mm / addmm / bmm, dynamo_scaled for the FP8 _scaled_mm):
+absorb_cast_or_clone (plain casts to f16 / bf16 / f32, identity clones) and activation_of (one-node activations).
 """
 from __future__ import annotations
 
@@ -35,6 +38,9 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 _CASTS = (prims.convert_element_type.default, aten._to_copy.default)
+DTYPE_CODES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}   # heddle's epilogue dtypes
+ACTIVATION_OPS = {aten.relu.default: "relu", aten.sigmoid.default: "sigmoid", aten.silu.default: "silu",
+                  aten.gelu.default: "gelu", aten.tanh.default: "tanh"}   # one-node activations
 
 # pointwise ops a written-out activation may use (evaluated on float64 tensors)
 _POINTWISE = {
@@ -152,3 +158,30 @@ def _match(x: fx.Node, region: List[fx.Node]) -> Optional[Tuple[str, List[fx.Nod
             if torch.allclose(y, _REFERENCE[name], rtol=1e-6, atol=1e-6):
                 return name, nodes
     return None
+
+
+def absorb_cast_or_clone(u: fx.Node, steps: List[str]) -> Tuple[bool, Optional[str]]:
+    """(True, None) for a plain cast to float16 / bfloat16 / float32 (noted in `steps`) or an identity clone,
+    (True, why not) for another cast or a node without tensor metadata, (False, None) for anything else."""
+    if not isinstance(u.meta.get("val"), torch.Tensor):
+        return True, f"{u.name} has no tensor metadata"
+    if is_identity_clone(u):
+        return True, None
+    if u.target not in _CASTS:
+        return False, None
+    dt = u.args[1] if u.target is prims.convert_element_type.default else u.kwargs.get("dtype")
+    extra = set(u.kwargs) - {"dtype"} if u.target is aten._to_copy.default else set()
+    if extra:
+        return True, f"_to_copy with {sorted(extra)} is not a plain cast"
+    if dt not in DTYPE_CODES:
+        return True, f"cast to {dt}: heddle outputs float16, bfloat16 or float32"
+    steps.append(f"-> {DTYPE_CODES[dt]}")
+    return True, None
+
+
+def activation_of(u: fx.Node) -> str:
+    """heddle's name of a one-node activation (ACTIVATION_OPS): gelu's approximate="tanh" is gelu_tanh."""
+    if u.target is aten.gelu.default:
+        approx = u.kwargs.get("approximate", u.args[1] if len(u.args) > 1 else "none")
+        return "gelu" if approx == "none" else "gelu_tanh"
+    return ACTIVATION_OPS[u.target]

@@ -122,7 +122,16 @@ class FusedMatmul:
         self._eager = plan_table()  # call signature -> the launch plan its CUDA calls take (C++)
         self.compiles = 0
         self._lock = threading.Lock()
-        self.op = _register_op(self)
+        self.op = self._make_op()
+
+    def _make_op(self):
+        """The op of this signature (heddle.scaled_mm's signatures register theirs without a backward)."""
+        return _register_op(self)
+
+    def interpret_target(self) -> str:
+        """The target the printed kernel is lowered for under HEDDLE_INTERPRET=1 (heddle/core/interpret.py)."""
+        from ..core.interpret import interpret_target
+        return interpret_target()
 
     def kernel(self, target: str, vec_a: int, vec_b: int, m: int = -1, rtc: bool = True, sms: int = 0,
                tma: bool = True, vec_e: int = 1) -> Kernel:
@@ -239,8 +248,8 @@ class FusedMatmul:
             return self._launch_cuda(tensors, g, self._eager)[1]
         from ..core.interpret import interpret_mode
         if interpret_mode():  # HEDDLE_INTERPRET=1: the printed kernel on the CPU (heddle/core/interpret.py)
-            from ..core.interpret import interpret_target, run_checked
-            return run_checked(self.kernel_for(tensors, interpret_target(), rtc=False, sms=DEFAULT_SMS), tensors)
+            from ..core.interpret import run_checked
+            return run_checked(self.kernel_for(tensors, self.interpret_target(), rtc=False, sms=DEFAULT_SMS), tensors)
         from ..core.reference import evaluate
         return evaluate(self.fusion, tensors, compute_dtype=torch.float32)
 

@@ -19,6 +19,9 @@ def resolve_op(name: str) -> bool:
     if name.startswith("merged_"):   # matmuls sharing their input, q / k / v (heddle/pytorch/dynamo_merge.py)
         from .dynamo_merge import resolve as resolve_merged
         return resolve_merged(name)
+    if name.startswith("smm_"):   # heddle.scaled_mm's ops (heddle/pytorch/scaled_mm.py)
+        from .scaled_mm import resolve as resolve_scaled
+        return name not in registering and resolve_scaled(name)
     fields = op_names.decode(name)
     if fields is None:
         return False

@@ -1,0 +1,255 @@
+"""heddle.scaled_mm: 8-bit float (FP8) GEMMs with their scales, in torch._scaled_mm's conventions.
+
+    out = cast(act((a @ b) * scale_a * scale_b + bias) * scale_result, out_dtype)
+
+a [M, K] row-major and b [K, N] column-major (b.t() contiguous: a Linear weight [N, K] passes as w.t()),
+both float8_e4m3fn or float8_e5m2 (they may mix); scale_a / scale_b float32, per tensor (one element) or
+per row of a ([M, 1]) / per column of b ([1, N]); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
+(then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation). The layout and the alignment
+(K and N multiples of 16) are torch's CUDA rules, checked here on every device.
+
+Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
+custom op, torch.ops.heddle.smm_..., with a fake implementation: FusedMatmul's launch path on CUDA
+tensors, the printed kernel under HEDDLE_INTERPRET=1 on CPU tensors (an FP8-capable target: sm_90a unless
+HEDDLE_INTERPRET_TARGET names another), else the fusion evaluated with torch. No backward: FP8 training
+is out of scope (docs/fp8.md, "Python and torch").
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import torch
+
+from .. import _C
+from ..core import inputs
+from ..core.errors import InputError
+from ..core.fusion import Fusion, ops_unary
+from ..core.ops import ACTIVATIONS
+from .custom_ops import register_op
+from .matmul import FusedMatmul
+
+FLOAT8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", **FLOAT8}
+_TORCH = {v: k for k, v in OUT_DTYPES.items()}
+_BIAS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+ALIGN = 16  # K and N multiples of 16: torch._scaled_mm's rule on CUDA (cuBLASLt), heddle's on every device
+_W = "heddle.scaled_mm"
+
+
+@dataclass(frozen=True)
+class ScaledMatmulSpec:
+    """One scaled_mm signature. row_a: scale_a is [M, 1] (else one element); col_b: scale_b is [1, N]."""
+    dtype_a: str
+    dtype_b: str
+    k: int
+    n: int
+    row_a: bool
+    col_b: bool
+    bias: Optional[str]          # dtype of the [N] bias
+    activation: Optional[str]
+    out_dtype: str
+    scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
+
+    # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
+    batched = False
+    batched_b = False
+    trans_a = False
+    trans_b = True
+    saved = None
+
+    def op_name(self) -> str:
+        parts = ["smm", self.dtype_a + self.dtype_b, f"k{self.k}", f"n{self.n}",
+                 "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
+        if self.bias is not None:
+            parts.append("B" + self.bias)
+        if self.activation is not None:
+            parts.append("A" + self.activation.replace("_", ""))
+        if self.scale_result:
+            parts.append("Q")
+        parts.append("o" + self.out_dtype)
+        return "_".join(parts)
+
+    def build_fusion(self) -> Fusion:
+        fd = Fusion()
+        a = fd.input("a", self.dtype_a, ["M", self.k])
+        b = fd.input("b", self.dtype_b, [self.n, self.k])  # b^T: torch's column-major b, K-major
+        y = fd.matmul(a, b, False, True)
+        y = y * fd.input("scale_a", "f32", ["M", 1] if self.row_a else [1])
+        y = y * fd.input("scale_b", "f32", [1, self.n] if self.col_b else [1])
+        if self.bias is not None:
+            y = y + fd.input("bias", self.bias, [self.n])
+        if self.activation is not None:
+            y = ops_unary(self.activation, y)
+        if self.scale_result:
+            # torch's CUDA op multiplies (cuBLASLt D scale); its CPU op divides (pytorch/pytorch#190449)
+            y = y * fd.input("scale_result", "f32", [1])
+        fd.output(y.to(self.out_dtype))
+        return fd
+
+
+class FusedScaledMatmul(FusedMatmul):
+    """A scaled_mm signature: FusedMatmul's kernels, buckets and launch path, its own op (no backward)."""
+
+    def _make_op(self):
+        names = [t.name for t in self.fusion.inputs]
+        op = register_op(self.spec.op_name(), names, self.run, self.fake)
+        op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
+        return op
+
+    def interpret_target(self) -> str:
+        return interpret_target_fp8()
+
+    def kernel(self, target: str, vec_a: int, vec_b: int, *args, **kwargs):
+        # core.kernel._vec_for counts 16 one-byte elements for a 16-byte aligned operand, but a copy moves at
+        # most 8 elements (validate's rule); the 8-bit operands load by TMA, whose 16-byte rows K % 16 ensures
+        return super().kernel(target, min(vec_a, 8), min(vec_b, 8), *args, **kwargs)
+
+    def fake(self, tensors):
+        inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
+        a = tensors[0]
+        return a.new_empty((a.shape[0], self.spec.n), dtype=_TORCH[self.spec.out_dtype])
+
+
+def _no_backward(ctx, grad):
+    raise InputError(f"{_W}: no backward (FP8 training is out of scope, docs/fp8.md); detach the inputs or "
+                     "compute the gradient in bf16 with heddle.matmul")
+
+
+def interpret_target_fp8() -> str:
+    """The target scaled_mm interprets for: HEDDLE_INTERPRET_TARGET when it has an FP8 tensor-core instruction
+    (wgmma, tcgen05: schedule/operand_types.cpp), else sm_90a (the default, and where sm_80 refuses FP8)."""
+    from ..core.interpret import interpret_target
+    t = interpret_target()
+    info = _C.target_info(t)
+    return t if info["wgmma"] or info["tcgen05"] else "sm_90a"
+
+
+def resolve(name: str) -> bool:
+    """Register torch.ops.heddle.<name> from a scaled_mm op's name (torch.export.load in a fresh process: the
+    resolver of heddle/pytorch/resolver.py); False when it names none."""
+    spec = decode(name)
+    if spec is None or spec.op_name() != name:
+        return False
+    scaled_op(spec)
+    return True
+
+
+def decode(name: str) -> Optional[ScaledMatmulSpec]:
+    """The spec ScaledMatmulSpec.op_name() wrote as `name`, or None."""
+    toks = name.split("_")
+    if len(toks) < 6 or toks[0] != "smm" or toks[1][:4] not in _FORMATS or toks[1][4:] not in _FORMATS:
+        return None
+    k, n, s, out = toks[2], toks[3], toks[4], toks[-1]
+    scales_ok = len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t")
+    if k[:1] != "k" or not k[1:].isdigit() or n[:1] != "n" or not n[1:].isdigit() or not scales_ok \
+            or out[:1] != "o" or out[1:] not in _TORCH:
+        return None
+    f = dict(bias=None, activation=None, scale_result=False)
+    acts = {a.replace("_", ""): a for a in ACTIVATIONS}
+    for t in toks[5:-1]:
+        if t[:1] == "B" and t[1:] in _BIAS.values():
+            f["bias"] = t[1:]
+        elif t[:1] == "A" and t[1:] in acts:
+            f["activation"] = acts[t[1:]]
+        elif t == "Q":
+            f["scale_result"] = True
+        else:
+            return None
+    return ScaledMatmulSpec(toks[1][:4], toks[1][4:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
+                            out_dtype=out[1:], **f)
+
+
+_FORMATS = ("e4m3", "e5m2")
+_ops: Dict[ScaledMatmulSpec, FusedScaledMatmul] = {}
+_lock = threading.Lock()
+
+
+def scaled_op(spec: ScaledMatmulSpec) -> FusedScaledMatmul:
+    fm = _ops.get(spec)
+    if fm is None:
+        with _lock:
+            fm = _ops.get(spec)
+            if fm is None:
+                fm = _ops[spec] = FusedScaledMatmul(spec)
+    return fm
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = torch.bfloat16,
+              scale_result: Optional[torch.Tensor] = None, use_fast_accum: bool = False, *,
+              activation: Optional[str] = None) -> torch.Tensor:
+    """torch._scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum) as one heddle
+    kernel; activation (relu | gelu | gelu_tanh | silu | sigmoid | tanh) is applied after the bias.
+    use_fast_accum is accepted for torch's signature and changes nothing (heddle's FP8 kernels accumulate
+    as docs/fp8.md says)."""
+    spec, args = scaled_spec(a, b, scale_a, scale_b, bias, out_dtype, scale_result, activation, use_fast_accum)
+    return getattr(torch.ops.heddle, scaled_op(spec).spec.op_name())(*args)
+
+
+def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, scale_result=None, activation=None,
+                use_fast_accum=False):
+    """The checks of every scaled_mm call (InputError naming the argument), then (its spec, the op's tensors)."""
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias),
+                    ("scale_result", scale_result)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise InputError(f"{_W}: '{name}' is a {type(t).__name__}, not a torch.Tensor")
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in FLOAT8:
+            raise InputError(f"{_W}: '{name}' has dtype {t.dtype}; scaled_mm takes torch.float8_e4m3fn or "
+                             f"torch.float8_e5m2 operands (quantize it first; bf16 operands: heddle.matmul)")
+        if t.dim() != 2:
+            raise InputError(f"{_W}: '{name}' has shape {tuple(t.shape)}; scaled_mm takes 2-D operands")
+    (m, k), (kb, n) = a.shape, b.shape
+    if k != kb:
+        raise InputError(f"{_W}: a is [{m}, {k}] but b is [{kb}, {n}]: a gives K={k}, b gives K={kb}")
+    if k % ALIGN or n % ALIGN:
+        raise InputError(f"{_W}: K={k} and N={n} must be multiples of {ALIGN} (torch._scaled_mm's rule); pad "
+                         "the operands with zeros")
+    if m > 1 and k > 1 and a.stride(1) != 1:
+        raise InputError(f"{_W}: a must be row-major (strides {tuple(a.stride())}); pass a.contiguous()")
+    if k > 1 and n > 1 and b.stride(0) != 1:
+        raise InputError(f"{_W}: b must be column-major (strides {tuple(b.stride())}): pass w.t() of a "
+                         "contiguous [N, K] weight, or b.t().contiguous().t()")
+    if out_dtype is None:
+        out_dtype = a.dtype
+    if out_dtype not in OUT_DTYPES:
+        raise InputError(f"{_W}: out_dtype={out_dtype} is not supported; use torch.bfloat16, torch.float16, "
+                         "torch.float32, torch.float8_e4m3fn or torch.float8_e5m2")
+    row_a = _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
+    col_b = _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
+    if bias is not None:
+        if bias.dtype not in _BIAS or tuple(bias.shape) != (n,):
+            raise InputError(f"{_W}: 'bias' is {bias.dtype} {list(bias.shape)}; it must be a [{n}] (N) bfloat16, "
+                             "float16 or float32 tensor")
+    if activation is not None and activation not in ACTIVATIONS:
+        raise InputError(f"{_W}: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
+    if not isinstance(use_fast_accum, bool):
+        raise InputError(f"{_W}: use_fast_accum={use_fast_accum!r} must be a bool")
+    fp8_out = out_dtype in FLOAT8
+    if scale_result is not None and fp8_out and (scale_result.numel() != 1 or scale_result.dtype != torch.float32):
+        raise InputError(f"{_W}: 'scale_result' is {scale_result.dtype} {list(scale_result.shape)}; it must be a "
+                         "one-element float32 tensor")
+    use_result = scale_result is not None and fp8_out  # torch ignores scale_result for a 16/32-bit output
+    spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
+                            None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
+                            use_result)
+    args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
+    if bias is not None:
+        args.append(bias)
+    if use_result:
+        args.append(scale_result.reshape(1))
+    return spec, args
+
+
+def _scale_kind(name: str, s, form: str, shape) -> bool:
+    """True for a per-row (per-column) scale of `shape`, False for one per tensor; InputError otherwise."""
+    if s.dtype != torch.float32:
+        raise InputError(f"{_W}: '{name}' has dtype {s.dtype}; scales are torch.float32")
+    if tuple(s.shape) == tuple(shape):
+        return True  # ([1, 1] for a one-row operand: per row and per tensor give the same numbers)
+    if s.numel() == 1:
+        return False
+    raise InputError(f"{_W}: '{name}' has shape {list(s.shape)}; a scale is one element (per tensor) or "
+                     f"{form} = {list(shape)} (per row of a / per column of b); 128-block scales: docs/fp8.md")
