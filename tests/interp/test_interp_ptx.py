@@ -5,7 +5,7 @@ compiled into one program with the host C++ compiler and run once; it checks the
 numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
 swizzled layouts, D fragment), TMA (tensor-map validation, swizzled/partial loads and stores) and the
 sm_100a tcgen05 data semantics of hrt_ptx_tcgen05.h (instruction and shared-memory descriptors, tensor
-memory allocation, tcgen05.mma kind::f16 M=128 into tensor memory, tcgen05.ld 32x32b)
+memory allocation, tcgen05.mma kind::f16 and kind::f8f6f4 M=128 into tensor memory, tcgen05.ld 32x32b)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
 No GPU and no heddle build are needed.
 """
@@ -68,6 +68,10 @@ EXPECTED = (
         "tcgen05_mma_bf16_n128_a_mnmajor_b_kmajor_sw128",
         "tcgen05_mma_f16_n64_mnmajor_none_neg_a",
         "tcgen05_mma_errors",
+        "tcgen05_idesc_f8f6f4",
+        "tcgen05_mma_f8f6f4_e4m3_n64_sw128",
+        "tcgen05_mma_f8f6f4_e5m2_n128_sw64",
+        "tcgen05_mma_f8f6f4_e4m3_e5m2_n16_sw32",
     ]
 )
 
@@ -99,6 +103,8 @@ def test_check(selftest, name):
 def test_header_uses_only_standard_headers():
     includes = [line.strip() for line in HEADER.read_text().splitlines() if line.strip().startswith("#include")]
     assert includes and all(inc.startswith("#include <") for inc in includes), includes
-    tc = HEADER.with_name("hrt_ptx_tcgen05.h").read_text().splitlines()
-    includes = [line.strip() for line in tc if line.strip().startswith("#include")]
-    assert includes and all(inc.startswith("#include <") or inc == '#include "hrt_ptx.h"' for inc in includes), includes
+    own = ('#include "hrt_ptx.h"', '#include "hrt_fp8.h"')  # header-only, standard headers only themselves
+    for name in ("hrt_ptx_tcgen05.h", "hrt_fp8.h"):
+        lines = HEADER.with_name(name).read_text().splitlines()
+        includes = [line.strip() for line in lines if line.strip().startswith("#include")]
+        assert includes and all(inc.startswith("#include <") or inc in own for inc in includes), (name, includes)
