@@ -217,10 +217,12 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
                         "outer part becomes the pipelined loop");
   t.bk = (int)mm->domain.axes[kPos].factor;
-  if (t.bk != 16 && t.bk != 32 && t.bk != 64)
+  // 8-bit operands may take 128: one 128-byte swizzle row (schedule/tcgen05_schedule.cpp checks the rest)
+  if (t.bk != 16 && t.bk != 32 && t.bk != 64 && !(isFloat8(t.a->dtype) && t.bk == 128))
     fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk,
                         " is not supported by the tensor-core path; use "
-                        "16, 32 or 64");
+                        "16, 32 or 64",
+                        isFloat8(t.a->dtype) ? " (or 128 for 8-bit operands)" : "");
   if (kPos < M.blockPos || kPos < N.blockPos)
     fail<ScheduleError>("schedule of ", mm->name, ": the k loop '", mm->domain.axes[kPos].name,
                         "' is outside a block axis in ", mm->domain.str(), "; reorder so block axes come first");
