@@ -69,7 +69,7 @@ def test_family_names_are_unique_and_every_family_has_cases():
     from families import FAMILIES
     assert len(FAMILIES) >= 18
     for f in FAMILIES.values():
-        assert f.cases and f.needs in ("any", "sm_90a")
+        assert f.cases and f.needs in ("any", "sm_90a", "sm_100a")
         assert len({c.label for c in f.cases}) == len(f.cases), f.name
 
 

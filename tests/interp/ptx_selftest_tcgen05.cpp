@@ -59,6 +59,80 @@ void test_idesc() {
   report(N, f0);
 }
 
+// Table 42, .kind::f8f6f4, dense: A/B type E4M3 0, E5M2 1 at bits 7-9 / 10-12 (both K-major here).
+uint32_t idesc_f8(int fa, int fb, int M, int N) {
+  return (1u << 4) | (uint32_t(fa) << 7) | (uint32_t(fb) << 10) | (uint32_t(N >> 3) << 17) | (uint32_t(M >> 4) << 24);
+}
+
+void test_idesc_f8() {
+  const char* N = "tcgen05_idesc_f8f6f4";
+  int f0 = g_fail;
+  P::InstrDescF16 d;
+  const uint32_t v = idesc_f8(0, 1, 128, 64);
+  CHECK(N, v == ((1u << 4) | (1u << 10) | (8u << 17) | (8u << 24)), "encoding %08x", v);
+  std::string e = P::decode_idesc(P::TcKind::F8F6F4, v, &d);
+  CHECK(N, e.empty() && d.fmtA == 0 && d.fmtB == 1 && d.K() == 32 && d.N == 64 && d.M == 128, "decode: %s fmt %d %d",
+        e.c_str(), d.fmtA, d.fmtB);
+  // the same bits read as kind::f16 are f16 x bf16: refused there, K = 16
+  e = P::decode_idesc(P::TcKind::F16, v, &d);
+  CHECK(N, e.find("must both be F16") != std::string::npos, "kind::f16 reading of mixed formats: '%s'", e.c_str());
+  struct {
+    uint32_t v;
+    const char* want;
+  } bad[] = {
+      {idesc_f8(5, 0, 128, 64), "not modelled"},  // E2M1
+      {idesc_f8(0, 3, 128, 64), "not modelled"},  // E2M3
+      {idesc_f8(2, 0, 128, 64), "not an f8f6f4 format"},
+      {idesc_f8(0, 0, 128, 64) | (1u << 15), "K-major only"},
+      {idesc_f8(0, 0, 128, 64) | (1u << 16), "K-major only"},
+      {idesc_f8(1, 1, 64, 64), "M = 64"},
+  };
+  for (auto& b : bad) {
+    e = P::decode_idesc(P::TcKind::F8F6F4, b.v, &d);
+    CHECK(N, e.find(b.want) != std::string::npos, "descriptor %08x: '%s' lacks '%s'", b.v, e.c_str(), b.want);
+  }
+  report(N, f0);
+}
+
+// kind::f8f6f4: D (128 x Nn) = A (128 x BK) * B (BK x Nn), 8-bit K-major operands in W-byte swizzled rows (BK = W
+// elements, 32 per instruction: the descriptor start moves 32 bytes per k-step), formats fa / fb.
+void run_mma_f8_case(const std::string& name, int Nn, int fa, int fb, int W) {
+  int f0 = g_fail;
+  const int BK = W, steps = BK / 32;
+  const P::MiniFloat* fmt[2] = {&P::kE4M3, &P::kE5M2};
+  auto off = [&](int mn, int k) { return uint32_t((mn / 8) * 8 * W + (mn % 8) * W + k); };
+  const uint32_t abase = 1024, bbase = abase + ((128 * W + 1023) & ~1023u);
+  const uint32_t total = bbase + ((uint32_t(Nn) * W + 1023) & ~1023u) + 1024;
+  std::vector<uint8_t> smem(total, 0xCD);
+  std::vector<double> A(128 * BK), B(size_t(Nn) * BK);
+  auto fill = [&](std::vector<double>& X, int rows, int f, uint32_t base) {
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < BK; ++k) {
+        const uint32_t code = P::minifloat_encode_satfinite(*fmt[f], 6.0 * urand() - 3.0);
+        X[size_t(r) * BK + k] = P::minifloat_decode(*fmt[f], code);
+        smem[test_swz(base + off(r, k), W)] = uint8_t(code);
+      }
+  };
+  fill(A, 128, fa, abase);
+  fill(B, Nn, fb, bbase);
+  auto t = std::make_unique<P::Tmem>();
+  uint32_t d = 0;
+  std::string e = t->alloc(256, &d);
+  for (int s = 0; s < steps && e.empty(); ++s)
+    e = P::tcgen05_mma_ss(P::TcKind::F8F6F4, *t, d, sdesc(abase + 32 * s, 16, 8 * W, W),
+                          sdesc(bbase + 32 * s, 16, 8 * W, W), idesc_f8(fa, fb, 128, Nn), s > 0, smem.data(), total,
+                          nullptr);
+  CHECK(name, e.empty(), "mma: %s", e.c_str());
+  for (int i = 0; i < 128 && e.empty(); i += 7)
+    for (int j = 0; j < Nn; ++j) {
+      double ref = 0;
+      for (int k = 0; k < BK; ++k) ref += A[size_t(i) * BK + k] * B[size_t(j) * BK + k];
+      const float got = P::f32_from_bits(t->cell[i][P::tmem_col(d) + uint32_t(j)]);
+      CHECK(name, std::fabs(got - ref) <= 1e-4 * (1 + std::fabs(ref)), "D[%d][%d] = %g want %g", i, j, got, ref);
+    }
+  report(name, f0);
+}
+
 void test_sdesc() {
   const char* N = "tcgen05_smem_desc";
   int f0 = g_fail;
@@ -216,4 +290,8 @@ void test_tcgen05() {
   run_mma_case("tcgen05_mma_bf16_n128_a_mnmajor_b_kmajor_sw128", 128, true, true, 128, false, 128, false);
   run_mma_case("tcgen05_mma_f16_n64_mnmajor_none_neg_a", 64, false, true, 0, true, 0, true);
   test_mma_errors();
+  test_idesc_f8();
+  run_mma_f8_case("tcgen05_mma_f8f6f4_e4m3_n64_sw128", 64, 0, 0, 128);
+  run_mma_f8_case("tcgen05_mma_f8f6f4_e5m2_n128_sw64", 128, 1, 1, 64);
+  run_mma_f8_case("tcgen05_mma_f8f6f4_e4m3_e5m2_n16_sw32", 16, 0, 1, 32);
 }

@@ -5,7 +5,7 @@ compiled into one program with the host C++ compiler and run once; it checks the
 numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
 swizzled layouts, D fragment), TMA (tensor-map validation, swizzled/partial loads and stores) and the
 sm_100a tcgen05 data semantics of hrt_ptx_tcgen05.h (instruction and shared-memory descriptors, tensor
-memory allocation, tcgen05.mma kind::f16 M=128 into tensor memory, tcgen05.ld 32x32b)
+memory allocation, tcgen05.mma kind::f16 and kind::f8f6f4 M=128 into tensor memory, tcgen05.ld 32x32b)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
 No GPU and no heddle build are needed.
 """
@@ -73,6 +73,10 @@ EXPECTED = (
         "tcgen05_mma_bf16_n128_a_mnmajor_b_kmajor_sw128",
         "tcgen05_mma_f16_n64_mnmajor_none_neg_a",
         "tcgen05_mma_errors",
+        "tcgen05_idesc_f8f6f4",
+        "tcgen05_mma_f8f6f4_e4m3_n64_sw128",
+        "tcgen05_mma_f8f6f4_e5m2_n128_sw64",
+        "tcgen05_mma_f8f6f4_e4m3_e5m2_n16_sw32",
     ]
 )
 
@@ -103,10 +107,10 @@ def test_check(selftest, name):
 
 def test_header_uses_only_standard_headers():
     includes = [line.strip() for line in HEADER.read_text().splitlines() if line.strip().startswith("#include")]
-    # hrt_fp8.h: the 8-bit formats the FP8 wgmma decodes, itself standard headers only
-    assert includes and all(inc.startswith("#include <") or inc == '#include "hrt_fp8.h"' for inc in includes), includes
-    f8 = HEADER.with_name("hrt_fp8.h").read_text().splitlines()
-    assert all(ln.strip().startswith("#include <") for ln in f8 if ln.strip().startswith("#include"))
-    tc = HEADER.with_name("hrt_ptx_tcgen05.h").read_text().splitlines()
-    includes = [line.strip() for line in tc if line.strip().startswith("#include")]
-    assert includes and all(inc.startswith("#include <") or inc == '#include "hrt_ptx.h"' for inc in includes), includes
+    # hrt_fp8.h: the 8-bit formats the FP8 wgmma decodes; the own headers are header-only, standard headers only
+    own = ('#include "hrt_ptx.h"', '#include "hrt_fp8.h"')
+    assert includes and all(inc.startswith("#include <") or inc == own[1] for inc in includes), includes
+    for name in ("hrt_ptx_tcgen05.h", "hrt_fp8.h"):
+        lines = HEADER.with_name(name).read_text().splitlines()
+        includes = [line.strip() for line in lines if line.strip().startswith("#include")]
+        assert includes and all(inc.startswith("#include <") or inc in own for inc in includes), (name, includes)

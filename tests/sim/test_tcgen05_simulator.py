@@ -69,3 +69,13 @@ def test_missing_fences_and_commits_are_named():
     assert any("tensor-memory columns allocated" in m for m in r.async_misuse), r.report()
     r = verify.simulate(mutant(low, "delete_sync", "delete tcgen05.alloc"), ins)
     assert any("not allocated" in m for m in r.async_misuse), r.report()
+
+
+@pytest.mark.parametrize("fa,fb,scales,bk", [("e4m3", "e5m2", "row", 128), ("e5m2", "e5m2", "tensor", 32)])
+def test_fp8_kernel_simulates_clean(fa, fb, scales, bk):
+    """The kind::f8f6f4 kernel (docs/fp8.md "sm_100a"): the same rings with 1-byte stages, clean, with the numbers
+    of the float64 reference on ragged M, N, K (the simulator computes the MMA from the operand values)."""
+    from support.tcgen05_defs import build_fp8
+    fd = build_fp8(fa, fb, scales, stages=3, bn=64, bk=bk, n=72, k=208)
+    r = verify.simulate(fd.lower("sm_100a"), inputs(fd, 130, seed=4), "random", 3)
+    assert r.ok, r.report()

@@ -43,6 +43,27 @@ def build_epi(operands=("bias",), tma="bias", e_stages=2, stages=3, acc_stages=2
     return fd
 
 
+def build_fp8(fmt_a="e4m3", fmt_b="e4m3", scales="row", bias=True, stages=3, acc_stages=2, bn=64, bk=128, n=72,
+              k=208, out="bf16"):
+    """gelu((a @ b^T) * scales [+ bias]) with 8-bit operands for the sm_100a tcgen05 kernel (kind::f8f6f4): a [M, K]
+    and b [N, K], both K-major (torch._scaled_mm's layouts), f32 scales applied to the accumulator in the
+    epilogue -- "tensor": scale_a [1] and scale_b [1]; "row": scale_a [M, 1] (per row of a) and scale_b [1, N]
+    (per column of b); None: no scales -- a bf16 bias [N] and a bf16 (or `out`) output."""
+    fd = heddle.Fusion()
+    a = fd.input("a", fmt_a, ["M", k])
+    b = fd.input("b", fmt_b, [n, k])
+    y = fd.matmul(a, b, False, True)
+    if scales == "tensor":
+        y = y * fd.input("scale_a", "f32", [1]) * fd.input("scale_b", "f32", [1])
+    elif scales == "row":
+        y = y * fd.input("scale_a", "f32", ["M", 1]) * fd.input("scale_b", "f32", [1, n])
+    if bias:
+        y = y + fd.input("bias", "bf16", [n])
+    fd.output(heddle.ops.gelu(y).to(out))
+    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
+    return fd
+
+
 def redundant_fence_mutants(survivors):
     """The simulator mutants deleting the two tcgen05 fences that order nothing the block barriers do not:
     tcgen05.alloc and tcgen05.dealloc are synchronous (PTX ISA 9.7.16.6.1), so the fence::before_thread_sync

@@ -6,8 +6,8 @@ and names the M (and batch) it runs at. N and K are fixed by the fusion; the sha
 (partial tiles on every axis) so a whole family runs in seconds. A "call" case instead runs a Python
 callable (heddle.matmul per M bucket) that returns (output, float64 reference).
 
-`needs`: "sm_90a" families run only on a Hopper device (and in the dry run), "any" on every sm_80+ device
-(compiled for the device's own target). `roles`: the family has warp-specialized roles, so the sanitizer
+`needs`: "sm_90a" families run only on a Hopper device, "sm_100a" ones only on a Blackwell device (both in the
+dry run, compiled for that target), "any" on every sm_80+ device (compiled for the device's own target). `roles`: the family has warp-specialized roles, so the sanitizer
 stage runs racecheck and synccheck on it too (memcheck runs on every family).
 """
 from __future__ import annotations
@@ -272,6 +272,21 @@ def _():
             Case("one-wg-M64", _auto(64, 1024, 1024), M=50),
             Case("split-k-M128", _auto(128, 1024, 4096, k_share="split_k"), M=128),
             Case("stream-k-M256", _auto(256, 1280, 4096, k_share="stream_k"), M=256)]
+
+
+# --- sm_100a: TMA + tcgen05.mma into tensor memory ------------------------------------------------------------
+
+def _fp8(fa, fb, scales, **kw):
+    from support.tcgen05_defs import build_fp8
+    return lambda target: build_fp8(fa, fb, scales, **kw)
+
+
+@family("sm100_fp8", "sm_100a", True, "tcgen05.mma kind::f8f6f4: e4m3 / e5m2 operands, per-tensor / per-row scales")
+def _():
+    return [Case("e4m3-row-M333", _fp8("e4m3", "e4m3", "row", stages=4, bn=128, bk=128, n=264, k=1040), M=333),
+            Case("e5m2-tensor-M77", _fp8("e5m2", "e5m2", "tensor", stages=3, bn=256, bk=128, n=520, k=528), M=77),
+            Case("mixed-k32-M200", _fp8("e4m3", "e5m2", None, stages=6, acc_stages=1, bn=64, bk=32, n=200, k=208),
+                 M=200)]
 
 
 @family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")

@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     for fam in fams:
         cases = fam.cases[:1] if args.first_only else fam.cases
         for i, case in enumerate(cases):
-            ctarget = target if args.mode == "gpu" else ("sm_90a" if fam.needs == "sm_90a" else "sm_80")
+            ctarget = target if args.mode == "gpu" else (fam.needs if fam.needs != "any" else "sm_80")
             rec = {"stage": args.stage, "family": fam.name, "case": case.label, "target": ctarget, "M": case.M}
             print(f"family_run: start {fam.name}/{case.label}", flush=True)
             t0 = time.time()

@@ -105,7 +105,9 @@ std::string mmaType(const kir::Kernel& k) {
   const auto& t = k.tile;
   std::ostringstream os;
   os << "heddle::MmaSm100<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << (t.aKMajor ? "true" : "false") << ", "
-     << (t.bKMajor ? "true" : "false") << ", T>";
+     << (t.bKMajor ? "true" : "false") << ", T";
+  if (isFloat8(t.inDtype)) os << ", " << dtypeCudaName(t.inDtypeB);  // kind::f8f6f4: B's format of its own
+  os << ">";
   return os.str();
 }
 

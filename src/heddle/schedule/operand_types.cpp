@@ -10,7 +10,8 @@
 // .f16/.bf16 types"; CUTLASS's SM90 FP8 GMMA atoms are all _TN). So A is [M, K] row-major (matmul without
 // trans_a) and B is stored [N, K] (matmul(a, b, trans_b=True), torch._scaled_mm's column-major b); any other
 // layout is refused here naming the operand. An 8-bit float output (cvt.rn.satfinite) is lowered on the
-// same kernels (docs/fp8.md).
+// same kernels (docs/fp8.md). On sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile
+// rules: schedule/tcgen05_schedule.cpp); the cp.async + mma.sync fallback there does not.
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 
@@ -22,8 +23,8 @@ bool takesFloat8(const TargetInfo& target) {
   return target.mma.has(MmaKind::Wgmma) || target.mma.has(MmaKind::Tcgen05);
 }
 
-// sm_90a's wgmma kernels take 8-bit operands (this file lifts the refusal for MmaKind::Wgmma only; the
-// tcgen05 family lifts its own)
+// sm_90a's wgmma kernels (a target with wgmma and without tcgen05); on sm_100a the tcgen05 kernel takes
+// them (its layout and k-tile rules: schedule/tcgen05_schedule.cpp)
 bool wgmmaFloat8(const TargetInfo& target) {
   return target.mma.has(MmaKind::Wgmma) && !target.mma.has(MmaKind::Tcgen05);
 }
@@ -40,10 +41,18 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
                           " has no 8-bit float tensor-core instruction (FP8 GEMMs need wgmma on sm_90a or "
                           "tcgen05 on sm_100a); convert the operand to bf16 (with its scale applied) for ",
                           target.name);
-    if (!wgmmaFloat8(target))
-      fail<ScheduleError>("matmul operand ", op->name, " is ", dtypeName(op->dtype),
-                          ": the FP8 kernel families are not lowered in this build yet (docs/fp8.md); convert the "
-                          "operand to bf16");
+    if (!target.mma.has(MmaKind::Tcgen05)) continue;
+    // sm_100a: 8-bit operands run on the tcgen05 kernel (kind::f8f6f4) only, never on its mma.sync fallback
+    auto caches = f.cachesOf(op);
+    if (!caches.empty() && caches[0]->loadKind != LoadKind::TmaLoad)
+      fail<ScheduleError>("matmul operand ", op->name, " is ", dtypeName(op->dtype), " and cached with ",
+                          loadKindName(caches[0]->loadKind), ": on ", target.name,
+                          " 8-bit operands run on the tcgen05 kernel only (tcgen05.mma kind::f8f6f4; mma.sync has no "
+                          "8-bit float form); cache it with tma_load and warp_specialize the matmul (docs/fp8.md)");
+    if (mm->rank() == 3)
+      fail<ScheduleError>("matmul operand ", op->name, " is ", dtypeName(op->dtype), ": the ", target.name,
+                          " tcgen05 kernel takes no batched matmul in this build and mma.sync has no 8-bit float "
+                          "form; run the batches as separate matmuls");
   }
   auto* e = mm->definition;
   if (wgmmaFloat8(target) && isFloat8(e->inputs[0]->dtype)) {

@@ -88,6 +88,29 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
   checkRegisterPool(mm, roleBudgets(h), registerPool(h.threads));  // the setmaxnreg pool (register_pool.h)
 }
 
+// 8-bit operands (tcgen05.mma kind::f8f6f4, docs/fp8.md): K = 32 per instruction (PTX ISA 9.7.16.10.1), so
+// the k tile is 32, 64 or 128 elements (a 32-, 64- or 128-byte swizzle row: the K-major stage of TmaTile);
+// both operands K-major (A [M, K], B [N, K], i.e. matmul(a, b, False, True)): the layout this build lowers
+// and its interpreter models, as wgmma takes 8-bit operands K-major only (PTX ISA 9.7.15.5.1).
+void validateFloat8Operands(const MatmulTiling& t, const TargetInfo& target) {
+  const std::string mm = t.mm->name;
+  if (t.transA)
+    fail<ScheduleError>("matmul ", mm, ": operand ", t.a->name, " is ", dtypeName(t.a->dtype),
+                        " stored [K, M] (transposed, M-major); 8-bit operands of the ", target.name,
+                        " tcgen05 kernel are K-major: pass ", t.a->name,
+                        " as [M, K] (its transpose made contiguous) with transA=False");
+  if (!t.transB)
+    fail<ScheduleError>("matmul ", mm, ": operand ", t.b->name, " is ", dtypeName(t.b->dtype),
+                        " stored [K, N] (N-major); 8-bit operands of the ", target.name,
+                        " tcgen05 kernel are K-major: pass ", t.b->name,
+                        " as [N, K] with transB=True (torch._scaled_mm's column-major b is that layout)");
+  if (t.bk != 32 && t.bk != 64 && t.bk != 128)
+    fail<ScheduleError>(
+        "schedule of ", mm, ": k tile ", t.bk, " with 8-bit operands; tcgen05.mma kind::f8f6f4 ",
+        "takes K = 32 per instruction and the swizzled stages 32-, 64- or 128-byte rows: use 32, 64 or ",
+        "128 (128: one 128-byte swizzle row)");
+}
+
 }  // namespace
 
 void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
@@ -125,8 +148,11 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
     fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn,
                         " is not one this build issues with tcgen05.mma (N a "
                         "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
-  if (t.bk != 16 && t.bk != 32 && t.bk != 64)
+  if (isFloat8(t.a->dtype)) {
+    validateFloat8Operands(t, target);
+  } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
+  }
   if (t.stages < 2)
     fail<ScheduleError>("cache ", t.aCache->name,
                         ": tma_load needs circular_buffer(stages >= 2): each stage is one "
@@ -135,8 +161,9 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
     fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages,
                         "): the tcgen05 operand ring allows "
                         "at most 8 stages");
-  h.swizzleA = t.transA ? 128 : 2 * t.bk;
-  h.swizzleB = t.transB ? 2 * t.bk : 128;
+  const int esize = dtypeBytes(t.a->dtype);
+  h.swizzleA = t.transA ? 128 : esize * t.bk;
+  h.swizzleB = t.transB ? esize * t.bk : 128;
   h.tileWarpgroups = 1;
   h.mmaWarpgroups = 0;
   h.wgRows = t.bm;
@@ -148,7 +175,7 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
 }
 
 // The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64
-// where N >= 256, else 128 x 128 x 64; as many operand stages as fit (at most 6); two accumulator
+// where N >= 256, else 128 x 128 x 64 (8-bit operands: k tile 128, the same 128-byte rows); as many operand stages as fit (at most 6); two accumulator
 // stages in tensor memory; roles {load: 1 warp, mma: 1 warp, epilogue: 4 warps}, no register budgets
 // (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule.
 // As on sm_90a, it does not cache a bias / residual with tma_load itself; one the user cached keeps its
@@ -165,9 +192,12 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
   AutoScheduleHints hints = given;
   const Size& N = mm->shape[mm->rank() - 1];
   if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
-  const int bm = 128, bk = 64;
+  // the k tile fills one 128-byte swizzle row: 64 16-bit or 128 8-bit elements
+  const int esize = dtypeBytes(e->inputs[0]->dtype);
+  const int bm = 128, bk = 128 / esize;
   // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
-  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 0);
+  // (it counts 2-byte elements: the 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
+  const auto fit = fitAutoTile(f, target, bm, bk * esize / 2, hints.n >= 256 ? 256 : 128, 6, 0);
   const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);

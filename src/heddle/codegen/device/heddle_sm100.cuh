@@ -1,5 +1,5 @@
 // heddle/heddle_sm100.cuh -- Blackwell (sm_100a) device runtime: tensor memory (tcgen05.alloc /
-// relinquish / dealloc), tcgen05.mma kind::f16 from shared-memory descriptors into a tensor-memory
+// relinquish / dealloc), tcgen05.mma kind::f16 / kind::f8f6f4 from shared-memory descriptors into a tensor-memory
 // accumulator, tcgen05.commit onto an mbarrier, tcgen05.ld 32x32b + wait::ld, and the tcgen05 fences.
 // Everything else (mbarriers, TMA, swizzled tiles, setmaxnreg, elect.sync) is heddle_sm90.cuh's.
 // The PTX facts this rests on are listed in docs/blackwell.md (PTX ISA 9.7.16); nothing here has run
@@ -11,11 +11,16 @@
 //   tcgen05 shared-memory descriptor has the wgmma descriptor's fields plus the constant 0b001 at
 //   bits 46-48, and its swizzle codes at 61-63 (128B 2, 64B 4, 32B 6) are the wgmma layout types
 //   (1, 2, 3 at 62-63) shifted by one bit: the same 64-bit value.
-//   mma(tmem, stage, sA, sB, accumulate): BK/16 tcgen05.mma (K = 16 each) into columns
+//   mma(tmem, stage, sA, sB, accumulate): BK/16 tcgen05.mma (K = 16 each; 8-bit: BK/32, below) into columns
 //   [stage*BN, stage*BN + BN) of the allocation at `tmem`; the first runs with enable-input-d =
 //   accumulate (0 on a tile's first k-tile: fresh columns hold no value), the others with 1.
 //   Instruction descriptor (kind::f16, table 42): D f32 (1 at bits 4-5), A/B f16 0 or bf16 1 (7-9,
 //   10-12), transpose A/B = MN-major (15, 16), N>>3 (17-22), M>>4 (24-28).
+// MmaSm100<..., T, TB> with 8-bit operands (e4m3 / e5m2, docs/fp8.md): tcgen05.mma.cta_group::1.kind::f8f6f4,
+//   K = 32 per instruction (PTX ISA 9.7.16.10.1, dense f8f6f4 shapes), BK in {32, 64, 128} (a 128-element
+//   k tile is one 128-byte swizzle row), A type T and B type TB in the same table-42 fields with E4M3 0 and
+//   E5M2 1 (CUTLASS UMMA::MXF8F6F4Format agrees), both operands K-major. A k step is still 32 bytes of
+//   the K-major stage, so the descriptors are kind::f16's.
 #pragma once
 #include "heddle/heddle_math.cuh"
 #include "heddle/heddle_sm90.cuh"
@@ -75,20 +80,38 @@ __device__ __forceinline__ void commit(u64* bar) {
 #endif
 }
 
-__device__ __forceinline__ void mma_f16_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, int accumulate) {
+// tcgen05.mma.cta_group::1 with A and B from shared-memory descriptors: kind::f16 (F8 false) or kind::f8f6f4 (F8
+// true: 8-bit A / B types from the instruction descriptor, K = 32).
+#define HEDDLE_TCGEN05_MMA_SS(KIND)                                                                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\ntcgen05.mma.cta_group::1.kind::" KIND                   \
+               " [%0], %1, %2, %3, p;\n}\n" ::"r"(d),                                                              \
+               "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(accumulate)                                              \
+               : "memory")
+template <bool F8>
+__device__ __forceinline__ void mma_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, int accumulate) {
 #if defined(HEDDLE_INTERPRET)
-  ::heddle_rt::tcgen05_mma_f16_ss(d, a_desc, b_desc, idesc, accumulate);
+  if constexpr (F8)
+    ::heddle_rt::tcgen05_mma_f8f6f4_ss(d, a_desc, b_desc, idesc, accumulate);
+  else
+    ::heddle_rt::tcgen05_mma_f16_ss(d, a_desc, b_desc, idesc, accumulate);
 #else
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %4, 0;\n"
-      "tcgen05.mma.cta_group::1.kind::f16 [%0], %1, %2, %3, p;\n"
-      "}\n" ::"r"(d),
-      "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(accumulate)
-      : "memory");
+  if constexpr (F8)
+    HEDDLE_TCGEN05_MMA_SS("f8f6f4");
+  else
+    HEDDLE_TCGEN05_MMA_SS("f16");
 #endif
 }
+#undef HEDDLE_TCGEN05_MMA_SS
+
+// An operand type's tcgen05.mma kind and its A/B type code in the instruction descriptor (PTX ISA 9.7.16.4.2
+// table 42): kind::f16 f16 0, bf16 1; kind::f8f6f4 e4m3 0, e5m2 1.
+template <typename T> struct UmmaFormat;
+template <> struct UmmaFormat<f16> { static constexpr bool kF8 = false; static constexpr unsigned kCode = 0; };
+template <> struct UmmaFormat<bf16> { static constexpr bool kF8 = false; static constexpr unsigned kCode = 1; };
+#if defined(HEDDLE_INTERPRET) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
+template <> struct UmmaFormat<e4m3> { static constexpr bool kF8 = true; static constexpr unsigned kCode = 0; };
+template <> struct UmmaFormat<e5m2> { static constexpr bool kF8 = true; static constexpr unsigned kCode = 1; };
+#endif
 
 // 32 consecutive columns from `addr` (lane = the warp's quarter, 32x32b: thread t gets lane + t), in
 // registers once tcgen05.wait::ld returned.
@@ -115,16 +138,22 @@ __device__ __forceinline__ void tmem_load_32(unsigned addr, float (&v)[32]) {
 
 }  // namespace sm100
 
-template <int BM, int BN, int BK, bool A_KMAJOR, bool B_KMAJOR, typename T>
+template <int BM, int BN, int BK, bool A_KMAJOR, bool B_KMAJOR, typename T, typename TB = T>
 struct MmaSm100 {
+  using FA = sm100::UmmaFormat<T>;
+  using FB = sm100::UmmaFormat<TB>;
+  static constexpr bool kF8 = FA::kF8;
+  static constexpr int kK = kF8 ? 32 : 16;  // K per tcgen05.mma: kind::f8f6f4 32, kind::f16 16
   static_assert(BM == 128, "MmaSm100: cta_group::1 tcgen05.mma computes M = 128");
   static_assert(BN % 64 == 0 && BN <= 256, "MmaSm100: BN must be 64, 128, 192 or 256");
-  static_assert(BK % 16 == 0 && BK <= 64, "MmaSm100: BK must be 16, 32 or 64");
+  static_assert(FB::kF8 == kF8 && sizeof(TB) == sizeof(T), "MmaSm100: A and B are both 8-bit or both 16-bit");
+  static_assert(BK % kK == 0 && BK * (int)sizeof(T) <= 128,
+                "MmaSm100: BK must be 16, 32 or 64 (16-bit) or 32, 64 or 128 (8-bit)");
+  static_assert(!kF8 || (A_KMAJOR && B_KMAJOR), "MmaSm100: 8-bit operands are K-major");
   using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
   using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, T>, sm90::TmaTile<BK, BN, T>>::type;
   static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
-  static constexpr unsigned kIdesc = (1u << 4) | ((IsBf16<T>::value ? 1u : 0u) << 7) |
-                                     ((IsBf16<T>::value ? 1u : 0u) << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
+  static constexpr unsigned kIdesc = (1u << 4) | (FA::kCode << 7) | (FB::kCode << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
                                      ((B_KMAJOR ? 0u : 1u) << 16) | ((unsigned)(BN >> 3) << 17) |
                                      ((unsigned)(BM >> 4) << 24);
 
@@ -133,13 +162,15 @@ struct MmaSm100 {
     return sm90::slab_desc<Tile, KMAJOR>(stage_addr, 0, ks) | (1ull << 46);
   }
 
-  // One thread: acc[stage] (+)= A_stage x B_stage over the BK slab.
-  __device__ __forceinline__ static void mma(unsigned tmem, int stage, const T* sA, const T* sB, int accumulate) {
+  // One thread: acc[stage] (+)= A_stage x B_stage over the BK slab. The stages reach the tensor core as shared
+  // addresses in descriptors only, so they are taken untyped (an 8-bit B stage of another format than A's).
+  __device__ __forceinline__ static void mma(unsigned tmem, int stage, const void* sA, const void* sB, int accumulate) {
     const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB), d = tmem + (unsigned)(stage * BN);
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks)
-      sm100::mma_f16_ss(d, desc<TileA, A_KMAJOR>(a, ks), desc<TileB, B_KMAJOR>(b, ks), kIdesc,
-                        ks == 0 ? accumulate : 1);
+    for (int ks = 0; ks < BK / kK; ++ks) {
+      sm100::mma_ss<kF8>(d, desc<TileA, A_KMAJOR>(a, ks), desc<TileB, B_KMAJOR>(b, ks), kIdesc,
+                         ks == 0 ? accumulate : 1);
+    }
   }
 
   // The epilogue thread's TMEM address of its row (warp w: lanes 32*(w%4)..) in columns of `stage`.

@@ -65,6 +65,7 @@ void tcgen05_alloc(uint32_t slot, int ncols);
 void tcgen05_relinquish_alloc_permit();
 void tcgen05_dealloc(uint32_t taddr, int ncols);
 void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d);
+void tcgen05_mma_f8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d);
 void tcgen05_commit(uint32_t bar);
 void tcgen05_ld_32x32b(int num, uint32_t taddr, uint32_t* regs);
 void tcgen05_wait_ld();

@@ -100,6 +100,7 @@ struct PendingTcMma {  // tcgen05.mma issued, not yet run: it runs when a later 
   uint64_t a, b;
   bool enable;
   const void* pc;
+  ptx::TcKind kind = ptx::TcKind::F16;  // the .kind qualifier: how the idesc's type fields read
 };
 
 struct PendingTcCommit {  // tcgen05.commit: runs its thread's earlier MMAs, then one arrival on `bar`

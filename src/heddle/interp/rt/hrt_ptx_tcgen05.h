@@ -16,6 +16,12 @@
 //     B type, 13/14 negate A/B, 15/16 transpose A/B (1 = MN-major), 17-22 N>>3, 23 reserved, 24-28
 //     M>>4, 29 reserved, 30-31 .ws B-reuse shift.  Modelled: dense, f32 D, A and B both f16 or both
 //     bf16, M = 128 (cta_group::1), N a multiple of 16 in [16, 256]; K = 16 per instruction.
+//   * The same table for .kind::f8f6f4: A/B type E4M3 0, E5M2 1 (E2M3 3, E3M2 4, E2M1 5: not modelled),
+//     the formats may differ; K = 32 per instruction (9.7.16.10.1, the dense f8f6f4 shapes; CUTLASS's
+//     UMMA::MXF8F6F4Format has the same codes).  An 8-bit operand row of the canonical K-major layout
+//     is two 16-byte chunks of 16 elements: the 32 K elements of one instruction, the byte geometry of
+//     kind::f16's two chunks of 8.  Modelled: K-major A and B (transpose bits 0), decoded with
+//     hrt_fp8.h; the products are exact in f32 and summed in f32.
 //   * Shared memory descriptor (9.7.16.4.1, table 40): bits 0-13 start>>4, 16-29 LBO>>4, 32-45
 //     SBO>>4, 46-48 the constant 0b001, 49-51 base offset, 52 LBO mode (0 relative), 53-60 zero,
 //     61-63 swizzle (0 none, 1 128B with 32B atom, 2 128B, 4 64B, 6 32B; 3, 5, 7 invalid).  The
@@ -36,6 +42,7 @@
 #include <cstring>
 #include <string>
 
+#include "hrt_fp8.h"
 #include "hrt_ptx.h"
 
 namespace heddle_rt {
@@ -98,30 +105,52 @@ struct Tmem {
   }
 };
 
-// Decoded .kind::f16 instruction descriptor.
+// The MMA kinds modelled (the .kind qualifier: the instruction descriptor's type fields depend on it).
+enum class TcKind { F16, F8F6F4 };
+inline const char* tc_kind_name(TcKind k) { return k == TcKind::F16 ? "kind::f16" : "kind::f8f6f4"; }
+
+// Decoded instruction descriptor (kind::f16 or kind::f8f6f4).
 struct InstrDescF16 {
-  bool bf16 = false;
+  TcKind kind = TcKind::F16;
+  bool bf16 = false;         // kind::f16: A and B bf16
+  int fmtA = 0, fmtB = 0;    // kind::f8f6f4: 0 E4M3, 1 E5M2
   bool negA = false, negB = false;
   bool mnMajorA = false, mnMajorB = false;  // transpose bits
   int M = 0, N = 0;
+  int K() const { return kind == TcKind::F16 ? 16 : 32; }
 };
 
-inline std::string decode_idesc_f16(uint32_t d, InstrDescF16* out) {
-  const std::string who = "tcgen05.mma.kind::f16: instruction descriptor " + hexstr(d) + ": ";
+inline std::string decode_idesc(TcKind kind, uint32_t d, InstrDescF16* out) {
+  const std::string who = std::string("tcgen05.mma.") + tc_kind_name(kind) + ": instruction descriptor " + hexstr(d) +
+                          ": ";
   if (d & 0x7u) return who + "sparsity (bits 0-2) is not modelled; use a dense descriptor";
   if (d & 0x8u) return who + "saturate (bit 3) applies to integer kinds only";
   if (((d >> 4) & 3u) != 1u) return who + "D type (bits 4-5) must be F32 (1) here; f16 accumulators are not modelled";
   if (d & ((1u << 6) | (1u << 23) | (1u << 29))) return who + "reserved bits 6, 23 and 29 must be 0";
   if (d >> 30) return who + "bits 30-31 (B reuse shift) belong to tcgen05.mma.ws";
   const uint32_t at = (d >> 7) & 7u, bt = (d >> 10) & 7u;
-  if (at > 1 || bt > 1 || at != bt)
-    return who + "A type " + std::to_string(at) + " and B type " + std::to_string(bt) +
-           " (bits 7-9, 10-12) must both be F16 (0) or both BF16 (1)";
-  out->bf16 = at == 1;
+  out->kind = kind;
+  if (kind == TcKind::F16) {
+    if (at > 1 || bt > 1 || at != bt)
+      return who + "A type " + std::to_string(at) + " and B type " + std::to_string(bt) +
+             " (bits 7-9, 10-12) must both be F16 (0) or both BF16 (1)";
+    out->bf16 = at == 1;
+  } else {
+    for (uint32_t t : {at, bt})
+      if (t > 1)
+        return who + "A type " + std::to_string(at) + " and B type " + std::to_string(bt) + " (bits 7-9, 10-12): " +
+               (t == 3 || t == 4 || t == 5 ? "the 6- and 4-bit formats (E2M3 3, E3M2 4, E2M1 5) are not modelled"
+                                           : "not an f8f6f4 format") +
+               "; E4M3 is 0, E5M2 1";
+    out->fmtA = int(at);
+    out->fmtB = int(bt);
+  }
   out->negA = (d >> 13) & 1u;
   out->negB = (d >> 14) & 1u;
   out->mnMajorA = (d >> 15) & 1u;
   out->mnMajorB = (d >> 16) & 1u;
+  if (kind == TcKind::F8F6F4 && (out->mnMajorA || out->mnMajorB))
+    return who + "transpose A/B (bits 15, 16) set: MN-major 8-bit operands are not modelled; K-major only";
   out->N = int((d >> 17) & 0x3Fu) << 3;
   out->M = int((d >> 24) & 0x1Fu) << 4;
   if (out->M != 128) return who + "M = " + std::to_string(out->M) + "; modelled: M = 128 with cta_group::1";
@@ -129,6 +158,8 @@ inline std::string decode_idesc_f16(uint32_t d, InstrDescF16* out) {
     return who + "N = " + std::to_string(out->N) + "; for M = 128 N is a multiple of 16 in [16, 256]";
   return "";
 }
+
+inline std::string decode_idesc_f16(uint32_t d, InstrDescF16* out) { return decode_idesc(TcKind::F16, d, out); }
 
 // The tcgen05 shared memory descriptor rewritten as the wgmma descriptor with the same fields.
 inline std::string tcgen05_desc_as_wgmma(uint64_t d, uint64_t* wg) {
@@ -151,12 +182,33 @@ inline std::string tcgen05_desc_as_wgmma(uint64_t d, uint64_t* wg) {
   return "";
 }
 
-// tcgen05.mma.cta_group::1.kind::f16 with A and B in shared memory.  Validates everything first, so a
+// One 8-bit K-major operand (rows x 32) of a kind::f8f6f4 MMA: the descriptor checks are wgmma_load_operand's
+// (the byte geometry is kind::f16's: two 16-byte chunks per row), the elements decoded with hrt_fp8.h (fmt 0
+// E4M3, 1 E5M2). out == nullptr: validate only.
+inline std::string tcgen05_load_operand_f8(const char* name, int rows, int fmt, uint64_t desc, const uint8_t* smem,
+                                           uint32_t smem_bytes, float (*out)[32], Access* acc) {
+  std::string err = wgmma_load_operand(name, rows, false, desc, 0, smem, smem_bytes, nullptr, acc, "tcgen05.mma");
+  if (!err.empty() || !out) return err;
+  const MatrixDesc md = decode_matrix_desc(desc);
+  const int span = desc_swizzle_span(md.layout);
+  RangeBatcher rb(acc, false);
+  for (int r = 0; r < rows; ++r)
+    for (int q = 0; q < 2; ++q) {
+      const uint32_t phys = swizzle_addr(md.start + wgmma_chunk_offset(false, span, md.lbo, md.sbo, r, q), span);
+      rb.add(phys, 16);
+      for (int e = 0; e < 16; ++e)
+        out[r][q * 16 + e] = float(minifloat_decode(fmt == 0 ? kE4M3 : kE5M2, smem[phys + uint32_t(e)]));
+    }
+  return "";
+}
+
+// tcgen05.mma.cta_group::1.kind::{f16, f8f6f4} with A and B in shared memory.  Validates everything first, so a
 // failing call changes and reports nothing.
-inline std::string tcgen05_mma_f16_ss(Tmem& t, uint32_t d_addr, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,
-                                      bool enable_input_d, const uint8_t* smem, uint32_t smem_bytes, Access* acc) {
+inline std::string tcgen05_mma_ss(TcKind kind, Tmem& t, uint32_t d_addr, uint64_t a_desc, uint64_t b_desc,
+                                  uint32_t idesc, bool enable_input_d, const uint8_t* smem, uint32_t smem_bytes,
+                                  Access* acc) {
   InstrDescF16 id;
-  std::string err = decode_idesc_f16(idesc, &id);
+  std::string err = decode_idesc(kind, idesc, &id);
   if (!err.empty()) return err;
   const uint32_t lane0 = tmem_lane(d_addr), col0 = tmem_col(d_addr);
   if (lane0 != 0)
@@ -169,23 +221,41 @@ inline std::string tcgen05_mma_f16_ss(Tmem& t, uint32_t d_addr, uint64_t a_desc,
   err = tcgen05_desc_as_wgmma(a_desc, &wa);
   if (err.empty()) err = tcgen05_desc_as_wgmma(b_desc, &wb);
   if (!err.empty()) return err;
-  static thread_local float A[128][16];
-  static thread_local float B[256][16];
-  err = wgmma_load_operand("A", 128, id.bf16, wa, id.mnMajorA, smem, smem_bytes, nullptr, acc, "tcgen05.mma");
-  if (err.empty()) err = wgmma_load_operand("B", id.N, id.bf16, wb, id.mnMajorB, smem, smem_bytes, nullptr, acc,
-                                            "tcgen05.mma");
-  if (!err.empty()) return err;
-  wgmma_load_operand("A", 128, id.bf16, wa, id.mnMajorA, smem, smem_bytes, A, acc, "tcgen05.mma");
-  wgmma_load_operand("B", id.N, id.bf16, wb, id.mnMajorB, smem, smem_bytes, B, acc, "tcgen05.mma");
+  static thread_local float A[128][32];
+  static thread_local float B[256][32];
+  if (kind == TcKind::F16) {
+    static thread_local float A16[128][16];
+    static thread_local float B16[256][16];
+    err = wgmma_load_operand("A", 128, id.bf16, wa, id.mnMajorA, smem, smem_bytes, nullptr, acc, "tcgen05.mma");
+    if (err.empty()) err = wgmma_load_operand("B", id.N, id.bf16, wb, id.mnMajorB, smem, smem_bytes, nullptr, acc,
+                                              "tcgen05.mma");
+    if (!err.empty()) return err;
+    wgmma_load_operand("A", 128, id.bf16, wa, id.mnMajorA, smem, smem_bytes, A16, acc, "tcgen05.mma");
+    wgmma_load_operand("B", id.N, id.bf16, wb, id.mnMajorB, smem, smem_bytes, B16, acc, "tcgen05.mma");
+    for (int i = 0; i < 128; ++i) std::memcpy(A[i], A16[i], sizeof A16[i]);
+    for (int j = 0; j < id.N; ++j) std::memcpy(B[j], B16[j], sizeof B16[j]);
+  } else {
+    err = tcgen05_load_operand_f8("A", 128, id.fmtA, wa, smem, smem_bytes, nullptr, acc);
+    if (err.empty()) err = tcgen05_load_operand_f8("B", id.N, id.fmtB, wb, smem, smem_bytes, nullptr, acc);
+    if (!err.empty()) return err;
+    tcgen05_load_operand_f8("A", 128, id.fmtA, wa, smem, smem_bytes, A, acc);
+    tcgen05_load_operand_f8("B", id.N, id.fmtB, wb, smem, smem_bytes, B, acc);
+  }
   const float sa = id.negA ? -1.0f : 1.0f, sb = id.negB ? -1.0f : 1.0f;
+  const int K = id.K();
   for (int i = 0; i < 128; ++i)
     for (int j = 0; j < id.N; ++j) {
       uint32_t& c = t.cell[lane0 + uint32_t(i)][col0 + uint32_t(j)];
       float s = enable_input_d ? f32_from_bits(c) : 0.0f;
-      for (int k = 0; k < 16; ++k) s += (sa * A[i][k]) * (sb * B[j][k]);
+      for (int k = 0; k < K; ++k) s += (sa * A[i][k]) * (sb * B[j][k]);
       c = f32_bits(s);
     }
   return "";
+}
+
+inline std::string tcgen05_mma_f16_ss(Tmem& t, uint32_t d_addr, uint64_t a_desc, uint64_t b_desc, uint32_t idesc,
+                                      bool enable_input_d, const uint8_t* smem, uint32_t smem_bytes, Access* acc) {
+  return tcgen05_mma_ss(TcKind::F16, t, d_addr, a_desc, b_desc, idesc, enable_input_d, smem, smem_bytes, acc);
 }
 
 // tcgen05.ld.sync.aligned.32x32b.x<num>.b32 by warp `warp` (its index in the CTA): out[t][r] for

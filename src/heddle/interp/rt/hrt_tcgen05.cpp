@@ -2,7 +2,7 @@
 // semantics of hrt_ptx_tcgen05.h (PTX ISA 9.7.16):
 //   tcgen05.alloc / relinquish_alloc_permit / dealloc   warp collectives on the CTA's tensor memory; the
 //                      allocation's address is written to shared memory (a write of the issuing warp)
-//   tcgen05.mma        one thread; asynchronous: it runs -- reads its shared-memory operands, writes the
+//   tcgen05.mma        kind::f16 or kind::f8f6f4, one thread; asynchronous: it runs -- reads its shared-memory operands, writes the
 //                      tensor-memory accumulator -- only when a later tcgen05.commit of the same thread lands
 //   tcgen05.commit     lands when the scheduler says (adversarial: as late as allowed): runs the thread's
 //                      MMAs issued before it, in order, then arrives once on the mbarrier with the thread's
@@ -48,8 +48,8 @@ void land_commit(PendingTcCommit& p) {
     sink.clk = p.vc[p.tid];
     sink.vc = &p.vc;
     sink.pc = m.pc;
-    const std::string err = ptx::tcgen05_mma_f16_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem,
-                                                    run().smem_bytes, &sink);
+    const std::string err = ptx::tcgen05_mma_ss(m.kind, tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem,
+                                                run().smem_bytes, &sink);
     // the scheduler lands commits outside any thread: report (abort_cta belongs to a running thread)
     if (!err.empty()) finding("error", err + " (issued at " + pcs(m.pc) + " by " + who(m.tid) + ")");
   }
@@ -102,14 +102,27 @@ void tcgen05_dealloc(uint32_t taddr, int ncols) {
   });
 }
 
-void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
+namespace {
+
+void issue_mma(ptx::TcKind kind, uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d,
+               const void* pc) {
   Cta& c = cta();
-  const void* pc = __builtin_return_address(0);
   tick();
-  c.tc_mmas.push_back(PendingTcMma{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, pc});
+  c.tc_mmas.push_back(PendingTcMma{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, pc, kind});
   ptx::InstrDescF16 id;  // the columns it writes (a bad descriptor or address is reported when it runs)
-  if (ptx::decode_idesc_f16(idesc, &id).empty() && ptx::tmem_lane(d) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(d), id.N))
+  if (ptx::decode_idesc(kind, idesc, &id).empty() && ptx::tmem_lane(d) == 0 &&
+      tmem_of(c).columns_allocated(ptx::tmem_col(d), id.N))
     tmem_shadow_mma(me().tid, ptx::tmem_col(d), id.N, pc);
+}
+
+}  // namespace
+
+void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
+  issue_mma(ptx::TcKind::F16, d, desc_a, desc_b, idesc, enable_input_d, __builtin_return_address(0));
+}
+
+void tcgen05_mma_f8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
+  issue_mma(ptx::TcKind::F8F6F4, d, desc_a, desc_b, idesc, enable_input_d, __builtin_return_address(0));
 }
 
 void tcgen05_commit(uint32_t bar) {

@@ -268,6 +268,8 @@ void tcgen05Specialize(LowerContext& c) {
   k.tile.mma = MmaKind::Tcgen05;
   k.tile.accStages = a;
   k.tile.tmemCols = C;
+  k.tile.inDtypeB = t.b->dtype;  // 8-bit operands may mix e4m3 / e5m2: MmaSm100's B type (the idesc's B format)
+  if (t.b->dtype != t.a->dtype) k.name += std::string("_b") + dtypeName(t.b->dtype);
   P.finish("_ws3tc_a" + std::to_string(a), epiEdge ? &ringE : nullptr);
   std::ostringstream sum;
   sum << "roles: " << loadR.name << " (warp 0) -(" << ring.label << ")-> " << mmaR.name << " (warp 1, tcgen05.mma) -("
