@@ -236,10 +236,11 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
                         "outer part becomes the pipelined loop");
   t.bk = (int)mm->domain.axes[kPos].factor;
-  if (isFloat8(t.a->dtype)) {  // 8-bit wgmma: k = 32 per instruction, a k-tile row of at most 128 bytes
+  if (isFloat8(t.a->dtype)) {  // 8-bit wgmma / tcgen05: k = 32 per instruction, a k-tile row of at most 128 bytes
     if (t.bk != 32 && t.bk != 64 && t.bk != 128)
       fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk, " of ", dtypeName(t.a->dtype),
-                          " operands is not supported: 8-bit wgmma steps k by 32 and a swizzled row holds 128 "
+                          " operands is not supported: the 8-bit MMAs (wgmma, tcgen05 kind::f8f6f4) step k by 32 and a "
+                          "swizzled row holds 128 "
                           "bytes; use 32, 64 or 128");
   } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk,

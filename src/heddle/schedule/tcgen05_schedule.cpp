@@ -196,8 +196,8 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
   const int esize = dtypeBytes(e->inputs[0]->dtype);
   const int bm = 128, bk = 128 / esize;
   // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
-  // (it counts 2-byte elements: the 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
-  const auto fit = fitAutoTile(f, target, bm, bk * esize / 2, hints.n >= 256 ? 256 : 128, 6, 0);
+  // (and the operands' element size: an 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
+  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 0);
   const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);
