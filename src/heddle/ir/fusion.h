@@ -43,6 +43,14 @@ enum class OpKind {
   Cast  // unary
 };
 const char* opName(OpKind k);
+
+// The scales of a scaled matmul (docs/fp8.md "Block scales and promotion"). Block128: DeepGEMM-style
+// blocks of 128 along K, scale_a [M, ceil(K/128)] (1 x 128 per row of A) and scale_b [ceil(N/128),
+// ceil(K/128)] (128 x 128 of B), f32: D = sum over k-blocks kb of (A_kb @ B_kb) * sa[m, kb] * sb[n/128, kb].
+enum class ScaleKind { None, Block128 };
+const char* scaleKindName(ScaleKind k);  // "none" | "block128"
+ScaleKind scaleKindFromName(const std::string& s);
+constexpr int kScaleBlock = 128;  // the K (and N) extent of one block scale
 bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
@@ -60,11 +68,14 @@ struct Size {
 
 struct Expr {
   OpKind kind = OpKind::Input;
-  std::vector<TensorView*> inputs;      // tensor operands (for binary with a scalar: one)
-  std::optional<double> scalar;         // scalar operand of a binary op
-  bool scalarOnLeft = false;            // e.g. 1.0 - x
-  bool transA = false, transB = false;  // matmul: operand stored transposed
-  DType castTo = DType::F32;            // Cast
+  std::vector<TensorView*> inputs;        // tensor operands (for binary with a scalar: one)
+  std::optional<double> scalar;           // scalar operand of a binary op
+  bool scalarOnLeft = false;              // e.g. 1.0 - x
+  bool transA = false, transB = false;    // matmul: operand stored transposed
+  DType castTo = DType::F32;              // Cast
+  ScaleKind scaleKind = ScaleKind::None;  // matmul: scales of its k-blocks (Fusion::blockScales)
+  TensorView* scaleA = nullptr;           // matmul with scales: [M, ceil(K/128)] f32
+  TensorView* scaleB = nullptr;           // matmul with scales: [ceil(N/128), ceil(K/128)] f32
   TensorView* output = nullptr;
 };
 
@@ -112,6 +123,7 @@ class TensorView {
   int clusterSize = 1;                 // cluster(size, along): CTAs per thread-block cluster (1 = none)
   std::string clusterAlong = "m";      // the tile axis the cluster's CTAs are neighbours along
   int computeAtAxis = -1;              // loop axis of the consumer this cache is filled in
+  int promotionK = 0;  // promotion(k): a block-scaled matmul's K elements per promotion into f32 (0 = 128)
 
   int rank() const { return (int)shape.size(); }
   std::string str() const;  // "T3 (bf16)[M, 4096]"
@@ -125,6 +137,9 @@ class Fusion {
 
   TensorView* addInput(const std::string& name, DType dt, std::vector<Size> shape);
   TensorView* matmul(TensorView* a, TensorView* b, bool transA, bool transB);
+  // Gives matmul output `mm` its k-block scales (ir/block_scales.cpp): scale tensors are f32 fusion inputs
+  // of the shapes ScaleKind names; a ScheduleError naming the scale tensor and the expected shape otherwise.
+  void blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB, ScaleKind kind);
   TensorView* binary(OpKind k, TensorView* a, TensorView* b);
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);
