@@ -3,7 +3,7 @@ by the CPU interpreter (heddle.interpret) on long K, its f32 output against floa
 of the same sum done by torch on the CPU: the blocks promoted one by one (what the kernel does) and one f32
 matmul of the operands with their scales applied first (no promotion at all).
 
-    PYTHONPATH=python:tests python3 tools/fp8_block_precision.py [--k 2048,4096] [--m 130] [--n 136]
+    PYTHONPATH=python:tests python3 tools/fp8_block_precision.py [--k 2048,4096] [--m 130] [--n 136] [--dtype e4m3]
 """
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ def errors(got, want):
     return float(d.max() / want.abs().max()), float(d.mean() / want.abs().mean())
 
 
-def row(M, N, K, promotion, seed=0):
-    fd = block_scaled(N=N, K=K, bias=False, out="f32", promotion=promotion)
+def row(M, N, K, promotion, dtype="bf16", seed=0):
+    bk = 128 if dtype in ("e4m3", "e5m2") else 64
+    fd = block_scaled(N=N, K=K, bias=False, out="f32", promotion=promotion, dtype=dtype, bk=bk)
     a, b, sa, sb = block_scaled_inputs(fd, M, seed=seed)
     want = block_scaled_matmul(a.double(), b.double().t(), sa.double(), sb.double())
     t0 = time.time()
@@ -51,14 +52,15 @@ def main():
     ap.add_argument("--m", type=int, default=130)
     ap.add_argument("--n", type=int, default=136)
     ap.add_argument("--promotion", default="128,64")
+    ap.add_argument("--dtype", default="bf16", help="operands: bf16, e4m3 or e5m2")
     args = ap.parse_args()
-    print(f"M = {args.m}, N = {args.n}; relative error vs float64: max |err| / max |ref| (mean |err| / mean |ref|)")
+    print(f"{args.dtype} operands, M = {args.m}, N = {args.n}; relative error vs float64: max |err| / max |ref| (mean |err| / mean |ref|)")
     print("| K | promotion | heddle kernel (interpreter) | torch f32, promoted per block | torch f32, one matmul | "
           "interpreter s |")
     print("|---|---|---|---|---|---|")
     for k in (int(x) for x in args.k.split(",")):
         for p in (int(x) for x in args.promotion.split(",")):
-            K, P, h, pr, fl, secs = row(args.m, args.n, k, p)
+            K, P, h, pr, fl, secs = row(args.m, args.n, k, p, args.dtype)
             f = lambda e: f"{e[0]:.2e} ({e[1]:.2e})"  # noqa: E731
             print(f"| {K} | {P} | {f(h)} | {f(pr)} | {f(fl)} | {secs:.0f} |", flush=True)
 

@@ -355,6 +355,7 @@ int main(int argc, char** argv) {
   test_mma(true);
   test_ldmatrix();
   test_wgmma();
+  test_wgmma_f8();
   test_tma();
   test_tcgen05();
   if (g_fail) {

@@ -121,5 +121,6 @@ inline uint32_t kstep_start(const TileFmt& f, uint32_t base, int s) {
   return base + uint32_t(2 * s) * (f.W ? f.sbo : f.lbo);
 }
 void test_wgmma();
+void test_wgmma_f8();  // ptx_selftest_wgmma_f8.cpp: 8-bit operands (m64nNk32)
 void test_tcgen05();
 void test_tma();

@@ -103,6 +103,28 @@ def test_interprets_against_float64_on_ragged_shapes(variant, M, N, K, p):
     interprets_clean(variant, M, N, K, (("adversarial", 0), ("random", 2)), promotion=p)
 
 
+@requires_nvrtc
+def test_e4m3_operands_compile_for_sm90a_without_spills():
+    # FP8 wgmma (k = 32 per instruction): bk = 128 is one interval of 4 wgmma k-steps, promoted every k-tile
+    low = fusion(dtype="e4m3", K=272, N=72, bk=128).lower("sm_90a")
+    assert low.name.endswith("_bs128p128") and "heddle_min((kt + 1)" not in low.source
+    nvrtc_sm90(low)
+
+
+def test_e4m3_promotion_shorter_than_the_k_tile_is_refused():
+    with pytest.raises(heddle.ScheduleError, match=r"promotion\(64\) is shorter than or not a multiple of the k tile "
+                                                   r"bk = 128"):
+        fusion(dtype="e4m3", K=272, N=72, bk=128, promotion=64).lower("sm_90a")
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
+def test_fp8_operands_interpret_against_float64(dtype):
+    # K = 272: blocks of 128, 128 and 16 (a partial last block); 8-bit rows need K a multiple of 16
+    interprets_clean("coop", 70, 72, 272, dtype=dtype, bk=128)
+
+
 # Equivalent mutants of the promotion kernel (promotion every 2 k-tiles, keep = 2): the ring's wait_group(2) in the
 # k loop (item g-2, whose slot it releases, was retired by the promotion's wait_group(0) at the end of the previous
 # interval whenever keep >= the interval's k-tiles) and the wait_group(0) after the k loop (K's last k-tile

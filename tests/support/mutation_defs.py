@@ -6,6 +6,7 @@ from support.block_scale_defs import block_scaled
 from support.wgmma_defs import build, schedule_sm90
 from support.interp_defs import amd, inputs, kernel, sm80, sm90
 from support.matmul_defs import matmul_fusion, schedule
+from support.fp8_defs import fp8_fusion, fp8_schedule
 
 
 def _cluster(along="m"):
@@ -23,6 +24,12 @@ def _sm90_split_k(g=2):
 def _sm90_stream_k(g=11):
     fd = build("coop", stages=4, prefetch=-1, bn=64, bk=16, n=200, k=16 * 13)
     fd.matmul_tensor.stream_k(g)
+    return fd
+
+
+def _sm90_fp8():
+    fd, a, b = fp8_fusion(n=72, k=512, scale="row")
+    fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
     return fd
 
 
@@ -53,6 +60,7 @@ FAMILIES = {
     "sm90_stream_k": (_sm90_stream_k, "sm_90a", 70, None, "sm_90a warp-specialized stream-K, 11 CTAs"),
     "sm90_block": (lambda: block_scaled(N=72, K=264), "sm_90a", 70, 2,
                    "sm_90a block128 scales, promotion every 128 of K (16-bit operands)"),
+    "sm90_fp8": (_sm90_fp8, "sm_90a", 70, None, "sm_90a e4m3 wgmma (m64nNk32), per-row scales, TMA ring"),
     "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
@@ -146,6 +154,15 @@ KNOWN_SURVIVORS = {
         ('named_barrier_id', 'named_barrier id 2 -> 3'),
         ('named_barrier_id', 'named_barrier id 2 -> 3'),
     ] + _maps_equivalent('tmA', 'tmB'),
+    'sm90_fp8': [  # the sm90_pipeline ring's equivalents (the same TMA ring without roles); K = 512 is a
+        # multiple of the k tile and the 8-bit maps take no NaN fill (UINT8): only L2 promotion is equivalent
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 56)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
+        ('delete_fence', 'acc.fence();'),
+        ('map_l2', 'tmA: L2 promotion changed'),
+        ('map_l2', 'tmB: L2 promotion changed'),
+    ],
     'sm100_tcgen05': [
         # the two tcgen05 fences around synchronous alloc / dealloc (PTX ISA 9.7.16.6.1): equivalent
         # (tcgen05_defs.redundant_fence_mutants, docs/verification.md "tcgen05 ordering")

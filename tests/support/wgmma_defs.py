@@ -73,7 +73,8 @@ def inputs(fd, M, seed=0, batch=2):
     out = []
     for t in fd.inputs:
         shape = [M if s == "M" else batch if s == "B" else s for s in t.shape]
-        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[t.dtype]
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
+              "e5m2": torch.float8_e5m2}[t.dtype]
         out.append((torch.randn(shape, generator=g) * 0.5).to(dt))
     return out
 

@@ -24,6 +24,7 @@ import heddle  # noqa: E402
 from support.wgmma_defs import build, roles_for, schedule_sm90  # noqa: E402
 from support.matmul_defs import matmul_fusion, schedule  # noqa: E402
 from support.block_scale_defs import block_scaled  # noqa: E402
+from support.fp8_defs import fp8_fusion, fp8_schedule  # noqa: E402
 
 
 @dataclass
@@ -220,10 +221,12 @@ def _block(**kw):
 
 
 # not pinned yet: a new family's digests join tests/data/printed_sources.json when the lead regenerates it
-@family("sm90_fp8_block", "sm_90a", True, "block128-scaled matmul with promotion (16-bit vehicle; docs/fp8.md)",
+@family("sm90_fp8_block", "sm_90a", True, "block128-scaled matmul with promotion, e4m3 / bf16 (docs/fp8.md)",
         pinned=False)
 def _():
-    return [Case("coop-K300-M200", _block(N=200, K=300), M=200),
+    return [Case("e4m3-coop-K272-M200", _block(N=200, K=272, dtype="e4m3", bk=128), M=200),
+            Case("e4m3-coop-K4096-M130", _block(N=136, K=4096, dtype="e4m3", bk=128, out="f32", bias=False), M=130),
+            Case("bf16-coop-K264-M200", _block(N=200, K=264), M=200),
             Case("pingpong-p64-K520-M77", _block(variant="pingpong", N=136, K=520, promotion=64), M=77),
             Case("coop-K2048-M130", _block(N=136, K=2048, out="f32", bias=False), M=130)]
 
@@ -249,6 +252,26 @@ def _():
 def _():
     return [Case("g11-M300", _h_grid("stream_k", 11), M=300),
             Case("g7-tma-store-M77", _h_grid("stream_k", 7, store="tma"), M=77)]
+
+
+def _f8(variant, ab=("e4m3", "e4m3"), scale="row", out="bf16", n=200, k=1040, auto=0, **kw):
+    def make(target):
+        fd, a, b = fp8_fusion(n=n, k=k, a_dtype=ab[0], b_dtype=ab[1], scale=scale, bias=True, act="gelu", out=out,
+                              out_scale=out != "bf16")
+        if auto:
+            fd.auto_schedule(target, auto, n, k)
+        else:
+            fp8_schedule(fd, a, b, variant=variant, **kw)
+        return fd
+    return make
+
+
+@family("sm90_fp8", "sm_90a", True, "8-bit wgmma (e4m3 / e5m2, K-major operands), scales in the epilogue, FP8 out")
+def _():
+    return [Case("coop-e4m3-row-M333", _f8("coop"), M=333),
+            Case("pingpong-e5m2xe4m3-tensor-M77", _f8("pingpong", ab=("e5m2", "e4m3"), scale="tensor"), M=77),
+            Case("pipeline-e4m3-out-M200", _f8("pipeline", out="e4m3", bm=64, stages=3, prefetch=1), M=200),
+            Case("auto-128x256x128-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
 
 
 def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):

@@ -17,6 +17,7 @@ from typing import List, Tuple
 
 from .source_mutant_classic import KINDS, MULTI_LINE, SourceMutant, _code  # noqa: F401  (the registry; re-exported)
 from . import source_mutant_kinds  # noqa: E402,F401  (registers the catalogue kinds of issue 28)
+from . import source_mutant_fp8  # noqa: E402,F401  (registers the FP8 kinds of issue 32)
 
 DEFAULT_KINDS = tuple(k for k, d, _ in KINDS if d)
 
@@ -120,7 +121,7 @@ def _second(f):
 
 # another element size: FLOAT16 (6) / BFLOAT16 (9) -> FLOAT32 (7), FLOAT32 -> FLOAT16 (f16 <-> bf16 would be no
 # edit at all for TMA, which copies bits: the type only sizes the elements and picks the NaN fill pattern)
-_RESIZE_DT = {6: 7, 9: 7, 7: 6}
+_RESIZE_DT = {6: 7, 9: 7, 7: 6, 0: 6}  # CU_TENSOR_MAP_DATA_TYPE_*: UINT8 (e4m3 / e5m2) -> FLOAT16
 MAP_KINDS = {  # kind -> [(what, edit)]
     "map_box": [("box rows halved", _set(4, _second(lambda b: max(1, b // 2)))),
                 ("box columns halved", _set(4, _first(lambda b: max(1, b // 2))))],
@@ -128,7 +129,7 @@ MAP_KINDS = {  # kind -> [(what, edit)]
                  ("columns - 8", _set(2, _first(lambda d: max(1, d - 8))))],
     "map_stride": [("row stride + 16 bytes", _set(3, _first(lambda s: s + 16)))],
     "map_swizzle": [("swizzle mode + 1 (mod 4)", _set(7, lambda s: (s + 1) % 4))],
-    "map_dtype": [("element type of another size (16 <-> 32 bits)", _set(0, lambda d: _RESIZE_DT.get(d, d)))],
+    "map_dtype": [("element type of another size (16 <-> 32 bits, 8 -> 16)", _set(0, lambda d: _RESIZE_DT.get(d, d)))],
     "map_oob_fill": [("out-of-bounds fill NaN instead of zero", _set(9, lambda o: 1 - o))],
     "map_l2": [("L2 promotion changed", _set(8, lambda p: (p + 1) % 4))],
 }

@@ -66,6 +66,10 @@ def check_operands(kernel, geometry) -> None:
     if K == 0:
         raise InputError(f"input '{geometry.a_name}': K = 0, but {kernel.name} runs at least one k-tile (the first "
                          "wgmma of a tile overwrites the accumulators); compute an empty product outside heddle")
+    if a.element_size() == 1 and K % 16:  # 8-bit operands (docs/fp8.md): no cp.async kernel to fall back on
+        raise InputError(f"input '{geometry.a_name}': K = {K}, but {kernel.name} loads its 8-bit operands with TMA, "
+                         f"which reads 16-byte rows: K must be a multiple of 16 (pad K with zeros to "
+                         f"{(K + 15) // 16 * 16} in both operands)")
     for name, t in ((geometry.a_name, geometry.a), (geometry.b_name, geometry.b)):
         why = None if broadcast_batch(t) else tma_problem(t)  # a broadcast batch: its own message below
         if why:

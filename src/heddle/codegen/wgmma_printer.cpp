@@ -327,7 +327,9 @@ std::string mmaType(const kir::Kernel& k) {
   std::ostringstream os;
   os << "heddle::MmaSm90<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << t.mmaWarpgroups << ", "
      << (t.coop ? "true" : "false") << ", " << (t.aKMajor ? "true" : "false") << ", " << (t.bKMajor ? "true" : "false")
-     << ", T, " << t.mmaWarpBase << ">";
+     << ", T, " << t.mmaWarpBase;
+  if (t.inDtypeB != t.inDtype) os << ", " << dtypeCudaName(t.inDtypeB);  // mixed e4m3 / e5m2 operands
+  os << ">";
   return os.str();
 }
 

@@ -455,6 +455,7 @@ struct Kernel {
     int tmemCols = 0;
     int parts = 1;
     bool batchWalk = false;
+    DType inDtypeB = DType::F16;  // B's element type (differs from inDtype only for mixed e4m3 / e5m2)
   } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
   // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):
   // no blockIdx.z batch, D indexed with batch_idx * batch_stride_d

@@ -218,10 +218,16 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
                         "outer part becomes the pipelined loop");
   t.bk = (int)mm->domain.axes[kPos].factor;
-  if (t.bk != 16 && t.bk != 32 && t.bk != 64)
+  if (isFloat8(t.a->dtype)) {  // 8-bit wgmma: k = 32 per instruction, a k-tile row of at most 128 bytes
+    if (t.bk != 32 && t.bk != 64 && t.bk != 128)
+      fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk, " of ", dtypeName(t.a->dtype),
+                          " operands is not supported: 8-bit wgmma steps k by 32 and a swizzled row holds 128 "
+                          "bytes; use 32, 64 or 128");
+  } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk,
                         " is not supported by the tensor-core path; use "
                         "16, 32 or 64");
+  }
   if (kPos < M.blockPos || kPos < N.blockPos)
     fail<ScheduleError>("schedule of ", mm->name, ": the k loop '", mm->domain.axes[kPos].name,
                         "' is outside a block axis in ", mm->domain.str(), "; reorder so block axes come first");
@@ -263,6 +269,12 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ") and ", t.bCache->name, " (", loadKindName(t.bCache->loadKind),
                         ") are filled in the same k loop with different load kinds; use one kind for both");
   t.loadKind = t.aCache->loadKind;
+  if (isFloat8(t.a->dtype) && t.loadKind != LoadKind::TmaLoad)  // wgmma reads its operands from swizzled tiles
+    fail<ScheduleError>("cache ", t.aCache->name, ": ", dtypeName(t.a->dtype),
+                        " operands are loaded by TMA into the "
+                        "swizzled tiles 8-bit wgmma reads; use cache_after(",
+                        t.a->name, ", 'tma_load') and cache_after(", t.b->name, ", 'tma_load') (load kind ",
+                        loadKindName(t.loadKind), " is for 16-bit operands)");
   if (t.loadKind == LoadKind::CpAsync && !target.cpAsync)
     fail<ScheduleError>("cache ", t.aCache->name, ": load kind cp_async is not available on ", target.name, "; use ",
                         target.loadKindsAvailable());

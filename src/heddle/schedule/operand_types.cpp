@@ -4,6 +4,13 @@
 // "wgmma.mma_async" .atype/.btype .e4m3/.e5m2, k = 32) or tcgen05.mma kind::f8f6f4 (sm_100a). mma.sync
 // kernels (sm_80) and the AMD MFMA / WMMA kernels in this build take f16 / bf16 only: they refuse FP8 here,
 // naming the operand, before any tiling is worked out.
+//
+// wgmma (sm_90a) takes them K-major only: the transpose immediates exist only for .f16/.bf16 (PTX ISA
+// "wgmma.mma_async": "The transpose operation is only supported for the wgmma.mma_async variants with
+// .f16/.bf16 types"; CUTLASS's SM90 FP8 GMMA atoms are all _TN). So A is [M, K] row-major (matmul without
+// trans_a) and B is stored [N, K] (matmul(a, b, trans_b=True), torch._scaled_mm's column-major b); any other
+// layout is refused here naming the operand. An 8-bit float output (cvt.rn.satfinite) is lowered on the
+// same kernels (docs/fp8.md).
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 
@@ -13,6 +20,12 @@ namespace {
 
 bool takesFloat8(const TargetInfo& target) {
   return target.mma.has(MmaKind::Wgmma) || target.mma.has(MmaKind::Tcgen05);
+}
+
+// sm_90a's wgmma kernels take 8-bit operands (this file lifts the refusal for MmaKind::Wgmma only; the
+// tcgen05 family lifts its own)
+bool wgmmaFloat8(const TargetInfo& target) {
+  return target.mma.has(MmaKind::Wgmma) && !target.mma.has(MmaKind::Tcgen05);
 }
 
 }  // namespace
@@ -27,14 +40,38 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
                           " has no 8-bit float tensor-core instruction (FP8 GEMMs need wgmma on sm_90a or "
                           "tcgen05 on sm_100a); convert the operand to bf16 (with its scale applied) for ",
                           target.name);
-    fail<ScheduleError>("matmul operand ", op->name, " is ", dtypeName(op->dtype),
-                        ": the FP8 kernel families are not lowered in this build yet (docs/fp8.md); convert the "
-                        "operand to bf16");
+    if (!wgmmaFloat8(target))
+      fail<ScheduleError>("matmul operand ", op->name, " is ", dtypeName(op->dtype),
+                          ": the FP8 kernel families are not lowered in this build yet (docs/fp8.md); convert the "
+                          "operand to bf16");
   }
+  auto* e = mm->definition;
+  if (wgmmaFloat8(target) && isFloat8(e->inputs[0]->dtype)) {
+    if (e->transA)
+      fail<ScheduleError>("matmul operand ", e->inputs[0]->name, " is ", dtypeName(e->inputs[0]->dtype),
+                          " and stored [K, M] (trans_a): 8-bit wgmma reads operands K-major only (the .e4m3/.e5m2 "
+                          "forms have no transpose); pass A as [M, K] row-major (a.t().contiguous())");
+    if (!e->transB)
+      fail<ScheduleError>("matmul operand ", e->inputs[1]->name, " is ", dtypeName(e->inputs[1]->dtype),
+                          " and stored [K, N]: 8-bit wgmma reads operands K-major only (the .e4m3/.e5m2 forms have "
+                          "no transpose); pass B K-major, stored [N, K] with matmul(a, b, trans_b=True) (b.t()."
+                          "contiguous(), or torch._scaled_mm's column-major b)");
+  }
+  if (wgmmaFloat8(target) && isFloat8(e->inputs[0]->dtype)) {
+    auto* a = e->inputs[0];
+    const Size& K = a->shape[a->rank() - 1];  // A is [.., M, K] (K-major, checked above)
+    if (!K.isSymbolic() && K.value % 16)
+      fail<InputError>("matmul operand ", a->name, " is ", dtypeName(a->dtype), " with K = ", K.value,
+                       ": TMA reads 16-byte rows, so 8-bit operands need K a multiple of 16; pad K with zeros to ",
+                       (K.value + 15) / 16 * 16, " (both operands)");
+  }
+  const bool f8in = isFloat8(e->inputs[0]->dtype);
   for (auto* out : f.outputs())
-    if (isFloat8(out->dtype))
+    if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)))
       fail<ScheduleError>("output ", out->name, " is ", dtypeName(out->dtype),
-                          ": an 8-bit float output is not lowered in this build yet (docs/fp8.md); return bf16");
+                          ": an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only (8-bit "
+                          "operands on a wgmma target; docs/fp8.md); return bf16 on ",
+                          target.name);
 }
 
 }  // namespace heddle

@@ -155,7 +155,7 @@ void validateRolesWgmma(const MatmulTiling& t, RolePipelineSchedule& h, const Ta
                         (accRegs + kSpareRegisters + 7) / 8 * 8, " registers or use a smaller tile");
   h.persistent = true;
   if (h.tmaStore) {  // accumulator ring: two stages when they fit, else one
-    const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
+    const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
     const int64_t stageC = (int64_t)t.bm * (t.bn + 4) * 4, tileD = (int64_t)t.bm * t.bn * dtypeBytes(outDtype);
     const int64_t bars = 8 * (2 * t.stages + 4) + 1024;
     h.accStages = operand + 2 * stageC + tileD + bars <= target.smemLimit ? 2 : 1;
@@ -263,6 +263,11 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
   const auto& outs = f.outputs();
   if (outs.empty()) return;  // build_epilogue names it
   const int esz = dtypeBytes(outs[0]->dtype);
+  if (esz == 1)  // the staged chunks are stmatrix-written 16-bit pairs or f32 (codegen/wgmma_printer.cpp)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name, " is ", dtypeName(outs[0]->dtype),
+                        "; the TMA-store epilogue stages 16-bit or f32 chunks. 8-bit outputs are stored directly: "
+                        "use epilogue_store('direct')",
+                        drop);
   for (size_t i = 1; i < outs.size(); ++i)
     if (dtypeBytes(outs[i]->dtype) != esz)
       fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[i]->name, " (", dtypeName(outs[i]->dtype),
@@ -272,7 +277,7 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
                           drop);
   h.mmaTmaStore = true;
   h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64)
-  const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * 2;
+  const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
   int64_t bias = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())
     if (in->name == h.epiTma) bias = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * 2;

@@ -58,12 +58,13 @@ std::vector<TensorView*> cachedEpilogueOperands(const Fusion& f) {
 AutoTileFit fitAutoTile(const Fusion& f, const TargetInfo& target, int bm, int bk, int widest, int maxStages,
                         int64_t epilogueBytes) {
   const auto epi = cachedEpilogueOperands(f);
+  const int64_t elem = dtypeBytes(f.findMatmul()->definition->inputs[0]->dtype);  // 1: e4m3 / e5m2
   auto ringStages = [&](TensorView* in) {
     const auto& c = f.cachesOf(in)[0]->circular;
     return c.enabled() ? c.stages : 2;  // validateEpilogueTma's default
   };
   auto bytes = [&](int stages, int bn) {
-    int64_t b = (int64_t)stages * (bm * bk + bk * bn) * 2 + epilogueBytes + 4096;  // + mbarriers, alignment
+    int64_t b = (int64_t)stages * (bm * bk + bk * bn) * elem + epilogueBytes + 4096;  // + mbarriers, alignment
     for (auto* in : epi) b += (int64_t)ringStages(in) * (in->rank() == 2 ? bm : 1) * bn * dtypeBytes(in->dtype);
     return b;
   };
@@ -120,7 +121,8 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   // size, each output staged in chunks of its own (passes/tma_store_epilogue.cpp)
   bool sameSize = true;
   for (auto* o : outs) sameSize &= dtypeBytes(o->dtype) == outBytes;
-  const bool tmaAble = hints.n > 0 && !outs.empty() && sameSize && hints.n * outBytes % 16 == 0;
+  // (8-bit outputs: stored directly, the TMA-store epilogue stages 16-bit or f32 chunks)
+  const bool tmaAble = hints.n > 0 && !outs.empty() && sameSize && outBytes > 1 && hints.n * outBytes % 16 == 0;
   const int64_t nOut = std::max<int64_t>(1, (int64_t)outs.size());
   // "auto" leaves decode-sized M (one 64-row tile per n column: nothing to alternate) on one warpgroup
   const bool smallM = hints.m >= 0 && hints.m <= 64;
@@ -150,7 +152,9 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
         outs.size(),
         " outputs; use 'pingpong' or 'cooperative' (the "
         "MMA warpgroups stage every output)");
-  int bm = 128, bn = 128, bk = 64, wgs = 2;
+  // the k tile is one 128-byte swizzle row of each operand: 64 16-bit elements, 128 8-bit ones (the FP8
+  // tiling: 128x128x128 or 128x256x128 with 4 stages where shared memory holds them, as the bf16 tiles)
+  int bm = 128, bn = 128, bk = isFloat8(e->inputs[0]->dtype) ? 128 : 64, wgs = 2;
   if (smallM) {
     bm = 64;
     wgs = 1;

@@ -1,5 +1,6 @@
 """Generates heddle_sm90_wgmma.cuh: one inline-PTX wrapper per (N, dtype) of
-wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T with both operands in shared memory (descriptors).
+wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T with both operands in shared memory (descriptors), and one per
+(N, A type, B type) of the 8-bit float form wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3|e5m2}.{e4m3|e5m2}.
 
 Run `python3 gen_sm90_wgmma.py > heddle_sm90_wgmma.cuh`; tests/isa/test_wgmma_device.py checks that the
 checked-in header is what this script prints.
@@ -7,39 +8,69 @@ checked-in header is what this script prints.
 
 NS = (64, 128, 192, 256)
 TYPES = (("f16", "f16"), ("bf16", "bf16"))
+# 8-bit float operands (PTX ISA "wgmma.mma_async": .atype/.btype .e4m3/.e5m2 take each operand's format
+# separately, k = 32 per instruction; the transpose immediates exist only for .f16/.bf16, so the 8-bit form
+# has no imm-trans-a/b operands and both operands are K-major. CUTLASS's SM90 GMMA atoms
+# MMA_64xNx32_F32E4M3E4M3_SS_TN etc. are TN (K-major) only for the same reason.)
+F8 = ("e4m3", "e5m2")
+F8_CODE = {"e4m3": 2, "e5m2": 3}  # the interpreter's operand type codes (hrt_api.h wgmma_mma_async_ss_typed)
 
 
-def wrapper(n: int, ctype: str, ptype: str) -> str:
-    regs = n // 2
-    dlist = ", ".join(f"%{i}" for i in range(regs))
-    lines = []
-    lines.append(f"template <>\nstruct WgmmaSS<{n}, {ctype}> {{")
-    lines.append("  template <int TRANS_A, int TRANS_B>")
-    lines.append("  __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,")
-    lines.append("                                             unsigned long long desc_b, int scale_d) {")
-    lines.append("#if defined(HEDDLE_INTERPRET)")
-    lines.append(f"    ::heddle_rt::wgmma_mma_async_ss({n}, {'true' if ptype == 'bf16' else 'false'}, d, desc_a, desc_b, scale_d, TRANS_A, TRANS_B);")
-    lines.append("#else")
-    lines.append("    asm volatile(")
-    lines.append('        "{\\n.reg .pred p;\\n"')
-    lines.append(f'        "setp.ne.b32 p, %{regs + 2}, 0;\\n"')
-    lines.append(f'        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype} "')
-    # the register list, a few per line
+def reg_list(regs: int) -> list:
+    """The accumulator register list `{%0, ..., %regs-1}, ` a few per line, as string-literal lines."""
     chunk = 16
     parts = [", ".join(f"%{i}" for i in range(s, min(regs, s + chunk))) for s in range(0, regs, chunk)]
+    lines = []
     for i, p in enumerate(parts):
         pre = "{" if i == 0 else " "
         post = "}, " if i == len(parts) - 1 else ","
         lines.append(f'        "{pre}{p}{post}"')
-    lines.append(f'        "%{regs}, %{regs + 1}, p, 1, 1, %{regs + 3}, %{regs + 4};\\n}}\\n"')
+    return lines
+
+
+def out_operands(regs: int) -> str:
     outs = [f'"+f"(d[{i}])' for i in range(regs)]
     out_lines = [", ".join(outs[s:s + 8]) for s in range(0, regs, 8)]
-    lines.append("        : " + (",\n          ".join(out_lines)))
-    lines.append('        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B));')
+    return "        : " + (",\n          ".join(out_lines))
+
+
+def body(head: list, interp_call: str, inst: str, regs: int, tail_ops: str, inputs: str) -> str:
+    """One wrapper struct: `head` lines, the interpreter call, then the inline PTX of `inst` with the
+    accumulator list, the descriptors, scale-d and `tail_ops` (further immediates), `inputs` its operands."""
+    lines = list(head)
+    lines.append("  __device__ __forceinline__ static void run(float* d, unsigned long long desc_a,")
+    lines.append("                                             unsigned long long desc_b, int scale_d) {")
+    lines.append("#if defined(HEDDLE_INTERPRET)")
+    lines.append(f"    ::heddle_rt::{interp_call};")
+    lines.append("#else")
+    lines.append("    asm volatile(")
+    lines.append('        "{\\n.reg .pred p;\\n"')
+    lines.append(f'        "setp.ne.b32 p, %{regs + 2}, 0;\\n"')
+    lines.append(f'        "{inst} "')
+    lines += reg_list(regs)  # the register list, a few per line
+    lines.append(f'        "%{regs}, %{regs + 1}, p, 1, 1{tail_ops};\\n}}\\n"')
+    lines.append(out_operands(regs))
+    lines.append(f'        : {inputs});')
     lines.append("#endif")
     lines.append("  }")
     lines.append("};")
     return "\n".join(lines)
+
+
+def wrapper_f8(n: int, ta: str, tb: str) -> str:
+    return body([f"template <>\nstruct WgmmaSS8<{n}, {ta}, {tb}> {{"],
+                f"wgmma_mma_async_ss_typed({n}, {F8_CODE[ta]}, {F8_CODE[tb]}, d, desc_a, desc_b, scale_d, 0, 0)",
+                f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ta}.{tb}", n // 2, "",
+                '"l"(desc_a), "l"(desc_b), "r"(scale_d)')
+
+
+def wrapper(n: int, ctype: str, ptype: str) -> str:
+    regs = n // 2
+    return body([f"template <>\nstruct WgmmaSS<{n}, {ctype}> {{", "  template <int TRANS_A, int TRANS_B>"],
+                f"wgmma_mma_async_ss({n}, {'true' if ptype == 'bf16' else 'false'}, d, desc_a, desc_b, scale_d, "
+                "TRANS_A, TRANS_B)",
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptype}.{ptype}", regs, f", %{regs + 3}, %{regs + 4}",
+                '"l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A), "n"(TRANS_B)')
 
 
 def main() -> None:
@@ -53,6 +84,11 @@ def main() -> None:
     print("// Asynchronous: ordered by wgmma.fence / commit_group / wait_group (heddle_sm90.cuh).")
     print(f"// N in {{{', '.join(map(str, NS))}}}, T in {{f16, bf16}}. Device and HEDDLE_INTERPRET (one call of the")
     print("// interpreter's wgmma primitive, same operands).")
+    print("//")
+    print("// WgmmaSS8<N, TA, TB>::run(d, desc_a, desc_b, scale_d): one")
+    print("// wgmma.mma_async.sync.aligned.m64nNk32.f32.TA.TB, TA, TB in {e4m3, e5m2} (8-bit floats, sm_89+ types):")
+    print("// k = 32 elements (32 bytes, as the 16-bit form's k = 16) per instruction, both operands K-major (the")
+    print("// 8-bit form has no transpose immediates, PTX ISA \"wgmma.mma_async\").")
     print("#pragma once")
     print('#include "heddle/heddle_types.cuh"')
     print()
@@ -66,6 +102,18 @@ def main() -> None:
         for ctype, ptype in TYPES:
             print(wrapper(n, ctype, ptype))
             print()
+    print("// the 8-bit float types exist on sm_89+ and in the interpreter (heddle_types.cuh)")
+    print("#if defined(HEDDLE_INTERPRET) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)")
+    print("template <int N, typename TA, typename TB>")
+    print("struct WgmmaSS8;  // specialised below for the supported (N, TA, TB)")
+    print()
+    for n in NS:
+        for ta in F8:
+            for tb in F8:
+                print(wrapper_f8(n, ta, tb))
+                print()
+    print("#endif")
+    print()
     print("}  // namespace sm90")
     print("}  // namespace heddle")
 

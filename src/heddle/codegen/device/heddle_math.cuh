@@ -121,6 +121,8 @@ template <> struct pair_reg<float> { using type = pairf; };
 template <typename T>
 __device__ __forceinline__ typename pair_reg<T>::type pack_pair(pairf v) {
   if constexpr (sizeof(T) == 2) return pack2<T>(v.x, v.y);
+  else if constexpr (sizeof(T) == 1)  // e4m3 / e5m2 (satfinite): the two codes in the low 16 bits, x first
+    return unsigned(from_float<T>(v.x).bits) | (unsigned(from_float<T>(v.y).bits) << 8);
   else return v;
 }
 
@@ -136,6 +138,13 @@ __device__ __forceinline__ void store_pair(T* p, typename pair_reg<T>::type v, b
     }
     p[0].bits = (unsigned short)(v & 0xffffu);
     if (second) p[1].bits = (unsigned short)(v >> 16);
+  } else if constexpr (sizeof(T) == 1) {
+    if (vec) {
+      *reinterpret_cast<unsigned short*>(p) = (unsigned short)v;
+      return;
+    }
+    p[0].bits = (unsigned char)(v & 0xffu);
+    if (second) p[1].bits = (unsigned char)(v >> 8);
   } else {
     static_assert(sizeof(T) == 4, "store_pair: 16-bit or f32 outputs");
     if (vec) {

@@ -30,6 +30,8 @@
 //     row = wg_row0 + 64*fm + 16*(warp_in_wg) + lane/4 + 8*(r/2),  col = 8*fn + 2*(lane%4) + r%2
 //   (the PTX wgmma D layout: warp w of the warpgroup owns rows 16w..16w+15). step() issues
 //   BK/16 x FM wgmma.mma_async; fence()/commit()/wait<N>() order them (the kernel IR places them).
+//   8-bit float operands (T, TB in {e4m3, e5m2}; TB defaults to T): BK/32 x FM m64nBNk32 steps, both
+//   operands K-major; BK up to 128 (one 128-byte swizzle row). The D layout is the same.
 //
 // Under HEDDLE_INTERPRET every PTX primitive calls the interpreter's runtime (src/heddle/interp/rt),
 // which implements TMA and wgmma from the PTX ISA definitions independently of the layout code here
@@ -457,16 +459,22 @@ __device__ __forceinline__ void bulk_wait_read() {
 
 namespace heddle {
 
-template <int BM, int BN, int BK, int NWG, bool COOP, bool A_KMAJOR, bool B_KMAJOR, typename T, int WARP_BASE>
+template <int BM, int BN, int BK, int NWG, bool COOP, bool A_KMAJOR, bool B_KMAJOR, typename T, int WARP_BASE,
+          typename TB = T>
 struct MmaSm90 {
   static constexpr int WGM = COOP ? BM / NWG : BM;  // rows one warpgroup computes
   static constexpr int FM = WGM / 64, FN = BN / 8;
   static constexpr int kThreads = 128 * NWG;
+  // k elements per wgmma: 32 bytes of each operand row (m64nNk16 for 16-bit, m64nNk32 for 8-bit types)
+  static constexpr int KI = 32 / (int)sizeof(T);
+  static constexpr bool kF8 = sizeof(T) == 1;
+  static_assert(sizeof(TB) == sizeof(T), "MmaSm90: A and B have the same element size");
   static_assert(WGM % 64 == 0 && FM >= 1, "MmaSm90: each warpgroup computes a multiple of 64 rows");
   static_assert(BN % 64 == 0 && BN <= 256, "MmaSm90: BN must be 64, 128, 192 or 256");
-  static_assert(BK % 16 == 0 && BK <= 64, "MmaSm90: BK must be 16, 32 or 64");
+  static_assert(BK % KI == 0 && BK * (int)sizeof(T) <= 128, "MmaSm90: BK must be 16, 32 or 64 (8-bit: 32, 64, 128)");
+  static_assert(!kF8 || (A_KMAJOR && B_KMAJOR), "MmaSm90: 8-bit operands are K-major (no wgmma transpose)");
   using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
-  using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, T>, sm90::TmaTile<BK, BN, T>>::type;
+  using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, TB>, sm90::TmaTile<BK, BN, TB>>::type;
   static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
   static constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;  // per stage: the expect_tx count
 
@@ -504,20 +512,24 @@ struct MmaSm90 {
     fence_operands();
   }
 
-  // acc += A_stage x B_stage over the BK slab: BK/16 k steps x FM m64 blocks, each one
-  // wgmma.mma_async.m64nBNk16. All 128 threads of the warpgroup call it together.
-  __device__ __forceinline__ void step(const T* sA, const T* sB, int warp, int lane) {
+  // acc += A_stage x B_stage over the BK slab: BK/KI k steps x FM m64 blocks, each one
+  // wgmma.mma_async.m64nBNk16 (8-bit: m64nBNk32; a K-major step is 32 bytes either way, so the
+  // descriptors of slab_desc serve both). All 128 threads of the warpgroup call it together.
+  __device__ __forceinline__ void step(const T* sA, const TB* sB, int warp, int lane) {
     (void)lane;
     const int wg = COOP ? (warp - WARP_BASE) / 4 : 0;
     const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB);
 #pragma unroll
-    for (int ks = 0; ks < BK / 16; ++ks) {
+    for (int ks = 0; ks < BK / KI; ++ks) {
       const sm90::u64 db = sm90::slab_desc<TileB, B_KMAJOR>(b, 0, ks);
 #pragma unroll
       for (int fm = 0; fm < FM; ++fm) {
         const sm90::u64 da = sm90::slab_desc<TileA, A_KMAJOR>(a, wg * FM + fm, ks);
-        sm90::WgmmaSS<BN, T>::template run<A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1>(&acc[fm][0][0], da, db,
-                                                                               ks == 0 ? scale_d : 1);
+        if constexpr (kF8)
+          sm90::WgmmaSS8<BN, T, TB>::run(&acc[fm][0][0], da, db, ks == 0 ? scale_d : 1);
+        else
+          sm90::WgmmaSS<BN, T>::template run<A_KMAJOR ? 0 : 1, B_KMAJOR ? 0 : 1>(&acc[fm][0][0], da, db,
+                                                                                 ks == 0 ? scale_d : 1);
       }
     }
     scale_d = 1;

@@ -54,6 +54,9 @@ void wgmma_commit_group();
 void wgmma_wait_group(int n);
 void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a,
                         int tnsp_b);
+// atype / btype: 0 f16, 1 bf16, 2 e4m3, 3 e5m2 (hrt_ptx.h WgmmaType); 8-bit: m64nNk32, tnsp must be 0
+void wgmma_mma_async_ss_typed(int n, int atype, int btype, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d,
+                              int tnsp_a, int tnsp_b);
 
 // sm_100a: tensor memory and tcgen05 (hrt_tcgen05.cpp). alloc / relinquish / dealloc / ld are warp
 // collectives; mma and commit are issued by one thread; an mma runs (reads shared memory, writes tensor

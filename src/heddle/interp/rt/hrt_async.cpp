@@ -400,10 +400,10 @@ void wgmma_wait_group(int n) {
   retire_groups(c.wgmmas, f.wg_committed, n, c.agent_wg(f.tid / 128), land_wgmma);
 }
 
-void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
-  const void* pc = __builtin_return_address(0);
-  struct In { uint64_t da, db; int scale_d, ta, tb, n; bool bf16; int group; };
-  In in{desc_a, desc_b, scale_d, tnsp_a, tnsp_b, n, bf16, me().wg_committed + 1};
+static void wgmma_issue(int n, int atype, int btype, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d,
+                        int tnsp_a, int tnsp_b, const void* pc) {
+  struct In { uint64_t da, db; int scale_d, ta, tb, n, tya, tyb; int group; };
+  In in{desc_a, desc_b, scale_d, tnsp_a, tnsp_b, n, atype, btype, me().wg_committed + 1};
   if (!me().wg_fenced && me().tid % 128 == 0) {
     me().wg_fenced = true;  // one report per warpgroup
     finding("async", "wgmma.mma_async at " + pcs(pc) + " by " + who(me().tid) + " is the warpgroup's first wgmma and "
@@ -416,7 +416,7 @@ void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t de
     for (int t = 1; t < 128; ++t) {
       In* it = static_cast<In*>(ins[t]);
       if (it->da != i0->da || it->db != i0->db || it->scale_d != i0->scale_d || it->ta != i0->ta || it->tb != i0->tb ||
-          it->n != i0->n || it->bf16 != i0->bf16)
+          it->n != i0->n || it->tya != i0->tya || it->tyb != i0->tyb)
         abort_cta("wgmma.mma_async at " + pcs(pc) + ": the threads of warpgroup " + std::to_string(wg) +
                   " pass different descriptors or operands (thread " + std::to_string(128 * wg + t) + " vs " +
                   std::to_string(128 * wg) + ")");
@@ -448,12 +448,22 @@ void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t de
     sink.what = "wgmma operand read";
     // a descriptor holds a shared::cta address (18 bits): in the issuing CTA's part of a cluster's window
     sink.base = (uint32_t)issuer.rank * HRT_SMEM_WINDOW_BYTES;
-    std::string err = ptx::wgmma_m64nNk16_ss(i0->n, i0->bf16, i0->da, i0->db, i0->scale_d, i0->ta, i0->tb,
-                                             run().smem + sink.base, run().smem_bytes - sink.base, dp, &sink);
+    std::string err = ptx::wgmma_ss_typed(i0->n, i0->tya, i0->tyb, i0->da, i0->db, i0->scale_d, i0->ta, i0->tb,
+                                          run().smem + sink.base, run().smem_bytes - sink.base, dp, &sink);
     if (!err.empty()) abort_cta("wgmma.mma_async at " + pcs(pc) + ": " + err);
     for (int t = 0; t < 128; ++t)
       c.wgmmas.push_back(PendingWgmma{128 * wg + t, i0->group, static_cast<float*>(outs[t]), std::move(acc[t])});
   });
+}
+
+void wgmma_mma_async_ss(int n, bool bf16, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d, int tnsp_a, int tnsp_b) {
+  const int ty = bf16 ? ptx::kWgBF16 : ptx::kWgF16;
+  wgmma_issue(n, ty, ty, d, desc_a, desc_b, scale_d, tnsp_a, tnsp_b, __builtin_return_address(0));
+}
+
+void wgmma_mma_async_ss_typed(int n, int atype, int btype, float* d, uint64_t desc_a, uint64_t desc_b, int scale_d,
+                              int tnsp_a, int tnsp_b) {
+  wgmma_issue(n, atype, btype, d, desc_a, desc_b, scale_d, tnsp_a, tnsp_b, __builtin_return_address(0));
 }
 
 // ---- TMA --------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@
 //     (PTX ISA "Warp-level matrix load instruction: ldmatrix")
 //   * mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16} (PTX ISA 9.7.14.5.8 "Matrix Fragments for
 //     mma.m16n8k16 with floating point type": the row/col formulas under the A, B and C/D figures)
-//   * wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with both operands in shared memory
+//   * wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16} with both operands in shared memory, and
+//     m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} (K-major only: the 8-bit forms have no transpose)
 //     (PTX ISA 9.7.15.5.1.1.1 D fragment figure 149; 9.7.15.5.1.2 shared-memory matrix layout,
 //     9.7.15.5.1.2.1.1/2 leading/stride dimension byte offsets, 9.7.15.5.1.2.1.3 canonical layouts,
 //     9.7.15.5.1.2.2 matrix descriptor format)
@@ -36,6 +37,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+#include "hrt_fp8.h"
 
 namespace heddle_rt {
 namespace ptx {
@@ -375,14 +378,37 @@ inline uint32_t wgmma_chunk_offset(bool mn_major, int span, uint32_t lbo, uint32
          uint32_t(k / 8) * sbo;
 }
 
-// Loads a rows x 16 operand (rows = 64 for A, N for B) into out[row][k] (row = m or n); with
-// out == nullptr only validates (nothing is read or reported).
-// `op` names the instruction in messages (tcgen05.mma reads its operands the same way).
-inline std::string wgmma_load_operand(const char* name, int rows, bool bf16, uint64_t desc, int tnsp,
-                                      const uint8_t* smem, uint32_t smem_bytes, float (*out)[16],
-                                      Access* acc, const char* op = "wgmma") {
+// Operand element types of wgmma (and tcgen05.mma, which reads its operands the same way): the codes of
+// hrt_api.h wgmma_mma_async_ss_typed. 8-bit floats (PTX ISA "wgmma.mma_async", .atype/.btype .e4m3/.e5m2):
+// k = 32 elements per instruction, 16 per 16-byte chunk, decoded with hrt_fp8.h; the transpose immediates
+// exist only for .f16/.bf16 ("The transpose operation is only supported for the wgmma.mma_async variants
+// with .f16/.bf16 types"), so an 8-bit operand is always K-major.
+enum WgmmaType { kWgF16 = 0, kWgBF16 = 1, kWgE4M3 = 2, kWgE5M2 = 3 };
+inline int wgmma_type_bytes(int ty) { return ty >= kWgE4M3 ? 1 : 2; }
+inline const char* wgmma_type_name(int ty) {
+  return ty == kWgF16 ? "f16" : ty == kWgBF16 ? "bf16" : ty == kWgE4M3 ? "e4m3" : ty == kWgE5M2 ? "e5m2" : "?";
+}
+inline float wgmma_elem(int ty, const uint8_t* p) {
+  if (ty == kWgE4M3) return float(minifloat_decode(kE4M3, *p));
+  if (ty == kWgE5M2) return float(minifloat_decode(kE5M2, *p));
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return half_to_f32(ty == kWgBF16, h);
+}
+
+// Loads a rows x KW operand (rows = 64 for A, N for B; KW = 32 bytes of k: 16 elements of a 16-bit type,
+// 32 of an 8-bit one) into out[row * KW + k] (row = m or n); with out == nullptr only validates (nothing
+// is read or reported). `op` names the instruction in messages (tcgen05.mma reads its operands the same way).
+inline std::string wgmma_load_operand_typed(const char* name, int rows, int ty, uint64_t desc, int tnsp,
+                                            const uint8_t* smem, uint32_t smem_bytes, float* out, Access* acc,
+                                            const char* op = "wgmma") {
   std::string who = std::string(op) + ": operand " + name + ": ";
+  if (ty < kWgF16 || ty > kWgE5M2) return who + "unknown operand type code " + std::to_string(ty);
   if (tnsp != 0 && tnsp != 1) return who + "imm-trans must be 0 or 1 (got " + std::to_string(tnsp) + ")";
+  const int eb = wgmma_type_bytes(ty), per = 16 / eb, kw = 32 / eb;  // elements per chunk, per k slab
+  if (eb == 1 && tnsp != 0)
+    return who + wgmma_type_name(ty) + " is an 8-bit type: it has no transpose (the .e4m3/.e5m2 forms take no "
+           "imm-trans operands), so the operand must be K-major in shared memory";
   MatrixDesc md = decode_matrix_desc(desc);
   if (md.base_offset != 0)
     return who + "matrix base offset " + std::to_string(md.base_offset) +
@@ -413,16 +439,55 @@ inline std::string wgmma_load_operand(const char* name, int rows, bool bf16, uin
                std::to_string(smem_bytes) + " bytes";
       if (!out) continue;
       uint32_t phys = swizzle_addr(uint32_t(lin), span);
-      uint16_t h[8];
-      std::memcpy(h, smem + phys, 16);
       rb.add(phys, 16);
-      for (int e = 0; e < 8; ++e) {
-        float v = half_to_f32(bf16, h[e]);
+      for (int e = 0; e < per; ++e) {
+        float v = wgmma_elem(ty, smem + phys + e * eb);
         if (mn_major)
-          out[o * 8 + e][q] = v;
+          out[(o * 8 + e) * kw + q] = v;
         else
-          out[o][q * 8 + e] = v;
+          out[o * kw + q * per + e] = v;
       }
+    }
+  }
+  return "";
+}
+
+// The 16-bit form: out[row][16].
+inline std::string wgmma_load_operand(const char* name, int rows, bool bf16, uint64_t desc, int tnsp,
+                                      const uint8_t* smem, uint32_t smem_bytes, float (*out)[16],
+                                      Access* acc, const char* op = "wgmma") {
+  return wgmma_load_operand_typed(name, rows, bf16 ? kWgBF16 : kWgF16, desc, tnsp, smem, smem_bytes,
+                                  out ? &out[0][0] : nullptr, acc, op);
+}
+
+// wgmma.mma_async.sync.aligned.m64nNk{16|32}.f32.atype.btype with A and B in shared memory; tyA / tyB
+// are WgmmaType codes (both 16-bit and equal, or both 8-bit: e4m3 and e5m2 mix).
+inline std::string wgmma_ss_typed(int N, int tyA, int tyB, uint64_t desc_a, uint64_t desc_b, int scale_d,
+                                  int tnspA, int tnspB, const uint8_t* smem, uint32_t smem_bytes,
+                                  float* const d[128], Access* acc) {
+  if (N < 8 || N > 256 || N % 8)
+    return "wgmma: N must be a multiple of 8 in 8..256 (got " + std::to_string(N) + ")";
+  if (scale_d != 0 && scale_d != 1) return "wgmma: scale-d must be 0 or 1 (got " + std::to_string(scale_d) + ")";
+  const bool f8 = wgmma_type_bytes(tyA) == 1;
+  if (f8 != (wgmma_type_bytes(tyB) == 1) || (!f8 && tyA != tyB))
+    return std::string("wgmma: operand types .") + wgmma_type_name(tyA) + "." + wgmma_type_name(tyB) +
+           " are not a wgmma form (.f16.f16, .bf16.bf16, or .e4m3/.e5m2 in any mix)";
+  const int K = f8 ? 32 : 16;
+  static thread_local float A[64 * 32];
+  static thread_local float B[256 * 32];
+  // validate both operands first so that a failing call reads and reports nothing
+  std::string err = wgmma_load_operand_typed("A", 64, tyA, desc_a, tnspA, smem, smem_bytes, nullptr, acc);
+  if (err.empty()) err = wgmma_load_operand_typed("B", N, tyB, desc_b, tnspB, smem, smem_bytes, nullptr, acc);
+  if (!err.empty()) return err;
+  wgmma_load_operand_typed("A", 64, tyA, desc_a, tnspA, smem, smem_bytes, A, acc);
+  wgmma_load_operand_typed("B", N, tyB, desc_b, tnspB, smem, smem_bytes, B, acc);
+  for (int t = 0; t < 128; ++t) {
+    for (int i = 0; i < N / 2; ++i) {
+      int r, c;
+      wgmma_d_pos(N, t, i, &r, &c);
+      float s = scale_d ? d[t][i] : 0.0f;
+      for (int k = 0; k < K; ++k) s += A[r * K + k] * B[c * K + k];
+      d[t][i] = s;
     }
   }
   return "";
@@ -431,27 +496,8 @@ inline std::string wgmma_load_operand(const char* name, int rows, bool bf16, uin
 inline std::string wgmma_m64nNk16_ss(int N, bool bf16, uint64_t desc_a, uint64_t desc_b, int scale_d,
                                      int tnspA, int tnspB, const uint8_t* smem, uint32_t smem_bytes,
                                      float* const d[128], Access* acc) {
-  if (N < 8 || N > 256 || N % 8)
-    return "wgmma: N must be a multiple of 8 in 8..256 (got " + std::to_string(N) + ")";
-  if (scale_d != 0 && scale_d != 1) return "wgmma: scale-d must be 0 or 1 (got " + std::to_string(scale_d) + ")";
-  static thread_local float A[64][16];
-  static thread_local float B[256][16];
-  // validate both operands first so that a failing call reads and reports nothing
-  std::string err = wgmma_load_operand("A", 64, bf16, desc_a, tnspA, smem, smem_bytes, nullptr, acc);
-  if (err.empty()) err = wgmma_load_operand("B", N, bf16, desc_b, tnspB, smem, smem_bytes, nullptr, acc);
-  if (!err.empty()) return err;
-  wgmma_load_operand("A", 64, bf16, desc_a, tnspA, smem, smem_bytes, A, acc);
-  wgmma_load_operand("B", N, bf16, desc_b, tnspB, smem, smem_bytes, B, acc);
-  for (int t = 0; t < 128; ++t) {
-    for (int i = 0; i < N / 2; ++i) {
-      int r, c;
-      wgmma_d_pos(N, t, i, &r, &c);
-      float s = scale_d ? d[t][i] : 0.0f;
-      for (int k = 0; k < 16; ++k) s += A[r][k] * B[c][k];
-      d[t][i] = s;
-    }
-  }
-  return "";
+  const int ty = bf16 ? kWgBF16 : kWgF16;
+  return wgmma_ss_typed(N, ty, ty, desc_a, desc_b, scale_d, tnspA, tnspB, smem, smem_bytes, d, acc);
 }
 
 // ================================================================================================

@@ -41,6 +41,7 @@ void buildMatmulLoops(LowerContext& c) {
        << t.prefetch << "_" << loadKindName(t.loadKind) << t.vecA << "v" << t.vecB;
   k.name = name.str();
   k.tile = {t.bm, t.bn, t.bk, t.warpsM, t.warpsN, !t.transA, t.transB, t.a->dtype, t.batched, t.swapBlocks};
+  k.tile.inDtypeB = t.b->dtype;
   // the register MMA of this target (passes/tma_operands.cpp makes it wgmma / tcgen05 on the role pipeline)
   k.tile.mma = c.target.mma.has(MmaKind::Mfma)   ? MmaKind::Mfma
                : c.target.mma.has(MmaKind::Wmma) ? MmaKind::Wmma
@@ -83,7 +84,7 @@ void buildMatmulLoops(LowerContext& c) {
     b->name = n;
     b->role = role;
     b->memory = MemoryType::Shared;
-    b->dtype = t.a->dtype;
+    b->dtype = role == "B" ? t.b->dtype : t.a->dtype;  // mixed e4m3 / e5m2: each tile its operand's type
     b->stages = t.stages;
     b->rows = rows;
     b->cols = cols;

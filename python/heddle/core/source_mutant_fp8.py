@@ -1,0 +1,59 @@
+"""Source-mutant kinds of the FP8 kernels (issue 32, docs/fp8.md): the facts an 8-bit wgmma kernel adds,
+registered into heddle.core.source_mutants.KINDS (opt-in: source_mutants(src, kinds=...)).
+
+  fp8_k_step      the MMA's k tile (MmaSm90's BK) halved on a kernel with 8-bit operands: each k tile's
+                  wgmma steps (BK / 32 of m64nNk32) cover half of the tile the TMA loaded, with the wrong row
+                  pitch -- the k step of the 8-bit form taken for the 16-bit one's.
+  fp8_drop_scale  an epilogue multiply by a scale operand (a tensor parameter E_scale*) replaced by its other
+                  factor: the dequantization (or the output scale) skipped.
+"""
+from __future__ import annotations
+
+import re
+
+from .source_mutant_classic import _code, _kind
+
+_F8_T = re.compile(r"^using T = heddle::e[45]m[23];")
+_MMA = re.compile(r"^(using Mma = heddle::MmaSm90<\d+, \d+, )(\d+)(,)")
+_DEF = re.compile(r"const (?:float|heddle::pairf) r(\d+) = (.*?);\s*\\?\s*$")  # pair programs: macro lines
+
+
+@_kind("fp8_k_step")
+def _fp8_k_step(lines):
+    if not any(_F8_T.match(ln) for ln in lines):
+        return
+    for i, ln in enumerate(lines):
+        m = _MMA.match(ln)
+        if m and int(m.group(2)) >= 64:
+            bk = int(m.group(2))
+            yield i, ln[:m.start(2)] + str(bk // 2) + ln[m.end(2):], f"MmaSm90 k tile {bk} -> {bk // 2}"
+
+
+@_kind("fp8_drop_scale")
+def _fp8_drop_scale(lines):
+    scales = set()  # registers loaded from a scale tensor, in the scalar and the pair programs
+    for ln in lines:
+        m = _DEF.search(_code(ln))
+        if m and re.search(r"\bE_scale\w*", m.group(2)):
+            scales.add(m.group(1))
+    for i, ln in enumerate(lines):
+        m = _DEF.search(_code(ln))
+        if not m:
+            continue
+        rhs = m.group(2)
+        for s in sorted(scales):
+            # scalar: rA * rS / rS * rA; pair: {rA.x * rS.x, rA.y * rS.y}
+            pm = re.fullmatch(r"\{(r\d+)\.x \* r(\d+)\.x, \1\.y \* r\2\.y\}", rhs)
+            sm = re.fullmatch(r"(r\d+) \* (r\d+)", rhs)
+            other = None
+            if pm and pm.group(2) == s:
+                other = pm.group(1)
+            elif pm and pm.group(1) == "r" + s:
+                other = "r" + pm.group(2)
+            elif sm and sm.group(2) == "r" + s:
+                other = sm.group(1)
+            elif sm and sm.group(1) == "r" + s:
+                other = sm.group(2)
+            if other:
+                start = ln.index(rhs, ln.index("="))
+                yield i, ln[:start] + other + ln[start + len(rhs):], f"r{m.group(1)}: the multiply by scale r{s} dropped"
