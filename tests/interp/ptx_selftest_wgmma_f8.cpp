@@ -26,7 +26,7 @@ uint8_t rand_f8(bool e5m2, double* v) {
     uint8_t c = uint8_t(rnd() & 0xFF);
     const int e = (c >> (e5m2 ? 2 : 3)) & (e5m2 ? 31 : 15);
     if (e5m2 ? e == 31 : (c & 0x7F) == 0x7F) continue;  // inf / NaN
-    if (e > (e5m2 ? 17 : 9)) continue;                   // keep magnitudes small (<= 8): sums stay exact-ish
+    if (e > (e5m2 ? 17 : 9)) continue;                  // keep magnitudes small (<= 8): sums stay exact-ish
     *v = f8_value(e5m2, c);
     return c;
   }
@@ -54,9 +54,9 @@ void run_f8_case(int Nn, bool a5, bool b5) {
   std::vector<double> D(64 * size_t(Nn), 0.0);
   for (int s = 0; s < BK / 32; ++s) {
     RecAccess ra;
-    std::string err = P::wgmma_ss_typed(Nn, a5 ? P::kWgE5M2 : P::kWgE4M3, b5 ? P::kWgE5M2 : P::kWgE4M3,
-                                        desc128(abase + 32 * s), desc128(bbase + 32 * s), s == 0 ? 0 : 1, 0, 0,
-                                        smem.data(), total, dptr, &ra);
+    std::string err =
+        P::wgmma_ss_typed(Nn, a5 ? P::kWgE5M2 : P::kWgE4M3, b5 ? P::kWgE5M2 : P::kWgE4M3, desc128(abase + 32 * s),
+                          desc128(bbase + 32 * s), s == 0 ? 0 : 1, 0, 0, smem.data(), total, dptr, &ra);
     CHECK(name.c_str(), err.empty(), "step %d: unexpected error: %s", s, err.c_str());
     if (!err.empty()) break;
     size_t tot;
@@ -73,8 +73,8 @@ void run_f8_case(int Nn, bool a5, bool b5) {
     for (int i = 0; i < Nn / 2; ++i) {
       int w = t / 32, l = t % 32, r = 16 * w + l / 4 + 8 * ((i / 2) % 2), c = 8 * (i / 4) + 2 * (l % 4) + i % 2;
       const double ref = D[size_t(r) * Nn + c];
-      CHECK(name.c_str(), std::fabs(dptr[t][i] - ref) <= 1e-5 * (std::fabs(ref) + 1.0), "thread %d d%d = %.9g want %.9g",
-            t, i, dptr[t][i], ref);
+      CHECK(name.c_str(), std::fabs(dptr[t][i] - ref) <= 1e-5 * (std::fabs(ref) + 1.0),
+            "thread %d d%d = %.9g want %.9g", t, i, dptr[t][i], ref);
     }
   report(name, f0);
 }
@@ -89,9 +89,11 @@ void test_wgmma_f8_errors() {
   const uint64_t good = desc128(1024);
   CHECK(N, P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgE5M2, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
         "good case rejected");
-  const std::string ta = P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgE4M3, good, good, 0, 1, 0, smem.data(), 32768, d, nullptr);
+  const std::string ta =
+      P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgE4M3, good, good, 0, 1, 0, smem.data(), 32768, d, nullptr);
   CHECK(N, ta.find("K-major") != std::string::npos, "transposed 8-bit A: got '%s'", ta.c_str());
-  const std::string tb = P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgE4M3, good, good, 0, 0, 1, smem.data(), 32768, d, nullptr);
+  const std::string tb =
+      P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgE4M3, good, good, 0, 0, 1, smem.data(), 32768, d, nullptr);
   CHECK(N, tb.find("operand B") != std::string::npos, "transposed 8-bit B: got '%s'", tb.c_str());
   CHECK(N, !P::wgmma_ss_typed(64, P::kWgE4M3, P::kWgBF16, good, good, 0, 0, 0, smem.data(), 32768, d, nullptr).empty(),
         "e4m3 x bf16 accepted");
