@@ -54,7 +54,7 @@ def cases():
     """(name, target, make) for every printed kernel the check covers."""
     out = []
     for fam in FAMILIES.values():
-        if fam.needs == "sm_100a":  # the FP8 family sm100_fp8: newer than the digests, its own tests check it
+        if not fam.pinned:  # a family added since the digests were written (tools/window/families.py)
             continue
         targets = ("sm_90a",) if fam.needs == "sm_90a" else ("sm_80", "sm_90a")
         for c in fam.cases:

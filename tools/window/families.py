@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # the schedule helpers the test
 import heddle  # noqa: E402
 from support.wgmma_defs import build, roles_for, schedule_sm90  # noqa: E402
 from support.matmul_defs import matmul_fusion, schedule  # noqa: E402
+from support.block_scale_defs import block_scaled  # noqa: E402
 from support.fp8_defs import fp8_fusion, fp8_schedule  # noqa: E402
 
 
@@ -43,14 +44,15 @@ class Family:
     roles: bool
     what: str
     cases: List[Case] = field(default_factory=list)
+    pinned: bool = True  # its printed sources are pinned in tests/data/printed_sources.json (test_printed_sources)
 
 
 FAMILIES: Dict[str, Family] = {}
 
 
-def family(name, needs, roles, what):
+def family(name, needs, roles, what, pinned=True):
     def add(fn):
-        FAMILIES[name] = Family(name, needs, roles, what, fn())
+        FAMILIES[name] = Family(name, needs, roles, what, fn(), pinned)
         return fn
     return add
 
@@ -210,6 +212,23 @@ def _():
             Case("coop-n-M130", _cluster("n", n=200), M=130, sms=2),
             Case("coop-m-tma-store-M300", _cluster("m", store="tma", bn=128, n=136), M=300, sms=2),
             Case("3role-n-f16-M70", _cluster("n", "3role", dtype="f16", epilogue="silu_scale", n=136), M=70, sms=2)]
+
+
+def _block(**kw):
+    def make(target):
+        return block_scaled(**kw)
+    return make
+
+
+# not pinned yet: a new family's digests join tests/data/printed_sources.json when the lead regenerates it
+@family("sm90_fp8_block", "sm_90a", True, "block128-scaled matmul with promotion, e4m3 / bf16 (docs/fp8.md)",
+        pinned=False)
+def _():
+    return [Case("e4m3-coop-K272-M200", _block(N=200, K=272, dtype="e4m3", bk=128), M=200),
+            Case("e4m3-coop-K4096-M130", _block(N=136, K=4096, dtype="e4m3", bk=128, out="f32", bias=False), M=130),
+            Case("bf16-coop-K264-M200", _block(N=200, K=264), M=200),
+            Case("pingpong-p64-K520-M77", _block(variant="pingpong", N=136, K=520, promotion=64), M=77),
+            Case("coop-K2048-M130", _block(N=136, K=2048, out="f32", bias=False), M=130)]
 
 
 def _h_grid(kind, g, **kw):

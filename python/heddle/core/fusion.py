@@ -126,6 +126,18 @@ class Tensor:
         self._tv.stream_k(_int(ctas, "stream_k: ctas"))
         return self
 
+    def promotion(self, k: int = 128) -> "Tensor":
+        """A block-scaled matmul: accumulate `k` elements of K (16, 32, 64 or 128, a divisor of the
+        128-wide scale block and a multiple of the wgmma K) in the tensor core before each promotion into
+        the f32 accumulators; 128 (one promotion per scale block) by default (docs/fp8.md)."""
+        self._tv.promotion(_int(k, "promotion: k"))
+        return self
+
+    @property
+    def promotion_k(self) -> int:
+        """promotion(k)'s k (128 when unset)."""
+        return self._tv.promotion_k
+
     def cluster(self, size: int, along: str = "m") -> "Tensor":
         """Thread-block clusters of `size` (2) CTAs computing neighbouring tiles along "m" (sharing the B
         tile) or "n" (sharing the A tile): each CTA loads half of the shared tile by TMA and multicasts it to
@@ -232,10 +244,22 @@ class Fusion:
         _str(name, "input: name")
         return self._wrap(self._f.add_input(name, _dtype_name(dtype), _shape(name, shape)))
 
-    def matmul(self, a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False) -> Tensor:
-        """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K]."""
-        return self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
-                                         _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
+    def matmul(self, a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False,
+               scale_a: Optional[Tensor] = None, scale_b: Optional[Tensor] = None,
+               scales: str = "block128") -> Tensor:
+        """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K].
+        scale_a / scale_b (together): DeepGEMM-style block scales, f32 inputs scale_a [M, ceil(K/128)] and
+        scale_b [ceil(N/128), ceil(K/128)]: D = sum over k-blocks kb of (A_kb @ B_kb) * scale_a[m, kb] *
+        scale_b[n // 128, kb] (docs/fp8.md "Block scales and promotion")."""
+        if (scale_a is None) != (scale_b is None):
+            raise _C.ScheduleError(f"matmul({a.name}, {b.name}): block scales come in pairs; pass both scale_a "
+                                   f"[M, ceil(K/128)] and scale_b [ceil(N/128), ceil(K/128)], or neither")
+        mm = self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
+                                       _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
+        if scale_a is not None:
+            self._f.block_scales(mm._tv, _tensor(self, scale_a, "matmul: scale_a"),
+                                 _tensor(self, scale_b, "matmul: scale_b"), _str(scales, "matmul: scales"))
+        return mm
 
     def grouped_matmul(self, x: Tensor, w: Tensor, trans_b: bool = False, offsets: str = "offs") -> Tensor:
         """A grouped matmul (mixture of experts; torch._grouped_mm's convention): x [T, K] holds the tokens

@@ -116,6 +116,23 @@ class MatmulGeometry:
                 raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
                                  "contiguously — call .contiguous() or declare the operand transposed "
                                  "(trans_a/trans_b)")
+        if mexpr.get("scales"):
+            self._check_block_scales(mexpr, by_name)
+
+    def _check_block_scales(self, mexpr, by_name):
+        """block128 scales (docs/fp8.md): scale_a [M, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)], rows
+        contiguous (the kernel indexes them row-major) -- a symbolic block count binds any size, so the
+        relation to K and N is checked here."""
+        kb, nb = -(-self.K // 128), -(-self.N // 128)
+        for which, want in (("scale_a", (self.M, kb)), ("scale_b", (nb, kb))):
+            nm = mexpr[which]
+            t = by_name[nm]
+            if tuple(t.shape) != want:
+                raise InputError(f"input '{nm}' ({which}): shape {list(t.shape)}, but M={self.M}, N={self.N}, "
+                                 f"K={self.K} need {which} {list(want)} (block128 scales: ceil of K and N over 128)")
+            if t.dim() == 2 and t.shape[1] > 1 and t.stride() != (t.shape[1], 1):
+                raise InputError(f"input '{nm}' ({which}): strides {list(t.stride())}; the kernel reads block scales "
+                                 "as a contiguous row-major [rows, ceil(K/128)] array — call .contiguous()")
 
 
 def matmul_expr(fusion) -> dict:

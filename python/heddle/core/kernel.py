@@ -249,6 +249,7 @@ class Kernel:
             elif name in ("ws", "flags") and ws is not None:
                 ws_args[name] = len(args)
                 args.append(("ptr", ws[name == "flags"].data_ptr()))
+            elif name in ("scale_a", "scale_b") and kind == "ptr": address(tensor)  # block scales (docs/fp8.md)
             elif name == "A": address(g.a_name)
             elif name == "B": address(g.b_name)
             elif name in group_b: address(group_b[name])

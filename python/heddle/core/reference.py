@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .errors import InputError
+
 _UNARY = {
     "relu": torch.relu,
     "gelu": lambda x: torch.nn.functional.gelu(x),
@@ -42,6 +44,31 @@ def _rows_of_experts(t, offs, rows: int):
     return out
 
 
+def block_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b: str = "scale_b",
+                        promotion: int = 128):
+    """DeepGEMM-style block scales (docs/fp8.md "Block scales and promotion"), a [M, K] @ b [K, N]:
+    sum over k-blocks kb of (a[:, kb] @ b[kb, :]) * scale_a[m, kb] * scale_b[n // 128, kb], each block's
+    product computed in the dtype of `a` (float64 for the reference), in chunks of `promotion` elements of K
+    (a divisor of 128) added one by one, as the kernel promotes them. Wrong scale shapes: InputError naming
+    the scale tensor and the shape it needs."""
+    M, K = a.shape[-2], a.shape[-1]
+    N = b.shape[-1]
+    kb, nb = -(-K // 128), -(-N // 128)
+    for name, s, want in ((name_a, scale_a, (M, kb)), (name_b, scale_b, (nb, kb))):
+        if tuple(s.shape) != want:
+            raise InputError(f"block scales: {name} has shape {list(s.shape)}, but M={M}, N={N}, K={K} need "
+                             f"{name} {list(want)} (ceil of K and N over 128)")
+    if 128 % promotion:
+        raise ValueError(f"promotion {promotion} must divide 128")
+    sb = scale_b.repeat_interleave(128, dim=0)[:N]  # [N, kb]: the scale of column n's block
+    out = torch.zeros((M, N), dtype=a.dtype, device=a.device)
+    for k0 in range(0, K, promotion):
+        blk = k0 // 128
+        part = a[:, k0:k0 + promotion] @ b[k0:k0 + promotion, :]
+        out = out + part * scale_a[:, blk:blk + 1] * sb[:, blk].unsqueeze(0)
+    return out
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
@@ -61,7 +88,8 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
                 a = a.transpose(-1, -2)
             if e["trans_b"]:
                 b = b.transpose(-1, -2)
-            r = torch.matmul(a, b)
+            r = torch.matmul(a, b) if e.get("scales") is None else block_scaled_matmul(
+                a, b, env[e["scale_a"]], env[e["scale_b"]], e["scale_a"], e["scale_b"])
         elif op in _BINARY:
             if e["scalar"] is not None:
                 s = torch.tensor(e["scalar"], dtype=compute_dtype, device=ins[0].device)

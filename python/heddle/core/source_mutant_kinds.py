@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .source_mutant_classic import _calls, _code, _kind
+from .source_mutant_classic import _calls, _code, _kind, _with_args
 
 
 def _second_arg(lines, pattern: str, deltas, label: str, lowest: int = 1):
@@ -237,4 +237,27 @@ def _tmem_stage(lines):
             yield i, ln[:m.start(2)] + f"(tl + 1) % {s}" + ln[m.end(2):], f"tensor-memory stage tl % {s} -> (tl + 1) % {s}"
 
 
+
+
+_PROMOTE = r"\w+\.promote\("
+
+
+@_kind("promotion")
+def _promotion(lines):
+    # a block-scaled matmul's promotion (docs/fp8.md "Block scales and promotion"): acc.promote(tmp, sa, sb, M, N,
+    # kblocks, m0, n0, kb, first, warp, lane) then tmp.zero(). The wgmma wait before it deleted (the promotion
+    # reads accumulators in flight), the scale block moved to the next one (the wrong scale index; clamped, so it
+    # stays in bounds), the tile's first promotion adding onto the registers instead of starting them, and the
+    # reset of tmp deleted (scale-d not reset: the next interval accumulates onto this one's products)
+    for i, ln, m, args, end in _calls(lines, _PROMOTE):
+        if len(args) == 12:
+            if i > 0 and re.match(r"\s*\w+\.wait<\d+>\(\);", lines[i - 1]):
+                yield i - 1, "", f"{_code(lines[i - 1]).strip()} before the promotion deleted"
+            kb, kbs = args[8], args[5]
+            nxt = args[:8] + [f"min({kb} + 1, {kbs} - 1)"] + args[9:]
+            yield i, _with_args(ln, m, nxt, end), f"promotion scale block {kb} -> the next"
+            yield i, _with_args(ln, m, args[:9] + ["0"] + args[10:], end), f"promotion first ({args[9]}) -> 0"
+            j = i + 1
+            if j < len(lines) and re.match(r"\s*\w+\.zero\(\);", lines[j]):
+                yield j, "", f"{lines[j].strip().split(';')[0]} after the promotion deleted (scale-d not reset)"
 

@@ -127,6 +127,8 @@ void bindIr(py::module_& m) {
       .def("epilogue_store", &epilogueStore, py::arg("kind"))
       .def_property_readonly("splits", [](const TensorView& t) { return t.splitK; })
       .def("stream_k", &streamK, py::arg("ctas"))
+      .def("promotion", &promotion, py::arg("k"))
+      .def_property_readonly("promotion_k", [](const TensorView& t) { return promotionInterval(&t); })
       .def("cluster", &cluster, py::arg("size"), py::arg("along") = "m")
       .def_property_readonly("cluster_size",
                              [](const TensorView& t) { return py::make_tuple(t.clusterSize, t.clusterAlong); })
@@ -147,6 +149,12 @@ void bindIr(py::module_& m) {
       .def("per_expert", &Fusion::perExpert, py::arg("t"), py::return_value_policy::reference_internal)
       .def("grouped_matmul", &Fusion::groupedMatmul, py::arg("x"), py::arg("w"), py::arg("trans_b") = false,
            py::arg("offsets") = "offs", py::return_value_policy::reference_internal)
+      .def(
+          "block_scales",
+          [](Fusion& f, TensorView* mm, TensorView* sa, TensorView* sb, const std::string& kind) {
+            f.blockScales(mm, sa, sb, scaleKindFromName(kind));
+          },
+          py::arg("mm"), py::arg("scale_a"), py::arg("scale_b"), py::arg("kind") = "block128")
       .def(
           "binary",
           [](Fusion& f, const std::string& op, TensorView* a, TensorView* b) { return f.binary(opFromName(op), a, b); },
@@ -239,6 +247,9 @@ void bindIr(py::module_& m) {
                d["trans_b"] = e->transB;
                d["group_offsets"] = e->groupOffsets;  // a grouped matmul's group-ends argument ("" = none)
                d["cast"] = std::string(dtypeName(e->castTo));
+               d["scales"] = e->scaleKind == ScaleKind::None ? py::none() : py::cast(scaleKindName(e->scaleKind));
+               d["scale_a"] = e->scaleA ? py::cast(e->scaleA->name) : py::none();
+               d["scale_b"] = e->scaleB ? py::cast(e->scaleB->name) : py::none();
                d["output"] = e->output->name;
                d["dtype"] = std::string(dtypeName(e->output->dtype));
                out.append(d);

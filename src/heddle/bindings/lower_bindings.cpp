@@ -87,6 +87,7 @@ py::list structure(const kir::Block& b) {
       case kir::NodeKind::Alloc: d["kind"] = "alloc"; break;
       case kir::NodeKind::Let: d["kind"] = "let"; break;
       case kir::NodeKind::TmaStore: d["kind"] = "tma_store"; break;
+      case kir::NodeKind::MmaPromote: d["kind"] = "promote"; break;
       default: d["kind"] = "other";
     }
     out.append(d);

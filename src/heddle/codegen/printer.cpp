@@ -135,7 +135,8 @@ void CLikePrinter::node(const kir::Node& n, int d) {
     case kir::NodeKind::Comment: os_ << ind(d) << "// " << static_cast<const kir::Comment&>(n).text << "\n"; break;
     case kir::NodeKind::Block: block(static_cast<const kir::Block&>(n), d); break;
     case kir::NodeKind::Let:
-    case kir::NodeKind::TmaStore: fail<HeddleError>("printer: ", kir::describe(n), " is a Hopper node");
+    case kir::NodeKind::TmaStore:
+    case kir::NodeKind::MmaPromote: fail<HeddleError>("printer: ", kir::describe(n), " is a Hopper node");
   }
 }
 

@@ -278,6 +278,14 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
          << ");\n";
       return true;
     }
+    case kir::NodeKind::MmaPromote: {
+      auto& m = static_cast<const kir::MmaPromote&>(n);
+      os << ind << m.acc->name << ".promote(" << m.tmp->name << ", " << m.scaleA << ", " << m.scaleB << ", M, N, "
+         << m.kBlocks.str() << ", m0, n0, " << m.kBlock.str() << ", " << m.first.str() << ", warp, lane);\n"
+         << ind << m.tmp->name << ".zero();  // the next interval's first wgmma overwrites " << m.tmp->name
+         << " (scale-d = 0)\n";
+      return true;
+    }
     default: return false;
   }
 }

@@ -217,6 +217,9 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
     if (!first->definition->groupOffsets.empty())
       fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): the fusion has a grouped matmul (", first->name,
                           "), which is its only matmul; define this matmul in a fusion of its own");
+    if (first->definition->scaleKind != ScaleKind::None)
+      fail<ScheduleError>("matmul(", a->name, ", ", b->name, "): matmul ", first->name,
+                          " has block scales; a block-scaled matmul does not join a matmul group");
     checkGroupMember(first->definition, a, b, transA, transB);
   }
   // two f16, two bf16, or two 8-bit floats (e4m3 and e5m2 mix: the FP8 tensor-core instructions take
@@ -473,6 +476,8 @@ std::string Fusion::str() const {
       os << "(" << e->inputs[0]->name << (e->transA ? "^T" : "") << ", " << e->inputs[1]->name
          << (e->transB ? "^T" : "") << ")  // layout " << (e->transA ? "T" : "N") << (e->transB ? "T" : "N")
          << ", f32 accumulate";
+      if (e->scaleKind != ScaleKind::None)
+        os << ", " << scaleKindName(e->scaleKind) << " scales " << e->scaleA->name << ", " << e->scaleB->name;
     } else if (e->kind == OpKind::Cast) {
       os << "(" << e->inputs[0]->name << ", " << dtypeName(e->castTo) << ")";
     } else if (e->scalar) {

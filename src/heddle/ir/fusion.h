@@ -43,6 +43,14 @@ enum class OpKind {
   Cast  // unary
 };
 const char* opName(OpKind k);
+
+// The scales of a scaled matmul (docs/fp8.md "Block scales and promotion"). Block128: DeepGEMM-style
+// blocks of 128 along K, scale_a [M, ceil(K/128)] (1 x 128 per row of A) and scale_b [ceil(N/128),
+// ceil(K/128)] (128 x 128 of B), f32: D = sum over k-blocks kb of (A_kb @ B_kb) * sa[m, kb] * sb[n/128, kb].
+enum class ScaleKind { None, Block128 };
+const char* scaleKindName(ScaleKind k);  // "none" | "block128"
+ScaleKind scaleKindFromName(const std::string& s);
+constexpr int kScaleBlock = 128;  // the K (and N) extent of one block scale
 bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
@@ -60,11 +68,14 @@ struct Size {
 
 struct Expr {
   OpKind kind = OpKind::Input;
-  std::vector<TensorView*> inputs;      // tensor operands (for binary with a scalar: one)
-  std::optional<double> scalar;         // scalar operand of a binary op
-  bool scalarOnLeft = false;            // e.g. 1.0 - x
-  bool transA = false, transB = false;  // matmul: operand stored transposed
-  DType castTo = DType::F32;            // Cast
+  std::vector<TensorView*> inputs;        // tensor operands (for binary with a scalar: one)
+  std::optional<double> scalar;           // scalar operand of a binary op
+  bool scalarOnLeft = false;              // e.g. 1.0 - x
+  bool transA = false, transB = false;    // matmul: operand stored transposed
+  DType castTo = DType::F32;              // Cast
+  ScaleKind scaleKind = ScaleKind::None;  // matmul: scales of its k-blocks (Fusion::blockScales)
+  TensorView* scaleA = nullptr;           // matmul with scales: [M, ceil(K/128)] f32
+  TensorView* scaleB = nullptr;           // matmul with scales: [ceil(N/128), ceil(K/128)] f32
   TensorView* output = nullptr;
   // A grouped matmul (Fusion::groupedMatmul): the name of its int32 [E] group-ends input ("" = not grouped)
   // and the expert count E (w's leading axis). docs/grouped.md.
@@ -119,6 +130,7 @@ class TensorView {
   // An [E, N] input of a grouped matmul's epilogue whose row e belongs to expert e (Fusion::perExpert):
   // output row r reads the row of r's expert; it broadcasts as [1, N] (docs/grouped.md).
   bool perExpert = false;
+  int promotionK = 0;  // promotion(k): a block-scaled matmul's K elements per promotion into f32 (0 = 128)
 
   int rank() const { return (int)shape.size(); }
   std::string str() const;  // "T3 (bf16)[M, 4096]"
@@ -142,6 +154,9 @@ class Fusion {
   // epilogue, output row r reads t[e] for r's expert e. Refused without a grouped matmul, for a computed
   // tensor, or for a shape other than [E, N] with w's E. Returns t.
   TensorView* perExpert(TensorView* t);
+  // Gives matmul output `mm` its k-block scales (ir/block_scales.cpp): scale tensors are f32 fusion inputs
+  // of the shapes ScaleKind names; a ScheduleError naming the scale tensor and the expected shape otherwise.
+  void blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB, ScaleKind kind);
   TensorView* binary(OpKind k, TensorView* a, TensorView* b);
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);

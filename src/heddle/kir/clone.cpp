@@ -82,6 +82,13 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->iter = c->iter.substitute(s);
       return c;
     }
+    case NodeKind::MmaPromote: {
+      auto c = std::make_unique<MmaPromote>(static_cast<const MmaPromote&>(n));
+      c->kBlock = c->kBlock.substitute(s);
+      c->first = c->first.substitute(s);
+      c->kBlocks = c->kBlocks.substitute(s);
+      return c;
+    }
     case NodeKind::Alloc: return std::make_unique<Alloc>(static_cast<const Alloc&>(n).buf);
     case NodeKind::Comment: return std::make_unique<Comment>(static_cast<const Comment&>(n).text);
     case NodeKind::Block: break;

@@ -217,6 +217,12 @@ std::string describe(const Node& n) {
          << ", " << t.col0.str() << ") (item " << t.iter.str() << ")";
       break;
     }
+    case NodeKind::MmaPromote: {
+      auto& m = static_cast<const MmaPromote&>(n);
+      os << "promote " << m.acc->name << " += " << m.tmp->name << " * " << m.scaleA << "[m, " << m.kBlock.str()
+         << "] * " << m.scaleB << "[n/128, " << m.kBlock.str() << "]";
+      break;
+    }
     case NodeKind::Alloc: os << "alloc " << static_cast<const Alloc&>(n).buf->name; break;
     case NodeKind::For: {
       auto& f = static_cast<const ForLoop&>(n);

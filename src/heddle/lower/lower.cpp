@@ -9,6 +9,7 @@
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
 //   stream_k            stream_k(G): k loop over KS from skkt -> persistent grid x <= G sharing tiles x k-tiles
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
+//   block_scale_promotion  block-scaled matmul's MMA role -> wgmma into tmp per promotion interval, wait, tmp * scales -> acc
 //   tma_store_epilogue  MMA role's direct epilogue store  -> stmatrix chunks in sD + TMA stores (epilogue_store("tma"))
 //   vectorize_epilogue_reads  vec_e=2, pair epilogue     -> its global operands read in aligned column pairs
 //   stream_k_roles      stream_k(G) with roles (sm_90a)   -> both roles walk the CTA's (tile, k-range) segments; fixup
@@ -46,6 +47,8 @@ const When kStreamKSchedule{"stream-K schedules (stream_k(G))",
 const When kWgmmaRoles{"role-pipeline kernels with wgmma (warp_specialize, not tcgen05)", [](const LowerContext& c) {
                          return roles(c).enabled && roles(c).warpSpecialized && !roles(c).tcgen05;
                        }};
+const When kBlockScales{"block-scaled matmuls (their role-pipeline wgmma kernel)",
+                        [](const LowerContext& c) { return c.tiling.mm->definition->scaleKind != ScaleKind::None; }};
 const When kTmaStore{"epilogue_store(\"tma\") from the MMA role",
                      [](const LowerContext& c) { return roles(c).mmaTmaStore; }};
 const When kPairReads{"vec_e != 1 (2: epilogue operands read in column pairs; others refused)",
@@ -73,6 +76,7 @@ const std::vector<Pass>& passList() {
       {"split_k", kSplitKSchedule, passes::splitK},
       {"stream_k", kStreamKSchedule, passes::streamK},
       {"warp_specialize", kWgmmaRoles, passes::warpSpecialize},
+      {"block_scale_promotion", kBlockScales, passes::blockScalePromotion},
       {"tma_store_epilogue", kTmaStore, passes::tmaStoreEpilogue},
       {"vectorize_epilogue_reads", kPairReads, passes::vectorizeEpilogueReads},
       {"stream_k_roles", kStreamKRoles, passes::streamKRoles},

@@ -201,6 +201,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   t.batched = mm->rank() == 3;
   t.batchedB = t.b->rank() == 3;
   validateOperandTypes(f, target);  // schedule/operand_types.cpp: before any tiling rule
+  validateBlockScales(f, target);   // schedule/block_scales.cpp
 
   auto M = rootAxes(mm, "m"), N = rootAxes(mm, "n");
   if (!M.block || !N.block)
@@ -404,6 +405,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
   if (t.streamK > 0) checkStreamKRoles(t);     // schedule/k_share.cpp
   validateClusterSchedule(target, t);          // schedule/cluster_schedule.cpp
+  validateBlockScaleTiling(t);                 // schedule/block_scales.cpp
   return t;
 }
 

@@ -142,6 +142,16 @@ void checkStreamKRoles(const MatmulTiling& t);
 // Operand / output element types against the target's matrix cores (schedule/operand_types.cpp): 8-bit float
 // operands need wgmma or tcgen05; a ScheduleError naming the operand otherwise.
 void validateOperandTypes(const Fusion& f, const TargetInfo& target);
+// promotion(k): a block-scaled matmul's elements of K accumulated in the tensor core between promotions into
+// the f32 accumulators (schedule/block_scales.cpp): 16, 32, 64 or 128 (the default, one per scale block).
+void promotion(TensorView* tv, int k);
+int promotionInterval(const TensorView* mm);  // promotion(k)'s k, 128 when unset
+// A block-scaled matmul's rules against the target (wgmma, K-major operands, the interval against the
+// wgmma K); a promotion interval on a matmul without block scales is refused.
+void validateBlockScales(const Fusion& f, const TargetInfo& target);
+// ... and against the tiling (after the role pipeline is worked out): the warp-specialized wgmma kernel with
+// roles load and mma, no split-K / stream-K / cluster, bk dividing the promotion interval.
+void validateBlockScaleTiling(const MatmulTiling& t);
 KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm, int bn, int bk, bool streamOk,
                           const std::string& mode = "auto");
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);

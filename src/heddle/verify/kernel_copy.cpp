@@ -44,6 +44,12 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
       }
       case kir::NodeKind::Sync: fix(static_cast<kir::Sync&>(n).buf); break;
       case kir::NodeKind::TmaStore: fix(static_cast<kir::TmaStore&>(n).src); break;
+      case kir::NodeKind::MmaPromote: {
+        auto& m = static_cast<kir::MmaPromote&>(n);
+        fix(m.acc);
+        fix(m.tmp);
+        break;
+      }
       case kir::NodeKind::SmemAccess: fix(static_cast<kir::SmemAccess&>(n).buf); break;
       case kir::NodeKind::Alloc: fix(static_cast<kir::Alloc&>(n).buf); break;
       default: break;

@@ -535,6 +535,32 @@ struct MmaSm90 {
     scale_d = 1;
   }
 
+  // Promotion of a block-scaled matmul (docs/fp8.md "Block scales and promotion"): after the wgmma of one
+  // promotion interval into `t` retired (wait<0>), acc = (first ? 0 : acc) + t.acc * sa[row, kb] *
+  // sb[col / 128, kb] in f32 on the CUDA cores, sa / sb row-major [M, kblocks] / [ceil(N/128), kblocks];
+  // rows >= M and columns >= N read no scale (their values are never stored). The kernel then calls
+  // t.zero(): the next interval's first wgmma overwrites t.
+  __device__ __forceinline__ void promote(const MmaSm90& t, const float* __restrict__ sa, const float* __restrict__ sb,
+                                          int M, int N, int kblocks, int m0, int n0, int kb, int first, int warp,
+                                          int lane) {
+#pragma unroll
+    for (int fm = 0; fm < FM; ++fm)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + row_of(warp, lane, fm, 2 * h);
+        const float ra = row < M ? sa[(long long)row * kblocks + kb] : 0.f;
+#pragma unroll
+        for (int fn = 0; fn < FN; ++fn)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int col = n0 + col_of(warp, lane, fn, 2 * h + c);
+            const float s = col < N ? ra * sb[(long long)(col / 128) * kblocks + kb] : 0.f;
+            float& d = acc[fm][fn][2 * h + c];
+            d = (first ? 0.f : d) + t.acc[fm][fn][2 * h + c] * s;
+          }
+      }
+  }
+
   __host__ __device__ __forceinline__ static int row_of(int warp, int lane, int fm, int r) {
     const int w = warp - WARP_BASE;
     return (COOP ? (w / 4) * WGM : 0) + 64 * fm + 16 * (w % 4) + (lane >> 2) + ((r >> 1) << 3);

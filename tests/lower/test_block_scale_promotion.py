@@ -1,0 +1,152 @@
+"""The block-scaled sm_90a kernel (docs/fp8.md "Block scales and promotion"), on its 16-bit vehicle (bf16
+operands, K-major; the promotion does not depend on the operand type): the MMA role's wgmma accumulates each
+promotion interval into `tmp`, waits for it (wgmma.wait_group(0), a sync-plan entry of its own) and adds
+tmp * scale_a[m, kb] * scale_b[n/128, kb] into the f32 accumulators in registers.
+
+Checked here: the lowered IR and the printed promotion, explain(), the ScheduleErrors of what is not built,
+NVRTC for sm_90a (no spills, no ptxas advisory), the CPU interpreter of the printed source against float64
+on ragged shapes with a partial last k-block, and the promotion's source mutants."""
+import pytest
+
+import heddle
+from heddle.interpret import interpret, mutation_kill_rate
+from support.block_scale_defs import block_scaled as fusion, block_scaled_inputs as tensors
+from support.env import requires_nvrtc
+from support.interp_defs import needs_cxx
+from support.wgmma_defs import nvrtc_sm90, walk
+
+
+def test_the_mma_role_promotes_every_interval():
+    low = fusion().lower("sm_90a")
+    assert low.name.endswith("_bs128p128")
+    src = low.source
+    assert "tmp.step(" in src and "acc.step(" not in src  # the wgmma accumulates into tmp only
+    # promotion interval 128 = 2 k-tiles of 64: after every second k-tile, and after K's last one
+    assert "if (heddle_min((kt + 1) % 2, heddle_ceil_div(K, 64) - kt - 1) == 0) {" in src
+    line = next(ln.strip() for ln in src.splitlines() if ".promote(" in ln)
+    assert line == ("acc.promote(tmp, scale_a, scale_b, M, N, heddle_ceil_div(K, 128), m0, n0, kt * 64 / 128, kt < 2, "
+                    "warp, lane);"), line
+    after = src.splitlines()[next(i for i, ln in enumerate(src.splitlines()) if ".promote(" in ln) + 1]
+    assert after.strip().startswith("tmp.zero();")
+    # the promotion's wait sits right before it, inside the interval's last k-tile
+    nodes = list(walk(low.structure))
+    prom = next(i for i, n in enumerate(nodes) if n["kind"] == "promote")
+    assert nodes[prom - 1]["kind"] == "sync" and nodes[prom - 1]["sync"] == "wgmma.wait_group" and nodes[prom - 1]["arg"] == 0
+    text = low.explain()
+    assert "RAW tmp (wgmma -> promotion)" in text and "block_scale_promotion" in text
+    assert "promotion every 128 of K" in text.splitlines()[0]
+    assert [p for p in low.params if p[0].startswith("scale_")] == [("scale_a", "ptr", "f32", "sa"),
+                                                                    ("scale_b", "ptr", "f32", "sb")]
+
+
+def test_promotion_interval_in_k_tiles():
+    low = fusion(promotion=64).lower("sm_90a")
+    assert low.name.endswith("_bs128p64")
+    lines = [ln.strip() for ln in low.source.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("acc.promote("))
+    assert lines[at - 1].startswith("tmp.wait<0>();") and lines[at - 2].startswith("heddle::sm90::mbar_arrive((empty")
+    assert "heddle_min((kt + 1)" not in low.source  # one k-tile per interval: every k-tile promotes, no condition
+    assert lines[at].endswith(", kt * 64 / 128, kt < 1, warp, lane);")
+    low = fusion(bk=32, promotion=64).lower("sm_90a")  # 2 k-tiles of 32 per promotion, 2 promotions per block
+    assert "if (heddle_min((kt + 1) % 2, heddle_ceil_div(K, 32) - kt - 1) == 0) {" in low.source
+    assert ", kt * 32 / 128, kt < 2, warp, lane);" in low.source
+
+
+@pytest.mark.parametrize("change,msg", [
+    (lambda fd: fd.matmul_tensor.promotion(32), "promotion(32) is shorter than or not a multiple of the k tile bk = 64"),
+    (lambda fd: fd.matmul_tensor.stream_k(4), "stream_k is not built with block scales"),
+    (lambda fd: fd.matmul_tensor.cluster(2, "m"), "cluster(2) is not built with block scales"),
+])
+def test_what_is_not_built_is_refused(change, msg):
+    fd = fusion()
+    change(fd)
+    with pytest.raises(heddle.ScheduleError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        fd.lower("sm_90a")
+
+
+def test_a_tile_whose_two_accumulator_sets_spill_is_refused():
+    with pytest.raises(heddle.ScheduleError, match=r"tile 64 x 128 holds 64 accumulators per thread, twice over .* "
+                                                   r"use bn = 64"):
+        fusion(bn=128).lower("sm_90a")
+
+
+def test_the_epilogue_role_is_refused():
+    with pytest.raises(heddle.ScheduleError, match="an epilogue role is not built with block scales"):
+        fusion(variant="3role").lower("sm_90a")
+
+
+@requires_nvrtc
+@pytest.mark.parametrize("variant", ["coop", "pingpong"])
+def test_compiles_for_sm90a_without_spills(variant):
+    nvrtc_sm90(fusion(variant=variant).lower("sm_90a"))
+
+
+def interprets_clean(variant, M, N, K, schedules=(("adversarial", 0),), **kw):
+    fd = fusion(variant=variant, N=N, K=K, **kw)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    for sched, seed in schedules:
+        r = interpret(k, *tensors(fd, M, seed=M), schedule=sched, seed=seed, sms=2)
+        assert r.ok, r.report()
+
+
+@needs_cxx
+def test_interprets_against_float64_with_a_partial_last_block():
+    # K = 264: blocks of 128, 128 and 8 (the TMA loads fill the rest of the last k-tile with zeros); M, N ragged
+    interprets_clean("coop", 70, 72, 264)
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("variant,M,N,K,p", [("coop", 200, 136, 264, 128), ("pingpong", 77, 136, 520, 128),
+                                             ("coop", 130, 72, 392, 64)])
+def test_interprets_against_float64_on_ragged_shapes(variant, M, N, K, p):
+    interprets_clean(variant, M, N, K, (("adversarial", 0), ("random", 2)), promotion=p)
+
+
+@requires_nvrtc
+def test_e4m3_operands_compile_for_sm90a_without_spills():
+    # FP8 wgmma (k = 32 per instruction): bk = 128 is one interval of 4 wgmma k-steps, promoted every k-tile
+    low = fusion(dtype="e4m3", K=272, N=72, bk=128).lower("sm_90a")
+    assert low.name.endswith("_bs128p128") and "heddle_min((kt + 1)" not in low.source
+    nvrtc_sm90(low)
+
+
+def test_e4m3_promotion_shorter_than_the_k_tile_is_refused():
+    with pytest.raises(heddle.ScheduleError, match=r"promotion\(64\) is shorter than or not a multiple of the k tile "
+                                                   r"bk = 128"):
+        fusion(dtype="e4m3", K=272, N=72, bk=128, promotion=64).lower("sm_90a")
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
+def test_fp8_operands_interpret_against_float64(dtype):
+    # K = 272: blocks of 128, 128 and 16 (a partial last block); 8-bit rows need K a multiple of 16
+    interprets_clean("coop", 70, 72, 272, dtype=dtype, bk=128)
+
+
+# Equivalent mutants of the promotion kernel (promotion every 2 k-tiles, keep = 2): the ring's wait_group(2) in the
+# k loop (item g-2, whose slot it releases, was retired by the promotion's wait_group(0) at the end of the previous
+# interval whenever keep >= the interval's k-tiles) and the wait_group(0) after the k loop (K's last k-tile
+# promoted after its own wait_group(0)). Both stay in the kernel (placed by warp_specialize with their plan entries).
+EQUIVALENT = [("delete_sync", "tmp.wait<2>();"), ("delete_sync", "tmp.wait<0>();")]
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_promotion_mutants_are_caught():
+    fd = fusion(N=72, K=264)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    lines = k.lowered.source.split("\n")
+    wait = 1 + next(i for i, ln in enumerate(lines) if "RAW tmp (wgmma -> promotion)" in ln)  # the promotion's wait
+
+    def mine(mu):
+        return (mu.kind == "promotion" or (mu.kind == "delete_sync" and "tmp" in mu.what) or
+                (mu.kind == "loosen_wait" and mu.line == wait))
+    res = mutation_kill_rate(k, *tensors(fd, 70, seed=1), sms=2, kinds=("promotion", "delete_sync", "loosen_wait"),
+                             where=mine)
+    # the promotion's own wait deleted, the scale block moved, `first` dropped, tmp.zero() deleted: all caught;
+    # the promotion's wait_group(0) loosened to wait_group(1) (it reads the last group's accumulators in flight)
+    assert res["by_kind"]["promotion"] == (4, 4), res["by_kind"]
+    assert res["by_kind"]["loosen_wait"] == (1, 1), res["by_kind"]
+    assert sorted((m.kind, m.what) for m in res["survivors"]) == sorted(EQUIVALENT), res["survivors"]
