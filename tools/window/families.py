@@ -220,9 +220,7 @@ def _block(**kw):
     return make
 
 
-# not pinned yet: a new family's digests join tests/data/printed_sources.json when the lead regenerates it
-@family("sm90_fp8_block", "sm_90a", True, "block128-scaled matmul with promotion, e4m3 / bf16 (docs/fp8.md)",
-        pinned=False)
+@family("sm90_fp8_block", "sm_90a", True, "block128-scaled matmul with promotion, e4m3 / bf16 (docs/fp8.md)")
 def _():
     return [Case("e4m3-coop-K272-M200", _block(N=200, K=272, dtype="e4m3", bk=128), M=200),
             Case("e4m3-coop-K4096-M130", _block(N=136, K=4096, dtype="e4m3", bk=128, out="f32", bias=False), M=130),
