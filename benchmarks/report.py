@@ -328,6 +328,27 @@ def fused_table(doc: dict) -> str:
     return "\n".join(out)
 
 
+def fp8_table(doc: dict) -> str:
+    """FP8 GEMMs (issue 32): heddle.scaled_mm against torch._scaled_mm (cuBLASLt), and the fused dequantize +
+    bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, from the same run."""
+    cases = _by_case(doc["records"])
+    keys = [k for k in cases if k[0] in ("fp8", "fp8_fused")]
+    if not keys:
+        return ""
+    out = ["| case | scales | heddle | peer | peer time | heddle TFLOP/s | heddle / peer | heddle config |",
+           "|---|---|---|---|---|---|---|---|"]
+    for k in keys:
+        im = cases[k]
+        h = im.get("heddle")
+        peer_name = "cublaslt" if k[0] == "fp8" else "scaled_mm_then_ops"
+        p = im.get(peer_name)
+        t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
+        scaling = (h or p or {}).get("scaling", "")
+        out.append(f"| {k[1].split('-', 1)[1]} | {scaling} | {t(h)} | {peer_name} | {t(p)} | {_tf(h)} | "
+                   f"{_x(_ratio(h, p))} | {'`' + h['config'] + '`' if h and h.get('config') else ''} |")
+    return "\n".join(out)
+
+
 def variants_table(doc: dict) -> str:
     """heddle's own kernel variants on one problem (the window's bench stage): time and speed against the
     first variant listed."""
@@ -414,6 +435,17 @@ def targets(gpu: Optional[dict], comp: Optional[dict]) -> str:
                      _status(min(ve) if ve else None, 1.15)))
         rows.append(("bf16 GEMM + bias + GELU vs torch.compile", ">= 1.05x", f"worst {_x(min(vc)) if vc else '–'}",
                      _status(min(vc) if vc else None, 1.05)))
+        f8 = [(k, _ratio(v.get("heddle"), v.get("cublaslt"))) for k, v in cases.items()
+              if k[0] == "fp8" and v.get("heddle") and v["heddle"].get("M", 0) >= 1024
+              and v["heddle"].get("scaling") == "tensor"]
+        if f8:  # issue 32's targets, once a run measured FP8
+            f8r = [x for _, x in f8 if x is not None]
+            rows.append(("FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt", ">= 1.0x each",
+                         f"worst {_x(min(f8r)) if f8r else '–'}", _status(min(f8r) if f8r else None, 1.0)))
+            ff = [_ratio(v.get("heddle"), v.get("scaled_mm_then_ops")) for k, v in cases.items() if k[0] == "fp8_fused"]
+            ff = [x for x in ff if x is not None]
+            rows.append(("FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops", ">= 1.1x",
+                         f"worst {_x(min(ff)) if ff else '–'}", _status(min(ff) if ff else None, 1.1)))
         disp = [r for r in gpu["records"] if r.get("suite") == "dispatch" and r.get("step") == "heddle_matmul"]
         d = disp[0]["stats"]["median"] if disp else None
         rows.append(("dispatch per heddle.matmul call", "<= 5 us", f"{_fmt(d)} us" if d else "–",
@@ -594,6 +626,9 @@ def render_gpu(doc: Optional[dict], images: List[str], img_rel: str = "img") -> 
         if "fused_speedup.png" in images:
             parts += [f"![fused speedups]({img_rel}/fused_speedup.png)", ""]
         parts.append(ft)
+    f8 = fp8_table(doc)
+    if f8:
+        parts += ["", "### FP8 GEMMs (e4m3)", "", f8]
     vt = variants_table(doc)
     if vt:
         parts += ["", "### heddle's variants against each other", "", vt]

@@ -117,6 +117,32 @@ def test_fused_and_dispatch_tables():
     assert "heddle.matmul (custom op + kernel launch) | 21 us" in d
 
 
+def fp8_doc():
+    """gpu_doc plus the window's FP8 records (tools/window/bench_quick.py fp8_case / fp8_fused_case)."""
+    doc = gpu_doc()
+    for m, sc, (h, c) in ((16, "tensor", (0.05, 0.04)), (4096, "tensor", (0.30, 0.33)), (4096, "row", (0.32, 0.31))):
+        case = f"fp8-{m}x4096x4096-{sc}"
+        doc["records"] += [rec("fp8", case, "e4m3", "heddle", m, 4096, 4096, h, scaling=sc, config="heddle_mm_nt_e4m3"),
+                           rec("fp8", case, "e4m3", "cublaslt", m, 4096, 4096, c, scaling=sc)]
+    case = "fp8_fused-4096x4096x4096-row-bias_gelu_quant"
+    doc["records"] += [rec("fp8_fused", case, "e4m3", "heddle", 4096, 4096, 4096, 0.35, scaling="row"),
+                       rec("fp8_fused", case, "e4m3", "scaled_mm_then_ops", 4096, 4096, 4096, 0.42, scaling="row")]
+    return doc
+
+
+def test_fp8_table_and_targets():
+    t = report.fp8_table(fp8_doc())
+    assert "| 4096x4096x4096-tensor | tensor | 300 us | cublaslt | 330 us |" in t and "1.10x" in t
+    assert "| 4096x4096x4096-row-bias_gelu_quant | row |" in t and "scaled_mm_then_ops" in t and "1.20x" in t
+    assert report.fp8_table(gpu_doc()) == ""  # no FP8 records: no table, no target rows
+    lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
+    assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted
+    assert "worst 1.20x | met |" in lines["FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops"]
+    assert not any("FP8" in k for k in
+                   (line.split("|")[1] for line in report.targets(gpu_doc(), None).splitlines()[2:]))
+    assert "### FP8 GEMMs (e4m3)" in report.render_gpu(fp8_doc(), [])
+
+
 def test_targets_say_met_or_missed_by_how_much():
     t = report.targets(gpu_doc(), compile_doc())
     lines = {line.split("|")[1].strip(): line for line in t.splitlines()[2:]}

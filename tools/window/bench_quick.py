@@ -139,9 +139,9 @@ class Run:
                                                     max_total_bytes=4 << 30)
         return [first] + [one() for _ in range(n - 1)], one()
 
-    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0, extra=None):
+    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0, extra=None, tol=2e-2):
         """Validate then time every implementation; one record each (extra: more fields per implementation,
-        such as the kernel a variant compiled to)."""
+        such as the kernel a variant compiled to; tol: the validation tolerance, wider for 8-bit outputs)."""
         for name, fn in impls.items():
             if self.left() < min_left:
                 self.write({**rec, "impl": name, "status": "skipped", "reason": "window deadline"})
@@ -152,7 +152,7 @@ class Run:
                     bench.poison_allocator(ref.numel() * 2, self.dev)
                 out = fn(*check)
                 self.sync()
-                r["rel_err"] = bench.validate(out.float(), ref, tol=2e-2, what=f"{name} {rec['case']}")
+                r["rel_err"] = bench.validate(out.float(), ref, tol=tol, what=f"{name} {rec['case']}")
                 del out
                 st, n = self.device_ms(fn, sets)
                 r.update(status="ok", ms_stream=st.to_dict(), calls_per_batch=n, host_us=self.host_us(fn, sets))
@@ -295,6 +295,63 @@ def variant_case(run, m, n, k, variants):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)
 
 
+def _fp8_sets(run, m, n, k, scaling, with_bias=False):
+    """FP8 inputs in torch._scaled_mm's layouts: a [M, K] e4m3 row-major, b [K, N] e4m3 column-major (stored
+    [N, K], an nn.Linear weight), f32 scales per tensor ([1]) or per row / column ([M, 1], [1, N]), values
+    quantized from random bf16 with their own amax (so the codes cover the format's range)."""
+    def quant(x, rows):
+        amax = (x.float().abs().amax(dim=-1, keepdim=True) if rows else x.float().abs().amax().reshape(1))
+        scale = (amax / 448.0).clamp(min=1e-12)
+        return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+    def one():
+        a, sa = quant(bench.random_tensor((m, k), torch.bfloat16, run.dev), scaling == "row")
+        w, sw = quant(bench.random_tensor((n, k), torch.bfloat16, run.dev, scale=k ** -0.5), scaling == "row")
+        t = [a, w.t(), sa, sw.reshape(1, n) if scaling == "row" else sw]
+        if with_bias:
+            t.append(bench.random_tensor((n,), torch.bfloat16, run.dev))
+        return t
+    first = one()
+    cnt = 1 if run.dry else bench.rotation_count(bench.set_bytes(first), bench.l2_bytes(run.dev),
+                                                 max_total_bytes=4 << 30)
+    return [first] + [one() for _ in range(cnt - 1)], one()
+
+
+def _fp8_ref(a, b, sa, sb):
+    return (a.float() * sa) @ (b.float() * sb)  # sa [M, 1] or [1]; sb [1, N] or [1] (b is [K, N])
+
+
+def fp8_case(run, m, n, k, scaling):
+    """heddle.scaled_mm against torch._scaled_mm (cuBLASLt) in one run: e4m3 x e4m3 -> bf16, per-tensor or
+    per-row scales (docs/fp8.md)."""
+    sets, check = _fp8_sets(run, m, n, k, scaling)
+    ref = _fp8_ref(*check)
+    impls = {"heddle": lambda a, b, sa, sb: heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+             "cublaslt": lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)}
+    rec = {"suite": "fp8", "case": f"fp8-{m}x{n}x{k}-{scaling}", "dtype": "e4m3", "B": 1, "M": m, "N": n, "K": k,
+           "layout": "NT", "epilogue": None, "scaling": scaling}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
+def fp8_fused_case(run, m, n, k):
+    """A quantized layer's whole epilogue in one kernel: per-row dequantize, bias, GELU, then an output scale
+    and the satfinite cast to e4m3 (heddle.scaled_mm with scale_result), against torch._scaled_mm (bf16 out)
+    plus the separate ops; checked against float64 within e4m3's half-ulp (tol 0.08)."""
+    sets, check = _fp8_sets(run, m, n, k, "row", with_bias=True)
+    so = torch.tensor([0.5], dtype=torch.float32, device=run.dev)
+    ref = (F.gelu(_fp8_ref(*check[:4]) + check[4].float()) * so).to(torch.float8_e4m3fn).float()
+
+    def separate(a, b, sa, sb, bias):
+        y = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+        return (F.gelu(y + bias).float() * so).to(torch.float8_e4m3fn)
+    impls = {"heddle": lambda a, b, sa, sb, bias: heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu",
+                                                                   out_dtype=torch.float8_e4m3fn, scale_result=so),
+             "scaled_mm_then_ops": separate}
+    rec = {"suite": "fp8_fused", "case": f"fp8_fused-{m}x{n}x{k}-row-bias_gelu_quant", "dtype": "e4m3", "B": 1,
+           "M": m, "N": n, "K": k, "layout": "NT", "epilogue": "bias_gelu_quant", "scaling": "row"}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), tol=8e-2)
+
+
 def bench_sms(run) -> int:
     return 132 if run.dry else torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -318,12 +375,19 @@ def plan(dry):
     big = 8192 // s if not dry else 64
     mid = 4096 // s if not dry else 64
     llm = [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096), (16, 14336, 4096), (4096, 14336, 4096)]
+    # FP8 (issue 32): the decode shape, then M >= 1024 where the target is >= 1.0x cuBLASLt
+    fp8 = [(16, 4096, 4096), (4096, 4096, 4096), (4096, 14336, 4096)]
     if dry:
         llm = [(16, 64, 64)]
+        fp8 = [(16, 64, 64), (64, 64, 128)]
     return ([(8, "gemm 8192^3", lambda r: gemm_case(r, big, big, big))]
             + [(4, f"fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fused_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in llm]
             + [(4, "gemm 4096^3 nt", lambda r: gemm_case(r, mid, mid, mid, trans_b=True))]
+            + [(4, f"fp8 {m}x{n}x{k} {sc}", (lambda mm, nn, kk, ss: lambda r: fp8_case(r, mm, nn, kk, ss))(m, n, k, sc))
+               for m, n, k in fp8 for sc in ("tensor", "row")]
+            + [(4, f"fp8 fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_fused_case(r, mm, nn, kk))(m, n, k))
+               for m, n, k in fp8[1:]]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
