@@ -143,3 +143,6 @@ def test_heddle_matmul_picks_a_copy_width_the_batch_stride_allows():
     x = torch.randn(3 * 16385).bfloat16().as_strided((3, 70, 64), (16385, 64, 1))
     assert heddle.kernel._vec_for(x) == 1  # the variant heddle.matmul compiles for this layout
     assert heddle.kernel._vec_for(torch.randn(3, 70, 64).bfloat16()) == 8
+    # 8-bit operands: 16 bytes would be 16 elements, but a copy moves at most 8 (validate's rule)
+    assert heddle.kernel._vec_for(torch.zeros(64, 64).to(torch.float8_e4m3fn)) == 8
+    assert heddle.kernel._vec_for(torch.zeros(64, 68).to(torch.float8_e5m2)[:, :64]) == 4

@@ -414,11 +414,12 @@ def check_grid(name: str, grid) -> None:
 
 
 def _vec_for(t) -> int:
-    """The widest copy (in elements, at most 16 bytes) that the tensor's layout allows: row stride,
-    batch stride (every batch's rows start aligned) and base address."""
+    """The widest copy (in elements: at most 16 bytes and at most 8 elements, validate's rule, so an 8-bit
+    operand's widest is 8) that the tensor's layout allows: row stride, batch stride (every batch's rows
+    start aligned) and base address."""
     es = t.element_size()
     bs = t.stride(0) if t.dim() == 3 and t.shape[0] > 1 else 0
-    for vec in (16 // es, 8 // es, 4 // es, 1):
+    for vec in (min(16 // es, 8), 8 // es, 4 // es, 1):
         if vec >= 1 and t.stride(-2) % vec == 0 and bs % vec == 0 and t.data_ptr() % (vec * es) == 0:
             return vec
     return 1

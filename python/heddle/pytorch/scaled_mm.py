@@ -101,11 +101,6 @@ class FusedScaledMatmul(FusedMatmul):
     def interpret_target(self) -> str:
         return interpret_target_fp8()
 
-    def kernel(self, target: str, vec_a: int, vec_b: int, *args, **kwargs):
-        # core.kernel._vec_for counts 16 one-byte elements for a 16-byte aligned operand, but a copy moves at
-        # most 8 elements (validate's rule); the 8-bit operands load by TMA, whose 16-byte rows K % 16 ensures
-        return super().kernel(target, min(vec_a, 8), min(vec_b, 8), *args, **kwargs)
-
     def fake(self, tensors):
         inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
         a = tensors[0]
