@@ -8,7 +8,8 @@ import pytest
 from heddle import _C
 from test_printed_sources import cases
 
-PASSES = {"split_k", "stream_k", "warp_specialize", "tma_store_epilogue", "stream_k_roles", "cluster_multicast",
+PASSES = {"split_k", "stream_k", "warp_specialize", "block_scale_promotion", "tma_store_epilogue", "stream_k_roles",
+          "cluster_multicast",
           "tcgen05_specialize", "tma_pipeline", "fence_mbarrier_init", "insert_syncs", "reduce_splits",
           "stream_k_fixup"}
 
