@@ -456,6 +456,7 @@ __device__ __forceinline__ void bulk_wait_read() {
 }  // namespace heddle
 
 #include "heddle/heddle_sm90_wgmma.cuh"
+#include "heddle/heddle_sm90_wgmma_f8.cuh"
 
 namespace heddle {
 
