@@ -360,8 +360,6 @@ void validateRolePipelineSchedule(const Fusion& f, const TargetInfo& target, Mat
     fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages,
                         "): the Hopper ring allows at most 8 "
                         "stages (wgmma.wait_group keeps at most 7 groups in flight)");
-  h.swizzleA = t.transA ? 128 : 2 * t.bk;
-  h.swizzleB = t.transB ? 2 * t.bk : 128;
   h.threads = 128 * h.tileWarpgroups;
   if (t.roles.empty()) {
     checkAccumulatorRegisters(t, target);

@@ -51,7 +51,6 @@ struct RolePipelineSchedule {
   int accStages = 0;      // 3 roles: stages of the shared accumulator ring
   bool tmaStore = false;  // epilogue stores through shared memory and TMA
   int threads = 0;
-  int swizzleA = 0, swizzleB = 0;  // bytes
   // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
   // (EpiLoad, warp 1 of the load warpgroup -- warp 2 on sm_100a --, no registers of its own) loads its
   // [bn] slice (its [bm, bn] tile) per output tile into a ring of epiStages stages that the role

@@ -161,9 +161,6 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
     fail<ScheduleError>("circular_buffer(", t.aCache->name, ", stages=", t.stages,
                         "): the tcgen05 operand ring allows "
                         "at most 8 stages");
-  const int esize = dtypeBytes(t.a->dtype);
-  h.swizzleA = t.transA ? 128 : esize * t.bk;
-  h.swizzleB = t.transB ? esize * t.bk : 128;
   h.tileWarpgroups = 1;
   h.mmaWarpgroups = 0;
   h.wgRows = t.bm;
