@@ -120,3 +120,19 @@ def test_table_goes_between_the_generated_markers(tmp_path):
     assert text.count("<!-- BEGIN GENERATED: mutation kill table (tools/mutation_table.py) -->") == 1
     assert "| sm80_cp_async (sm_80 cp.async ring, 3 stages prefetch 2) | 10 / 12 | 8/8 | 2/4 |" in text
     assert "- sm80_cp_async: `stage_modulo` line 36: ring index % 3 -> % 2" in text
+
+
+def test_saved_results_are_the_documented_table():
+    # docs/data/mutation.json is what --update merges new families into: it must render exactly the table
+    # docs/verification.md shows, and parse_table must read that table back (the --update *.md bootstrap)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "tools"))
+    import mutation_table
+    saved = json.load(open(os.path.join(root, "docs", "data", "mutation.json")))
+    doc = open(os.path.join(root, "docs", "verification.md")).read()
+    assert mutation_table.render(saved) in doc
+    parsed = mutation_table.parse_table(doc)
+    assert list(parsed) == list(saved)
+    for fam, r in saved.items():
+        assert parsed[fam]["by_kind"] == r["by_kind"] and parsed[fam]["survivors"] == r["survivors"], fam
+    assert set(saved) == set(FAMILIES), sorted(set(FAMILIES) ^ set(saved))

@@ -122,9 +122,16 @@ KNOWN_SURVIVORS = {
     ] + _maps_equivalent('tmA', 'tmB'),
     'sm90_coop': [
     ] + _maps_equivalent('tmA', 'tmB'),
-    'sm90_block': [  # tests/lower/test_block_scale_promotion.py EQUIVALENT; the map kinds not yet run on it
+    'sm90_block': [  # tests/lower/test_block_scale_promotion.py EQUIVALENT (the wgmma waits the promotion's
+        # wait<0> already covers: deleted or loosened); one tile per CTA (tile_stride); the 5 k tiles' one
+        # weakened first-cycle wait (stage 3 never held data yet); docs/verification.md
         ('delete_sync', 'tmp.wait<2>();'),
         ('delete_sync', 'tmp.wait<0>();'),
+        ('loosen_wait', 'wait<2> -> <3>'),
+        ('loosen_wait', 'wait<0> -> <1>'),
+        ('tile_stride', 'tile stride num_ctas -> num_ctas + 1'),
+        ('tile_stride', 'tile stride num_ctas -> num_ctas + 1'),
+        ('stage_modulo', 'ring index % 4 -> % 3 (col 79)'),
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
     ],
