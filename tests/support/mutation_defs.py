@@ -112,6 +112,8 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
     ],
+    # K a multiple of the k-tile and offs[-1] = T: A's out-of-bounds rows (past T) only reach unstored rows
+    'sm90_grouped': _maps_equivalent('tmA', 'tmB'),
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
