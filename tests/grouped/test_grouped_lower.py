@@ -7,7 +7,7 @@ import pytest
 
 import heddle
 from support.env import requires_nvrtc
-from support.grouped_defs import grouped_fusion, scheduled
+from support.grouped_defs import grouped_fusion, per_expert_fusion, scheduled
 from support.matmul_defs import schedule
 
 
@@ -113,11 +113,7 @@ def test_compiles_without_spills(kw):
 
 
 def test_per_expert_bias_reads_the_tiles_expert_row():
-    fd = heddle.Fusion()
-    x = fd.input("x", "bf16", ["T", 96])
-    w = fd.input("w", "bf16", ["E", 96, 72])
-    y = fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "bf16", ["E", 72]))
-    fd.output(y.to("bf16"))
+    fd, x, w = per_expert_fusion()
     schedule(fd, x, w, bm=64, bn=64, bk=32, stages=3)
     low = fd.lower("sm_80")
     assert "E_bias[(long long)batch_idx * E_bias_s0 + (long long)col_0 * E_bias_s1]" in low.source

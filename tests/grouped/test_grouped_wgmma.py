@@ -12,7 +12,7 @@ import torch
 import heddle
 from heddle.interpret import interpret, mutation_kill_rate
 from support.env import requires_nvrtc
-from support.grouped_defs import RAGGED, grouped_fusion, grouped_inputs, reference, scheduled_sm90
+from support.grouped_defs import RAGGED, grouped_fusion, grouped_inputs, per_expert_fusion, reference, scheduled_sm90
 from support.interp_defs import needs_cxx
 from support.wgmma_defs import nvrtc_sm90, schedule_sm90
 
@@ -49,6 +49,36 @@ def test_printed_kernel_exits_surplus_ctas_before_the_barriers_and_predicates_st
     assert re.search(r"tma_load\w*<[^;]*&tmB, [^;]*batch_idx", src), "B's TMA load takes the expert coordinate"
     assert re.search(r"tma_load\w*<[^;]*&tmA, [^;]*, 0, ", src), "A's map is 2-D over [T, K]"
     assert "num_ctas" not in src and "blockIdx.z" not in src
+
+
+def test_launch_maps_a_over_the_tokens_and_b_over_every_expert():
+    # Kernel.prepare: the host work of a launch (the same on a GPU), with an encoder that records each map
+    from heddle import _C
+    fd = scheduled_sm90(trans_b=True)  # w stored [E, N, K]
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    x, w, bias, offs = grouped_inputs(fd, RAGGED["mixed"], tokens=260)
+    seen = {}
+
+    def encoder(dt, address, dims, strides, box, elem, **kw):
+        seen[address] = (list(dims), list(strides), list(box))
+        return _C.interp.encode_tensor_map_tiled(dt, address, dims, strides, box, elem, **kw)
+
+    out, grid, args = k.prepare([x, w, bias, offs], tensor_map_encoder=encoder)
+    dims, strides, box = seen[x.data_ptr()]
+    assert dims == [96, 260] and strides == [96 * 2] and len(box) == 2  # [T, K]: rows past T zero-fill
+    dims, strides, box = seen[w.data_ptr()]
+    assert dims == [96, 72, 7] and strides == [96 * 2, 72 * 96 * 2] and box[2] == 1  # expert e at coordinate e
+    assert tuple(grid[:3]) == (2, 5 + 7, 1) and tuple(out.shape) == (260, 72)
+    names = [p[0] for p in k.lowered.params]
+    assert dict(zip(names, args))["E"] == ("i32", 7)
+
+
+def test_per_expert_bias_reads_the_tiles_expert_row():
+    fd, x, w = per_expert_fusion()
+    schedule_sm90(fd, x, w, bm=64, bn=64, bk=16, wgs=1, stages=3, prefetch=1, roles=ONE)
+    src = fd.lower("sm_90a").source
+    assert "E_bias[(long long)batch_idx * E_bias_s0 + (long long)col_0 * E_bias_s1]" in src
+    assert "row * E_bias" not in src
 
 
 def test_printed_source_is_pinned():
@@ -97,7 +127,14 @@ REFUSED = {
                  "ping-pong MMA warpgroups alternate tiles"),
     "stream-k": (lambda: _tma(ONE, stream_k=4), "sm_90a", "stream_k shares a tile's k loop"),
     "tcgen05": (lambda: _tma(ONE), "sm_100a", "the tcgen05 grouped kernel is not built yet on sm_100a"),
+    "bias-tma": (lambda: _bias_tma(), "sm_90a", "cache_after(bias, 'tma_load'): the grouped kernel reads"),
 }
+
+
+def _bias_tma():
+    fd = _tma(ONE)
+    fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load").circular_buffer(2)
+    return fd
 
 
 @pytest.mark.parametrize("case", list(REFUSED))

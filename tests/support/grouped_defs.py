@@ -35,6 +35,16 @@ def grouped_fusion(n=72, k=96, dtype="bf16", trans_b=False, epilogue="bias_gelu"
     return fd, x, w
 
 
+def per_expert_fusion():
+    """x ["T", 96] times w ["E", 96, 72] plus a per-expert bias ["E", 72] (Fusion.per_expert), unscheduled."""
+    fd = heddle.Fusion()
+    x = fd.input("x", "bf16", ["T", 96])
+    w = fd.input("w", "bf16", ["E", 96, 72])
+    y = fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "bf16", ["E", 72]))
+    fd.output(y.to("bf16"))
+    return fd, x, w
+
+
 def scheduled(bm=64, bn=64, bk=32, stages=3, prefetch=-1, **kw):
     """A grouped fusion with the cp.async + mma.sync schedule of the tests (2 x 2 warps)."""
     fd, x, w = grouped_fusion(**kw)
