@@ -7,7 +7,7 @@ import pytest
 
 import heddle
 from support.env import requires_nvrtc
-from support.grouped_defs import grouped_fusion, scheduled
+from support.grouped_defs import grouped_fusion, per_expert_fusion, scheduled
 from support.matmul_defs import schedule
 
 
@@ -77,9 +77,10 @@ def test_explain_says_the_walks_reads_need_no_sync():
     assert "no sync orders these reads" in text
 
 
-def test_auto_schedule_picks_the_mma_sync_kernel_on_hopper():
+def test_auto_schedule_picks_the_mma_sync_kernel_on_hopper_without_tma():
+    # (with operands TMA takes, sm_90a gets the warp-specialized kernel: test_grouped_wgmma.py)
     fd, _, _ = grouped_fusion()
-    fd.auto_schedule("sm_90a", -1, 72, 96)
+    fd.auto_schedule("sm_90a", -1, 72, 96, tma=False)
     low = fd.lower("sm_90a")
     assert low.tile["mma"] == "mma.sync" and low.tile["grouped"] and not low.tensor_maps
 
@@ -96,8 +97,8 @@ def test_schedule_refuses_what_the_grouped_walk_does_not_do():
     mm.split("m", 64).split("n", 64).split("k", 32).split("m.i", 64).split("n.i", 64)
     mm.parallelize("m.o", "BIDy").parallelize("n.o", "BIDx").parallelize("m.i.o", "warp").parallelize("n.i.o", "warp")
     mm.reorder(["m.o", "n.o", "k.o", "m.i.o", "n.i.o", "m.i.i", "n.i.i", "k.i"])
-    with pytest.raises(heddle.ScheduleError, match="TMA \\+ wgmma grouped kernel is not built yet"):
-        fd.lower("sm_90a")
+    with pytest.raises(heddle.ScheduleError, match="its TMA kernel is the warp-specialized one"):
+        fd.lower("sm_90a")  # (the roles' refusals: test_grouped_wgmma.py)
 
 
 @requires_nvrtc
@@ -112,11 +113,7 @@ def test_compiles_without_spills(kw):
 
 
 def test_per_expert_bias_reads_the_tiles_expert_row():
-    fd = heddle.Fusion()
-    x = fd.input("x", "bf16", ["T", 96])
-    w = fd.input("w", "bf16", ["E", 96, 72])
-    y = fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "bf16", ["E", 72]))
-    fd.output(y.to("bf16"))
+    fd, x, w = per_expert_fusion()
     schedule(fd, x, w, bm=64, bn=64, bk=32, stages=3)
     low = fd.lower("sm_80")
     assert "E_bias[(long long)batch_idx * E_bias_s0 + (long long)col_0 * E_bias_s1]" in low.source

@@ -5,6 +5,7 @@ import torch
 
 import heddle
 from support.matmul_defs import schedule
+from support.wgmma_defs import schedule_sm90
 
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 
@@ -34,10 +35,31 @@ def grouped_fusion(n=72, k=96, dtype="bf16", trans_b=False, epilogue="bias_gelu"
     return fd, x, w
 
 
+def per_expert_fusion():
+    """x ["T", 96] times w ["E", 96, 72] plus a per-expert bias ["E", 72] (Fusion.per_expert), unscheduled."""
+    fd = heddle.Fusion()
+    x = fd.input("x", "bf16", ["T", 96])
+    w = fd.input("w", "bf16", ["E", 96, 72])
+    y = fd.grouped_matmul(x, w) + fd.per_expert(fd.input("bias", "bf16", ["E", 72]))
+    fd.output(y.to("bf16"))
+    return fd, x, w
+
+
 def scheduled(bm=64, bn=64, bk=32, stages=3, prefetch=-1, **kw):
     """A grouped fusion with the cp.async + mma.sync schedule of the tests (2 x 2 warps)."""
     fd, x, w = grouped_fusion(**kw)
     schedule(fd, x, w, bm=bm, bn=bn, bk=bk, wm=2, wn=2, stages=stages, prefetch=prefetch)
+    return fd
+
+
+def scheduled_sm90(bm=64, bn=64, bk=16, stages=3, prefetch=1, **kw):
+    """A grouped fusion with the sm_90a warp-specialized TMA + wgmma schedule (roles load and mma, cooperative):
+    one MMA warpgroup per 64 rows of the tile, the load warpgroup giving registers to two of them."""
+    fd, x, w = grouped_fusion(**kw)
+    wgs = bm // 64
+    roles = ({"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}} if wgs == 2
+             else {"load": 1, "mma": {"warpgroups": 1}})
+    schedule_sm90(fd, x, w, bm=bm, bn=bn, bk=bk, wgs=wgs, stages=stages, prefetch=prefetch, roles=roles)
     return fd
 
 

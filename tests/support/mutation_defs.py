@@ -66,6 +66,8 @@ FAMILIES = {
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
+    "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
+                     "sm_90a grouped matmul: warp-specialized TMA + wgmma, the walk over 7 ragged groups"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
     "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
@@ -110,6 +112,8 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
     ],
+    # K a multiple of the k-tile and offs[-1] = T: A's out-of-bounds rows (past T) only reach unstored rows
+    'sm90_grouped': _maps_equivalent('tmA', 'tmB'),
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),

@@ -344,9 +344,11 @@ def _():
            [Case("silu-residual-M300", call=_matmul_case(300, epilogue="silu", residual=True), M=300)]
 
 
-# --- the grouped matmul (mixture of experts, docs/grouped.md): heddle.grouped_mm, the mma.sync kernel ------
+# --- the grouped matmul (mixture of experts, docs/grouped.md): heddle.grouped_mm, mma.sync / TMA + wgmma ---
 
-def _grouped_case(ends, n=264, k=200, trans_b=False, activation="gelu", per_expert=False):
+def _grouped_case(ends, n=264, k=200, trans_b=False, activation="gelu", per_expert=False, mma=None):
+    """heddle.grouped_mm on the routing `ends` against float64; mma: the MMA the device's auto-scheduled
+    kernel must use ("wgmma": the sm_90a warp-specialized kernel), checked on a GPU."""
     def call(device, seed):
         import torch
         from support.grouped_defs import reference
@@ -360,7 +362,16 @@ def _grouped_case(ends, n=264, k=200, trans_b=False, activation="gelu", per_expe
             if per_expert else bias  # each row's expert's bias row
         ref = reference(x, w, offs, trans_b=True, bias=rows, activation=activation)
         wk = w.transpose(-1, -2) if trans_b else w.transpose(-1, -2).contiguous()  # a view of [E, N, K] or [E, K, N]
-        y = heddle.grouped_mm(x.to(device), wk.to(device), offs.to(device), bias=bias.to(device), activation=activation)
+        xd, wd = x.to(device), wk.to(device)
+        y = heddle.grouped_mm(xd, wd, offs.to(device), bias=bias.to(device), activation=activation)
+        if mma and device != "cpu":  # the kernel cached for this signature is the one grouped_mm ran
+            from heddle.pytorch.grouped import grouped_kernel
+            from heddle.core.kernel import _vec_for
+            stored = wd.transpose(-1, -2) if trans_b else wd
+            kern = grouped_kernel(heddle.runtime.target_for_device(), "bf16", k, n, trans_b, "bf16", per_expert,
+                                  activation, "bf16", _vec_for(xd), _vec_for(stored), True, True)
+            if kern.lowered.tile["mma"] != mma:
+                raise AssertionError(f"heddle.grouped_mm ran {kern.name} ({kern.lowered.tile['mma']}), not {mma}")
         return y, ref.to(torch.bfloat16)
     return call
 
@@ -372,6 +383,19 @@ def _():
             Case("nt-skewed-E8", call=_grouped_case(skewed, trans_b=True, activation="silu"), M=1000),
             Case("nt-E64-T129", call=_grouped_case([2 * e + (e % 3) for e in range(63)] + [129], trans_b=True), M=129),
             Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True), M=1000)]
+
+
+@family("grouped_wgmma", "sm_90a", True, "grouped matmul (MoE): the device walk over ragged expert groups, "
+        "warp-specialized TMA + wgmma", pinned=False)
+def _():
+    skewed = [0, 1, 300, 300, 301, 733, 740, 1000]  # empty and one-row groups, groups ending mid-tile
+    hot = [0, 0, 0, 1, 2, 3, 4, 2048]                # one expert takes almost every token (16 tiles of 128 rows)
+    return [Case("nn-skewed-E8", call=_grouped_case(skewed, mma="wgmma"), M=1000),
+            Case("nt-skewed-E8", call=_grouped_case(skewed, trans_b=True, activation="silu", mma="wgmma"), M=1000),
+            Case("nt-hot-expert-E8", call=_grouped_case(hot, trans_b=True, mma="wgmma"), M=2048),
+            Case("nt-E64-T129", call=_grouped_case([2 * e + (e % 3) for e in range(63)] + [129], trans_b=True,
+                                                   mma="wgmma"), M=129),
+            Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True, mma="wgmma"), M=1000)]
 
 
 # --- the launch path itself (runtime checks that only a real driver exercises) -------------------------

@@ -8,7 +8,9 @@ rows offs[e-1] .. offs[e] of x (offs[-1] = 0) use w[e] (torch._grouped_mm's conv
 or [E, N] (a row per expert, Fusion.per_expert). The kernel walks the groups on the device (no host read of
 offs): that offs is non-decreasing and ends at most at T is the caller's contract, as for torch._grouped_mm;
 rows past offs[E-1] are not written. CUDA tensors run the compiled kernel; CPU tensors run the printed
-kernel under HEDDLE_INTERPRET=1 (heddle.interpret), else torch.
+kernel under HEDDLE_INTERPRET=1 (heddle.interpret), else torch. On sm_90a the kernel is the warp-specialized
+TMA + wgmma one when x and w meet TMA's rules (16-byte rows and bases: heddle.tma), else the cp.async +
+mma.sync one.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
 from ..core.ops import ACTIVATIONS
+from ..core.tma import tma_ok
 
 _DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 
@@ -93,11 +96,13 @@ def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str
 
 @functools.lru_cache(maxsize=64)
 def grouped_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,
-                   activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool) -> Kernel:
-    """The grouped kernel of one signature on `target` (the cp.async + mma.sync kernel), lowered (and compiled
-    with NVRTC when rtc) once."""
+                   activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool,
+                   tma: bool = True) -> Kernel:
+    """The grouped kernel of one signature on `target` (the auto schedule: TMA + wgmma on sm_90a when `tma`,
+    the operands meeting TMA's rules; else cp.async + mma.sync), lowered (and compiled with NVRTC when rtc)
+    once."""
     fd = grouped_fusion(dtype, k, n, trans_b, bias, bias_per_expert, activation, out_dtype)
-    fd.auto_schedule(target, -1, n, k)
+    fd.auto_schedule(target, -1, n, k, tma=tma)
     return Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc)
 
 
@@ -109,15 +114,16 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *, bias: Op
     sig = (_DT[x.dtype], int(x.shape[1]), int(w.shape[2]), trans_b, None if bias is None else _DT[bias.dtype],
            bias is not None and bias.dim() == 2, activation, out_dt)
     tensors = [x, stored] + ([bias] if bias is not None else []) + [offs]
+    tma = tma_ok(x) and tma_ok(stored) and x.shape[1] > 0  # the TMA kernel runs at least one k-tile
     if x.device.type == "cuda":
         from ..core.runtime import target_for_device
-        k = grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True)
+        k = grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True, tma)
         return k(*tensors)
     from ..core.interpret import interpret_mode
     if interpret_mode():  # the printed kernel on the CPU (heddle/core/interpret.py)
         from ..core.interpret import interpret_target, run_checked
         target = interpret_target()
-        k = grouped_kernel(target, *sig, _vec_for(x), _vec_for(stored), False)
+        k = grouped_kernel(target, *sig, _vec_for(x), _vec_for(stored), False, tma)
         return run_checked(k, tensors)
     from ..core.reference import evaluate
     fd = grouped_fusion(*sig)

@@ -422,9 +422,14 @@ void CLikePrinter::groupedWalk(const kir::Kernel& k) {
   os_ << "  }\n";
   os_ << "  if (g_e < 0) return;  // a surplus tile of the grid's bound ceil(tokens / bm) + E: the whole CTA exits\n";
   os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn << ";\n";
-  os_ << "  const int M = g_end;  // loads zero-fill rows past the group's end; the epilogue stores stop at it\n";
+  bool bMap = false;  // the TMA kernel reads w[e] through B's 3-D map at coordinate batch_idx
+  for (auto& m : k.tensorMaps) bMap |= m.operand == "B" && m.batched;
+  if (bMap)  // A's 2-D map over [T, K]: zero fill only at T
+    os_ << "  const int M = g_end;  // A's TMA loads may read the next group's rows (never stored); the epilogue "
+           "stores stop at the group's end\n";
+  else os_ << "  const int M = g_end;  // loads zero-fill rows past the group's end; the epilogue stores stop at it\n";
   os_ << "  const int batch_idx = g_e;\n";
-  os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
+  if (!bMap) os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
 }
 
 std::string CLikePrinter::print(const kir::Kernel& k) {

@@ -164,23 +164,56 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
   return "";
 }
 
-// A grouped matmul runs on the cp.async + mma.sync kernel, one CTA per (group m-tile, n tile); what that
-// kernel does not do yet is refused here, naming the option (docs/grouped.md, "Not done yet").
-static void checkGroupedSchedule(MatmulTiling& t, const Expr& e) {
+// A grouped matmul runs on the cp.async + mma.sync kernel (every NVIDIA target) or, on a wgmma target, on the
+// warp-specialized TMA + wgmma kernel, one CTA per (group m-tile, n tile) either way; what neither does yet is
+// refused here, naming the option (docs/grouped.md, "Not done yet"). The role pipeline's own options are
+// checked after validateRolePipelineSchedule (checkGroupedRoles).
+static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInfo& target) {
   t.grouped = true;
   t.batchedB = true;
   t.groupOffsets = e.groupOffsets;
   const std::string mm = t.mm->name;
-  if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
+  const bool tma = t.loadKind == LoadKind::TmaLoad || !t.roles.empty();
+  if (tma && target.mma.has(MmaKind::Tcgen05))
+    fail<ScheduleError>("grouped matmul ", mm, ": the tcgen05 grouped kernel is not built yet on ", target.name,
+                        "; cache the operands with 'cp_async' (the mma.sync kernel, which ", target.name,
+                        " runs too) and drop warp_specialize");
+  if (t.loadKind == LoadKind::TmaLoad && t.roles.empty())
     fail<ScheduleError>("grouped matmul ", mm,
-                        ": the warp-specialized TMA + wgmma grouped kernel is not built yet; cache the operands "
-                        "with 'cp_async' (the mma.sync kernel, which sm_90a runs too) and drop warp_specialize");
+                        ": its TMA kernel is the warp-specialized one (the TMA pipeline without roles does not walk "
+                        "the groups); add warp_specialize({\"load\": 1, \"mma\": {\"warpgroups\": 2}}) (roles "
+                        "load and mma, docs/grouped.md) or cache the operands with 'cp_async'");
+  if (t.mm->epilogueStore == "tma")
+    fail<ScheduleError>("epilogue_store(", mm,
+                        ", 'tma'): a grouped matmul stores with predicated direct stores (row < the group's end: "
+                        "a TMA store of the tile would write the next group's rows); drop epilogue_store or use "
+                        "'direct'");
   if (t.splitK > 1 || t.streamK > 0)
     fail<ScheduleError>("grouped matmul ", mm, ": ", t.splitK > 1 ? "split_k" : "stream_k",
                         " shares a tile's k loop among CTAs, which the grouped tile walk does not do; drop it");
   if (t.mm->clusterSize > 1)
     fail<ScheduleError>("grouped matmul ", mm, ": cluster(", t.mm->clusterSize,
                         ") is not supported by the grouped tile walk; drop it");
+}
+
+// The warp-specialized grouped kernel (lower/build/grouped_walk.h): one tile per CTA, cooperative MMA
+// warpgroups storing from registers with the row predicate, the operands' TMA loads only.
+static void checkGroupedRoles(const MatmulTiling& t) {
+  const auto& h = t.rolePipeline;
+  if (!t.grouped || !h.warpSpecialized) return;
+  const std::string mm = t.mm->name;
+  if (h.role(PipelineRole::Epilogue))
+    fail<ScheduleError>("warp_specialize(", mm,
+                        "): an epilogue role stores the tile with TMA, but a grouped matmul stores with predicated "
+                        "direct stores (row < the group's end); use the roles load and mma");
+  if (!h.coop)
+    fail<ScheduleError>("warp_specialize(", mm,
+                        "): ping-pong MMA warpgroups alternate tiles, but the grouped kernel gives each CTA one "
+                        "tile; give the mma role 4 warps per 64 rows of the tile (cooperative)");
+  if (!h.epiTma.empty())
+    fail<ScheduleError>("cache_after(", h.epiTma,
+                        ", 'tma_load'): the grouped kernel reads its epilogue operands per element (a per-expert "
+                        "row is the tile's expert's); drop that cache");
 }
 
 MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, int vecA, int vecB) {
@@ -399,13 +432,14 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
-  if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e);
+  if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e, target);
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
-  if (t.streamK > 0) checkStreamKRoles(t);     // schedule/k_share.cpp
-  validateClusterSchedule(target, t);          // schedule/cluster_schedule.cpp
-  validateBlockScaleTiling(t);                 // schedule/block_scales.cpp
+  checkGroupedRoles(t);
+  if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
+  validateClusterSchedule(target, t);       // schedule/cluster_schedule.cpp
+  validateBlockScaleTiling(t);              // schedule/block_scales.cpp
   return t;
 }
 
@@ -416,11 +450,16 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
     return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  // a grouped matmul: the cp.async + mma.sync kernel on every NVIDIA target (docs/grouped.md)
+  // a grouped matmul: the TMA + wgmma kernel on a wgmma target (operands TMA takes), else the cp.async +
+  // mma.sync kernel on every NVIDIA target (docs/grouped.md)
   const bool grouped = !mm->definition->groupOffsets.empty();
   if (grouped && !target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: the grouped matmul ", mm->name, " runs on the mma.sync kernel, which ",
                         target.name, " lacks; use an NVIDIA target (sm_80 or newer)");
+  if (target.mma.has(MmaKind::Wgmma) && given.tma && grouped) {  // the warp-specialized grouped kernel
+    auto ca = f.cachesOf(mm->definition->inputs[0]);
+    if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleGroupedWgmma(f, target);
+  }
   if (target.mma.has(MmaKind::Wgmma) && given.tma && !grouped &&
       parts == 1) {  // Hopper: TMA + wgmma + roles, unless a cache asks otherwise
     auto* e = mm->definition;

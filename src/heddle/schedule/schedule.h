@@ -157,6 +157,8 @@ KShareChoice chooseKShare(int64_t tiles, int64_t nk, int stages, int sms, int bm
 void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 // The Hopper branch of it (tma_load, wgmma, roles): schedule/wgmma_auto_schedule.cpp.
 void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
+// A grouped matmul's warp-specialized TMA + wgmma schedule (wgmma_auto_schedule.cpp, docs/grouped.md).
+void autoScheduleGroupedWgmma(Fusion& f, const TargetInfo& target);
 // The AMD branch of it (MFMA / WMMA targets): schedule/mfma_wmma_schedule.cpp.
 void autoScheduleMatmulMfmaWmma(Fusion& f, const TargetInfo& target, const AutoScheduleHints& hints);
 

@@ -35,6 +35,10 @@
 //                the TMA pipeline without roles, or stream_k(SMs) on the warp-specialized kernel
 //                (cooperative: it takes precedence over the overlapped layouts) -- neither with a cached bias /
 //                residual, whose producer role needs the warp-specialized kernel and which stream-K does not take
+//   grouped      a grouped matmul (docs/grouped.md): 128 x 128 x 64, 4 stages (fitAutoTile), the cooperative pair
+//                of MMA warpgroups under the same budgets, one tile per CTA of the grouped walk's grid, the
+//                epilogue stored directly from registers with the group-end predicate (no TMA store, no k
+//                sharing: autoScheduleGroupedWgmma)
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -223,6 +227,28 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
     // (one MMA warpgroup too: M <= 64 stages its 64-row tile the same way instead of 128 bounds-checked stores)
     if (tmaAble) epilogueStore(mm, "tma");
   }
+}
+
+void autoScheduleGroupedWgmma(Fusion& f, const TargetInfo& target) {
+  auto* mm = f.findMatmul();
+  auto* e = mm->definition;
+  const int bm = 128, bk = 64, wgs = 2;
+  const auto fit = fitAutoTile(f, target, bm, bk, 128, 4, 0);  // no staged output: direct stores
+  initLoopDomain(f, mm);
+  split(mm, "m", bm);
+  split(mm, "n", fit.bn);
+  split(mm, "k", bk);
+  split(mm, "m.i", bm / (4 * wgs));  // 16-row warp slices: 4 warps per warpgroup
+  parallelize(mm, "m.o", ParallelType::BIDy);
+  parallelize(mm, "n.o", ParallelType::BIDx);
+  parallelize(mm, "m.i.o", ParallelType::Warp);
+  reorder(mm, {"m.o", "n.o", "k.o", "m.i.o", "m.i.i", "n.i", "k.i"});
+  const int prefetch = fit.stages < 3 ? fit.stages - 1 : fit.stages - 2;
+  for (auto* in : {e->inputs[0], e->inputs[1]}) {
+    auto caches = f.cachesOf(in);
+    circularBuffer(caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0], fit.stages, prefetch);
+  }
+  warpSpecialize(mm, {Role{"load", 1, 40}, Role{"mma", 4 * wgs, kMmaRegisters}});
 }
 
 }  // namespace heddle

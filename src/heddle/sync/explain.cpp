@@ -45,6 +45,10 @@ std::string explainSyncPlan(const kir::Kernel& k) {
     os << "grouped tile walk: every thread reads the group ends offs[0..E) with plain global loads before the "
           "first tile load; offs is a read-only launch argument (written before the launch in stream order, "
           "never during it), so no sync orders these reads\n";
+  if (k.tile.grouped && !k.syncPlan.roles.roles.empty())  // the warp-specialized grouped kernel
+    os << "grouped roles: each CTA computes the one tile its walk found (a surplus CTA exits before the mbarrier "
+          "init); every role reads the same m0, n0 and expert, so the mbarrier rings are the plain kernel's, "
+          "one tile long\n";
   int count = 0;
   walkWhere(k.body, "kernel body", k, os, count);
   if (count == 0) os << "(no sync ops: no two threads share a buffer stage)\n";

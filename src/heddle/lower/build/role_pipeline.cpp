@@ -42,6 +42,7 @@ RingSpec RolePipeline::operandRingSpec(const RoleGraph::Edge& ab) const {
 }
 
 void RolePipeline::addWalkParams() {
+  if (t.grouped) return;  // one tile per CTA of the grouped walk's grid: no num_ctas (grouped_walk.h)
   kir::Param nc;
   nc.kind = kir::Param::Int32;
   nc.name = "num_ctas";
@@ -57,14 +58,18 @@ std::vector<kir::NodePtr> RolePipeline::head(const std::vector<const Ring*>& rin
   std::vector<kir::NodePtr> body;
   for (auto& b : k.buffers)
     if (b->memory == MemoryType::Shared) body.push_back(std::make_unique<kir::Alloc>(b.get()));
-  body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));  // signed: tile counts subtract it
+  if (!t.grouped)  // (the grouped walk's one tile per CTA: grouped_walk.h)
+    body.push_back(std::make_unique<kir::Let>("bid", var("blockIdx.x")));  // signed: tile counts subtract it
   auto init = electOne(0);
   for (const Ring* r : rings) r->init(k, init->thenBody);
   body.push_back(std::move(init));
   return body;
 }
 
-IExpr RolePipeline::tilesPerCta() const { return ceilDiv(persistentTileCount(t) - var("bid"), var("num_ctas")); }
+IExpr RolePipeline::tilesPerCta() const {
+  if (t.grouped) return 1;  // the grouped walk: this CTA's one tile, found before the body (grouped_walk.h)
+  return ceilDiv(persistentTileCount(t) - var("bid"), var("num_ctas"));
+}
 
 std::unique_ptr<kir::IfThenElse> RolePipeline::loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp,
                                                              IExpr tilesCta) {
@@ -93,9 +98,11 @@ std::unique_ptr<kir::ForLoop> RolePipeline::mmaKLoop(const Ring& ring, const Mma
 
 void RolePipeline::finish(const std::string& stem, const Ring* ringE) {
   k.launch.threads = h.threads;
-  k.launch.gridX = var("num_ctas");
-  k.launch.gridY = 1;
-  k.launch.gridZ = 1;
+  if (!t.grouped) {  // grouped: the walk's grid (n tiles, ceil(tokens / bm) + E) of build/grouped_walk.cpp
+    k.launch.gridX = var("num_ctas");
+    k.launch.gridY = 1;
+    k.launch.gridZ = 1;
+  }
   std::ostringstream name;
   name << stem;
   for (auto& r : h.roles)

@@ -48,12 +48,13 @@ struct RolePipeline {
   // The load -> mma edge's ring: its label, stages, TMA bytes (sA + sB per stage) and role names; the
   // caller sets how the MMA role releases it (prefetch, keep, emptyCount).
   RingSpec operandRingSpec(const RoleGraph::Edge& ab) const;
-  // The run-time parameters of the persistent walk: num_ctas (and batch when batched: a coordinate of the walk).
+  // The run-time parameters of the persistent walk: num_ctas (and batch when batched: a coordinate of the walk);
+  // none for a grouped matmul, whose CTAs take one tile each (build/grouped_walk.h).
   void addWalkParams();
   // The kernel's head: every shared buffer's allocation, `let bid`, and one elected thread initialising
   // `rings` in order (the caller adds the barrier after it).
   std::vector<kir::NodePtr> head(const std::vector<const Ring*>& rings);
-  // The tiles this CTA walks: ceil((tiles - bid) / num_ctas).
+  // The tiles this CTA walks: ceil((tiles - bid) / num_ctas); 1 for a grouped matmul.
   IExpr tilesPerCta() const;
   // `if (warp < 4)` with the load role's setmaxnreg and its TMA producer on `warp`'s elected thread.
   std::unique_ptr<kir::IfThenElse> loadWarpgroup(const Ring& ring, const PipelineRole& loadR, int warp, IExpr tilesCta);

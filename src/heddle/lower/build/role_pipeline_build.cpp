@@ -46,6 +46,7 @@ IExpr persistentTileCount(const MatmulTiling& t) {
 }
 
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
+  if (t.grouped) return;  // m0, n0, batch_idx: the grouped walk's, before the body (grouped_walk.h)
   IExpr M = var("M"), N = var("N");
   IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.rolePipeline.groupM;
   b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));

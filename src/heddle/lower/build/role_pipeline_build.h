@@ -38,6 +38,7 @@ std::unique_ptr<kir::IfThenElse> when(IExpr cond);
 // let tile, m0, n0 for this CTA's local tile index `tl` of the persistent walk (blockIdx.x + tl *
 // num_ctas, in the grouped order: groupM m-tiles share an n tile). Batched: tile -> (batch_idx = tile /
 // tiles per matrix, mtile = the rest), m0 and n0 from mtile: the walk covers batch x m-tiles x n-tiles.
+// Grouped (MatmulTiling::grouped): none, the CTA's one tile is the grouped walk's (build/grouped_walk.h).
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl);
 // The tiles the persistent walk covers: ceil(M/bm) * ceil(N/bn) (times the run-time `batch` when batched).
 IExpr persistentTileCount(const MatmulTiling& t);

@@ -50,7 +50,12 @@ void setupTmaOperands(LowerContext& c) {
     p.name = b->role == "A" ? "tmA" : "tmB";
     p.tensor = b->role == "A" ? t.a->name : t.b->name;
     k.params.push_back(p);
-    k.tensorMaps.push_back(specFor(*b, p.name, b->role, b->role == "A" ? t.batched : t.batched && t.batchedB));
+    // grouped: B's 3-D map covers every expert, coordinate batch_idx (the tile's expert: grouped_walk.h), as
+    // a batched B's: dims {cols, rows, E}, box depth 1, the expert stride a multiple of 16 bytes (CUDA driver
+    // API cuTensorMapEncodeTiled, globalStrides; PTX ISA "Tensors", tile mode). A's 2-D map over [T, K]: rows
+    // at or past T are zero-filled (PTX ISA "Tensors", out-of-bound access; oobFill NONE: zeros)
+    const bool batchedB = (t.batched || t.grouped) && t.batchedB;
+    k.tensorMaps.push_back(specFor(*b, p.name, b->role, b->role == "A" ? t.batched : batchedB));
   }
   kir::walkMut(k.body, [&](kir::Node& n) {
     if (n.kind == kir::NodeKind::TileLoad) {

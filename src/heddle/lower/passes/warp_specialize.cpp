@@ -5,6 +5,9 @@
 // m-tiles x n-tiles, `let batch_idx = tile / tiles per matrix` and the grouped (m0, n0) of the rest; the
 // TMA loads of a batched operand (and the TMA store of D) take batch_idx as their third coordinate, a
 // rank-2 B (a shared weight) is one 2-D map; param `batch`, grid.z = 1 (kir Tile::batchWalk).
+// Grouped (a grouped matmul, lower/build/grouped_walk.h): not persistent, one tile per CTA of the grouped
+// walk's grid, cooperative MMA warpgroups storing directly with the group-end predicate (no num_ctas, no
+// tile lets: m0, n0, batch_idx are the walk's, printed before the body).
 // Built on the role-pipeline builder (lower/build/role_pipeline.h; wgmma is its MmaIssue hook: wgmma.fence,
 // commit, wait_group(keep), the ring release) and the mbarrier rings of sync/ring.h.
 //
