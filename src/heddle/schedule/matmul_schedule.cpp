@@ -170,6 +170,7 @@ static void checkGroupedSchedule(MatmulTiling& t, const Expr& e) {
   t.grouped = true;
   t.batchedB = true;
   t.groupOffsets = e.groupOffsets;
+  t.groupMasked = e.groupMasked;
   const std::string mm = t.mm->name;
   if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
     fail<ScheduleError>("grouped matmul ", mm,

@@ -45,6 +45,10 @@ std::string explainSyncPlan(const kir::Kernel& k) {
     os << "grouped tile walk: every thread reads the group ends offs[0..E) with plain global loads before the "
           "first tile load; offs is a read-only launch argument (written before the launch in stream order, "
           "never during it), so no sync orders these reads\n";
+  if (k.tile.masked)  // lower/build/grouped_walk.h: the same argument for the masked layout's counts
+    os << "masked layout: every thread reads its expert's row count counts[batch_idx] with a plain global load "
+          "before the first tile load; counts is a read-only launch argument (written before the launch in "
+          "stream order, never during it), so no sync orders this read\n";
   int count = 0;
   walkWhere(k.body, "kernel body", k, os, count);
   if (count == 0) os << "(no sync ops: no two threads share a buffer stage)\n";
