@@ -114,6 +114,10 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
         ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
     ],
+    'sm80_masked': [  # the same prologue (21 mutants with every kind, these two survive)
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+    ],
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
