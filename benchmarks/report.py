@@ -349,6 +349,35 @@ def fp8_table(doc: dict) -> str:
     return "\n".join(out)
 
 
+# the peers of each grouped suite (tools/window/bench_grouped.py): the first is the target's reference
+_GROUPED_PEERS = {"grouped": ("torch_grouped_mm", "per_expert_loop"), "grouped_gated": ("torch_grouped_mm", None),
+                  "grouped_masked": ("torch_bmm_padded", None)}
+
+
+def grouped_table(doc: dict) -> str:
+    """Grouped GEMMs (issue 33): heddle.grouped_mm against torch._grouped_mm and a per-expert loop of
+    torch.matmul, the gated form against torch._grouped_mm x2 + silu * mul, the masked layout against a padded
+    torch.bmm, from the same run; empty when the run has no grouped records."""
+    cases = _by_case(doc["records"])
+    keys = [k for k in cases if k[0] in _GROUPED_PEERS]
+    if not keys:
+        return ""
+    out = ["| case | experts (empty) | tokens | heddle | peer | peer time | heddle / peer | per-expert loop | "
+           "heddle / loop | heddle TFLOP/s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
+    for k in keys:
+        im = cases[k]
+        h = im.get("heddle")
+        peer, loop = _GROUPED_PEERS[k[0]]
+        p, lp = im.get(peer), im.get(loop) if loop else None
+        any_r = h or p or {}
+        unfused = " (unfused)" if h and h.get("fused") is False else ""
+        out.append(f"| {k[1].split('-', 1)[1]}{unfused} | {any_r.get('experts', '–')} ({any_r.get('empty_groups', 0)}) | "
+                   f"{any_r.get('M', '–')} | {t(h)} | {peer} | {t(p)} | {_x(_ratio(h, p))} | "
+                   f"{t(lp) if loop else '–'} | {_x(_ratio(h, lp)) if loop else '–'} | {_tf(h)} |")
+    return "\n".join(out)
+
+
 def variants_table(doc: dict) -> str:
     """heddle's own kernel variants on one problem (the window's bench stage): time and speed against the
     first variant listed."""
@@ -446,6 +475,13 @@ def targets(gpu: Optional[dict], comp: Optional[dict]) -> str:
             ff = [x for x in ff if x is not None]
             rows.append(("FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops", ">= 1.1x",
                          f"worst {_x(min(ff)) if ff else '–'}", _status(min(ff) if ff else None, 1.1)))
+        gg = [v for k, v in cases.items() if k[0] == "grouped_gated"]
+        if gg:  # issue 33's target, once a run measured the gated grouped form
+            gr = [x for x in (_ratio(v.get("heddle"), v.get("torch_grouped_mm")) for v in gg) if x is not None]
+            unfused = any((v.get("heddle") or {}).get("fused") is False for v in gg)
+            rows.append(("Grouped MoE FFN, silu(x W1) * (x W3), vs torch._grouped_mm x2 + ops", ">= 1.1x",
+                         f"worst {_x(min(gr)) if gr else '–'}" + (" (heddle unfused)" if unfused else ""),
+                         _status(min(gr) if gr else None, 1.1)))
         disp = [r for r in gpu["records"] if r.get("suite") == "dispatch" and r.get("step") == "heddle_matmul"]
         d = disp[0]["stats"]["median"] if disp else None
         rows.append(("dispatch per heddle.matmul call", "<= 5 us", f"{_fmt(d)} us" if d else "–",
@@ -629,6 +665,9 @@ def render_gpu(doc: Optional[dict], images: List[str], img_rel: str = "img") -> 
     f8 = fp8_table(doc)
     if f8:
         parts += ["", "### FP8 GEMMs (e4m3)", "", f8]
+    gt = grouped_table(doc)
+    if gt:
+        parts += ["", "### Grouped GEMMs (mixture of experts)", "", gt]
     vt = variants_table(doc)
     if vt:
         parts += ["", "### heddle's variants against each other", "", vt]

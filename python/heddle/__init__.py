@@ -33,6 +33,8 @@ from .core.verify import simulate
 from .core.version import __version__  # noqa: F401  (public: heddle.__version__)
 from .pytorch.matmul import matmul
 from .pytorch.grouped import grouped_mm
+from .pytorch.grouped_gated import grouped_mm_gated
+from .pytorch.grouped_masked import grouped_mm_masked
 from .pytorch.scaled_mm import scaled_mm
 
 ensure_search_dirs()  # let the C++ loader find NVRTC in the nvidia-* wheels
@@ -85,7 +87,8 @@ target_info = _C.target_info
 pass_names = _C.pass_names
 
 __all__ = [
-    "Fusion", "Tensor", "Kernel", "matmul", "grouped_mm", "scaled_mm", "ops", "simulate", "interpret", "verify",
+    "Fusion", "Tensor", "Kernel", "matmul", "grouped_mm", "grouped_mm_gated", "grouped_mm_masked",
+    "scaled_mm", "ops", "simulate", "interpret", "verify",
     "autotune", "bench",
     "HeddleError", "ScheduleError", "InputError", "CompileError", "DriverError", "RuntimeUnavailable",
     "nvrtc_available", "gpu_available", "known_targets", "target_info", "pass_names",

@@ -20,15 +20,16 @@ RAGGED = {
 }
 
 
-def grouped_fusion(n=72, k=96, dtype="bf16", trans_b=False, epilogue="bias_gelu", out="bf16"):
+def grouped_fusion(n=72, k=96, dtype="bf16", trans_b=False, epilogue="bias_gelu", out="bf16", masked=False):
     """x ["T", k] times w ["E", k, n] (trans_b: ["E", n, k]) grouped by the ends `offs`, then the epilogue:
-    "bias_gelu" (a shared bias [n], gelu), "silu", "none"."""
+    "bias_gelu" (a shared bias [n], gelu), "silu", "none". masked: x ["E", "Mt", k] in the masked layout (row
+    counts `counts`), the bias one row per expert ["E", 1, n]."""
     fd = heddle.Fusion()
-    x = fd.input("x", dtype, ["T", k])
+    x = fd.input("x", dtype, ["E", "Mt", k] if masked else ["T", k])
     w = fd.input("w", dtype, ["E", n, k] if trans_b else ["E", k, n])
-    y = fd.grouped_matmul(x, w, trans_b)
+    y = fd.masked_grouped_matmul(x, w, trans_b) if masked else fd.grouped_matmul(x, w, trans_b)
     if epilogue == "bias_gelu":
-        y = heddle.ops.gelu(y + fd.input("bias", dtype, [n]))
+        y = heddle.ops.gelu(y + fd.input("bias", dtype, ["E", 1, n] if masked else [n]))
     elif epilogue == "silu":
         y = heddle.ops.silu(y)
     fd.output(y.to(out))
@@ -76,6 +77,15 @@ def grouped_inputs(fd, ends, seed=0, tokens=None):
     return out
 
 
+def _epilogue(out, bias, activation):
+    """+ bias, then the activation (gelu, silu or None), in float64."""
+    if bias is not None:
+        out = out + bias.double()
+    if activation == "gelu":
+        return torch.nn.functional.gelu(out)
+    return torch.nn.functional.silu(out) if activation == "silu" else out
+
+
 def reference(x, w, offs, trans_b=False, bias=None, activation=None):
     """float64, expert by expert: rows offs[e-1] .. offs[e] of x times w[e], + bias, activation."""
     out = torch.zeros(x.shape[0], w.shape[-2] if trans_b else w.shape[-1], dtype=torch.float64)
@@ -84,10 +94,46 @@ def reference(x, w, offs, trans_b=False, bias=None, activation=None):
         we = w[e].double().t() if trans_b else w[e].double()
         out[start:end] = x[start:end].double() @ we
         start = end
-    if bias is not None:
-        out = out + bias.double()
-    if activation == "gelu":
-        out = torch.nn.functional.gelu(out)
-    elif activation == "silu":
-        out = torch.nn.functional.silu(out)
+    return _epilogue(out, bias, activation)
+
+
+# Row counts of the masked layout against 64-row tiles and a slab of max_tokens = 130 rows (3 m tiles): the
+# cases issue 33 names for decode -- empty experts (count 0), one row, a full slab, counts ending mid-tile and
+# on a tile edge -- and a count past the slab (200: clamped to max_tokens by the kernel).
+MASKED_TOKENS = 130
+MASKED = {
+    "mixed": [0, 1, 130, 37, 64, 0],
+    "clamped": [200, 65, 0, 128],
+}
+
+
+def masked_fusion(n=72, k=96, **kw):
+    """x ["E", "Mt", k] times w ["E", k, n] in the masked layout (row counts `counts`), then grouped_fusion's
+    epilogue (its bias per expert ["E", 1, n])."""
+    return grouped_fusion(n, k, masked=True, **kw)
+
+
+def masked_scheduled(**kw):
+    """A masked-layout fusion with the schedule of `scheduled`."""
+    return scheduled(masked=True, **kw)
+
+
+def masked_inputs(fd, counts, seed=0, max_tokens=MASKED_TOKENS):
+    """[x, w, (bias), counts] for `fd` with row counts `counts` (E = len(counts))."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = {"Mt": max_tokens, "E": len(counts)}
+    out = [(torch.randn([sizes.get(s, s) for s in t.shape], generator=g) * 0.5).to(_DT[t.dtype]) for t in fd.inputs]
+    out.append(torch.tensor(counts, dtype=torch.int32))
     return out
+
+
+def masked_reference(x, w, counts, trans_b=False, bias=None, activation=None):
+    """float64, expert by expert: rows r < min(counts[e], max_tokens) of x[e] times w[e], + bias, activation;
+    the padding rows NaN (never stored: the interpreter's NaN-filled output matches NaN there)."""
+    out = torch.full((x.shape[0], x.shape[1], w.shape[-2] if trans_b else w.shape[-1]), float("nan"),
+                     dtype=torch.float64)
+    for e, c in enumerate(counts.tolist()):
+        c = min(max(c, 0), x.shape[1])
+        we = w[e].double().t() if trans_b else w[e].double()
+        out[e, :c] = x[e, :c].double() @ we
+    return _epilogue(out, bias, activation)

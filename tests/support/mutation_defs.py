@@ -68,6 +68,8 @@ FAMILIES = {
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
                      "sm_90a grouped matmul: warp-specialized TMA + wgmma, the walk over 7 ragged groups"),
+    "sm80_masked": (lambda: grouped_defs.masked_scheduled(n=72, k=64, stages=2), "sm_80", 130, None,
+                    "sm_80 masked layout: 4 experts' row counts (one past the slab, one empty)"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
     "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
@@ -83,6 +85,8 @@ def family_kernel(name):
     fd = make()
     if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py RAGGED["mixed"] ends at 250)
         return kernel(fd, target), grouped_defs.grouped_inputs(fd, grouped_defs.RAGGED["mixed"], seed=1), sms
+    if name.endswith("_masked"):  # row counts against max_tokens M = 130 (support/grouped_defs.py MASKED)
+        return kernel(fd, target), grouped_defs.masked_inputs(fd, grouped_defs.MASKED["clamped"], seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
@@ -114,6 +118,10 @@ KNOWN_SURVIVORS = {
     ],
     # K a multiple of the k-tile and offs[-1] = T: A's out-of-bounds rows (past T) only reach unstored rows
     'sm90_grouped': _maps_equivalent('tmA', 'tmB'),
+    'sm80_masked': [  # the same prologue (21 mutants with every kind, these two survive)
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 55)'),
+    ],
     'sm80_stream_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 57)'),

@@ -143,6 +143,46 @@ def test_fp8_table_and_targets():
     assert "### FP8 GEMMs (e4m3)" in report.render_gpu(fp8_doc(), [])
 
 
+def grouped_doc(fused=False):
+    """gpu_doc plus the window's grouped records (tools/window/bench_grouped.py)."""
+    doc = gpu_doc()
+    g = dict(experts=8, empty_groups=1, routing="skewed")
+    case = "grouped-e8-2048x14336x4096"
+    doc["records"] += [rec("grouped", case, "bf16", "heddle", 2048, 14336, 4096, 0.40, **g),
+                       rec("grouped", case, "bf16", "torch_grouped_mm", 2048, 14336, 4096, 0.44, **g),
+                       rec("grouped", case, "bf16", "per_expert_loop", 2048, 14336, 4096, 0.60, **g)]
+    for t, (h, p) in ((512, (0.30, 0.36)), (8192, (1.60, 1.68))):
+        case = f"grouped_gated-e8-{t}x14336x4096"
+        doc["records"] += [rec("grouped_gated", case, "bf16", "heddle", t, 14336, 4096, h, fused=fused, **g),
+                           rec("grouped_gated", case, "bf16", "torch_grouped_mm", t, 14336, 4096, p, **g)]
+    case = "grouped_masked-e64-128x4096x4096"
+    doc["records"] += [rec("grouped_masked", case, "bf16", "heddle", 4000, 4096, 4096, 0.5, status="wrong",
+                           reason="relative error", experts=64),
+                       rec("grouped_masked", case, "bf16", "torch_bmm_padded", 4000, 4096, 4096, 0.3, experts=64)]
+    return doc
+
+
+def test_grouped_table_and_target():
+    t = report.grouped_table(grouped_doc())
+    row = next(line for line in t.splitlines() if line.startswith("| e8-2048x14336x4096 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # heddle 0.40 ms, torch._grouped_mm 0.44 ms, the loop 0.60 ms
+    assert cells[1:4] == ["8 (1)", "2048", "400 us"] and cells[4] == "torch_grouped_mm"
+    assert cells[6] == "1.10x" and cells[8] == "1.50x"
+    assert "| e8-512x14336x4096 (unfused) |" in t and "1.20x" in t
+    masked = next(line for line in t.splitlines() if line.startswith("| e64-128x4096x4096 |"))
+    assert "**wrong**" in masked and "torch_bmm_padded" in masked
+    assert report.grouped_table(gpu_doc()) == ""  # no grouped records: no table, no target row
+    name = "Grouped MoE FFN, silu(x W1) * (x W3), vs torch._grouped_mm x2 + ops"
+    lines = {line.split("|")[1].strip(): line for line in report.targets(grouped_doc(), None).splitlines()[2:]}
+    assert "worst 1.05x (heddle unfused) | **missed** by 5%" in lines[name]  # 1.68 / 1.60, the worst of the two
+    fused = {line.split("|")[1].strip(): line for line in report.targets(grouped_doc(True), None).splitlines()[2:]}
+    assert "worst 1.05x |" in fused[name] and "unfused" not in fused[name]
+    assert name not in report.targets(gpu_doc(), None)
+    assert "### Grouped GEMMs (mixture of experts)" in report.render_gpu(grouped_doc(), [])
+    assert "### Grouped GEMMs" not in report.render_gpu(gpu_doc(), [])
+
+
 def test_targets_say_met_or_missed_by_how_much():
     t = report.targets(gpu_doc(), compile_doc())
     lines = {line.split("|")[1].strip(): line for line in t.splitlines()[2:]}

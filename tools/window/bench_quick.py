@@ -37,6 +37,9 @@ import torch.nn.functional as F  # noqa: E402
 import heddle  # noqa: E402
 from heddle import bench  # noqa: E402
 
+sys.path.insert(0, HERE)
+import bench_grouped  # noqa: E402  (the grouped GEMM cases, issue 33)
+
 
 class Run:
     def __init__(self, out, deadline, dry):
@@ -388,6 +391,7 @@ def plan(dry):
                for m, n, k in fp8 for sc in ("tensor", "row")]
             + [(4, f"fp8 fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_fused_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8[1:]]
+            + bench_grouped.plan(dry)
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]

@@ -376,13 +376,52 @@ def _grouped_case(ends, n=264, k=200, trans_b=False, activation="gelu", per_expe
     return call
 
 
+def _masked_case(counts, max_tokens=300, n=264, k=200):
+    """heddle.grouped_mm_masked (decode layout): x [E, max_tokens, K], w a view of [E, N, K], a bias per expert,
+    the counted rows checked against float64 (the padding rows, undefined, zeroed on both sides; that they are
+    never written is the interpreter's check, tests/grouped/test_grouped_masked.py)."""
+    def call(device, seed):
+        import torch
+        from support.grouped_defs import masked_reference
+        g = torch.Generator().manual_seed(seed)
+        E = len(counts)
+        x = (torch.randn(E, max_tokens, k, generator=g) * 0.5).to(torch.bfloat16)
+        w = (torch.randn(E, n, k, generator=g) * k ** -0.5).to(torch.bfloat16)
+        bias = torch.randn(E, n, generator=g).to(torch.bfloat16)
+        cnt = torch.tensor(counts, dtype=torch.int32)
+        ref = masked_reference(x, w, cnt, trans_b=True, bias=bias.unsqueeze(1), activation="gelu")
+        y = heddle.grouped_mm_masked(x.to(device), w.transpose(-1, -2).to(device), cnt.to(device), bias=bias.to(device),
+                                     activation="gelu")
+        pad = torch.isnan(ref)
+        return torch.where(pad.to(y.device), 0.0, y), torch.where(pad, 0.0, ref).to(torch.bfloat16)
+    return call
+
+
+def _gated_case(ends, n=264, k=200):
+    """heddle.grouped_mm_gated: silu(x @ W1_e) * (x @ W3_e) in one kernel on ragged groups, against float64."""
+    def call(device, seed):
+        import torch
+        from support.grouped_defs import reference
+        g = torch.Generator().manual_seed(seed)
+        x = (torch.randn(ends[-1], k, generator=g) * 0.5).to(torch.bfloat16)
+        w1, w3 = ((torch.randn(len(ends), n, k, generator=g) * k ** -0.5).to(torch.bfloat16) for _ in range(2))
+        offs = torch.tensor(ends, dtype=torch.int32)
+        ref = reference(x, w1, offs, trans_b=True, activation="silu") * reference(x, w3, offs, trans_b=True)
+        y = heddle.grouped_mm_gated(x.to(device), w1.transpose(-1, -2).to(device), w3.transpose(-1, -2).to(device),
+                                    offs.to(device), activation="silu")
+        return y, ref.to(torch.bfloat16)
+    return call
+
+
 @family("grouped_cp_async", "any", False, "grouped matmul (MoE): the device walk over ragged expert groups, mma.sync")
 def _():
     skewed = [0, 1, 300, 300, 301, 733, 740, 1000]  # empty and one-row groups, groups ending mid-tile
     return [Case("nn-skewed-E8", call=_grouped_case(skewed), M=1000),
             Case("nt-skewed-E8", call=_grouped_case(skewed, trans_b=True, activation="silu"), M=1000),
             Case("nt-E64-T129", call=_grouped_case([2 * e + (e % 3) for e in range(63)] + [129], trans_b=True), M=129),
-            Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True), M=1000)]
+            Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True), M=1000),
+            Case("masked-E8-Mt300", call=_masked_case([0, 1, 300, 77, 128, 129, 5, 400]), M=300),
+            Case("gated-silu-skewed-E8", call=_gated_case(skewed), M=1000)]
 
 
 @family("grouped_wgmma", "sm_90a", True, "grouped matmul (MoE): the device walk over ragged expert groups, "

@@ -271,6 +271,16 @@ class Fusion:
                                                  _bool(trans_b, "grouped_matmul: trans_b"),
                                                  _str(offsets, "grouped_matmul: offsets")))
 
+    def masked_grouped_matmul(self, x: Tensor, w: Tensor, trans_b: bool = False, counts: str = "counts") -> Tensor:
+        """A grouped matmul in the masked layout (DeepGEMM's decode layout): x [E, max_tokens, K], w [E, K, N]
+        (trans_b: [E, N, K]), and the int32 [E] row counts, named `counts`, a launch argument after the fusion's
+        inputs: rows r < counts[e] of x[e] are expert e's tokens, the rest padding. The result is
+        [E, max_tokens, N]; padding rows are not stored. The fusion's only matmul (docs/grouped.md)."""
+        return self._wrap(self._f.masked_grouped_matmul(_tensor(self, x, "masked_grouped_matmul: x"),
+                                                        _tensor(self, w, "masked_grouped_matmul: w"),
+                                                        _bool(trans_b, "masked_grouped_matmul: trans_b"),
+                                                        _str(counts, "masked_grouped_matmul: counts")))
+
     def per_expert(self, t: Tensor) -> Tensor:
         """Marks input `t` [E, N] as per expert for the fusion's grouped matmul (a bias per expert): output row
         r reads t[e] for r's expert e; it broadcasts over the rows as [1, N] (docs/grouped.md)."""

@@ -221,6 +221,7 @@ class Kernel:
         out = outs[0]
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "batch": ("i32", g.batch),
                   "tokens": ("i32", M), "E": ("i32", g.env.get("E", 0)),  # a grouped matmul's (grouped_walk.h)
+                  "max_tokens": ("i32", M),  # the masked layout's slab rows (grouped_walk.h)
                   "lda": ("i64", a.stride(-2)),
                   "ldb": ("i64", b.stride(-2)), "ldd": ("i64", N), "batch_stride_d": ("i64", M * N),
                   "batch_stride_a": ("i64", a.stride(0) if a.dim() == 3 else 0),
@@ -254,11 +255,13 @@ class Kernel:
             elif name == "B": address(g.b_name)
             elif name in group_b: address(group_b[name])
             elif name[:3] == "ldb" and "B" + name[3:] in group_b: args.append(("i64", by_name[group_b["B" + name[3:]]].stride(-2)))
+            elif name[:14] == "batch_stride_b" and "B" + name[14:] in group_b:  # a gated grouped pair's w[e]
+                args.append(("i64", by_name[group_b["B" + name[14:]]].stride(0)))
             elif name == "D": address()
             elif name[:1] == "D" and name[1:].isdigit() and kind == "ptr": address(i=int(name[1:]))
             elif name in scalar: args.append(scalar[name])
             elif name.startswith("E_") and kind == "ptr": address(tensor)
-            elif name == "offs" and kind == "ptr": address(tensor)  # a grouped matmul's int32 group ends
+            elif name in ("offs", "counts") and kind == "ptr": address(tensor)  # group ends / masked row counts
             elif name.startswith("E_"):  # E_<tensor>_s<axis>: stride of an epilogue operand
                 tname, ax = name[2:].rsplit("_s", 1)
                 args.append(("i64", by_name[tname].stride(int(ax))))

@@ -34,6 +34,17 @@ def grouped_reference(x, w, offs, trans_b: bool = False):
     return out
 
 
+def masked_reference(x, w, counts, trans_b: bool = False):
+    """The masked layout in x's dtype, one expert at a time: rows r < counts[e] of x[e] [max_tokens, K] times w[e]
+    (w[e].T with trans_b); the padding rows are NaN: heddle's kernel does not store them (docs/grouped.md), and
+    the interpreter's NaN-filled output matches a NaN reference element there, while a stored one shows."""
+    out = x.new_full((x.shape[0], x.shape[1], w.shape[-2] if trans_b else w.shape[-1]), float("nan"))
+    for e, c in enumerate(min(max(int(v), 0), x.shape[1]) for v in counts.tolist()):
+        we = w[e].transpose(-1, -2) if trans_b else w[e]
+        out[e, :c] = x[e, :c] @ we.to(x.dtype)
+    return out
+
+
 def _rows_of_experts(t, offs, rows: int):
     """An [E, N] per-expert operand as [rows, N]: row r is t[e] for the group e holding r (zero past the groups)."""
     out = t.new_zeros((rows, t.shape[1]))
@@ -80,7 +91,9 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
     for e in fusion.exprs():
         ins = [env[n] for n in e["inputs"]]
         op = e["op"]
-        if op == "matmul" and e.get("group_offsets"):  # after the fusion's inputs come the group ends
+        if op == "matmul" and e.get("group_masked"):  # after the fusion's inputs come the row counts
+            r = masked_reference(ins[0], ins[1], tensors[len(fusion.inputs)], e["trans_b"])
+        elif op == "matmul" and e.get("group_offsets"):  # after the fusion's inputs come the group ends
             r = grouped_reference(ins[0], ins[1], tensors[len(fusion.inputs)], e["trans_b"])
         elif op == "matmul":
             a, b = ins

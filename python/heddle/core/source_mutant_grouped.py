@@ -9,12 +9,18 @@ codegen CLikePrinter::groupedWalk, docs/grouped.md), registered into heddle.core
   group_walk_offset  the offset index: the group end read from offs[e + 1] / offs[e - 1] (the neighbour's
                      end; at the ends, a read outside offs), the expert whose weights B points at off by one
                      (the sm_90a kernel: the expert coordinate of B's 3-D TMA load)
+  masked_rows        the masked layout's row bound (CLikePrinter::maskedRows): the expert's count ignored (the
+                     padding rows stored), not clamped to the slab (a count past max_tokens stores into the
+                     next expert's slab), one row further, or read from the neighbour's count counts[e ^ 1]
 """
 from __future__ import annotations
 
 import re
 
 from .source_mutant_classic import _code, _kind
+
+# the masked layout's row bound, as CLikePrinter::maskedRows prints it
+_MASKED = r"const int M = counts\[batch_idx\] < max_tokens \? counts\[batch_idx\] : max_tokens;"
 
 _EDITS = {
     "group_walk_bound": [
@@ -27,6 +33,14 @@ _EDITS = {
         (r"= offs\[e\];", "= offs[e - 1];", "group end offs[e] -> offs[e - 1]"),
         (r"B \+= \(long long\)batch_idx \*", "B += (long long)(batch_idx ^ 1) *", "the expert's weights w[e] -> w[e ^ 1]"),
         (r"(&tmB, [^;]*?), batch_idx, ", r"\1, (batch_idx ^ 1), ", "w[e]'s TMA coordinate e -> e ^ 1 (sm_90a)"),
+    ],
+    "masked_rows": [
+        (_MASKED, "const int M = max_tokens;", "the expert's row count ignored"),
+        (_MASKED, "const int M = counts[batch_idx];", "the row count not clamped to max_tokens"),
+        (_MASKED, "const int M = (counts[batch_idx] < max_tokens ? counts[batch_idx] : max_tokens) + 1;",
+         "the row bound + 1"),
+        (_MASKED, "const int M = counts[batch_idx ^ 1] < max_tokens ? counts[batch_idx ^ 1] : max_tokens;",
+         "the count of expert e ^ 1"),
     ],
 }
 

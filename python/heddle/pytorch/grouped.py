@@ -22,10 +22,9 @@ import torch
 from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
-from ..core.ops import ACTIVATIONS
 from ..core.tma import tma_ok
-
-_DT = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+from .grouped_args import DTYPES as _DT
+from .grouped_args import check_epilogue, stored_weights
 
 
 def _check(x, w, offs, bias, activation, out_dtype):
@@ -52,29 +51,10 @@ def _check(x, w, offs, bias, activation, out_dtype):
     if x.shape[1] != w.shape[1]:
         raise InputError(f"heddle.grouped_mm: x is [T, K={x.shape[1]}] but w is [E, K={w.shape[1]}, N]; the "
                          "contraction sizes must match")
-    devices = {t.device for t in (x, w, offs, bias) if isinstance(t, torch.Tensor)}
-    if len(devices) > 1:
-        raise InputError(f"heddle.grouped_mm: the inputs are on {sorted(map(str, devices))}; move them to one device")
     if x.stride(-1) != 1 and x.shape[-1] > 1:
         raise InputError(f"heddle.grouped_mm: x's rows are not contiguous (stride {x.stride(-1)}); call .contiguous()")
-    N = w.shape[2]
-    if bias is not None:
-        if not isinstance(bias, torch.Tensor) or list(bias.shape) not in ([N], [w.shape[0], N]):
-            shape = list(bias.shape) if isinstance(bias, torch.Tensor) else type(bias).__name__
-            raise InputError(f"heddle.grouped_mm: bias must be [N] = [{N}] (shared by the experts) or [E, N] = "
-                             f"[{w.shape[0]}, {N}] (one row per expert), got {shape}")
-        if bias.dtype not in _DT:
-            raise InputError(f"heddle.grouped_mm: bias has dtype {bias.dtype}; use float16, bfloat16 or float32")
-    if activation is not None and activation not in ACTIVATIONS:
-        raise InputError(f"heddle.grouped_mm: activation {activation!r} is not one of {', '.join(ACTIVATIONS)}")
-    if out_dtype is not None and out_dtype not in _DT:
-        raise InputError(f"heddle.grouped_mm: out_dtype {out_dtype} is not float16, bfloat16 or float32")
-    if w.stride(-1) == 1:
-        return False, w
-    if w.stride(-2) == 1:  # a transposed view of an [E, N, K] tensor: read it as stored
-        return True, w.transpose(-1, -2)
-    raise InputError(f"heddle.grouped_mm: w has strides {tuple(w.stride())}: neither its N nor its K axis is "
-                     "contiguous; call .contiguous()")
+    check_epilogue("heddle.grouped_mm", (x, w, offs), w, bias, activation, out_dtype)
+    return stored_weights("heddle.grouped_mm", w)
 
 
 def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,

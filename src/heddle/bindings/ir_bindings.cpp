@@ -149,6 +149,8 @@ void bindIr(py::module_& m) {
       .def("per_expert", &Fusion::perExpert, py::arg("t"), py::return_value_policy::reference_internal)
       .def("grouped_matmul", &Fusion::groupedMatmul, py::arg("x"), py::arg("w"), py::arg("trans_b") = false,
            py::arg("offsets") = "offs", py::return_value_policy::reference_internal)
+      .def("masked_grouped_matmul", &Fusion::maskedGroupedMatmul, py::arg("x"), py::arg("w"),
+           py::arg("trans_b") = false, py::arg("counts") = "counts", py::return_value_policy::reference_internal)
       .def(
           "block_scales",
           [](Fusion& f, TensorView* mm, TensorView* sa, TensorView* sb, const std::string& kind) {
@@ -246,6 +248,7 @@ void bindIr(py::module_& m) {
                d["trans_a"] = e->transA;
                d["trans_b"] = e->transB;
                d["group_offsets"] = e->groupOffsets;  // a grouped matmul's group-ends argument ("" = none)
+               d["group_masked"] = e->groupMasked;    // the masked layout: group_offsets names the row counts
                d["cast"] = std::string(dtypeName(e->castTo));
                d["scales"] = e->scaleKind == ScaleKind::None ? py::none() : py::cast(scaleKindName(e->scaleKind));
                d["scale_a"] = e->scaleA ? py::cast(e->scaleA->name) : py::none();

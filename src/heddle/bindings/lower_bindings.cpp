@@ -205,6 +205,7 @@ void bindLower(py::module_& m) {
                                d["mma"] = mmaKindName(t.mma);  // the kernel's one MMA kind
                                d["batch_walk"] = t.batchWalk;  // a persistent walk over batch x m-tiles x n-tiles
                                d["grouped"] = t.grouped;  // a grouped matmul's device walk (lower/build/grouped_walk.h)
+                               d["masked"] = t.masked;    // the masked layout's row counts (grouped_walk.h)
                                return d;
                              })
       .def_property_readonly("tensor_maps",

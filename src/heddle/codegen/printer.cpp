@@ -421,7 +421,8 @@ void CLikePrinter::groupedWalk(const kir::Kernel& k) {
   os_ << "    }\n";
   os_ << "  }\n";
   os_ << "  if (g_e < 0) return;  // a surplus tile of the grid's bound ceil(tokens / bm) + E: the whole CTA exits\n";
-  os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn << ";\n";
+  os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn / t.parts
+      << ";\n";  // a gated pair: bn / 2 columns of each member
   bool bMap = false;  // the TMA kernel reads w[e] through B's 3-D map at coordinate batch_idx
   for (auto& m : k.tensorMaps) bMap |= m.operand == "B" && m.batched;
   if (bMap)  // A's 2-D map over [T, K]: zero fill only at T
@@ -430,6 +431,22 @@ void CLikePrinter::groupedWalk(const kir::Kernel& k) {
   else os_ << "  const int M = g_end;  // loads zero-fill rows past the group's end; the epilogue stores stop at it\n";
   os_ << "  const int batch_idx = g_e;\n";
   if (!bMap) os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
+  for (int p = 1; p < t.parts; ++p)  // a gated pair's second member: its own w[e]
+    os_ << "  B" << p << " += (long long)batch_idx * batch_stride_b" << p << ";\n";
+}
+
+// The masked layout's rows (lower/build/grouped_walk.h, docs/grouped.md): the batched kernel's expert
+// batch_idx has counts[batch_idx] rows of its max_tokens (a plain global load of a read-only launch
+// argument, clamped so a count past the slab never stores into the next expert's); a CTA whose m tile
+// starts at or past them exits before any load or barrier. The exit is CTA-uniform (counts[batch_idx] and m0
+// are the same for every thread), as a return ahead of bar.sync must be (CUDA C++ Programming Guide,
+// "Synchronization Functions": __syncthreads() in conditional code only when the condition evaluates
+// identically across the block; PTX ISA "bar.sync": all threads of the CTA take part); the interpreter runs
+// such exiting CTAs in tests/grouped/test_grouped_masked.py.
+void CLikePrinter::maskedRows(const kir::Kernel&) {
+  os_ << "  // masked layout: expert batch_idx's rows are 0 .. counts[batch_idx]; the rest of its slab is padding\n";
+  os_ << "  const int M = counts[batch_idx] < max_tokens ? counts[batch_idx] : max_tokens;\n";
+  os_ << "  if (m0 >= M) return;  // a tile wholly in the padding (or an empty expert): the whole CTA exits\n";
 }
 
 std::string CLikePrinter::print(const kir::Kernel& k) {
@@ -462,6 +479,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
     os_ << "  D += (long long)batch_idx * batch_stride_d;\n";
     for (auto& o : k.extraOutputs) os_ << "  " << o.param << " += (long long)batch_idx * batch_stride_d;\n";
   }
+  if (t.masked) maskedRows(k);
   block(k.body, 1);
   os_ << "}\n";
   return os_.str();

@@ -29,6 +29,7 @@ class CLikePrinter {
   void epilogue(const kir::Kernel& k, int depth);      // per accumulator element
   void pairEpilogue(const kir::Kernel& k, int depth);  // per column pair (EpilogueStore::columnPairs)
   void groupedWalk(const kir::Kernel& k);              // a grouped matmul's m tile from offs (tile.grouped)
+  void maskedRows(const kir::Kernel& k);               // the masked layout's row count from counts (tile.masked)
   std::string bufferPtr(const kir::Buffer& b, const kir::IExpr& stage);
   std::string paramDecl(const kir::Param& p);
   std::string ind(int d) { return std::string(2 * d, ' '); }

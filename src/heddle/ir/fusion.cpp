@@ -273,20 +273,41 @@ TensorView* Fusion::matmul(TensorView* a, TensorView* b, bool transA, bool trans
   return out;
 }
 
+// A second grouped matmul joins the first as a gated pair (silu(x @ W1_e) * (x @ W3_e), one kernel with two
+// accumulators: the matmul group of validateMatmulGroup, walked over the experts): the same tokens x, the same
+// group ends, w of the first's shape, dtype and layout, two members at most.
+static void checkGatedPartner(const Expr* first, TensorView* x, TensorView* w, bool transB, const std::string& offsets,
+                              const std::string& call) {
+  auto* w0 = first->inputs[1];
+  if (first->groupOffsets.empty() || first->groupMasked)
+    fail<ScheduleError>(call,
+                        ": the fusion already has a matmul; a grouped matmul is the fusion's only one "
+                        "(define one fusion per grouped GEMM)");
+  if (first->inputs[0] != x)
+    fail<ScheduleError>(call, ": a second grouped matmul joins the first (grouped_matmul(", first->inputs[0]->name,
+                        ", ", w0->name, ")) only as a gated pair reading the same tokens ", first->inputs[0]->name,
+                        "; define one fusion per grouped GEMM otherwise");
+  if (offsets != first->groupOffsets)
+    fail<ScheduleError>(call, ": a gated pair shares its group ends: the first grouped matmul's are '",
+                        first->groupOffsets, "', this one names '", offsets, "'");
+  if (w == w0) fail<ScheduleError>(call, ": ", w->name, " is already the first member's weights; a gated pair has two");
+  if (transB != first->transB || !(w->shape == w0->shape) || w->dtype != w0->dtype)
+    fail<ScheduleError>(call, ": the gated pair's weights differ: ", w->str(), (transB ? " (trans_b)" : ""), " vs ",
+                        w0->str(), (first->transB ? " (trans_b)" : ""),
+                        "; both members take [E, K, N] (or [E, N, K] with trans_b) of one shape, dtype and layout");
+}
+
 TensorView* Fusion::groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets) {
   checkOwned(x, "grouped_matmul");
   checkOwned(w, "grouped_matmul");
   const std::string call = "grouped_matmul(" + x->name + ", " + w->name + ")";
-  if (findMatmul())
-    fail<ScheduleError>(call,
-                        ": the fusion already has a matmul; a grouped matmul is the fusion's only one "
-                        "(define one fusion per grouped GEMM)");
-  if (offsets.empty() || offsets == x->name || offsets == w->name)
-    fail<ScheduleError>(call, ": name the int32 group-ends argument (offsets) with a name of its own, got '", offsets,
-                        "'");
-  for (auto* t : inputs_)
-    if (t->name == offsets)
-      fail<ScheduleError>(call, ": the group-ends name '", offsets, "' is already an input's name; pick another");
+  if (auto* first = findMatmul()) {
+    checkGatedPartner(first->definition, x, w, transB, offsets, call);
+    if (matmuls().size() >= 2)
+      fail<ScheduleError>(call, ": the fusion already has a gated pair of grouped matmuls; a third does not join it");
+  } else {
+    checkGroupArgName(x, w, offsets, "group-ends argument (offsets)", call);
+  }
   if (x->rank() != 2)
     fail<ScheduleError>(call, ": the tokens ", x->name, " must be rank 2 [T, K] (sorted by expert), got rank ",
                         x->rank());
@@ -306,6 +327,50 @@ TensorView* Fusion::groupedMatmul(TensorView* x, TensorView* w, bool transB, con
   return out;
 }
 
+TensorView* Fusion::maskedGroupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& counts) {
+  checkOwned(x, "masked_grouped_matmul");
+  checkOwned(w, "masked_grouped_matmul");
+  const std::string call = "masked_grouped_matmul(" + x->name + ", " + w->name + ")";
+  if (findMatmul())
+    fail<ScheduleError>(call,
+                        ": the fusion already has a matmul; a grouped matmul is the fusion's only one "
+                        "(define one fusion per grouped GEMM)");
+  checkGroupArgName(x, w, counts, "per-expert row counts argument (counts)", call);
+  if (x->rank() != 3)
+    fail<ScheduleError>(call, ": the tokens ", x->name,
+                        " must be rank 3 [E, max_tokens, K] in the masked layout (rank 2 [T, K] sorted by expert is "
+                        "grouped_matmul's layout), got rank ",
+                        x->rank());
+  if (w->rank() != 3)
+    fail<ScheduleError>(call, ": the expert weights ", w->name,
+                        " must be rank 3 [E, K, N] (or [E, N, K] with trans_b), got rank ", w->rank());
+  checkGroupedOperands(x, w, call);
+  if (!sameSize(x->shape[0], w->shape[0]))
+    fail<ScheduleError>(call, ": expert counts differ: ", x->name, " gives E=", x->shape[0].str(), ", ", w->name,
+                        " gives E=", w->shape[0].str(), "; the masked layout has one [max_tokens, K] slab per expert");
+  const Size K = x->shape[2], Kw = transB ? w->shape[2] : w->shape[1], N = transB ? w->shape[1] : w->shape[2];
+  if (!sameSize(K, Kw))
+    fail<ScheduleError>(call, ": contraction sizes differ: ", x->name, " gives K=", K.str(), ", ", w->name,
+                        " gives K=", Kw.str(), transB ? " (w is [E, N, K] with trans_b)" : " (w is [E, K, N])");
+  // a batched matmul over the experts (batch_idx = e) whose rows stop at counts[e] (grouped_walk.h)
+  auto* out = newTensor(DType::F32, {x->shape[0], x->shape[1], N}, "");
+  auto* e = newExpr(OpKind::Matmul, {x, w}, out);
+  e->transB = transB;
+  e->groupOffsets = counts;
+  e->groupExperts = w->shape[0];
+  e->groupMasked = true;
+  return out;
+}
+
+void Fusion::checkGroupArgName(TensorView* x, TensorView* w, const std::string& name, const std::string& what,
+                               const std::string& call) const {
+  if (name.empty() || name == x->name || name == w->name)
+    fail<ScheduleError>(call, ": name the int32 ", what, " with a name of its own, got '", name, "'");
+  for (auto* t : inputs_)
+    if (t->name == name)
+      fail<ScheduleError>(call, ": the name '", name, "' of the ", what, " is already an input's name; pick another");
+}
+
 void Fusion::checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const {
   if (x->dtype == DType::F32 || isFloat8(x->dtype) || isFloat8(w->dtype) || x->dtype != w->dtype)
     fail<ScheduleError>(call, ": operands are ", dtypeName(x->dtype), " and ", dtypeName(w->dtype),
@@ -323,6 +388,9 @@ TensorView* Fusion::perExpert(TensorView* t) {
   if (!mm || mm->definition->groupOffsets.empty())
     fail<ScheduleError>("per_expert(", t->name, "): the fusion has no grouped matmul; a per-expert operand ",
                         "is indexed by a grouped matmul's expert (define it with grouped_matmul first)");
+  if (mm->definition->groupMasked)
+    fail<ScheduleError>("per_expert(", t->name, "): the masked layout's output is [E, max_tokens, N], so a row per ",
+                        "expert is an ordinary input [E, 1, N] that broadcasts over the rows; declare it so");
   if (!t->isInput)
     fail<ScheduleError>("per_expert(", t->name, "): ", t->name, " is computed inside the fusion; a per-expert ",
                         "operand is a fusion input");

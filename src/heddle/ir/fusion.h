@@ -81,6 +81,9 @@ struct Expr {
   // and the expert count E (w's leading axis). docs/grouped.md.
   std::string groupOffsets;
   Size groupExperts;
+  // The masked layout (Fusion::maskedGroupedMatmul): groupOffsets names the per-expert row counts [E] of a
+  // batched x [E, max_tokens, K]; rows past counts[e] are padding (docs/grouped.md, "The masked layout").
+  bool groupMasked = false;
 };
 
 // Where a cached copy of a tensor lives and how it gets there (cache_after).
@@ -150,6 +153,11 @@ class Fusion {
   // offsets[-1] = 0). The result is [T, N]: row r = x[r] @ w[e] for the expert e whose group holds r.
   // The fusion's only matmul; the epilogue after it is per element as for any matmul. docs/grouped.md.
   TensorView* groupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& offsets);
+  // The masked layout (DeepGEMM's decode layout): x [E, max_tokens, K], w [E, K, N] (transB: [E, N, K]) and
+  // the int32 [E] launch argument `counts`: rows r < counts[e] of x[e] are expert e's tokens, the rest are
+  // padding. The result is [E, max_tokens, N]: row r of expert e is x[e, r] @ w[e] for r < counts[e]; the
+  // padding rows are neither computed into anything visible nor stored. docs/grouped.md.
+  TensorView* maskedGroupedMatmul(TensorView* x, TensorView* w, bool transB, const std::string& counts);
   // Marks the input t [E, N] as per expert for the fusion's grouped matmul (a bias per expert): in the
   // epilogue, output row r reads t[e] for r's expert e. Refused without a grouped matmul, for a computed
   // tensor, or for a shape other than [E, N] with w's E. Returns t.
@@ -189,6 +197,9 @@ class Fusion {
   static int nextSerial();
   void checkGroupMember(const Expr* first, TensorView* a, TensorView* b, bool transA, bool transB) const;
   void checkGroupedOperands(TensorView* x, TensorView* w, const std::string& call) const;
+  // the group-ends / counts launch argument's name: its own, not an input's
+  void checkGroupArgName(TensorView* x, TensorView* w, const std::string& name, const std::string& what,
+                         const std::string& call) const;
   TensorView* newTensor(DType dt, std::vector<Size> shape, const std::string& prefix);
   Expr* newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out);
   std::vector<std::unique_ptr<TensorView>> tvs_;

@@ -457,6 +457,7 @@ struct Kernel {
     int parts = 1;
     bool batchWalk = false;
     bool grouped = false;  // a grouped matmul: the m tile from the device walk over offs (lower/build/grouped_walk.h)
+    bool masked = false;   // the masked layout: batch_idx = the expert, M = its row count (grouped_walk.h)
     DType inDtypeB = DType::F16;  // B's element type (differs from inDtype only for mixed e4m3 / e5m2)
   } tile;  // mma: the kernel's one MMA kind (Wgmma: MmaSm90, Tcgen05: MmaSm100); parts: matmul-group members (n0 = blockIdx * bn / parts)
   // batchWalk: a batched persistent kernel whose tile walk sets batch_idx per tile (passes/warp_specialize.cpp):

@@ -172,12 +172,16 @@ static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInf
   t.grouped = true;
   t.batchedB = true;
   t.groupOffsets = e.groupOffsets;
+  t.groupMasked = e.groupMasked;
   const std::string mm = t.mm->name;
   const bool tma = t.loadKind == LoadKind::TmaLoad || !t.roles.empty();
   if (tma && target.mma.has(MmaKind::Tcgen05))
     fail<ScheduleError>("grouped matmul ", mm, ": the tcgen05 grouped kernel is not built yet on ", target.name,
                         "; cache the operands with 'cp_async' (the mma.sync kernel, which ", target.name,
                         " runs too) and drop warp_specialize");
+  if (tma && e.groupMasked)
+    fail<ScheduleError>("grouped matmul ", mm, ": the masked layout runs on the cp.async + mma.sync kernel only; "
+                        "cache the operands with 'cp_async' and drop warp_specialize (docs/grouped.md)");
   if (t.loadKind == LoadKind::TmaLoad && t.roles.empty())
     fail<ScheduleError>("grouped matmul ", mm,
                         ": its TMA kernel is the warp-specialized one (the TMA pipeline without roles does not walk "
@@ -456,7 +460,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   if (grouped && !target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: the grouped matmul ", mm->name, " runs on the mma.sync kernel, which ",
                         target.name, " lacks; use an NVIDIA target (sm_80 or newer)");
-  if (target.mma.has(MmaKind::Wgmma) && given.tma && grouped) {  // the warp-specialized grouped kernel
+  if (target.mma.has(MmaKind::Wgmma) && given.tma && grouped && parts == 1 &&
+      !mm->definition->groupMasked) {  // the warp-specialized grouped kernel (gated pair, masked: mma.sync)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleGroupedWgmma(f, target);
   }

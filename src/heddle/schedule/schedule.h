@@ -62,6 +62,9 @@ struct MatmulTiling {
   // the int32 group ends `groupOffsets` on the device (lower/build/grouped_walk.h, docs/grouped.md).
   bool grouped = false;
   std::string groupOffsets;
+  // the masked layout (Fusion::maskedGroupedMatmul): a batched matmul over E experts whose m tiles stop at
+  // counts[e] (groupOffsets names counts; lower/build/grouped_walk.h)
+  bool groupMasked = false;
   int bm = 0, bn = 0, bk = 0;
   int warpsM = 1, warpsN = 1;
   bool swapBlocks = false;  // m bound to BIDx instead of BIDy

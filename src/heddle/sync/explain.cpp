@@ -49,6 +49,10 @@ std::string explainSyncPlan(const kir::Kernel& k) {
     os << "grouped roles: each CTA computes the one tile its walk found (a surplus CTA exits before the mbarrier "
           "init); every role reads the same m0, n0 and expert, so the mbarrier rings are the plain kernel's, "
           "one tile long\n";
+  if (k.tile.masked)  // lower/build/grouped_walk.h: the same argument for the masked layout's counts
+    os << "masked layout: every thread reads its expert's row count counts[batch_idx] with a plain global load "
+          "before the first tile load; counts is a read-only launch argument (written before the launch in "
+          "stream order, never during it), so no sync orders this read\n";
   int count = 0;
   walkWhere(k.body, "kernel body", k, os, count);
   if (count == 0) os << "(no sync ops: no two threads share a buffer stage)\n";

@@ -24,7 +24,8 @@
 // in the same thread as the others' (fragment fn + p * FN / P): the epilogue combines them in registers.
 //
 // A grouped matmul (MatmulTiling::grouped): the same loop nest, with the grouped tile walk's parameters and
-// grid (lower/build/grouped_walk.h): M becomes the group's end row, B the expert's matrix.
+// grid (lower/build/grouped_walk.h): M becomes the group's end row, B the expert's matrix. The masked layout
+// (MatmulTiling::groupMasked): the batched loop nest, with M the expert's row count counts[batch_idx].
 //
 // Runs when: always.
 #include <sstream>
@@ -179,8 +180,9 @@ void buildMatmulLoops(LowerContext& c) {
   k.launch.gridX = t.swapBlocks ? gm : gn;
   k.launch.gridY = t.swapBlocks ? gn : gm;
   k.launch.gridZ = t.batched ? IExpr::var("batch") : IExpr(1);
-  if (t.grouped) grouped::buildGroupedWalk(c);      // the device walk over the experts' m tiles (build/grouped_walk.h)
-  if (t.rolePipeline.enabled) setupTmaOperands(c);  // tensor maps, wgmma, 1024-byte tiles (tma_operands.cpp)
+  if (t.grouped && t.groupMasked) grouped::buildMaskedWalk(c);  // the masked layout (build/grouped_walk.h)
+  else if (t.grouped) grouped::buildGroupedWalk(c);  // the device walk over the experts' m tiles (build/grouped_walk.h)
+  if (t.rolePipeline.enabled) setupTmaOperands(c);   // tensor maps, wgmma, 1024-byte tiles (tma_operands.cpp)
 }
 
 }  // namespace heddle::passes
