@@ -144,3 +144,20 @@ def test_forward_matches_reference_on_the_torch_path():
     x, w, b, offs, _ = _inputs([0, 1, 70, 70, 75], 75, bias="shared", seed=6)
     y = heddle.grouped_mm(x, w, offs, bias=b, activation="gelu", out_dtype=torch.float32)
     assert torch.allclose(y.double(), reference(x, w, offs, bias=b, activation="gelu"), atol=2e-2, rtol=2e-2)
+
+
+def test_resolver_registers_a_grouped_op_from_its_name():
+    # torch.export.load in a fresh process looks the op up by name: the resolver builds it from the name alone
+    from heddle.pytorch.resolver import resolve_op
+    name = "gmm_f16_k48_n24_t_Bf32e_Agelutanh_of32"
+    assert resolve_op(name) and not resolve_op("gmm_f16_k48_n24_t_Bf32x_of32")
+    assert grouped_op.decode(name).activation == "gelu_tanh"
+    op = getattr(torch.ops.heddle, name).default
+    g = torch.Generator().manual_seed(8)
+    x, w = torch.randn(9, 48, generator=g).half(), torch.randn(2, 24, 48, generator=g).half()
+    bias, offs = torch.randn(2, 24, generator=g), torch.tensor([4, 9], dtype=torch.int32)
+    ref = reference(x, w, offs, trans_b=True)
+    ref[:4] += bias[0].double()
+    ref[4:] += bias[1].double()
+    assert torch.allclose(op(x, w, bias, offs).double(), torch.nn.functional.gelu(ref, approximate="tanh"),
+                          atol=1e-2, rtol=1e-2)
