@@ -550,6 +550,10 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
     if any(is_scaled_mm(n) for n in gm.graph.nodes):
         from .group_op import graph_target
         fuse_scaled(gm, fake_mode, report, why, enabled, graph_target(gm))
+    from .dynamo_grouped import fuse_grouped, is_grouped_mm   # MoE: torch._grouped_mm and its epilogue
+    if any(is_grouped_mm(n) for n in gm.graph.nodes):
+        from .group_op import graph_target
+        fuse_grouped(gm, fake_mode, report, why, enabled, graph_target(gm))
     for root in roots:
         label = MATMULS[root.target]
         if not enabled:

@@ -20,6 +20,7 @@ MATMULS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default:
 OTHER_MATMULS = {aten.baddbmm.default: "baddbmm", aten.addbmm.default: "addbmm", aten.matmul.default: "matmul",
                  aten.linear.default: "linear", aten.mv.default: "mv", aten.dot.default: "dot",
                  aten.addmv.default: "addmv", aten._scaled_mm.default: "_scaled_mm",
+                 aten._grouped_mm.default: "_grouped_mm",
                  aten._transformer_encoder_layer_fwd.default: "_transformer_encoder_layer_fwd",
                  aten._native_multi_head_attention.default: "_native_multi_head_attention"}
 

@@ -22,6 +22,9 @@ def resolve_op(name: str) -> bool:
     if name.startswith("smm_"):   # heddle.scaled_mm's ops (heddle/pytorch/scaled_mm.py)
         from .scaled_mm import resolve as resolve_scaled
         return name not in registering and resolve_scaled(name)
+    if name.startswith("gmm_"):   # heddle.grouped_mm's ops (heddle/pytorch/grouped.py)
+        from .grouped import resolve as resolve_grouped
+        return name not in registering and resolve_grouped(name)
     fields = op_names.decode(name)
     if fields is None:
         return False
