@@ -330,9 +330,11 @@ def fused_table(doc: dict) -> str:
 
 def fp8_table(doc: dict) -> str:
     """FP8 GEMMs (issue 32): heddle.scaled_mm against torch._scaled_mm (cuBLASLt), and the fused dequantize +
-    bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, from the same run."""
+    bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, and the block-scaled
+    heddle.scaled_mm against torch's blockwise _scaled_mm (a skipped peer where torch has none), from the same run."""
     cases = _by_case(doc["records"])
-    keys = [k for k in cases if k[0] in ("fp8", "fp8_fused")]
+    peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise"}
+    keys = [k for k in cases if k[0] in peers]
     if not keys:
         return ""
     out = ["| case | scales | heddle | peer | peer time | heddle TFLOP/s | heddle / peer | heddle config |",
@@ -340,7 +342,7 @@ def fp8_table(doc: dict) -> str:
     for k in keys:
         im = cases[k]
         h = im.get("heddle")
-        peer_name = "cublaslt" if k[0] == "fp8" else "scaled_mm_then_ops"
+        peer_name = peers[k[0]]
         p = im.get(peer_name)
         t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
         scaling = (h or p or {}).get("scaling", "")

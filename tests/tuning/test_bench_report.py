@@ -135,6 +135,12 @@ def test_fp8_table_and_targets():
     assert "| 4096x4096x4096-tensor | tensor | 300 us | cublaslt | 330 us |" in t and "1.10x" in t
     assert "| 4096x4096x4096-row-bias_gelu_quant | row |" in t and "scaled_mm_then_ops" in t and "1.20x" in t
     assert report.fp8_table(gpu_doc()) == ""  # no FP8 records: no table, no target rows
+    # the block-scaled suite beside torch's blockwise _scaled_mm; a device where torch has none: a skipped peer
+    doc = fp8_doc()
+    case = "fp8_block-4096x7168x2048-1x128_128x128"
+    doc["records"] += [rec("fp8_block", case, "e4m3", "heddle", 4096, 7168, 2048, 0.40, scaling="block128"),
+                       rec("fp8_block", case, "e4m3", "torch_blockwise", 4096, 7168, 2048, 0.5, status="skipped")]
+    assert "| 4096x7168x2048-1x128_128x128 | block128 | 400 us | torch_blockwise | skipped |" in report.fp8_table(doc)
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
     assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted
     assert "worst 1.20x | met |" in lines["FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops"]

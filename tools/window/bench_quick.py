@@ -355,6 +355,58 @@ def fp8_fused_case(run, m, n, k):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), tol=8e-2)
 
 
+def _fp8_block_sets(run, m, n, k):
+    """DeepGEMM's layouts (torch's BlockWise1x128 x BlockWise128x128): a [M, K] e4m3 with scale_a [M, ceil(K/128)]
+    (one per row and 128 of K, stored M-major as DeepGEMM and torch's CUDA op keep it), b [K, N] column-major
+    with scale_b [ceil(K/128), ceil(N/128)] (one per 128 x 128 block), each block quantized with its own amax."""
+    kb, nb = -(-k // 128), -(-n // 128)
+
+    def one():
+        x = bench.random_tensor((m, k), torch.bfloat16, run.dev).float()
+        w = bench.random_tensor((n, k), torch.bfloat16, run.dev, scale=k ** -0.5).float()
+        xp = F.pad(x, (0, kb * 128 - k)).reshape(m, kb, 128)
+        sa = (xp.abs().amax(dim=2) / 448.0).clamp(min=1e-12)                                 # [M, kb]
+        wp = F.pad(w, (0, kb * 128 - k, 0, nb * 128 - n)).reshape(nb, 128, kb, 128)
+        sw = (wp.abs().amax(dim=(1, 3)) / 448.0).clamp(min=1e-12)                           # [nb, kb]
+        a = (xp / sa.unsqueeze(2)).reshape(m, -1)[:, :k].to(torch.float8_e4m3fn)
+        wq = (wp / sw[:, None, :, None]).reshape(nb * 128, -1)[:n, :k].to(torch.float8_e4m3fn)
+        return [a, wq.t(), sa.t().contiguous().t(), sw.t()]   # scale_b [kb, nb], stride (1, kb)
+    first = one()
+    cnt = 1 if run.dry else bench.rotation_count(bench.set_bytes(first), bench.l2_bytes(run.dev),
+                                                 max_total_bytes=4 << 30)
+    return [first] + [one() for _ in range(cnt - 1)], one()
+
+
+def _fp8_block_ref(a, b, sa, sb):
+    m, k = a.shape
+    n = b.shape[1]
+    sa_k = sa.float().repeat_interleave(128, dim=1)[:, :k]                                    # [M, K]
+    sb_kn = sb.float().repeat_interleave(128, dim=0)[:k].repeat_interleave(128, dim=1)[:, :n]  # [K, N]
+    return (a.float() * sa_k) @ (b.float() * sb_kn)
+
+
+def fp8_block_case(run, m, n, k):
+    """DeepGEMM-style block scales (docs/fp8.md "Block scales and promotion"): heddle.scaled_mm's block-scaled
+    sm_90a kernel against torch._scaled_mm with the same (BlockWise1x128, BlockWise128x128) scales where torch
+    runs them on the device; where torch refuses them (its CUDA build or the device) the torch record is a
+    clean skip with torch's reason."""
+    sets, check = _fp8_block_sets(run, m, n, k)
+    ref = _fp8_block_ref(*check)
+    impls = {"heddle": lambda a, b, sa, sb: heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)}
+    rec = {"suite": "fp8_block", "case": f"fp8_block-{m}x{n}x{k}-1x128_128x128", "dtype": "e4m3", "B": 1, "M": m,
+           "N": n, "K": k, "layout": "NT", "epilogue": None, "scaling": "block128"}
+
+    def torch_blockwise(a, b, sa, sb):
+        return torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    try:
+        torch_blockwise(*check)
+        impls["torch_blockwise"] = torch_blockwise
+    except Exception as e:  # noqa: BLE001 - torch has no blockwise scaled_mm here: recorded as skipped
+        run.write({**rec, "impl": "torch_blockwise", "status": "skipped",
+                   "reason": f"torch._scaled_mm refuses block scales here: {type(e).__name__}: {str(e)[:300]}"})
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
 def bench_sms(run) -> int:
     return 132 if run.dry else torch.cuda.get_device_properties(0).multi_processor_count
 
@@ -380,9 +432,12 @@ def plan(dry):
     llm = [(16, 4096, 4096), (128, 4096, 4096), (4096, 4096, 4096), (16, 14336, 4096), (4096, 14336, 4096)]
     # FP8 (issue 32): the decode shape, then M >= 1024 where the target is >= 1.0x cuBLASLt
     fp8 = [(16, 4096, 4096), (4096, 4096, 4096), (4096, 14336, 4096)]
+    # block-scaled (DeepGEMM's scales) on DeepSeek-V3-sized shapes: N = 7168, its hidden size
+    fp8_block = [(128, 7168, 2048), (4096, 7168, 2048)]
     if dry:
         llm = [(16, 64, 64)]
         fp8 = [(16, 64, 64), (64, 64, 128)]
+        fp8_block = [(48, 144, 320)]
     return ([(8, "gemm 8192^3", lambda r: gemm_case(r, big, big, big))]
             + [(4, f"fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fused_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in llm]
@@ -392,6 +447,8 @@ def plan(dry):
             + [(4, f"fp8 fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_fused_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8[1:]]
             + bench_grouped.plan(dry)
+            + [(4, f"fp8 block {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk))(m, n, k))
+               for m, n, k in fp8_block]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]

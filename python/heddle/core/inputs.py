@@ -130,7 +130,8 @@ class MatmulGeometry:
             if tuple(t.shape) != want:
                 raise InputError(f"input '{nm}' ({which}): shape {list(t.shape)}, but M={self.M}, N={self.N}, "
                                  f"K={self.K} need {which} {list(want)} (block128 scales: ceil of K and N over 128)")
-            if t.dim() == 2 and t.shape[1] > 1 and t.stride() != (t.shape[1], 1):
+            # (the row stride of a one-row scale is never used: torch calls [1, kb] with strides (1, 1) contiguous)
+            if t.dim() == 2 and t.shape[1] > 1 and (t.stride(1) != 1 or (t.shape[0] > 1 and t.stride(0) != t.shape[1])):
                 raise InputError(f"input '{nm}' ({which}): strides {list(t.stride())}; the kernel reads block scales "
                                  "as a contiguous row-major [rows, ceil(K/128)] array — call .contiguous()")
 

@@ -179,6 +179,8 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
             scalars[name] = a.stride(0)
         elif name == "batch_stride_b":
             scalars[name] = b.stride(0) if b.dim() == 3 else 0
+        elif name in ("scale_a", "scale_b") and kind == "ptr":  # a block-scaled matmul's scales (MmaPromote)
+            tensors[name] = _f32_bytes(by_name[tensor])
         elif name.startswith("E_") and kind == "ptr":
             tensors[name] = _f32_bytes(by_name[tensor])
         elif name[:1] == "B" and name[1:].isdigit() and kind == "ptr":  # a matmul group's further B

@@ -1,12 +1,15 @@
 """The torch.compile backend's rewrite of FP8 GEMMs (an FP8 Linear) and their epilogue into heddle.scaled_mm ops.
 
     _scaled_mm(a, b, scale_a, scale_b, bias?, scale_result?, out_dtype?)   (torch._scaled_mm)
-    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise], ..., bias?, out_dtype?)   (F.scaled_mm)
+    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise | BlockWise1x128], [scale_b], [... | BlockWise128x128],
+                  ..., bias?, out_dtype?)   (F.scaled_mm)
         -> bias add ([N]; when _scaled_mm has none)  -> one activation  -> casts
     becomes one heddle.scaled_mm op (torch.ops.heddle.smm_<signature>.default: heddle/pytorch/scaled_mm.py)
 
 The operands must pass heddle.scaled_mm's checks (scaled_mm.scaled_spec, run on the fake tensors: 8-bit a
-and b, a row-major, b column-major, K and N multiples of 16, per-tensor or per-row f32 scales); an 8-bit
+and b, a row-major, b column-major, K and N multiples of 16, per-tensor, per-row or 128-block f32 scales:
+scale_a [M, ceil(K/128)] (strided copies made contiguous in the graph), scale_b [ceil(K/128), ceil(N/128)]
+(_scaled_mm_v2's rows padded to a multiple of 4 sliced off), transposed for the op); an 8-bit
 output (out_dtype e4m3 / e5m2) takes no epilogue after it. A CUDA graph whose device has no FP8
 tensor-core instruction (sm_80, AMD: TargetInfo's wgmma / tcgen05) keeps torch's op. Every such
 node gets a decision with the reason (heddle.dynamo.explain). Semantics as dynamo_fuse: the chain is
@@ -45,6 +48,7 @@ class _Plan:
     chain: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: str = ""
+    target: Optional[str] = None
 
     @property
     def final(self) -> fx.Node:
@@ -60,6 +64,7 @@ _V2 = getattr(aten, "_scaled_mm_v2", None)
 V2_LABEL = "_scaled_mm_v2"
 _V2_NAMES = {"self": "a", "mat2": "b", "out_dtype": "out_dtype", "output_dtype": "out_dtype"}
 _SCALINGS = {0: "TensorWise", 1: "RowWise"}
+_BLOCKWISE = (4, 5)  # (BlockWise1x128, BlockWise128x128): DeepGEMM's activation / weight scales
 
 
 def is_scaled_mm(n: fx.Node) -> bool:
@@ -75,13 +80,17 @@ def _bind(root: fx.Node) -> Dict[str, object]:
     got.update({_V2_NAMES.get(k, k): v for k, v in root.kwargs.items()})
     if root.target is not aten._scaled_mm.default:
         for x in ("a", "b"):
-            scales, recipe = got.get("scale_" + x) or [], list(got.get("recipe_" + x) or [])
-            if len(scales) != 1 or len(recipe) != 1 or recipe[0] not in _SCALINGS:
+            scales, recipe = got.get("scale_" + x) or [], [int(r) for r in (got.get("recipe_" + x) or [])]
+            if len(scales) != 1 or len(recipe) != 1 or recipe[0] not in _SCALINGS and recipe[0] != _BLOCKWISE[x == "b"]:
                 raise _Reject(f"scale_{x} is {len(scales)} tensor(s) with recipe {recipe}: heddle.scaled_mm takes one "
-                              "TensorWise or RowWise scale per operand (block scales: docs/fp8.md)")
+                              "TensorWise or RowWise scale per operand, or BlockWise1x128 for a with BlockWise128x128 "
+                              "for b (docs/fp8.md)")
             if any(got.get("swizzle_" + x) or []):
                 raise _Reject(f"swizzle_{x} = {got['swizzle_' + x]}: heddle reads unswizzled scales")
             got["scale_" + x] = scales[0]
+        if (int(got["recipe_a"][0]) in _BLOCKWISE) != (int(got["recipe_b"][0]) in _BLOCKWISE):
+            raise _Reject(f"recipes {[int(got['recipe_a'][0]), int(got['recipe_b'][0])]}: block scales come in pairs "
+                          "(BlockWise1x128 for a, BlockWise128x128 for b)")
         if list(got.get("contraction_dim") or []):
             raise _Reject(f"contraction_dim = {got['contraction_dim']}: heddle contracts a's columns with b's rows")
     got.setdefault("use_fast_accum", False)
@@ -96,7 +105,7 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
         if not (info["wgmma"] or info["tcgen05"]):
             raise _Reject(f"target {target} has no 8-bit float tensor-core instruction (FP8 GEMMs need wgmma on "
                           "sm_90a or tcgen05 on sm_100a): torch's _scaled_mm runs it")
-    p = _Plan(root, _bind(root))
+    p = _Plan(root, _bind(root), target=target)
     v = {k: _val(x) for k, x in p.args.items()}
     for name in ("a", "b", "scale_a", "scale_b"):
         if not isinstance(v[name], torch.Tensor):
@@ -166,31 +175,40 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     from .scaled_mm import scaled_op, scaled_spec
     a = p.args
     vfinal = _val(p.final)
+    vsb = _val(a["scale_b"])
+    if p.root.target is not aten._scaled_mm.default and vsb.dim() == 2:
+        kb = -(-_val(a["a"]).shape[-1] // 128)  # _scaled_mm_v2's 128x128 scale_b: K-blocks padded to a multiple of 4
+        if vsb.shape[0] == -(-kb // 4) * 4 and vsb.shape[0] != kb:
+            vsb = vsb[:kb]
     try:
-        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), _val(a["scale_b"]), _val(p.bias),
+        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), vsb, _val(p.bias),
                                  a["out_dtype"] if not p.chain else vfinal.dtype, _val(a["scale_result"]),
                                  p.activation, bool(a["use_fast_accum"]))
     except InputError as e:
         raise _Reject(str(e)) from None
+    if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
+        raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
+                      f"target {p.target} has none, so torch's _scaled_mm runs it")
     target = getattr(torch.ops.heddle, scaled_op(spec).spec.op_name()).default
     g = gm.graph
     nodes = [a["a"]]
+    made = []
     with g.inserting_before(p.final):
-        for i, (src, how) in enumerate(((a["b"], (aten.permute.default, [1, 0])),
-                                        (a["scale_a"], (aten.view.default, [1])),
-                                        (a["scale_b"], (aten.view.default, [1])))):
-            need = i == 0 or tuple(vals[i + 1].shape) != tuple(_val(src).shape)
-            nodes.append(g.create_node("call_function", how[0], (src, how[1]), name=f"heddle_{p.root.name}_{i}")
-                         if need else src)
+        for i, src in enumerate((a["b"], a["scale_a"], a["scale_b"])):
+            x = src
+            for j, (op, args, kw) in enumerate(_steps(i, _val(src), vals[i + 1], spec)):
+                x = g.create_node("call_function", op, (x,) + args, kw, name=f"heddle_{p.root.name}_{i}{'abc'[j]}")
+                made.append(x)
+            nodes.append(x)
         nodes += [x for x in (p.bias,) if x is not None]
         if spec.scale_result:
-            nodes.append(g.create_node("call_function", aten.view.default, (a["scale_result"], [1]),
-                                       name=f"heddle_{p.root.name}_q"))
+            made.append(g.create_node("call_function", aten.view.default, (a["scale_result"], [1]),
+                                      name=f"heddle_{p.root.name}_q"))
+            nodes.append(made[-1])
         new = g.create_node("call_function", target, tuple(nodes), name=f"heddle_{p.root.name}")
     with (fake_mode if fake_mode is not None else _null()):
-        for n in nodes:
-            if n.name.startswith(f"heddle_{p.root.name}_"):
-                n.meta["val"] = n.target(_val(n.args[0]), n.args[1])
+        for n in made:
+            n.meta["val"] = n.target(_val(n.args[0]), *n.args[1:], **n.kwargs)
         new.meta["val"] = target(*[_val(n) for n in nodes])
     new.meta.update({k: v for k, v in p.root.meta.items() if k in ("stack_trace", "nn_module_stack", "seq_nr")})
     p.final.replace_all_uses_with(new)
@@ -198,6 +216,26 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
         if not node.users:
             g.erase_node(node)
     return spec.op_name()
+
+
+def _steps(i: int, src, want, spec):
+    """The graph ops that turn argument `src` (the fake tensor of b, scale_a or scale_b, i = 0, 1, 2) into
+    the op's operand `want` (scaled_mm.scaled_spec's): b^T; a one-element scale viewed as [1]; 128-block scales
+    made contiguous, scale_b's padded rows (_scaled_mm_v2: a multiple of 4) sliced off and transposed."""
+    if i == 0:
+        return [(aten.permute.default, ([1, 0],), {})]
+    if not spec.block:
+        return [] if tuple(want.shape) == tuple(src.shape) else [(aten.view.default, ([1],), {})]
+    steps = []
+    rows = want.shape[1] if i == 2 else want.shape[0]
+    if i == 2 and src.shape[0] != rows:
+        steps.append((aten.slice.Tensor, (0, 0, rows), {}))
+    contiguous = src.is_contiguous() if i == 1 else src.stride(0) == 1 and (rows == 1 or src.stride(1) == rows)
+    if i == 2:
+        steps.append((aten.permute.default, ([1, 0],), {}))
+    if not contiguous:
+        steps.append((aten.clone.default, (), {"memory_format": torch.contiguous_format}))
+    return steps
 
 
 class _null:

@@ -3,8 +3,10 @@
     out = cast(act((a @ b) * scale_a * scale_b + bias) * scale_result, out_dtype)
 
 a [M, K] row-major and b [K, N] column-major (b.t() contiguous: a Linear weight [N, K] passes as w.t()),
-both float8_e4m3fn or float8_e5m2 (they may mix); scale_a / scale_b float32, per tensor (one element) or
-per row of a ([M, 1]) / per column of b ([1, N]); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
+both float8_e4m3fn or float8_e5m2 (they may mix); scale_a / scale_b float32, per tensor (one element), per
+row of a ([M, 1]) / per column of b ([1, N]), or DeepGEMM's blocks (torch's BlockWise1x128 x BlockWise128x128:
+scale_a [M, ceil(K/128)], scale_b [ceil(K/128), ceil(N/128)], applied inside the k loop with promotion, on
+sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
 (then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
@@ -34,13 +36,16 @@ FLOAT8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", **FLOAT8}
 _TORCH = {v: k for k, v in OUT_DTYPES.items()}
 _BIAS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+BLOCK = 128  # the block of DeepGEMM's scales (ir/block_scales.cpp kScaleBlock)
 ALIGN = 16  # K and N multiples of 16: torch._scaled_mm's rule on CUDA (cuBLASLt), heddle's on every device
 _W = "heddle.scaled_mm"
 
 
 @dataclass(frozen=True)
 class ScaledMatmulSpec:
-    """One scaled_mm signature. row_a: scale_a is [M, 1] (else one element); col_b: scale_b is [1, N]."""
+    """One scaled_mm signature. row_a: scale_a is [M, 1] (else one element); col_b: scale_b is [1, N];
+    block: 128-block scales (scale_a [M, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)] as the op takes it: the
+    transpose of torch's [ceil(K/128), ceil(N/128)]), row_a and col_b False."""
     dtype_a: str
     dtype_b: str
     k: int
@@ -51,6 +56,7 @@ class ScaledMatmulSpec:
     activation: Optional[str]
     out_dtype: str
     scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
+    block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
     batched = False
@@ -61,7 +67,7 @@ class ScaledMatmulSpec:
 
     def op_name(self) -> str:
         parts = ["smm", self.dtype_a + self.dtype_b, f"k{self.k}", f"n{self.n}",
-                 "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
+                 "sbb" if self.block else "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
         if self.bias is not None:
             parts.append("B" + self.bias)
         if self.activation is not None:
@@ -75,9 +81,14 @@ class ScaledMatmulSpec:
         fd = Fusion()
         a = fd.input("a", self.dtype_a, ["M", self.k])
         b = fd.input("b", self.dtype_b, [self.n, self.k])  # b^T: torch's column-major b, K-major
-        y = fd.matmul(a, b, False, True)
-        y = y * fd.input("scale_a", "f32", ["M", 1] if self.row_a else [1])
-        y = y * fd.input("scale_b", "f32", [1, self.n] if self.col_b else [1])
+        if self.block:  # the scales act inside the k loop (docs/fp8.md "Block scales and promotion")
+            kb = -(-self.k // BLOCK)
+            y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "f32", ["M", kb]),
+                          scale_b=fd.input("scale_b", "f32", [-(-self.n // BLOCK), kb]))
+        else:
+            y = fd.matmul(a, b, False, True)
+            y = y * fd.input("scale_a", "f32", ["M", 1] if self.row_a else [1])
+            y = y * fd.input("scale_b", "f32", [1, self.n] if self.col_b else [1])
         if self.bias is not None:
             y = y + fd.input("bias", self.bias, [self.n])
         if self.activation is not None:
@@ -99,7 +110,7 @@ class FusedScaledMatmul(FusedMatmul):
         return op
 
     def interpret_target(self) -> str:
-        return interpret_target_fp8()
+        return interpret_target_fp8(wgmma_only=self.spec.block)
 
     def fake(self, tensors):
         inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
@@ -112,13 +123,14 @@ def _no_backward(ctx, grad):
                      "compute the gradient in bf16 with heddle.matmul")
 
 
-def interpret_target_fp8() -> str:
+def interpret_target_fp8(wgmma_only: bool = False) -> str:
     """The target scaled_mm interprets for: HEDDLE_INTERPRET_TARGET when it has an FP8 tensor-core instruction
-    (wgmma, tcgen05: schedule/operand_types.cpp), else sm_90a (the default, and where sm_80 refuses FP8)."""
+    (wgmma, tcgen05: schedule/operand_types.cpp; wgmma_only: the block-scaled kernel, which is wgmma's,
+    schedule/block_scales.cpp), else sm_90a (the default, and where sm_80 refuses FP8)."""
     from ..core.interpret import interpret_target
     t = interpret_target()
     info = _C.target_info(t)
-    return t if info["wgmma"] or info["tcgen05"] else "sm_90a"
+    return t if info["wgmma"] or (info["tcgen05"] and not wgmma_only) else "sm_90a"
 
 
 def resolve(name: str) -> bool:
@@ -137,7 +149,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
     if len(toks) < 6 or toks[0] != "smm" or toks[1][:4] not in _FORMATS or toks[1][4:] not in _FORMATS:
         return None
     k, n, s, out = toks[2], toks[3], toks[4], toks[-1]
-    scales_ok = len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t")
+    scales_ok = s == "sbb" or (len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t"))
     if k[:1] != "k" or not k[1:].isdigit() or n[:1] != "n" or not n[1:].isdigit() or not scales_ok \
             or out[:1] != "o" or out[1:] not in _TORCH:
         return None
@@ -153,7 +165,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
         else:
             return None
     return ScaledMatmulSpec(toks[1][:4], toks[1][4:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
-                            out_dtype=out[1:], **f)
+                            out_dtype=out[1:], block=s == "sbb", **f)
 
 
 _FORMATS = ("e4m3", "e5m2")
@@ -212,8 +224,9 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
     if out_dtype not in OUT_DTYPES:
         raise InputError(f"{_W}: out_dtype={out_dtype} is not supported; use torch.bfloat16, torch.float16, "
                          "torch.float32, torch.float8_e4m3fn or torch.float8_e5m2")
-    row_a = _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
-    col_b = _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
+    block = _block_scales(scale_a, scale_b, m, k, n)
+    row_a = not block and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
+    col_b = not block and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
     if bias is not None:
         if bias.dtype not in _BIAS or tuple(bias.shape) != (n,):
             raise InputError(f"{_W}: 'bias' is {bias.dtype} {list(bias.shape)}; it must be a [{n}] (N) bfloat16, "
@@ -229,13 +242,52 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
     use_result = scale_result is not None and fp8_out  # torch ignores scale_result for a 16/32-bit output
     spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
-                            use_result)
-    args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
+                            use_result, block)
+    if block:  # the kernel reads scale_a [M, kb] and scale_b [nb, kb] row-major (copies where strided otherwise)
+        args = [a, b.t(), scale_a.contiguous(), scale_b.t().contiguous()]
+    else:
+        args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
     if bias is not None:
         args.append(bias)
     if use_result:
         args.append(scale_result.reshape(1))
     return spec, args
+
+
+def block_shapes(m, k: int, n: int):
+    """torch's (BlockWise1x128, BlockWise128x128) scale shapes: scale_a [M, ceil(K/128)], scale_b [ceil(K/128),
+    ceil(N/128)] (torch/_meta_registrations.py, meta_scaled_mm; DeepGEMM's activation and weight scales)."""
+    kb = -(-k // BLOCK)
+    return (m, kb), (kb, -(-n // BLOCK))
+
+
+def _block_scales(scale_a, scale_b, m, k: int, n: int) -> bool:
+    """True for 128-block scales (torch's BlockWise1x128 a, BlockWise128x128 b); InputError naming the scale
+    for torch's other blockwise forms and for a block scale beside a per-tensor / per-row one. One-element and
+    [1, N] scale_b shapes are per tensor / per column (with K <= 128 and a per-row scale_a, the same numbers)."""
+    want_a, want_b = block_shapes(m, k, n)
+    sa, sb = tuple(scale_a.shape), tuple(scale_b.shape)
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.dtype != torch.float32:
+            raise InputError(f"{_W}: '{name}' has dtype {s.dtype}; scales are torch.float32")
+    if scale_b.numel() == 1 or sb == (1, n):
+        if scale_a.dim() == 2 and sa == want_a and want_a[1] > 1:
+            raise InputError(f"{_W}: 'scale_a' is 1x128 blocks {list(sa)} but 'scale_b' is {list(sb)} (per tensor / "
+                             f"per column); block scales pair it with 128x128 blocks of b: scale_b {list(want_b)} "
+                             "(ceil(K/128), ceil(N/128))")
+        return False
+    if sb == want_b:
+        if sa != want_a:
+            raise InputError(f"{_W}: 'scale_b' is 128x128 blocks {list(sb)}, so 'scale_a' must be 1x128 blocks "
+                             f"[M, ceil(K/128)] = {list(want_a)}; got {list(sa)}")
+        return True
+    if sb == (want_b[0], n) and want_b[0] > 1:
+        raise InputError(f"{_W}: 'scale_b' {list(sb)} is 1x128 blocks of b (BlockWise1x128); heddle's block-scaled "
+                         f"kernel takes b's scales per 128x128 block (BlockWise128x128): scale_b {list(want_b)}")
+    if sa == want_a and want_a[1] > 1:
+        raise InputError(f"{_W}: 'scale_a' is 1x128 blocks {list(sa)}, so 'scale_b' must be 128x128 blocks "
+                         f"[ceil(K/128), ceil(N/128)] = {list(want_b)}; got {list(sb)}")
+    return False  # _scale_kind says what is wrong with it
 
 
 def _scale_kind(name: str, s, form: str, shape) -> bool:
@@ -247,4 +299,5 @@ def _scale_kind(name: str, s, form: str, shape) -> bool:
     if s.numel() == 1:
         return False
     raise InputError(f"{_W}: '{name}' has shape {list(s.shape)}; a scale is one element (per tensor) or "
-                     f"{form} = {list(shape)} (per row of a / per column of b); 128-block scales: docs/fp8.md")
+                     f"{form} = {list(shape)} (per row of a / per column of b), or 128-block scales: scale_a "
+                     "[M, ceil(K/128)] with scale_b [ceil(K/128), ceil(N/128)] (docs/fp8.md)")

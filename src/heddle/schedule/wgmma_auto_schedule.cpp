@@ -39,6 +39,9 @@
 //                of MMA warpgroups under the same budgets, one tile per CTA of the grouped walk's grid, the
 //                epilogue stored directly from registers with the group-end predicate (no TMA store, no k
 //                sharing: autoScheduleGroupedWgmma)
+//   block scales a block-scaled matmul (schedule/block_scales.cpp) takes the cooperative warp-specialized kernel
+//                with bn = 64 (acc and the promotion's tmp: 32 + 32 accumulators per MMA thread, the most that
+//                compile without spills) and no k sharing (each CTA's k loop starts at a promotion interval)
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -135,13 +138,21 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   // they do not fit (an f32 residual with 16-bit outputs, or a residual read by scalar loads: ptxas spilled)
   const bool autoLayout = hints.epilogueLayout == "auto";
   const bool ppFits = epilogueFits(f, 128, 128, kMmaRegisters, outBytes, hints.epiPairs);
-  const bool pp = !batched && layout == "pingpong" && !(smallM && autoLayout) && (ppFits || !autoLayout);
-  const bool er = !batched && layout == "epilogue_role";
+  // block scales: the cooperative layout only (block_scales.cpp refuses the epilogue role; a ping-pong warpgroup's
+  // 64 x 128 share of a tile would hold twice 64 accumulators per thread)
+  const bool blockScaled = e->scaleKind != ScaleKind::None;
+  const bool pp =
+      !batched && !blockScaled && layout == "pingpong" && !(smallM && autoLayout) && (ppFits || !autoLayout);
+  const bool er = !batched && !blockScaled && layout == "epilogue_role";
   if (batched && hints.epilogueLayout != "auto" && layout != "cooperative")
     fail<ScheduleError>("auto schedule: epilogue_layout = '", layout,
                         "' is not built into the automatic schedule of a "
                         "batched matmul (it takes cooperative MMA warpgroups); use 'auto' or 'cooperative', or "
                         "schedule warp_specialize by hand");
+  if (blockScaled && !autoLayout && layout != "cooperative")
+    fail<ScheduleError>("auto schedule: epilogue_layout = '", layout, "' is not built with block scales (", mm->name,
+                        " is block-scaled: the promotion runs in cooperative MMA warpgroups); use 'auto' "
+                        "or 'cooperative'");
   if (er && !tmaAble)
     fail<ScheduleError>(
         "auto schedule: epilogue_layout = 'epilogue_role' stores the tile by TMA, which needs N "
@@ -171,6 +182,7 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual && wideFits) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
+  if (blockScaled) bn = 64;  // 64 x 64 per warpgroup: validateBlockScaleTiling's register rule
   const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
   bn = fit.bn;
   int stages = fit.stages;
@@ -180,7 +192,7 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   // cooperative warp-specialized kernel (so it takes precedence over the overlapped epilogue layouts)
   KShareChoice ks;
   const bool cached = !cachedEpilogueOperands(f).empty();  // a cached bias / residual needs its producer role
-  if (!batched && !cached && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
+  if (!batched && !cached && !blockScaled && hints.m > 0 && hints.n > 0 && nk > 0 && kShareOk(target))
     ks = chooseKShare(((hints.m + bm - 1) / bm) * ((hints.n + bn - 1) / bn), nk, stages, hints.sms, bm, bn, bk,
                       streamKOk(target) && (hints.epilogueLayout == "auto" || layout == "cooperative"), hints.kShare);
   else chooseKShare(0, 0, stages, 0, bm, bn, bk, false, hints.kShare);  // k_share's spelling checked all the same

@@ -112,6 +112,9 @@ struct Thread {
   int64_t pos = 0;                 // program position: statements executed so far
   // registers: the lane's accumulator elements (row-major over its owned (fm, fn, r) slots)
   std::vector<float> acc;
+  // a block-scaled kernel's wgmma accumulators of one promotion interval (buffer role "acctmp",
+  // passes/block_scale_promotion.cpp): wgmma accumulates here, a promotion adds them into acc
+  std::vector<float> tmp;
   // hand-built kernels: the token program order says each (buffer, stage) holds
   std::map<std::pair<const kir::Buffer*, int64_t>, float> expected;
   // GFX12 split barriers (verify/amdgcn_sim.cpp): signals made / waits passed so far

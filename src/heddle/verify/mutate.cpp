@@ -144,6 +144,37 @@ MutationKind dropFence(bool release) {
 
 }  // namespace
 
+// promotion_interval: a block-scaled kernel's `if` around its promotion (passes/block_scale_promotion.cpp:
+// `if (min((kt + 1) % P, nk - kt - 1) == 0) { wait_group(0); promote ...(first = kt < P) }`, P k-tiles per
+// interval) rewritten to promote every 2P k-tiles: tmp then carries two intervals, the first of them scaled
+// with the second's scales where P k-tiles make a whole 128-wide block (tests/sim/test_block_scale_simulate.py).
+// The wrong numbers are what the simulator must report.
+static kir::MmaPromote* promoteIn(const kir::Node& n) {
+  if (n.kind != kir::NodeKind::If) return nullptr;
+  for (auto& s : static_cast<const kir::IfThenElse&>(n).thenBody.stmts)
+    if (s->kind == kir::NodeKind::MmaPromote) return static_cast<kir::MmaPromote*>(s.get());
+  return nullptr;
+}
+
+static MutationKind promotionInterval() {
+  MutationKind m{"promotion_interval", [](const kir::Node& n) { return promoteIn(n) != nullptr; },
+                 [](const kir::Node& n) {
+                   return "promote every other interval: 'if (" + static_cast<const kir::IfThenElse&>(n).cond.str() +
+                          ")' around " + kir::describe(*promoteIn(n));
+                 },
+                 [](kir::Block&, size_t) {}};
+  m.applyInKernel = [](kir::Kernel& k, kir::Block& parent, size_t i) {
+    auto& guard = static_cast<kir::IfThenElse&>(*parent.stmts[i]);
+    kir::MmaPromote* pr = promoteIn(guard);
+    int64_t p = 1;  // the kernel's interval in k-tiles: first = kt < P
+    while (p < 4096 && pr->first.eval({{"kt", p}}) != 0) ++p;
+    const kir::IExpr kt = kir::IExpr::var("kt"), nk = ceilDiv(kir::IExpr::var("K"), k.tile.bk);
+    guard.cond = eq(min((kt + 1) % (2 * p), nk - kt - 1), 0);
+    pr->first = kt < 2 * p;
+  };
+  return m;
+}
+
 const std::vector<MutationKind>& optInMutationKinds() {
   static const std::vector<MutationKind> kinds = {
       {"unguard_sync",
@@ -166,6 +197,7 @@ const std::vector<MutationKind>& optInMutationKinds() {
          p.stmts.insert(p.stmts.begin() + (long)i, std::make_move_iterator(body.begin()),
                         std::make_move_iterator(body.end()));
        }},
+      promotionInterval(),
       // AMD kernels: the workgroup release fence before a block_sync / s_barrier_signal -1, or the acquire
       // fence after a block_sync / s_barrier_wait -1, deleted (verify/workgroup_fences.cpp)
       dropFence(true),

@@ -55,6 +55,8 @@ const std::vector<MutationKind>& mutationKinds();
 //                 block_sync / s_barrier_signal -1, or the acquire fence after a block_sync /
 //                 s_barrier_wait -1, deleted (kir::Sync::noReleaseFence / noAcquireFence; caught by
 //                 verify/workgroup_fences.cpp; tests/sync/test_workgroup_fences.py)
+//   promotion_interval  (block-scaled kernels) the `if` around the promotion fires every 2P k-tiles instead of
+//                 every P: tmp carries two intervals, scaled with the second's scales (verify/mutate.cpp)
 const std::vector<MutationKind>& optInMutationKinds();
 
 // Every mutant of every kind, in program order of the sites.

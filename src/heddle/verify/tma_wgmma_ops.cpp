@@ -10,6 +10,9 @@
 //   TMA store      one thread reads sD (async proxy, retired by bulk wait_group.read) and writes
 //                  the in-bounds part of the tile to D (sD1, ...: a further output D1, ...: its buffer's role)
 //   let            binds a variable for the rest of the thread's block
+//   promote        (block scales) acc[i] = (first ? 0 : acc[i]) + tmp[i] * scale_a[m, kb] * scale_b[n / 128, kb] with
+//                  the fragment's (m, n) and the kb the kernel IR names, then tmp = 0; it must follow the
+//                  wgmma.wait_group(0) that retires the interval's wgmma (docs/fp8.md "Block scales and promotion")
 #include <cmath>
 #include <sstream>
 
@@ -139,7 +142,8 @@ static void execWgmma(Cta& c, Thread& t, const kir::MmaStep& m) {
   const int64_t sa = evalStage(m.stageA, t), sb = evalStage(m.stageB, t), iter = m.iter.eval(t.env);
   const uint32_t inst = c.newInst(m, t, iter, sa);
   const int BK = tl.bk, n = f.count();
-  if ((int)t.acc.size() != n) t.acc.assign(n, 0.0f);
+  auto& acc = m.acc && m.acc->role == "acctmp" ? t.tmp : t.acc;  // a block-scaled kernel's interval accumulators
+  if ((int)acc.size() != n) acc.assign(n, 0.0f);
   std::map<int, std::vector<float>> rowsA, colsB;
   for (int i = 0; i < n; ++i) {
     int r = f.row(t.lane, i), col = f.col(t.lane, i);
@@ -157,10 +161,53 @@ static void execWgmma(Cta& c, Thread& t, const kir::MmaStep& m) {
     }
     const auto& a = rowsA[r];
     const auto& b = colsB[col];
-    float s = t.acc[i];
+    float s = acc[i];
     for (int kk = 0; kk < BK; ++kk) s += a[kk] * b[kk];
-    t.acc[i] = s;
+    acc[i] = s;
   }
+}
+
+// The scale tensor behind kernel parameter `param` at flat index i (NaN outside it: wrong numbers, reported)
+static float scaleAt(Cta& c, const std::string& param, int64_t i, const kir::Node& n) {
+  auto it = c.in.tensors.find(param);
+  if (it == c.in.tensors.end()) fail<HeddleError>("simulate: no data for scale input '", param, "'");
+  if (i < 0 || i >= (int64_t)it->second.size()) {
+    c.rep.add(Finding::Mismatch, "oob|" + param, [&] {
+      return "out-of-bounds read of " + param + " at element " + std::to_string(i) + " ('" + kir::describe(n) + "')";
+    });
+    return std::nanf("");
+  }
+  return it->second[i];
+}
+
+static void execPromote(Cta& c, Thread& t, const kir::MmaPromote& p) {
+  Frag f = fragOf(c.k, t, 0);
+  if (!f.ok) return;
+  if (!t.h.wgOpen.cells.empty() || !t.h.wgGroups.empty()) {
+    c.rep.add(Finding::AsyncMisuse, "promote|" + std::to_string(p.id), [&] {
+      return "'" + kir::describe(p) + "' (" + threadName(t.tid, c.W) +
+             ") reads tmp while wgmma groups are in flight (no wgmma.wait_group(0) before it)";
+    });
+    if (c.opt.stopAtFirstError) c.stopped = true;
+  }
+  const int n = f.count();
+  if ((int)t.acc.size() != n) t.acc.assign(n, 0.0f);
+  if ((int)t.tmp.size() != n) t.tmp.assign(n, 0.0f);
+  const int64_t M = scalar(c.in, "M"), N = scalar(c.in, "N");
+  const int64_t m0 = t.env.at("m0"), n0 = t.env.at("n0");
+  const int64_t kb = p.kBlock.eval(t.env), kbs = p.kBlocks.eval(t.env);
+  const bool first = p.first.eval(t.env) != 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t row = m0 + f.row(t.lane, i), col = n0 + f.col(t.lane, i);
+    float add = 0.0f;  // rows >= M, columns >= N: tmp holds zeros there and no scale is read (never stored)
+    if (row < M && col < N)
+      add =
+          t.tmp[i] * scaleAt(c, p.scaleA, row * kbs + kb, p) * scaleAt(c, p.scaleB, (col / kScaleBlock) * kbs + kb, p);
+    t.acc[i] = (first ? 0.0f : t.acc[i]) + add;
+    t.tmp[i] = 0.0f;  // tmp.zero(): the next interval's first wgmma starts from zero (scale-d = 0)
+  }
+  t.h.accTouched = true;  // the next wgmma into tmp needs its wgmma.fence
+  t.h.accTouchedBy = "'" + kir::describe(p) + "'";
 }
 
 static void writeGeneric(Cta& c, Thread& t, uint32_t cell, uint32_t inst, float v) {
@@ -286,11 +333,12 @@ bool Cta::execTmaWgmmaLeaf(Thread& t, const kir::Node& n) {
       execEpilogue(*this, t, static_cast<const kir::EpilogueStore&>(n));
       return true;
     case kir::NodeKind::TmaStore: execTmaStore(*this, t, static_cast<const kir::TmaStore&>(n)); return true;
+    case kir::NodeKind::MmaPromote: execPromote(*this, t, static_cast<const kir::MmaPromote&>(n)); return true;
     case kir::NodeKind::Alloc: {
       auto& b = *static_cast<const kir::Alloc&>(n).buf;
       if (b.memory != MemoryType::Local || k.tile.mma != MmaKind::Wgmma) return false;
       Frag f = fragOf(k, t, 0);
-      t.acc.assign(f.ok ? f.count() : 0, 0.0f);
+      (b.role == "acctmp" ? t.tmp : t.acc).assign(f.ok ? f.count() : 0, 0.0f);
       t.h.accTouched = true;
       t.h.accTouchedBy = "zero()";
       return true;
