@@ -7,7 +7,8 @@ The kernel is one CTA, one 128 x BN tile (k tiles of 128 elements), one operand 
 0 issues the scale copies (tcgen05.cp) and MMAs and commits them onto an mbarrier every thread waits for before
 the stage is refilled; the accumulator is read with tcgen05.ld. The scales are laid out by torch's own
 `to_blocked` (the cuBLAS layout torch._scaled_mm takes for MX formats); the reference is float64. SCALE_KT,
-PROXY_FENCE and MBAR_WAIT are the spots the mutants change."""
+PROXY_FENCE, MBAR_WAIT, WAIT_FENCE and ISSUE_FENCE (the tcgen05.fence::after_thread_sync after the commit's wait
+and before the copies and MMAs) are the spots the mutants change."""
 import json
 
 import pytest
@@ -89,12 +90,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) mx_probe(const unsigned cha
     PROXY_FENCE;
     heddle::block_sync();
     if (tid == 0) {
-      heddle::sm100::fence_after();
+      ISSUE_FENCE;
       Mma::mma(slot[0], slot[0] + MX_BN, 0, 0, sA, sB, sSFA, sSFB, kt);
       heddle::sm100::commit(bar);
     }
     MBAR_WAIT;
-    heddle::sm100::fence_after();
+    WAIT_FENCE;
   }
   const unsigned taddr = Mma::row_addr(slot[0], warp, 0);
   for (int c0 = 0; c0 < MX_BN; c0 += 32) {
@@ -111,7 +112,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mx_probe(const unsigned cha
 }
 """
 GOOD = {"SCALE_KT": "kt", "PROXY_FENCE": "heddle::sm90::fence_proxy_async()", "MBAR_WAIT":
-        "heddle::sm90::mbar_wait(bar, kt % 2)"}
+        "heddle::sm90::mbar_wait(bar, kt % 2)", "WAIT_FENCE": "heddle::sm100::fence_after()",
+        "ISSUE_FENCE": "heddle::sm100::fence_after()"}
 
 
 def source(bn, fa, fb, **mutate):

@@ -18,6 +18,7 @@
 //                      reads, fence::after_thread_sync sets the clock its asynchronous tcgen05 ops are
 //                      checked with, a commit's arrival publishes its MMAs)
 #include <cstring>
+#include <utility>
 
 #include "heddle/interp/rt/hrt_core.h"
 #include "heddle/interp/rt/hrt_ptx_tcgen05_mx.h"
@@ -155,7 +156,12 @@ void issue_block_scaled(PendingTcMma::Op op, uint32_t d, uint64_t desc_a, uint64
   const bool ok = op == PendingTcMma::kBlockScaled ? ptx::decode_idesc_mx(idesc, &mx).empty()
                                                    : ptx::decode_idesc_nvf4(idesc, &nv).empty();
   const int n = op == PendingTcMma::kBlockScaled ? mx.N : nv.N;
-  if (ok && ptx::tmem_lane(d) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(d), n))
+  if (!ok) return;
+  // the scale columns it reads: 128 rows of A and n columns of B, 32 a column (hrt_ptx_tcgen05_mx.h)
+  for (auto [addr, cols] : {std::pair<uint32_t, int>{sfa, 4}, {sfb, (n + 31) / 32}})
+    if (ptx::tmem_lane(addr) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(addr), cols))
+      tmem_shadow_mma_read(me().tid, ptx::tmem_col(addr), cols, pc);
+  if (ptx::tmem_lane(d) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(d), n))
     tmem_shadow_mma(me().tid, ptx::tmem_col(d), n, pc);
 }
 
