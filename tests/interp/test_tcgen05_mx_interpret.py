@@ -43,6 +43,7 @@ def test_probe_mutants_are_caught(fmt, what, mutate):
     assert findings(raw) or not close(d, want), what
 
 
+@pytest.mark.slow
 def test_scale_copy_after_mma_needs_the_commit_wait_and_fence():
     """tcgen05.mma -> tcgen05.cp is not a pipelined pair (PTX ISA 9.7.16.6.2): the next k tile's copy over the
     scale columns the previous MMAs read must follow their commit's mbarrier wait and a
