@@ -152,7 +152,8 @@ __device__ __forceinline__ void mma_nvf4_ss(unsigned d, u64 a_desc, u64 b_desc, 
 }
 #undef HEDDLE_TCGEN05_MMA_BLOCK_SCALED
 // A 512-byte blocked scale chunk as a no-swizzle K-major matrix: 8-row core matrices of 16-byte rows, 128 bytes
-// apart (SBO), the constant 0b001 at bits 46-48 (PTX ISA 9.7.16.4.1 table 40).
+// apart (SBO), the constant 0b001 at bits 46-48 (PTX ISA 9.7.16.4.1 table 40). DeepGEMM's sm100 make_sf_desc
+// builds the same one for its UTCCP copies (K-major, 8 x 128-bit atoms, LBO unused: one atom along K).
 __device__ __forceinline__ u64 scale_chunk_desc(unsigned addr) {
   return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)(128 >> 4) << 32) | (1ull << 46);
 }
