@@ -358,6 +358,7 @@ int main(int argc, char** argv) {
   test_wgmma_f8();
   test_tma();
   test_tcgen05();
+  test_tcgen05_mx();
   if (g_fail) {
     std::printf("FAILED: %d check(s); first failing group: %s\n", g_fail, g_first.c_str());
     return 1;

@@ -123,4 +123,5 @@ inline uint32_t kstep_start(const TileFmt& f, uint32_t base, int s) {
 void test_wgmma();
 void test_wgmma_f8();  // ptx_selftest_wgmma_f8.cpp: 8-bit operands (m64nNk32)
 void test_tcgen05();
+void test_tcgen05_mx();  // ptx_selftest_tcgen05_mx.cpp: tcgen05.cp and the block-scaled kind::mxf8f6f4
 void test_tma();

@@ -5,7 +5,8 @@ compiled into one program with the host C++ compiler and run once; it checks the
 numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descriptors, canonical
 swizzled layouts, D fragment), TMA (tensor-map validation, swizzled/partial loads and stores) and the
 sm_100a tcgen05 data semantics of hrt_ptx_tcgen05.h (instruction and shared-memory descriptors, tensor
-memory allocation, tcgen05.mma kind::f16 and kind::f8f6f4 M=128 into tensor memory, tcgen05.ld 32x32b)
+memory allocation, tcgen05.mma kind::f16 and kind::f8f6f4 M=128 into tensor memory, tcgen05.ld 32x32b; and
+hrt_ptx_tcgen05_mx.h's tcgen05.cp 32x128b.warpx4 and block-scaled kind::mxf8f6f4 / kind::mxf4nvf4)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
 No GPU and no heddle build are needed.
 """
@@ -77,6 +78,14 @@ EXPECTED = (
         "tcgen05_mma_f8f6f4_e4m3_n64_sw128",
         "tcgen05_mma_f8f6f4_e5m2_n128_sw64",
         "tcgen05_mma_f8f6f4_e4m3_e5m2_n16_sw32",
+        "tcgen05_idesc_mxf8f6f4",
+        "tcgen05_cp_32x128b_warpx4",
+        "tcgen05_mma_mxf8f6f4_e4m3_n128",
+        "tcgen05_mma_mxf8f6f4_e5m2_e4m3_n256",
+        "tcgen05_mma_mxf8f6f4_errors",
+        "tcgen05_idesc_mxf4nvf4",
+        "tcgen05_mma_mxf4nvf4_n128",
+        "tcgen05_mma_mxf4nvf4_n64",
     ]
 )
 

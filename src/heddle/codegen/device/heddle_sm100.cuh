@@ -1,6 +1,7 @@
 // heddle/heddle_sm100.cuh -- Blackwell (sm_100a) device runtime: tensor memory (tcgen05.alloc /
 // relinquish / dealloc), tcgen05.mma kind::f16 / kind::f8f6f4 from shared-memory descriptors into a tensor-memory
 // accumulator, tcgen05.commit onto an mbarrier, tcgen05.ld 32x32b + wait::ld, and the tcgen05 fences.
+// The block-scaled kinds with tcgen05.cp of their scales: MmaSm100Mx (MXFP8) and MmaSm100Nvf4 (NVFP4) at the end.
 // Everything else (mbarriers, TMA, swizzled tiles, setmaxnreg, elect.sync) is heddle_sm90.cuh's.
 // The PTX facts this rests on are listed in docs/blackwell.md (PTX ISA 9.7.16); nothing here has run
 // on a B200: the encodings are checked by NVRTC (syntax) and by the CPU interpreter's independent
@@ -113,6 +114,50 @@ template <> struct UmmaFormat<e4m3> { static constexpr bool kF8 = true; static c
 template <> struct UmmaFormat<e5m2> { static constexpr bool kF8 = true; static constexpr unsigned kCode = 1; };
 #endif
 
+// Block-scaled MMA (MXFP8, docs/fp8.md "MX formats"): tcgen05.cp.cta_group::1.32x128b.warpx4 copies 32 rows of
+// 16 bytes from shared memory (a no-swizzle matrix descriptor) into 4 columns of every 32-lane quarter of tensor
+// memory (PTX ISA 9.7.16.9.2); tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X reads one ue8m0
+// scale per row of A and per column of B from tensor memory (9.7.16.10.7). One thread issues both: cp -> mma of
+// the same thread execute in issue order (9.7.16.6.2, pipelined pair 2), and a tcgen05.commit tracks both.
+__device__ __forceinline__ void cp_32x128b_warpx4(unsigned taddr, u64 sdesc) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_cp_32x128b_warpx4(taddr, sdesc);
+#else
+  asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;\n" ::"r"(taddr), "l"(sdesc) : "memory");
+#endif
+}
+// tcgen05.mma.cta_group::1 block-scaled, A and B from shared-memory descriptors, scales at tensor-memory addresses.
+#define HEDDLE_TCGEN05_MMA_BLOCK_SCALED(KIND)                                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\ntcgen05.mma.cta_group::1." KIND                           \
+               " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d),                                                  \
+               "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb), "r"(accumulate)                          \
+               : "memory")
+__device__ __forceinline__ void mma_mx_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, unsigned sfa,
+                                          unsigned sfb, int accumulate) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_mma_mxf8f6f4_ss(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
+#else
+  HEDDLE_TCGEN05_MMA_BLOCK_SCALED("kind::mxf8f6f4.block_scale.scale_vec::1X");
+#endif
+}
+// NVFP4: tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X -- packed e2m1 operands (K = 64 per
+// instruction, 32 bytes of a row), four ue4m3 scales per row / column per instruction (one 32-bit word).
+__device__ __forceinline__ void mma_nvf4_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, unsigned sfa,
+                                            unsigned sfb, int accumulate) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_mma_mxf4nvf4_ss(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
+#else
+  HEDDLE_TCGEN05_MMA_BLOCK_SCALED("kind::mxf4nvf4.block_scale.scale_vec::4X");
+#endif
+}
+#undef HEDDLE_TCGEN05_MMA_BLOCK_SCALED
+// A 512-byte blocked scale chunk as a no-swizzle K-major matrix: 8-row core matrices of 16-byte rows, 128 bytes
+// apart (SBO), the constant 0b001 at bits 46-48 (PTX ISA 9.7.16.4.1 table 40). DeepGEMM's sm100 make_sf_desc
+// builds the same one for its UTCCP copies (K-major, 8 x 128-bit atoms, LBO unused: one atom along K).
+__device__ __forceinline__ u64 scale_chunk_desc(unsigned addr) {
+  return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)(128 >> 4) << 32) | (1ull << 46);
+}
+
 // 32 consecutive columns from `addr` (lane = the warp's quarter, 32x32b: thread t gets lane + t), in
 // registers once tcgen05.wait::ld returned.
 __device__ __forceinline__ void tmem_load_32(unsigned addr, float (&v)[32]) {
@@ -174,6 +219,87 @@ struct MmaSm100 {
   }
 
   // The epilogue thread's TMEM address of its row (warp w: lanes 32*(w%4)..) in columns of `stage`.
+  __device__ __forceinline__ static unsigned row_addr(unsigned tmem, int warp, int stage) {
+    return tmem + ((unsigned)(32 * (warp % 4)) << 16) + (unsigned)(stage * BN);
+  }
+};
+
+// MmaSm100Mx<BN, T, TB>: the MXFP8 GEMM step (tcgen05.mma kind::mxf8f6f4.block_scale.scale_vec::1X), BM = 128, BK =
+// 128: one k tile is four K = 32 instructions and four ue8m0 scale blocks of 32, the bytes of one 512-byte chunk
+// of the cuBLAS / torch "blocked" scale layout per 128 rows (byte r0*16 + r1*4 + c: row r1*32 + r0, k-block c;
+// torch.testing._internal.common_quantized.to_blocked). tcgen05.cp.32x128b.warpx4 puts row r of a chunk in lane
+// r of each lane quarter, columns +0..3, so row i's scale is lane i%32, column i/32, byte c: instruction c of the
+// k tile selects it with the scale factor IDs (A at idesc bits 29-30, B at 4-5).
+//   Instruction descriptor (PTX ISA 9.7.16.4.2 table 43, kind::mxf8f6f4; CUTLASS's
+//   UMMA::InstrDescriptorBlockScaled has the same fields): B SF id 4-5, A/B type 7-9 / 10-12 (E4M3 0, E5M2 1),
+//   N>>3 17-22, scale type UE8M0 1 at 23, M>>7 27-28, A SF id 29-30; D is f32 (no D-type field), K-major.
+//   Tensor memory per ring stage: kColsA = 4 columns of A scales, kColsB = BN/32 of B scales. A copy must not
+//   overwrite scales an earlier MMA still reads (mma -> cp is not a pipelined pair, 9.7.16.6.2), so each operand
+//   stage has its own scale columns: the stage's tcgen05.commit -> empty -> TMA -> full chain orders the reuse.
+template <int BN, typename T, typename TB = T>
+struct MmaSm100Mx : MmaSm100<128, BN, 128, true, true, T, TB> {
+  using Base = MmaSm100<128, BN, 128, true, true, T, TB>;
+  static_assert(Base::kF8, "MmaSm100Mx: MXFP8 operands are e4m3 / e5m2");
+  static_assert(BN % 128 == 0, "MmaSm100Mx: BN is 128 or 256 (whole 128-row scale chunks of B)");
+  static constexpr int kColsA = 4, kColsB = BN / 32;
+  static constexpr int kScaleBytesA = 512, kScaleBytesB = 512 * (BN / 128);  // shared bytes per stage
+  static constexpr unsigned kIdesc = (Base::FA::kCode << 7) | (Base::FB::kCode << 10) | ((unsigned)(BN >> 3) << 17) |
+                                     (1u << 23) | (1u << 27);
+  __device__ __forceinline__ static unsigned idesc(int c) { return kIdesc | ((unsigned)c << 4) | ((unsigned)c << 29); }
+  // One thread: copy the stage's scales (shared -> tensor memory columns sf + stage*(kColsA + kColsB)), then
+  // acc[acc_stage] (+)= (A * sA) x (B * sB) over the k tile. The copies precede the MMAs in issue order.
+  __device__ __forceinline__ static void mma(unsigned tmem, unsigned sf, int acc_stage, int stage, const void* sA,
+                                             const void* sB, const void* sSFA, const void* sSFB, int accumulate) {
+    const unsigned tsa = sf + (unsigned)(stage * (kColsA + kColsB)), tsb = tsa + kColsA;
+    sm100::cp_32x128b_warpx4(tsa, sm100::scale_chunk_desc(sm90::smem_u32(sSFA)));
+#pragma unroll
+    for (int q = 0; q < BN / 128; ++q) sm100::cp_32x128b_warpx4(tsb + 4u * q, sm100::scale_chunk_desc(sm90::smem_u32(sSFB) + 512u * q));
+    const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB), d = tmem + (unsigned)(acc_stage * BN);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      sm100::mma_mx_ss(d, Base::template desc<typename Base::TileA, true>(a, c),
+                       Base::template desc<typename Base::TileB, true>(b, c), idesc(c), tsa, tsb, c == 0 ? accumulate : 1);
+  }
+};
+
+// MmaSm100Nvf4<BN>: the NVFP4 GEMM step (tcgen05.mma kind::mxf4nvf4.block_scale.scale_vec::4X), BM = 128, a k tile of
+// 128 e2m1 elements = 64 bytes a row (64-byte swizzle), two K = 64 instructions. One ue4m3 scale per 16 elements:
+// one 512-byte blocked chunk per 128 rows and instruction (128 rows x 4 blocks of 16), copied by
+// tcgen05.cp.32x128b.warpx4 to 4 columns: row i's four scales are the word of lane i%32, column i/32 (scale factor
+// IDs 0: scale_vec::4X takes the whole word, PTX ISA 9.7.16.10.7.2.3). Instruction c reads A's scales at
+// tsa + 4c and B's at tsb + c*BN/32.
+//   Instruction descriptor (PTX ISA 9.7.16.4.2 table 44, kind::mxf4nvf4; CUTLASS's
+//   UMMA::InstrDescriptorBlockScaled): A type E2M1 = 1 at 7-9, B type 1 at 10-11, N>>3 at 17-22, scale type
+//   UE4M3 = 0 at 23, M>>7 at 27-28, K bit 31 = 0 (dense K = 64). Scale columns per stage as MmaSm100Mx's.
+//   Operand bytes: two e2m1 per byte, element 2j in the low nibble (9.7.16.10.4.6: packed, no padding).
+template <int BN>
+struct MmaSm100Nvf4 {
+  static_assert(BN % 128 == 0 && BN <= 256, "MmaSm100Nvf4: BN is 128 or 256 (whole 128-row scale chunks of B)");
+  using TileA = sm90::TmaTile<128, 64, unsigned char>;  // 128 x 128 e2m1
+  using TileB = sm90::TmaTile<BN, 64, unsigned char>;
+  static constexpr int kColsA = 8, kColsB = 2 * (BN / 32);
+  static constexpr int kScaleBytesA = 1024, kScaleBytesB = 1024 * (BN / 128);  // shared bytes per stage
+  static constexpr unsigned kIdesc = (1u << 7) | (1u << 10) | ((unsigned)(BN >> 3) << 17) | (1u << 27);
+  // sSFA: the two chunks of the k tile (instruction 0, 1); sSFB: per 128 rows of B the same two chunks.
+  __device__ __forceinline__ static void mma(unsigned tmem, unsigned sf, int acc_stage, int stage, const void* sA,
+                                             const void* sB, const void* sSFA, const void* sSFB, int accumulate) {
+    const unsigned tsa = sf + (unsigned)(stage * (kColsA + kColsB)), tsb = tsa + kColsA;
+    const unsigned fa = sm90::smem_u32(sSFA), fb = sm90::smem_u32(sSFB);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      sm100::cp_32x128b_warpx4(tsa + 4u * c, sm100::scale_chunk_desc(fa + 512u * c));
+#pragma unroll
+      for (int q = 0; q < BN / 128; ++q)
+        sm100::cp_32x128b_warpx4(tsb + (unsigned)(c * (BN / 32)) + 4u * q,
+                                 sm100::scale_chunk_desc(fb + 1024u * q + 512u * c));
+    }
+    const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB), d = tmem + (unsigned)(acc_stage * BN);
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      sm100::mma_nvf4_ss(d, sm90::slab_desc<TileA, true>(a, 0, c) | (1ull << 46),
+                         sm90::slab_desc<TileB, true>(b, 0, c) | (1ull << 46), kIdesc, tsa + 4u * c,
+                         tsb + (unsigned)(c * (BN / 32)), c == 0 ? accumulate : 1);
+  }
   __device__ __forceinline__ static unsigned row_addr(unsigned tmem, int warp, int stage) {
     return tmem + ((unsigned)(32 * (warp % 4)) << 16) + (unsigned)(stage * BN);
   }

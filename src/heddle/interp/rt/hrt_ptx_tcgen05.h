@@ -185,10 +185,14 @@ inline std::string tcgen05_desc_as_wgmma(uint64_t d, uint64_t* wg) {
 // One 8-bit K-major operand (rows x 32) of a kind::f8f6f4 MMA: the descriptor checks are wgmma_load_operand's
 // (the byte geometry is kind::f16's: two 16-byte chunks per row), the elements decoded with hrt_fp8.h (fmt 0
 // E4M3, 1 E5M2). out == nullptr: validate only.
-inline std::string tcgen05_load_operand_f8(const char* name, int rows, int fmt, uint64_t desc, const uint8_t* smem,
-                                           uint32_t smem_bytes, float (*out)[32], Access* acc) {
+// The 32 bytes of each of `rows` K-major operand rows one K step of a tcgen05.mma reads (two 16-byte chunks of the
+// canonical layout): byte(r, j, value) for j = 0..31. Validates first (wgmma_load_operand's descriptor checks);
+// with visit false only validates.
+template <typename F>
+inline std::string tcgen05_operand_bytes(const char* name, int rows, uint64_t desc, const uint8_t* smem,
+                                         uint32_t smem_bytes, bool visit, Access* acc, F&& byte) {
   std::string err = wgmma_load_operand(name, rows, false, desc, 0, smem, smem_bytes, nullptr, acc, "tcgen05.mma");
-  if (!err.empty() || !out) return err;
+  if (!err.empty() || !visit) return err;
   const MatrixDesc md = decode_matrix_desc(desc);
   const int span = desc_swizzle_span(md.layout);
   RangeBatcher rb(acc, false);
@@ -196,10 +200,16 @@ inline std::string tcgen05_load_operand_f8(const char* name, int rows, int fmt, 
     for (int q = 0; q < 2; ++q) {
       const uint32_t phys = swizzle_addr(md.start + wgmma_chunk_offset(false, span, md.lbo, md.sbo, r, q), span);
       rb.add(phys, 16);
-      for (int e = 0; e < 16; ++e)
-        out[r][q * 16 + e] = float(minifloat_decode(fmt == 0 ? kE4M3 : kE5M2, smem[phys + uint32_t(e)]));
+      for (int e = 0; e < 16; ++e) byte(r, q * 16 + e, smem[phys + uint32_t(e)]);
     }
   return "";
+}
+
+inline std::string tcgen05_load_operand_f8(const char* name, int rows, int fmt, uint64_t desc, const uint8_t* smem,
+                                           uint32_t smem_bytes, float (*out)[32], Access* acc) {
+  return tcgen05_operand_bytes(name, rows, desc, smem, smem_bytes, out != nullptr, acc, [&](int r, int j, uint8_t v) {
+    out[r][j] = float(minifloat_decode(fmt == 0 ? kE4M3 : kE5M2, v));
+  });
 }
 
 // tcgen05.mma.cta_group::1.kind::{f16, f8f6f4} with A and B in shared memory.  Validates everything first, so a

@@ -4,6 +4,8 @@
 //                      allocation's address is written to shared memory (a write of the issuing warp)
 //   tcgen05.mma        kind::f16 or kind::f8f6f4, one thread; asynchronous: it runs -- reads its shared-memory operands, writes the
 //                      tensor-memory accumulator -- only when a later tcgen05.commit of the same thread lands
+//   tcgen05.mma kind::mxf8f6f4 / kind::mxf4nvf4 .block_scale and tcgen05.cp.32x128b.warpx4 (hrt_ptx_tcgen05_mx.h): queued with the
+//                      thread's MMAs and run in issue order when its commit lands (the cp -> mma pipeline)
 //   tcgen05.commit     lands when the scheduler says (adversarial: as late as allowed): runs the thread's
 //                      MMAs issued before it, in order, then arrives once on the mbarrier with the thread's
 //                      clock at the commit. An MMA never committed, a commit never landed, or tensor memory
@@ -16,8 +18,10 @@
 //                      reads, fence::after_thread_sync sets the clock its asynchronous tcgen05 ops are
 //                      checked with, a commit's arrival publishes its MMAs)
 #include <cstring>
+#include <utility>
 
 #include "heddle/interp/rt/hrt_core.h"
+#include "heddle/interp/rt/hrt_ptx_tcgen05_mx.h"
 #include "heddle/interp/rt/hrt_tmem_shadow.h"
 
 namespace heddle_rt {
@@ -48,8 +52,18 @@ void land_commit(PendingTcCommit& p) {
     sink.clk = p.vc[p.tid];
     sink.vc = &p.vc;
     sink.pc = m.pc;
-    const std::string err = ptx::tcgen05_mma_ss(m.kind, tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem,
-                                                run().smem_bytes, &sink);
+    std::string err;
+    if (m.op == PendingTcMma::kCopy)
+      err = ptx::tcgen05_cp_32x128b_warpx4(tmem_of(c), m.d, m.a, run().smem, run().smem_bytes, &sink);
+    else if (m.op == PendingTcMma::kBlockScaled)
+      err = ptx::tcgen05_mma_mx_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.sfa, m.sfb, m.enable, run().smem,
+                                   run().smem_bytes, &sink);
+    else if (m.op == PendingTcMma::kNvf4)
+      err = ptx::tcgen05_mma_nvf4_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.sfa, m.sfb, m.enable, run().smem,
+                                     run().smem_bytes, &sink);
+    else
+      err = ptx::tcgen05_mma_ss(m.kind, tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem, run().smem_bytes,
+                                &sink);
     // the scheduler lands commits outside any thread: report (abort_cta belongs to a running thread)
     if (!err.empty()) finding("error", err + " (issued at " + pcs(m.pc) + " by " + who(m.tid) + ")");
   }
@@ -123,6 +137,57 @@ void tcgen05_mma_f16_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t i
 
 void tcgen05_mma_f8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, int enable_input_d) {
   issue_mma(ptx::TcKind::F8F6F4, d, desc_a, desc_b, idesc, enable_input_d, __builtin_return_address(0));
+}
+
+namespace {
+
+void issue_block_scaled(PendingTcMma::Op op, uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc,
+                        uint32_t sfa, uint32_t sfb, int enable_input_d, const void* pc) {
+  Cta& c = cta();
+  tick();
+  PendingTcMma m{me().tid, d, idesc, desc_a, desc_b, enable_input_d != 0, pc, ptx::TcKind::F8F6F4};
+  m.op = op;
+  m.sfa = sfa;
+  m.sfb = sfb;
+  c.tc_mmas.push_back(m);
+  // the columns it writes (a bad descriptor or address is reported when it runs)
+  ptx::InstrDescMx mx;
+  ptx::InstrDescNvf4 nv;
+  const bool ok = op == PendingTcMma::kBlockScaled ? ptx::decode_idesc_mx(idesc, &mx).empty()
+                                                   : ptx::decode_idesc_nvf4(idesc, &nv).empty();
+  const int n = op == PendingTcMma::kBlockScaled ? mx.N : nv.N;
+  if (!ok) return;
+  // the scale columns it reads: 128 rows of A and n columns of B, 32 a column (hrt_ptx_tcgen05_mx.h)
+  for (auto [addr, cols] : {std::pair<uint32_t, int>{sfa, 4}, {sfb, (n + 31) / 32}})
+    if (ptx::tmem_lane(addr) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(addr), cols))
+      tmem_shadow_mma_read(me().tid, ptx::tmem_col(addr), cols, pc);
+  if (ptx::tmem_lane(d) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(d), n))
+    tmem_shadow_mma(me().tid, ptx::tmem_col(d), n, pc);
+}
+
+}  // namespace
+
+void tcgen05_mma_mxf8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
+                             int enable_input_d) {
+  issue_block_scaled(PendingTcMma::kBlockScaled, d, desc_a, desc_b, idesc, sfa, sfb, enable_input_d,
+                     __builtin_return_address(0));
+}
+
+void tcgen05_mma_mxf4nvf4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
+                             int enable_input_d) {
+  issue_block_scaled(PendingTcMma::kNvf4, d, desc_a, desc_b, idesc, sfa, sfb, enable_input_d,
+                     __builtin_return_address(0));
+}
+
+void tcgen05_cp_32x128b_warpx4(uint32_t taddr, uint64_t sdesc) {
+  const void* pc = __builtin_return_address(0);
+  Cta& c = cta();
+  tick();
+  PendingTcMma m{me().tid, taddr, 0, sdesc, 0, false, pc, ptx::TcKind::F8F6F4};
+  m.op = PendingTcMma::kCopy;
+  c.tc_mmas.push_back(m);
+  if (ptx::tmem_lane(taddr) == 0 && tmem_of(c).columns_allocated(ptx::tmem_col(taddr), 4))
+    tmem_shadow_mma(me().tid, ptx::tmem_col(taddr), 4, pc);  // the copy writes 4 columns of every lane quarter
 }
 
 void tcgen05_commit(uint32_t bar) {

@@ -27,7 +27,8 @@
 // unpublished until its thread's next fence::before_thread_sync or tcgen05.commit, which stamps it with the
 // thread's clock then. A tcgen05.mma write is its thread's MMA engine's (agent Cta::agent_tc), at the
 // ordinal of the thread's next commit; the commit's arrival carries that ordinal, so only a wait on it
-// (then an after-fence) orders the accumulator before a reader. The shadow is per lane and column.
+// (then an after-fence) orders the accumulator before a reader. A block-scaled MMA's reads of its scale columns
+// are the engine's, at the same ordinal (tmem_shadow_mma_read). The shadow is per lane and column.
 // tcgen05.wait::ld is not modelled apart: heddle_sm100.cuh issues it right after every tcgen05.ld.
 #include <algorithm>
 
@@ -39,9 +40,10 @@ constexpr Clock kUnpublished = 0xFFFFFFF0u;  // a tcgen05.ld read no fence::befo
 
 struct TcShadow {
   struct Read {
-    int tid = -1;
+    int tid = -1;  // the reading thread (for an MMA's read: the thread that issued it)
     Clock clk = 0;
     const void* pc = nullptr;
+    uint32_t agent = UINT32_MAX;  // whose clock orders it: tid, or the MMA engine (Cta::agent_tc) at ordinal clk
   };
   struct Cell {
     uint32_t w_agent = UINT32_MAX;
@@ -124,10 +126,25 @@ struct Access {
     if (g.w_agent != UINT32_MAX && g.w_agent != agent && !ordered(g.w_agent, g.w_clk))
       report("write-after-write", cell, g.w_agent, g.w_tid, g.w_clk, g.w_pc, g.w_what);
     for (auto& r : g.reads)
-      if (r.tid >= 0 && !ordered(uint32_t(r.tid), r.clk))
-        report("write-after-read", cell, uint32_t(r.tid), r.tid, r.clk, r.pc, "tcgen05.ld read");
+      if (r.tid >= 0 && !ordered(r.agent, r.clk))
+        report("write-after-read", cell, r.agent, r.tid, r.clk, r.pc,
+               is_mma_agent(r.agent) ? "block-scaled tcgen05.mma scale read" : "tcgen05.ld read");
   }
 };
+
+}  // namespace
+
+namespace {
+
+// The cell's read slot for `agent`: its own, else a free one, else the older of the two (the newest two stay).
+TcShadow::Read* reader_slot(TcShadow::Cell& g, uint32_t agent) {
+  for (auto& r : g.reads)
+    if (r.tid >= 0 && r.agent == agent) return &r;
+  if (g.reads[0].tid < 0) return &g.reads[0];
+  if (g.reads[1].tid < 0) return &g.reads[1];
+  g.reads[0] = g.reads[1];
+  return &g.reads[1];
+}
 
 }  // namespace
 
@@ -186,18 +203,29 @@ void tmem_shadow_ld(int tid, uint32_t lane, uint32_t col, int ncols, const void*
     TcShadow::Cell& g = s.cells[cell];
     if (g.w_agent != UINT32_MAX && !a.ordered(g.w_agent, g.w_clk))
       a.report("read-after-write", cell, g.w_agent, g.w_tid, g.w_clk, g.w_pc, g.w_what);
-    TcShadow::Read* slot = nullptr;
-    for (auto& r : g.reads)
-      if (r.tid == tid) slot = &r;
-    if (!slot && g.reads[0].tid < 0) slot = &g.reads[0];
-    if (!slot && g.reads[1].tid < 0) slot = &g.reads[1];
-    if (!slot) {  // keep the newest two readers
-      g.reads[0] = g.reads[1];
-      slot = &g.reads[1];
-    }
-    *slot = TcShadow::Read{tid, kUnpublished, pc};
+    *reader_slot(g, uint32_t(tid)) = TcShadow::Read{tid, kUnpublished, pc, uint32_t(tid)};
     t.pending.push_back(cell);
   }
+}
+
+// A block-scaled tcgen05.mma reading its scale columns (all lanes): an asynchronous read by the thread's MMA
+// engine at the ordinal of its next commit. tcgen05.cp -> tcgen05.mma of one thread is a pipelined pair (PTX ISA
+// 9.7.16.6.2), so the engine's own copy is ordered before it; tcgen05.mma -> tcgen05.cp is not, so a later copy
+// over these columns must follow the commit's mbarrier wait and a fence::after_thread_sync (checked in
+// check_write of that copy, a tcgen05_shadow_mma write by the same engine).
+void tmem_shadow_mma_read(int tid, uint32_t col, int ncols, const void* pc) {
+  TcShadow& s = sh();
+  const uint32_t agent = uint32_t(cta().agent_tc(tid));
+  const Clock clk = s.th[size_t(tid)].commits + 1;
+  Access a{tid, true, "block-scaled tcgen05.mma scale read", pc, 0, uint32_t(ptx::kTmemLanes), col, uint32_t(ncols)};
+  for (uint32_t l = 0; l < uint32_t(ptx::kTmemLanes); ++l)
+    for (uint32_t k = col; k < col + uint32_t(ncols) && k < uint32_t(ptx::kTmemCols); ++k) {
+      const uint32_t cell = l * ptx::kTmemCols + k;
+      TcShadow::Cell& g = s.cells[cell];
+      if (g.w_agent != UINT32_MAX && g.w_agent != agent && !a.ordered(g.w_agent, g.w_clk))
+        a.report("read-after-write", cell, g.w_agent, g.w_tid, g.w_clk, g.w_pc, g.w_what);
+      *reader_slot(g, agent) = TcShadow::Read{tid, clk, pc, agent};
+    }
 }
 
 static void publish(int tid) {
@@ -206,7 +234,7 @@ static void publish(int tid) {
   const Clock now = cta().fibers[size_t(tid)]->vc[size_t(tid)];
   for (uint32_t cell : t.pending)
     for (auto& r : s.cells[cell].reads)
-      if (r.tid == tid && r.clk == kUnpublished) r.clk = now;
+      if (r.tid == tid && r.agent == uint32_t(tid) && r.clk == kUnpublished) r.clk = now;
   t.pending.clear();
 }
 

@@ -13,6 +13,7 @@ void tmem_shadow_dealloc(int tid, uint32_t col, int ncols, const void* pc);
 // [col, col + ncols), checked with tid's tcgen05 view; the write is its MMA engine's, at the ordinal of tid's
 // next tcgen05.commit, which only that commit's mbarrier arrival publishes.
 void tmem_shadow_mma(int tid, uint32_t col, int ncols, const void* pc);
+void tmem_shadow_mma_read(int tid, uint32_t col, int ncols, const void* pc);  // a block-scaled MMA's scale columns
 // tcgen05.ld by `tid` (asynchronous): reads lane `lane`, columns [col, col + ncols), checked with tid's
 // tcgen05 view; the read stays unpublished until tid's next fence::before_thread_sync or tcgen05.commit.
 void tmem_shadow_ld(int tid, uint32_t lane, uint32_t col, int ncols, const void* pc);

@@ -1,0 +1,182 @@
+"""A hand-written probe of the block-scaled tcgen05 primitives of heddle_sm100.cuh (MmaSm100Mx: MXFP8,
+MmaSm100Nvf4: NVFP4; docs/fp8.md "MX formats"), shared by tests/interp/test_tcgen05_mx_interpret.py (the CPU interpreter) and
+tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a).
+
+The kernel is one CTA, one 128 x BN tile (k tiles of 128 elements), one operand stage: every thread copies the k tile of A and B into the
+128-byte swizzled stage and the tile's scale chunks into shared memory, fence.proxy.async, a block barrier; thread
+0 issues the scale copies (tcgen05.cp) and MMAs and commits them onto an mbarrier every thread waits for before
+the stage is refilled; the accumulator is read with tcgen05.ld. The scales are laid out by torch's own
+`to_blocked` (the cuBLAS layout torch._scaled_mm takes for MX formats); the reference is float64. SCALE_KT,
+PROXY_FENCE, MBAR_WAIT, WAIT_FENCE and ISSUE_FENCE (the tcgen05.fence::after_thread_sync after the commit's wait
+and before the copies and MMAs) are the spots the mutants change."""
+import json
+
+import pytest
+import torch
+
+
+
+def _torch_to_blocked():
+    """torch's own `to_blocked` (torch/testing/_internal/common_quantized.py), the scale layout torch._scaled_mm
+    takes for MX formats: the function is read from the installed torch source and run alone (importing its module
+    needs the test-only package expecttest)."""
+    import ast
+    import pathlib
+    src = pathlib.Path(torch.__file__).parent / "testing" / "_internal" / "common_quantized.py"
+    if not src.exists():
+        pytest.skip("torch's common_quantized.py (to_blocked) is not installed")
+    tree = ast.parse(src.read_text())
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "to_blocked"), None)
+    if fn is None:
+        pytest.skip("this torch has no to_blocked")
+    scope = {"torch": torch, "ceil_div": lambda a, b: (a + b - 1) // b}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(src), "exec"), scope)
+    return scope["to_blocked"]
+
+
+to_blocked = _torch_to_blocked()
+
+SOURCE = r"""
+#include "heddle/heddle_types.cuh"
+#include "heddle/heddle_math.cuh"
+#include "heddle/heddle_copy.cuh"
+#include "heddle/heddle_sm100.cuh"
+
+using Mma = MX_MMA;
+constexpr int kRowB = Mma::TileA::kRowBytes;  // bytes of a k tile's row: 128 (8-bit), 64 (packed e2m1)
+constexpr int kTileSF = Mma::kScaleBytesA;    // scale bytes of a k tile per 128 rows: 512 (MXFP8), 1024 (NVFP4)
+using U64 = unsigned long long;
+
+extern "C" __global__ void __launch_bounds__(128, 1) mx_probe(const unsigned char* __restrict__ A,
+    const unsigned char* __restrict__ B, const unsigned char* __restrict__ SA, const unsigned char* __restrict__ SB,
+    float* __restrict__ D, int K) {
+  extern __shared__ __align__(1024) unsigned char heddle_smem[];  // the name the interpreter binds
+  unsigned char* sA = heddle_smem;                                  // 128 rows, swizzled
+  unsigned char* sB = heddle_smem + 128 * kRowB;                    // MX_BN rows
+  unsigned char* sSFA = sB + MX_BN * kRowB;                  // the k tile's scale chunks of A
+  unsigned char* sSFB = sSFA + Mma::kScaleBytesA;            // and of B, per 128 rows
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(sSFB + Mma::kScaleBytesB);
+  unsigned* slot = reinterpret_cast<unsigned*>(bar + 1);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int nk = K / 128, kb = nk * kRowB;  // k tiles; bytes of an operand row
+  if (warp == 0) {
+    heddle::sm100::tmem_alloc(slot, MX_COLS);
+    heddle::sm100::tmem_relinquish();
+  }
+  if (tid == 32) {
+    heddle::sm90::mbar_init(bar, 1);
+    heddle::sm90::fence_mbarrier_init_cluster();
+  }
+  heddle::sm100::fence_before();
+  heddle::block_sync();
+  heddle::sm100::fence_after();
+  for (int kt = 0; kt < nk; ++kt) {
+    // 8 bytes a thread (the swizzle moves 16-byte units, so 8 aligned bytes stay together)
+    for (int i = tid; i < 128 * kRowB / 8; i += 128) {
+      const int r = i / (kRowB / 8), c = i % (kRowB / 8) * 8;
+      *reinterpret_cast<U64*>(sA + Mma::TileA::byte_offset(r, c)) =
+          *reinterpret_cast<const U64*>(A + (long long)r * kb + kt * kRowB + c);
+    }
+    for (int i = tid; i < MX_BN * kRowB / 8; i += 128) {
+      const int r = i / (kRowB / 8), c = i % (kRowB / 8) * 8;
+      *reinterpret_cast<U64*>(sB + Mma::TileB::byte_offset(r, c)) =
+          *reinterpret_cast<const U64*>(B + (long long)r * kb + kt * kRowB + c);
+    }
+    for (int i = tid; i < kTileSF / 8; i += 128)
+      reinterpret_cast<U64*>(sSFA)[i] = *reinterpret_cast<const U64*>(SA + (long long)(SCALE_KT) * kTileSF + 8 * i);
+    for (int i = tid; i < Mma::kScaleBytesB / 8; i += 128)
+      reinterpret_cast<U64*>(sSFB)[i] = *reinterpret_cast<const U64*>(
+          SB + (long long)(8 * i / kTileSF) * nk * kTileSF + (SCALE_KT) * kTileSF + 8 * i % kTileSF);
+    PROXY_FENCE;
+    heddle::block_sync();
+    if (tid == 0) {
+      ISSUE_FENCE;
+      Mma::mma(slot[0], slot[0] + MX_BN, 0, 0, sA, sB, sSFA, sSFB, kt);
+      heddle::sm100::commit(bar);
+    }
+    MBAR_WAIT;
+    WAIT_FENCE;
+  }
+  const unsigned taddr = Mma::row_addr(slot[0], warp, 0);
+  for (int c0 = 0; c0 < MX_BN; c0 += 32) {
+    float v[32];
+    heddle::sm100::tmem_load_32(taddr + c0, v);
+    for (int j = 0; j < 32; ++j) D[(long long)(32 * warp + lane) * MX_BN + c0 + j] = v[j];
+  }
+  heddle::sm100::fence_before();
+  heddle::block_sync();
+  if (warp == 0) {
+    heddle::sm100::fence_after();
+    heddle::sm100::tmem_dealloc(slot[0], MX_COLS);
+  }
+}
+"""
+GOOD = {"SCALE_KT": "kt", "PROXY_FENCE": "heddle::sm90::fence_proxy_async()", "MBAR_WAIT":
+        "heddle::sm90::mbar_wait(bar, kt % 2)", "WAIT_FENCE": "heddle::sm100::fence_after()",
+        "ISSUE_FENCE": "heddle::sm100::fence_after()"}
+
+
+def source(bn, fa, fb, **mutate):
+    """fa == fb == "e2m1": NVFP4 (MmaSm100Nvf4); else MXFP8 with A / B formats fa / fb."""
+    s = SOURCE
+    for key, val in {**GOOD, **mutate}.items():
+        s = s.replace(key, val)
+    nvf4 = fa == "e2m1"
+    mma = f"heddle::MmaSm100Nvf4<{bn}>" if nvf4 else f"heddle::MmaSm100Mx<{bn}, heddle::{fa}, heddle::{fb}>"
+    cols = bn + (8 + bn // 16 if nvf4 else 4 + bn // 32)  # accumulator + one stage of scale columns
+    cols = 256 if cols <= 256 else 512  # tcgen05.alloc takes a power of two
+    return f"#define MX_BN {bn}\n#define MX_COLS {cols}\n#define MX_MMA {mma}\n" + s
+
+
+def smem_bytes(bn, nvf4=False):
+    row, sf = (64, 1024) if nvf4 else (128, 512)
+    return (128 + bn) * row + sf * (1 + bn // 128) + 16
+
+
+FMT = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+E2M1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+
+
+def operands(bn, k, fa, fb, seed):
+    """(bytes of A, bytes of B, scale codes of A [128, k/V], of B [bn, k/V], float64 A, float64 B, float64 scales
+    A, B): MXFP8 (V = 32, ue8m0 codes 120 .. 134: 2^-7 .. 2^7) or NVFP4 (fa "e2m1": V = 16, two e2m1 codes a byte,
+    element 2j in the low nibble, ue4m3 codes 0x28 .. 0x47: 2^-2 .. 3.75)."""
+    g = torch.Generator().manual_seed(seed)
+    if fa == "e2m1":
+        ca, cb = (torch.randint(0, 16, (r, k), generator=g, dtype=torch.uint8) for r in (128, bn))
+        pa, pb = ((c[:, 0::2] | (c[:, 1::2] << 4)).contiguous() for c in (ca, cb))
+        sa, sb = (torch.randint(0x28, 0x48, (r, k // 16), generator=g, dtype=torch.uint8) for r in (128, bn))
+        fsa, fsb = (s.view(torch.float8_e4m3fn).double() for s in (sa, sb))
+        return pa, pb, sa, sb, E2M1[ca.long()], E2M1[cb.long()], fsa, fsb
+    a = (torch.randn(128, k, generator=g) * 2).to(FMT[fa])
+    b = (torch.randn(bn, k, generator=g) * 2).to(FMT[fb])
+    sa = torch.randint(120, 135, (128, k // 32), generator=g, dtype=torch.uint8)
+    sb = torch.randint(120, 135, (bn, k // 32), generator=g, dtype=torch.uint8)
+    return (a.view(torch.uint8), b.view(torch.uint8), sa, sb, a.double(), b.double(), torch.exp2(sa.double() - 127),
+            torch.exp2(sb.double() - 127))
+
+
+def reference(a, b, sa, sb):
+    """sum over k of (a * sa) (b * sb), each scale repeated over its block of K, in float64."""
+    v = a.shape[1] // sa.shape[1]
+    return (a * sa.repeat_interleave(v, dim=1)) @ (b * sb.repeat_interleave(v, dim=1)).T
+
+
+def run(bn, k, fa, fb, seed=0, schedule="adversarial", **mutate):
+    from heddle import _C
+    pa, pb, sa, sb, a, b, fsa, fsb = operands(bn, k, fa, fb, seed)
+    # torch's blocked layout: chunks (row block, k chunk) of 512 bytes, row blocks outer
+    ba, bb = to_blocked(sa).contiguous(), to_blocked(sb).contiguous()
+    d = torch.full((128, bn), float("nan"))
+    lib = _C.interp.build(source(bn, fa, fb, **mutate), "mx_probe", "sm_100a")
+    ins = [pa, pb, ba, bb]
+    args = [("ptr", t.data_ptr()) for t in ins] + [("ptr", d.data_ptr()), ("i32", k)]
+    regions = [(n, t.data_ptr(), t.numel(), False, 1) for n, t in zip(("A", "B", "SA", "SB"), ins)]
+    regions.append(("D", d.data_ptr(), d.numel() * 4, True, 4))
+    raw = json.loads(lib.run([1, 1, 1], [128, 1, 1], smem_bytes(bn, fa == "e2m1"), args,
+                             ["A", "B", "SA", "SB", "D", "K"], regions, schedule, seed, 0, 20))
+    return d, reference(a, b, fsa, fsb), raw
+
+
+def findings(raw):
+    return [(f["kind"], f["text"]) for f in raw.get("findings", [])]
