@@ -133,6 +133,22 @@ def test_a_barrier_written_inside_a_divergent_branch_is_refused(cond, where):
         _C.sync_lab(prog, 1)
 
 
+def test_a_condition_reaching_the_thread_through_lets_is_checked():
+    """check_uniformity expands the kernel's lets: a barrier under a condition three lets away from tid is
+    refused, one under a ten-let chain from a uniform scalar is accepted (its expansion is skipped: no thread)."""
+    chain = [("let", "r", "tid"), ("let", "s", "r * 2"), ("let", "u", "s + 1")]
+    prog = chain + [("write", "X", 0, "a"), ("if", "u < 64", [("barrier",)]), ("read", "X", 0, "b")]
+    with pytest.raises(_C.HeddleError, match=r"must be executed by the whole block.*inside if \(u < 64\)"):
+        _C.sync_lab(prog, 1)
+    uniform = [("let", "c0", "f + 1")] + [("let", f"c{i}", f"c{i - 1} * 2 + c{i - 1}") for i in range(1, 10)]
+    prog = uniform + [("write", "X", 0, "a"), ("if", "3 < c9", [("barrier",)]), ("read", "X", 0, "b")]
+    assert _C.sync_lab(prog, 1).count_syncs("block_sync") >= 1
+    deep = uniform + [("let", "c10", "c9 + tid")]  # the thread at the end of the chain
+    prog = deep + [("write", "X", 0, "a"), ("if", "3 < c10", [("barrier",)]), ("read", "X", 0, "b")]
+    with pytest.raises(_C.HeddleError, match=r"inside if \(3 < c10\)"):
+        _C.sync_lab(prog, 1)
+
+
 def test_warps_are_the_target_s_wavefronts():
     # an AMD s_barrier needs wave-uniform control flow (docs/backends.md, "Barrier objects"): 128 threads
     # on gfx90a are two 64-wide wavefronts, so tid < 64 is one whole wavefront and tid < 32 splits one;
