@@ -149,6 +149,18 @@ def test_a_condition_reaching_the_thread_through_lets_is_checked():
         _C.sync_lab(prog, 1)
 
 
+def test_a_lane_dependent_condition_is_not_sampled_per_warp():
+    """A condition naming the warp alone is evaluated once per warp; one reaching the lane (directly or through
+    lets) is evaluated per thread: lane < 16 spelled through a let is still refused around a block barrier."""
+    for lets, cond in (([("let", "r", "warp * 32 + lane")], "r % 32 < 16"), ([("let", "q", "lane")], "q < 16")):
+        prog = lets + [("write", "X", 0, "a"), ("if", cond, [("barrier",)]), ("read", "X", 0, "b")]
+        with pytest.raises(_C.HeddleError, match="must be executed by the whole block"):
+            _C.sync_lab(prog, 1)
+    # warp-only: warp < 4 holds for the whole 128-thread block, warp < 2 splits it
+    ok = [("write", "X", 0, "a"), ("if", "warp < 4", [("barrier",)]), ("read", "X", 0, "b")]
+    assert _C.sync_lab(ok, 1).count_syncs("block_sync") >= 1
+
+
 def test_warps_are_the_target_s_wavefronts():
     # an AMD s_barrier needs wave-uniform control flow (docs/backends.md, "Barrier objects"): 128 threads
     # on gfx90a are two 64-wide wavefronts, so tid < 64 is one whole wavefront and tid < 32 splits one;
