@@ -6,6 +6,7 @@ and into docs/perf.md through benchmarks/report.py.
 
 Steps, per kernel variant:
   lower              lowering alone: every pass plus CUDA printing (fd.lower), the thread's CPU time
+  lower_families     the same for every kernel tests/test_printed_sources.py prints (per-kernel medians)
   nvrtc_cold         NVRTC + ptxas for the printed source, cache off
   lower_nvrtc_cold   cold compile from a fresh definition: lowering + NVRTC (fd.compile, cache off)
   disk_hit           warm disk-cache load: memory cache cleared, binary read and verified from disk
@@ -164,6 +165,32 @@ def test_lowering_vs_stages(stages, recorder):
         planner += [ms for name, ms, *_ in low.passes if name == "insert_syncs"]
     _record(recorder, f"sm_80 cp.async, {stages} stages", "lower_stages", bench.summarize(samples), kernel=low.name,
             insert_syncs_ms=round(bench.summarize(planner).median, 4))
+
+
+def test_lowering_every_family(recorder):
+    """Lowering of every kernel tests/test_printed_sources.py prints (each family of tools/window/families.py on
+    its targets, the sm_80 stage sweep, the AMD and tcgen05 families): the per-kernel median of 7 lowerings
+    (thread CPU, a fresh definition each), recorded per kernel with its costliest pass; the target is
+    <= 0.5 ms for every kernel."""
+    from test_printed_sources import cases
+    timer = bench.ThreadCpuTimer()
+    kernels = []
+    for name, target, make in cases():
+        samples, passes = [], {}
+        for _ in range(7):
+            fd = make(target)
+            a = timer.mark()
+            low = fd.lower(target)
+            samples.append(timer.elapsed_ms(a, timer.mark()))
+            for pname, ms, *_ in low.passes:
+                passes.setdefault(pname, []).append(ms)
+        top = max(passes.items(), key=lambda kv: bench.summarize(kv[1]).median)
+        kernels.append({"case": name, "kernel": low.name, "median_ms": round(bench.summarize(samples).median, 4),
+                        "top_pass": [top[0], round(bench.summarize(top[1]).median, 4)]})
+    kernels.sort(key=lambda k: -k["median_ms"])
+    _record(recorder, f"every printed kernel ({len(kernels)})", "lower_families",
+            bench.summarize([k["median_ms"] for k in kernels]), kernels=kernels,
+            over_target=sum(k["median_ms"] > 0.5 for k in kernels))
 
 
 @needs_nvrtc

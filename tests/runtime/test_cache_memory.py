@@ -161,3 +161,60 @@ def test_a_built_kernel_keeps_its_ptx_when_asked(cache, monkeypatch):
     b = heddle.Kernel.build(small_matmul("TT"), "sm_80").binary
     assert b.cache_source == "compiled" and not b.ptx_dropped and b.shares_memory_entry
     assert b.held_bytes >= len(b.cubin) + len(b.ptx) and ".entry" in b.ptx
+
+
+def padded_kernel(tag):
+    """kernel(tag) between two comments: 70 bytes before it, 101 after (several 32-byte stripes and a tail)."""
+    return "//" + "a" * 67 + "\n" + kernel(tag) + "//" + "b" * 98 + "\n"
+
+
+def _edits(src):
+    """The source with one byte changed near its start, in a second stripe, in its last full 32-byte stripe
+    and in its tail (the bytes the digest's stripes leave over), and one byte longer: every byte counts."""
+    stripes = len(src) // 32 * 32
+    spots = [2, 40, stripes - 1, len(src) - 2]
+    assert all(src[i] in "ab" for i in spots) and stripes < len(src) - 2  # comment bytes: still compiles
+    return [src[:i] + "c" + src[i + 1:] for i in spots] + [src + " "]
+
+
+def test_key_and_front_digest_cover_every_input():
+    """The memory front's digest moves with everything the sha256 key covers (source, program name, target,
+    options, compiler version, heddle version), so a memory hit can only be the same kernel's."""
+    src = padded_kernel(301)
+    base = rt.cache_key_of(src, "k.cu", "sm_80", compiler_version="13.0")
+    assert rt.cache_key_of(src, "k.cu", "sm_80", compiler_version="13.0") == base  # deterministic
+    variants = [rt.cache_key_of(s, "k.cu", "sm_80", compiler_version="13.0") for s in _edits(src)] + [
+        rt.cache_key_of(src, "other.cu", "sm_80", compiler_version="13.0"),
+        rt.cache_key_of(src, "k.cu", "sm_90a", compiler_version="13.0"),
+        rt.cache_key_of(src, "k.cu", "sm_80", lineinfo=True, compiler_version="13.0"),
+        rt.cache_key_of(src, "k.cu", "sm_80", options=["-DX=1"], compiler_version="13.0"),
+        rt.cache_key_of(src, "k.cu", "sm_80", compiler_version="13.1"),
+        rt.cache_key_of(src, "k.cu", "sm_80", compiler_version="13.0", heddle_version="0.0.0-other"),
+    ]
+    assert len({k for k, _ in variants} | {base[0]}) == len(variants) + 1  # sha256 keys
+    assert len({f for _, f in variants} | {base[1]}) == len(variants) + 1  # front digests
+    # the source's digest stands in the front's material at the source's place, with its length: a source
+    # and a name that shift bytes between them do not collide
+    assert rt.cache_key_of("ab", "c", "sm_80")[1] != rt.cache_key_of("a", "bc", "sm_80")[1]
+
+
+@requires_nvrtc
+def test_memory_hit_never_serves_another_inputs_kernel(cache, monkeypatch):
+    """With the kernel in memory, any change of source (first, middle, last byte, length), options, target or a
+    code-changing environment variable compiles (or reads the disk), never hits the memory entry."""
+    src = padded_kernel(302)
+    first = rt.compile(src, "k.cu", "sm_80")
+    assert rt.compile(src, "k.cu", "sm_80").cache_source == "memory"
+    changed = [rt.compile(s, "k.cu", "sm_80") for s in _edits(src)] + [
+        rt.compile(src, "k.cu", "sm_90a"),
+        rt.compile(src, "k.cu", "sm_80", lineinfo=True),
+        rt.compile(src, "k.cu", "sm_80", options=["-DHEDDLE_TEST=3"]),
+        rt.compile(src, "other.cu", "sm_80"),
+    ]
+    monkeypatch.setenv("HEDDLE_FAST_MATH", "1")
+    changed.append(rt.compile(src, "k.cu", "sm_80"))
+    assert [r.cache_source for r in changed] == ["compiled"] * len(changed)
+    assert len({r.key for r in changed} | {first.key}) == len(changed) + 1
+    monkeypatch.delenv("HEDDLE_FAST_MATH")
+    again = rt.compile(src, "k.cu", "sm_80")
+    assert again.cache_source == "memory" and again.key == first.key

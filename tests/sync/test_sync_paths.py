@@ -133,6 +133,34 @@ def test_a_barrier_written_inside_a_divergent_branch_is_refused(cond, where):
         _C.sync_lab(prog, 1)
 
 
+def test_a_condition_reaching_the_thread_through_lets_is_checked():
+    """check_uniformity expands the kernel's lets: a barrier under a condition three lets away from tid is
+    refused, one under a ten-let chain from a uniform scalar is accepted (its expansion is skipped: no thread)."""
+    chain = [("let", "r", "tid"), ("let", "s", "r * 2"), ("let", "u", "s + 1")]
+    prog = chain + [("write", "X", 0, "a"), ("if", "u < 64", [("barrier",)]), ("read", "X", 0, "b")]
+    with pytest.raises(_C.HeddleError, match=r"must be executed by the whole block.*inside if \(u < 64\)"):
+        _C.sync_lab(prog, 1)
+    uniform = [("let", "c0", "f + 1")] + [("let", f"c{i}", f"c{i - 1} * 2 + c{i - 1}") for i in range(1, 10)]
+    prog = uniform + [("write", "X", 0, "a"), ("if", "3 < c9", [("barrier",)]), ("read", "X", 0, "b")]
+    assert _C.sync_lab(prog, 1).count_syncs("block_sync") >= 1
+    deep = uniform + [("let", "c10", "c9 + tid")]  # the thread at the end of the chain
+    prog = deep + [("write", "X", 0, "a"), ("if", "3 < c10", [("barrier",)]), ("read", "X", 0, "b")]
+    with pytest.raises(_C.HeddleError, match=r"inside if \(3 < c10\)"):
+        _C.sync_lab(prog, 1)
+
+
+def test_a_lane_dependent_condition_is_not_sampled_per_warp():
+    """A condition naming the warp alone is evaluated once per warp; one reaching the lane (directly or through
+    lets) is evaluated per thread: lane < 16 spelled through a let is still refused around a block barrier."""
+    for lets, cond in (([("let", "r", "warp * 32 + lane")], "r % 32 < 16"), ([("let", "q", "lane")], "q < 16")):
+        prog = lets + [("write", "X", 0, "a"), ("if", cond, [("barrier",)]), ("read", "X", 0, "b")]
+        with pytest.raises(_C.HeddleError, match="must be executed by the whole block"):
+            _C.sync_lab(prog, 1)
+    # warp-only: warp < 4 holds for the whole 128-thread block, warp < 2 splits it
+    ok = [("write", "X", 0, "a"), ("if", "warp < 4", [("barrier",)]), ("read", "X", 0, "b")]
+    assert _C.sync_lab(ok, 1).count_syncs("block_sync") >= 1
+
+
 def test_warps_are_the_target_s_wavefronts():
     # an AMD s_barrier needs wave-uniform control flow (docs/backends.md, "Barrier objects"): 128 threads
     # on gfx90a are two 64-wide wavefronts, so tid < 64 is one whole wavefront and tid < 32 splits one;

@@ -6,6 +6,7 @@
 //            | ("write" | "read", buffer, stage_expr, mapping[, async])   async on an AMD target: LDS DMA (vmcnt)
 //                a mapping "name@LO:HI" spreads the elements over threads LO..HI-1 (a role of the block)
 //            | ("if", cond_expr, [then...][, [else...]])               cond naming an unbound variable: both paths
+//            | ("let", var, expr)                                      a value the kernel computes (const int var = expr)
 //            | ("commit",) | ("barrier",) | ("wait", n) | ("setmaxnreg", registers)   (a .dec: a warpgroup collective)
 //            | ("buffer", name, bytes_per_stage[, align])       declare before use (default 128 B, align 16)
 //            | ("barrier_init", id, waves) | ("barrier_join", id) | ("barrier_leave",)
@@ -92,6 +93,8 @@ void build(kir::Kernel& k, kir::Block& b, const py::list& prog, int stages, cons
       nb->cols = (int)(t[2].cast<int64_t>() / 2);
       nb->align = t.size() > 3 ? t[3].cast<int>() : 16;
       k.addBuffer(std::move(nb));
+    } else if (op == "let") {
+      b.add<kir::Let>(t[1].cast<std::string>(), bindings::parseExprArg(t[2]));
     } else if (op == "commit") {
       b.add<kir::Sync>(kir::SyncKind::CpAsyncCommit);
     } else if (op == "barrier") {

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
 #include <optional>
 
 #include "heddle/bindings/launch_args.h"
@@ -179,6 +180,30 @@ void bindCompile(py::module_& rt) {
       },
       "Device headers kernels can #include (\"heddle/<file>.cuh\").");
   rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
+  rt.def(
+      "cache_key_of",
+      [](const std::string& source, const std::string& name, const std::string& arch, bool lineinfo,
+         const std::vector<std::string>& options, const std::string& compilerVersion,
+         std::optional<std::string> heddleVersion) {
+        KeyInputs in;
+        in.source = source;
+        in.name = name;
+        in.options.arch = arch;
+        in.options.lineinfo = lineinfo;
+        in.options.extraOptions = options;
+        in.compilerVersion = compilerVersion;
+        in.headersDigest = embeddedHeadersDigest();
+        if (heddleVersion) in.heddleVersion = *heddleVersion;
+        auto [a, b] = frontDigest(in);
+        char front[33];
+        std::snprintf(front, sizeof front, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+        return py::make_tuple(KernelCache::computeKey(in), std::string(front));
+      },
+      py::arg("source"), py::arg("name"), py::arg("arch"), py::arg("lineinfo") = false,
+      py::arg("options") = std::vector<std::string>{}, py::arg("compiler_version") = "",
+      py::arg("heddle_version") = py::none(),
+      "(sha256 cache key, memory-front digest) of a compile's key inputs with the embedded headers; "
+      "heddle_version names another heddle build (the key of a kernel compiled by it).");
 }
 
 void bindCache(py::module_& rt) {

@@ -1,6 +1,7 @@
 // compile(): merge headers, pick in-process or isolated NVRTC, go through the kernel cache.
 #include "heddle/runtime/rtc.h"
 
+#include <functional>
 #include <mutex>
 
 #include "heddle/runtime/cuda/nvrtc_stamp.h"
@@ -20,8 +21,9 @@ struct StaleNvrtcRecord {};  // the version recorded for the library file was no
 // The NVRTC version for the key: the loaded library's; before it is loaded, the one the cache directory
 // recorded for the file the loader would open (nvrtc_stamp.h), so a warm process never loads NVRTC;
 // else NVRTC is loaded (throws when absent) and its version recorded.
-std::string keyNvrtcVersion(const std::string& cacheDir, bool trustRecord) {
+std::string keyNvrtcVersion(const std::function<std::string()>& cacheDirOf, bool trustRecord) {
   if (const Nvrtc* loaded = Nvrtc::loadedInstance()) return loaded->version();
+  const std::string cacheDir = cacheDirOf();
   if (trustRecord) {
     std::string recorded = rememberedNvrtcVersion(cacheDir);
     if (!recorded.empty()) return recorded;
@@ -31,7 +33,7 @@ std::string keyNvrtcVersion(const std::string& cacheDir, bool trustRecord) {
   return nvrtc.version();
 }
 
-CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir, bool trustRecord) {
+CachedKernel compileWith(const CompileRequest& req, const std::function<std::string()>& cacheDir, bool trustRecord) {
   KeyInputs in;
   in.source = req.source;
   in.name = req.name;
@@ -51,9 +53,9 @@ CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir,
   auto run = [&]() -> RtcResult {
     const Nvrtc& nvrtc = Nvrtc::instance();  // a miss: now NVRTC is needed
     if (nvrtc.version() != in.compilerVersion) throw StaleNvrtcRecord{};
-    if (isolate) return compileIsolated(in.source, in.name, headers, in.options);
+    if (isolate) return compileIsolated(req.source, in.name, headers, in.options);
     std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
-    return nvrtc.compile(in.source, in.name, headers, in.options);
+    return nvrtc.compile(req.source, in.name, headers, in.options);
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
 
@@ -67,13 +69,17 @@ CachedKernel compileWith(const CompileRequest& req, const std::string& cacheDir,
 }  // namespace
 
 CachedKernel compile(const CompileRequest& req) {
-  KernelCache& cache = KernelCache::global();
-  const std::string cacheDir = req.useCache && cache.diskEnabled() ? cache.diskDir() : std::string();
+  // the directory whose record names the NVRTC version, read only while NVRTC is not loaded (a memory
+  // hit in a process that compiled before does not look at the environment)
+  auto cacheDir = [&req] {
+    KernelCache& cache = KernelCache::global();
+    return req.useCache && cache.diskEnabled() ? cache.diskDir() : std::string();
+  };
   try {
     return compileWith(req, cacheDir, /*trustRecord=*/true);
   } catch (const StaleNvrtcRecord&) {  // the library file changed in place and kept its identity
-    forgetNvrtcVersion(cacheDir);
-    rememberNvrtcVersion(cacheDir, Nvrtc::instance());
+    forgetNvrtcVersion(cacheDir());
+    rememberNvrtcVersion(cacheDir(), Nvrtc::instance());
     return compileWith(req, cacheDir, /*trustRecord=*/false);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "heddle/ir/errors.h"
 #include "heddle/runtime/cuda/nvrtc.h"
@@ -21,7 +22,7 @@ class ByteWriter {
   void u32(uint32_t v) { put(v, 4); }
   void u64(uint64_t v) { put(v, 8); }
   void f64(double v);
-  void str(const std::string& s) {
+  void str(std::string_view s) {
     u64(s.size());
     buf_ += s;
   }

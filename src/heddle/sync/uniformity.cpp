@@ -14,10 +14,10 @@
 // kernel computes from them are substituted) at sample values of its other variables, which are
 // uniform: the largest of {block, 128, warp} over whose aligned chunks it never varies, else 1. Loops
 // with thread-dependent bounds count like a branch; a loop or branch with no collective op inside is
-// not evaluated (nothing in it can be refused). The hazard planner places only uniform
-// barriers on its own (hazards.h); this check covers the ops the Hopper passes place by
-// construction and everything the lowering emitted, so a role branch that splits a warpgroup or a
-// block barrier inside a role fails here, at lowering, not as a hang on the GPU.
+// not evaluated (nothing in it can be refused), nor is a condition whose let chain names no thread.
+// The hazard planner places only uniform barriers on its own (hazards.h); this check covers the ops
+// the Hopper passes place by construction and everything the lowering emitted, so a role branch that
+// splits a warpgroup or a block barrier inside a role fails here, at lowering, not as a hang on the GPU.
 #include <sstream>
 
 #include "heddle/sync/plan.h"
@@ -36,8 +36,18 @@ struct Checker {
   // ends drops the barrier (the simulator runs that); one that skips it and goes on is a deadlock
   // the simulator reports. CUDA's bar.sync 0 needs the block.
   bool waveBarriers = false;
-  std::map<std::string, IExpr> lets;           // values computed in the kernel (substituted before evaluation)
-  std::vector<std::pair<IExpr, bool>> guards;  // enclosing conditions (and whether negated): who gets here
+  std::map<std::string, IExpr> lets;  // values computed in the kernel (substituted before evaluation)
+  // enclosing conditions (the kernel IR's own, by address; and whether negated): who gets here
+  std::vector<std::pair<const IExpr*, bool>> guards;
+  // expand() of the kernel IR's expressions under the current `lets`, by address: every condition
+  // nested in a branch expands that branch's guard again, and a let chain is rebuilt round by round
+  // each time. A let changes what expand() gives, so each one clears it.
+  std::map<const IExpr*, IExpr> expanded;
+
+  const IExpr& expandOnce(const IExpr& e) {
+    auto it = expanded.find(&e);
+    return it != expanded.end() ? it->second : expanded.emplace(&e, expand(e)).first->second;
+  }
 
   IExpr expand(IExpr e) const {
     for (int i = 0; i < 8; ++i) {
@@ -56,13 +66,41 @@ struct Checker {
   // the enclosing conditions let through. The condition and the guards are evaluated for every
   // thread at each sample, flattened once (IExpr::Program: slots, no exceptions): a thread whose
   // guard or value cannot be evaluated (a divisor sampled as 0) counts as not here.
-  int granularity(const IExpr& raw) const {
-    IExpr e = expand(raw);
+  // Whether expand(e) can name a thread built-in, from expand()'s rounds run on variable sets rather
+  // than trees: substitution maps a tree's variables exactly so and simplification only drops some, so
+  // the set holds every variable of the expansion and `false` is exact. A loop bound or condition in
+  // a long let chain (stream-K's tile range) is thread-independent, and its expansion is not built.
+  bool mayUseThread(const IExpr& e) const {
+    std::set<std::string> vs;
+    e.collectVars(vs);
+    for (int i = 0; i < 8; ++i) {
+      std::set<std::string> next;
+      bool substituted = false;
+      for (auto& v : vs) {
+        auto it = lets.find(v);
+        if (it == lets.end()) {
+          next.insert(v);
+          continue;
+        }
+        substituted = true;
+        it->second.collectVars(next);
+      }
+      if (!substituted) break;
+      vs.swap(next);
+    }
+    for (auto& v : vs)
+      if (kir::isThreadBuiltin(v)) return true;
+    return false;
+  }
+
+  int granularity(const IExpr& raw) {
+    if (!mayUseThread(raw)) return T;
+    const IExpr& e = expandOnce(raw);
     if (!e.usesThread()) return T;
     std::set<std::string> vs;
     e.collectVars(vs);
-    std::vector<IExpr> gs;
-    for (auto& [g, neg] : guards) gs.push_back(expand(g)), gs.back().collectVars(vs);
+    std::vector<const IExpr*> gs;
+    for (auto& [g, neg] : guards) gs.push_back(&expandOnce(*g)), gs.back()->collectVars(vs);
     std::vector<std::string> slots = {"tid", "warp", "lane"};
     const size_t nThread = slots.size();
     for (auto& v : vs)
@@ -70,15 +108,22 @@ struct Checker {
     const size_t nOthers = slots.size() - nThread;
     const IExpr::Program pe = e.compile(slots);
     std::vector<IExpr::Program> pg;
-    for (auto& g : gs) pg.push_back(g.compile(slots));
+    for (auto* g : gs) pg.push_back(g->compile(slots));
     static const int64_t kSamples[] = {0, 1, 2, 5, 64, 1000};
     constexpr int64_t kOff = INT64_MIN;  // thread not here
     const int combos = nOthers == 0 ? 1 : 12;
     std::vector<std::vector<int64_t>> values(T, std::vector<int64_t>(combos, kOff));
     std::vector<int64_t> env(slots.size(), 0);
+    // naming the warp alone (role conditions such as warp < 4), the condition and the guards read no
+    // input that differs inside a warp: each warp's first thread stands for the others
+    const bool perWarp = !vs.count("tid") && !vs.count("lane");
     for (int c = 0; c < combos; ++c) {
       for (size_t i = 0; i < nOthers; ++i) env[nThread + i] = kSamples[(c + i * 3 + (c / 6) * i) % 6];
       for (int t = 0; t < T; ++t) {
+        if (perWarp && t % W) {
+          values[t][c] = values[t - t % W][c];
+          continue;
+        }
         env[0] = t, env[1] = t / W, env[2] = t % W;
         bool here = true;
         for (size_t j = 0; j < pg.size() && here; ++j) {
@@ -185,7 +230,7 @@ struct Checker {
           const bool matters = std::max(maxNeed(c.thenBody), maxNeed(c.elseBody)) > 1;
           int cg = c.electWarp >= 0 ? 1 : matters ? granularity(c.cond) : g;
           std::string w = cg < g ? "if (" + c.cond.str() + ")" : where;
-          guards.push_back({c.cond, false});
+          guards.push_back({&c.cond, false});
           walk(c.thenBody, std::min(g, cg), w);
           guards.back().second = true;
           walk(c.elseBody, std::min(g, cg), cg < g ? "the else branch of if (" + c.cond.str() + ")" : where);
@@ -195,6 +240,7 @@ struct Checker {
         case kir::NodeKind::Let: {
           auto& l = static_cast<const kir::Let&>(n);
           lets[l.var] = l.value;
+          expanded.clear();
           break;
         }
         default: break;
@@ -206,7 +252,7 @@ struct Checker {
 }  // namespace
 
 void checkUniformity(const kir::Kernel& k, const TargetInfo& target) {
-  Checker ch{std::max(1, k.launch.threads), std::max(1, target.warpSize), target.waveBarrier, {}, {}};
+  Checker ch{std::max(1, k.launch.threads), std::max(1, target.warpSize), target.waveBarrier, {}, {}, {}};
   ch.walk(k.body, ch.T, "the kernel body");
 }
 

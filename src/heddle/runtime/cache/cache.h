@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -28,7 +29,8 @@ enum class CacheSource { Memory, Disk, Remote, Compiled };
 const char* cacheSourceName(CacheSource s);  // "memory", "disk", "remote", "compiled"
 
 struct KeyInputs {
-  std::string source;
+  // The source is read, never copied: it stays the caller's (the request's) for the lookup and the compile.
+  std::string_view source;
   std::string name;
   std::map<std::string, std::string> headers;
   RtcOptions options;
@@ -36,7 +38,14 @@ struct KeyInputs {
   // When set, stands for `headers` in the key (a digest computed once per process for the
   // embedded device headers, so a cache hit does not re-hash ~100 KB of header text).
   std::string headersDigest;
+  // The heddle build the key is for (a test names another one to see the key move).
+  std::string_view heddleVersion = kHeddleVersion;
+  static const char* const kHeddleVersion;
 };
+
+// The memory front's 128-bit digest of everything computeKey covers (the same fields, the source
+// through its own digest): what a memory hit pays instead of sha256. See KernelCache::front_.
+std::pair<uint64_t, uint64_t> frontDigest(const KeyInputs& in);
 
 // Bytes a result holds (cubin, PTX, logs, names and the struct itself): memoryBytes() counts each entry so.
 size_t resultBytes(const RtcResult& r);
@@ -117,7 +126,7 @@ class KernelCache {
   std::list<std::string> lru_;  // keys, most recently used first
   std::unordered_map<std::string, MemoryEntry> memory_;
   // The memory lookup's front: a 128-bit non-cryptographic digest of the key material -> the key,
-  // so a memory hit does not pay sha256 over the source (cheapKey in cache.cpp). A digest whose
+  // so a memory hit does not pay sha256 over the source (frontDigest). A digest whose
   // key left memory_ falls through to the full lookup; the table is dropped when it outgrows memory_.
   struct Digest128Hash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& d) const { return size_t(d.first ^ (d.second * 31)); }

@@ -251,9 +251,9 @@ CachedKernel compileHip(const CompileRequest& req) {
   // isolated unless asked otherwise: HEDDLE_RTC_ISOLATE=0 or options.isolate = false
   bool isolate = req.options.isolate.value_or(isolateByDefault());
   auto run = [&]() -> RtcResult {
-    if (isolate) return compileInChild(h, in.source, in.name, in.headers, in.options);
+    if (isolate) return compileInChild(h, req.source, in.name, in.headers, in.options);
     std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
-    return h.compile(in.source, in.name, in.headers, in.options);
+    return h.compile(req.source, in.name, in.headers, in.options);
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
   CachedKernel out;
