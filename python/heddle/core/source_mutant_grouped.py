@@ -8,6 +8,7 @@ codegen CLikePrinter::groupedWalk, docs/grouped.md), registered into heddle.core
                      group's end row one further (the epilogue stores one row of the next group)
   group_walk_offset  the offset index: the group end read from offs[e + 1] / offs[e - 1] (the neighbour's
                      end; at the ends, a read outside offs), the expert whose weights B points at off by one
+                     (the sm_100a kernel: the expert coordinate of B's 3-D tensor map off by one)
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ _EDITS = {
         (r"= offs\[e\];", "= offs[e + 1];", "group end offs[e] -> offs[e + 1]"),
         (r"= offs\[e\];", "= offs[e - 1];", "group end offs[e] -> offs[e - 1]"),
         (r"B \+= \(long long\)batch_idx \*", "B += (long long)(batch_idx ^ 1) *", "the expert's weights w[e] -> w[e ^ 1]"),
+        # the sm_100a kernel loads w by TMA: the expert is its 3-D map's third coordinate
+        (r"(&tmB, [^;]*?, )batch_idx,", r"\1(batch_idx ^ 1),", "the expert coordinate of w's map e -> e ^ 1"),
     ],
 }
 

@@ -93,11 +93,12 @@ def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str
 
 @functools.lru_cache(maxsize=64)
 def grouped_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,
-                   activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool) -> Kernel:
-    """The grouped kernel of one signature on `target` (the cp.async + mma.sync kernel), lowered (and compiled
-    with NVRTC when rtc) once."""
+                   activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool,
+                   tma: bool = True) -> Kernel:
+    """The grouped kernel of one signature on `target` (the cp.async + mma.sync kernel; on sm_100a, when TMA can
+    take x and w, the TMA + tcgen05 kernel), lowered (and compiled with NVRTC when rtc) once."""
     fd = grouped_fusion(dtype, k, n, trans_b, bias, bias_per_expert, activation, out_dtype)
-    fd.auto_schedule(target, -1, n, k)
+    fd.auto_schedule(target, -1, n, k, tma=tma)
     return Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc)
 
 
@@ -109,15 +110,17 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *, bias: Op
     sig = (_DT[x.dtype], int(x.shape[1]), int(w.shape[2]), trans_b, None if bias is None else _DT[bias.dtype],
            bias is not None and bias.dim() == 2, activation, out_dt)
     tensors = [x, stored] + ([bias] if bias is not None else []) + [offs]
+    from ..core.tma import tma_ok
+    tma = tma_ok(x) and tma_ok(stored)  # else the cp.async kernel (sm_100a: docs/grouped.md)
     if x.device.type == "cuda":
         from ..core.runtime import target_for_device
-        k = grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True)
+        k = grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True, tma)
         return k(*tensors)
     from ..core.interpret import interpret_mode
     if interpret_mode():  # the printed kernel on the CPU (heddle/core/interpret.py)
         from ..core.interpret import interpret_target, run_checked
         target = interpret_target()
-        k = grouped_kernel(target, *sig, _vec_for(x), _vec_for(stored), False)
+        k = grouped_kernel(target, *sig, _vec_for(x), _vec_for(stored), False, tma)
         return run_checked(k, tensors)
     from ..core.reference import evaluate
     fd = grouped_fusion(*sig)

@@ -424,7 +424,9 @@ void CLikePrinter::groupedWalk(const kir::Kernel& k) {
   os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn << ";\n";
   os_ << "  const int M = g_end;  // loads zero-fill rows past the group's end; the epilogue stores stop at it\n";
   os_ << "  const int batch_idx = g_e;\n";
-  os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
+  bool bMap = false;  // B loaded by TMA (the sm_100a kernel): batch_idx is its 3-D map's expert coordinate
+  for (auto& m : k.tensorMaps) bMap |= m.operand == "B";
+  if (!bMap) os_ << "  B += (long long)batch_idx * batch_stride_b;\n";
 }
 
 std::string CLikePrinter::print(const kir::Kernel& k) {

@@ -164,14 +164,15 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
   return "";
 }
 
-// A grouped matmul runs on the cp.async + mma.sync kernel, one CTA per (group m-tile, n tile); what that
-// kernel does not do yet is refused here, naming the option (docs/grouped.md, "Not done yet").
-static void checkGroupedSchedule(MatmulTiling& t, const Expr& e) {
+// A grouped matmul runs on the cp.async + mma.sync kernel, or on sm_100a the TMA + tcgen05 kernel (its grouped
+// rules: validateGroupedTcgen05, schedule/tcgen05_schedule.cpp), one CTA per (group m-tile, n tile); what they
+// do not do yet is refused here, naming the option (docs/grouped.md, "Not done yet").
+static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInfo& target) {
   t.grouped = true;
   t.batchedB = true;
   t.groupOffsets = e.groupOffsets;
   const std::string mm = t.mm->name;
-  if (t.loadKind == LoadKind::TmaLoad || !t.roles.empty())
+  if ((t.loadKind == LoadKind::TmaLoad || !t.roles.empty()) && !target.mma.has(MmaKind::Tcgen05))
     fail<ScheduleError>("grouped matmul ", mm,
                         ": the warp-specialized TMA + wgmma grouped kernel is not built yet; cache the operands "
                         "with 'cp_async' (the mma.sync kernel, which sm_90a runs too) and drop warp_specialize");
@@ -399,7 +400,7 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                           "m-tiles-on-blockIdx.x binding");
   }
   t.streamK = mm->streamK;
-  if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e);
+  if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e, target);
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
   validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
@@ -416,7 +417,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
     return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  // a grouped matmul: the cp.async + mma.sync kernel on every NVIDIA target (docs/grouped.md)
+  // a grouped matmul: the cp.async + mma.sync kernel on every NVIDIA target but sm_100a, where TMA-able
+  // operands take the tcgen05 kernel (docs/grouped.md)
   const bool grouped = !mm->definition->groupOffsets.empty();
   if (grouped && !target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: the grouped matmul ", mm->name, " runs on the mma.sync kernel, which ",
@@ -427,7 +429,7 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulWgmma(f, target, given);
   }
-  if (target.mma.has(MmaKind::Tcgen05) && given.tma && !grouped &&
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma &&
       parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulTcgen05(f, target, given);

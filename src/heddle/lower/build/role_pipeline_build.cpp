@@ -46,6 +46,9 @@ IExpr persistentTileCount(const MatmulTiling& t) {
 }
 
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
+  // a grouped matmul's tcgen05 kernel runs one tile per CTA: m0, n0, batch_idx come from the grouped walk
+  // printed at the kernel's top (lower/build/grouped_walk.h, passes/tcgen05_specialize.cpp)
+  if (t.grouped && !t.rolePipeline.persistent) return;
   IExpr M = var("M"), N = var("N");
   IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.rolePipeline.groupM;
   b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));

@@ -50,7 +50,9 @@ void setupTmaOperands(LowerContext& c) {
     p.name = b->role == "A" ? "tmA" : "tmB";
     p.tensor = b->role == "A" ? t.a->name : t.b->name;
     k.params.push_back(p);
-    k.tensorMaps.push_back(specFor(*b, p.name, b->role, b->role == "A" ? t.batched : t.batched && t.batchedB));
+    // B of a grouped matmul ([E, K, N]): a 3-D map over every expert, the tile's expert its third coordinate
+    const bool batchedB = (t.batched || t.grouped) && t.batchedB;
+    k.tensorMaps.push_back(specFor(*b, p.name, b->role, b->role == "A" ? t.batched : batchedB));
   }
   kir::walkMut(k.body, [&](kir::Node& n) {
     if (n.kind == kir::NodeKind::TileLoad) {
