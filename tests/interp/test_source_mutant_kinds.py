@@ -34,6 +34,7 @@ APPLIES = {  # family -> the catalogue kinds that must generate mutants for its 
     "sm90_fp8": _SM90 | {"flip_parity_role", "fp8_k_step", "fp8_drop_scale"} | _MAPS,
     "sm100_tcgen05": _SM90 | {"tile_stride", "tmem_stage"} | _MAPS,
     "sm80_grouped": {"stage_modulo", "group_walk_bound", "group_walk_offset"},
+    "sm100_grouped": _SM90 | {"group_walk_bound", "group_walk_offset"} | _MAPS,  # one accumulator stage
     "gfx90a_lds_dma": {"stage_modulo", "amd_fence"},
     "gfx942_lds_dma": {"stage_modulo", "amd_fence"},
     "gfx1200_split_barrier": {"stage_modulo", "amd_fence"},
@@ -75,6 +76,7 @@ SAMPLES = [
     ("sm90_fp8", ("fp8_k_step", "fp8_drop_scale")),
     ("sm100_tcgen05", ("tile_stride",)),
     ("sm80_grouped", ("group_walk_bound", "group_walk_offset")),
+    ("sm100_grouped", ("group_walk_bound", "group_walk_offset")),
     ("gfx90a_lds_dma", ("stage_modulo",)),
     ("gfx942_lds_dma", ("stage_modulo",)),
     ("gfx1200_split_barrier", ("stage_modulo",)),

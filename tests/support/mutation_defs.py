@@ -66,6 +66,8 @@ FAMILIES = {
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
+    "sm100_grouped": (lambda: grouped_defs.scheduled_tcgen05(n=72, k=48), "sm_100a", 390, None,
+                      "sm_100a TMA + tcgen05 grouped matmul: the device walk over 7 ragged expert groups"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
     "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
@@ -79,8 +81,9 @@ def family_kernel(name):
     """(heddle.Kernel, inputs, sms) of a family's representative kernel (lowered only, no NVRTC)."""
     make, target, M, sms, _ = FAMILIES[name]
     fd = make()
-    if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py RAGGED["mixed"] ends at 250)
-        return kernel(fd, target), grouped_defs.grouped_inputs(fd, grouped_defs.RAGGED["mixed"], seed=1), sms
+    if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py "mixed": ends at 250 / 390)
+        ends = (grouped_defs.RAGGED_128 if target == "sm_100a" else grouped_defs.RAGGED)["mixed"]
+        return kernel(fd, target), grouped_defs.grouped_inputs(fd, ends, seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
