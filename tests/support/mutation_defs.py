@@ -185,6 +185,18 @@ KNOWN_SURVIVORS = {
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
     ],
+    'sm100_grouped': [
+        # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc
+        ('delete_fence', 'heddle::sm100::fence_before();'),
+        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # one tile per CTA (docs/grouped.md "sm_100a"): tl is 0, so the accumulator ring's parities tl % 2 and
+        # tl % 1 agree, and the epilogue's release of the accumulator after the CTA's only tile has no waiter
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 50)'),
+        ('delete_sync', 'heddle::sm90::mbar_arrive((accEmpty + (0)));'),
+    ] + _maps_equivalent('tmA', 'tmB'),
     'gfx90a_lds_dma': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
