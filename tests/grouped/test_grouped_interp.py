@@ -7,7 +7,7 @@ import torch
 
 import heddle
 from heddle.interpret import interpret, mutation_kill_rate
-from support.grouped_defs import RAGGED, grouped_inputs, reference, scheduled
+from support.grouped_defs import RAGGED, grouped_inputs, reference, scheduled, small_grouped_mm_case
 from support.interp_defs import needs_cxx
 from support.matmul_defs import schedule
 
@@ -61,14 +61,8 @@ def test_group_walk_mutants_are_caught(kinds):
 def test_grouped_mm_runs_the_printed_kernel_under_interpret(monkeypatch):
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
     monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_80")
-    ends = [0, 37, 37, 100]
-    g = torch.Generator().manual_seed(7)
-    x = (torch.randn(100, 64, generator=g) * 0.5).to(torch.bfloat16)
-    w_nk = (torch.randn(4, 48, 64, generator=g) * 0.5).to(torch.bfloat16)  # [E, N, K], passed as [E, K, N] view
-    bias = torch.randn(48, generator=g).to(torch.bfloat16)
-    offs = torch.tensor(ends, dtype=torch.int32)
+    x, w_nk, bias, offs, ref = small_grouped_mm_case()  # w_nk [E, N, K], passed as [E, K, N] view
     y = heddle.grouped_mm(x, w_nk.transpose(-1, -2), offs, bias=bias, activation="silu", out_dtype=torch.float32)
-    ref = reference(x, w_nk, offs, trans_b=True, bias=bias, activation="silu")
     assert y.dtype == torch.float32 and y.shape == (100, 48)
     assert torch.allclose(y.double(), ref, atol=2e-2, rtol=2e-2)
     monkeypatch.delenv("HEDDLE_INTERPRET")  # the torch path gives the same numbers

@@ -36,6 +36,7 @@ APPLIES = {  # family -> the catalogue kinds that must generate mutants for its 
     "sm80_grouped": {"stage_modulo", "group_walk_bound", "group_walk_offset"},
     "sm90_grouped": _SM90 | {"group_walk_bound", "group_walk_offset"} | _MAPS,
     "sm80_masked": {"stage_modulo", "masked_rows", "group_walk_offset"},
+    "sm100_grouped": _SM90 | {"group_walk_bound", "group_walk_offset"} | _MAPS,  # one accumulator stage
     "gfx90a_lds_dma": {"stage_modulo", "amd_fence"},
     "gfx942_lds_dma": {"stage_modulo", "amd_fence"},
     "gfx1200_split_barrier": {"stage_modulo", "amd_fence"},
@@ -79,6 +80,7 @@ SAMPLES = [
     ("sm80_grouped", ("group_walk_bound", "group_walk_offset")),
     ("sm90_grouped", ("group_walk_bound", "group_walk_offset")),
     ("sm80_masked", ("masked_rows",)),
+    ("sm100_grouped", ("group_walk_bound", "group_walk_offset")),
     ("gfx90a_lds_dma", ("stage_modulo",)),
     ("gfx942_lds_dma", ("stage_modulo",)),
     ("gfx1200_split_barrier", ("stage_modulo",)),

@@ -1,10 +1,11 @@
-"""Builders of the grouped matmul tests (tests/grouped/, the grouped mutation family, the GPU window's grouped
-family): a scheduled grouped fusion, ragged group ends, its inputs and a float64 reference computed expert by
-expert (independent of heddle.reference)."""
+"""Builders of the grouped matmul tests (tests/grouped/, the grouped mutation families, the GPU window's grouped
+families): a scheduled grouped fusion (the sm_80 cp.async kernel, the sm_100a tcgen05 kernel), ragged group
+ends, its inputs and a float64 reference computed expert by expert (independent of heddle.reference)."""
 import torch
 
 import heddle
 from support.matmul_defs import schedule
+from support.tcgen05_defs import roles
 from support.wgmma_defs import schedule_sm90
 
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
@@ -17,6 +18,14 @@ RAGGED = {
     "one_rows": [1, 2, 3, 3, 4],                     # every group one row (or none): T = 4 < one tile
     "many_tiles": [0, 300, 300],                     # one group of 5 tiles (4 whole + 44 rows), empty around it
     "tile_edges": [64, 128, 129, 192, 192],          # ends on tile edges and one past it
+}
+
+# The same cases against the sm_100a kernel's 128-row tiles (tcgen05.mma M = 128).
+RAGGED_128 = {
+    "mixed": [0, 1, 131, 131, 300, 301, 390],        # empty, one row, 2 tiles (mid-tile end), 2 tiles, T % 128 != 0
+    "one_rows": [1, 2, 3, 3, 4],                     # every group one row (or none): T = 4 < one tile
+    "many_tiles": [0, 520, 520],                     # one group of 5 tiles (4 whole + 8 rows), empty around it
+    "tile_edges": [128, 256, 257, 384, 384],         # ends on tile edges and one past it
 }
 
 
@@ -61,6 +70,14 @@ def scheduled_sm90(bm=64, bn=64, bk=16, stages=3, prefetch=1, **kw):
     roles = ({"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 2, "registers": 232}} if wgs == 2
              else {"load": 1, "mma": {"warpgroups": 1}})
     schedule_sm90(fd, x, w, bm=bm, bn=bn, bk=bk, wgs=wgs, stages=stages, prefetch=prefetch, roles=roles)
+    return fd
+
+
+def scheduled_tcgen05(bn=64, bk=16, stages=2, acc_stages=1, **kw):
+    """A grouped fusion with the sm_100a TMA + tcgen05 schedule (tile 128 x bn x bk, roles load / mma /
+    epilogue with acc_stages tensor-memory accumulator stages)."""
+    fd, x, w = grouped_fusion(**kw)
+    schedule_sm90(fd, x, w, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
     return fd
 
 
@@ -137,3 +154,14 @@ def masked_reference(x, w, counts, trans_b=False, bias=None, activation=None):
         we = w[e].double().t() if trans_b else w[e].double()
         out[e, :c] = x[e, :c].double() @ we
     return _epilogue(out, bias, activation)
+
+
+def small_grouped_mm_case(seed=7):
+    """heddle.grouped_mm's small case: x [100, 64], w_nk [4, 48, 64] ([E, N, K]; pass its [E, K, N] view), a
+    shared bias [48], group ends [0, 37, 37, 100] (an empty group) and the float64 reference of silu(x @ w + b)."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(100, 64, generator=g) * 0.5).to(torch.bfloat16)
+    w_nk = (torch.randn(4, 48, 64, generator=g) * 0.5).to(torch.bfloat16)
+    bias = torch.randn(48, generator=g).to(torch.bfloat16)
+    offs = torch.tensor([0, 37, 37, 100], dtype=torch.int32)
+    return x, w_nk, bias, offs, reference(x, w_nk, offs, trans_b=True, bias=bias, activation="silu")

@@ -70,6 +70,8 @@ FAMILIES = {
                      "sm_90a grouped matmul: warp-specialized TMA + wgmma, the walk over 7 ragged groups"),
     "sm80_masked": (lambda: grouped_defs.masked_scheduled(n=72, k=64, stages=2), "sm_80", 130, None,
                     "sm_80 masked layout: 4 experts' row counts (one past the slab, one empty)"),
+    "sm100_grouped": (lambda: grouped_defs.scheduled_tcgen05(n=72, k=48), "sm_100a", 390, None,
+                      "sm_100a TMA + tcgen05 grouped matmul: the device walk over 7 ragged expert groups"),
     "gfx90a_lds_dma": (lambda: amd(kind="async_lds", stages=3, prefetch=2, k=32 * 5), "gfx90a", 72, None,
                        "gfx90a LDS DMA ring, 3 stages prefetch 2"),
     "gfx942_lds_dma": (lambda: amd(kind="async_lds", stages=2, prefetch=1), "gfx942", 72, None,
@@ -83,8 +85,9 @@ def family_kernel(name):
     """(heddle.Kernel, inputs, sms) of a family's representative kernel (lowered only, no NVRTC)."""
     make, target, M, sms, _ = FAMILIES[name]
     fd = make()
-    if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py RAGGED["mixed"] ends at 250)
-        return kernel(fd, target), grouped_defs.grouped_inputs(fd, grouped_defs.RAGGED["mixed"], seed=1), sms
+    if name.endswith("_grouped"):  # M rows in ragged groups (support/grouped_defs.py "mixed": ends at 250 / 390)
+        ends = (grouped_defs.RAGGED_128 if target == "sm_100a" else grouped_defs.RAGGED)["mixed"]
+        return kernel(fd, target), grouped_defs.grouped_inputs(fd, ends, seed=1), sms
     if name.endswith("_masked"):  # row counts against max_tokens M = 130 (support/grouped_defs.py MASKED)
         return kernel(fd, target), grouped_defs.masked_inputs(fd, grouped_defs.MASKED["clamped"], seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
@@ -201,6 +204,18 @@ KNOWN_SURVIVORS = {
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
     ],
+    'sm100_grouped': [
+        # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc
+        ('delete_fence', 'heddle::sm100::fence_before();'),
+        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # one tile per CTA (docs/grouped.md "sm_100a"): tl is 0, so the accumulator ring's parities tl % 2 and
+        # tl % 1 agree, and the epilogue's release of the accumulator after the CTA's only tile has no waiter
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 53)'),
+        ('stage_modulo', 'ring index % 2 -> % 1 (col 50)'),
+        ('delete_sync', 'heddle::sm90::mbar_arrive((accEmpty + (0)));'),
+    ] + _maps_equivalent('tmA', 'tmB'),
     'gfx90a_lds_dma': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 53)'),

@@ -437,6 +437,46 @@ def _():
             Case("nn-E8-bias-per-expert", call=_grouped_case(skewed, per_expert=True, mma="wgmma"), M=1000)]
 
 
+def _grouped_tcgen05_case(ends, n=264, k=200, trans_b=False, activation="gelu"):
+    """The sm_100a TMA + tcgen05 grouped kernel (auto schedule), built for sm_100a whatever heddle.grouped_mm
+    would pick: on the GPU its numbers against float64; in the dry run (CPU) its launch prepared (host
+    checks, tensor maps by the interpreter's encoder) and the reference returned, its numbers being
+    tests/grouped/test_grouped_tcgen05.py's (the interpreter)."""
+    def call(device, seed):
+        import torch
+        from heddle import _C
+        from heddle.reference import evaluate
+        from support.grouped_defs import grouped_fusion, reference
+        g = torch.Generator().manual_seed(seed)
+        E = len(ends)
+        x = (torch.randn(ends[-1], k, generator=g) * 0.5).to(torch.bfloat16)
+        w = (torch.randn(E, n, k, generator=g) * k ** -0.5).to(torch.bfloat16)  # [E, N, K]
+        bias = torch.randn(n, generator=g).to(torch.bfloat16)
+        offs = torch.tensor(ends, dtype=torch.int32)
+        ref = reference(x, w, offs, trans_b=True, bias=bias if activation == "gelu" else None, activation=activation)
+        wk = w if trans_b else w.transpose(-1, -2).contiguous()  # [E, N, K] or [E, K, N]
+        fd, _, _ = grouped_fusion(n=n, k=k, trans_b=trans_b, epilogue="bias_gelu" if activation == "gelu" else "silu")
+        fd.auto_schedule("sm_100a", -1, n, k)
+        kern = heddle.Kernel.build(fd, "sm_100a", rtc=device != "cpu")
+        assert kern.lowered.tile["mma"] == "tcgen05" and kern.lowered.tile["grouped"], kern.name
+        ts = [x, wk] + ([bias] if activation == "gelu" else []) + [offs]
+        if device == "cpu":
+            kern.prepare(ts, tensor_map_encoder=_C.interp.encode_tensor_map_tiled)
+            return evaluate(fd, ts), ref.to(torch.bfloat16)
+        return kern(*[t.to(device) for t in ts]), ref.to(torch.bfloat16)
+    return call
+
+
+@family("grouped_tcgen05", "sm_100a", True, "grouped matmul (MoE) on sm_100a: TMA + tcgen05, the device walk",
+        pinned=False)
+def _():
+    skewed = [0, 1, 300, 300, 301, 733, 740, 1000]  # empty and one-row groups, groups ending mid-tile
+    return [Case("nn-skewed-E8", call=_grouped_tcgen05_case(skewed), M=1000),
+            Case("nt-skewed-E8-silu", call=_grouped_tcgen05_case(skewed, trans_b=True, activation="silu"), M=1000),
+            Case("nt-E64-T129", call=_grouped_tcgen05_case([2 * e + (e % 3) for e in range(63)] + [129], trans_b=True),
+                 M=129)]
+
+
 # --- the launch path itself (runtime checks that only a real driver exercises) -------------------------
 
 def _ok(device):

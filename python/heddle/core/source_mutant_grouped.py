@@ -8,7 +8,7 @@ codegen CLikePrinter::groupedWalk, docs/grouped.md), registered into heddle.core
                      group's end row one further (the epilogue stores one row of the next group)
   group_walk_offset  the offset index: the group end read from offs[e + 1] / offs[e - 1] (the neighbour's
                      end; at the ends, a read outside offs), the expert whose weights B points at off by one
-                     (the sm_90a kernel: the expert coordinate of B's 3-D TMA load)
+                     (the sm_90a and sm_100a kernels: the expert coordinate of B's 3-D TMA load)
   masked_rows        the masked layout's row bound (CLikePrinter::maskedRows): the expert's count ignored (the
                      padding rows stored), not clamped to the slab (a count past max_tokens stores into the
                      next expert's slab), one row further, or read from the neighbour's count counts[e ^ 1]

@@ -84,9 +84,9 @@ def grouped_fusion(dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str
 def grouped_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: Optional[str], bias_per_expert: bool,
                    activation: Optional[str], out_dtype: str, vec_a: int, vec_b: int, rtc: bool,
                    tma: bool = True) -> Kernel:
-    """The grouped kernel of one signature on `target` (the auto schedule: TMA + wgmma on sm_90a when `tma`,
-    the operands meeting TMA's rules; else cp.async + mma.sync), lowered (and compiled with NVRTC when rtc)
-    once."""
+    """The grouped kernel of one signature on `target` (the auto schedule: TMA + wgmma on sm_90a, TMA + tcgen05
+    on sm_100a when `tma`, the operands meeting TMA's rules; else cp.async + mma.sync), lowered (and compiled
+    with NVRTC when rtc) once."""
     fd = grouped_fusion(dtype, k, n, trans_b, bias, bias_per_expert, activation, out_dtype)
     fd.auto_schedule(target, -1, n, k, tma=tma)
     return Kernel.build(fd, target, vec_a=vec_a, vec_b=vec_b, rtc=rtc)

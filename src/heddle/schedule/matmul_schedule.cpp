@@ -164,10 +164,11 @@ std::string tileShapeProblem(const MatmulTiling& t, const TargetInfo& target, in
   return "";
 }
 
-// A grouped matmul runs on the cp.async + mma.sync kernel (every NVIDIA target) or, on a wgmma target, on the
-// warp-specialized TMA + wgmma kernel, one CTA per (group m-tile, n tile) either way; what neither does yet is
-// refused here, naming the option (docs/grouped.md, "Not done yet"). The role pipeline's own options are
-// checked after validateRolePipelineSchedule (checkGroupedRoles).
+// A grouped matmul runs on the cp.async + mma.sync kernel (every NVIDIA target), on a wgmma target on the
+// warp-specialized TMA + wgmma kernel, or on sm_100a on the TMA + tcgen05 kernel (its grouped rules:
+// validateGroupedTcgen05, schedule/tcgen05_schedule.cpp), one CTA per (group m-tile, n tile) in each; what none
+// does yet is refused here, naming the option (docs/grouped.md, "Not done yet"). The wgmma role pipeline's own
+// options are checked after validateRolePipelineSchedule (checkGroupedRoles).
 static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInfo& target) {
   t.grouped = true;
   t.batchedB = true;
@@ -175,14 +176,10 @@ static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInf
   t.groupMasked = e.groupMasked;
   const std::string mm = t.mm->name;
   const bool tma = t.loadKind == LoadKind::TmaLoad || !t.roles.empty();
-  if (tma && target.mma.has(MmaKind::Tcgen05))
-    fail<ScheduleError>("grouped matmul ", mm, ": the tcgen05 grouped kernel is not built yet on ", target.name,
-                        "; cache the operands with 'cp_async' (the mma.sync kernel, which ", target.name,
-                        " runs too) and drop warp_specialize");
   if (tma && e.groupMasked)
     fail<ScheduleError>("grouped matmul ", mm, ": the masked layout runs on the cp.async + mma.sync kernel only; "
                         "cache the operands with 'cp_async' and drop warp_specialize (docs/grouped.md)");
-  if (t.loadKind == LoadKind::TmaLoad && t.roles.empty())
+  if (t.loadKind == LoadKind::TmaLoad && t.roles.empty() && !target.mma.has(MmaKind::Tcgen05))
     fail<ScheduleError>("grouped matmul ", mm,
                         ": its TMA kernel is the warp-specialized one (the TMA pipeline without roles does not walk "
                         "the groups); add warp_specialize({\"load\": 1, \"mma\": {\"warpgroups\": 2}}) (roles "
@@ -454,8 +451,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
   if (target.mma.has(MmaKind::Mfma) || target.mma.has(MmaKind::Wmma))
     return autoScheduleMatmulMfmaWmma(f, target, given);  // schedule/mfma_wmma_schedule.cpp
   const int parts = (int)f.matmuls().size();  // a matmul group: mma.sync with cp.async (validateMatmulGroup)
-  // a grouped matmul: the TMA + wgmma kernel on a wgmma target (operands TMA takes), else the cp.async +
-  // mma.sync kernel on every NVIDIA target (docs/grouped.md)
+  // a grouped matmul: the TMA + wgmma kernel on a wgmma target, the TMA + tcgen05 kernel on sm_100a (operands
+  // TMA takes), else the cp.async + mma.sync kernel on every NVIDIA target (docs/grouped.md)
   const bool grouped = !mm->definition->groupOffsets.empty();
   if (grouped && !target.mma.has(MmaKind::MmaSync))
     fail<ScheduleError>("auto schedule: the grouped matmul ", mm->name, " runs on the mma.sync kernel, which ",
@@ -471,8 +468,8 @@ void autoScheduleMatmul(Fusion& f, const TargetInfo& target, const AutoScheduleH
     auto ca = f.cachesOf(e->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulWgmma(f, target, given);
   }
-  if (target.mma.has(MmaKind::Tcgen05) && given.tma && !grouped &&
-      parts == 1) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
+  if (target.mma.has(MmaKind::Tcgen05) && given.tma && parts == 1 &&
+      !mm->definition->groupMasked) {  // Blackwell: TMA + tcgen05 + roles (schedule/tcgen05_schedule.cpp)
     auto ca = f.cachesOf(mm->definition->inputs[0]);
     if (ca.empty() || ca[0]->loadKind == LoadKind::TmaLoad) return autoScheduleMatmulTcgen05(f, target, given);
   }

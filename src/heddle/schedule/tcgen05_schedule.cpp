@@ -111,6 +111,18 @@ void validateFloat8Operands(const MatmulTiling& t, const TargetInfo& target) {
         "128 (128: one 128-byte swizzle row)");
 }
 
+// A grouped matmul (docs/grouped.md "sm_100a"): one CTA per (group m-tile, n tile), its tile found by the device
+// walk over offs before any mbarrier init or tcgen05.alloc (lower/build/grouped_walk.h); the epilogue stores
+// directly with the row predicate row < offs[e] (split-K, stream-K and clusters are refused for every grouped
+// kernel in checkGroupedSchedule; the TMA-store epilogue for every tcgen05 kernel). What this kernel does not
+// build for a grouped matmul is refused here, naming the option.
+void validateGroupedTcgen05(const RolePipelineSchedule& h) {
+  if (!h.epiTma.empty())
+    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the grouped sm_100a tcgen05 kernel reads its ",
+                        "epilogue operands per element (a per-expert row at the tile's expert); the bias / residual "
+                        "producer role is not built for the grouped tile walk: drop that cache");
+}
+
 }  // namespace
 
 void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
@@ -166,9 +178,10 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
   h.wgRows = t.bm;
   h.coop = true;
   h.warpSpecialized = true;
-  h.persistent = true;
+  h.persistent = !t.grouped;  // grouped: one tile per CTA (validateGroupedTcgen05)
   validateRolesTcgen05(t, h, target);
   validateEpilogueTma(f, t, 2);  // a TMA-loaded bias / residual: its producer on warp 2 (load 0, mma 1)
+  if (t.grouped) validateGroupedTcgen05(h);
 }
 
 // The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64
@@ -210,7 +223,9 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
     TensorView* c = caches.empty() ? f.cacheAfter(in, LoadKind::TmaLoad) : caches[0];
     circularBuffer(c, stages, -1);
   }
-  warpSpecialize(mm, {Role{"load", 1, 0, 0}, Role{"mma", 1, 0, 0}, Role{"epilogue", 4, 0, 0}});
+  // a grouped matmul's CTA runs one tile (validateGroupedTcgen05): one accumulator stage
+  const int accStages = e->groupOffsets.empty() ? 0 : 1;
+  warpSpecialize(mm, {Role{"load", 1, 0, 0}, Role{"mma", 1, 0, 0}, Role{"epilogue", 4, 0, accStages}});
 }
 
 }  // namespace heddle

@@ -46,7 +46,9 @@ IExpr persistentTileCount(const MatmulTiling& t) {
 }
 
 void persistentTileLets(kir::Block& b, const MatmulTiling& t, IExpr tl) {
-  if (t.grouped) return;  // m0, n0, batch_idx: the grouped walk's, before the body (grouped_walk.h)
+  // a grouped matmul's role kernels (wgmma and tcgen05) run one tile per CTA: m0, n0, batch_idx come from the
+  // grouped walk printed at the kernel's top (grouped_walk.h)
+  if (t.grouped) return;
   IExpr M = var("M"), N = var("N");
   IExpr nM = ceilDiv(M, t.bm), nN = ceilDiv(N, t.bn), G = t.rolePipeline.groupM;
   b.stmts.push_back(std::make_unique<kir::Let>("tile", var("bid") + tl * var("num_ctas")));

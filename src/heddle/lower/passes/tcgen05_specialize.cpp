@@ -143,7 +143,16 @@ void tcgen05Specialize(LowerContext& c) {
   Ring ringE;  // the bias / residual: read by the 128 epilogue threads with ordinary loads
   if (epiEdge) ringE = epilogueOperandRing(k, t, h, *epiEdge, *sE, epiR.name, 128);
   kir::Buffer* slot = tmemSlot(k);
-  P.addWalkParams();
+  // A grouped matmul (MatmulTiling::grouped, docs/grouped.md "sm_100a"): not persistent. Each CTA runs the one
+  // (expert, m tile, n tile) that the printed grouped walk (lower/build/grouped_walk.h) found at the kernel's
+  // top, and a surplus CTA of the grid's bound returned there, whole (the walk is CTA-uniform), before any
+  // mbarrier init or tcgen05.alloc, so alloc and dealloc stay paired on every path (PTX ISA 9.7.16.7.1,
+  // tcgen05.alloc / dealloc: all tensor memory a kernel allocates is deallocated before it exits, and no thread
+  // of the allocating warp may have exited; the Tilus TMEM guide states the same pairing). The roles' tile
+  // loops run once; m0, n0, M (= offs[e]) and batch_idx are the walk's.
+  const bool grouped = t.grouped;
+  const kir::LaunchConfig groupedGrid = k.launch;  // (ceil(N / bn), ceil(tokens / bm) + E): grouped_walk.cpp
+  if (!grouped) P.addWalkParams();
 
   // --- the kernel body ----------------------------------------------------------------------
   std::vector<const Ring*> inits{&ring, &ringAcc};
@@ -171,7 +180,8 @@ void tcgen05Specialize(LowerContext& c) {
                           {"init mbarriers, tmem_slot", "", "", "", "",
                            "block barrier: thread 0's mbarrier.init and warp 1's tcgen05.alloc must be visible to "
                            "every role before it arrives, waits or reads tmem_slot (roles diverge after it)"}));
-  const IExpr tilesCta = P.tilesPerCta(), tl = var("tl");  // (not batched: tcgen05_schedule refuses it)
+  // (not batched: tcgen05_schedule refuses it; grouped: one tile per CTA)
+  const IExpr tilesCta = grouped ? IExpr(1) : P.tilesPerCta(), tl = var("tl");
 
   auto wg0 = P.loadWarpgroup(ring, loadR, loadR.firstWarp, tilesCta);  // role load
   {  // role mma: warp 1's elected thread issues every tcgen05 op of the kernel
@@ -271,11 +281,17 @@ void tcgen05Specialize(LowerContext& c) {
   k.tile.inDtypeB = t.b->dtype;  // 8-bit operands may mix e4m3 / e5m2: MmaSm100's B type (the idesc's B format)
   if (t.b->dtype != t.a->dtype) k.name += std::string("_b") + dtypeName(t.b->dtype);
   P.finish("_ws3tc_a" + std::to_string(a), epiEdge ? &ringE : nullptr);
+  if (grouped) {  // the grouped walk's grid, one CTA per tile of the bound, not num_ctas
+    k.launch.gridX = groupedGrid.gridX;
+    k.launch.gridY = groupedGrid.gridY;
+    k.launch.gridZ = groupedGrid.gridZ;
+  }
   std::ostringstream sum;
   sum << "roles: " << loadR.name << " (warp 0) -(" << ring.label << ")-> " << mmaR.name << " (warp 1, tcgen05.mma) -("
       << "accumulator in tensor memory)-> " << epiR.name << " (warps 4-7); ring " << ring.label << ": " << s
       << " stages, released by tcgen05.commit; accumulator ring in tensor memory: " << a << " stage(s) of " << t.bn
       << " columns (" << C << " allocated)";
+  if (grouped) sum << "; grouped: one tile per CTA, found by the walk over offs before any init or alloc";
   if (epiEdge)
     sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << ringE.producer
         << "' (warp " << h.role(PipelineRole::EpiLoad)->firstWarp << ") -> " << epiR.name;
