@@ -106,9 +106,10 @@ def test_auto_schedule_picks_the_wgmma_kernel_and_keeps_mma_sync_reachable():
     assert low.tile["mma"] == "mma.sync" and low.tile["grouped"] and not low.tensor_maps
 
 
-def _tma(roles=None, wgs=1, store=None, stream_k=0):
-    """A grouped fusion on TMA loads with `roles` (None: the TMA pipeline without roles), tile warpgroups wgs."""
-    fd, x, w = grouped_fusion()
+def _tma(roles=None, wgs=1, store=None, stream_k=0, masked=False):
+    """A grouped fusion on TMA loads with `roles` (None: the TMA pipeline without roles), tile warpgroups wgs
+    (masked: the masked layout's definition)."""
+    fd, x, w = grouped_fusion(masked=masked)
     mm = schedule_sm90(fd, x, w, bm=64 * wgs, bn=64, bk=16, wgs=wgs, stages=3, prefetch=1, roles=roles)
     if store:
         mm.epilogue_store(store)
@@ -126,7 +127,9 @@ REFUSED = {
     "pingpong": (lambda: _tma({"load": 1, "mma": {"warpgroups": 2}}), "sm_90a",
                  "ping-pong MMA warpgroups alternate tiles"),
     "stream-k": (lambda: _tma(ONE, stream_k=4), "sm_90a", "stream_k shares a tile's k loop"),
-    "tcgen05": (lambda: _tma(ONE), "sm_100a", "the tcgen05 grouped kernel is not built yet on sm_100a"),
+    "masked": (lambda: _tma(ONE, masked=True), "sm_90a", "the masked layout runs on the cp.async + mma.sync kernel"),
+    "masked-tcgen05": (lambda: _tma(ONE, masked=True), "sm_100a",
+                       "the masked layout runs on the cp.async + mma.sync kernel"),
     "bias-tma": (lambda: _bias_tma(), "sm_90a", "cache_after(bias, 'tma_load'): the grouped kernel reads"),
 }
 

@@ -422,7 +422,7 @@ void CLikePrinter::groupedWalk(const kir::Kernel& k) {
   os_ << "  }\n";
   os_ << "  if (g_e < 0) return;  // a surplus tile of the grid's bound ceil(tokens / bm) + E: the whole CTA exits\n";
   os_ << "  const int m0 = g_m0, n0 = blockIdx." << (t.swapBlocks ? "y" : "x") << " * " << t.bn / t.parts
-      << ";\n";  // a gated pair: bn / 2 columns of each member
+      << ";\n";       // a gated pair: bn / 2 columns of each member
   bool bMap = false;  // the TMA kernel reads w[e] through B's 3-D map at coordinate batch_idx
   for (auto& m : k.tensorMaps) bMap |= m.operand == "B" && m.batched;
   if (bMap)  // A's 2-D map over [T, K]: zero fill only at T

@@ -177,7 +177,8 @@ static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInf
   const std::string mm = t.mm->name;
   const bool tma = t.loadKind == LoadKind::TmaLoad || !t.roles.empty();
   if (tma && e.groupMasked)
-    fail<ScheduleError>("grouped matmul ", mm, ": the masked layout runs on the cp.async + mma.sync kernel only; "
+    fail<ScheduleError>("grouped matmul ", mm,
+                        ": the masked layout runs on the cp.async + mma.sync kernel only; "
                         "cache the operands with 'cp_async' and drop warp_specialize (docs/grouped.md)");
   if (t.loadKind == LoadKind::TmaLoad && t.roles.empty() && !target.mma.has(MmaKind::Tcgen05))
     fail<ScheduleError>("grouped matmul ", mm,
@@ -197,7 +198,7 @@ static void checkGroupedSchedule(MatmulTiling& t, const Expr& e, const TargetInf
                         ") is not supported by the grouped tile walk; drop it");
 }
 
-// The warp-specialized grouped kernel (lower/build/grouped_walk.h): one tile per CTA, cooperative MMA
+// The warp-specialized wgmma grouped kernel (lower/build/grouped_walk.h): one tile per CTA, cooperative MMA
 // warpgroups storing from registers with the row predicate, the operands' TMA loads only.
 static void checkGroupedRoles(const MatmulTiling& t) {
   const auto& h = t.rolePipeline;
@@ -436,11 +437,11 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
   if (!e->groupOffsets.empty()) checkGroupedSchedule(t, *e, target);
   if (t.loadKind != LoadKind::TmaLoad && target.mma.has(MmaKind::MmaSync)) checkWarpTileRegisters(t, target);
   validateMatmulGroup(f, target, t);
-  validateRolePipelineSchedule(f, target, t);  // schedule/role_pipeline_schedule.cpp
-  checkGroupedRoles(t);
-  if (t.streamK > 0) checkStreamKRoles(t);  // schedule/k_share.cpp
-  validateClusterSchedule(target, t);       // schedule/cluster_schedule.cpp
-  validateBlockScaleTiling(t);              // schedule/block_scales.cpp
+  validateRolePipelineSchedule(f, target, t);                   // schedule/role_pipeline_schedule.cpp
+  if (!target.mma.has(MmaKind::Tcgen05)) checkGroupedRoles(t);  // tcgen05's: validateGroupedTcgen05
+  if (t.streamK > 0) checkStreamKRoles(t);                      // schedule/k_share.cpp
+  validateClusterSchedule(target, t);                           // schedule/cluster_schedule.cpp
+  validateBlockScaleTiling(t);                                  // schedule/block_scales.cpp
   return t;
 }
 
