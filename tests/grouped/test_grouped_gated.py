@@ -152,3 +152,13 @@ def test_grouped_mm_gated_names_each_wrong_input(change, needle):
     x, w1, w3, offs = kw.pop("x"), kw.pop("w1"), kw.pop("w3"), kw.pop("offs")
     with pytest.raises(heddle.InputError, match=re.escape("heddle.grouped_mm_gated: ") + ".*" + re.escape(needle)):
         heddle.grouped_mm_gated(x, w1, w3, offs, **kw)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_auto_schedule_keeps_the_pair_on_mma_sync_where_tma_kernels_exist(target):
+    # the TMA grouped kernels (wgmma, tcgen05) take one grouped matmul; the automatic schedule keeps the
+    # gated pair on the matmul-group kernel there (docs/grouped.md, "The gated form")
+    fd, _, _ = gated(n=4096, k=4096)
+    fd.auto_schedule(target, -1, 4096, 4096)
+    low = fd.lower(target)
+    assert low.tile["mma"] == "mma.sync" and "_g2" in low.name and "_grouped" in low.name and not low.tensor_maps

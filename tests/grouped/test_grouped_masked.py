@@ -177,3 +177,13 @@ def test_grouped_mm_masked_names_each_wrong_input(change, needle):
     x, w, counts = kw.pop("x"), kw.pop("w"), kw.pop("counts")
     with pytest.raises(heddle.InputError, match=re.escape(needle)):
         heddle.grouped_mm_masked(x, w, counts, **kw)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_auto_schedule_keeps_the_masked_layout_on_mma_sync_where_tma_kernels_exist(target):
+    # the masked layout runs on the cp.async kernel only (a TMA schedule of it is refused by name,
+    # tests/grouped/test_grouped_wgmma.py): the automatic schedule must not send it to the TMA kernels
+    fd, _, _ = masked_fusion(n=4096, k=4096)
+    fd.auto_schedule(target, -1, 4096, 4096)
+    low = fd.lower(target)
+    assert low.tile["mma"] == "mma.sync" and "_masked" in low.name and not low.tensor_maps

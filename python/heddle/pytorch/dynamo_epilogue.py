@@ -4,8 +4,8 @@ the product, absorb the ops that consume only the running result --
     casts / identity clones anywhere  ->  + bias ([N], before the activation)  ->  one activation
     (a one-node activation, or one written out: dynamo_patterns.match_activation)
 
--- and record the group and a decision per node (heddle.dynamo.explain). dynamo_scaled.py writes the same walk
-out for aten._scaled_mm; it can move onto this one once the FP8 work in flight has merged.
+-- and record the group and a decision per node (heddle.dynamo.explain). dynamo_scaled.py walks aten._scaled_mm's
+epilogue with it too (a bias given to _scaled_mm itself counts as the chain's bias).
 """
 from __future__ import annotations
 

@@ -18,15 +18,14 @@ computed in float32 and rounded once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 import torch.fx as fx
 
 from .. import _C
 from ..core.errors import InputError
-from .dynamo_patterns import ACTIVATION_OPS as _ACTS, DTYPE_CODES as _DT, absorb_cast_or_clone, activation_of, \
-    match_activation
+from .dynamo_epilogue import Chain, Reject as _Reject, val as _val, walk
 from .dynamo_report import Decision, Group, GraphReport, op_label
 
 aten = torch.ops.aten
@@ -35,28 +34,11 @@ LABEL = "_scaled_mm"
 _ARGS = ("a", "b", "scale_a", "scale_b", "bias", "scale_result", "out_dtype", "use_fast_accum")
 
 
-class _Reject(Exception):
-    pass
-
-
 @dataclass
-class _Plan:
-    root: fx.Node
-    args: Dict[str, object]
-    bias: Optional[fx.Node] = None
-    activation: Optional[str] = None
-    chain: List[fx.Node] = field(default_factory=list)
-    steps: List[str] = field(default_factory=list)
-    stop: str = ""
+class _Plan(Chain):
+    """The epilogue chain (dynamo_epilogue.Chain) with _scaled_mm's arguments by name and the graph's target."""
+    args: Dict[str, object] = field(default_factory=dict)
     target: Optional[str] = None
-
-    @property
-    def final(self) -> fx.Node:
-        return self.chain[-1] if self.chain else self.root
-
-
-def _val(n):
-    return n.meta.get("val") if isinstance(n, fx.Node) else n
 
 
 # torch.nn.functional.scaled_mm (its recipes as ints: torch.nn.functional.ScalingType TensorWise 0, RowWise 1)
@@ -105,7 +87,7 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
         if not (info["wgmma"] or info["tcgen05"]):
             raise _Reject(f"target {target} has no 8-bit float tensor-core instruction (FP8 GEMMs need wgmma on "
                           "sm_90a or tcgen05 on sm_100a): torch's _scaled_mm runs it")
-    p = _Plan(root, _bind(root), target=target)
+    p = _Plan(root, args=_bind(root), target=target)
     v = {k: _val(x) for k, x in p.args.items()}
     for name in ("a", "b", "scale_a", "scale_b"):
         if not isinstance(v[name], torch.Tensor):
@@ -121,54 +103,9 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
     if v["out_dtype"] in (torch.float8_e4m3fn, torch.float8_e5m2):
         p.stop = "an 8-bit output takes no epilogue after it"
         return p
-    p.bias = p.args["bias"]
-    cur = p.root
-    while not p.stop:
-        users = list(cur.users)
-        if len(users) != 1 or users[0].op != "call_function":
-            p.stop = f"{cur.name} has {len(users)} users" if len(users) != 1 else f"{cur.name} is a graph output"
-            break
-        why = _absorb(p, cur, users[0])
-        if why is None:
-            p.chain.append(users[0])
-            cur = users[0]
-            continue
-        region = match_activation(cur) if p.activation is None else None
-        if region is None:
-            p.stop = why
-            break
-        p.activation = region[0]
-        p.steps.append(f"-> {region[0]} (written out: {len(region[1])} ops)")
-        p.chain.extend(region[1])
-        cur = region[1][-1]
+    p.bias = p.args["bias"]  # torch's own bias argument: a bias add after it is a second bias
+    walk(p, "scaled_mm")  # dynamo_epilogue.walk: casts, an [N] bias, one activation
     return p
-
-
-def _absorb(p: _Plan, cur: fx.Node, u: fx.Node) -> Optional[str]:
-    """Absorb `u`, the only user of `cur`; the reason why not, else None."""
-    t, vcur, vu = u.target, _val(cur), _val(u)
-    done, why = absorb_cast_or_clone(u, p.steps)
-    if done:
-        return why
-    if t is aten.add.Tensor and u.kwargs.get("alpha", 1) == 1:
-        other = u.args[1] if u.args[0] is cur else u.args[0]
-        vo = _val(other)
-        if not isinstance(vo, torch.Tensor) or vo.dim() != 1 or vo.shape[0] != vcur.shape[-1] or \
-                vo.dtype not in _DT or tuple(vu.shape) != tuple(vcur.shape):
-            return f"{u.name} adds {getattr(other, 'name', other)}: not an [N] bias"
-        if p.bias is not None or p.activation is not None:
-            return f"{u.name}: a second bias, or a bias after the activation"
-        p.bias = other
-        p.steps.append("+ bias")
-        return None
-    if t in _ACTS:
-        act = activation_of(u)
-        if p.activation is not None:
-            return f"{u.name}: a second activation"
-        p.activation = act
-        p.steps.append(f"-> {act}")
-        return None
-    return f"{u.name} ({op_label(u)}) is not a scaled_mm epilogue op"
 
 
 def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
