@@ -10,7 +10,7 @@ epilogue with it too (a bias given to _scaled_mm itself counts as the chain's bi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 import torch
 import torch.fx as fx
@@ -92,28 +92,30 @@ def _absorb(c: Chain, cur: fx.Node, u: fx.Node, what: str) -> Optional[str]:
     return f"{u.name} ({op_label(u)}) is not a {what} epilogue op"
 
 
-def rewrite_each(roots: List[fx.Node], label: str, rewrite: Callable[[fx.Node], tuple], report: GraphReport,
-                 why: Dict[str, Decision], enabled: bool) -> None:
+def rewrite_each(roots: List[fx.Node], label: Union[str, Callable[[fx.Node], str]], rewrite: Callable[[fx.Node], tuple],
+                 report: GraphReport, why: Dict[str, Decision], enabled: bool) -> None:
     """For every root: rewrite(root) -> (the Chain, the heddle op's name), or Reject with the reason; record
-    the group and a decision for each node of it. A rewrite bug warns and leaves the node to torch."""
+    the group and a decision for each node of it (`label`: the roots' op label, or a function of the root).
+    A rewrite bug warns and leaves the node to torch."""
     for root in roots:
+        label_of = label if isinstance(label, str) else label(root)
         if not enabled:
-            why[root.name] = Decision(root.name, label, "not fused", "fusion disabled (options={'fuse': False})")
+            why[root.name] = Decision(root.name, label_of, "not fused", "fusion disabled (options={'fuse': False})")
             continue
         try:
             c, op = rewrite(root)
         except Reject as e:
-            why[root.name] = Decision(root.name, label, "not fused", str(e))
+            why[root.name] = Decision(root.name, label_of, "not fused", str(e))
             continue
         except Exception as e:  # never break the user's model over a rewrite bug
             import warnings
-            warnings.warn(f"heddle: could not fuse {root.name} ({label}): {type(e).__name__}: {e}; it stays "
+            warnings.warn(f"heddle: could not fuse {root.name} ({label_of}): {type(e).__name__}: {e}; it stays "
                           "with torch")
-            why[root.name] = Decision(root.name, label, "not fused", f"internal error: {type(e).__name__}: {e}")
+            why[root.name] = Decision(root.name, label_of, "not fused", f"internal error: {type(e).__name__}: {e}")
             continue
         gi = len(report.groups)
         names = [root.name] + [n.name for n in c.chain]
         report.groups.append(Group(gi, root.name, names, op, " ".join(c.steps), c.stop))
-        why[root.name] = Decision(root.name, label, "fused", f"-> {op}", gi)
+        why[root.name] = Decision(root.name, label_of, "fused", f"-> {op}", gi)
         for n in c.chain:
             why[n.name] = Decision(n.name, op_label(n), "absorbed", f"into group {gi} ({op})", gi)

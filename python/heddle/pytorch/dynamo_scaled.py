@@ -17,6 +17,7 @@ computed in float32 and rounded once.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -25,8 +26,8 @@ import torch.fx as fx
 
 from .. import _C
 from ..core.errors import InputError
-from .dynamo_epilogue import Chain, Reject as _Reject, val as _val, walk
-from .dynamo_report import Decision, Group, GraphReport, op_label
+from .dynamo_epilogue import Chain, Reject as _Reject, rewrite_each, val as _val, walk
+from .dynamo_report import Decision, GraphReport
 
 aten = torch.ops.aten
 
@@ -143,7 +144,7 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                       name=f"heddle_{p.root.name}_q"))
             nodes.append(made[-1])
         new = g.create_node("call_function", target, tuple(nodes), name=f"heddle_{p.root.name}")
-    with (fake_mode if fake_mode is not None else _null()):
+    with (fake_mode if fake_mode is not None else contextlib.nullcontext()):
         for n in made:
             n.meta["val"] = n.target(_val(n.args[0]), *n.args[1:], **n.kwargs)
         new.meta["val"] = target(*[_val(n) for n in nodes])
@@ -175,37 +176,13 @@ def _steps(i: int, src, want, spec):
     return steps
 
 
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *a):
-        return False
-
-
 def fuse_scaled(gm: fx.GraphModule, fake_mode, report: GraphReport, why: Dict[str, Decision], enabled: bool,
                 target: Optional[str]) -> None:
     """Rewrite every aten._scaled_mm of `gm` with its epilogue into a heddle op (or say why not, in `why`)."""
-    for root in [n for n in gm.graph.nodes if is_scaled_mm(n)]:
-        label = LABEL if root.target is aten._scaled_mm.default else V2_LABEL
-        if not enabled:
-            why[root.name] = Decision(root.name, label, "not fused", "fusion disabled (options={'fuse': False})")
-            continue
-        try:
-            p = _plan(root, target)
-            names = [root.name] + [c.name for c in p.chain]
-            labels = [label] + [op_label(c) for c in p.chain]
-            op = _apply(gm, p, fake_mode)
-        except _Reject as e:
-            why[root.name] = Decision(root.name, label, "not fused", str(e))
-            continue
-        except Exception as e:  # never break the user's model over a rewrite bug
-            import warnings
-            warnings.warn(f"heddle: could not fuse {root.name} ({label}): {type(e).__name__}: {e}; it stays with torch")
-            why[root.name] = Decision(root.name, label, "not fused", f"internal error: {type(e).__name__}: {e}")
-            continue
-        gi = len(report.groups)
-        report.groups.append(Group(gi, names[0], names, op, " ".join(p.steps), p.stop))
-        why[names[0]] = Decision(names[0], label, "fused", f"-> {op}", gi)
-        for nm, lb in zip(names[1:], labels[1:]):
-            why[nm] = Decision(nm, lb, "absorbed", f"into group {gi} ({op})", gi)
+
+    def rewrite(root):
+        p = _plan(root, target)
+        return p, _apply(gm, p, fake_mode)
+    rewrite_each([n for n in gm.graph.nodes if is_scaled_mm(n)],
+                 lambda root: LABEL if root.target is aten._scaled_mm.default else V2_LABEL, rewrite, report, why,
+                 enabled)

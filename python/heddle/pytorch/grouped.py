@@ -30,35 +30,19 @@ from ..core.reference import _UNARY
 from ..core.tma import tma_ok
 from .custom_ops import register_op
 from .grouped_args import DTYPES as _DT
-from .grouped_args import check_epilogue, stored_weights
+from .grouped_args import check_contraction, check_epilogue, check_index, check_tokens, stored_weights
 
 
 def _check(x, w, offs, bias, activation, out_dtype):
     """InputError naming the first wrong argument; else (trans_b, w as stored [E, K, N] or [E, N, K])."""
-    for name, t in (("x", x), ("w", w), ("offs", offs)):
-        if not isinstance(t, torch.Tensor):
-            raise InputError(f"heddle.grouped_mm: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if x.dtype not in (torch.float16, torch.bfloat16):
-        raise InputError(f"heddle.grouped_mm: x has dtype {x.dtype}; the grouped kernel takes float16 or bfloat16 "
-                         "tokens (cast with .to(torch.bfloat16))")
-    if w.dtype != x.dtype:
-        raise InputError(f"heddle.grouped_mm: w has dtype {w.dtype} but x has {x.dtype}; give both one dtype")
+    api = "heddle.grouped_mm"
+    check_tokens(api, x, w, "offs", offs)
     if x.dim() != 2:
-        raise InputError(f"heddle.grouped_mm: x must be [T, K] (tokens sorted by expert), got shape {list(x.shape)}")
+        raise InputError(f"{api}: x must be [T, K] (tokens sorted by expert), got shape {list(x.shape)}")
     if w.dim() != 3:
-        raise InputError(f"heddle.grouped_mm: w must be [E, K, N] (one matrix per expert), got shape "
-                         f"{list(w.shape)}")
-    if offs.dtype != torch.int32:
-        raise InputError(f"heddle.grouped_mm: offs has dtype {offs.dtype}; the group ends are int32 "
-                         "(offs.to(torch.int32), as torch._grouped_mm takes them)")
-    if offs.dim() != 1 or offs.shape[0] != w.shape[0]:
-        raise InputError(f"heddle.grouped_mm: offs must be [E] = [{w.shape[0]}] (one group end per expert of w), "
-                         f"got shape {list(offs.shape)}")
-    if x.shape[1] != w.shape[1]:
-        raise InputError(f"heddle.grouped_mm: x is [T, K={x.shape[1]}] but w is [E, K={w.shape[1]}, N]; the "
-                         "contraction sizes must match")
-    if x.stride(-1) != 1 and x.shape[-1] > 1:
-        raise InputError(f"heddle.grouped_mm: x's rows are not contiguous (stride {x.stride(-1)}); call .contiguous()")
+        raise InputError(f"{api}: w must be [E, K, N] (one matrix per expert), got shape {list(w.shape)}")
+    check_index(api, "offs", offs, w.shape[0], "group end", "offs.to(torch.int32), as torch._grouped_mm takes them")
+    check_contraction(api, x, w, "T")
     check_epilogue("heddle.grouped_mm", (x, w, offs), w, bias, activation, out_dtype)
     return stored_weights("heddle.grouped_mm", w)
 

@@ -1,4 +1,5 @@
-"""The argument checks heddle.grouped_mm and heddle.grouped_mm_masked share (docs/grouped.md): the epilogue's
+"""The argument checks heddle.grouped_mm and heddle.grouped_mm_masked share (docs/grouped.md): the tensors'
+types and dtypes, the int32 [E] index tensor (group ends or row counts), the tokens' rows, the epilogue's
 arguments, one device, and the weights' layout. Each raises an InputError naming the argument, prefixed with
 the calling function's name."""
 from __future__ import annotations
@@ -9,6 +10,35 @@ from ..core.errors import InputError
 from ..core.ops import ACTIVATIONS
 
 DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
+
+
+def check_tokens(api: str, x, w, index_name: str, index):
+    """x, w and the index tensor are tensors; x float16 / bfloat16 and w of x's dtype."""
+    for name, t in (("x", x), ("w", w), (index_name, index)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"{api}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        raise InputError(f"{api}: x has dtype {x.dtype}; the grouped kernel takes float16 or bfloat16 tokens "
+                         "(cast with .to(torch.bfloat16))")
+    if w.dtype != x.dtype:
+        raise InputError(f"{api}: w has dtype {w.dtype} but x has {x.dtype}; give both one dtype")
+
+
+def check_index(api: str, name: str, t, E: int, what: str, cast_hint: str):
+    """The index tensor `name` is int32 [E], one `what` per expert."""
+    if t.dtype != torch.int32:
+        raise InputError(f"{api}: {name} has dtype {t.dtype}; the {what}s are int32 ({cast_hint})")
+    if t.dim() != 1 or t.shape[0] != E:
+        raise InputError(f"{api}: {name} must be [E] = [{E}] (one {what} per expert), got shape {list(t.shape)}")
+
+
+def check_contraction(api: str, x, w, x_layout: str):
+    """x's K (its last axis) is w's K, and x's rows are contiguous."""
+    if x.shape[-1] != w.shape[1]:
+        raise InputError(f"{api}: x is [{x_layout}, K={x.shape[-1]}] but w is [E, K={w.shape[1]}, N]; the "
+                         "contraction sizes must match")
+    if x.stride(-1) != 1 and x.shape[-1] > 1:
+        raise InputError(f"{api}: x's rows are not contiguous (stride {x.stride(-1)}); call .contiguous()")
 
 
 def check_epilogue(api: str, tensors, w, bias, activation, out_dtype):

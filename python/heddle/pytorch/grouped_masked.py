@@ -24,36 +24,20 @@ from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
 from .grouped_args import DTYPES as _DT
-from .grouped_args import check_epilogue, stored_weights
+from .grouped_args import check_contraction, check_epilogue, check_index, check_tokens, stored_weights
 
 _NAME = "heddle.grouped_mm_masked"
 
 
 def _check_tensors(x, w, counts):
-    for name, t in (("x", x), ("w", w), ("counts", counts)):
-        if not isinstance(t, torch.Tensor):
-            raise InputError(f"{_NAME}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if x.dtype not in (torch.float16, torch.bfloat16):
-        raise InputError(f"{_NAME}: x has dtype {x.dtype}; the grouped kernel takes float16 or bfloat16 tokens "
-                         "(cast with .to(torch.bfloat16))")
-    if w.dtype != x.dtype:
-        raise InputError(f"{_NAME}: w has dtype {w.dtype} but x has {x.dtype}; give both one dtype")
+    check_tokens(_NAME, x, w, "counts", counts)
     if x.dim() != 3:
         raise InputError(f"{_NAME}: x must be [E, max_tokens, K] (a slab of rows per expert), got shape "
                          f"{list(x.shape)}; tokens sorted by expert [T, K] are heddle.grouped_mm's layout")
     if w.dim() != 3 or w.shape[0] != x.shape[0]:
         raise InputError(f"{_NAME}: w must be [E, K, N] with x's E = {x.shape[0]}, got shape {list(w.shape)}")
-    if counts.dtype != torch.int32:
-        raise InputError(f"{_NAME}: counts has dtype {counts.dtype}; the row counts are int32 "
-                         "(counts.to(torch.int32))")
-    if counts.dim() != 1 or counts.shape[0] != x.shape[0]:
-        raise InputError(f"{_NAME}: counts must be [E] = [{x.shape[0]}] (one row count per expert), got shape "
-                         f"{list(counts.shape)}")
-    if x.shape[2] != w.shape[1]:
-        raise InputError(f"{_NAME}: x is [E, max_tokens, K={x.shape[2]}] but w is [E, K={w.shape[1]}, N]; the "
-                         "contraction sizes must match")
-    if x.stride(-1) != 1 and x.shape[-1] > 1:
-        raise InputError(f"{_NAME}: x's rows are not contiguous (stride {x.stride(-1)}); call .contiguous()")
+    check_index(_NAME, "counts", counts, x.shape[0], "row count", "counts.to(torch.int32)")
+    check_contraction(_NAME, x, w, "E, max_tokens")
 
 
 def _check(x, w, counts, bias, activation, out_dtype):
