@@ -33,6 +33,7 @@ class Chain:
     chain: List[fx.Node] = field(default_factory=list)
     steps: List[str] = field(default_factory=list)
     stop: str = ""
+    stop_node: Optional[fx.Node] = None    # the node the chain stopped at, if it gets an "other" decision
 
     @property
     def final(self) -> fx.Node:
@@ -95,8 +96,9 @@ def _absorb(c: Chain, cur: fx.Node, u: fx.Node, what: str) -> Optional[str]:
 def rewrite_each(roots: List[fx.Node], label: Union[str, Callable[[fx.Node], str]], rewrite: Callable[[fx.Node], tuple],
                  report: GraphReport, why: Dict[str, Decision], enabled: bool) -> None:
     """For every root: rewrite(root) -> (the Chain, the heddle op's name), or Reject with the reason; record
-    the group and a decision for each node of it (`label`: the roots' op label, or a function of the root).
-    A rewrite bug warns and leaves the node to torch."""
+    the group and a decision for each node of it (`label`: the roots' op label, or a function of the root), and
+    for the node the chain stopped at (c.stop_node), why it was not absorbed. A rewrite bug warns and leaves the
+    node to torch."""
     for root in roots:
         label_of = label if isinstance(label, str) else label(root)
         if not enabled:
@@ -119,3 +121,6 @@ def rewrite_each(roots: List[fx.Node], label: Union[str, Callable[[fx.Node], str
         why[root.name] = Decision(root.name, label_of, "fused", f"-> {op}", gi)
         for n in c.chain:
             why[n.name] = Decision(n.name, op_label(n), "absorbed", f"into group {gi} ({op})", gi)
+        s = c.stop_node
+        if s is not None and s.name not in why and s.name not in names:
+            why[s.name] = Decision(s.name, op_label(s), "other", f"not absorbed into group {gi}: {c.stop}")

@@ -39,6 +39,7 @@ import torch
 import torch.fx as fx
 
 from ..core import torch_compat as compat
+from .dynamo_epilogue import Chain, Reject, rewrite_each
 from .dynamo_patterns import ACTIVATION_OPS, DTYPE_CODES as _DT, absorb_cast_or_clone, activation_of, match_activation
 from .dynamo_report import MATMUL_NAMES, MATMULS, OTHER_MATMULS, Decision, Group, GraphReport, op_label
 
@@ -131,8 +132,7 @@ def _operand(n: fx.Node, rank: int) -> Tuple[Optional[fx.Node], bool, List[fx.No
 # --------------------------------------------------------------------------------------------------
 # planning one group
 # --------------------------------------------------------------------------------------------------
-class _Reject(Exception):
-    pass
+_Reject = Reject   # the node stays with torch (dynamo_epilogue.rewrite_each records the reason)
 
 
 @dataclass
@@ -554,34 +554,13 @@ def fuse(gm: fx.GraphModule, kind: str, enabled: bool = True, groups: bool = Tru
     if any(is_grouped_mm(n) for n in gm.graph.nodes):
         from .group_op import graph_target
         fuse_grouped(gm, fake_mode, report, why, enabled, graph_target(gm))
-    for root in roots:
-        label = MATMULS[root.target]
-        if not enabled:
-            why[root.name] = Decision(root.name, label, "not fused", "fusion disabled (options={'fuse': False})")
-            continue
-        try:
-            p = _plan(root)
-            names = [root.name] + [c.name for c in p.chain]
-            labels = [label] + [op_label(c) for c in p.chain]
-            stop = p.stop
-            op = _apply(gm, p, fake_mode)
-        except _Reject as e:
-            why[root.name] = Decision(root.name, label, "not fused", str(e))
-            continue
-        except Exception as e:  # never break the user's model over a rewrite bug
-            import warnings
-            warnings.warn(f"heddle: could not fuse {root.name} ({label}): {type(e).__name__}: {e}; "
-                          "it stays with torch")
-            why[root.name] = Decision(root.name, label, "not fused", f"internal error: {type(e).__name__}: {e}")
-            continue
-        gi = len(report.groups)
-        report.groups.append(Group(gi, names[0], names, op, " ".join(p.steps), stop[1] if stop else ""))
-        why[names[0]] = Decision(names[0], label, "fused", f"-> {op}", gi)
-        for nm, lb in zip(names[1:], labels[1:]):
-            why[nm] = Decision(nm, lb, "absorbed", f"into group {gi} ({op})", gi)
-        if stop is not None and stop[0].name not in why and stop[0].name not in names:
-            why[stop[0].name] = Decision(stop[0].name, op_label(stop[0]), "other",
-                                         f"not absorbed into group {gi}: {stop[1]}")
+    def rewrite(root: fx.Node):
+        p = _plan(root)
+        op = _apply(gm, p, fake_mode)
+        stop_node, stop = p.stop if p.stop else (None, "")
+        return Chain(root, chain=p.chain, steps=p.steps, stop=stop, stop_node=stop_node), op
+
+    rewrite_each(roots, lambda root: MATMULS[root.target], rewrite, report, why, enabled)
     gm.graph.lint()
     gm.recompile()
     # every call_function node of the original graph gets a line
