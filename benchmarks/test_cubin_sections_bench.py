@@ -8,10 +8,17 @@ its symbol table names (static constexpr members of the device headers' template
 .global variables although the code reads none of them, each with a symbol, a name string, a relocated address
 in constant bank 4 and its initial value), and what the bytes would take compressed at rest (zlib levels 1 and
 6) with the time to decompress them (wall, median of 30). Byte counts and one timing, recorded, not asserted:
-rows go to compile.json (notes of docs/perf.md's compile table, benchmarks/report.py)."""
+rows go to compile.json (notes of docs/perf.md's compile table, benchmarks/report.py).
+
+test_constexpr_members_as_enumerators measures what those data objects cost: the kernel's source with its
+device headers inlined, once as they are and once with every `static constexpr int|bool X = e;` member
+rewritten as an enumerator (`enum : int { X = e };`: the same constant, no object), both compiled; it
+records both sizes and whether the machine code (.text) and the kernel parameter bank (.nv.constant0) are
+byte-identical."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 import sys
 import time
@@ -25,6 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_compile_bench import VARIANTS, _fresh, _not_lowered, needs_nvrtc  # noqa: E402  (the same kernels)
 
 SHT_NOBITS, SHT_SYMTAB, STT_OBJECT = 8, 2, 1
+DEVICE_HEADERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "heddle", "codegen",
+                              "device")
 
 
 def elf_sections(blob: bytes):
@@ -101,3 +110,51 @@ def test_cubin_sections(variant, recorder):
                              "data_objects": len(objects), "data_object_bytes": sum(s for _, s in objects),
                              "data_object_names_bytes": sum(len(n) + 1 for n, _ in objects),
                              "compressed": compressed})
+
+
+def _inlined(source: str, enumerators: bool) -> str:
+    """`source` with its heddle device headers expanded in place (each once, as #pragma once would), their
+    static constexpr int / bool data members turned into enumerators when `enumerators`."""
+    seen = set()
+
+    def expand(text):
+        out = []
+        for line in text.splitlines():
+            m = re.match(r'#include "heddle/(\w+\.cuh)"', line)
+            if m:
+                if m.group(1) not in seen:
+                    seen.add(m.group(1))
+                    with open(os.path.join(DEVICE_HEADERS, m.group(1))) as f:
+                        out.append(expand(f.read()))
+                continue
+            if line.strip() != "#pragma once":
+                out.append(line)
+        return "\n".join(out)
+    text = expand(source)
+    if enumerators:
+        text = re.sub(r"static constexpr (int|bool) (\w+ = [^;{}]*);", r"enum : \1 { \2 };", text)
+    return text
+
+
+@needs_nvrtc
+@pytest.mark.skipif(not os.path.isdir(DEVICE_HEADERS), reason="needs the device headers of a source checkout")
+def test_constexpr_members_as_enumerators(recorder):
+    variant = "sm_90a Hopper GEMM (TMA + warp-specialized wgmma)"
+    if _not_lowered(variant, recorder, "cubin_enumerators"):
+        pytest.skip(f"{variant} does not lower in this build")
+    fd, target = _fresh(variant)
+    low = fd.lower(target)
+    row = {"suite": "cubin", "step": "cubin_enumerators", "variant": variant, "status": "ok", "kernel": low.name}
+    blobs = {}
+    for label, enumerators in (("as_is", False), ("enumerators", True)):
+        source = _inlined(low.source, enumerators)
+        assert "#include \"heddle/" not in source
+        blob = bytes(_C.runtime.compile(source, low.name, low.rtc_arch, isolate=False, use_cache=False).cubin)
+        sections = elf_sections(blob)
+        blobs[label] = {name: blob[off:off + size] for name, kind, off, size in sections if kind != SHT_NOBITS}
+        row[label] = {"cubin_bytes": len(blob), "data_objects": len(data_objects(blob, sections))}
+    same = lambda prefix: all(blobs["as_is"][n] == blobs["enumerators"].get(n)  # noqa: E731
+                              for n in blobs["as_is"] if n.startswith(prefix))
+    row["text_identical"] = same(".text.")
+    row["constant0_identical"] = same(".nv.constant0.")
+    recorder.add("compile", row)
