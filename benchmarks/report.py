@@ -200,7 +200,7 @@ def _kernel_memory_note(r: dict) -> str:
 
 def _cubin_note(r: dict) -> str:
     """benchmarks/test_cubin_sections_bench.py's row: what the cubin's bytes are, and compressed at rest."""
-    kib = lambda n: f"{n / 1024:.1f} KiB"  # noqa: E731
+    kib = lambda n: f"{n / 1024:.1f} KiB"
     parts = ", ".join(f"{g} {kib(n)}" for g, n in sorted(r["sections"].items(), key=lambda x: -x[1]))
     z = ", ".join(f"{k} {kib(v['bytes'])} (decompress {v['decompress_us']:.0f} us)" for k, v in r["compressed"].items())
     return (f"- {r['variant']}: cubin {kib(r['cubin_bytes'])}: {parts}; {r['data_objects']} data objects "

@@ -153,7 +153,7 @@ def test_constexpr_members_as_enumerators(recorder):
         sections = elf_sections(blob)
         blobs[label] = {name: blob[off:off + size] for name, kind, off, size in sections if kind != SHT_NOBITS}
         row[label] = {"cubin_bytes": len(blob), "data_objects": len(data_objects(blob, sections))}
-    same = lambda prefix: all(blobs["as_is"][n] == blobs["enumerators"].get(n)  # noqa: E731
+    same = lambda prefix: all(blobs["as_is"][n] == blobs["enumerators"].get(n)
                               for n in blobs["as_is"] if n.startswith(prefix))
     row["text_identical"] = same(".text.")
     row["constant0_identical"] = same(".nv.constant0.")
