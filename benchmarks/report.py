@@ -198,6 +198,15 @@ def _kernel_memory_note(r: dict) -> str:
             f"{r['cubin_bytes'] / 1024:.1f} KiB.")
 
 
+def _cubin_note(r: dict) -> str:
+    """benchmarks/test_cubin_sections_bench.py's row: what the cubin's bytes are, and compressed at rest."""
+    kib = lambda n: f"{n / 1024:.1f} KiB"
+    parts = ", ".join(f"{g} {kib(n)}" for g, n in sorted(r["sections"].items(), key=lambda x: -x[1]))
+    z = ", ".join(f"{k} {kib(v['bytes'])} (decompress {v['decompress_us']:.0f} us)" for k, v in r["compressed"].items())
+    return (f"- {r['variant']}: cubin {kib(r['cubin_bytes'])}: {parts}; {r['data_objects']} data objects "
+            f"({r['data_object_bytes']} B, names {r['data_object_names_bytes']} B); compressed at rest: {z}.")
+
+
 def compile_notes(records: List[dict]) -> str:
     notes = []
     for r in records:
@@ -216,6 +225,14 @@ def compile_notes(records: List[dict]) -> str:
                          "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx).")
         if r.get("step") == "kernel_memory" and r.get("status") == "ok":
             notes.append(_kernel_memory_note(r))
+        if r.get("step") == "cubin_sections" and r.get("status") == "ok":
+            notes.append(_cubin_note(r))
+        if r.get("step") == "cubin_enumerators" and r.get("status") == "ok":
+            a, e = r["as_is"], r["enumerators"]
+            same = "identical" if r["text_identical"] and r["constant0_identical"] else "**different**"
+            notes.append(f"- {r['variant']}, headers inlined: cubin {a['cubin_bytes']} B with {a['data_objects']} data "
+                         f"objects as the headers are; {e['cubin_bytes']} B with {e['data_objects']} once their "
+                         f"static constexpr members are enumerators (.text and .nv.constant0 {same}).")
         if r.get("step") == "nvrtc_cubin" and r.get("stats"):
             ph = {x["step"]: x["stats"]["median"] for x in records
                   if x.get("variant") == r["variant"] and x.get("step", "").startswith("nvrtc_") and x.get("stats")}
