@@ -10,7 +10,7 @@ import threading
 from typing import Callable, Dict, List, NamedTuple, Optional
 
 from .. import _C
-from . import inputs, torch_compat
+from . import aten, inputs, torch_compat
 from .dump import dump
 from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
@@ -347,13 +347,16 @@ class PlanParts(NamedTuple):
 MAX_PLANS = 64  # call signatures remembered per table (beyond: forgotten all at once, re-planned on use)
 
 
-def plan_table():
+def plan_table(python_reads: bool = False):
     """An empty table of launch plans by call signature (_C.runtime.PlanTable: signature, lookup, output
     allocation, address checks, packing and launch in one C++ call; docs/runtime.md, "Eager calls"); its call()
-    queries the current device and stream itself."""
+    queries the current device and stream itself. It reads tensors and allocates outputs through ATen where
+    heddle._C_aten serves the running torch (heddle.core.aten), else, or with python_reads, through torch's
+    Python API (the same keys)."""
     import torch
     return _C.runtime.PlanTable(torch.empty, MAX_PLANS, current_device=torch_compat.cuda_current_device(),
-                                raw_stream=torch_compat.cuda_raw_stream())
+                                raw_stream=torch_compat.cuda_raw_stream(),
+                                aten=None if python_reads else aten.access())
 
 
 def run_table(table, tensors, exact_type=None, no_grad: bool = False):
