@@ -5,7 +5,7 @@ output allocation, tensor maps given the call's addresses, workspace of the stre
 CPU tensors stand in for CUDA ones (no device or stream query: a CUDA call adds two calls into torch).
 
 Each timed Kernel call is Kernel.__call__ without its CUDA-device guard: the plan when one takes the call
-(PlanTable.call where the tree has it, else Kernel.run_planned), else the full path (checks, Kernel.prepare
+(Kernel._plans_call, PlanTable.call or Kernel.run_planned, whichever the tree has), else the full path (checks, Kernel.prepare
 with its cuTensorMapEncodeTiled per map, a new plan). The heddle.matmul row is the real function (its front,
 CallTable.run, then the op's plan). Inputs rotate over three sets and the last two outputs are kept alive, as
 a real loop's would be, so no output comes back at the previous one's address. In the same process, as
@@ -81,7 +81,7 @@ def rotating(fn, sets):
 
 def kernel_caller(kern, full):
     """Kernel.__call__ without its CUDA-device guard (CPU tensors stand in for CUDA ones)."""
-    table_call = getattr(kern._plans, "call", None)
+    table_call = getattr(kern, "_plans_call", None) or getattr(kern._plans, "call", None)  # as Kernel.__call__
 
     def call(*t):
         o = table_call(t) if table_call is not None else None
@@ -147,6 +147,7 @@ def sm80_rows(calls):
     for suffix, python_reads in READS:
         fm._eager = plan_table(python_reads)
         hm._calls = hm.call_table(python_reads)
+        hm._front = hm._calls.fast_run
         out, grid, args, parts = kern._prepare(sets[0])  # one signature: the sets differ only in their addresses
         fm._eager.add(sets[0], kern.plan(kern._loaded, grid, args, parts), [out])
         call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation="gelu", trans_b=True), sets)

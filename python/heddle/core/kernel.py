@@ -41,6 +41,14 @@ class Kernel:
         self._map_encoder = None  # the tensor-map encoder of launches (None: the driver's; tests: the interpreter's)
         self.full_path_calls = 0  # launches that took the full path (checks, prepare, a new plan): the rest planned
 
+    @property
+    def _plans(self):
+        return self._plan_table
+
+    @_plans.setter
+    def _plans(self, table):  # the table, and its call() as a builtin bound to it (no pybind11 dispatch per call)
+        self._plan_table, self._plans_call = table, table.fast_call
+
     @classmethod
     def build(cls, fusion, target: Optional[str] = None, vec_a: int = 8, vec_b: int = 8, isolate=None,
               use_cache: bool = True, options: Optional[List[str]] = None, rtc: bool = True,
@@ -145,7 +153,7 @@ class Kernel:
     def __call__(self, *tensors):
         # a call like an earlier one: its launch plan, no checks redone, in one C++ call (PlanTable.call:
         # signature, lookup, stream, output, pack, launch); run_planned when the tensors' device is not current
-        out = self._plans.call(tensors)
+        out = self._plans_call(tensors)
         if out is None:
             out = self.run_planned(tensors)
         if out is not None:

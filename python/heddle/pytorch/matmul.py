@@ -351,7 +351,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
         # call, CallTable.run (no mode, grad rule, signature, lookup, output, pack, launch); else None. Under
         # dynamo's trace the branch folds away; other tracers (make_fx, non-strict export) run it with fake
         # tensors (subclasses, never keyed) under a mode (the table's mode check): both take the full path.
-        out = _calls.run(a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype)
+        out = _front(a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype)
         if out is not None:
             return out
     name, args = _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype)
@@ -476,6 +476,7 @@ def call_table(python_reads: bool = False):
 
 
 _calls = call_table()
+_front = _calls.fast_run  # _calls.run as a builtin bound to the table: no pybind11 dispatch per call
 # torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
 # torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
 _op_name._dynamo_marked_constant = True

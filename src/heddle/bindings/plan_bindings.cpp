@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "heddle/bindings/aten_access.h"
+#include "heddle/bindings/fast_entry.h"
 #include "heddle/bindings/launch_args.h"
 #include "heddle/runtime/backend.h"
 #include "heddle/runtime/launch.h"
@@ -433,14 +434,13 @@ struct CallTable {
   // The key of the call `args`, its tensors' addresses and the first tensor's device index (-1: the
   // CPU, or no tensor); false when an argument is never planned or (checkGrad) a tensor requires grad.
   // adopting: where the entry's strings and held objects go.
-  bool key(PyObject* args, std::vector<int64_t>* key, std::vector<uint64_t>* addresses, long long* device,
-           bool checkGrad, Entry* adopting) const {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+  bool key(PyObject* const* args, Py_ssize_t n, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
+           long long* device, bool checkGrad, Entry* adopting) const {
     addresses->reserve(n + 2);
     *device = -1;
     bool first = true;
     for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* o = PyTuple_GET_ITEM(args, i);
+      PyObject* o = args[i];
       PyTypeObject* type = Py_TYPE(o);
       if ((PyObject*)type == exact.ptr()) {
         key->push_back(TagTensor);
@@ -502,17 +502,22 @@ struct CallTable {
   }
 
   py::object run(const py::args& args) const {
+    return run(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()));
+  }
+
+  // run() on the arguments as a vectorcall passes them (fastRun, heddle.matmul's front)
+  py::object run(PyObject* const* args, Py_ssize_t n) const {
     if (aten ? aten->modesActive() != 0 : std::any_of(blockers.begin(), blockers.end(), truthy)) return py::none();
     bool grad = aten ? aten->gradEnabled() != 0 : !gradEnabled.is_none() && truthy(gradEnabled);
     std::vector<int64_t> k;
     k.reserve(64);
     std::vector<uint64_t> addresses;
     long long device = -1;
-    if (!key(args.ptr(), &k, &addresses, &device, grad, nullptr)) return py::none();
+    if (!key(args, n, &k, &addresses, &device, grad, nullptr)) return py::none();
     std::shared_ptr<const Entry> e = entries.find(k);  // alive through torch.empty and the launch
     if (!e) return py::none();
     for (const auto& [i, s] : e->strings) {
-      PyObject* given = PyTuple_GET_ITEM(args.ptr(), i);
+      PyObject* given = args[i];
       if (given != s.ptr() && PyUnicode_Compare(given, s.ptr()) != 0) {
         PyErr_Clear();
         return py::none();  // another str with the same hash
@@ -530,7 +535,8 @@ struct CallTable {
     std::vector<int64_t> k;
     std::vector<uint64_t> addresses;
     long long device = -1;
-    if (!key(args.ptr(), &k, &addresses, &device, false, e.get())) return false;
+    if (!key(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()), &k, &addresses, &device, false, e.get()))
+      return false;
     py::list tensors;
     for (const auto& a : args)
       if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) tensors.append(a);
@@ -540,6 +546,24 @@ struct CallTable {
     return true;
   }
 };
+
+PyObject* callTableRun(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return heddle::bindings::fastEntryResult(
+      [&] { return heddle::bindings::fastEntryTable<CallTable>(self).run(args, n); });
+}
+
+PyObject* planTableCall(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return heddle::bindings::fastEntryResult([&]() -> py::object {
+    if (n != 1) throw InputError("PlanTable.fast_call takes one argument: the tensors");
+    return heddle::bindings::fastEntryTable<PlanTable>(self).call(py::reinterpret_borrow<py::sequence>(args[0]),
+                                                                  py::none(), false);
+  });
+}
+
+PyMethodDef kCallTableRun = {"run", (PyCFunction)(void (*)())callTableRun, METH_FASTCALL,
+                             "CallTable.run without pybind11's dispatch"};
+PyMethodDef kPlanTableCall = {"call", (PyCFunction)(void (*)())planTableCall, METH_FASTCALL,
+                              "PlanTable.call(tensors) without pybind11's dispatch"};
 
 }  // namespace
 
@@ -693,6 +717,13 @@ void bindPlan(py::module_& m) {
           },
           "The signature key the table looks `tensors` up by (ints), or None when they have none (tests: the "
           "ATen and the Python reads give the same key)")
+      .def_property_readonly(
+          "fast_call",
+          [](py::object self) {
+            return heddle::bindings::fastEntry(self, &self.cast<const PlanTable&>(), &kPlanTableCall);
+          },
+          "call(tensors) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
+          "alive): what Kernel.__call__ holds")
       .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
       .def("clear", [](PlanTable& t) { t.entries.clear(); })
       .def_readwrite("dry_run", &PlanTable::dryRun,
@@ -733,13 +764,20 @@ void bindPlan(py::module_& m) {
            "path; current_device(), raw_stream(index): the current CUDA device and its stream as ints (None: "
            "calls on a device never run from the table); aten: heddle._C_aten.access (tensors, outputs and the grad "
            "mode through ATen, same keys) or None")
-      .def("run", &CallTable::run,
+      .def("run", static_cast<py::object (CallTable::*)(const py::args&) const>(&CallTable::run),
            "The output of this call launched through the plan adopted for its arguments, or None: the caller "
            "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
            "the plan's slots)")
       .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"),
            "Keys the plan `source` (a PlanTable) holds for the tensors among `args` by the whole call `args`; "
            "False when there is none or an argument is never planned")
+      .def_property_readonly(
+          "fast_run",
+          [](py::object self) {
+            return heddle::bindings::fastEntry(self, &self.cast<const CallTable&>(), &kCallTableRun);
+          },
+          "run(*args) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
+          "alive): what heddle.matmul's front calls")
       .def("__len__", [](const CallTable& t) { return t.entries.size(); })
       .def("clear", [](CallTable& t) { t.entries.clear(); })
       .def_readwrite("dry_run", &CallTable::dryRun,
