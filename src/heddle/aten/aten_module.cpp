@@ -47,19 +47,17 @@ int readTensor(PyObject* obj, TensorFacts* f) {
   return heddle::bindings::AtenRead_Ok;
 }
 
-// like.new_empty(sizes): at::empty with like's options (dtype, device, layout), wrapped as a torch.Tensor.
+// like.new_empty(sizes): at::empty with like's options (dtype, device, layout), wrapped as a torch.Tensor. torch's
+// own error translation (HANDLE_TH_ERRORS): an allocation failure raises torch.OutOfMemoryError, as new_empty does.
 PyObject* emptyLike(PyObject* like, const int64_t* sizes, int ndim) {
+  HANDLE_TH_ERRORS
   if (!THPVariableClass || Py_TYPE(like) != (PyTypeObject*)THPVariableClass) {
     PyErr_SetString(PyExc_TypeError, "heddle._C_aten: an output's template is not a torch.Tensor");
     return nullptr;
   }
-  try {
-    const at::Tensor& t = THPVariable_Unpack(like);
-    return THPVariable_Wrap(at::empty(c10::IntArrayRef(sizes, (size_t)ndim), t.options()));
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
+  const at::Tensor& t = THPVariable_Unpack(like);
+  return THPVariable_Wrap(at::empty(c10::IntArrayRef(sizes, (size_t)ndim), t.options()));
+  END_HANDLE_TH_ERRORS
 }
 
 int gradEnabled() { return at::GradMode::is_enabled() ? 1 : 0; }

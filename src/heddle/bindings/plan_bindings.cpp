@@ -762,8 +762,8 @@ void bindPlan(py::module_& m) {
            "result sends a call down the full path (dispatch and function modes, functorch transforms); "
            "grad_enabled: callable, under a true result a tensor that requires grad sends the call down the full "
            "path; current_device(), raw_stream(index): the current CUDA device and its stream as ints (None: "
-           "calls on a device never run from the table); aten: heddle._C_aten.access (tensors, outputs and the grad "
-           "mode through ATen, same keys) or None")
+           "calls on a device never run from the table); aten: heddle._C_aten.access (tensors, outputs, the grad "
+           "mode and the mode check through ATen, in place of grad_enabled and blockers; same keys) or None")
       .def("run", static_cast<py::object (CallTable::*)(const py::args&) const>(&CallTable::run),
            "The output of this call launched through the plan adopted for its arguments, or None: the caller "
            "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
