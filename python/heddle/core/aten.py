@@ -21,7 +21,7 @@ def access() -> Optional[Any]:
 
 
 def status() -> str:
-    """Why access() gives what it gives, in words (heddle.doctor, tests)."""
+    """Why access() gives what it gives, in words (tests, benchmarks; a user asking why calls are slower)."""
     return _load()[1]
 
 
