@@ -5,12 +5,17 @@ output allocation, tensor maps given the call's addresses, workspace of the stre
 CPU tensors stand in for CUDA ones (no device or stream query: a CUDA call adds two calls into torch).
 
 Each timed Kernel call is Kernel.__call__ without its CUDA-device guard: the plan when one takes the call
-(PlanTable.call where the tree has it, else Kernel.run_planned), else the full path (checks, Kernel.prepare
+(Kernel._plans_call, PlanTable.call or Kernel.run_planned, whichever the tree has), else the full path (checks, Kernel.prepare
 with its cuTensorMapEncodeTiled per map, a new plan). The heddle.matmul row is the real function (its front,
 CallTable.run, then the op's plan). Inputs rotate over three sets and the last two outputs are kept alive, as
 a real loop's would be, so no output comes back at the previous one's address. In the same process, as
 anchors: an empty torch custom op (torch.library.custom_op, the dispatch layer alone) and a C++ aten op
 called through torch.ops (aten.alias.default). Thread CPU time, medians of 7 loops.
+
+Where heddle._C_aten serves the running torch (heddle.core.aten), every call row is measured twice in the same
+process: through the tables that read tensors and allocate outputs through ATen (the default), and through
+tables that read them through torch's Python API (step suffix _python_reads: the path before _C_aten, and the
+path of a build without it).
 
 target sm_80 (run with FAKE_CUDA_CC=8.0): heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True),
 x [16, 256], w [256, 256], bf16, and its kernel called directly. target sm_90a (the default): a kernel with TMA
@@ -28,7 +33,8 @@ import torch
 
 import heddle
 from heddle import _C, bench
-from heddle.core import inputs
+from heddle.core import aten, inputs
+from heddle.core.kernel import plan_table
 from heddle.pytorch.matmul import MatmulSpec
 
 STUB = 'extern "C" __global__ void stub(int* p) { if (p) *p = 0; }'  # the fake loads any image
@@ -75,7 +81,7 @@ def rotating(fn, sets):
 
 def kernel_caller(kern, full):
     """Kernel.__call__ without its CUDA-device guard (CPU tensors stand in for CUDA ones)."""
-    table_call = getattr(kern._plans, "call", None)
+    table_call = getattr(kern, "_plans_call", None) or getattr(kern._plans, "call", None)  # as Kernel.__call__
 
     def call(*t):
         o = table_call(t) if table_call is not None else None
@@ -101,17 +107,31 @@ def anchors(calls):
              "stats": measure(lambda: alias(x), calls).to_dict()}]
 
 
+# (step suffix, python_reads) of each measured call: ATen reads where heddle._C_aten serves this torch
+READS = [("", False), ("_python_reads", True)] if aten.access() is not None else [("", True)]
+
+
+def reads_name(python_reads):
+    return " (tensors read through Python)" if python_reads and aten.access() is not None else ""
+
+
+def kernel_call_rows(step, kern, sets, calls):
+    rows = []
+    for suffix, python_reads in READS:
+        kern._plans = plan_table(python_reads)  # empty: the first call takes the full path and plans
+        full = [0]
+        call, turn = rotating(kernel_caller(kern, full), sets)
+        rows.append({"step": step + suffix, "kernel": kern.name + reads_name(python_reads),
+                     "stats": measure(call, calls).to_dict(), "full_path_calls": full[0], "calls": turn[0]})
+    return rows
+
+
 def sm80_rows(calls):
-    from heddle.core.kernel import plan_table
     from heddle.pytorch import matmul as hm
     spec = spec_for(256, 256, True, bias=("bf16", 1), activation="gelu")
     kern = kernel(spec, "sm_80", 16, 108)
     sets = operands(16, spec)
-    full = [0]
-    rows = []
-    call, turn = rotating(kernel_caller(kern, full), sets)
-    rows.append({"step": "sm80_kernel_call", "kernel": kern.name, "stats": measure(call, calls).to_dict(),
-                 "full_path_calls": full[0], "calls": turn[0]})
+    rows = kernel_call_rows("sm80_kernel_call", kern, sets, calls)
     # where a planned call's time goes: the signature and lookup alone (seven Python attribute reads per tensor,
     # the hash, the table), and the output's allocation as the table makes it (new_empty of the sizes)
     rows.append({"step": "sm80_signature", "kernel": kern.name,
@@ -124,14 +144,17 @@ def sm80_rows(calls):
     fm = hm.fused_matmul_op(spec)
     name, _ = hm._op_and_args(*sets[0][:2], sets[0][2], "gelu", None, None, False, True, None)
     hm._by_name[name] = fm
-    fm._eager = plan_table()
-    out, grid, args, parts = kern._prepare(sets[0])  # one signature: the sets differ only in their addresses
-    fm._eager.add(sets[0], kern.plan(kern._loaded, grid, args, parts), [out])
-    fronts = len(hm._calls)
-    call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation="gelu", trans_b=True), sets)
-    call()
-    assert len(hm._calls) == fronts + 1, "the call is keyed in heddle.matmul's front"
-    rows.append({"step": "sm80_matmul_call", "kernel": kern.name, "stats": measure(call, calls).to_dict()})
+    for suffix, python_reads in READS:
+        fm._eager = plan_table(python_reads)
+        hm._calls = hm.call_table(python_reads)
+        hm._front = hm._calls.fast_run
+        out, grid, args, parts = kern._prepare(sets[0])  # one signature: the sets differ only in their addresses
+        fm._eager.add(sets[0], kern.plan(kern._loaded, grid, args, parts), [out])
+        call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation="gelu", trans_b=True), sets)
+        call()
+        assert len(hm._calls) == 1, "the call is keyed in heddle.matmul's front"
+        rows.append({"step": "sm80_matmul_call" + suffix, "kernel": kern.name + reads_name(python_reads),
+                     "stats": measure(call, calls).to_dict()})
     return rows
 
 
@@ -142,11 +165,9 @@ def sm90_rows(calls):
         spec = spec_for(n, k, trans_b)
         kern = kernel(spec, "sm_90a", m, 132)
         sets = operands(m, spec)
-        full = [0]
-        call, turn = rotating(kernel_caller(kern, full), sets)
-        rows.append({"step": name + "_call", "kernel": kern.name, "stats": measure(call, calls).to_dict(),
-                     "full_path_calls": full[0], "calls": turn[0]})
+        rows += kernel_call_rows(name + "_call", kern, sets, calls)
         keep = collections.deque(maxlen=2)
+        turn = [0]
 
         def full_path():
             t = sets[turn[0] % len(sets)]

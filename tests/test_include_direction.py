@@ -25,6 +25,7 @@ FLOORS = {
     "interp": 8,             # the CPU interpreter (host builds of printed sources)
     "verify": 8,             # the kernel-IR simulator
     "bindings": 9,           # pybind11: everything
+    "aten": 9,               # heddle._C_aten: the eager tables' ATen access (the one torch-linked file)
 }
 
 

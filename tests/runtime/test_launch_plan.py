@@ -261,3 +261,25 @@ def test_a_tensor_whose_memory_is_not_its_value_takes_no_plan():
     with pytest.raises(heddle.InputError, match="'a' has dtype torch.complex64"):
         heddle.matmul(c, c.t())
 
+
+
+def test_the_bound_call_keeps_its_table_alive_and_raises_heddle_errors():
+    """PlanTable.fast_call (what Kernel.__call__ holds): call() as a builtin bound to the table, no pybind11
+    dispatch; it outlives the table's own name and raises as the binding does."""
+    import gc
+    k = kernel_for()
+    rec = Recorder()
+    first = operands()
+    plan, out, _, _ = make_plan(k, first, rec)
+    table = plan_table()
+    table.add(first, plan, [out])
+    call = table.fast_call
+    del table
+    gc.collect()
+    second = operands()
+    o = call(second)
+    assert o is not None and o.shape == (70, 96) and len(rec.launches) == 1
+    assert [v for kind, v in rec.launches[0][4] if kind == "ptr"] == [t.data_ptr() for t in (*second, o)]
+    assert call((1, 2)) is None and call(operands(m=71)) is None  # no signature; another signature
+    with pytest.raises(heddle.InputError, match="one argument: the tensors"):
+        call(first, first)

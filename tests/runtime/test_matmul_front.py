@@ -191,13 +191,15 @@ def _call_table(current_device=None, raw_stream=None, blockers=(), grad=lambda: 
                                 raw_stream=raw_stream)
 
 
-def _plan_for(args, launcher):
-    """A PlanTable holding a plan for args's tensors (the op of call(), launched by `launcher`)."""
+def _plan_for(args, launcher, python_reads=False):
+    """A PlanTable holding a plan for args's tensors (the op of call(), launched by `launcher`); python_reads:
+    the table reads tensors through their Python attributes even where heddle._C_aten is built (a test that
+    monkeypatches one)."""
     tensors = [t for t in args if isinstance(t, torch.Tensor)]
     name, _ = hm._op_and_args(*tensors, "gelu", None, None, False, True, None)
     k = hm._by_name[name].kernel("sm_80", 8, 8, 16, rtc=False, sms=132)
     out, grid, kargs, parts = k._prepare(tensors)
-    table = plan_table()
+    table = plan_table(python_reads)
     table.add(tensors, k.plan(launcher, grid, kargs, parts), [out])
     return table
 
@@ -237,7 +239,7 @@ def test_the_call_table_launches_on_the_current_device_and_its_stream(monkeypatc
     rec = Recorder()
     x, w, bias = operands()
     args = (x, w, bias)
-    source = _plan_for(args, rec)
+    source = _plan_for(args, rec, python_reads=True)  # get_device is monkeypatched below: Python reads
     current, streams = [0], []
 
     def raw_stream(index):
@@ -247,7 +249,7 @@ def test_the_call_table_launches_on_the_current_device_and_its_stream(monkeypatc
     t = _call_table(current_device=lambda: current[0], raw_stream=raw_stream)
     monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 1)  # the CPU tensors stand for cuda:1
     assert t.adopt(args, source) is False  # the source's plan is for device -1: another signature
-    source = _plan_for(args, rec)  # made while the tensors say cuda:1
+    source = _plan_for(args, rec, python_reads=True)  # made while the tensors say cuda:1
     assert t.adopt(args, source)
     assert t.run(*args) is None and streams == []  # cuda:0 is current: the full path switches devices
     current[0] = 1

@@ -10,7 +10,7 @@ import threading
 from typing import Callable, Dict, List, NamedTuple, Optional
 
 from .. import _C
-from . import inputs, torch_compat
+from . import aten, inputs, torch_compat
 from .dump import dump
 from .errors import InputError, RuntimeUnavailable, ScheduleError
 from .inputs import DTYPES as _DTYPES, MatmulGeometry, matmul_expr, matmul_geometry  # noqa: F401 (re-exported)
@@ -40,6 +40,14 @@ class Kernel:
         self._ws_lock = threading.Lock()
         self._map_encoder = None  # the tensor-map encoder of launches (None: the driver's; tests: the interpreter's)
         self.full_path_calls = 0  # launches that took the full path (checks, prepare, a new plan): the rest planned
+
+    @property
+    def _plans(self):
+        return self._plan_table
+
+    @_plans.setter
+    def _plans(self, table):  # the table, and its call() as a builtin bound to it (no pybind11 dispatch per call)
+        self._plan_table, self._plans_call = table, table.fast_call
 
     @classmethod
     def build(cls, fusion, target: Optional[str] = None, vec_a: int = 8, vec_b: int = 8, isolate=None,
@@ -145,7 +153,7 @@ class Kernel:
     def __call__(self, *tensors):
         # a call like an earlier one: its launch plan, no checks redone, in one C++ call (PlanTable.call:
         # signature, lookup, stream, output, pack, launch); run_planned when the tensors' device is not current
-        out = self._plans.call(tensors)
+        out = self._plans_call(tensors)
         if out is None:
             out = self.run_planned(tensors)
         if out is not None:
@@ -347,13 +355,16 @@ class PlanParts(NamedTuple):
 MAX_PLANS = 64  # call signatures remembered per table (beyond: forgotten all at once, re-planned on use)
 
 
-def plan_table():
+def plan_table(python_reads: bool = False):
     """An empty table of launch plans by call signature (_C.runtime.PlanTable: signature, lookup, output
     allocation, address checks, packing and launch in one C++ call; docs/runtime.md, "Eager calls"); its call()
-    queries the current device and stream itself."""
+    queries the current device and stream itself. It reads tensors and allocates outputs through ATen where
+    heddle._C_aten serves the running torch (heddle.core.aten), else, or with python_reads, through torch's
+    Python API (the same keys)."""
     import torch
     return _C.runtime.PlanTable(torch.empty, MAX_PLANS, current_device=torch_compat.cuda_current_device(),
-                                raw_stream=torch_compat.cuda_raw_stream())
+                                raw_stream=torch_compat.cuda_raw_stream(),
+                                aten=None if python_reads else aten.access())
 
 
 def run_table(table, tensors, exact_type=None, no_grad: bool = False):

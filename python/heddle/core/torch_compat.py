@@ -25,6 +25,13 @@ def torch_version() -> Tuple[int, int]:
     return int(major), int(minor)
 
 
+def version_string() -> str:
+    """torch.__version__ as a plain str, local tag included ('2.13.0+cpu'; 2.11, 2.13): heddle._C_aten is used
+    only under the torch whose string it was built with (heddle.core.aten)."""
+    import torch
+    return str(torch.__version__)
+
+
 # --- torch._C: the eager launch path's fast accessors --------------------------------------------
 
 def cuda_current_device() -> Optional[Callable[[], int]]:

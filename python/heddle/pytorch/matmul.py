@@ -17,7 +17,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .. import _C
-from ..core import inputs
+from ..core import aten, inputs
 from ..core import torch_compat as compat
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
@@ -346,10 +346,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
     trans_a: `a` holds A^T ([K, M]); trans_b: `b` holds B^T ([N, K]) — e.g. a Linear weight.
     activation: relu | gelu | gelu_tanh | silu | sigmoid | tanh.
     """
-    if not torch.compiler.is_compiling():
+    if not _dynamo_compiling():
         # a plain eager call like an earlier planned one (same arguments, same tensor signatures): one C++
-        # call, CallTable.run (no mode, grad rule, signature, lookup, output, pack, launch); else None
-        out = _calls.run(a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype)
+        # call, CallTable.run (no mode, grad rule, signature, lookup, output, pack, launch); else None. Under
+        # dynamo's trace the branch folds away; other tracers (make_fx, non-strict export) run it with fake
+        # tensors (subclasses, never keyed) under a mode (the table's mode check): both take the full path.
+        out = _front(a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype)
         if out is not None:
             return out
     name, args = _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype)
@@ -362,6 +364,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
             _calls.adopt((a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype), fm._eager)
             return out
     return getattr(torch.ops.heddle, name)(*args)
+
+
+# torch.compiler.is_dynamo_compiling, held here: one Python call returning False in eager (is_compiling makes two,
+# about 0.1 us more), folded to True by dynamo like is_compiling
+_dynamo_compiling = torch.compiler.is_dynamo_compiling
 
 
 def _op_and_args(a, b, bias, activation, residual, alpha, trans_a, trans_b, out_dtype):
@@ -456,11 +463,20 @@ def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_ra
 
 _op_names: Dict[tuple, str] = {}
 _by_name: Dict[str, FusedMatmul] = {}  # op name -> its FusedMatmul (the eager path)
-# heddle.matmul's front (docs/runtime.md, "Eager calls"): a repeated plain eager call -> the plan its op's
-# table holds for its tensors; torch.Tensor operands by signature, dtypes by identity, the rest by value
-_calls = _C.runtime.CallTable(torch.empty, MAX_PLANS, exact_type=torch.Tensor, identity_types=[torch.dtype],
-                              blockers=_MODE_QUERIES, grad_enabled=torch.is_grad_enabled,
-                              current_device=compat.cuda_current_device(), raw_stream=compat.cuda_raw_stream())
+
+
+def call_table(python_reads: bool = False):
+    """heddle.matmul's front (docs/runtime.md, "Eager calls"): a repeated plain eager call -> the plan its op's
+    table holds for its tensors; torch.Tensor operands by signature, dtypes by identity, the rest by value.
+    Tensors read through ATen where heddle._C_aten serves this torch, else (or python_reads) through Python."""
+    return _C.runtime.CallTable(torch.empty, MAX_PLANS, exact_type=torch.Tensor, identity_types=[torch.dtype],
+                                blockers=_MODE_QUERIES, grad_enabled=torch.is_grad_enabled,
+                                current_device=compat.cuda_current_device(), raw_stream=compat.cuda_raw_stream(),
+                                aten=None if python_reads else aten.access())
+
+
+_calls = call_table()
+_front = _calls.fast_run  # _calls.run as a builtin bound to the table: no pybind11 dispatch per call
 # torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
 # torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
 _op_name._dynamo_marked_constant = True

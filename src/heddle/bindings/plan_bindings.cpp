@@ -7,13 +7,18 @@
 // none) read here from their Python attributes (no torch headers), its plan looked up
 // (runtime/launch_table.h), the outputs allocated (torch.empty), the addresses checked, packed and
 // launched. heddle._C.runtime.CallTable: the same for a whole heddle.matmul call (its tensors and the
-// plain values beside them), keyed to a PlanTable's plan.
+// plain values beside them), keyed to a PlanTable's plan. Both take an optional ATen access
+// (bindings/aten_access.h, from heddle._C_aten): an exact torch.Tensor is then read from its at::Tensor and
+// the outputs come from at::empty, with no call into torch's Python API.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
+#include "heddle/bindings/aten_access.h"
+#include "heddle/bindings/fast_entry.h"
 #include "heddle/bindings/launch_args.h"
 #include "heddle/runtime/backend.h"
 #include "heddle/runtime/launch.h"
@@ -150,11 +155,56 @@ bool appendInts(PyObject* seq, std::vector<int64_t>* key) {
   return true;
 }
 
+using heddle::bindings::AtenAccess;
+using heddle::bindings::TensorFacts;
+
+// The ATen access in `capsule` (heddle._C_aten.access), or nullptr for None; an InputError for a capsule of
+// another layout (a _C_aten from another heddle build).
+const AtenAccess* atenAccess(const py::object& capsule) {
+  if (capsule.is_none()) return nullptr;
+  auto* a = static_cast<const AtenAccess*>(PyCapsule_GetPointer(capsule.ptr(), heddle::bindings::kAtenAccessCapsule));
+  if (!a) {
+    PyErr_Clear();
+    throw InputError("aten: expected heddle._C_aten.access (a capsule named heddle._C_aten.access) or None");
+  }
+  if (a->abi != heddle::bindings::kAtenAccessAbi || a->size != sizeof(AtenAccess))
+    fail<InputError>("aten: heddle._C_aten has ABI ", a->abi, " (", a->size, " bytes), this _C takes ABI ",
+                     heddle::bindings::kAtenAccessAbi, " (", sizeof(AtenAccess), " bytes): rebuild heddle");
+  return a;
+}
+
+// The signature key of a tensor read through ATen: the same values, in the same order, as the Python reads.
+void appendFacts(const TensorFacts& f, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
+  key->push_back(f.ndim);
+  key->insert(key->end(), f.sizes, f.sizes + f.ndim);
+  key->push_back(f.ndim);
+  key->insert(key->end(), f.strides, f.strides + f.ndim);
+  key->push_back((int64_t)(uintptr_t)f.dtype);
+  key->push_back(f.device);
+  key->push_back((int64_t)(f.address % 16));
+  addresses->push_back(f.address);
+}
+
+bool requiresGrad(PyObject* t);
+
 // The call signature of one tensor into `key`, its address into `addresses`; false (no Python error
-// left set) when `t` is not tensor-like, or when its memory does not hold its value (a negative view,
-// torch._neg_view: the memory holds -t with t's shape, strides and address; a ZeroTensor: address 0):
-// the caller's full path resolves it or says what is wrong.
-bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
+// left set) when `t` is not tensor-like, when (noGrad) it requires grad, or when its memory does not hold
+// its value (a negative view, torch._neg_view: the memory holds -t with t's shape, strides and address; a
+// ZeroTensor: address 0): the caller's full path resolves it or says what is wrong. `aten` (may be null)
+// reads an exact torch.Tensor; anything else is read through its Python attributes.
+bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
+                     const AtenAccess* aten = nullptr, bool noGrad = false) {
+  if (aten) {
+    TensorFacts f;
+    int r = aten->read(t, &f);
+    if (r == heddle::bindings::AtenRead_Ok) {
+      if (noGrad && f.requiresGrad) return false;
+      appendFacts(f, key, addresses);
+      return true;
+    }
+    if (r == heddle::bindings::AtenNoSignature) return false;
+  }
+  if (noGrad && requiresGrad(t)) return false;
   static PyObject* shapeName = interned("shape");
   static PyObject* strideName = interned("stride");
   static PyObject* dtypeName = interned("dtype");
@@ -198,24 +248,35 @@ struct PlanEntry {
   struct Output {
     // new_empty of a 0-element tensor of the output's dtype and device (made once by the table's `empty`),
     // called with the sizes as positional ints: no dtype/device keywords to parse (about 0.2 us less a call
-    // than empty(*sizes, dtype=, device=); a torch.Size would cost twice the ints)
-    py::object alloc;
+    // than empty(*sizes, dtype=, device=); a torch.Size would cost twice the ints). With ATen access:
+    // at::empty(sizes, like.options()), like being that 0-element tensor.
+    py::object alloc, like;
     py::tuple args;
+    std::vector<int64_t> sizes;
   };
   py::object planObject;  // keeps the plan alive
   const PyPlan* plan = nullptr;
   std::vector<Output> outs;
 };
 
-// The outputs of a launch through `e` (made by its outputs' new_empty; their addresses appended to `addresses`),
-// launched on `stream`; None when an address breaks a slot (the caller takes the full path).
-py::object launchEntry(const PlanEntry& e, uint64_t stream, std::vector<uint64_t>* addresses, bool dryRun) {
+// The outputs of a launch through `e` (made by its outputs' new_empty, or at::empty through `aten`; their
+// addresses appended to `addresses`), launched on `stream`; None when an address breaks a slot (the caller
+// takes the full path).
+py::object launchEntry(const PlanEntry& e, uint64_t stream, std::vector<uint64_t>* addresses, bool dryRun,
+                       const AtenAccess* aten) {
   static PyObject* ptrName = interned("data_ptr");
   py::tuple outs(e.outs.size());
   for (size_t i = 0; i < e.outs.size(); ++i) {
-    PyObject* o = PyObject_Call(e.outs[i].alloc.ptr(), e.outs[i].args.ptr(), nullptr);
+    const PlanEntry::Output& out = e.outs[i];
+    PyObject* o = aten ? aten->emptyLike(out.like.ptr(), out.sizes.data(), (int)out.sizes.size())
+                       : PyObject_Call(out.alloc.ptr(), out.args.ptr(), nullptr);
     if (!o) throw py::error_already_set();
     outs[i] = py::reinterpret_steal<py::object>(o);
+    TensorFacts f;
+    if (aten && aten->read(o, &f) == heddle::bindings::AtenRead_Ok) {
+      addresses->push_back(f.address);
+      continue;
+    }
     PyObject* ptr = PyObject_CallMethodNoArgs(o, ptrName);
     if (!ptr) throw py::error_already_set();
     addresses->push_back(PyLong_AsUnsignedLongLong(ptr));
@@ -259,6 +320,8 @@ bool currentStream(const py::object& currentDevice, const py::object& rawStream,
 
 struct PlanTable {
   py::object empty;                     // torch.empty
+  py::object atenCapsule;               // heddle._C_aten.access or None
+  const AtenAccess* aten = nullptr;     // its table (nullptr: every tensor read through Python)
   py::object currentDevice, rawStream;  // call(): the current CUDA device and its stream (None: not queried)
   bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
   SignatureTable<PlanEntry> entries;
@@ -276,8 +339,8 @@ struct PlanTable {
     addresses->reserve(n + 2);
     for (Py_ssize_t i = 0; i < n; ++i) {
       py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
-      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact) || (noGrad && requiresGrad(t.ptr())) ||
-          !tensorSignature(t.ptr(), key, addresses)) {
+      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact) ||
+          !tensorSignature(t.ptr(), key, addresses, aten, noGrad)) {
         PyErr_Clear();
         return false;
       }
@@ -305,9 +368,13 @@ struct PlanTable {
       PlanEntry::Output out;
       py::tuple shape = py::tuple(o.attr("shape"));
       py::tuple dims(shape.size());
-      for (size_t i = 0; i < shape.size(); ++i) dims[i] = py::int_(shape[i].cast<int64_t>());
+      for (size_t i = 0; i < shape.size(); ++i) {
+        out.sizes.push_back(shape[i].cast<int64_t>());
+        dims[i] = py::int_(out.sizes.back());
+      }
       out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: new_empty(())
-      out.alloc = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device")).attr("new_empty");
+      out.like = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device"));
+      out.alloc = out.like.attr("new_empty");
       e->outs.push_back(std::move(out));
     }
     entries.put(std::move(key), std::move(e));
@@ -320,7 +387,7 @@ struct PlanTable {
     if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
     std::shared_ptr<const PlanEntry> e = entries.find(key);  // alive through torch.empty and the launch, whatever
     if (!e) return py::none();                               // another thread does to the table
-    return launchEntry(*e, stream, &addresses, dry || dryRun);
+    return launchEntry(*e, stream, &addresses, dry || dryRun, aten);
   }
 
   // Kernel.__call__'s and FusedMatmul.planned's whole repeated call: run() on the tensors' device's current
@@ -336,7 +403,7 @@ struct PlanTable {
     if (!e) return py::none();
     uint64_t stream;
     if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
-    return launchEntry(*e, stream, &addresses, dryRun);
+    return launchEntry(*e, stream, &addresses, dryRun, aten);
   }
 };
 
@@ -349,7 +416,8 @@ struct PlanTable {
 // argument (a tensor subclass such as nn.Parameter, a list, a float subclass) is never planned: the call
 // takes the full path, which checks it. run() also sends the call there when a blocker returns true
 // (dispatch or function modes, functorch transforms), when `grad_enabled()` and a tensor requires grad,
-// and when the tensors' device is not the current one.
+// and when the tensors' device is not the current one. With ATen access the mode check and the grad mode
+// are read from torch's thread-local state instead of the blockers and grad_enabled.
 struct CallTable {
   struct Entry {
     std::shared_ptr<const PlanEntry> plan;
@@ -357,6 +425,8 @@ struct CallTable {
     std::vector<py::object> held;                            // the identity-keyed arguments
   };
   py::object empty, exact, gradEnabled, currentDevice, rawStream;
+  py::object atenCapsule;            // heddle._C_aten.access or None
+  const AtenAccess* aten = nullptr;  // its table: tensors read, outputs allocated and grad mode read through ATen
   std::vector<py::object> blockers, identity;
   bool dryRun = false;
   SignatureTable<Entry> entries;
@@ -364,18 +434,17 @@ struct CallTable {
   // The key of the call `args`, its tensors' addresses and the first tensor's device index (-1: the
   // CPU, or no tensor); false when an argument is never planned or (checkGrad) a tensor requires grad.
   // adopting: where the entry's strings and held objects go.
-  bool key(PyObject* args, std::vector<int64_t>* key, std::vector<uint64_t>* addresses, long long* device,
-           bool checkGrad, Entry* adopting) const {
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+  bool key(PyObject* const* args, Py_ssize_t n, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
+           long long* device, bool checkGrad, Entry* adopting) const {
     addresses->reserve(n + 2);
     *device = -1;
     bool first = true;
     for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* o = PyTuple_GET_ITEM(args, i);
+      PyObject* o = args[i];
       PyTypeObject* type = Py_TYPE(o);
       if ((PyObject*)type == exact.ptr()) {
         key->push_back(TagTensor);
-        if ((checkGrad && requiresGrad(o)) || !tensorSignature(o, key, addresses)) return false;
+        if (!tensorSignature(o, key, addresses, aten, checkGrad)) return false;
         if (first) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device index, address % 16)
         first = false;
       } else if (o == Py_None) {
@@ -433,18 +502,22 @@ struct CallTable {
   }
 
   py::object run(const py::args& args) const {
-    for (const auto& b : blockers)
-      if (truthy(b)) return py::none();
-    bool grad = !gradEnabled.is_none() && truthy(gradEnabled);
+    return run(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()));
+  }
+
+  // run() on the arguments as a vectorcall passes them (fastRun, heddle.matmul's front)
+  py::object run(PyObject* const* args, Py_ssize_t n) const {
+    if (aten ? aten->modesActive() != 0 : std::any_of(blockers.begin(), blockers.end(), truthy)) return py::none();
+    bool grad = aten ? aten->gradEnabled() != 0 : !gradEnabled.is_none() && truthy(gradEnabled);
     std::vector<int64_t> k;
     k.reserve(64);
     std::vector<uint64_t> addresses;
     long long device = -1;
-    if (!key(args.ptr(), &k, &addresses, &device, grad, nullptr)) return py::none();
+    if (!key(args, n, &k, &addresses, &device, grad, nullptr)) return py::none();
     std::shared_ptr<const Entry> e = entries.find(k);  // alive through torch.empty and the launch
     if (!e) return py::none();
     for (const auto& [i, s] : e->strings) {
-      PyObject* given = PyTuple_GET_ITEM(args.ptr(), i);
+      PyObject* given = args[i];
       if (given != s.ptr() && PyUnicode_Compare(given, s.ptr()) != 0) {
         PyErr_Clear();
         return py::none();  // another str with the same hash
@@ -452,7 +525,7 @@ struct CallTable {
     }
     uint64_t stream;  // the tensors' device must be the current one (the full path switches it)
     if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
-    return launchEntry(*e->plan, stream, &addresses, dryRun);
+    return launchEntry(*e->plan, stream, &addresses, dryRun, aten);
   }
 
   // Remembers the plan `source` holds for this call's tensors (the exact-type tensors among `args`, in
@@ -462,7 +535,8 @@ struct CallTable {
     std::vector<int64_t> k;
     std::vector<uint64_t> addresses;
     long long device = -1;
-    if (!key(args.ptr(), &k, &addresses, &device, false, e.get())) return false;
+    if (!key(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()), &k, &addresses, &device, false, e.get()))
+      return false;
     py::list tensors;
     for (const auto& a : args)
       if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) tensors.append(a);
@@ -472,6 +546,24 @@ struct CallTable {
     return true;
   }
 };
+
+PyObject* callTableRun(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return heddle::bindings::fastEntryResult(
+      [&] { return heddle::bindings::fastEntryTable<CallTable>(self).run(args, n); });
+}
+
+PyObject* planTableCall(PyObject* self, PyObject* const* args, Py_ssize_t n) {
+  return heddle::bindings::fastEntryResult([&]() -> py::object {
+    if (n != 1) throw InputError("PlanTable.fast_call takes one argument: the tensors");
+    return heddle::bindings::fastEntryTable<PlanTable>(self).call(py::reinterpret_borrow<py::sequence>(args[0]),
+                                                                  py::none(), false);
+  });
+}
+
+PyMethodDef kCallTableRun = {"run", (PyCFunction)(void (*)())callTableRun, METH_FASTCALL,
+                             "CallTable.run without pybind11's dispatch"};
+PyMethodDef kPlanTableCall = {"call", (PyCFunction)(void (*)())planTableCall, METH_FASTCALL,
+                              "PlanTable.call(tensors) without pybind11's dispatch"};
 
 }  // namespace
 
@@ -577,21 +669,25 @@ void bindPlan(py::module_& m) {
   py::class_<PlanTable>(rt, "PlanTable",
                         "Launch plans by call signature: run() takes the tensors and does the rest in one call "
                         "(docs/runtime.md, 'Eager calls').")
-      .def(py::init([](py::object empty, size_t capacity, py::object currentDevice, py::object rawStream) {
-             if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
-             PlanTable t;
-             t.empty = std::move(empty);
-             t.entries = SignatureTable<PlanEntry>(capacity);
-             t.currentDevice = std::move(currentDevice);
-             t.rawStream = std::move(rawStream);
-             return t;
-           }),
+      .def(py::init(
+               [](py::object empty, size_t capacity, py::object currentDevice, py::object rawStream, py::object aten) {
+                 if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
+                 PlanTable t;
+                 t.aten = atenAccess(aten);
+                 t.atenCapsule = std::move(aten);
+                 t.empty = std::move(empty);
+                 t.entries = SignatureTable<PlanEntry>(capacity);
+                 t.currentDevice = std::move(currentDevice);
+                 t.rawStream = std::move(rawStream);
+                 return t;
+               }),
            py::arg("empty"), py::arg("capacity") = 64, py::arg("current_device") = py::none(),
-           py::arg("raw_stream") = py::none(),
+           py::arg("raw_stream") = py::none(), py::arg("aten") = py::none(),
            "empty: the output allocator (torch.empty), called once per plan and output as empty(0, dtype=, "
            "device=); each call's output is that tensor's new_empty(*sizes); capacity: signatures kept (beyond "
            "it the table is emptied and re-filled on use); current_device(), raw_stream(index): the current CUDA "
-           "device and its stream as ints, for call() (None: call() runs no CUDA tensors)")
+           "device and its stream as ints, for call() (None: call() runs no CUDA tensors); aten: heddle._C_aten.access "
+           "(exact torch.Tensors read and outputs allocated through ATen, same keys) or None")
       .def("add", &PlanTable::add, py::arg("tensors"), py::arg("plan"), py::arg("outputs"),
            "Remembers `plan` for the signature of `tensors`; outputs: the outputs its first launch got (their "
            "shape, dtype and device are what later calls allocate). False, nothing remembered, when the tensors "
@@ -611,6 +707,23 @@ void bindPlan(py::module_& m) {
              std::vector<uint64_t> addresses;
              return t.signature(tensors, &key, &addresses) && t.entries.contains(key);
            })
+      .def(
+          "key",
+          [](const PlanTable& t, const py::sequence& tensors) -> py::object {
+            std::vector<int64_t> key;
+            std::vector<uint64_t> addresses;
+            if (!t.signature(tensors, &key, &addresses)) return py::none();
+            return py::cast(key);
+          },
+          "The signature key the table looks `tensors` up by (ints), or None when they have none (tests: the "
+          "ATen and the Python reads give the same key)")
+      .def_property_readonly(
+          "fast_call",
+          [](py::object self) {
+            return heddle::bindings::fastEntry(self, &self.cast<const PlanTable&>(), &kPlanTableCall);
+          },
+          "call(tensors) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
+          "alive): what Kernel.__call__ holds")
       .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
       .def("clear", [](PlanTable& t) { t.entries.clear(); })
       .def_readwrite("dry_run", &PlanTable::dryRun,
@@ -621,10 +734,12 @@ void bindPlan(py::module_& m) {
                         "call per repeated call (docs/runtime.md, 'Eager calls').")
       .def(py::init([](py::object empty, size_t capacity, py::object exactType, const py::sequence& identityTypes,
                        const py::sequence& blockers, py::object gradEnabled, py::object currentDevice,
-                       py::object rawStream) {
+                       py::object rawStream, py::object aten) {
              if (capacity == 0) throw InputError("CallTable: capacity must be at least 1");
              if (!PyType_Check(exactType.ptr())) throw InputError("CallTable: exact_type must be a type");
              CallTable t;
+             t.aten = atenAccess(aten);
+             t.atenCapsule = std::move(aten);
              t.empty = std::move(empty);
              t.entries = SignatureTable<CallTable::Entry>(capacity);
              t.exact = std::move(exactType);
@@ -639,7 +754,7 @@ void bindPlan(py::module_& m) {
              return t;
            }),
            py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"), py::arg("blockers"),
-           py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"),
+           py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"), py::arg("aten") = py::none(),
            "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls "
            "kept (beyond it the table is emptied); "
            "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "
@@ -647,14 +762,22 @@ void bindPlan(py::module_& m) {
            "result sends a call down the full path (dispatch and function modes, functorch transforms); "
            "grad_enabled: callable, under a true result a tensor that requires grad sends the call down the full "
            "path; current_device(), raw_stream(index): the current CUDA device and its stream as ints (None: "
-           "calls on a device never run from the table)")
-      .def("run", &CallTable::run,
+           "calls on a device never run from the table); aten: heddle._C_aten.access (tensors, outputs, the grad "
+           "mode and the mode check through ATen, in place of grad_enabled and blockers; same keys) or None")
+      .def("run", static_cast<py::object (CallTable::*)(const py::args&) const>(&CallTable::run),
            "The output of this call launched through the plan adopted for its arguments, or None: the caller "
            "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
            "the plan's slots)")
       .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"),
            "Keys the plan `source` (a PlanTable) holds for the tensors among `args` by the whole call `args`; "
            "False when there is none or an argument is never planned")
+      .def_property_readonly(
+          "fast_run",
+          [](py::object self) {
+            return heddle::bindings::fastEntry(self, &self.cast<const CallTable&>(), &kCallTableRun);
+          },
+          "run(*args) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
+          "alive): what heddle.matmul's front calls")
       .def("__len__", [](const CallTable& t) { return t.entries.size(); })
       .def("clear", [](CallTable& t) { t.entries.clear(); })
       .def_readwrite("dry_run", &CallTable::dryRun,
