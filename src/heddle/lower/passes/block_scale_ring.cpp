@@ -64,10 +64,10 @@ void blockScaleRing(LowerContext& c) {
   l->dst = sSA;
   l->stage = loadA->stage;
   l->iter = loadA->iter;
-  l->src = "scale_a";                           // the simulator's copy of the M-major storage [ceil(K/128), M]
+  l->src = "scale_a";  // the simulator's copy of the M-major storage [ceil(K/128), M]
   const kir::IExpr kt = kir::IExpr::var("kt");
-  l->row0 = kt * t.bk / kScaleBlock;     // the k-block of this k-tile (bk divides 128)
-  l->col0 = loadA->row0;                        // the tile's first row
+  l->row0 = kt * t.bk / kScaleBlock;  // the k-block of this k-tile (bk divides 128)
+  l->col0 = loadA->row0;              // the tile's first row
   l->rowsBound = ceilDiv(kir::IExpr::var("K"), kir::IExpr(kScaleBlock));
   l->colsBound = kir::IExpr::var("M");
   l->ld = "M";  // the simulator's storage: unpadded M-major (the kernel reads through the map)
