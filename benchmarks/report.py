@@ -359,23 +359,29 @@ def fused_table(doc: dict) -> str:
 def fp8_table(doc: dict) -> str:
     """FP8 GEMMs (issue 32): heddle.scaled_mm against torch._scaled_mm (cuBLASLt), and the fused dequantize +
     bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, and the block-scaled
-    heddle.scaled_mm against torch's blockwise _scaled_mm (a skipped peer where torch has none), from the same run."""
+    heddle.scaled_mm against torch's blockwise _scaled_mm (a skipped peer where torch has none) on its own shapes
+    (fp8_block) and on DeepGEMM's test shapes (fp8_deepgemm), from the same run; a DeepGEMM column where the run
+    has deep_gemm records (measured, or skipped with the reason)."""
     cases = _by_case(doc["records"])
-    peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise"}
+    peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise",
+             "fp8_deepgemm": "torch_blockwise"}
     keys = [k for k in cases if k[0] in peers]
     if not keys:
         return ""
-    out = ["| case | scales | heddle | peer | peer time | heddle TFLOP/s | heddle / peer | heddle config |",
-           "|---|---|---|---|---|---|---|---|"]
+    dg = any(r.get("impl") == "deep_gemm" for r in doc["records"])
+    out = ["| case | scales | heddle | peer | peer time | heddle TFLOP/s | heddle / peer | " +
+           ("DeepGEMM | heddle / DeepGEMM | " if dg else "") + "heddle config |",
+           "|---|---|---|---|---|---|---|---|" + ("---|---|" if dg else "")]
+    t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
     for k in keys:
         im = cases[k]
         h = im.get("heddle")
         peer_name = peers[k[0]]
-        p = im.get(peer_name)
-        t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
+        p, d = im.get(peer_name), im.get("deep_gemm")
         scaling = (h or p or {}).get("scaling", "")
         out.append(f"| {k[1].split('-', 1)[1]} | {scaling} | {t(h)} | {peer_name} | {t(p)} | {_tf(h)} | "
-                   f"{_x(_ratio(h, p))} | {'`' + h['config'] + '`' if h and h.get('config') else ''} |")
+                   f"{_x(_ratio(h, p))} | " + (f"{t(d)} | {_x(_ratio(h, d))} | " if dg else "") +
+                   f"{'`' + h['config'] + '`' if h and h.get('config') else ''} |")
     return "\n".join(out)
 
 

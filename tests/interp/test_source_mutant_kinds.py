@@ -30,7 +30,7 @@ APPLIES = {  # family -> the catalogue kinds that must generate mutants for its 
     "sm90_tma_store": _ROLES | {"tile_stride", "named_barrier_count", "named_barrier_id"} | _MAPS,
     "sm90_split_k": _SM90 | {"flag_count", "flip_parity_role"} | _MAPS,
     "sm90_stream_k": _ROLES | {"flag_count", "named_barrier_count", "named_barrier_id"} | _MAPS,
-    "sm90_block": _ROLES | {"tile_stride", "promotion"} | _MAPS,
+    "sm90_block": _ROLES | {"tile_stride", "promotion", "scale_ring"} | _MAPS,
     "sm90_fp8": _SM90 | {"flip_parity_role", "fp8_k_step", "fp8_drop_scale"} | _MAPS,
     "sm100_tcgen05": _SM90 | {"tile_stride", "tmem_stage"} | _MAPS,
     "sm80_grouped": {"stage_modulo", "group_walk_bound", "group_walk_offset"},

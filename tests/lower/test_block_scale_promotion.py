@@ -24,8 +24,10 @@ def test_the_mma_role_promotes_every_interval():
     # promotion interval 128 = 2 k-tiles of 64: after every second k-tile, and after K's last one
     assert "if (heddle_min((kt + 1) % 2, heddle_ceil_div(K, 64) - kt - 1) == 0) {" in src
     line = next(ln.strip() for ln in src.splitlines() if ".promote(" in ln)
-    assert line == ("acc.promote(tmp, scale_a, scale_b, M, N, heddle_ceil_div(K, 128), m0, n0, kt * 64 / 128, kt < 2, "
-                    "warp, lane);"), line
+    # scale_a from the k-tile's own ring slot (the wgmma's stage of sA), scale_b from global memory
+    assert line == ("acc.promote(tmp, sSA + ((tl * heddle_ceil_div(K, 64) + kt) % 4) * 128, scale_b, M, N, "
+                    "heddle_ceil_div(K, 128), m0, n0, kt * 64 / 128, kt < 2, warp, lane);"), line
+    assert "tmp.step(sA + ((tl * heddle_ceil_div(K, 64) + kt) % 4) * 8192," in src
     after = src.splitlines()[next(i for i, ln in enumerate(src.splitlines()) if ".promote(" in ln) + 1]
     assert after.strip().startswith("tmp.zero();")
     # the promotion's wait sits right before it, inside the interval's last k-tile
@@ -35,8 +37,48 @@ def test_the_mma_role_promotes_every_interval():
     text = low.explain()
     assert "RAW tmp (wgmma -> promotion)" in text and "block_scale_promotion" in text
     assert "promotion every 128 of K" in text.splitlines()[0]
-    assert [p for p in low.params if p[0].startswith("scale_")] == [("scale_a", "ptr", "f32", "sa"),
-                                                                    ("scale_b", "ptr", "f32", "sb")]
+    assert [p for p in low.params if p[0].startswith("scale_") or p[0] == "tmSA"] == [("tmSA", "tensormap", "f32", "sa"),
+                                                                                      ("scale_b", "ptr", "f32", "sb")]
+
+
+def test_scale_a_rides_the_operand_ring():
+    """The load role's TMA brings each k-tile's scale_a [BM] into the slot beside sA and sB, its bytes in the
+    full barrier's expect-tx; the MMA role's promotion reads that slot and only then releases the k-tile's
+    ring slot (the arrive moved after the promotion, listed in explain() with its origin)."""
+    low = fusion().lower("sm_90a")
+    lines = [ln.strip() for ln in low.source.splitlines()]
+    load = next(i for i, ln in enumerate(lines) if "&tmSA," in ln)
+    assert lines[load] == ("heddle::sm90::tma_load_plain<1, 128>(sSA + ((tl * heddle_ceil_div(K, 64) + kt) % 4) * 128, "
+                           "&tmSA, kt * 64 / 128, m0, (full + ((tl * heddle_ceil_div(K, 64) + kt) % 4)));")
+    assert "&tmA," in lines[load - 1] and "&tmB," in lines[load + 1]  # the same item's A and B, the same barrier
+    # 128 x 64 bf16 + 64 x 64 bf16 + 128 f32 scales per slot
+    assert f"mbar_arrive_expect_tx((full + ((tl * heddle_ceil_div(K, 64) + kt) % 4)), {128 * 64 * 2 + 64 * 64 * 2 + 512});" \
+        in lines[load - 2]
+    assert [m for m in low.tensor_maps if m["param"] == "tmSA"] == [
+        {"param": "tmSA", "operand": "sa", "box_cols": 128, "box_rows": 1, "swizzle": 0, "batched": False,
+         "l2_promotion": 128}]
+    prom = next(i for i, ln in enumerate(lines) if ln.startswith("acc.promote("))
+    rel = next(i for i, ln in enumerate(lines) if ln.startswith("heddle::sm90::mbar_arrive((empty + ((tl"))
+    assert prom < rel and lines[rel - 1] == "}"  # the release follows the promotion's `if`
+    text = low.explain()
+    entry = text[text.index("] mbarrier.arrive empty[(tl"):]
+    entry = entry[:entry.index("\n[")] if "\n[" in entry else entry
+    assert "WAR sSA (promotion -> load)" in entry and "placed by: block_scale_promotion / mbarrier ring" in entry
+    assert "roles: load -(sA, sB, sSA)-> mma" in text.splitlines()[0]
+    assert "sa through the operand ring: TMA into sSA, 512 bytes of each slot's expect-tx" in text.splitlines()[0]
+
+
+def test_the_release_follows_the_promotion_when_nothing_stays_in_flight():
+    # stages = prefetch + 1: wait_group(0) and the k-tile releases its own slot -- after the promotion read it
+    low = fusion(stages=2, prefetch=1, promotion=64).lower("sm_90a")
+    lines = [ln.strip() for ln in low.source.splitlines()]
+    prom = next(i for i, ln in enumerate(lines) if ln.startswith("acc.promote("))
+    assert "sSA + ((tl * heddle_ceil_div(K, 64) + kt) % 2) * 128" in lines[prom]
+    # item i + 1 + 1 - 2 = i: this k-tile's own slot, whose scales the promotion just read, after wait_group(0)
+    assert lines[prom + 2].startswith("heddle::sm90::mbar_arrive((empty + ((tl * heddle_ceil_div(K, 64) + kt + 1 + 1) "
+                                      "% 2)));"), lines[prom + 2]
+    assert lines[prom + 2].endswith("WAR sA, sB, sSA (mma -> load), WAR sSA (promotion -> load)")
+    assert lines[prom - 2].startswith("tmp.wait<0>();  // sync") and lines[prom - 2].endswith("WAR sA, sB (wgmma -> tma)")
 
 
 def test_promotion_interval_in_k_tiles():
@@ -44,7 +86,8 @@ def test_promotion_interval_in_k_tiles():
     assert low.name.endswith("_bs128p64")
     lines = [ln.strip() for ln in low.source.splitlines()]
     at = next(i for i, ln in enumerate(lines) if ln.startswith("acc.promote("))
-    assert lines[at - 1].startswith("tmp.wait<0>();") and lines[at - 2].startswith("heddle::sm90::mbar_arrive((empty")
+    assert lines[at - 1].startswith("tmp.wait<0>();") and lines[at - 2].startswith("tmp.wait<2>();")
+    assert lines[at + 2].startswith("heddle::sm90::mbar_arrive((empty")  # promote, tmp.zero(), then the release
     assert "heddle_min((kt + 1)" not in low.source  # one k-tile per interval: every k-tile promotes, no condition
     assert lines[at].endswith(", kt * 64 / 128, kt < 1, warp, lane);")
     low = fusion(bk=32, promotion=64).lower("sm_90a")  # 2 k-tiles of 32 per promotion, 2 promotions per block
@@ -150,3 +193,29 @@ def test_promotion_mutants_are_caught():
     assert res["by_kind"]["promotion"] == (4, 4), res["by_kind"]
     assert res["by_kind"]["loosen_wait"] == (1, 1), res["by_kind"]
     assert sorted((m.kind, m.what) for m in res["survivors"]) == sorted(EQUIVALENT), res["survivors"]
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.parametrize("stages,prefetch", [(4, 1), (2, 1)])
+def test_scale_ring_mutants_are_caught(stages, prefetch):
+    """The scale ring's protocol broken one fact at a time (source mutants, kind scale_ring, and the flipped
+    parity of the full-barrier wait that guards the slot's scales): the slot's scale bytes missing from the
+    expect-tx, the promotion reading the next item's slot, the release moved before the promotion. With 4
+    stages (keep = 2) the moved release frees item i - 2, which no promotion reads any more: equivalent; with 2
+    stages (keep = 0) it frees the slot the promotion is about to read, and the next fill lands on it."""
+    fd = fusion(N=72, K=264, stages=stages, prefetch=prefetch)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    lines = k.lowered.source.split("\n")
+    full = 1 + next(i for i, ln in enumerate(lines) if "mbar_wait((full" in ln)  # the MMA role's wait for item i
+
+    def mine(mu):
+        return mu.kind == "scale_ring" or (mu.kind == "flip_parity" and mu.line == full)
+    res = mutation_kill_rate(k, *tensors(fd, 70, seed=1), sms=2, kinds=("scale_ring", "flip_parity"), where=mine)
+    assert res["by_kind"]["flip_parity"] == (1, 1), res["by_kind"]
+    survivors = sorted(m.what for m in res["survivors"])
+    if stages - prefetch - 1 >= 1:
+        assert res["by_kind"]["scale_ring"] == (2, 3), res["by_kind"]
+        assert survivors == ["the k-tile's release moved before the promotion that reads its scale_a slot"], survivors
+    else:
+        assert res["by_kind"]["scale_ring"] == (3, 3), (res["by_kind"], survivors)

@@ -189,3 +189,25 @@ def test_batched_auto_schedule_uses_the_warp_specialized_batch_walk():
     assert "_ws2coop_" in low.name and low.tile["batch_walk"]
     assert [m["param"] for m in low.tensor_maps] == ["tmA", "tmB", "tmD"]
     assert all(m["batched"] for m in low.tensor_maps)
+
+
+def test_block_scales_take_scale_a_m_major():
+    """The block-scaled kernel's scale_a [M, ceil(K/128)] is the M-major storage of its TMA map (ring slots,
+    lower/passes/block_scale_ring.cpp): torch's BlockWise1x128 layout passes as it is, anything else is
+    copied by tma.m_major_scales (M padded to a multiple of 4) and refused at launch by name."""
+    sa = torch.rand(8, 3).t().contiguous().t()  # M-major, M = 8: torch's layout
+    assert tma.scale_a_layout_problem(sa) is None and tma.m_major_scales(sa) is sa
+    rm = torch.rand(70, 3)  # row-major; M = 70 pads to 72
+    mm = tma.m_major_scales(rm)
+    assert mm.stride() == (1, 72) and torch.equal(mm, rm)
+    assert "not M-major" in tma.scale_a_layout_problem(rm)
+    assert "k-block stride is 70" in tma.scale_a_layout_problem(rm.t().contiguous().t())
+    from heddle.interpret import interpret
+    from support.block_scale_defs import block_scaled, block_scaled_inputs
+    fd = block_scaled(N=72, K=264)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    args = block_scaled_inputs(fd, 70)
+    args[2] = args[2].contiguous()  # row-major scale_a
+    with pytest.raises(heddle.InputError, match=r"input 'sa' \(scale_a\): the kernel loads it by TMA from its "
+                                                r"M-major layout, but it is not M-major .*m_major_scales\(sa\)"):
+        interpret(k, *args)  # refused with the launch's checks, before the source is compiled

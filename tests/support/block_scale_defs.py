@@ -4,6 +4,7 @@ sm90_fp8_block family (tools/window/families.py)."""
 import torch
 
 import heddle
+from heddle.tma import m_major_scales
 from support.wgmma_defs import roles_for, schedule_sm90
 
 
@@ -31,13 +32,15 @@ def block_scaled(N=200, K=300, variant="coop", bk=64, bn=64, stages=4, prefetch=
 
 def block_scaled_inputs(fd, M, seed=0):
     """Operands ~ N(0, 1/4); scales 2^u, u uniform in {-3..3} per block, so that a scale taken from the wrong
-    block changes the numbers."""
+    block changes the numbers. scale_a in the kernel's layout: M-major, M padded to a multiple of 4 (the TMA map
+    of lower/passes/block_scale_ring.cpp)."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for t in fd.inputs:
         shape = [M if s == "M" else s for s in t.shape]
         if t.name in ("sa", "sb"):
-            out.append(torch.exp2(torch.randint(-3, 4, shape, generator=g).float()))
+            s = torch.exp2(torch.randint(-3, 4, shape, generator=g).float())
+            out.append(m_major_scales(s) if t.name == "sa" else s)
         else:  # 16-bit operands and bias, or 8-bit operands (values exactly representable in the format)
             out.append((torch.randn(shape, generator=g) * 0.5).to(FP8.get(t.dtype, torch.bfloat16)))
     return out

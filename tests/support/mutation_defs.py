@@ -149,6 +149,15 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 4 -> % 3 (col 79)'),
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
+        # the scale ring (docs/fp8.md "The scales' path"): at 4 stages (keep = 2) the release moved before the
+        # promotion frees item g - 2, whose scales were read two k-tiles earlier; tmSA's one-row box cannot be
+        # halved (max 1); its rows + 8 are k-blocks no box reaches (kb < ceil(K/128)); its NaN fill lands in rows
+        # >= M, which the promotion never reads; L2 promotion is a cache hint
+        ('scale_ring', "the k-tile's release moved before the promotion that reads its scale_a slot"),
+        ('map_box', 'tmSA: box rows halved'),
+        ('map_dims', 'tmSA: rows + 8 (the host says the tensor is longer)'),
+        ('map_oob_fill', 'tmSA: out-of-bounds fill NaN instead of zero'),
+        ('map_l2', 'tmSA: L2 promotion changed'),
     ],
     'sm90_pingpong': [
         ('setmaxnreg_move', 'heddle::sm90::setmaxnreg_inc<232>(); moved into `if (warp < 8) {`'),

@@ -3,6 +3,7 @@ scheduling API, inputs, and walks over the kernel IR structure (which nests role
 import torch
 
 import heddle
+from heddle.tma import m_major_scales
 from support.matmul_defs import matmul_fusion
 
 # register pairs of the issue: (producer, consumers)
@@ -69,13 +70,18 @@ def clustered(variant="coop", along="m", n=72, bn=64, stages=3, prefetch=1, **kw
 
 
 def inputs(fd, M, seed=0, batch=2):
+    """Random inputs of fd; a block-scaled matmul's scale_a M-major, the layout its TMA map reads (docs/fp8.md
+    "The scales' path")."""
     g = torch.Generator().manual_seed(seed)
+    mm = next((e for e in fd.exprs() if e["op"] == "matmul"), None)
+    scale_a = mm.get("scale_a") if mm else None
     out = []
     for t in fd.inputs:
         shape = [M if s == "M" else batch if s == "B" else s for s in t.shape]
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
               "e5m2": torch.float8_e5m2}[t.dtype]
-        out.append((torch.randn(shape, generator=g) * 0.5).to(dt))
+        x = (torch.randn(shape, generator=g) * 0.5).to(dt)
+        out.append(m_major_scales(x) if scale_a and t.name == scale_a else x)
     return out
 
 

@@ -58,8 +58,23 @@ def test_block_scales_make_a_block_spec_and_op_name():
     assert smm.decode(spec.op_name()) == spec
     # the op takes scale_b as [ceil(N/128), ceil(K/128)], contiguous: heddle's block128 layout
     assert tuple(args[3].shape) == (2, 3) and args[3].is_contiguous() and torch.equal(args[3], sb.t())
+    assert args[2] is sa  # scale_a as given: the op brings it M-major (its TMA map's layout) where it is not
     fd = spec.build_fusion()
     assert "block128 scales scale_a, scale_b" in str(fd)
+
+
+def test_the_op_takes_torchs_m_major_scale_a_without_a_copy(monkeypatch):
+    """torch's BlockWise1x128 scale_a is M-major: with M a multiple of 4 it reaches the kernel as it is; a
+    row-major one is copied M-major (M padded to 4) by the op (docs/fp8.md "The scales' path")."""
+    seen = []
+    monkeypatch.setattr(smm.FusedMatmul, "run", lambda self, tensors: seen.append(tensors[2]) or
+                        torch.zeros(tensors[0].shape[0], 144, dtype=torch.bfloat16))
+    a, b, sa, sb = _operands(40, 320, 144)
+    m_major = sa.t().contiguous().t()
+    heddle.scaled_mm(a, b, m_major, sb, out_dtype=torch.bfloat16)
+    assert seen[-1] is m_major
+    heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)  # row-major: an M-major copy
+    assert seen[-1].stride() == (1, 40) and torch.equal(seen[-1], sa)
 
 
 def test_automatic_schedule_takes_the_block_scaled_tile():

@@ -141,6 +141,20 @@ def test_fp8_table_and_targets():
     doc["records"] += [rec("fp8_block", case, "e4m3", "heddle", 4096, 7168, 2048, 0.40, scaling="block128"),
                        rec("fp8_block", case, "e4m3", "torch_blockwise", 4096, 7168, 2048, 0.5, status="skipped")]
     assert "| 4096x7168x2048-1x128_128x128 | block128 | 400 us | torch_blockwise | skipped |" in report.fp8_table(doc)
+    assert "DeepGEMM" not in report.fp8_table(doc)  # no deep_gemm record: no DeepGEMM column
+    # DeepGEMM's shapes (suite fp8_deepgemm): torch's blockwise peer and DeepGEMM's own kernel in the same row
+    case = "fp8_deepgemm-4096x2112x7168-1x128_128x128"
+    doc["records"] += [rec("fp8_deepgemm", case, "e4m3", "heddle", 4096, 2112, 7168, 0.20, scaling="block128"),
+                       rec("fp8_deepgemm", case, "e4m3", "torch_blockwise", 4096, 2112, 7168, 0.22),
+                       rec("fp8_deepgemm", case, "e4m3", "deep_gemm", 4096, 2112, 7168, 0.16)]
+    t = report.fp8_table(doc)
+    assert "| DeepGEMM | heddle / DeepGEMM |" in t.splitlines()[0]
+    row = next(line for line in t.splitlines() if line.startswith("| 4096x2112x7168-1x128_128x128 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:5] == ["block128", "200 us", "torch_blockwise", "220 us"] and cells[6] == "1.10x"
+    assert cells[7:9] == ["160 us", "0.80x"]
+    old = next(line for line in t.splitlines() if line.startswith("| 4096x7168x2048-1x128_128x128 |"))
+    assert old.endswith("| – | – | – |  |")  # no ratio to torch (skipped), no DeepGEMM record in that case
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
     assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted
     assert "worst 1.20x | met |" in lines["FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops"]

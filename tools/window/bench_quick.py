@@ -385,15 +385,42 @@ def _fp8_block_ref(a, b, sa, sb):
     return (a.float() * sa_k) @ (b.float() * sb_kn)
 
 
-def fp8_block_case(run, m, n, k):
+def _deep_gemm(m, n):
+    """DeepGEMM's own sm90 FP8 GEMM on the same inputs, when `import deep_gemm` works: (callable, None), or
+    (None, the reason it does not). Its API: `fp8_gemm_nt((a, sfa), (b, sfb), d)` (later releases) or
+    `gemm_fp8_fp8_bf16_nt((lhs, lhs_scales), (rhs, rhs_scales), out)` (the first), both with a [M, K] and b
+    [N, K] K-major e4m3, sfa [M, ceil(K/128)] M-major (TMA-aligned: `get_col_major_tma_aligned_tensor`) and
+    sfb [ceil(N/128), ceil(K/128)], into a preallocated bf16 [M, N]."""
+    try:
+        import deep_gemm
+    except Exception as e:  # noqa: BLE001 - not installed, or no CUDA build: a clean skip with the reason
+        return None, f"import deep_gemm failed: {type(e).__name__}: {str(e)[:200]}"
+    gemm = getattr(deep_gemm, "fp8_gemm_nt", None) or getattr(deep_gemm, "gemm_fp8_fp8_bf16_nt", None)
+    if gemm is None:
+        return None, f"deep_gemm {getattr(deep_gemm, '__version__', '?')} has neither fp8_gemm_nt nor gemm_fp8_fp8_bf16_nt"
+    align = getattr(deep_gemm, "get_col_major_tma_aligned_tensor", None) or (lambda x: x)
+    scales = {}  # the scales in DeepGEMM's layout, made once per input set (a caller keeps them so): not timed
+
+    def call(a, b, sa, sb):
+        key = (sa.data_ptr(), sb.data_ptr())
+        if key not in scales:
+            scales[key] = (align(sa.contiguous()), sb.t().contiguous())
+        sfa, sfb = scales[key]
+        out = torch.empty(m, n, dtype=torch.bfloat16, device=a.device)
+        gemm((a, sfa), (b.t(), sfb), out)  # b is [K, N] column-major: b.t() is DeepGEMM's K-major [N, K]
+        return out
+    return call, None
+
+
+def fp8_block_case(run, m, n, k, suite="fp8_block"):
     """DeepGEMM-style block scales (docs/fp8.md "Block scales and promotion"): heddle.scaled_mm's block-scaled
     sm_90a kernel against torch._scaled_mm with the same (BlockWise1x128, BlockWise128x128) scales where torch
-    runs them on the device; where torch refuses them (its CUDA build or the device) the torch record is a
-    clean skip with torch's reason."""
+    runs them on the device, and against DeepGEMM itself where `import deep_gemm` works; a peer that cannot run
+    is a clean skipped record with its reason."""
     sets, check = _fp8_block_sets(run, m, n, k)
     ref = _fp8_block_ref(*check)
     impls = {"heddle": lambda a, b, sa, sb: heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)}
-    rec = {"suite": "fp8_block", "case": f"fp8_block-{m}x{n}x{k}-1x128_128x128", "dtype": "e4m3", "B": 1, "M": m,
+    rec = {"suite": suite, "case": f"{suite}-{m}x{n}x{k}-1x128_128x128", "dtype": "e4m3", "B": 1, "M": m,
            "N": n, "K": k, "layout": "NT", "epilogue": None, "scaling": "block128"}
 
     def torch_blockwise(a, b, sa, sb):
@@ -404,7 +431,19 @@ def fp8_block_case(run, m, n, k):
     except Exception as e:  # noqa: BLE001 - torch has no blockwise scaled_mm here: recorded as skipped
         run.write({**rec, "impl": "torch_blockwise", "status": "skipped",
                    "reason": f"torch._scaled_mm refuses block scales here: {type(e).__name__}: {str(e)[:300]}"})
+    dg, why = (None, "DeepGEMM runs on CUDA (sm_90a) only: not in --dry") if run.dry else _deep_gemm(m, n)
+    if dg:
+        impls["deep_gemm"] = dg
+    else:
+        run.write({**rec, "impl": "deep_gemm", "status": "skipped", "reason": why})
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
+
+
+# DeepGEMM's own normal-GEMM test shapes (deepseek-ai/DeepGEMM tests/generators.py, enumerate_normal:
+# bf16_output_nk, the DeepSeek-V3 projections as (N, K)), at its forward M values 64, 128 (decode-sized, as in
+# its first tests/test_core.py) and 4096 (prefill); 7168 x 2048 at M = 128 and 4096 is the suite fp8_block
+DEEPGEMM_NK = [(2112, 7168), (24576, 1536), (7168, 16384), (4096, 7168), (7168, 2048)]
+DEEPGEMM_M = [64, 128, 4096]
 
 
 def bench_sms(run) -> int:
@@ -438,6 +477,9 @@ def plan(dry):
         llm = [(16, 64, 64)]
         fp8 = [(16, 64, 64), (64, 64, 128)]
         fp8_block = [(48, 144, 320)]
+    deepgemm = [(m, n, k) for n, k in DEEPGEMM_NK for m in DEEPGEMM_M if (m, n, k) not in fp8_block]
+    if dry:
+        deepgemm = [(64, 144, 320)]
     return ([(8, "gemm 8192^3", lambda r: gemm_case(r, big, big, big))]
             + [(4, f"fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fused_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in llm]
@@ -452,6 +494,10 @@ def plan(dry):
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
+            # DeepGEMM's shapes after heddle's own variants: 13 cases x ~3 s, skipped first when the window is short
+            + [(3, f"deepgemm {m}x{n}x{k}",
+                (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk, suite="fp8_deepgemm"))(m, n, k))
+               for m, n, k in deepgemm]
             + [(15, "gemm 8192^3 + triton", lambda r: gemm_case(r, big, big, big, suite="square", triton_too=True))]
             + [(12, f"llm gemm {m}x{n}x{k} + triton",
                 (lambda mm, nn, kk: lambda r: gemm_case(r, mm, nn, kk, suite="llm", trans_b=True, triton_too=True))(m, n, k))

@@ -120,9 +120,9 @@ class MatmulGeometry:
             self._check_block_scales(mexpr, by_name)
 
     def _check_block_scales(self, mexpr, by_name):
-        """block128 scales (docs/fp8.md): scale_a [M, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)], rows
-        contiguous (the kernel indexes them row-major) -- a symbolic block count binds any size, so the
-        relation to K and N is checked here."""
+        """block128 scales (docs/fp8.md): scale_a [M, ceil(K/128)] M-major (the TMA map of its ring slots),
+        scale_b [ceil(N/128), ceil(K/128)] rows contiguous (the kernel indexes it row-major) -- a symbolic block
+        count binds any size, so the relation to K and N is checked here."""
         kb, nb = -(-self.K // 128), -(-self.N // 128)
         for which, want in (("scale_a", (self.M, kb)), ("scale_b", (nb, kb))):
             nm = mexpr[which]
@@ -130,6 +130,14 @@ class MatmulGeometry:
             if tuple(t.shape) != want:
                 raise InputError(f"input '{nm}' ({which}): shape {list(t.shape)}, but M={self.M}, N={self.N}, "
                                  f"K={self.K} need {which} {list(want)} (block128 scales: ceil of K and N over 128)")
+            if which == "scale_a":  # through the operand ring: the TMA map's M-major storage (heddle.tma)
+                from .tma import scale_a_layout_problem
+                why = scale_a_layout_problem(t)
+                if why:
+                    raise InputError(f"input '{nm}' (scale_a): the kernel loads it by TMA from its M-major layout, "
+                                     f"but {why}; pass heddle.tma.m_major_scales({nm}) (M-major, M padded to a "
+                                     "multiple of 4: torch's BlockWise1x128 layout, DeepGEMM's TMA-aligned one)")
+                continue
             # (the row stride of a one-row scale is never used: torch calls [1, kb] with strides (1, 1) contiguous)
             if t.dim() == 2 and t.shape[1] > 1 and (t.stride(1) != 1 or (t.shape[0] > 1 and t.stride(0) != t.shape[1])):
                 raise InputError(f"input '{nm}' ({which}): strides {list(t.stride())}; the kernel reads block scales "

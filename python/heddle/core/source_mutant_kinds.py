@@ -261,3 +261,43 @@ def _promotion(lines):
             if j < len(lines) and re.match(r"\s*\w+\.zero\(\);", lines[j]):
                 yield j, "", f"{lines[j].strip().split(';')[0]} after the promotion deleted (scale-d not reset)"
 
+
+
+_SCALE_SLOT = re.compile(r"(\w+) \+ \(\((.*?)\) % (\d+)\) \* (\d+)")
+
+
+@_kind("scale_ring")
+def _scale_ring(lines):
+    # block scales through the operand ring (docs/fp8.md "The scales' path"): the load role's TMA of scale_a
+    # into the slot (tma_load_plain<1, BM>(sSA + ..., &tmSA, ...)) beside A and B, the promotion reading
+    # acc.promote(tmp, sSA + (g % s) * BM, ...) before the k-tile's release. The slot's scale bytes dropped from
+    # the full barrier's expect-tx (the phase may complete before the scales land), the promotion reading the
+    # next item's slot (the wrong stage: not landed, or another k-block's scales), and the release moved
+    # before the promotion (the producer may refill the slot the promotion is about to read)
+    loads = [(i, int(m.group(1))) for i, ln in enumerate(lines)
+             for m in [re.search(r"tma_load_plain<1, (\d+)>\(\w+ \+ .*&tmSA,", _code(ln))] if m]
+    for i, bm in loads:
+        for j in range(i - 1, max(-1, i - 6), -1):
+            calls = list(_calls([lines[j]], r"sm90::mbar_arrive_expect_tx\("))
+            if calls:
+                _, ln, m, args, end = calls[0]
+                if len(args) > 1 and args[1].isdigit() and int(args[1]) > 4 * bm:
+                    yield j, ln[:m.end()] + ", ".join([args[0], str(int(args[1]) - 4 * bm)] + args[2:]) + ln[end:], \
+                        f"expect_tx {args[1]} -> {int(args[1]) - 4 * bm} (the scale_a slot's {4 * bm} bytes missing)"
+                break
+    for i, ln, m, args, end in _calls(lines, _PROMOTE):
+        s = _SCALE_SLOT.fullmatch(args[1]) if len(args) == 12 else None
+        if not s:
+            continue
+        moved = f"{s.group(1)} + ((({s.group(2)}) + 1) % {s.group(3)}) * {s.group(4)}"
+        yield i, _with_args(ln, m, args[:1] + [moved] + args[2:], end), \
+            f"promotion reads scale_a slot ({s.group(2)}) + 1 (the wrong stage)"
+        start = i - 1 if i > 0 and re.match(r"\s*\w+\.wait<0>\(\);", lines[i - 1]) else i
+        if start > 0 and _code(lines[start - 1]).strip().startswith("if ("):
+            start -= 1
+        for r in range(i + 1, min(len(lines), i + 6)):
+            if "(promotion -> load)" in lines[r] and "mbar_arrive(" in lines[r]:
+                indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
+                yield start, {start: indent + lines[r].strip() + "\n" + lines[start], r: ""}, \
+                    "the k-tile's release moved before the promotion that reads its scale_a slot"
+                break

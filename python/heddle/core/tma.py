@@ -53,6 +53,38 @@ def tma_problem(t, what: str = "tensor") -> Optional[str]:
     return None
 
 
+def scale_a_layout_problem(t) -> Optional[str]:
+    """Why a block-scaled matmul's scale_a [M, ceil(K/128)] cannot be its TMA map's M-major storage, or None:
+    element (m, kb) at m + kb * ld (stride(0) == 1) with ld * 4 bytes a multiple of 16 (CUDA driver API
+    cuTensorMapEncodeTiled, globalStrides) -- torch's BlockWise1x128 layout, and DeepGEMM's with M padded to a
+    multiple of 4."""
+    import torch
+    if t.dtype != torch.float32:
+        return f"it is {t.dtype}, not float32"
+    if t.dim() != 2:
+        return f"it has {t.dim()} dimensions, not 2"
+    if t.shape[0] > 1 and t.stride(0) != 1:
+        return f"it is not M-major (strides {tuple(t.stride())}: stride(0) must be 1)"
+    if t.shape[1] > 1 and (t.stride(1) % 4 or t.stride(1) < t.shape[0]):
+        return (f"its k-block stride is {t.stride(1)} elements (strides {tuple(t.stride())}); TMA needs a multiple of "
+                f"4 (16 bytes) of at least M = {t.shape[0]}")
+    if t.data_ptr() % 16:
+        return "its address is not 16-byte aligned"
+    return None
+
+
+def m_major_scales(sa):
+    """scale_a [M, kb] as the block-scaled kernel's TMA map reads it: M-major, M padded to a multiple of 4 (the
+    same tensor when it already is; DeepGEMM's get_col_major_tma_aligned_tensor makes the same layout)."""
+    import torch
+    if scale_a_layout_problem(sa) is None:
+        return sa
+    m, kb = sa.shape
+    out = torch.zeros((kb, -(-m // 4) * 4), dtype=torch.float32, device=sa.device)
+    out[:, :m] = sa.t()
+    return out.t()[:m]
+
+
 def tma_ok(t) -> bool:
     return tma_problem(t) is None
 
@@ -150,6 +182,18 @@ def _encode(*args, encoder=None, what: str = "", **kw) -> bytes:
     return encode(dt, address, dims, strides, box, elem, swizzle=swizzle, l2_promotion=l2, **extra)
 
 
+def _named_input(kernel, tensors, op: str, what: str, problem, advice: str):
+    """The input `op` a tensor map covers, or an InputError: none given, or `problem(t)` (advice: what the
+    kernel does with it, '{}' where the problem goes)."""
+    t = (tensors or {}).get(op)
+    if t is None:
+        raise InputError(f"{kernel.name}: no tensor for {what} '{op}'")
+    why = problem(t)
+    if why:
+        raise InputError(f"input '{op}': {kernel.name} " + advice.format(why))
+    return t
+
+
 def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                 specs=None) -> Tuple[Dict[str, int], Dict[str, tuple]]:
     """(extra launch-env entries, kernel arguments by parameter name) for a Hopper kernel. encoder: the
@@ -176,14 +220,16 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                                  f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
                                  f"{16 // es}, or drop the epilogue role")
             rows, cols, ld = g.M, g.N, g.N
+        elif m["param"] == "tmSA":  # block scales' scale_a [M, ceil(K/128)], M-major (lower/passes/block_scale_ring.cpp)
+            t, which = _named_input(kernel, tensors, op, "the block scales' scale_a", scale_a_layout_problem,
+                                    f"loads it by TMA from its M-major layout (scale_a), but {{}}; pass "
+                                    f"heddle.tma.m_major_scales({op})"), op
+            rows, cols = t.shape[1], g.M
+            ld = t.stride(1) if t.shape[1] > 1 else -(-g.M // 4) * 4  # one k-block: its stride is never stepped
         elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
-            t, which = (tensors or {}).get(op), op
-            if t is None:
-                raise InputError(f"{kernel.name}: no tensor for the TMA-loaded epilogue operand '{op}'")
-            why = tma_problem(t)
-            if why:
-                raise InputError(f"input '{op}': {kernel.name} loads it with TMA (cache_after({op}, 'tma_load')), but "
-                                 f"{why}. Drop that cache to read it per element")
+            t, which = _named_input(kernel, tensors, op, "the TMA-loaded epilogue operand", tma_problem,
+                                    f"loads it with TMA (cache_after({op}, 'tma_load')), but {{}}. Drop that cache to "
+                                    "read it per element"), op
             es = t.element_size()
             if m["box_rows"] == 1:  # one row: its stride is never stepped
                 rows, cols, ld = 1, g.N, -(-g.N * es // 16) * 16 // es

@@ -181,6 +181,8 @@ def _prepare(lowered, fus, inputs, reference) -> _Prepared:
             scalars[name] = b.stride(0) if b.dim() == 3 else 0
         elif name in ("scale_a", "scale_b") and kind == "ptr":  # a block-scaled matmul's scales (MmaPromote)
             tensors[name] = _f32_bytes(by_name[tensor])
+        elif name == "tmSA":  # block scales' scale_a through the ring: its M-major storage [ceil(K/128), M], ld M
+            tensors["scale_a"] = _f32_bytes(by_name[tensor].t().contiguous())
         elif name.startswith("E_") and kind == "ptr":
             tensors[name] = _f32_bytes(by_name[tensor])
         elif name[:1] == "B" and name[1:].isdigit() and kind == "ptr":  # a matmul group's further B

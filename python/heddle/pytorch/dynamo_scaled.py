@@ -8,7 +8,7 @@
 
 The operands must pass heddle.scaled_mm's checks (scaled_mm.scaled_spec, run on the fake tensors: 8-bit a
 and b, a row-major, b column-major, K and N multiples of 16, per-tensor, per-row or 128-block f32 scales:
-scale_a [M, ceil(K/128)] (strided copies made contiguous in the graph), scale_b [ceil(K/128), ceil(N/128)]
+scale_a [M, ceil(K/128)] (as given: the op makes it M-major where it is not), scale_b [ceil(K/128), ceil(N/128)]
 (_scaled_mm_v2's rows padded to a multiple of 4 sliced off), transposed for the op); an 8-bit
 output (out_dtype e4m3 / e5m2) takes no epilogue after it. A CUDA graph whose device has no FP8
 tensor-core instruction (sm_80, AMD: TargetInfo's wgmma / tcgen05) keeps torch's op. Every such
@@ -158,19 +158,22 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
 
 def _steps(i: int, src, want, spec):
     """The graph ops that turn argument `src` (the fake tensor of b, scale_a or scale_b, i = 0, 1, 2) into
-    the op's operand `want` (scaled_mm.scaled_spec's): b^T; a one-element scale viewed as [1]; 128-block scales
-    made contiguous, scale_b's padded rows (_scaled_mm_v2: a multiple of 4) sliced off and transposed."""
+    the op's operand `want` (scaled_mm.scaled_spec's): b^T; a one-element scale viewed as [1]; 128-block scales:
+    scale_a as it is (the op brings it M-major, the layout of its TMA map, copying only where it is not: torch's
+    BlockWise1x128 scale_a already is), scale_b's padded rows (_scaled_mm_v2: a multiple of 4) sliced off,
+    transposed and made contiguous."""
     if i == 0:
         return [(aten.permute.default, ([1, 0],), {})]
     if not spec.block:
         return [] if tuple(want.shape) == tuple(src.shape) else [(aten.view.default, ([1],), {})]
+    if i == 1:
+        return []
     steps = []
-    rows = want.shape[1] if i == 2 else want.shape[0]
+    rows = want.shape[1]
     if i == 2 and src.shape[0] != rows:
         steps.append((aten.slice.Tensor, (0, 0, rows), {}))
-    contiguous = src.is_contiguous() if i == 1 else src.stride(0) == 1 and (rows == 1 or src.stride(1) == rows)
-    if i == 2:
-        steps.append((aten.permute.default, ([1, 0],), {}))
+    contiguous = src.stride(0) == 1 and (rows == 1 or src.stride(1) == rows)
+    steps.append((aten.permute.default, ([1, 0],), {}))
     if not contiguous:
         steps.append((aten.clone.default, (), {"memory_format": torch.contiguous_format}))
     return steps

@@ -29,6 +29,7 @@ from ..core import inputs
 from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.ops import ACTIVATIONS
+from ..core.tma import m_major_scales
 from .custom_ops import register_op
 from .matmul import FusedMatmul
 
@@ -111,6 +112,12 @@ class FusedScaledMatmul(FusedMatmul):
 
     def interpret_target(self) -> str:
         return interpret_target_fp8(wgmma_only=self.spec.block)
+
+    def run(self, tensors):
+        if self.spec.block:  # scale_a in the layout its TMA map reads: M-major, M padded to a multiple of 4 (no copy
+            tensors = list(tensors)  # when it already is: torch's BlockWise1x128 scale_a with M % 4 == 0)
+            tensors[2] = m_major_scales(tensors[2])
+        return super().run(tensors)
 
     def fake(self, tensors):
         inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
@@ -243,8 +250,8 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
     spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
                             use_result, block)
-    if block:  # the kernel reads scale_a [M, kb] and scale_b [nb, kb] row-major (copies where strided otherwise)
-        args = [a, b.t(), scale_a.contiguous(), scale_b.t().contiguous()]
+    if block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
+        args = [a, b.t(), scale_a, scale_b.t().contiguous()]
     else:
         args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
     if bias is not None:

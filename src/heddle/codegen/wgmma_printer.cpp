@@ -234,7 +234,9 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       auto& t = static_cast<const kir::TileLoad&>(n);
       if (t.kind != LoadKind::TmaLoad) return false;
       if (!t.mbar) fail<HeddleError>("printer: ", kir::describe(t), " completes on no mbarrier");
-      if (t.dst->role == "epi_tma") {  // a bias row or residual tile: one unswizzled [rows, cols] box
+      // a bias row or residual tile, or block scales' scale_a slot (block_scale_ring.cpp: the [1, BM] box at
+      // (k-block, m0) of the M-major scale_a map): one unswizzled [rows, cols] box
+      if (t.dst->role == "epi_tma" || t.dst->role == "scale_a") {
         os << ind << "heddle::sm90::tma_load_plain<" << t.dst->rows << ", " << t.dst->cols << ">("
            << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", " << t.row0.str() << ", " << t.col0.str() << ", "
            << mbarPtr(*t.mbar, t.mbarIndex) << ");\n";
@@ -280,7 +282,9 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     }
     case kir::NodeKind::MmaPromote: {
       auto& m = static_cast<const kir::MmaPromote&>(n);
-      os << ind << m.acc->name << ".promote(" << m.tmp->name << ", " << m.scaleA << ", " << m.scaleB << ", M, N, "
+      if (!m.scaleSmem) fail<HeddleError>("printer: ", kir::describe(m), " has no scale_a ring slot");
+      const std::string sa = stagePtr(*m.scaleSmem, m.scaleStage);
+      os << ind << m.acc->name << ".promote(" << m.tmp->name << ", " << sa << ", " << m.scaleB << ", M, N, "
          << m.kBlocks.str() << ", m0, n0, " << m.kBlock.str() << ", " << m.first.str() << ", warp, lane);\n"
          << ind << m.tmp->name << ".zero();  // the next interval's first wgmma overwrites " << m.tmp->name
          << " (scale-d = 0)\n";

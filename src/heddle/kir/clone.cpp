@@ -87,6 +87,7 @@ NodePtr clone(const Node& n, const std::map<std::string, IExpr>& s) {
       c->kBlock = c->kBlock.substitute(s);
       c->first = c->first.substitute(s);
       c->kBlocks = c->kBlocks.substitute(s);
+      c->scaleStage = c->scaleStage.substitute(s);
       return c;
     }
     case NodeKind::Alloc: return std::make_unique<Alloc>(static_cast<const Alloc&>(n).buf);

@@ -115,6 +115,9 @@ std::vector<Access> accessesOf(const Node& n) {
     if (e.from) r.push_back({e.from, e.fromStage, false, "frag", AsyncKind::None});
     if (e.to) r.push_back({e.to, e.toStage, true, "frag", AsyncKind::None});
     for (auto* x : e.toExtra) r.push_back({x, e.toStage, true, "frag", AsyncKind::None});
+  } else if (n.kind == NodeKind::MmaPromote) {  // block scales: scale_a from its ring slot
+    auto& m = static_cast<const MmaPromote&>(n);
+    if (m.scaleSmem) r.push_back({m.scaleSmem, m.scaleStage, false, "frag", AsyncKind::None});
   } else if (n.kind == NodeKind::TmaStore) {
     auto& t = static_cast<const TmaStore&>(n);
     r.push_back({t.src, t.stage, false, "tma", AsyncKind::BulkStore});
@@ -219,8 +222,10 @@ std::string describe(const Node& n) {
     }
     case NodeKind::MmaPromote: {
       auto& m = static_cast<const MmaPromote&>(n);
-      os << "promote " << m.acc->name << " += " << m.tmp->name << " * " << m.scaleA << "[m, " << m.kBlock.str()
-         << "] * " << m.scaleB << "[n/128, " << m.kBlock.str() << "]";
+      os << "promote " << m.acc->name << " += " << m.tmp->name << " * ";
+      if (m.scaleSmem) os << m.scaleSmem->name << "[" << m.scaleStage.str() << "][m]";
+      else os << m.scaleA << "[m, " << m.kBlock.str() << "]";
+      os << " * " << m.scaleB << "[n/128, " << m.kBlock.str() << "]";
       break;
     }
     case NodeKind::Alloc: os << "alloc " << static_cast<const Alloc&>(n).buf->name; break;

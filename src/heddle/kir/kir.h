@@ -314,17 +314,21 @@ struct TmaStore : Node {
 // Promotion of a block-scaled matmul (passes/block_scale_promotion.cpp, docs/fp8.md "Block scales and
 // promotion"): every MMA thread adds its fragment of the wgmma accumulators `tmp` (one promotion interval
 // of K, retired by the wgmma.wait_group(0) before it) times the block scales into the f32 accumulators
-// `acc` in registers: acc[r][c] += tmp[r][c] * scaleA[m0 + r, kb] * scaleB[(n0 + c) / 128, kb], the scales read
-// from global memory (rows >= M and columns >= N read none: their tmp values are zeros that are never stored);
-// then tmp.zero(): the next interval's first wgmma runs with scale-d = 0.
+// `acc` in registers: acc[r][c] += tmp[r][c] * scaleA[m0 + r, kb] * scaleB[(n0 + c) / 128, kb], scaleA read from
+// the operand ring's slot scaleSmem[scaleStage] (the tile's BM values of k-block kb, landed by TMA with the
+// slot's A and B: row r of the tile at element r), scaleB from global memory (rows >= M and columns >= N read
+// none: their tmp values are zeros that are never stored); then tmp.zero(): the next interval's first wgmma
+// runs with scale-d = 0.
 struct MmaPromote : Node {
   MmaPromote() : Node(NodeKind::MmaPromote) {}
-  Buffer* acc = nullptr;       // ordinary f32 registers (never a wgmma operand)
-  Buffer* tmp = nullptr;       // the wgmma accumulators of the interval
-  std::string scaleA, scaleB;  // the scale parameters
-  IExpr kBlock;                // kb: the scale block the interval lies in
-  IExpr kBlocks;               // ceil(K / 128): the scales' row length
-  IExpr first;                 // non-zero on the tile's first promotion: acc = tmp * scales (acc holds no value)
+  Buffer* acc = nullptr;        // ordinary f32 registers (never a wgmma operand)
+  Buffer* tmp = nullptr;        // the wgmma accumulators of the interval
+  std::string scaleA, scaleB;   // the scale parameters
+  IExpr kBlock;                 // kb: the scale block the interval lies in
+  IExpr kBlocks;                // ceil(K / 128): the scales' row length
+  IExpr first;                  // non-zero on the tile's first promotion: acc = tmp * scales (acc holds no value)
+  Buffer* scaleSmem = nullptr;  // the ring's scale_a slots [stages][BM] (f32)
+  IExpr scaleStage;             // the slot this promotion reads: the interval's last k-tile's
 };
 
 // ---------------------------------------------------------------------------------------------

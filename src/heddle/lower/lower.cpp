@@ -8,6 +8,7 @@
 //   build_epilogue      Fusion exprs after the matmul     -> per-element epilogue program
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
 //   stream_k            stream_k(G): k loop over KS from skkt -> persistent grid x <= G sharing tiles x k-tiles
+//   block_scale_ring    block-scaled matmul's k loop      -> + TMA load of the k-tile's scale_a [BM] into sSA (the operand ring)
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
 //   block_scale_promotion  block-scaled matmul's MMA role -> wgmma into tmp per promotion interval, wait, tmp * scales -> acc
 //   tma_store_epilogue  MMA role's direct epilogue store  -> stmatrix chunks in sD + TMA stores (epilogue_store("tma"))
@@ -75,6 +76,7 @@ const std::vector<Pass>& passList() {
       {"build_epilogue", kAlways, passes::buildEpilogue},
       {"split_k", kSplitKSchedule, passes::splitK},
       {"stream_k", kStreamKSchedule, passes::streamK},
+      {"block_scale_ring", kBlockScales, passes::blockScaleRing},
       {"warp_specialize", kWgmmaRoles, passes::warpSpecialize},
       {"block_scale_promotion", kBlockScales, passes::blockScalePromotion},
       {"tma_store_epilogue", kTmaStore, passes::tmaStoreEpilogue},

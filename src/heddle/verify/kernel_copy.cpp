@@ -48,6 +48,7 @@ kir::Kernel copyKernel(const kir::Kernel& k) {
         auto& m = static_cast<kir::MmaPromote&>(n);
         fix(m.acc);
         fix(m.tmp);
+        fix(m.scaleSmem);
         break;
       }
       case kir::NodeKind::SmemAccess: fix(static_cast<kir::SmemAccess&>(n).buf); break;

@@ -10,9 +10,12 @@
 //   TMA store      one thread reads sD (async proxy, retired by bulk wait_group.read) and writes
 //                  the in-bounds part of the tile to D (sD1, ...: a further output D1, ...: its buffer's role)
 //   let            binds a variable for the rest of the thread's block
-//   promote        (block scales) acc[i] = (first ? 0 : acc[i]) + tmp[i] * scale_a[m, kb] * scale_b[n / 128, kb] with
-//                  the fragment's (m, n) and the kb the kernel IR names, then tmp = 0; it must follow the
-//                  wgmma.wait_group(0) that retires the interval's wgmma (docs/fp8.md "Block scales and promotion")
+//   promote        (block scales) acc[i] = (first ? 0 : acc[i]) + tmp[i] * sSA[stage][m - m0] * scale_b[n / 128, kb]
+//                  with the fragment's (m, n) and the stage and kb the kernel IR names, then tmp = 0: scale_a is
+//                  a checked shared-memory read of the ring slot the TMA filled (a read before the slot's full
+//                  wait, or after its release let the next fill land, is a race), scale_b a global read; it must
+//                  follow the wgmma.wait_group(0) that retires the interval's wgmma (docs/fp8.md "Block scales
+//                  and promotion")
 #include <cmath>
 #include <sstream>
 
@@ -197,12 +200,16 @@ static void execPromote(Cta& c, Thread& t, const kir::MmaPromote& p) {
   const int64_t m0 = t.env.at("m0"), n0 = t.env.at("n0");
   const int64_t kb = p.kBlock.eval(t.env), kbs = p.kBlocks.eval(t.env);
   const bool first = p.first.eval(t.env) != 0;
+  if (!p.scaleSmem) fail<HeddleError>("simulate: '", kir::describe(p), "' has no scale_a ring slot");
+  const int64_t stage = evalStage(p.scaleStage, t);
+  const uint32_t inst = c.newInst(p, t, 0, stage);
   for (int i = 0; i < n; ++i) {
-    const int64_t row = m0 + f.row(t.lane, i), col = n0 + f.col(t.lane, i);
+    const int lr = f.row(t.lane, i);
+    const int64_t row = m0 + lr, col = n0 + f.col(t.lane, i);
     float add = 0.0f;  // rows >= M, columns >= N: tmp holds zeros there and no scale is read (never stored)
     if (row < M && col < N)
-      add =
-          t.tmp[i] * scaleAt(c, p.scaleA, row * kbs + kb, p) * scaleAt(c, p.scaleB, (col / kScaleBlock) * kbs + kb, p);
+      add = t.tmp[i] * c.readCell(c.cellOf(p.scaleSmem, stage, 0, lr, p), t, inst) *
+            scaleAt(c, p.scaleB, (col / kScaleBlock) * kbs + kb, p);
     t.acc[i] = (first ? 0.0f : t.acc[i]) + add;
     t.tmp[i] = 0.0f;  // tmp.zero(): the next interval's first wgmma starts from zero (scale-d = 0)
   }

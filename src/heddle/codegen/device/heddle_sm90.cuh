@@ -537,11 +537,12 @@ struct MmaSm90 {
   }
 
   // Promotion of a block-scaled matmul (docs/fp8.md "Block scales and promotion"): after the wgmma of one
-  // promotion interval into `t` retired (wait<0>), acc = (first ? 0 : acc) + t.acc * sa[row, kb] *
-  // sb[col / 128, kb] in f32 on the CUDA cores, sa / sb row-major [M, kblocks] / [ceil(N/128), kblocks];
-  // rows >= M and columns >= N read no scale (their values are never stored). The kernel then calls
-  // t.zero(): the next interval's first wgmma overwrites t.
-  __device__ __forceinline__ void promote(const MmaSm90& t, const float* __restrict__ sa, const float* __restrict__ sb,
+  // promotion interval into `t` retired (wait<0>), acc = (first ? 0 : acc) + t.acc * sa[row - m0] *
+  // sb[col / 128, kb] in f32 on the CUDA cores: sa is the operand ring's scale_a slot of the interval's last
+  // k-tile (the tile's BM rows of k-block kb, landed by TMA with the slot's A and B: block_scale_ring.cpp), sb
+  // row-major [ceil(N/128), kblocks] in global memory; rows >= M and columns >= N read no scale (their values
+  // are never stored). The kernel then calls t.zero(): the next interval's first wgmma overwrites t.
+  __device__ __forceinline__ void promote(const MmaSm90& t, const float* sa, const float* __restrict__ sb,
                                           int M, int N, int kblocks, int m0, int n0, int kb, int first, int warp,
                                           int lane) {
 #pragma unroll
@@ -549,7 +550,7 @@ struct MmaSm90 {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + row_of(warp, lane, fm, 2 * h);
-        const float ra = row < M ? sa[(long long)row * kblocks + kb] : 0.f;
+        const float ra = row < M ? sa[row - m0] : 0.f;
 #pragma unroll
         for (int fn = 0; fn < FN; ++fn)
 #pragma unroll

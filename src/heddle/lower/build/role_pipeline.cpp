@@ -35,7 +35,8 @@ RingSpec RolePipeline::operandRingSpec(const RoleGraph::Edge& ab) const {
   RingSpec r;
   r.label = ab.label();
   r.stages = ab.stages;
-  r.txBytes = (int)(sA->bytesPerStage() + sB->bytesPerStage());
+  r.txBytes = 0;  // every buffer of the edge lands by TMA: sA, sB (and block scales' sSA: block_scale_ring.cpp)
+  for (const kir::Buffer* b : ab.bufs) r.txBytes += (int)b->bytesPerStage();
   r.producer = h.role(PipelineRole::Load)->name;
   r.consumer = h.role(PipelineRole::Mma)->name;
   return r;
