@@ -15,7 +15,7 @@ from typing import Dict, Sequence
 from .errors import InputError
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
-          "i32": "int32"}  # i32: group ends
+          "e8m0": "float8_e8m0fnu", "i32": "int32"}  # i32: group ends; e8m0: MX scales
 
 
 def same_device(where: str, names: Sequence[str], tensors) -> None:

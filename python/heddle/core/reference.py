@@ -17,7 +17,7 @@ _UNARY = {
 }
 _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
-       "e5m2": torch.float8_e5m2}
+       "e5m2": torch.float8_e5m2, "e8m0": torch.float8_e8m0fnu}
 
 
 def grouped_reference(x, w, offs, trans_b: bool = False):
@@ -80,6 +80,35 @@ def block_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b:
     return out
 
 
+def unblock_mx_scales(s, rows: int, k_blocks: int, name: str = "scale"):
+    """The [rows, k_blocks] scale matrix of an MX scale tensor in torch's blocked layout (docs/fp8.md "MX
+    formats"; torch.testing._internal.common_quantized.to_blocked, the cuBLAS block scaling factors layout):
+    [round_up(rows, 128), round_up(k_blocks, 4)] (or flat) cut in 128 x 4 blocks of 512 contiguous bytes, row
+    blocks outer; inside a block, byte r0*16 + r1*4 + c holds row r1*32 + r0, k block c. InputError naming
+    `name` when its element count is not the padded one."""
+    rb, cb = -(-rows // 128), -(-k_blocks // 4)
+    if s.numel() != rb * 128 * cb * 4:
+        raise InputError(f"MX scales: {name} has {s.numel()} elements (shape {list(s.shape)}), but {rows} rows by "
+                         f"{k_blocks} k blocks need [{rb * 128}, {cb * 4}] in torch's blocked layout "
+                         f"(round_up(rows, 128) x round_up(K/32, 4))")
+    full = s.reshape(rb, cb, 32, 4, 4).permute(0, 3, 2, 1, 4).reshape(rb * 128, cb * 4)  # [r1, r0] -> row
+    return full[:rows, :k_blocks]
+
+
+def mx_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b: str = "scale_b", block: int = 32):
+    """MXFP8 (scales "mx32", docs/fp8.md "MX formats"), a [M, K] @ b [K, N] with one scale per row of a and
+    `block` elements of K, one per column of b and `block` of K, both in torch's blocked layout (their values:
+    the e8m0 powers of two): sum over k of a[m, k] * sa[m, k // block] * b[k, n] * sb[n, k // block], in the
+    dtype of `a` (float64 for the reference: products of 8-bit floats and powers of two are exact there)."""
+    M, K = a.shape[-2], a.shape[-1]
+    N = b.shape[-1]
+    if K % block:
+        raise InputError(f"MX scales: K = {K} is not a multiple of the scale block {block}")
+    sa = unblock_mx_scales(scale_a, M, K // block, name_a).to(a.dtype).repeat_interleave(block, dim=1)
+    sb = unblock_mx_scales(scale_b, N, K // block, name_b).to(a.dtype).repeat_interleave(block, dim=1)
+    return (a * sa) @ (b * sb.transpose(0, 1))
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
@@ -101,8 +130,11 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
                 a = a.transpose(-1, -2)
             if e["trans_b"]:
                 b = b.transpose(-1, -2)
-            r = torch.matmul(a, b) if e.get("scales") is None else block_scaled_matmul(
-                a, b, env[e["scale_a"]], env[e["scale_b"]], e["scale_a"], e["scale_b"])
+            if e.get("scales") is None:
+                r = torch.matmul(a, b)
+            else:
+                scaled = mx_scaled_matmul if e["scales"] == "mx32" else block_scaled_matmul
+                r = scaled(a, b, env[e["scale_a"]], env[e["scale_b"]], e["scale_a"], e["scale_b"])
         elif op in _BINARY:
             if e["scalar"] is not None:
                 s = torch.tensor(e["scalar"], dtype=compute_dtype, device=ins[0].device)

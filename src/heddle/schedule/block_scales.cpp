@@ -42,6 +42,7 @@ void validateBlockScales(const Fusion& f, const TargetInfo& target) {
                           "(fd.matmul(a, b, trans_b=True, scale_a=..., scale_b=...))");
     return;
   }
+  if (e->scaleKind == ScaleKind::Mx32) return validateMxScales(mm, target);  // schedule/mx_scales.cpp
   const std::string what = "block-scaled matmul " + mm->name;
   if (!target.mma.has(MmaKind::Wgmma))
     fail<ScheduleError>(what, ": ", scaleKindName(e->scaleKind),
