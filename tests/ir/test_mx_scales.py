@@ -1,27 +1,16 @@
 """MXFP8 scales of a matmul (scales="mx32", docs/fp8.md "MX formats"): the definition (e4m3 / e5m2 operands, e8m0
 scale inputs in torch's blocked layout [round_up(rows, 128), round_up(K/32, 4)]), its ScheduleErrors naming the
-tensor and the rule, the e8m0 dtype's limits, the schedule rules, and the float64 reference decoding the blocked
-layout against a direct per-element sum."""
+tensor and the rule, the e8m0 dtype's limits, the launch-time InputErrors naming each wrong scale, and the float64
+reference decoding the blocked layout against a direct per-element sum. (The schedule: tests/schedule/
+test_mx_schedule.py.)"""
 import pytest
 import torch
 
 import heddle
+from heddle.core.inputs import MatmulGeometry
 from heddle.core.reference import evaluate, mx_scaled_matmul, unblock_mx_scales
+from support.mx_defs import mx_definition as definition
 from support.mx_defs import to_blocked
-
-
-def definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e4m3", trans_a=False, trans_b=True, sdtype="e8m0",
-               bdtype=None):
-    fd = heddle.Fusion()
-    a = fd.input("a", dtype, [K, M] if trans_a else [M, K])
-    b = fd.input("b", bdtype or dtype, [N, K] if trans_b else [K, N])
-    kb = -(-K // 32 // 4) * 4 if isinstance(K, int) else "KB"
-    pad = (lambda r: -(-r // 128) * 128 if isinstance(r, int) else "R" + r)
-    s_a = fd.input("sa", sdtype, sa or [pad(M) if isinstance(M, int) else "MP", kb])
-    s_b = fd.input("sb", sdtype, sb or [pad(N), kb])
-    mm = fd.matmul(a, b, trans_a=trans_a, trans_b=trans_b, scale_a=s_a, scale_b=s_b, scales="mx32")
-    fd.output(mm.to("bf16"))
-    return fd
 
 
 def test_the_mx_scales_are_part_of_the_matmul():
@@ -75,26 +64,6 @@ def test_e8m0_is_a_scale_input_only():
     p, q = fd2.input("p", "e8m0", [128, 64]), fd2.input("q", "e8m0", [128, 64])
     with pytest.raises(heddle.ScheduleError, match=r"matmul\(p\): p is e8m0, the scale byte of the MX formats"):
         fd2.matmul(p, q, trans_b=True)
-
-
-def schedule_error(fd, target):
-    with pytest.raises(heddle.ScheduleError) as e:
-        fd.auto_schedule(target).validate(target)
-    return str(e.value)
-
-
-def test_schedule_rules():
-    fd = definition()
-    msg = schedule_error(fd, "sm_90a")
-    assert f"mx32-scaled matmul {fd.matmul_tensor.name}: mx32 (MXFP8) scales are applied by sm_100a's " \
-        "block-scaled tcgen05.mma" in msg and "target sm_90a has no block-scaled MMA" in msg, msg
-    assert "target sm_80 has no 8-bit float tensor-core instruction" in schedule_error(definition(), "sm_80")
-    assert "operand a is stored [K, M] (trans_a=True)" in schedule_error(definition(trans_a=True), "sm_100a")
-    assert "operand b is stored [K, N] (trans_b=False)" in schedule_error(definition(trans_b=False), "sm_100a")
-    fd = definition()
-    fd.matmul_tensor.promotion(64)
-    assert "promotion(64) on mx32-scaled matmul" in schedule_error(fd, "sm_100a")
-    assert "block-scaled tcgen05 kernel" in schedule_error(definition(), "sm_100a")
 
 
 def direct(a, b_nk, sa, sb):
@@ -157,46 +126,29 @@ def test_reference_against_a_direct_sum_on_ragged_shapes():
     assert torch.equal(torch.cat([got2[:3], got2[4:]]), torch.cat([got[:3], got[4:]]))
 
 
-def lower_error(fd):
-    with pytest.raises(heddle.ScheduleError) as e:
-        fd.lower("sm_100a")
-    return str(e.value)
+def test_launch_checks_name_each_wrong_scale():
+    fd = definition(M="M", N=256, K="K")  # M and K bound at launch: the scale extents are checked there
+    mexpr = next(e for e in fd.exprs() if e["op"] == "matmul")
+    M, K = 130, 160
 
+    def geometry(sa_shape=(256, 8), sb_shape=(256, 8), k=K, sa=None):
+        e8 = torch.float8_e8m0fnu
+        by = {"a": torch.zeros(M, k, dtype=torch.float8_e4m3fn), "b": torch.zeros(256, k, dtype=torch.float8_e4m3fn),
+              "sa": torch.zeros(sa_shape, dtype=torch.uint8).view(e8) if sa is None else sa,
+              "sb": torch.zeros(sb_shape, dtype=torch.uint8).view(e8)}
+        return MatmulGeometry(mexpr, by)
 
-def mx_tiling(bn=128, bk=128, stages=4, acc_stages=0, N=512):
-    from support.tcgen05_defs import roles
-    from support.wgmma_defs import schedule_sm90
-    fd = definition(N=N, K=512)
-    a, b = fd.inputs[0], fd.inputs[1]
-    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
-    return fd
-
-
-@pytest.mark.parametrize("kw,want", [
-    (dict(bk=64), "k tile 64; the MXFP8 step (MmaSm100Mx) takes k tiles of 128"),
-    (dict(bn=64), "n tile 64; B's scales come in chunks of 128 rows of B"),
-    (dict(bn=192), "n tile 192; B's scales come in chunks of 128 rows of B"),
-    # 2 x 256 accumulator columns and 4 x (4 + 8) scale columns: more than tensor memory's 512
-    (dict(bn=256, acc_stages=2), "2 accumulator stages of 256 columns and 48 MX scale columns (4 operand stages) "
-                                 "exceed the 512 tensor-memory columns of sm_100a; use stages=1 or a smaller n tile "
-                                 "(or fewer operand stages)"),
-])
-def test_tcgen05_tiling_rules(kw, want):
-    msg = lower_error(mx_tiling(**kw))
-    assert want in msg, msg
-
-
-@pytest.mark.parametrize("kw", [dict(bn=256, acc_stages=1), dict(bn=128, acc_stages=2, stages=6), dict(bn=128)])
-def test_tilings_that_fit_reach_the_kernel(kw):
-    # one accumulator stage of 256 + 48 scale columns fits (alloc 512); 2 x 128 + 6 x 8 = 304 fits too
-    msg = lower_error(mx_tiling(**kw))
-    assert "block-scaled tcgen05 kernel (scale chunks in the operand ring, tcgen05.cp into tensor memory) is not " \
-           "lowered yet" in msg, msg
-
-
-@pytest.mark.parametrize("N,bn", [(512, 256), (200, 128)])
-def test_automatic_schedule(N, bn):
-    fd = definition(N=N, K=512)
-    fd.auto_schedule("sm_100a")
-    assert f"n.i{{{bn}}}, k.i(r){{128}}]" in fd.matmul_tensor.domain, fd.matmul_tensor.domain
-    assert "not lowered yet" in lower_error(fd)  # every rule above passed
+    assert geometry().K == K  # round_up(130, 128) = 256 rows, round_up(160/32, 4) = 8 k blocks
+    with pytest.raises(heddle.InputError, match=r"input 'sa' \(scale_a\): shape \[128, 8\], but M=130, N=256, K=160 "
+                                                r"need scale_a \[256, 8\]"):
+        geometry(sa_shape=(128, 8))
+    with pytest.raises(heddle.InputError, match=r"input 'sb' \(scale_b\): shape \[256, 5\].* need scale_b \[256, 8\]"):
+        geometry(sb_shape=(256, 5))
+    with pytest.raises(heddle.InputError, match=r"input 'a': K = 144 is not a multiple of 32.*pad K with zeros to 160"):
+        geometry(k=144)
+    strided = torch.zeros(8, 256, dtype=torch.uint8).view(torch.float8_e8m0fnu).t()
+    with pytest.raises(heddle.InputError, match=r"input 'sa' \(scale_a\): strides \[1, 256\].*contiguous"):
+        geometry(sa=strided)
+    offset = torch.zeros(256 * 8 + 1, dtype=torch.uint8)[1:].view(torch.float8_e8m0fnu).view(256, 8)
+    with pytest.raises(heddle.InputError, match=r"input 'sa' \(scale_a\).*16-byte aligned"):
+        geometry(sa=offset)
