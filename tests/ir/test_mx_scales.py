@@ -10,6 +10,7 @@ import heddle
 from heddle.core.inputs import MatmulGeometry
 from heddle.core.reference import evaluate, mx_scaled_matmul, unblock_mx_scales
 from support.mx_defs import mx_definition as definition
+from support.mx_defs import nv_definition
 from support.mx_defs import to_blocked
 
 
@@ -41,10 +42,21 @@ def test_the_mx_scales_are_part_of_the_matmul():
                          "[round_up(M, 128), 12]"),
     (dict(dtype="bf16"), "operand a is bf16; mx32 scales (MXFP8) take e4m3 or e5m2 operands"),
     (dict(bdtype="f16", dtype="e5m2"), "operands are e5m2 and f16"),  # the matmul's own rule first
+    # NVFP4 (scales="nv16"): e2m1x2 operands, e4m3 (ue4m3) scales per 16 of K
+    (dict(nvfp4=True, K=72), "K = 72 (a) is not a multiple of 16; an NVFP4 scale covers 16 elements of K: pad K "
+                             "with zeros to 80"),
+    (dict(nvfp4=True, sdtype="e8m0"), "scale_a sa is e8m0; nv16 scales are e4m3 (torch.float8_e4m3fn, sign bit "
+                                      "clear: ue4m3)"),
+    (dict(nvfp4=True, dtype="e4m3"), "operand a is e4m3; nv16 scales (NVFP4) take e2m1x2 operands"),
+    (dict(nvfp4=True, M=300, sa=[300, 20]), "scale_a sa (e4m3)[300, 20] has the wrong shape; nv16 scales need "
+                                            "scale_a [384, 20]"),
+    (dict(nvfp4=True, K=336, sb=[256, 20]), "need scale_b [256, 24]"),  # K/16 = 21 k blocks, padded to 24
 ])
 def test_definition_errors_name_the_tensor_and_the_rule(kw, want):
+    kw = dict(kw)
+    build = nv_definition if kw.pop("nvfp4", False) else definition
     with pytest.raises(heddle.ScheduleError) as e:
-        definition(**kw)
+        build(**kw)
     assert want in str(e.value), str(e.value)
 
 
@@ -54,7 +66,8 @@ def test_e8m0_is_a_scale_input_only():
     x = fd.input("x", "f32", [128, 4])
     with pytest.raises(heddle.ScheduleError, match=r"mul\(s\): s is e8m0, the scale byte of the MX formats"):
         s * x
-    with pytest.raises(heddle.ScheduleError, match=r"cast\(x, e8m0\): e8m0 is the MX formats' scale byte"):
+    with pytest.raises(heddle.ScheduleError,
+                       match=r"cast\(x, e8m0\): e8m0 is an input format only \(MX scales, NVFP4 operands\)"):
         x.to(torch.float8_e8m0fnu)
     a, b = fd.input("a", "e4m3", [128, 64]), fd.input("b", "e4m3", [128, 64])
     f32 = fd.input("f", "f32", [128, 1])

@@ -1,4 +1,5 @@
-// The schedule rules of an MXFP8 matmul (scales "mx32", docs/fp8.md "MX formats"): before tiling and of the tiling.
+// The schedule rules of an MXFP8 matmul (scales "mx32", docs/fp8.md "MX formats"): before tiling and of the tiling;
+// an NVFP4 one (scales "nv16", e2m1x2 operands): refused by name until its kernel is lowered.
 //
 // Before: a matmul whose definition carries mx32 scales (ir/block_scales.cpp: e4m3 / e5m2 operands, e8m0 scales in
 // torch's blocked layout, K a multiple of 32). After: a ScheduleError naming the rule, or nothing.
@@ -27,6 +28,22 @@ namespace heddle {
 
 void validateMxScales(const TensorView* mm, const TargetInfo& target) {
   const Expr* e = mm->definition;
+  if (e->scaleKind == ScaleKind::None)  // e2m1x2 operands without scales
+    fail<ScheduleError>("matmul ", mm->name, ": operands ", e->inputs[0]->name, " and ", e->inputs[1]->name,
+                        " are e2m1x2 (packed FP4), NVFP4 data that needs its block scales: "
+                        "fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales='nv16')");
+  if (e->scaleKind == ScaleKind::Nv16) {
+    const std::string what = "nv16-scaled matmul " + mm->name;
+    if (!target.mma.has(MmaKind::Tcgen05))
+      fail<ScheduleError>(what,
+                          ": nv16 (NVFP4) scales are applied by sm_100a's block-scaled tcgen05.mma "
+                          "(kind::mxf4nvf4); target ",
+                          target.name, " has no block-scaled MMA: run it on sm_100a");
+    fail<ScheduleError>(what,
+                        ": the sm_100a NVFP4 kernel (MmaSm100Nvf4 in the tcgen05 MMA role) is not lowered yet "
+                        "(issue 32); the definition and its float64 reference (heddle.reference.evaluate) are "
+                        "built");
+  }
   const std::string what = "mx32-scaled matmul " + mm->name;
   if (!target.mma.has(MmaKind::Tcgen05))
     fail<ScheduleError>(what,
