@@ -347,7 +347,7 @@ def test_unknown_dtype_rejected(where):
         else:
             acc.to("float64")
     msg = str(ei.value)
-    assert "unknown dtype" in msg and "float16, bfloat16, float32, float8_e4m3fn and float8_e5m2" in msg
+    assert "unknown dtype" in msg and "float16, bfloat16, float32, float8_e4m3fn, float8_e5m2, float8_e8m0fnu (MX scales only) and float4_e2m1fn_x2" in msg
 
 
 def test_arithmetic_with_non_number_is_a_type_error():

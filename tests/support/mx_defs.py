@@ -180,3 +180,36 @@ def run(bn, k, fa, fb, seed=0, schedule="adversarial", **mutate):
 
 def findings(raw):
     return [(f["kind"], f["text"]) for f in raw.get("findings", [])]
+
+
+def mx_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e4m3", trans_a=False, trans_b=True,
+                  sdtype="e8m0", bdtype=None):
+    """An mx32-scaled matmul (docs/fp8.md "MX formats"): a [M, K] (trans_a: [K, M]) @ b [N, K] (trans_b=False:
+    [K, N]), e8m0 scales sa / sb [round_up(rows, 128), round_up(K/32, 4)] unless given; output bf16."""
+    import heddle
+    fd = heddle.Fusion()
+    a = fd.input("a", dtype, [K, M] if trans_a else [M, K])
+    b = fd.input("b", bdtype or dtype, [N, K] if trans_b else [K, N])
+    kb = -(-K // 32 // 4) * 4 if isinstance(K, int) else "KB"
+    def pad(rows, symbol):  # round_up(rows, 128); a symbolic row count takes a symbol of its own
+        return -(-rows // 128) * 128 if isinstance(rows, int) else symbol
+    s_a = fd.input("sa", sdtype, sa or [pad(M, "MP"), kb])
+    s_b = fd.input("sb", sdtype, sb or [pad(N, "NP"), kb])
+    mm = fd.matmul(a, b, trans_a=trans_a, trans_b=trans_b, scale_a=s_a, scale_b=s_b, scales="mx32")
+    fd.output(mm.to("bf16"))
+    return fd
+
+
+def nv_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype="e4m3"):
+    """An nv16-scaled matmul (NVFP4, docs/fp8.md "MX formats"): a [M, K/2] @ b [N, K/2] e2m1x2 (trans_b), e4m3
+    scales sa / sb [round_up(rows, 128), round_up(K/16, 4)] unless given; output bf16."""
+    import heddle
+    fd = heddle.Fusion()
+    a = fd.input("a", dtype, [M, K // 2 if isinstance(K, int) else K])
+    b = fd.input("b", dtype, [N, K // 2 if isinstance(K, int) else K])
+    kb = -(-K // 64) * 4 if isinstance(K, int) else "KB"
+    s_a = fd.input("sa", sdtype, sa or [-(-M // 128) * 128 if isinstance(M, int) else "MP", kb])
+    s_b = fd.input("sb", sdtype, sb or [-(-N // 128) * 128, kb])
+    mm = fd.matmul(a, b, trans_b=True, scale_a=s_a, scale_b=s_b, scales="nv16")
+    fd.output(mm.to("bf16"))
+    return fd

@@ -250,10 +250,14 @@ class Fusion:
         """a @ b with f32 accumulation. trans_a: `a` is stored [K, M]; trans_b: `b` is stored [N, K].
         scale_a / scale_b (together): DeepGEMM-style block scales, f32 inputs scale_a [M, ceil(K/128)] and
         scale_b [ceil(N/128), ceil(K/128)]: D = sum over k-blocks kb of (A_kb @ B_kb) * scale_a[m, kb] *
-        scale_b[n // 128, kb] (docs/fp8.md "Block scales and promotion")."""
+        scale_b[n // 128, kb] (docs/fp8.md "Block scales and promotion"). scales="mx32": MXFP8, e4m3 / e5m2
+        operands with e8m0 inputs (torch.float8_e8m0fnu) one per row and 32 of K, in torch's blocked layout:
+        scale_a [round_up(M, 128), round_up(K/32, 4)], scale_b [round_up(N, 128), round_up(K/32, 4)] (docs/fp8.md
+        "MX formats")."""
         if (scale_a is None) != (scale_b is None):
             raise _C.ScheduleError(f"matmul({a.name}, {b.name}): block scales come in pairs; pass both scale_a "
-                                   f"[M, ceil(K/128)] and scale_b [ceil(N/128), ceil(K/128)], or neither")
+                                   f"and scale_b (block128: [M, ceil(K/128)] and [ceil(N/128), ceil(K/128)]), "
+                                   f"or neither")
         mm = self._wrap(self._f.matmul(_tensor(self, a, "matmul: a"), _tensor(self, b, "matmul: b"),
                                        _bool(trans_a, "matmul: trans_a"), _bool(trans_b, "matmul: trans_b")))
         if scale_a is not None:

@@ -15,7 +15,8 @@ from typing import Dict, Sequence
 from .errors import InputError
 
 DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2",
-          "i32": "int32"}  # i32: group ends
+          "e8m0": "float8_e8m0fnu", "e2m1x2": "float4_e2m1fn_x2",
+          "i32": "int32"}  # i32: group ends; e8m0: MX scales; e2m1x2: NVFP4 operands
 
 
 def same_device(where: str, names: Sequence[str], tensors) -> None:
@@ -116,8 +117,36 @@ class MatmulGeometry:
                 raise InputError(f"input '{nm}': its last axis has stride {t.stride(-1)}; heddle reads rows "
                                  "contiguously — call .contiguous() or declare the operand transposed "
                                  "(trans_a/trans_b)")
-        if mexpr.get("scales"):
+        if mexpr.get("scales") in ("mx32", "nv16"):
+            self._check_mx_scales(mexpr, by_name)
+        elif mexpr.get("scales"):
             self._check_block_scales(mexpr, by_name)
+
+    def _check_mx_scales(self, mexpr, by_name):
+        """mx32 scales (docs/fp8.md "MX formats"; nv16 likewise per 16 of K, K counted in e2m1 elements, two a byte):
+        K a multiple of 32, scale_a [round_up(M, 128), round_up(K/32,
+        4)] and scale_b [round_up(N, 128), round_up(K/32, 4)] e8m0 in torch's blocked layout, contiguous and
+        16-byte aligned (the kernel copies 512-byte chunks of them by TMA: PTX ISA "cp.async.bulk" takes 16-byte
+        aligned addresses and sizes, as CCCL's cuda::ptx notes repeat) -- a symbolic size binds any extent, so the
+        relations to M, N and K are checked here."""
+        blk, k = (16, 2 * self.K) if mexpr["scales"] == "nv16" else (32, self.K)  # nv16: K / 2 bytes a row
+        if k % blk:
+            raise InputError(f"input '{self.a_name}': K = {k} is not a multiple of {blk}; a block scale covers {blk} "
+                             f"elements of K: pad K with zeros to {-(-k // blk) * blk}")
+        kb = -(-k // (4 * blk)) * 4
+        for which, rows in (("scale_a", self.M), ("scale_b", self.N)):
+            nm = mexpr[which]
+            t = by_name[nm]
+            want = (-(-rows // 128) * 128, kb)
+            if tuple(t.shape) != want:
+                raise InputError(f"input '{nm}' ({which}): shape {list(t.shape)}, but M={self.M}, N={self.N}, "
+                                 f"K={k} need {which} {list(want)} ({mexpr['scales']} scales in torch's blocked "
+                                 f"layout: round_up(rows, 128) x round_up(K/{blk}, 4); torch's "
+                                 "to_blocked(s).view(...))")
+            if not t.is_contiguous() or t.data_ptr() % 16:
+                raise InputError(f"input '{nm}' ({which}): strides {list(t.stride())}, address "
+                                 f"{t.data_ptr() % 16} mod 16; the kernel copies MX scales in 512-byte chunks "
+                                 "of a contiguous, 16-byte aligned tensor — call .contiguous() (or .clone())")
 
     def _check_block_scales(self, mexpr, by_name):
         """block128 scales (docs/fp8.md): scale_a [M, ceil(K/128)] M-major (the TMA map of its ring slots),

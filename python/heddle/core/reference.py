@@ -17,7 +17,7 @@ _UNARY = {
 }
 _BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 _DT = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
-       "e5m2": torch.float8_e5m2}
+       "e5m2": torch.float8_e5m2, "e8m0": torch.float8_e8m0fnu}
 
 
 def grouped_reference(x, w, offs, trans_b: bool = False):
@@ -80,11 +80,61 @@ def block_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b:
     return out
 
 
+_MX_BLOCK = {"mx32": 32, "nv16": 16}  # elements of K per scale: MXFP8, NVFP4
+# e2m1 (OCP MX v1.0 "FP4 (E2M1)"; PTX ISA 9.7.16.10.4.6): sign bit 3, exponent bits 1-2 (bias 1), mantissa bit 0;
+# the magnitudes of codes 0-7
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def decode_e2m1x2(x, dtype=torch.float64):
+    """Packed FP4 pairs (torch.float4_e2m1fn_x2, [..., K/2]) as values [..., K]: element 2j is the low nibble of byte
+    j, 2j + 1 the high one (torch's packing; docs/fp8.md "MX formats" says what a GPU run must confirm)."""
+    b = x.view(torch.uint8).to(torch.int64)
+    nib = torch.stack((b & 0xF, b >> 4), dim=-1).reshape(*b.shape[:-1], b.shape[-1] * 2)
+    mag = torch.tensor(_E2M1, dtype=dtype, device=x.device)[nib & 7]
+    return torch.where(nib >= 8, -mag, mag)
+
+
+def unblock_mx_scales(s, rows: int, k_blocks: int, name: str = "scale"):
+    """The [rows, k_blocks] scale matrix of an MX scale tensor in torch's blocked layout (docs/fp8.md "MX
+    formats"; torch.testing._internal.common_quantized.to_blocked, the cuBLAS block scaling factors layout):
+    [round_up(rows, 128), round_up(k_blocks, 4)] (or flat) cut in 128 x 4 blocks of 512 contiguous bytes, row
+    blocks outer; inside a block, byte r0*16 + r1*4 + c holds row r1*32 + r0, k block c. InputError naming
+    `name` when its element count is not the padded one."""
+    rb, cb = -(-rows // 128), -(-k_blocks // 4)
+    if s.numel() != rb * 128 * cb * 4:
+        raise InputError(f"MX scales: {name} has {s.numel()} elements (shape {list(s.shape)}), but {rows} rows by "
+                         f"{k_blocks} k blocks need [{rb * 128}, {cb * 4}] in torch's blocked layout "
+                         f"(round_up(rows, 128) x round_up(K/32, 4))")
+    full = s.reshape(rb, cb, 32, 4, 4).permute(0, 3, 2, 1, 4).reshape(rb * 128, cb * 4)  # [r1, r0] -> row
+    return full[:rows, :k_blocks]
+
+
+def mx_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b: str = "scale_b", block: int = 32):
+    """MXFP8 (scales "mx32", block 32) or NVFP4 ("nv16", block 16; a, b decoded from e2m1x2 first), docs/fp8.md "MX
+    formats": a [M, K] @ b [K, N] with one scale per row of a and
+    `block` elements of K, one per column of b and `block` of K, both in torch's blocked layout (their values:
+    the e8m0 powers of two): sum over k of a[m, k] * sa[m, k // block] * b[k, n] * sb[n, k // block], in the
+    dtype of `a` (float64 for the reference: products of 8-bit floats and powers of two are exact there)."""
+    M, K = a.shape[-2], a.shape[-1]
+    N = b.shape[-1]
+    if K % block:
+        raise InputError(f"MX scales: K = {K} is not a multiple of the scale block {block}")
+    for name, s in ((name_a, scale_a), (name_b, scale_b)):
+        if bool((s < 0).any()):  # a NaN code (e8m0 0xFF) gives NaN products, as in the OCP MX text
+            raise InputError(f"MX scales: {name} holds a negative scale; MX / NVFP4 scales are unsigned (ue8m0, "
+                             "ue4m3: e4m3 codes with the sign bit clear)")
+    sa = unblock_mx_scales(scale_a, M, K // block, name_a).to(a.dtype).repeat_interleave(block, dim=1)
+    sb = unblock_mx_scales(scale_b, N, K // block, name_b).to(a.dtype).repeat_interleave(block, dim=1)
+    return (a * sa) @ (b * sb.transpose(0, 1))
+
+
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
     """Run the fusion's expressions in `compute_dtype`; casts round through their dtype when
     round_casts is set. Returns the output tensor in the output's dtype; a fusion with several outputs
     (e.g. the pre-activation a backward keeps, then the activation) returns them as a tuple, in order."""
-    env = {t.name: x.to(compute_dtype) for t, x in zip(fusion.inputs, tensors)}
+    env = {t.name: decode_e2m1x2(x, compute_dtype) if t.dtype == "e2m1x2" else x.to(compute_dtype)
+           for t, x in zip(fusion.inputs, tensors)}
     for t in fusion.inputs:
         if t.per_expert:  # [E, N] -> [T, N]: each row its expert's row (the group ends follow the inputs)
             env[t.name] = _rows_of_experts(env[t.name], tensors[len(fusion.inputs)], tensors[0].shape[0])
@@ -101,8 +151,14 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
                 a = a.transpose(-1, -2)
             if e["trans_b"]:
                 b = b.transpose(-1, -2)
-            r = torch.matmul(a, b) if e.get("scales") is None else block_scaled_matmul(
-                a, b, env[e["scale_a"]], env[e["scale_b"]], e["scale_a"], e["scale_b"])
+            if e.get("scales") is None:
+                r = torch.matmul(a, b)
+            else:
+                sa, sb = env[e["scale_a"]], env[e["scale_b"]]
+                if e["scales"] in _MX_BLOCK:
+                    r = mx_scaled_matmul(a, b, sa, sb, e["scale_a"], e["scale_b"], _MX_BLOCK[e["scales"]])
+                else:
+                    r = block_scaled_matmul(a, b, sa, sb, e["scale_a"], e["scale_b"])
         elif op in _BINARY:
             if e["scalar"] is not None:
                 s = torch.tensor(e["scalar"], dtype=compute_dtype, device=ins[0].device)

@@ -6,19 +6,45 @@
 // with sa = scale_a [M, ceil(K/128)] and sb = scale_b [ceil(N/128), ceil(K/128)]. The last block of K (and
 // of N) may be partial: ceil counts it. The scales are part of the definition (the Expr of the matmul),
 // not an epilogue op: they apply inside the k sum.
+//
+// MXFP8 (kind "mx32"; OCP Microscaling Formats (MX) v1.0: block size 32, scale E8M0 = 2^(e - 127), code 0xFF NaN;
+// PTX ISA 9.7.16.10.7 "Block Scaling" for tcgen05.mma kind::mxf8f6f4): e4m3 / e5m2 data, one e8m0 scale per row
+// and 32 elements of K for A and for B^T (B stored [N, K]: one per column of D), so
+//   D[m, n] = sum over k of A[m, k] * B[k, n] * 2^(sa(m, k/32) - 127) * 2^(sb(n, k/32) - 127),
+// the scales in torch's blocked layout (torch._scaled_mm's MX scales, cuBLAS "block scaling factors layout";
+// docs/fp8.md "MX formats"): [round_up(rows, 128), round_up(K/32, 4)] bytes, 128 x 4 blocks of 512 contiguous
+// bytes each, padded with zeros. K must be a multiple of 32 (the block; torch._scaled_mm asks K % 32 too).
+//
+// NVFP4 (kind "nv16"; PTX ISA 9.7.16.10.7, kind::mxf4nvf4 with scale_vec::4X and UE4M3 scales): e2m1 data packed two
+// to a byte (torch.float4_e2m1fn_x2; A stored [M, K/2], B [N, K/2]), one ue4m3 scale (an e4m3 code with the sign bit
+// clear) per row and 16 elements of K, in the same blocked layout: [round_up(rows, 128), round_up(K/16, 4)]
+// (torch._scaled_mm's NVFP4 element counts, torch/_meta_registrations.py); K a multiple of 16.
 #include <sstream>
 
 #include "heddle/ir/fusion.h"
 
 namespace heddle {
 
-const char* scaleKindName(ScaleKind k) { return k == ScaleKind::Block128 ? "block128" : "none"; }
+const char* scaleKindName(ScaleKind k) {
+  switch (k) {
+    case ScaleKind::Block128: return "block128";
+    case ScaleKind::Mx32: return "mx32";
+    case ScaleKind::Nv16: return "nv16";
+    case ScaleKind::None: break;
+  }
+  return "none";
+}
 
 ScaleKind scaleKindFromName(const std::string& s) {
   if (s == "block128") return ScaleKind::Block128;
-  fail<ScheduleError>("matmul scales: unknown scale kind '", s,
-                      "'; heddle's block scales are 'block128' (scale_a [M, ceil(K/128)], scale_b [ceil(N/128), "
-                      "ceil(K/128)]); per-tensor and per-row scales are epilogue multiplies");
+  if (s == "mx32") return ScaleKind::Mx32;
+  if (s == "nv16") return ScaleKind::Nv16;
+  fail<ScheduleError>(
+      "matmul scales: unknown scale kind '", s,
+      "'; heddle's block scales are 'block128' (f32 scale_a [M, ceil(K/128)], scale_b [ceil(N/128), "
+      "ceil(K/128)]), 'mx32' (MXFP8: e8m0 scales per 32 of K in torch's blocked layout) and 'nv16' (NVFP4: "
+      "e4m3 scales per 16 of K, blocked likewise); "
+      "per-tensor and per-row scales are epilogue multiplies");
 }
 
 namespace {
@@ -51,7 +77,10 @@ void checkScale(const TensorView* sc, const char* which, const std::string& call
                         " f32");
   if (sc->dtype != DType::F32)
     fail<ScheduleError>(call, ": ", which, " ", sc->name, " is ", dtypeName(sc->dtype),
-                        "; block scales are f32 of shape ", shape.str(), " (convert them with .float())");
+                        "; block scales are f32 of shape ", shape.str(),
+                        sc->dtype == DType::E8M0 ? " (e8m0 scales in torch's blocked layout are MXFP8's: pass "
+                                                   "scales='mx32')"
+                                                 : " (convert them with .float())");
   bool ok = sc->rank() == (int)want.size();
   for (size_t i = 0; ok && i < want.size(); ++i)
     ok = isBlocks[i] ? blocksMatch(of[i], sc->shape[i]) : sizeMatch(want[i], sc->shape[i]);
@@ -64,6 +93,80 @@ void checkScale(const TensorView* sc, const char* which, const std::string& call
                         "block count, checked at launch)");
 }
 
+// The two hardware block-scaled formats of sm_100a's tcgen05.mma (PTX ISA 9.7.16.10.7): MXFP8 (kind::mxf8f6f4,
+// ue8m0 per 32) and NVFP4 (kind::mxf4nvf4, ue4m3 per 16: e4m3 codes with the sign bit clear; e2m1 data packed two
+// to a byte, so an operand's stored row is K / 2 bytes).
+struct MxFormat {
+  const char* kind;  // "mx32" | "nv16"
+  int block;         // elements of K per scale
+  DType scale;       // e8m0 | e4m3 (ue4m3)
+  const char* scaleTorch;
+  int packing;  // elements per stored operand element
+};
+
+MxFormat mxFormat(ScaleKind k) {
+  if (k == ScaleKind::Nv16) return {"nv16", 16, DType::E4M3, "torch.float8_e4m3fn, sign bit clear: ue4m3", 2};
+  return {"mx32", kMxBlock, DType::E8M0, "torch.float8_e8m0fnu", 1};
+}
+
+// round_up(K / block, 4) for k blocks, round_up(rows, 128) for rows (a concrete size; symbols bind at launch)
+int64_t mxExtent(int64_t s, bool kBlocks, int block) {
+  return kBlocks ? (s / block + 3) / 4 * 4 : (s + kScaleBlock - 1) / kScaleBlock * kScaleBlock;
+}
+
+std::string mxExtentStr(const Size& s, bool kBlocks, const MxFormat& fm) {
+  if (s.isSymbolic())
+    return kBlocks ? "round_up(" + s.symbol + "/" + std::to_string(fm.block) + ", 4)"
+                   : "round_up(" + s.symbol + ", 128)";
+  return std::to_string(mxExtent(s.value, kBlocks, fm.block));
+}
+
+// MX / NVFP4 scales: fusion inputs [round_up(rows, 128), round_up(K/block, 4)] (torch's blocked layout).
+void checkMxScale(const TensorView* sc, const char* which, const std::string& call, const Size& rows, const Size& K,
+                  const char* rowsName, const MxFormat& fm) {
+  const std::string shape = "[" + mxExtentStr(rows, false, fm) + ", " + mxExtentStr(K, true, fm) + "]";
+  const std::string kind = fm.kind;
+  if (!sc->isInput)
+    fail<ScheduleError>(call, ": ", which, " ", sc->name, " is computed inside the fusion; ", kind,
+                        " scales are fusion inputs, ", dtypeName(fm.scale), " of shape ", shape);
+  if (sc->dtype != fm.scale)
+    fail<ScheduleError>(call, ": ", which, " ", sc->name, " is ", dtypeName(sc->dtype), "; ", kind, " scales are ",
+                        dtypeName(fm.scale), " (", fm.scaleTorch, ") of shape ", shape,
+                        " in torch's blocked layout (torch._scaled_mm's block-scaled formats)");
+  bool ok = sc->rank() == 2;
+  for (int i = 0; ok && i < 2; ++i) {
+    const Size& of = i ? K : rows;
+    const Size& got = sc->shape[i];
+    ok = of.isSymbolic() ? got.isSymbolic() : !got.isSymbolic() && got.value == mxExtent(of.value, i == 1, fm.block);
+  }
+  if (!ok)
+    fail<ScheduleError>(call, ": ", which, " ", sc->str(), " has the wrong shape; ", kind, " scales need ", which, " ",
+                        shape, ": one ", dtypeName(fm.scale), " byte per ", rowsName, " and ", fm.block,
+                        " of K, padded to a multiple of 128 rows and of 4 k blocks (torch's to_blocked "
+                        "layout; a symbolic size takes a symbolic extent, checked at launch)");
+}
+
+void mxScales(const Expr* e, const TensorView* mm, const TensorView* scaleA, const TensorView* scaleB,
+              const std::string& call, const MxFormat& fm) {
+  const TensorView* a = e->inputs[0];
+  const TensorView* b = e->inputs[1];
+  const bool fp4 = fm.packing == 2;
+  for (const TensorView* op : {a, b})
+    if (fp4 ? op->dtype != DType::E2M1X2 : !isFloat8(op->dtype))
+      fail<ScheduleError>(call, ": operand ", op->name, " is ", dtypeName(op->dtype), "; ", fm.kind,
+                          fp4 ? " scales (NVFP4) take e2m1x2 operands (torch.float4_e2m1fn_x2, two e2m1 a byte)"
+                              : " scales (MXFP8) take e4m3 or e5m2 operands (torch.float8_e4m3fn / float8_e5m2)");
+  const Size M = mm->shape[0], N = mm->shape[1];
+  Size K = e->transA ? a->shape[0] : a->shape[1];
+  if (!K.isSymbolic()) K.value *= fm.packing;  // e2m1x2: a stored row of K / 2 bytes
+  if (!K.isSymbolic() && K.value % fm.block)
+    fail<ScheduleError>(call, ": K = ", K.value, " (", a->name, ") is not a multiple of ", fm.block, "; an ",
+                        fp4 ? "NVFP4" : "MXFP8", " scale covers ", fm.block, " elements of K: pad K with zeros to ",
+                        (K.value + fm.block - 1) / fm.block * fm.block);
+  checkMxScale(scaleA, "scale_a", call, M, K, "row of A", fm);
+  checkMxScale(scaleB, "scale_b", call, N, K, "column of D (row of B stored [N, K])", fm);
+}
+
 }  // namespace
 
 void Fusion::blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB, ScaleKind kind) {
@@ -72,7 +175,8 @@ void Fusion::blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB,
   if (!e || e->kind != OpKind::Matmul)
     fail<ScheduleError>("block_scales: ", mm->name, " is not a matmul output; block scales belong to a matmul");
   const std::string call = "block_scales(" + mm->name + ")";
-  if (kind == ScaleKind::None) fail<ScheduleError>(call, ": scale kind 'none' gives no scales; use 'block128'");
+  if (kind == ScaleKind::None)
+    fail<ScheduleError>(call, ": scale kind 'none' gives no scales; use 'block128', 'mx32' or 'nv16'");
   if (e->scaleKind != ScaleKind::None) fail<ScheduleError>(call, ": the matmul already has block scales");
   if (matmuls().size() > 1)
     fail<ScheduleError>(call, ": this fusion is a matmul group (", matmuls().size(),
@@ -88,8 +192,12 @@ void Fusion::blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB,
   const TensorView* a = e->inputs[0];
   const Size M = mm->shape[0], N = mm->shape[1];
   const Size K = e->transA ? a->shape[0] : a->shape[1];
-  checkScale(scaleA, "scale_a", call, {M, K}, {false, true}, {M, K});
-  checkScale(scaleB, "scale_b", call, {N, K}, {true, true}, {N, K});
+  if (kind == ScaleKind::Mx32 || kind == ScaleKind::Nv16) {
+    mxScales(e, mm, scaleA, scaleB, call, mxFormat(kind));
+  } else {
+    checkScale(scaleA, "scale_a", call, {M, K}, {false, true}, {M, K});
+    checkScale(scaleB, "scale_b", call, {N, K}, {true, true}, {N, K});
+  }
   e->scaleKind = kind;
   e->scaleA = scaleA;
   e->scaleB = scaleB;

@@ -18,6 +18,8 @@ const char* dtypeName(DType t) {
     case DType::F32: return "f32";
     case DType::E4M3: return "e4m3";
     case DType::E5M2: return "e5m2";
+    case DType::E8M0: return "e8m0";
+    case DType::E2M1X2: return "e2m1x2";
   }
   return "?";
 }
@@ -28,10 +30,12 @@ const char* dtypeCudaName(DType t) {
     case DType::F32: return "float";
     case DType::E4M3: return "heddle::e4m3";
     case DType::E5M2: return "heddle::e5m2";
+    case DType::E8M0: return "uint8_t";
+    case DType::E2M1X2: return "uint8_t";
   }
   return "?";
 }
-int dtypeBytes(DType t) { return t == DType::F32 ? 4 : isFloat8(t) ? 1 : 2; }
+int dtypeBytes(DType t) { return t == DType::F32 ? 4 : isFloat8(t) || t == DType::E8M0 || t == DType::E2M1X2 ? 1 : 2; }
 bool isFloat8(DType t) { return t == DType::E4M3 || t == DType::E5M2; }
 DType dtypeFromName(const std::string& s) {
   if (s == "f16" || s == "float16" || s == "half" || s == "torch.float16") return DType::F16;
@@ -39,8 +43,11 @@ DType dtypeFromName(const std::string& s) {
   if (s == "f32" || s == "float32" || s == "float" || s == "torch.float32") return DType::F32;
   if (s == "e4m3" || s == "float8_e4m3fn" || s == "torch.float8_e4m3fn") return DType::E4M3;
   if (s == "e5m2" || s == "float8_e5m2" || s == "torch.float8_e5m2") return DType::E5M2;
+  if (s == "e8m0" || s == "float8_e8m0fnu" || s == "torch.float8_e8m0fnu") return DType::E8M0;
+  if (s == "e2m1x2" || s == "float4_e2m1fn_x2" || s == "torch.float4_e2m1fn_x2") return DType::E2M1X2;
   fail<ScheduleError>("unknown dtype '", s,
-                      "': heddle supports float16, bfloat16, float32, float8_e4m3fn and float8_e5m2");
+                      "': heddle supports float16, bfloat16, float32, float8_e4m3fn, float8_e5m2, "
+                      "float8_e8m0fnu (MX scales only) and float4_e2m1fn_x2 (NVFP4 operands only)");
 }
 
 const char* opName(OpKind k) {
@@ -102,6 +109,15 @@ Expr* Fusion::newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out) {
   e->kind = k;
   e->inputs = std::move(ins);
   e->output = out;
+  for (auto* t : e->inputs)
+    if (t->dtype == DType::E2M1X2 && k != OpKind::Matmul)
+      fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,
+                          " is e2m1x2, packed FP4 pairs; it is only an operand of fd.matmul(..., scales='nv16')");
+  for (auto* t : e->inputs)
+    if (t->dtype == DType::E8M0)
+      fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,
+                          " is e8m0, the scale byte of the MX formats; an e8m0 input is only the scale_a / "
+                          "scale_b of fd.matmul(..., scales='mx32'), never an operand or an epilogue input");
   for (auto* t : e->inputs) t->uses.push_back(e.get());
   out->definition = e.get();
   exprs_.push_back(std::move(e));
@@ -465,6 +481,10 @@ TensorView* Fusion::unary(OpKind k, TensorView* a) {
 
 TensorView* Fusion::cast(TensorView* a, DType dt) {
   checkOwned(a, "cast");
+  if (dt == DType::E8M0 || dt == DType::E2M1X2)
+    fail<ScheduleError>("cast(", a->name, ", ", dtypeName(dt), "): ", dtypeName(dt),
+                        " is an input format only (MX scales, NVFP4 operands); cast to f16, bf16, f32, e4m3 or "
+                        "e5m2");
   auto* out = newTensor(dt, a->shape, "");
   auto* e = newExpr(OpKind::Cast, {a}, out);
   e->castTo = dt;

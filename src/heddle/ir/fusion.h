@@ -18,12 +18,17 @@ namespace heddle {
 
 // E4M3 / E5M2: the OCP 8-bit floats (torch.float8_e4m3fn / torch.float8_e5m2), matmul operands only
 // (docs/fp8.md): e4m3 has no infinities (S.1111.111 is NaN, max 448), e5m2 is IEEE-like (max 57344).
-enum class DType { F16, BF16, F32, E4M3, E5M2 };
-const char* dtypeName(DType t);      // "f16" | "bf16" | "f32" | "e4m3" | "e5m2"
-const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float | heddle::e4m3 | heddle::e5m2
+// E8M0: the unsigned power-of-two scale byte of the MX formats (torch.float8_e8m0fnu; OCP MX v1.0 "E8M0"):
+// an input that only an mx32 matmul's scales may be (ir/block_scales.cpp), never data or an epilogue operand.
+// E2M1X2: two e2m1 (FP4) values packed in a byte (torch.float4_e2m1fn_x2), NVFP4's data: a matmul operand with nv16
+// scales only, its rows counted in bytes (K / 2).
+enum class DType { F16, BF16, F32, E4M3, E5M2, E8M0, E2M1X2 };
+const char* dtypeName(DType t);      // "f16" | "bf16" | "f32" | "e4m3" | "e5m2" | "e8m0" | "e2m1x2"
+const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float | heddle::e4m3 | heddle::e5m2 | uint8_t
 int dtypeBytes(DType t);
 bool isFloat8(DType t);
-// accepts float16/half/f16, bfloat16/bf16, float32/float/f32, float8_e4m3fn/e4m3, float8_e5m2/e5m2
+// accepts float16/half/f16, bfloat16/bf16, float32/float/f32, float8_e4m3fn/e4m3, float8_e5m2/e5m2,
+// float8_e8m0fnu/e8m0, float4_e2m1fn_x2/e2m1x2
 DType dtypeFromName(const std::string& s);
 
 enum class OpKind {
@@ -47,10 +52,16 @@ const char* opName(OpKind k);
 // The scales of a scaled matmul (docs/fp8.md "Block scales and promotion"). Block128: DeepGEMM-style
 // blocks of 128 along K, scale_a [M, ceil(K/128)] (1 x 128 per row of A) and scale_b [ceil(N/128),
 // ceil(K/128)] (128 x 128 of B), f32: D = sum over k-blocks kb of (A_kb @ B_kb) * sa[m, kb] * sb[n/128, kb].
-enum class ScaleKind { None, Block128 };
-const char* scaleKindName(ScaleKind k);  // "none" | "block128"
+// Mx32: MXFP8 (docs/fp8.md "MX formats"): one e8m0 scale per row and 32 elements of K for A and B (per column
+// of D for B), in torch's blocked layout: scale_a [round_up(M, 128), round_up(K/32, 4)], scale_b
+// [round_up(N, 128), round_up(K/32, 4)] bytes; D = sum over k of A[m, k] B[k, n] 2^(sa[m, k/32] + sb[n, k/32] - 254).
+// Nv16: NVFP4, e2m1x2 operands (stored [M, K/2] and [N, K/2] bytes) with one ue4m3 scale (e4m3, sign 0) per row
+// and 16 elements of K, blocked likewise: [round_up(rows, 128), round_up(K/16, 4)].
+enum class ScaleKind { None, Block128, Mx32, Nv16 };
+const char* scaleKindName(ScaleKind k);  // "none" | "block128" | "mx32" | "nv16"
 ScaleKind scaleKindFromName(const std::string& s);
 constexpr int kScaleBlock = 128;  // the K (and N) extent of one block scale
+constexpr int kMxBlock = 32;      // the K extent of one MXFP8 scale (OCP MX v1.0: block size 32)
 bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
@@ -74,8 +85,8 @@ struct Expr {
   bool transA = false, transB = false;    // matmul: operand stored transposed
   DType castTo = DType::F32;              // Cast
   ScaleKind scaleKind = ScaleKind::None;  // matmul: scales of its k-blocks (Fusion::blockScales)
-  TensorView* scaleA = nullptr;           // matmul with scales: [M, ceil(K/128)] f32
-  TensorView* scaleB = nullptr;           // matmul with scales: [ceil(N/128), ceil(K/128)] f32
+  TensorView* scaleA = nullptr;           // matmul with scales: [M, ceil(K/128)] f32 (mx32: blocked e8m0)
+  TensorView* scaleB = nullptr;           // matmul with scales: [ceil(N/128), ceil(K/128)] f32 (mx32: blocked)
   TensorView* output = nullptr;
   // A grouped matmul (Fusion::groupedMatmul): the name of its int32 [E] group-ends input ("" = not grouped)
   // and the expert count E (w's leading axis). docs/grouped.md.

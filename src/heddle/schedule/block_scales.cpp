@@ -36,12 +36,16 @@ void validateBlockScales(const Fusion& f, const TargetInfo& target) {
   if (!mm) return;
   const Expr* e = mm->definition;
   if (e->scaleKind == ScaleKind::None) {
+    if (e->inputs[0]->dtype == DType::E2M1X2)  // packed FP4 has no meaning without its scales (mx_scales.cpp)
+      validateMxScales(mm, target);
     if (mm->promotionK)
       fail<ScheduleError>("promotion(", mm->promotionK, ") on ", mm->name,
                           ": the matmul has no block scales; promotion applies to a block-scaled matmul "
                           "(fd.matmul(a, b, trans_b=True, scale_a=..., scale_b=...))");
     return;
   }
+  if (e->scaleKind == ScaleKind::Mx32 || e->scaleKind == ScaleKind::Nv16)
+    return validateMxScales(mm, target);  // schedule/mx_scales.cpp
   const std::string what = "block-scaled matmul " + mm->name;
   if (!target.mma.has(MmaKind::Wgmma))
     fail<ScheduleError>(what, ": ", scaleKindName(e->scaleKind),
@@ -64,6 +68,7 @@ void validateBlockScales(const Fusion& f, const TargetInfo& target) {
 void validateBlockScaleTiling(const MatmulTiling& t) {
   const Expr* e = t.mm->definition;
   if (e->scaleKind == ScaleKind::None) return;
+  if (e->scaleKind == ScaleKind::Mx32) return validateMxTiling(t);  // schedule/mx_scales.cpp
   const std::string what = "block-scaled matmul " + t.mm->name;
   const RolePipelineSchedule& h = t.rolePipeline;
   if (!h.enabled || !h.warpSpecialized || h.tcgen05)

@@ -152,6 +152,14 @@ int promotionInterval(const TensorView* mm);  // promotion(k)'s k, 128 when unse
 // A block-scaled matmul's rules against the target (wgmma, K-major operands, the interval against the
 // wgmma K); a promotion interval on a matmul without block scales is refused.
 void validateBlockScales(const Fusion& f, const TargetInfo& target);
+// ... mx32 (MXFP8) scales instead (schedule/mx_scales.cpp): sm_100a's block-scaled tcgen05, K-major operands.
+void validateMxScales(const TensorView* mm, const TargetInfo& target);
+// The tensor-memory scale columns of an mx32 tiling (0 otherwise): 4 + bn/32 per operand stage.
+int mxScaleColumns(const MatmulTiling& t);
+// An mx32 tiling's tcgen05 rules (bk 128, bn 128 or 256), from validateTcgen05Schedule; no-op otherwise.
+void validateMxTcgen05(const MatmulTiling& t);
+// ... and the kernel rules after the role pipeline (the tcgen05 roles, no cluster), from validateBlockScaleTiling.
+void validateMxTiling(const MatmulTiling& t);
 // ... and against the tiling (after the role pipeline is worked out): the warp-specialized wgmma kernel with
 // roles load and mma, no split-K / stream-K / cluster, bk dividing the promotion interval.
 void validateBlockScaleTiling(const MatmulTiling& t);

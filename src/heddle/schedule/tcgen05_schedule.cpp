@@ -67,12 +67,17 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
     fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' asks for ", accStages,
                         " accumulator stages; "
                         "the tensor-memory accumulator ring has 1 or 2 stages");
-  if (!accStages) accStages = 2 * t.bn <= target.tmemColumns ? 2 : 1;
-  if (accStages * t.bn > target.tmemColumns)
-    fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn,
-                        " columns exceed the ", target.tmemColumns, " tensor-memory columns of ", target.name,
+  const int scaleCols = mxScaleColumns(t);  // mx32: the scale columns of every operand stage (mx_scales.cpp)
+  if (!accStages) accStages = 2 * t.bn + scaleCols <= target.tmemColumns ? 2 : 1;
+  if (accStages * t.bn + scaleCols > target.tmemColumns)
+    fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn, " columns",
+                        scaleCols ? " and " + std::to_string(scaleCols) + " MX scale columns (" +
+                                        std::to_string(t.stages) + " operand stages)"
+                                  : std::string(),
+                        " exceed the ", target.tmemColumns, " tensor-memory columns of ", target.name,
                         "; use stages=1 or a smaller "
-                        "n tile");
+                        "n tile",
+                        scaleCols ? " (or fewer operand stages)" : "");
   load.firstWarp = 0;
   load.warpgroups = 1;
   if (!load.registers) load.registers = mma.registers;
@@ -83,7 +88,7 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
   epi.warpgroups = 1;
   h.roles = {load, mma, epi};
   h.accStages = accStages;
-  h.tmemCols = powerOfTwoAtLeast(accStages * t.bn);
+  h.tmemCols = powerOfTwoAtLeast(accStages * t.bn + scaleCols);
   h.threads = 256;
   checkRegisterPool(mm, roleBudgets(h), registerPool(h.threads));  // the setmaxnreg pool (register_pool.h)
 }
@@ -162,6 +167,7 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
                         "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
   if (isFloat8(t.a->dtype)) {
     validateFloat8Operands(t, target);
+    validateMxTcgen05(t);  // mx32 scales: bk 128, bn 128 or 256 (schedule/mx_scales.cpp)
   } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
   }
@@ -187,7 +193,8 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
 // The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64
 // where N >= 256, else 128 x 128 x 64 (8-bit operands: k tile 128, the same 128-byte rows); as many operand stages as fit (at most 6); two accumulator
 // stages in tensor memory; roles {load: 1 warp, mma: 1 warp, epilogue: 4 warps}, no register budgets
-// (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule.
+// (256 threads: every thread may hold 255 registers). Batched matmuls get the cp.async schedule. An mx32 matmul
+// (schedule/mx_scales.cpp) takes one accumulator stage at n = 256 (256 + the scale columns fit 512 once).
 // As on sm_90a, it does not cache a bias / residual with tma_load itself; one the user cached keeps its
 // producer role and ring, whose slots the stage count and the n tile leave room for (fitAutoTile, shared
 // with sm_90a: 128 where 256 leaves no two operand stages, 64 where 128 leaves none).
@@ -207,7 +214,9 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
   const int bm = 128, bk = 128 / esize;
   // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
   // (and the operands' element size: an 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
-  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 0);
+  // mx32: each operand stage also holds its scale chunks (512 + 512 * bn/128 bytes), counted for six stages
+  const bool mx = e->scaleKind == ScaleKind::Mx32;
+  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, mx ? 6 * (512 + 512 * 2) : 0);
   const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);
@@ -224,7 +233,8 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
     circularBuffer(c, stages, -1);
   }
   // a grouped matmul's CTA runs one tile (validateGroupedTcgen05): one accumulator stage
-  const int accStages = e->groupOffsets.empty() ? 0 : 1;
+  // an mx32 128 x 256 tile: one (its 256 columns and the scale columns fit 512 once, not twice)
+  const int accStages = !e->groupOffsets.empty() || (mx && bn == 256) ? 1 : 0;
   warpSpecialize(mm, {Role{"load", 1, 0, 0}, Role{"mma", 1, 0, 0}, Role{"epilogue", 4, 0, accStages}});
 }
 

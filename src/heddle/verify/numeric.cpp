@@ -64,6 +64,8 @@ float roundTo(DType t, float x) {
     case DType::F32: return x;
     case DType::E4M3: return roundFloat8(x, 3, -6, 448.0f);
     case DType::E5M2: return roundFloat8(x, 2, -14, 57344.0f);
+    case DType::E8M0:              // MX scale inputs only (powers of two, given as values); nothing casts to e8m0
+    case DType::E2M1X2: return x;  // NVFP4 operands only
   }
   return x;
 }
@@ -89,6 +91,11 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
     case DType::E5M2:
       atol = 1.25e-1;
       rtol = 1.25e-1;
+      break;
+    case DType::E8M0:  // never an output (Fusion::cast refuses it): exact
+    case DType::E2M1X2:
+      atol = 0;
+      rtol = 0;
       break;
   }
 }

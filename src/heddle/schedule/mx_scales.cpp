@@ -1,0 +1,105 @@
+// The schedule rules of an MXFP8 matmul (scales "mx32", docs/fp8.md "MX formats"): before tiling and of the tiling;
+// an NVFP4 one (scales "nv16", e2m1x2 operands): refused by name until its kernel is lowered.
+//
+// Before: a matmul whose definition carries mx32 scales (ir/block_scales.cpp: e4m3 / e5m2 operands, e8m0 scales in
+// torch's blocked layout, K a multiple of 32). After: a ScheduleError naming the rule, or nothing.
+//
+// The block-scaled MMA is sm_100a's tcgen05.mma kind::mxf8f6f4 with .block_scale (PTX ISA 9.7.16.10.7 "Block
+// Scaling"; no other target heddle lowers for has one: wgmma and mma.sync apply no per-32 scales, so sm_90a takes
+// block128 f32 scales with promotion instead). Its operands are K-major: the instruction descriptor of the
+// block-scaled kinds has no transpose that the scales follow (the interpreter's model refuses transposed
+// operands, interp/rt/hrt_ptx_tcgen05_mx.h; CUTLASS's SM100 block-scaled collectives take A and B K-major, as do
+// torch._scaled_mm's MX inputs: a row-major, b column-major). The scales apply inside the tensor core, per 32 of
+// K, so promotion(k) -- sm_90a's interval of f32 promotions -- has nothing to set.
+//
+// The tiling (after the tcgen05 roles are worked out): k tiles of 128 (MmaSm100Mx: four K = 32 instructions, the four
+// scale bytes of a row in one 512-byte chunk of torch's blocked layout), n tiles of 128 or 256 (whole 128-row
+// chunks of B's scales). Tensor memory holds, besides the accumulator stages, 4 + bn/32 scale columns per operand
+// stage (A's chunk, B's bn/128 chunks; tcgen05.cp.32x128b.warpx4 fills 4 columns per chunk, PTX ISA 9.7.16.9.2):
+// each stage its own, because tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2), so a copy may only
+// overwrite columns whose MMAs the stage's commit -> empty -> full chain has retired. tcgen05.alloc takes a power
+// of two of columns in [32, 512] (PTX ISA "tcgen05.alloc": "The number of columns must be a power of 2", "within the
+// range [32, 512]"; the interpreter refuses other counts, interp/rt/hrt_ptx_tcgen05.h), counted with the
+// accumulators in validateRolesTcgen05 (mxScaleColumns).
+#include "heddle/ir/errors.h"
+#include "heddle/schedule/schedule.h"
+
+namespace heddle {
+
+void validateMxScales(const TensorView* mm, const TargetInfo& target) {
+  const Expr* e = mm->definition;
+  if (e->scaleKind == ScaleKind::None)  // e2m1x2 operands without scales
+    fail<ScheduleError>("matmul ", mm->name, ": operands ", e->inputs[0]->name, " and ", e->inputs[1]->name,
+                        " are e2m1x2 (packed FP4), NVFP4 data that needs its block scales: "
+                        "fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales='nv16')");
+  if (e->scaleKind == ScaleKind::Nv16) {
+    const std::string what = "nv16-scaled matmul " + mm->name;
+    if (!target.mma.has(MmaKind::Tcgen05))
+      fail<ScheduleError>(what,
+                          ": nv16 (NVFP4) scales are applied by sm_100a's block-scaled tcgen05.mma "
+                          "(kind::mxf4nvf4); target ",
+                          target.name, " has no block-scaled MMA: run it on sm_100a");
+    fail<ScheduleError>(what,
+                        ": the sm_100a NVFP4 kernel (MmaSm100Nvf4 in the tcgen05 MMA role) is not lowered yet "
+                        "(issue 32); the definition and its float64 reference (heddle.reference.evaluate) are "
+                        "built");
+  }
+  const std::string what = "mx32-scaled matmul " + mm->name;
+  if (!target.mma.has(MmaKind::Tcgen05))
+    fail<ScheduleError>(what,
+                        ": mx32 (MXFP8) scales are applied by sm_100a's block-scaled tcgen05.mma "
+                        "(kind::mxf8f6f4); target ",
+                        target.name,
+                        " has no block-scaled MMA: run it on sm_100a, or on sm_90a give the matmul block128 f32 "
+                        "scales (scales='block128')");
+  if (e->transA)
+    fail<ScheduleError>(what, ": operand ", e->inputs[0]->name,
+                        " is stored [K, M] (trans_a=True); the block-scaled tcgen05.mma takes A K-major: store it "
+                        "[M, K]");
+  if (!e->transB)
+    fail<ScheduleError>(what, ": operand ", e->inputs[1]->name,
+                        " is stored [K, N] (trans_b=False); the block-scaled tcgen05.mma takes B K-major: store it "
+                        "[N, K] and pass trans_b=True (torch._scaled_mm's column-major b)");
+  if (mm->promotionK)
+    fail<ScheduleError>("promotion(", mm->promotionK, ") on ", what,
+                        ": the tensor core applies MX scales per 32 of K itself; promotion is sm_90a's block128 "
+                        "interval: drop it");
+}
+
+int mxScaleColumns(const MatmulTiling& t) {
+  if (t.mm->definition->scaleKind != ScaleKind::Mx32) return 0;
+  return t.stages * (4 + t.bn / 32);
+}
+
+void validateMxTcgen05(const MatmulTiling& t) {
+  if (t.mm->definition->scaleKind != ScaleKind::Mx32) return;
+  const std::string what = "mx32-scaled matmul " + t.mm->name;
+  if (t.bk != 128)
+    fail<ScheduleError>(what, ": k tile ", t.bk,
+                        "; the MXFP8 step (MmaSm100Mx) takes k tiles of 128: four K = 32 tcgen05.mma that read the "
+                        "four scale bytes of each row in one 512-byte scale chunk; split 'k' by 128");
+  if (t.bn % 128)
+    fail<ScheduleError>(what, ": n tile ", t.bn,
+                        "; B's scales come in chunks of 128 rows of B (torch's blocked layout), so the n tile is "
+                        "128 or 256");
+}
+
+void validateMxTiling(const MatmulTiling& t) {
+  const std::string what = "mx32-scaled matmul " + t.mm->name;
+  const RolePipelineSchedule& h = t.rolePipeline;
+  if (!h.enabled || !h.tcgen05)
+    fail<ScheduleError>(what,
+                        ": the block-scaled MMA runs in the MMA role of the TMA + tcgen05 kernel; cache the operands "
+                        "with cache_after(..., 'tma_load') and add warp_specialize({'load': 1, 'mma': 1, "
+                        "'epilogue': 4}) (or use Fusion.auto_schedule('sm_100a'))");
+  if (h.cluster > 1)
+    fail<ScheduleError>(what, ": cluster(", h.cluster,
+                        ") is not built with MX scales (each CTA copies its own scale chunks); drop it");
+  fail<ScheduleError>(what,
+                      ": the sm_100a block-scaled tcgen05 kernel (scale chunks in the operand ring, tcgen05.cp into "
+                      "tensor memory) is not lowered yet (issue 32); the definition, its float64 reference "
+                      "(heddle.reference.evaluate), this schedule and the primitives (MmaSm100Mx, docs/fp8.md "
+                      "\"MX formats\") are built");
+}
+
+}  // namespace heddle
