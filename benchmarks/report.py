@@ -234,11 +234,12 @@ def compile_notes(records: List[dict]) -> str:
         if r.get("step") == "cubin_sections" and r.get("status") == "ok":
             notes.append(_cubin_note(r))
         if r.get("step") == "cubin_enumerators" and r.get("status") == "ok":
-            a, e = r["as_is"], r["enumerators"]
+            m, e = r["members"], r["enumerators"]
             same = "identical" if r["text_identical"] and r["constant0_identical"] else "**different**"
-            notes.append(f"- {r['variant']}, headers inlined: cubin {a['cubin_bytes']} B with {a['data_objects']} data "
-                         f"objects as the headers are; {e['cubin_bytes']} B with {e['data_objects']} once their "
-                         f"static constexpr members are enumerators (.text and .nv.constant0 {same}).")
+            notes.append(f"- {r['variant']}, headers inlined: cubin {e['cubin_bytes']} B with {e['data_objects']} data "
+                         f"objects as the headers are (enumerators); {m['cubin_bytes']} B with {m['data_objects']} "
+                         f"with their members written back as static constexpr data members (.text and "
+                         f".nv.constant0 {same}).")
         if r.get("step") == "nvrtc_cubin" and r.get("stats"):
             ph = {x["step"]: x["stats"]["median"] for x in records
                   if x.get("variant") == r["variant"] and x.get("step", "").startswith("nvrtc_") and x.get("stats")}

@@ -40,11 +40,11 @@ namespace heddle {
 
 template <int ROWS, int COLS, typename T>
 struct SmemTile {
-  static constexpr int kElems = ROWS * COLS;
-  static constexpr int kBytes = kElems * (int)sizeof(T);
-  static constexpr int kEpc = 16 / (int)sizeof(T);           // elements per 16-byte chunk
-  static constexpr int kCpr = COLS * (int)sizeof(T) / 16;    // chunks per row
-  static constexpr int kRpl = kCpr >= 8 ? 1 : 8 / (kCpr > 0 ? kCpr : 1);  // rows per 128 B line
+  enum : int { kElems = ROWS * COLS };
+  enum : int { kBytes = kElems * (int)sizeof(T) };
+  enum : int { kEpc = 16 / (int)sizeof(T) };           // elements per 16-byte chunk
+  enum : int { kCpr = COLS * (int)sizeof(T) / 16 };    // chunks per row
+  enum : int { kRpl = kCpr >= 8 ? 1 : 8 / (kCpr > 0 ? kCpr : 1) };  // rows per 128 B line
   static_assert(16 % sizeof(T) == 0, "SmemTile: sizeof(T) must divide 16");
   static_assert(ROWS > 0 && COLS > 0, "SmemTile: empty tile");
   static_assert(COLS * (int)sizeof(T) % 16 == 0, "SmemTile: a row must be a multiple of 16 bytes");

@@ -47,8 +47,8 @@ namespace heddle {
 
 template <int ROWS, int COLS, typename T>
 struct LdsTile {
-  static constexpr int kElems = ROWS * COLS;
-  static constexpr int kBytes = kElems * (int)sizeof(T);
+  enum : int { kElems = ROWS * COLS };
+  enum : int { kBytes = kElems * (int)sizeof(T) };
   static_assert(ROWS > 0 && COLS > 0, "LdsTile: empty tile");
   static_assert(COLS * (int)sizeof(T) % 16 == 0, "LdsTile: a row must be a multiple of 16 bytes");
   __host__ __device__ __forceinline__ static int offset(int r, int c) { return r * COLS + c; }

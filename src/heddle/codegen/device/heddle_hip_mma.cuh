@@ -28,9 +28,9 @@
 namespace heddle {
 namespace amd_detail {
 
-template <typename T> struct MmaKind { static constexpr bool kOk = false, kBf16 = false; };
-template <> struct MmaKind<f16> { static constexpr bool kOk = true, kBf16 = false; };
-template <> struct MmaKind<bf16> { static constexpr bool kOk = true, kBf16 = true; };
+template <typename T> struct MmaKind { enum : bool { kOk = false, kBf16 = false }; };
+template <> struct MmaKind<f16> { enum : bool { kOk = true, kBf16 = false }; };
+template <> struct MmaKind<bf16> { enum : bool { kOk = true, kBf16 = true }; };
 
 template <bool C, typename A, typename B> struct Select { using type = A; };
 template <typename A, typename B> struct Select<false, A, B> { using type = B; };
@@ -157,10 +157,10 @@ struct AccTiles {
 
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool A_KMAJOR, bool B_KMAJOR, typename T, int WAVE>
 struct MmaAmd {
-  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, TM = WM / 16, TN = WN / 16;
-  static constexpr int kRegs = WAVE == 64 ? 4 : 8, kElems = kRegs;  // accumulators / operand elements per lane
-  static constexpr int FM = TM * kRegs / 4, FN = TN;
-  static constexpr int kWarps = WARPS_M * WARPS_N, kThreads = WAVE * kWarps;
+  enum : int { WM = BM / WARPS_M, WN = BN / WARPS_N, TM = WM / 16, TN = WN / 16 };
+  enum : int { kRegs = WAVE == 64 ? 4 : 8, kElems = kRegs };  // accumulators / operand elements per lane
+  enum : int { FM = TM * kRegs / 4, FN = TN };
+  enum : int { kWarps = WARPS_M * WARPS_N, kThreads = WAVE * kWarps };
   static_assert(WAVE == 64 || WAVE == 32, "MmaAmd: wave64 (MFMA) or wave32 (WMMA)");
   static_assert(amd_detail::MmaKind<T>::kOk, "MmaAmd: T must be heddle::f16 or heddle::bf16");
   static_assert(WARPS_M > 0 && WARPS_N > 0, "MmaAmd: wavefront grid must be positive");
@@ -168,7 +168,7 @@ struct MmaAmd {
   static_assert(BK % 16 == 0 && BK > 0, "MmaAmd: BK must be a positive multiple of 16");
   using TileA = typename amd_detail::Select<A_KMAJOR, LdsTile<BM, BK, T>, LdsTile<BK, BM, T>>::type;
   using TileB = typename amd_detail::Select<B_KMAJOR, LdsTile<BN, BK, T>, LdsTile<BK, BN, T>>::type;
-  static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
+  enum : int { kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems };
 
   amd_detail::AccTiles<FM, FN> acc;  // acc[fm][fn][r] reads, as MmaSm80's float acc[FM][FN][4]
 

@@ -62,9 +62,9 @@ __device__ __forceinline__ void ldmatrix(unsigned (&r)[NUM], SmemAddr addr) {
 #endif
 }
 
-template <typename T> struct MmaKind { static constexpr bool kOk = false, kBf16 = false; };
-template <> struct MmaKind<f16> { static constexpr bool kOk = true, kBf16 = false; };
-template <> struct MmaKind<bf16> { static constexpr bool kOk = true, kBf16 = true; };
+template <typename T> struct MmaKind { enum : bool { kOk = false, kBf16 = false }; };
+template <> struct MmaKind<f16> { enum : bool { kOk = true, kBf16 = false }; };
+template <> struct MmaKind<bf16> { enum : bool { kOk = true, kBf16 = true }; };
 
 template <bool C, typename A, typename B> struct Select { using type = A; };
 template <typename A, typename B> struct Select<false, A, B> { using type = B; };
@@ -108,8 +108,8 @@ __host__ __device__ __forceinline__ int ldm_offset(int r0, int c0, int lane) {
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, bool A_KMAJOR, bool B_KMAJOR,
           typename T>
 struct MmaSm80 {
-  static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 8;
-  static constexpr int kWarps = WARPS_M * WARPS_N, kThreads = 32 * kWarps;
+  enum : int { WM = BM / WARPS_M, WN = BN / WARPS_N, FM = WM / 16, FN = WN / 8 };
+  enum : int { kWarps = WARPS_M * WARPS_N, kThreads = 32 * kWarps };
   static_assert(detail::MmaKind<T>::kOk, "MmaSm80: T must be heddle::f16 or heddle::bf16");
   static_assert(WARPS_M > 0 && WARPS_N > 0, "MmaSm80: warp grid must be positive");
   static_assert(BM % (16 * WARPS_M) == 0, "MmaSm80: BM must be a multiple of 16*WARPS_M");
@@ -117,7 +117,7 @@ struct MmaSm80 {
   static_assert(BK % 16 == 0 && BK > 0, "MmaSm80: BK must be a positive multiple of 16");
   using TileA = typename detail::Select<A_KMAJOR, SmemTile<BM, BK, T>, SmemTile<BK, BM, T>>::type;
   using TileB = typename detail::Select<B_KMAJOR, SmemTile<BN, BK, T>, SmemTile<BK, BN, T>>::type;
-  static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
+  enum : int { kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems };
 
   float acc[FM][FN][4];
 

@@ -107,11 +107,11 @@ __device__ __forceinline__ void mma_ss(unsigned d, u64 a_desc, u64 b_desc, unsig
 // An operand type's tcgen05.mma kind and its A/B type code in the instruction descriptor (PTX ISA 9.7.16.4.2
 // table 42): kind::f16 f16 0, bf16 1; kind::f8f6f4 e4m3 0, e5m2 1.
 template <typename T> struct UmmaFormat;
-template <> struct UmmaFormat<f16> { static constexpr bool kF8 = false; static constexpr unsigned kCode = 0; };
-template <> struct UmmaFormat<bf16> { static constexpr bool kF8 = false; static constexpr unsigned kCode = 1; };
+template <> struct UmmaFormat<f16> { enum : bool { kF8 = false }; enum : unsigned { kCode = 0 }; };
+template <> struct UmmaFormat<bf16> { enum : bool { kF8 = false }; enum : unsigned { kCode = 1 }; };
 #if defined(HEDDLE_INTERPRET) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
-template <> struct UmmaFormat<e4m3> { static constexpr bool kF8 = true; static constexpr unsigned kCode = 0; };
-template <> struct UmmaFormat<e5m2> { static constexpr bool kF8 = true; static constexpr unsigned kCode = 1; };
+template <> struct UmmaFormat<e4m3> { enum : bool { kF8 = true }; enum : unsigned { kCode = 0 }; };
+template <> struct UmmaFormat<e5m2> { enum : bool { kF8 = true }; enum : unsigned { kCode = 1 }; };
 #endif
 
 // Block-scaled MMA (MXFP8, docs/fp8.md "MX formats"): tcgen05.cp.cta_group::1.32x128b.warpx4 copies 32 rows of
@@ -187,8 +187,8 @@ template <int BM, int BN, int BK, bool A_KMAJOR, bool B_KMAJOR, typename T, type
 struct MmaSm100 {
   using FA = sm100::UmmaFormat<T>;
   using FB = sm100::UmmaFormat<TB>;
-  static constexpr bool kF8 = FA::kF8;
-  static constexpr int kK = kF8 ? 32 : 16;  // K per tcgen05.mma: kind::f8f6f4 32, kind::f16 16
+  enum : bool { kF8 = FA::kF8 };
+  enum : int { kK = kF8 ? 32 : 16 };  // K per tcgen05.mma: kind::f8f6f4 32, kind::f16 16
   static_assert(BM == 128, "MmaSm100: cta_group::1 tcgen05.mma computes M = 128");
   static_assert(BN % 64 == 0 && BN <= 256, "MmaSm100: BN must be 64, 128, 192 or 256");
   static_assert(FB::kF8 == kF8 && sizeof(TB) == sizeof(T), "MmaSm100: A and B are both 8-bit or both 16-bit");
@@ -197,10 +197,10 @@ struct MmaSm100 {
   static_assert(!kF8 || (A_KMAJOR && B_KMAJOR), "MmaSm100: 8-bit operands are K-major");
   using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
   using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, T>, sm90::TmaTile<BK, BN, T>>::type;
-  static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
-  static constexpr unsigned kIdesc = (1u << 4) | (FA::kCode << 7) | (FB::kCode << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
-                                     ((B_KMAJOR ? 0u : 1u) << 16) | ((unsigned)(BN >> 3) << 17) |
-                                     ((unsigned)(BM >> 4) << 24);
+  enum : int { kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems };
+  enum : unsigned { kIdesc = (1u << 4) | (FA::kCode << 7) | (FB::kCode << 10) | ((A_KMAJOR ? 0u : 1u) << 15) |
+                             ((B_KMAJOR ? 0u : 1u) << 16) | ((unsigned)(BN >> 3) << 17) |
+                             ((unsigned)(BM >> 4) << 24) };
 
   template <typename Tile, bool KMAJOR>
   __device__ __forceinline__ static sm100::u64 desc(unsigned stage_addr, int ks) {
@@ -241,10 +241,10 @@ struct MmaSm100Mx : MmaSm100<128, BN, 128, true, true, T, TB> {
   using Base = MmaSm100<128, BN, 128, true, true, T, TB>;
   static_assert(Base::kF8, "MmaSm100Mx: MXFP8 operands are e4m3 / e5m2");
   static_assert(BN % 128 == 0, "MmaSm100Mx: BN is 128 or 256 (whole 128-row scale chunks of B)");
-  static constexpr int kColsA = 4, kColsB = BN / 32;
-  static constexpr int kScaleBytesA = 512, kScaleBytesB = 512 * (BN / 128);  // shared bytes per stage
-  static constexpr unsigned kIdesc = (Base::FA::kCode << 7) | (Base::FB::kCode << 10) | ((unsigned)(BN >> 3) << 17) |
-                                     (1u << 23) | (1u << 27);
+  enum : int { kColsA = 4, kColsB = BN / 32 };
+  enum : int { kScaleBytesA = 512, kScaleBytesB = 512 * (BN / 128) };  // shared bytes per stage
+  enum : unsigned { kIdesc = (Base::FA::kCode << 7) | (Base::FB::kCode << 10) | ((unsigned)(BN >> 3) << 17) |
+                             (1u << 23) | (1u << 27) };
   __device__ __forceinline__ static unsigned idesc(int c) { return kIdesc | ((unsigned)c << 4) | ((unsigned)c << 29); }
   // One thread: copy the stage's scales (shared -> tensor memory columns sf + stage*(kColsA + kColsB)), then
   // acc[acc_stage] (+)= (A * sA) x (B * sB) over the k tile. The copies precede the MMAs in issue order.
@@ -277,9 +277,9 @@ struct MmaSm100Nvf4 {
   static_assert(BN % 128 == 0 && BN <= 256, "MmaSm100Nvf4: BN is 128 or 256 (whole 128-row scale chunks of B)");
   using TileA = sm90::TmaTile<128, 64, unsigned char>;  // 128 x 128 e2m1
   using TileB = sm90::TmaTile<BN, 64, unsigned char>;
-  static constexpr int kColsA = 8, kColsB = 2 * (BN / 32);
-  static constexpr int kScaleBytesA = 1024, kScaleBytesB = 1024 * (BN / 128);  // shared bytes per stage
-  static constexpr unsigned kIdesc = (1u << 7) | (1u << 10) | ((unsigned)(BN >> 3) << 17) | (1u << 27);
+  enum : int { kColsA = 8, kColsB = 2 * (BN / 32) };
+  enum : int { kScaleBytesA = 1024, kScaleBytesB = 1024 * (BN / 128) };  // shared bytes per stage
+  enum : unsigned { kIdesc = (1u << 7) | (1u << 10) | ((unsigned)(BN >> 3) << 17) | (1u << 27) };
   // sSFA: the two chunks of the k tile (instruction 0, 1); sSFB: per 128 rows of B the same two chunks.
   __device__ __forceinline__ static void mma(unsigned tmem, unsigned sf, int acc_stage, int stage, const void* sA,
                                              const void* sB, const void* sSFA, const void* sSFB, int accumulate) {

@@ -238,18 +238,18 @@ __device__ __forceinline__ void wgmma_wait() {
 
 template <int ROWS, int COLS, typename T>
 struct TmaTile {
-  static constexpr int kRowBytes = COLS * (int)sizeof(T);
-  static constexpr int kSwizzle = kRowBytes >= 128 ? 128 : kRowBytes;  // bytes per box row
-  static constexpr int kBoxCols = kSwizzle / (int)sizeof(T);
-  static constexpr int kBoxes = COLS / kBoxCols;
-  static constexpr int kBoxBytes = ROWS * kSwizzle;
-  static constexpr int kBytes = kBoxes * kBoxBytes;
-  static constexpr int kElems = ROWS * COLS;
+  enum : int { kRowBytes = COLS * (int)sizeof(T) };
+  enum : int { kSwizzle = kRowBytes >= 128 ? 128 : kRowBytes };  // bytes per box row
+  enum : int { kBoxCols = kSwizzle / (int)sizeof(T) };
+  enum : int { kBoxes = COLS / kBoxCols };
+  enum : int { kBoxBytes = ROWS * kSwizzle };
+  enum : int { kBytes = kBoxes * kBoxBytes };
+  enum : int { kElems = ROWS * COLS };
   static_assert(kSwizzle == 32 || kSwizzle == 64 || kSwizzle == 128,
                 "TmaTile: a row must be 32, 64 or a multiple of 128 bytes");
   static_assert(COLS % kBoxCols == 0, "TmaTile: COLS must be a multiple of the box width");
   static_assert(ROWS % 8 == 0 && ROWS <= 256, "TmaTile: ROWS must be a multiple of 8, at most 256 (TMA box)");
-  static constexpr int kLayoutType = kSwizzle == 128 ? 1 : (kSwizzle == 64 ? 2 : 3);
+  enum : int { kLayoutType = kSwizzle == 128 ? 1 : (kSwizzle == 64 ? 2 : 3) };
 
   // Byte offset of logical (r, c) inside the stage (the stage starts 1024-byte aligned).
   __host__ __device__ __forceinline__ static int byte_offset(int r, int c) {
@@ -463,12 +463,12 @@ namespace heddle {
 template <int BM, int BN, int BK, int NWG, bool COOP, bool A_KMAJOR, bool B_KMAJOR, typename T, int WARP_BASE,
           typename TB = T>
 struct MmaSm90 {
-  static constexpr int WGM = COOP ? BM / NWG : BM;  // rows one warpgroup computes
-  static constexpr int FM = WGM / 64, FN = BN / 8;
-  static constexpr int kThreads = 128 * NWG;
+  enum : int { WGM = COOP ? BM / NWG : BM };  // rows one warpgroup computes
+  enum : int { FM = WGM / 64, FN = BN / 8 };
+  enum : int { kThreads = 128 * NWG };
   // k elements per wgmma: 32 bytes of each operand row (m64nNk16 for 16-bit, m64nNk32 for 8-bit types)
-  static constexpr int KI = 32 / (int)sizeof(T);
-  static constexpr bool kF8 = sizeof(T) == 1;
+  enum : int { KI = 32 / (int)sizeof(T) };
+  enum : bool { kF8 = sizeof(T) == 1 };
   static_assert(sizeof(TB) == sizeof(T), "MmaSm90: A and B have the same element size");
   static_assert(WGM % 64 == 0 && FM >= 1, "MmaSm90: each warpgroup computes a multiple of 64 rows");
   static_assert(BN % 64 == 0 && BN <= 256, "MmaSm90: BN must be 64, 128, 192 or 256");
@@ -476,8 +476,8 @@ struct MmaSm90 {
   static_assert(!kF8 || (A_KMAJOR && B_KMAJOR), "MmaSm90: 8-bit operands are K-major (no wgmma transpose)");
   using TileA = typename sm90::Select<A_KMAJOR, sm90::TmaTile<BM, BK, T>, sm90::TmaTile<BK, BM, T>>::type;
   using TileB = typename sm90::Select<B_KMAJOR, sm90::TmaTile<BN, BK, TB>, sm90::TmaTile<BK, BN, TB>>::type;
-  static constexpr int kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems;
-  static constexpr int kStageBytes = TileA::kBytes + TileB::kBytes;  // per stage: the expect_tx count
+  enum : int { kStageElemsA = TileA::kElems, kStageElemsB = TileB::kElems };
+  enum : int { kStageBytes = TileA::kBytes + TileB::kBytes };  // per stage: the expect_tx count
 
   float acc[FM][FN][4];
   int scale_d;  // 0 until the first k step of a tile: that wgmma overwrites instead of accumulating

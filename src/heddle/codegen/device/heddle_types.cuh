@@ -60,8 +60,14 @@ struct bf16 {
   unsigned short bits;
 };
 static_assert(sizeof(f16) == 2 && sizeof(bf16) == 2, "f16/bf16 must be 2-byte PODs");
-template <typename T> struct IsBf16 { static constexpr bool value = false; };
-template <> struct IsBf16<bf16> { static constexpr bool value = true; };
+// The device headers' compile-time members are enumerators (`enum : int { kBytes = ... };`), never `static
+// constexpr` data members: those are variables (inline ones, C++17 [dcl.constexpr]/1), and NVVM emits each one a
+// kernel instantiates as a .global object -- a symbol, its name, a relocated constant-bank slot -- though no
+// instruction reads it; an enumerator names a prvalue, not an object ([dcl.enum], [expr.prim.id.unqual]), and emits
+// nothing. Same values and arithmetic (a fixed underlying type promotes to it), a smaller cubin, the same machine
+// code (docs/perf.md "Host costs, stop 39"; tools/cubin_compare.py; tests/codegen/test_header_enumerators.py).
+template <typename T> struct IsBf16 { enum : bool { value = false }; };
+template <> struct IsBf16<bf16> { enum : bool { value = true }; };
 
 namespace detail {
 
