@@ -99,6 +99,12 @@ void buildEpilogue(LowerContext& c) {
   };
   for (auto* e : f.exprs()) {
     if (e->kind == OpKind::Matmul) continue;
+    if (e->kind == OpKind::AmaxScale || e->kind == OpKind::Quantize)  // docs/fp8.md "Computed output scales"
+      fail<ScheduleError>(opName(e->kind), " -> ", e->output->name, " (quantize with a computed scale, group ",
+                          e->quantGroup == kQuantRow ? std::string("row") : std::to_string(e->quantGroup),
+                          ") is defined and evaluated by heddle.reference.evaluate but not lowered to a kernel yet; "
+                          "output the f32 or bf16 result and quantize it outside the fusion, or give a static "
+                          "output scale: (y * scale_out).to('e4m3')");
     bool fromMm = false;
     for (auto* in : e->inputs) fromMm |= reg.count(in) && !in->isInput;
     if (!fromMm)
