@@ -3,18 +3,20 @@ kernels (cooperative, ping-pong) quantize their epilogue value per row and 128 c
 amax reduced over the quad of lanes that holds a row's columns of the D fragment (two shfl.xor steps), store q
 to D and the scale to D1 [M, groups]. The CPU interpreter runs the printed kernels on ragged M, N, K against
 float64 (q dequantized by s against the reference within e4m3's step, s up to f32 rounding), the schedule rules
-refuse the rest by name."""
+refuse the rest by name, and the quantize source mutants are caught."""
 import pytest
 import torch
 
 import heddle
 from heddle.core.reference import evaluate
+from heddle.core.source_mutants import source_mutants
 from heddle.interpret import interpret
 from support.fp8_defs import fp8_schedule
 from support.interp_defs import needs_cxx
 from support.quant_defs import quant_fusion, tensors
 
 FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
+QUANT_KINDS = ("quant_shuffle", "quant_mask", "quant_group", "quant_divisor")
 
 
 def check(fd, M, seed=0):
@@ -55,6 +57,21 @@ def test_quantize_epilogue_interpreted(variant, fmt, group, n):
     assert src.count("__shfl_xor_sync(0xffffffffu, amax, 1)") and src.count("__shfl_xor_sync(0xffffffffu, amax, 2)")
     assert ("_q128_" if group == 128 else "_qrow_") in k.name
     dequantized_against_float64(fd, ins, r.output, fmt, group)
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_quantize_mutants_are_caught():
+    fd, a, b = quant_fusion(n=300, k=144)
+    fp8_schedule(fd, a, b, variant="coop", bn=128)
+    k, ins, r = check(fd, 100)
+    dequantized_against_float64(fd, ins, r.output, "e4m3", 128)
+    muts = source_mutants(k.lowered.source, kinds=QUANT_KINDS)
+    assert {m.kind for m in muts} == set(QUANT_KINDS)
+    from heddle.core.interpret import _Mutated
+    for mu in muts:  # each mutant: the interpreter's own check against float64 (e4m3: q within one step)
+        r = interpret(_Mutated(k, mu.source), *ins, sms=2, max_findings=2)
+        assert not r.ok, f"survived: {mu.kind} {mu.what}"
 
 
 @pytest.mark.parametrize("how,msg", [
