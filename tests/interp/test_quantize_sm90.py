@@ -83,10 +83,9 @@ def test_quantize_mutants_are_caught():
 ])
 def test_schedule_rules_name_the_rule(how, msg):
     fd, a, b = quant_fusion(n=300, group="row" if how == "row_wide" else 128)
-    if how == "sm100":
-        fd.auto_schedule("sm_100a", 256, 300, 144)
+    if how == "sm100":  # the tcgen05 schedule refuses the 8-bit q before any lowering
         with pytest.raises(heddle.ScheduleError, match=msg):
-            heddle.Kernel.build(fd, "sm_100a", rtc=False)
+            fd.auto_schedule("sm_100a", 256, 300, 144)
         return
     if how == "pipeline":
         fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
@@ -107,3 +106,13 @@ def test_outputs_must_be_q_then_s():
     fp8_schedule(fd, a, b, variant="coop", bn=128)
     with pytest.raises(heddle.ScheduleError, match=r"mark q, then s, as the fusion's outputs"):
         heddle.Kernel.build(fd, "sm_90a", rtc=False)
+
+
+def test_the_simulator_refuses_it_by_name():
+    # the kernel-IR simulator models one element per thread; the quad's shuffles are the printed kernel's
+    fd, a, b = quant_fusion(n=136, k=144)
+    fp8_schedule(fd, a, b, variant="coop", bn=128)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    with pytest.raises(heddle.HeddleError, match=r"quantizes with a computed output scale, which the kernel-IR "
+                                                 r"simulator does not model; heddle.interpret runs the printed"):
+        heddle.simulate(k, tensors(fd, 70), reference=False)
