@@ -25,6 +25,7 @@ from support.wgmma_defs import build, roles_for, schedule_sm90  # noqa: E402
 from support.matmul_defs import matmul_fusion, schedule  # noqa: E402
 from support.block_scale_defs import block_scaled  # noqa: E402
 from support.fp8_defs import fp8_fusion, fp8_schedule  # noqa: E402
+from support import quant_defs  # noqa: E402
 
 
 @dataclass
@@ -270,6 +271,18 @@ def _():
             Case("pingpong-e5m2xe4m3-tensor-M77", _f8("pingpong", ab=("e5m2", "e4m3"), scale="tensor"), M=77),
             Case("pipeline-e4m3-out-M200", _f8("pipeline", out="e4m3", bm=64, stages=3, prefetch=1), M=200),
             Case("auto-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
+
+
+def _amax(variant, n, fmt="e4m3", group=128):
+    return lambda target: quant_defs.scheduled(variant, n=n, k=1040, fmt=fmt, group=group)
+
+
+@family("sm90_fp8_amax", "sm_90a", True, "8-bit wgmma with the output quantized by a computed scale per row and 128 "
+        "columns or per row (amax over the quad, docs/fp8.md)", pinned=False)
+def _():
+    return [Case("coop-e4m3-g128-N300-M333", _amax("coop", 300), M=333),
+            Case("pingpong-e5m2-g128-N200-M77", _amax("pingpong", 200, fmt="e5m2"), M=77),
+            Case("pingpong-e4m3-row-N120-M200", _amax("pingpong", 120, group="row"), M=200)]
 
 
 def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):

@@ -381,3 +381,9 @@ class Fusion:
 
 def ops_unary(name: str, x: Tensor) -> Tensor:
     return x._fusion._wrap(x._fusion._f.unary(name, x._tv))
+
+
+def ops_quantize(x: Tensor, dtype, group: int) -> tuple:
+    f = x._fusion
+    q, s = f._f.quantize(_tensor(f, x, "quantize: y"), _dtype_name(dtype), group)
+    return f._wrap(q), f._wrap(s)

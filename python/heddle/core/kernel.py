@@ -30,6 +30,8 @@ class Kernel:
         self._params = lowered.params
         self._out = fusion.outputs[0]
         self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
+        # a computed output scale (heddle.ops.quantize): [..., groups], its own layout (docs/fp8.md)
+        self._scale_outs = {e["output"] for e in fusion.exprs() if e["op"] == "amax_scale"}
         self._op = None
         self._rtc_options = []
         self._matmul_expr = matmul_expr(fusion)
@@ -174,6 +176,10 @@ class Kernel:
         out, grid, args, _ = self._prepare(tensors, tensor_map_encoder, sms, geometry)
         return out, grid, args
 
+    def _out_shape(self, o, g):
+        """Output o's shape: D's [(batch,) M, N], or a computed output scale's [M, groups]."""
+        return (*g.out_shape[:-1], o.shape[-1]) if o.name in self._scale_outs else g.out_shape
+
     def _prepare(self, tensors, tensor_map_encoder=None, sms=None, geometry=None):
         """prepare, plus what a launch plan needs beyond the arguments (PlanParts, runtime/launch_plan.h): a
         slot (argument index, tensor index, alignment in bytes) for every argument that is a tensor's address
@@ -225,7 +231,8 @@ class Kernel:
         grid = None if hopper else self.lowered.grid(g.env)  # Hopper: its persistent grid needs the maps first
         if grid is not None:
             check_grid(self.name, grid)  # before allocating the output
-        outs = [torch.empty(g.out_shape, dtype=getattr(torch, _DTYPES[o.dtype]), device=a.device) for o in self._outs]
+        outs = [torch.empty(self._out_shape(o, g), dtype=getattr(torch, _DTYPES[o.dtype]), device=a.device)
+                for o in self._outs]
         out = outs[0]
         scalar = {"M": ("i32", M), "N": ("i32", N), "K": ("i32", g.K), "batch": ("i32", g.batch),
                   "tokens": ("i32", M), "E": ("i32", g.env.get("E", 0)),  # a grouped matmul's (grouped_walk.h)

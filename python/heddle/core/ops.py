@@ -1,5 +1,5 @@
 """Epilogue ops on heddle tensors: heddle.ops.gelu(x), ...; arithmetic uses + - * / directly."""
-from .fusion import Tensor, ops_unary
+from .fusion import Tensor, ops_quantize, ops_unary
 
 # heddle's activations (epilogue unary ops a matmul op can end with): the one list the torch face, the op
 # names and the reference evaluator use (the C++ core's unary ops, heddle/bindings/ir_bindings.cpp)
@@ -32,3 +32,20 @@ def tanh(x: Tensor) -> Tensor:
 
 def cast(x: Tensor, dtype) -> Tensor:
     return x.to(dtype)
+
+
+def quantize(y: Tensor, dtype="e4m3", group=128) -> tuple:
+    """Quantize y to an 8-bit float with a scale computed from y (docs/fp8.md "Computed output scales").
+
+    Returns (q, s): per row of y, in groups of `group` elements of its last axis (128: DeepGEMM's 1 x 128
+    layout, the scale_a a block128 matmul takes; "row": one scale per row, s [M, 1]),
+        s[m, j] = max(amax |y[m, j*group : (j+1)*group]|, 1e-4) / max_finite   (f32; 448 e4m3, 57344 e5m2)
+        q[m, n] = satfinite(y[m, n] / s[m, n // group])                       (dtype, y's shape)
+    A ragged last group takes the columns inside N only. Mark both as outputs: fd.output(q); fd.output(s).
+    """
+    if group == "row":
+        group = 0
+    elif isinstance(group, bool) or not isinstance(group, int) or group <= 0:
+        from .errors import ScheduleError
+        raise ScheduleError(f"quantize({y.name}): group={group!r}; use group=128 (1 x 128 blocks) or group='row'")
+    return ops_quantize(y, dtype, group)

@@ -127,6 +127,36 @@ def mx_scaled_matmul(a, b, scale_a, scale_b, name_a: str = "scale_a", name_b: st
     sa = unblock_mx_scales(scale_a, M, K // block, name_a).to(a.dtype).repeat_interleave(block, dim=1)
     sb = unblock_mx_scales(scale_b, N, K // block, name_b).to(a.dtype).repeat_interleave(block, dim=1)
     return (a * sa) @ (b * sb.transpose(0, 1))
+# Fusion.quantize (docs/fp8.md "Computed output scales"): the largest finite value of each 8-bit format and
+# the floor of the amax (DeepGEMM's per_token_cast_to_fp8 clamps it at 1e-4)
+FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
+QUANT_EPS = 1e-4
+
+
+def _groups(n: int, group: int) -> int:
+    return 1 if group == 0 else -(-n // group)
+
+
+def quantize_scale(y, fmt: str, group: int, round_f32: bool = True):
+    """s[..., j] = max(amax |y[..., group j]|, 1e-4) / max_finite(fmt) over groups of `group` elements of the
+    last axis (0: the whole axis); a partial last group takes the columns inside N only. Rounded to f32
+    (the scale is an f32 tensor) when round_f32 is set."""
+    n = y.shape[-1]
+    g = n if group == 0 else group
+    pad = _groups(n, group) * g - n
+    a = torch.nn.functional.pad(y.abs(), (0, pad)) if pad else y.abs()  # |y| >= 0: zeros never raise the amax
+    amax = a.reshape(*y.shape[:-1], -1, g).amax(dim=-1)
+    s = amax.clamp(min=QUANT_EPS) / FP8_MAX[fmt]
+    return s.to(torch.float32).to(y.dtype) if round_f32 else s
+
+
+def quantize_values(y, s, fmt: str, group: int, round_casts: bool = True):
+    """q[..., n] = satfinite(y[..., n] / s[..., n // group]) in fmt (0: one scale per row): the quotient
+    clamped to +-max_finite (PTX cvt.rn.satfinite), then rounded to fmt when round_casts is set."""
+    n = y.shape[-1]
+    per_col = s.expand(*y.shape[:-1], n) if group == 0 else s.repeat_interleave(group, dim=-1)[..., :n]
+    v = (y / per_col).clamp(-FP8_MAX[fmt], FP8_MAX[fmt])
+    return v.to(_DT[fmt]).to(y.dtype) if round_casts else v
 
 
 def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = True):
@@ -165,6 +195,10 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
                 r = _BINARY[op](s, ins[0]) if e["scalar_on_left"] else _BINARY[op](ins[0], s)
             else:
                 r = _BINARY[op](ins[0], ins[1])
+        elif op == "amax_scale":
+            r = quantize_scale(ins[0], e["cast"], e["group"], round_casts)
+        elif op == "quantize":
+            r = quantize_values(ins[0], ins[1], e["cast"], e["group"], round_casts)
         elif op == "cast":
             r = ins[0].to(_DT[e["cast"]]).to(compute_dtype) if round_casts else ins[0]
         else:

@@ -6,6 +6,15 @@ registered into heddle.core.source_mutants.KINDS (opt-in: source_mutants(src, ki
                   pitch -- the k step of the 8-bit form taken for the 16-bit one's.
   fp8_drop_scale  an epilogue multiply by a scale operand (a tensor parameter E_scale*) replaced by its other
                   factor: the dequantization (or the output scale) skipped.
+
+The computed output scale (heddle.ops.quantize; docs/fp8.md "Computed output scales"), on the printed
+quantize epilogue of the wgmma kernel (codegen/wgmma_printer.cpp quantEpilogue):
+  quant_shuffle   one shfl.xor step of the quad's amax dropped: lanes see the amax of half the row's columns.
+  quant_mask      the ragged-column mask of the amax dropped: columns outside N (their operand reads clamped to
+                  the last column) enter the max.
+  quant_group     the group index of the scale store off by one column ((g0 - 1) / group): a tile's scales land
+                  in the previous group's slot.
+  quant_divisor   the scale's divisor the other 8-bit format's largest value (448 <-> 57344).
 """
 from __future__ import annotations
 
@@ -57,3 +66,44 @@ def _fp8_drop_scale(lines):
             if other:
                 start = ln.index(rhs, ln.index("="))
                 yield i, ln[:start] + other + ln[start + len(rhs):], f"r{m.group(1)}: the multiply by scale r{s} dropped"
+
+
+_SHFL = re.compile(r"^(\s*)amax = fmaxf\(amax, __shfl_xor_sync\(0xffffffffu, amax, (\d+)\)\);")
+_MASK = re.compile(r"if \(n0 \+ lc0(?: \+ 1)? < N\) (amax = fmaxf\(amax, fabsf\(r\d+\.[xy]\)\);)")
+_GROUP = re.compile(r"\[\(long long\)qrow \* \d+ \+ \((n0 \+ \d+)\) / (\d+)\] = qs;")
+_DIVISOR = re.compile(r"const float qs = fmaxf\(amax, [^)]*\) / (448\.0f|57344\.0f);")
+
+
+@_kind("quant_shuffle")
+def _quant_shuffle(lines):
+    for i, ln in enumerate(lines):
+        m = _SHFL.match(ln)
+        if m:
+            yield i, m.group(1) + "(void)0;", f"the quad's shfl.xor {m.group(2)} step dropped"
+
+
+@_kind("quant_mask")
+def _quant_mask(lines):
+    for i, ln in enumerate(lines):
+        m = _MASK.search(ln)
+        if m:
+            yield i, ln[:m.start()] + m.group(1) + ln[m.end():], "the amax's ragged-column mask dropped"
+
+
+@_kind("quant_group")
+def _quant_group(lines):
+    for i, ln in enumerate(lines):
+        m = _GROUP.search(ln)
+        if m:
+            at = m.start(1)
+            yield i, ln[:at] + m.group(1) + " - 1" + ln[m.end(1):], f"scale group index ({m.group(1)} - 1) / {m.group(2)}"
+
+
+@_kind("quant_divisor")
+def _quant_divisor(lines):
+    other = {"448.0f": "57344.0f", "57344.0f": "448.0f"}
+    for i, ln in enumerate(lines):
+        m = _DIVISOR.search(ln)
+        if m:
+            d = m.group(1)
+            yield i, ln[:m.start(1)] + other[d] + ln[m.end(1):], f"scale divisor {d} -> {other[d]}"

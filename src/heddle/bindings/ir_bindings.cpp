@@ -174,6 +174,14 @@ void bindIr(py::module_& m) {
       .def(
           "cast", [](Fusion& f, TensorView* a, const std::string& dt) { return f.cast(a, dtypeFromName(dt)); },
           py::return_value_policy::reference_internal)
+      .def(
+          "quantize",
+          [](Fusion& f, TensorView* y, const std::string& dt, int group) {
+            auto [q, s] = f.quantize(y, dtypeFromName(dt), group);
+            return py::make_tuple(py::cast(q, py::return_value_policy::reference),
+                                  py::cast(s, py::return_value_policy::reference));
+          },
+          py::arg("y"), py::arg("dtype"), py::arg("group"))
       .def("add_output", &Fusion::addOutput)
       .def(
           "cache_after",
@@ -250,6 +258,7 @@ void bindIr(py::module_& m) {
                d["group_offsets"] = e->groupOffsets;  // a grouped matmul's group-ends argument ("" = none)
                d["group_masked"] = e->groupMasked;    // the masked layout: group_offsets names the row counts
                d["cast"] = std::string(dtypeName(e->castTo));
+               d["group"] = e->quantGroup;  // amax_scale / quantize: elements per scale (0 = the whole row)
                d["scales"] = e->scaleKind == ScaleKind::None ? py::none() : py::cast(scaleKindName(e->scaleKind));
                d["scale_a"] = e->scaleA ? py::cast(e->scaleA->name) : py::none();
                d["scale_b"] = e->scaleB ? py::cast(e->scaleB->name) : py::none();

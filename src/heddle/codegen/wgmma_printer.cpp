@@ -191,6 +191,75 @@ void directPairEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
   os << ind << "}\n";
 }
 
+// The direct store with a computed output scale (Kernel::quant; docs/fp8.md "Computed output scales"). In
+// the wgmma D fragment (PTX ISA "wgmma.mma_async" register fragments, matrix D of m64nNk; MmaSm90::row_of /
+// col_of) lane l of a warp holds columns 8 fn + 2 (l % 4) + {0, 1} of rows l / 4 and l / 4 + 8 of the warp's 16,
+// so the columns of one row are spread over one quad of lanes (CUTLASS's SM90 accumulator layout, four
+// threads per row, is the second source). Per fragment row (fm, h) and group j of the tile's columns:
+//   1. every pair of the group runs the pair program (rows past M too, their reads clamped: the whole warp
+//      takes part in the shuffles), its value y written back over the pair's accumulators (read once, dead
+//      after: no registers beyond the plain epilogue's; a 128 x 128 ping-pong tile has none to spare); amax
+//      folds |y| of the columns inside N only;
+//   2. two shfl.xor steps (1, 2) give every lane of the quad the row's amax over the group;
+//   3. qs = max(amax, 1e-4) / maxFinite; lane l % 4 == 0 stores qs to the scale tensor [M, groups] for its row;
+//   4. every pair inside M and N stores satfinite(y / qs) (pack_pair's cvt.rn.satfinite) like the direct store,
+//      y read back from the accumulators.
+void quantEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w, int FM,
+                   int FN, const std::string& ind) {
+  const auto& q = *k.quant;
+  const int gfn = q.group == kQuantRow ? FN : q.group / 8;  // fragment columns (of 8) per group
+  const std::string T = dtypeCudaName(k.outDtype), y = "r" + std::to_string(q.reg);
+  const std::string at = e.acc->name + ".acc[fm][fn][2 * (h)";  // the pair's accumulators, then its y
+  std::ostringstream val;  // step 1: the pair program, y over the accumulators, folded into amax
+  val << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
+  val << "const int row = m0 + lr < M ? m0 + lr : M - 1;  /* rows past M still shuffle: reads stay in bounds */\n";
+  val << "const int col_0 = n0 + lc0 < N ? n0 + lc0 : N - 1, col_1 = n0 + lc0 + 1 < N ? n0 + lc0 + 1 : N - 1;\n";
+  val << "(void)row, (void)col_0, (void)col_1;\n";
+  if (readsPairs(k)) val << "const int colv = n0 + lc0 < N - 2 ? n0 + lc0 : N - 2;  /* the aligned pair read */\n";
+  val << pairSource(e);
+  epilogueOpsPair(val, k, e.operandStage);
+  val << at << "] = " << y << ".x, " << at << " + 1] = " << y << ".y;  /* y over the dead accumulators */\n";
+  val << "if (n0 + lc0 < N) amax = fmaxf(amax, fabsf(" << y
+      << ".x));  /* a column outside N never enters the amax */\n";
+  val << "if (n0 + lc0 + 1 < N) amax = fmaxf(amax, fabsf(" << y << ".y));\n";
+  std::ostringstream st;  // step 4: the pair divided by the group's scale, stored like the direct store
+  st << "const int row = m0 + Mma::row_of(" << w << ", lane, fm, 2 * (h)), col = n0 + Mma::col_of(" << w
+     << ", lane, fn, 0);\n";
+  st << "if (row < M && col < N)\n";
+  st << "  heddle::store_pair(D + (long long)row * ldd + col, heddle::pack_pair<" << T << ">({" << at << "] / qs, "
+     << at << " + 1] / qs}), pair_st, col + 1 < N);\n";
+  os << ind << "{  // " << kir::describe(e) << ": this thread's wgmma fragment quantized to " << dtypeName(k.outDtype)
+     << " with a scale per row and " << (q.group == kQuantRow ? std::string("row") : std::to_string(q.group))
+     << " columns (amax over the quad), stored directly\n";
+  os << ind << "const bool pair_st = heddle::pair_aligned(D, ldd, N);  // every pair store aligned (warp-uniform)\n";
+  printMacro(os, "HEDDLE_QUANT_Y", "fm, fn, h", val.str(), ind);
+  printMacro(os, "HEDDLE_QUANT_ST", "fm, fn, h", st.str(), ind);
+  const int groups = (FN + gfn - 1) / gfn;
+  for (int fm = 0; fm < FM; ++fm)
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < groups; ++j) {
+        const int lo = j * gfn, hi = std::min(FN, lo + gfn);
+        os << ind << "{  // row block " << fm << ", rows +" << 8 * h << ": group " << j << " (fragment columns " << lo
+           << ".." << hi - 1 << ")\n";
+        os << ind << "float amax = 0.0f;\n";
+        for (int fn = lo; fn < hi; ++fn) os << ind << "HEDDLE_QUANT_Y(" << fm << ", " << fn << ", " << h << ");\n";
+        os << ind
+           << "amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row's columns\n";
+        os << ind << "amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));\n";
+        os << ind << "const float qs = fmaxf(amax, " << floatLit(kQuantEps) << ") / " << floatLit(maxFinite(k.outDtype))
+           << ";\n";
+        const std::string g0 = "n0 + " + std::to_string(lo * 8);  // the group's first column
+        os << ind << "const int qrow = m0 + Mma::row_of(" << w << ", lane, " << fm << ", " << 2 * h << ");\n";
+        os << ind << "if ((lane & 3) == 0 && qrow < M && " << g0 << " < N)  // one lane per (row, group)\n";
+        os << ind << "  " << q.scale << "[(long long)qrow * " << q.groups << " + "
+           << (q.group == kQuantRow ? std::string("0") : "(" + g0 + ") / " + std::to_string(q.group)) << "] = qs;\n";
+        for (int fn = lo; fn < hi; ++fn) os << ind << "HEDDLE_QUANT_ST(" << fm << ", " << fn << ", " << h << ");\n";
+        os << ind << "}\n";
+      }
+  os << "#undef HEDDLE_QUANT_ST\n#undef HEDDLE_QUANT_Y\n";
+  os << ind << "}\n";
+}
+
 // Every epilogue of a wgmma kernel: registers -> D (directPairEpilogue), registers -> sC (raw staging),
 // or registers / sC -> sD for the TMA store (stagedEpilogue). The printer spells out one statement per
 // fragment element or pair (a macro over compile-time (fm, fn, r)): a loop with a large body (an epilogue with erf) stops
@@ -201,6 +270,10 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
   const std::string w = e.warpShift ? "warp - " + std::to_string(e.warpShift) : "warp";
   const bool chunk = e.colEnd > e.colBegin;
   const int fnLo = chunk ? e.colBegin / 8 : 0, fnHi = chunk ? e.colEnd / 8 : FN;
+  if (k.quant) {  // the schedule rules (passes/build_epilogue.cpp) leave the whole-tile direct store only
+    if (e.to || e.raw || chunk) fail<HeddleError>("printer: ", kir::describe(e), " stages a quantized output");
+    return quantEpilogue(os, k, e, w, FM, FN, ind);
+  }
   if (e.to && !e.raw) return stagedEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);
   if (!e.raw) return directPairEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);
   if (!e.to) fail<HeddleError>("printer: ", kir::describe(e), " stores raw accumulators nowhere");

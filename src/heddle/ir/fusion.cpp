@@ -66,11 +66,15 @@ const char* opName(OpKind k) {
     case OpKind::Tanh: return "tanh";
     case OpKind::Neg: return "neg";
     case OpKind::Cast: return "cast";
+    case OpKind::AmaxScale: return "amax_scale";
+    case OpKind::Quantize: return "quantize";
   }
   return "?";
 }
 bool isBinary(OpKind k) { return k == OpKind::Add || k == OpKind::Sub || k == OpKind::Mul || k == OpKind::Div; }
-bool isUnary(OpKind k) { return !isBinary(k) && k != OpKind::Input && k != OpKind::Matmul; }
+bool isUnary(OpKind k) {
+  return !isBinary(k) && k != OpKind::Input && k != OpKind::Matmul && k != OpKind::AmaxScale && k != OpKind::Quantize;
+}
 
 const char* loadKindName(LoadKind k) {
   switch (k) {
@@ -568,6 +572,12 @@ std::string Fusion::str() const {
         os << ", " << scaleKindName(e->scaleKind) << " scales " << e->scaleA->name << ", " << e->scaleB->name;
     } else if (e->kind == OpKind::Cast) {
       os << "(" << e->inputs[0]->name << ", " << dtypeName(e->castTo) << ")";
+    } else if (e->kind == OpKind::AmaxScale || e->kind == OpKind::Quantize) {
+      os << "(" << e->inputs[0]->name << (e->kind == OpKind::Quantize ? ", " + e->inputs[1]->name : "") << ", "
+         << dtypeName(e->castTo)
+         << ", group=" << (e->quantGroup == kQuantRow ? std::string("row") : std::to_string(e->quantGroup)) << ")";
+      if (e->kind == OpKind::AmaxScale)
+        os << "  // max(amax|" << e->inputs[0]->name << "|, 1e-4) / " << maxFinite(e->castTo);
     } else if (e->scalar) {
       os << "("
          << (e->scalarOnLeft ? fmtScalar(*e->scalar) + ", " + e->inputs[0]->name

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heddle/ir/errors.h"
@@ -45,7 +46,12 @@ enum class OpKind {
   Sigmoid,
   Tanh,
   Neg,
-  Cast  // unary
+  Cast,  // unary
+  // The computed output scale (ir/quantize.cpp, docs/fp8.md "Computed output scales"): AmaxScale is
+  // s = max(amax |y| over a group of the last axis, 1e-4) / (the 8-bit format's largest finite value), f32,
+  // one per group; Quantize is q = satfinite(y / s of the element's group), in the 8-bit format.
+  AmaxScale,
+  Quantize
 };
 const char* opName(OpKind k);
 
@@ -62,6 +68,11 @@ const char* scaleKindName(ScaleKind k);  // "none" | "block128" | "mx32" | "nv16
 ScaleKind scaleKindFromName(const std::string& s);
 constexpr int kScaleBlock = 128;  // the K (and N) extent of one block scale
 constexpr int kMxBlock = 32;      // the K extent of one MXFP8 scale (OCP MX v1.0: block size 32)
+// Fusion::quantize: the group of a scale per row (the whole last axis), and the floor of the amax (DeepGEMM's
+// per_token_cast_to_fp8 clamps the amax at 1e-4: an all-zero group gets a finite, nonzero scale).
+constexpr int kQuantRow = 0;
+constexpr double kQuantEps = 1e-4;
+double maxFinite(DType t);  // 448 (e4m3), 57344 (e5m2); a ScheduleError for the other dtypes
 bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
@@ -83,7 +94,8 @@ struct Expr {
   std::optional<double> scalar;           // scalar operand of a binary op
   bool scalarOnLeft = false;              // e.g. 1.0 - x
   bool transA = false, transB = false;    // matmul: operand stored transposed
-  DType castTo = DType::F32;              // Cast
+  DType castTo = DType::F32;              // Cast; AmaxScale / Quantize: the 8-bit format
+  int quantGroup = 0;                     // AmaxScale / Quantize: elements of the last axis per scale (0 = all)
   ScaleKind scaleKind = ScaleKind::None;  // matmul: scales of its k-blocks (Fusion::blockScales)
   TensorView* scaleA = nullptr;           // matmul with scales: [M, ceil(K/128)] f32 (mx32: blocked e8m0)
   TensorView* scaleB = nullptr;           // matmul with scales: [ceil(N/128), ceil(K/128)] f32 (mx32: blocked)
@@ -180,6 +192,12 @@ class Fusion {
   TensorView* binaryScalar(OpKind k, TensorView* a, double s, bool scalarOnLeft);
   TensorView* unary(OpKind k, TensorView* a);
   TensorView* cast(TensorView* a, DType dt);
+  // Quantize y to the 8-bit format dt with a scale computed from y (ir/quantize.cpp): groups of `group`
+  // elements along y's last axis (kQuantRow: the whole axis), s [..., ceil(N/group)] f32 and q y's shape in dt:
+  //   s[.., j] = max(amax |y[.., j*group : (j+1)*group]|, kQuantEps) / max_finite(dt),
+  //   q[.., n] = satfinite(y[.., n] / s[.., n / group]).
+  // Returns {q, s}. A ScheduleError names the rule for another dtype or group, or a symbolic N with groups.
+  std::pair<TensorView*, TensorView*> quantize(TensorView* y, DType dt, int group);
   void addOutput(TensorView* t);
 
   // cache_after: a new tensor that holds a copy of `t` in `mem`, filled with `kind`.

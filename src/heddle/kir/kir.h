@@ -445,6 +445,16 @@ struct Kernel {
     DType dtype = DType::F16;
   };
   std::vector<ExtraOutput> extraOutputs;
+  // A computed output scale (Fusion::quantize; docs/fp8.md "Computed output scales"): register `reg` (y) is
+  // quantized into D (outDtype, 8-bit) by its group's scale, which goes to param `scale` [M, groups] f32:
+  // s = max(amax |y| over the group's columns inside N, 1e-4) / maxFinite(outDtype), D = satfinite(y / s).
+  // group: columns per scale (0 = the whole row, one CTA tile covers N); groups: the scale tensor's columns.
+  struct QuantOut {
+    int reg = 0;
+    int group = 0, groups = 1;
+    std::string scale;
+  };
+  std::optional<QuantOut> quant;
   // matmul template parameters the printer passes to the device headers
   struct Tile {
     int bm = 0, bn = 0, bk = 0, warpsM = 0, warpsN = 0;

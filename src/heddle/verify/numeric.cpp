@@ -103,6 +103,10 @@ void defaultTolerance(DType t, double& atol, double& rtol) {
 float epilogueValue(const kir::Kernel& k, const SimInputs& in, float acc, int64_t batch, int64_t row, int64_t col,
                     std::string* oob, const std::map<std::string, float>* fromSmem, const float* parts,
                     std::vector<float>* extras) {
+  if (k.quant)  // a group's amax spans threads: the printed kernel's shuffles, which heddle.interpret runs
+    fail<HeddleError>("simulate: ", k.name,
+                      " quantizes with a computed output scale, which the kernel-IR simulator "
+                      "does not model; heddle.interpret runs the printed kernel (docs/fp8.md)");
   std::vector<float> r(k.epilogue.size() + 2, 0.0f);
   int maxReg = 0;
   for (auto& op : k.epilogue) maxReg = std::max(maxReg, op.dst);

@@ -61,6 +61,16 @@
 #define __syncthreads() (::heddle_rt::syncthreads())
 #endif
 #define __cvta_generic_to_shared(p) (::heddle_rt::cvta_generic_to_shared(p))
+// __shfl_xor_sync(mask, v, lane_mask): the butterfly shuffle (PTX shfl.sync.bfly.b32; CUDA C++ Programming
+// Guide "Warp Shuffle Functions"): lane l reads v of lane l ^ lane_mask; a collective of the whole warp
+// (heddle_rt::shfl_sync, mode 3). The quantize epilogue's amax over a quad uses it (docs/fp8.md).
+__attribute__((always_inline)) inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask, int width = 32) {
+  unsigned u;
+  std::memcpy(&u, &v, sizeof u);
+  u = ::heddle_rt::shfl_sync(mask, u, lane_mask, width, 3);
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
 
 // C linkage: the printed kernels are extern "C", so clang gives their block-scope `extern __shared__
 // heddle_smem[]` declaration C linkage too

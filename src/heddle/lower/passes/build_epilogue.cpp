@@ -18,12 +18,65 @@
 // member p a register defined by `rP = acc part p` (the same element of member p's accumulator slice):
 //   r1 = acc part 1;  r2 = silu r0;  r3 = mul r2, r1;  r4 = cast r3 -> bf16;  store r4 -> D
 //
+// A computed output scale (Fusion::quantize: s = amax_scale(y), q = quantize(y, s); docs/fp8.md "Computed
+// output scales") adds no op: Kernel::quant names y's register, the group and the scale param D1 [M, groups]
+// (outputs exactly q, then s); the wgmma printer reduces each group's amax across the quad and stores q to D:
+//   r3 = gelu r2;  quant r3 -> D (e4m3), scale per row and 128 columns -> D1;  name ..._e_gelu_q128
+// Only on the sm_90a warp-specialized wgmma kernels with the direct store, the group inside one CTA tile
+// (checkQuantSchedule: a ScheduleError naming the rule otherwise).
+//
 // Runs when: always.
 #include <map>
+#include <set>
 
 #include "heddle/lower/lower.h"
 
 namespace heddle::passes {
+
+namespace {
+
+std::string outputNames(const Fusion& f) {
+  std::string r;
+  for (auto* o : f.outputs()) r += (r.empty() ? "" : ", ") + o->name;
+  return r;
+}
+
+// Where a computed output scale lowers (docs/fp8.md "Computed output scales"): the sm_90a warp-specialized
+// wgmma kernels with the direct store, where a row's columns of the D fragment live in one quad of lanes,
+// so a group's amax is a per-thread max and two shfl.xor steps; the group inside one CTA tile.
+void checkQuantSchedule(const LowerContext& c, const Expr* e) {
+  const auto& t = c.tiling;
+  const auto& rp = t.rolePipeline;
+  const std::string what = std::string("quantize(") + e->inputs[0]->name + ", " + dtypeName(e->castTo) +
+                           ", group=" + (e->quantGroup == kQuantRow ? "row" : std::to_string(e->quantGroup)) + ")";
+  if (!rp.enabled || !rp.warpSpecialized || rp.tcgen05)
+    fail<ScheduleError>(what,
+                        ": a computed output scale is lowered on the sm_90a warp-specialized wgmma kernels "
+                        "only (cooperative or ping-pong: cache A and B with tma_load and warp_specialize the "
+                        "load and mma roles); target ",
+                        c.target.name, " with this schedule has no such kernel");
+  if (rp.mmaTmaStore || rp.tmaStore || rp.role(PipelineRole::Epilogue) || !rp.epiTma.empty())
+    fail<ScheduleError>(what,
+                        ": the TMA-store epilogue, an epilogue role and TMA-loaded epilogue operands are not "
+                        "lowered with a computed output scale; use the direct store (no epilogue_store('tma'), "
+                        "roles load and mma only)");
+  if (t.splitK > 1 || t.streamK > 0 || t.batched || t.grouped || t.parts > 1)
+    fail<ScheduleError>(what,
+                        ": split-K, stream-K, batched, grouped matmuls and matmul groups are not lowered "
+                        "with a computed output scale (a group's amax needs the tile's final values)");
+  const Size& n = t.mm->shape.back();
+  if (e->quantGroup == kQuantRow && (n.isSymbolic() || n.value > t.bn))
+    fail<ScheduleError>(what,
+                        ": a scale per row needs one CTA tile to cover all of N (the amax of a row is "
+                        "reduced inside the tile); N = ",
+                        n.str(), " but the n tile is ", t.bn, ": use group=128, or an n tile of at least N");
+  if (e->quantGroup != kQuantRow && t.bn % e->quantGroup)
+    fail<ScheduleError>(what, ": the n tile ", t.bn, " splits a group of ", e->quantGroup,
+                        " columns between CTAs (its amax is reduced inside one tile); split n by a multiple of ",
+                        e->quantGroup);
+}
+
+}  // namespace
 
 void buildEpilogue(LowerContext& c) {
   auto& k = c.kernel;
@@ -97,8 +150,28 @@ void buildEpilogue(LowerContext& c) {
     reg[x] = op.dst;
     return op.dst;
   };
+  std::set<const TensorView*> quantized;  // q and s of a quantize: outputs only
   for (auto* e : f.exprs()) {
     if (e->kind == OpKind::Matmul) continue;
+    for (auto* in : e->inputs)
+      if (quantized.count(in) && !(e->kind == OpKind::Quantize && in == e->inputs[1]))  // q = y / s reads s
+        fail<ScheduleError>("epilogue op ", opName(e->kind), " -> ", e->output->name, " reads ", in->name,
+                            ", a result of quantize; quantize's q and s are the fusion's outputs, nothing after them");
+    if (e->kind == OpKind::AmaxScale || e->kind == OpKind::Quantize) {  // docs/fp8.md "Computed output scales"
+      auto* y = e->inputs[0];
+      if (!reg.count(y) || y->isInput)
+        fail<ScheduleError>(opName(e->kind), " -> ", e->output->name, ": ", y->name,
+                            " is not computed from the matmul; quantize the matmul's epilogue value");
+      if (e->kind == OpKind::AmaxScale) {
+        checkQuantSchedule(c, e);
+        k.quant = kir::Kernel::QuantOut{reg[y], e->quantGroup, (int)e->output->shape.back().value, ""};
+      } else if (!k.quant || k.quant->reg != reg[y]) {
+        fail<ScheduleError>("quantize -> ", e->output->name, " divides ", y->name, " by a scale of another value");
+      }
+      reg[e->output] = reg[y];
+      quantized.insert(e->output);
+      continue;
+    }
     bool fromMm = false;
     for (auto* in : e->inputs) fromMm |= reg.count(in) && !in->isInput;
     if (!fromMm)
@@ -143,7 +216,22 @@ void buildEpilogue(LowerContext& c) {
   ldd.kind = kir::Param::Int64;
   ldd.name = "ldd";
   k.params.push_back(ldd);
-  for (size_t i = 1; i < f.outputs().size(); ++i) {  // further outputs: D's index, their own pointer
+  if (k.quant) {  // q is D; s [M, groups] is D1, indexed row * groups + group (its own layout, no ldd)
+    auto outs = f.outputs();
+    if (outs.size() != 2 || outs[0]->definition->kind != OpKind::Quantize ||
+        outs[1]->definition->kind != OpKind::AmaxScale)
+      fail<ScheduleError>(
+          "quantize: mark q, then s, as the fusion's outputs (fd.output(q); fd.output(s)) and no other; "
+          "the outputs are ",
+          outputNames(f));
+    kir::Param ds = d;
+    ds.name = k.quant->scale = "D1";
+    ds.dtype = DType::F32;
+    ds.tensor = outs[1]->name;
+    k.params.push_back(ds);
+    k.name += k.quant->group == kQuantRow ? "_qrow" : "_q" + std::to_string(k.quant->group);
+  }
+  for (size_t i = 1; i < f.outputs().size() && !k.quant; ++i) {  // further outputs: D's index, their own pointer
     auto* o = f.outputs()[i];
     k.extraOutputs.push_back({"D" + std::to_string(i), reg[o], o->dtype});
     kir::Param di = d;

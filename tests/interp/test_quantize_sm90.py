@@ -1,0 +1,118 @@
+"""The computed output scale on sm_90a (docs/fp8.md "Computed output scales"): the warp-specialized wgmma
+kernels (cooperative, ping-pong) quantize their epilogue value per row and 128 columns (or per row) with the
+amax reduced over the quad of lanes that holds a row's columns of the D fragment (two shfl.xor steps), store q
+to D and the scale to D1 [M, groups]. The CPU interpreter runs the printed kernels on ragged M, N, K against
+float64 (q dequantized by s against the reference within e4m3's step, s up to f32 rounding), the schedule rules
+refuse the rest by name, and the quantize source mutants are caught."""
+import pytest
+import torch
+
+import heddle
+from heddle.core.reference import evaluate
+from heddle.core.source_mutants import source_mutants
+from heddle.interpret import interpret
+from support.fp8_defs import fp8_schedule
+from support.interp_defs import needs_cxx
+from support.quant_defs import quant_fusion, tensors
+
+FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
+QUANT_KINDS = ("quant_shuffle", "quant_mask", "quant_group", "quant_divisor")
+
+
+def check(fd, M, seed=0):
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    ins = tensors(fd, M, seed)
+    # numbers: dequantized_against_float64 (q's absolute error scales with 1 / s: interpret's per-dtype atol
+    # would read f32's tail of gelu, ~1e-7 apart from float64, times 57344 / amax for e5m2)
+    r = interpret(k, *ins, sms=2, reference=False)
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    return k, ins, r
+
+
+def dequantized_against_float64(fd, ins, out, fmt, group):
+    q, s = out
+    q_ref, s_ref = evaluate(fd, ins)
+    # s: the amax of f32 epilogue values against float64 ones: equal up to f32 rounding of the sums
+    assert torch.allclose(s.double(), s_ref.double(), rtol=2 ** -16, atol=0), (s - s_ref).abs().max()
+    n = q.shape[1]
+    per_col = s.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
+    y = q_ref.double() * s_ref.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
+    err = (q.double() * per_col - y).abs()
+    step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
+    assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -8), err.max()
+    assert q.double().abs().max() <= FMAX[fmt]
+
+
+@needs_cxx
+@pytest.mark.parametrize("variant,fmt,group,n", [
+    ("coop", "e4m3", 128, 300),  # N = 300: three groups over three n tiles, the last group of 44 columns
+    pytest.param("pingpong", "e5m2", 128, 200, marks=pytest.mark.slow),  # e5m2; the last n tile half past N
+    pytest.param("pingpong", "e4m3", "row", 120, marks=pytest.mark.slow),  # per row: one n tile covers N = 120
+])
+def test_quantize_epilogue_interpreted(variant, fmt, group, n):
+    fd, a, b = quant_fusion(n=n, k=144, fmt=fmt, group=group)
+    fp8_schedule(fd, a, b, variant=variant, bn=128)
+    k, ins, r = check(fd, 100)  # M = 100: ragged against 128 rows; K = 144: a partial last k tile
+    src = k.lowered.source
+    assert src.count("__shfl_xor_sync(0xffffffffu, amax, 1)") and src.count("__shfl_xor_sync(0xffffffffu, amax, 2)")
+    assert ("_q128_" if group == 128 else "_qrow_") in k.name
+    dequantized_against_float64(fd, ins, r.output, fmt, group)
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_quantize_mutants_are_caught():
+    fd, a, b = quant_fusion(n=300, k=144)
+    fp8_schedule(fd, a, b, variant="coop", bn=128)
+    k, ins, r = check(fd, 100)
+    dequantized_against_float64(fd, ins, r.output, "e4m3", 128)
+    muts = source_mutants(k.lowered.source, kinds=QUANT_KINDS)
+    assert {m.kind for m in muts} == set(QUANT_KINDS)
+    from heddle.core.interpret import _Mutated
+    for mu in muts:  # each mutant: the interpreter's own check against float64 (e4m3: q within one step)
+        r = interpret(_Mutated(k, mu.source), *ins, sms=2, max_findings=2)
+        assert not r.ok, f"survived: {mu.kind} {mu.what}"
+
+
+@pytest.mark.parametrize("how,msg", [
+    ("bn64", r"the n tile 64 splits a group of 128 columns between CTAs"),
+    ("row_wide", r"a scale per row needs one CTA tile to cover all of N .* N = 300 but the n tile is 128"),
+    ("pipeline", r"lowered on the sm_90a warp-specialized wgmma kernels only"),
+    ("tma_store", r"output T\d+ is e4m3; the TMA-store epilogue stages 16-bit or f32 chunks"),  # q is 8-bit
+    ("sm100", r"output T\d+ is e4m3: an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only"),
+])
+def test_schedule_rules_name_the_rule(how, msg):
+    fd, a, b = quant_fusion(n=300, group="row" if how == "row_wide" else 128)
+    if how == "sm100":  # the tcgen05 schedule refuses the 8-bit q before any lowering
+        with pytest.raises(heddle.ScheduleError, match=msg):
+            fd.auto_schedule("sm_100a", 256, 300, 144)
+        return
+    if how == "pipeline":
+        fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
+    else:
+        mm = fp8_schedule(fd, a, b, variant="coop", bn=64 if how == "bn64" else 128)
+        if how == "tma_store":
+            mm.epilogue_store("tma")
+    with pytest.raises(heddle.ScheduleError, match=msg):
+        heddle.Kernel.build(fd, "sm_90a", rtc=False)
+
+
+def test_outputs_must_be_q_then_s():
+    fd = heddle.Fusion()
+    a, b = fd.input("a", "e4m3", ["M", 256]), fd.input("b", "e4m3", [256, 256])
+    q, s = heddle.ops.quantize(fd.matmul(a, b, False, True), "e4m3")
+    fd.output(s)
+    fd.output(q)
+    fp8_schedule(fd, a, b, variant="coop", bn=128)
+    with pytest.raises(heddle.ScheduleError, match=r"mark q, then s, as the fusion's outputs"):
+        heddle.Kernel.build(fd, "sm_90a", rtc=False)
+
+
+def test_the_simulator_refuses_it_by_name():
+    # the kernel-IR simulator models one element per thread; the quad's shuffles are the printed kernel's
+    fd, a, b = quant_fusion(n=136, k=144)
+    fp8_schedule(fd, a, b, variant="coop", bn=128)
+    k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
+    with pytest.raises(heddle.HeddleError, match=r"quantizes with a computed output scale, which the kernel-IR "
+                                                 r"simulator does not model; heddle.interpret runs the printed"):
+        heddle.simulate(k, tensors(fd, 70), reference=False)
