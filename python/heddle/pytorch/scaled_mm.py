@@ -7,7 +7,9 @@ both float8_e4m3fn or float8_e5m2 (they may mix); scale_a / scale_b float32, per
 row of a ([M, 1]) / per column of b ([1, N]), or DeepGEMM's blocks (torch's BlockWise1x128 x BlockWise128x128:
 scale_a [M, ceil(K/128)], scale_b [ceil(K/128), ceil(N/128)], applied inside the k loop with promotion, on
 sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
-(then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation). The layout and the alignment
+(then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation), or an
+8-bit float with a computed output scale (out_scale="1x128" | "row": heddle.ops.quantize in the epilogue, the call
+returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -28,7 +30,7 @@ from .. import _C
 from ..core import inputs
 from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
-from ..core.ops import ACTIVATIONS
+from ..core.ops import ACTIVATIONS, quantize
 from ..core.tma import m_major_scales
 from .custom_ops import register_op
 from .matmul import FusedMatmul
@@ -38,6 +40,8 @@ OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"
 _TORCH = {v: k for k, v in OUT_DTYPES.items()}
 _BIAS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 BLOCK = 128  # the block of DeepGEMM's scales (ir/block_scales.cpp kScaleBlock)
+OUT_SCALES = {"1x128": BLOCK, "row": "row"}  # out_scale -> heddle.ops.quantize's group
+OUT_SCALE_CODE = {"1x128": "G128", "row": "Grow"}  # its token in the op's name
 ALIGN = 16  # K and N multiples of 16: torch._scaled_mm's rule on CUDA (cuBLASLt), heddle's on every device
 _W = "heddle.scaled_mm"
 
@@ -58,6 +62,7 @@ class ScaledMatmulSpec:
     out_dtype: str
     scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
     block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
+    out_scale: Optional[str] = None  # "1x128" | "row": the 8-bit output quantized with a computed scale
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
     batched = False
@@ -75,6 +80,8 @@ class ScaledMatmulSpec:
             parts.append("A" + self.activation.replace("_", ""))
         if self.scale_result:
             parts.append("Q")
+        if self.out_scale is not None:
+            parts.append(OUT_SCALE_CODE[self.out_scale])
         parts.append("o" + self.out_dtype)
         return "_".join(parts)
 
@@ -97,8 +104,17 @@ class ScaledMatmulSpec:
         if self.scale_result:
             # torch's CUDA op multiplies (cuBLASLt D scale); its CPU op divides (pytorch/pytorch#190449)
             y = y * fd.input("scale_result", "f32", [1])
+        if self.out_scale is not None:  # docs/fp8.md "Computed output scales": q, then its scale
+            q, s = quantize(y, self.out_dtype, group=OUT_SCALES[self.out_scale])
+            fd.output(q)
+            fd.output(s)
+            return fd
         fd.output(y.to(self.out_dtype))
         return fd
+
+    def scale_shape(self, m):
+        """The computed scale's shape for M rows: [M, ceil(N/128)] (1x128) or [M, 1] (row)."""
+        return (m, 1) if self.out_scale == "row" else (m, -(-self.n // BLOCK))
 
 
 class FusedScaledMatmul(FusedMatmul):
@@ -106,12 +122,14 @@ class FusedScaledMatmul(FusedMatmul):
 
     def _make_op(self):
         names = [t.name for t in self.fusion.inputs]
-        op = register_op(self.spec.op_name(), names, self.run, self.fake)
+        op = register_op(self.spec.op_name(), names, self.run, self.fake,
+                         outputs=1 if self.spec.out_scale is None else 2)
         op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
         return op
 
     def interpret_target(self) -> str:
-        return interpret_target_fp8(wgmma_only=self.spec.block)
+        # the block-scaled kernel and the computed output scale's epilogue are wgmma's (docs/fp8.md)
+        return interpret_target_fp8(wgmma_only=self.spec.block or self.spec.out_scale is not None)
 
     def run(self, tensors):
         if self.spec.block:  # scale_a in the layout its TMA map reads: M-major, M padded to a multiple of 4 (no copy
@@ -122,7 +140,10 @@ class FusedScaledMatmul(FusedMatmul):
     def fake(self, tensors):
         inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
         a = tensors[0]
-        return a.new_empty((a.shape[0], self.spec.n), dtype=_TORCH[self.spec.out_dtype])
+        out = a.new_empty((a.shape[0], self.spec.n), dtype=_TORCH[self.spec.out_dtype])
+        if self.spec.out_scale is None:
+            return out
+        return out, a.new_empty(self.spec.scale_shape(a.shape[0]), dtype=torch.float32)
 
 
 def _no_backward(ctx, grad):
@@ -160,7 +181,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
     if k[:1] != "k" or not k[1:].isdigit() or n[:1] != "n" or not n[1:].isdigit() or not scales_ok \
             or out[:1] != "o" or out[1:] not in _TORCH:
         return None
-    f = dict(bias=None, activation=None, scale_result=False)
+    f = dict(bias=None, activation=None, scale_result=False, out_scale=None)
     acts = {a.replace("_", ""): a for a in ACTIVATIONS}
     for t in toks[5:-1]:
         if t[:1] == "B" and t[1:] in _BIAS.values():
@@ -169,6 +190,8 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
             f["activation"] = acts[t[1:]]
         elif t == "Q":
             f["scale_result"] = True
+        elif t in _OUT_SCALE_NAME:
+            f["out_scale"] = _OUT_SCALE_NAME[t]
         else:
             return None
     return ScaledMatmulSpec(toks[1][:4], toks[1][4:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
@@ -176,6 +199,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
 
 
 _FORMATS = ("e4m3", "e5m2")
+_OUT_SCALE_NAME = {v: k for k, v in OUT_SCALE_CODE.items()}
 _ops: Dict[ScaledMatmulSpec, FusedScaledMatmul] = {}
 _lock = threading.Lock()
 
@@ -193,17 +217,20 @@ def scaled_op(spec: ScaledMatmulSpec) -> FusedScaledMatmul:
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
               bias: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = torch.bfloat16,
               scale_result: Optional[torch.Tensor] = None, use_fast_accum: bool = False, *,
-              activation: Optional[str] = None) -> torch.Tensor:
+              activation: Optional[str] = None, out_scale: Optional[str] = None):
     """torch._scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum) as one heddle
     kernel; activation (relu | gelu | gelu_tanh | silu | sigmoid | tanh) is applied after the bias.
     use_fast_accum is accepted for torch's signature and changes nothing (heddle's FP8 kernels accumulate
-    as docs/fp8.md says)."""
-    spec, args = scaled_spec(a, b, scale_a, scale_b, bias, out_dtype, scale_result, activation, use_fast_accum)
+    as docs/fp8.md says). out_scale="1x128" | "row" with an 8-bit out_dtype: the output is quantized with a
+    scale computed from its values (amax per row and 128 columns, or per row: docs/fp8.md "Computed output
+    scales") and the call returns (out, scale), scale float32 [M, ceil(N/128)] or [M, 1]."""
+    spec, args = scaled_spec(a, b, scale_a, scale_b, bias, out_dtype, scale_result, activation, use_fast_accum,
+                             out_scale)
     return getattr(torch.ops.heddle, scaled_op(spec).spec.op_name())(*args)
 
 
 def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, scale_result=None, activation=None,
-                use_fast_accum=False):
+                use_fast_accum=False, out_scale=None):
     """The checks of every scaled_mm call (InputError naming the argument), then (its spec, the op's tensors)."""
     for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias),
                     ("scale_result", scale_result)):
@@ -247,9 +274,10 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
         raise InputError(f"{_W}: 'scale_result' is {scale_result.dtype} {list(scale_result.shape)}; it must be a "
                          "one-element float32 tensor")
     use_result = scale_result is not None and fp8_out  # torch ignores scale_result for a 16/32-bit output
+    _check_out_scale(out_scale, out_dtype, fp8_out, scale_result, block)
     spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
-                            use_result, block)
+                            use_result, block, out_scale)
     if block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
         args = [a, b.t(), scale_a, scale_b.t().contiguous()]
     else:
@@ -308,3 +336,25 @@ def _scale_kind(name: str, s, form: str, shape) -> bool:
     raise InputError(f"{_W}: '{name}' has shape {list(s.shape)}; a scale is one element (per tensor) or "
                      f"{form} = {list(shape)} (per row of a / per column of b), or 128-block scales: scale_a "
                      "[M, ceil(K/128)] with scale_b [ceil(K/128), ceil(N/128)] (docs/fp8.md)")
+
+
+def _check_out_scale(out_scale, out_dtype, fp8_out: bool, scale_result, block: bool) -> None:
+    """out_scale's rules, each an InputError naming the option: a known value, an 8-bit out_dtype, no
+    scale_result (the computed scale replaces it), no 128-block input scales (the block-scaled kernel's n tile
+    of 64 would split a group: the rule of the quantize epilogue, docs/fp8.md; refused on every device alike)."""
+    if out_scale is None:
+        return
+    if not isinstance(out_scale, str) or out_scale not in OUT_SCALES:
+        raise InputError(f"{_W}: out_scale={out_scale!r} is not supported; use out_scale='1x128' (one scale per "
+                         "row and 128 columns, [M, ceil(N/128)]) or out_scale='row' ([M, 1])")
+    if not fp8_out:
+        raise InputError(f"{_W}: out_scale={out_scale!r} quantizes the output with a computed scale, which needs "
+                         f"an 8-bit out_dtype; got out_dtype={out_dtype}: pass out_dtype=torch.float8_e4m3fn or "
+                         "torch.float8_e5m2, or drop out_scale")
+    if scale_result is not None:
+        raise InputError(f"{_W}: out_scale={out_scale!r} computes the output's scale, so 'scale_result' (a given "
+                         "one) cannot apply too; drop scale_result or out_scale")
+    if block:
+        raise InputError(f"{_W}: out_scale={out_scale!r} with 128-block scales is not built (the block-scaled "
+                         "kernel's n tile of 64 splits a group of 128 output columns); pass per-tensor or per-row "
+                         "scale_a / scale_b, or quantize the bf16 output separately")
