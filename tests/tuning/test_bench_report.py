@@ -134,6 +134,13 @@ def test_fp8_table_and_targets():
     t = report.fp8_table(fp8_doc())
     assert "| 4096x4096x4096-tensor | tensor | 300 us | cublaslt | 330 us |" in t and "1.10x" in t
     assert "| 4096x4096x4096-row-bias_gelu_quant | row |" in t and "scaled_mm_then_ops" in t and "1.20x" in t
+    # the computed 1x128 output scale (bench_quick.py fp8_quant_case) is a row of the same suite, its own ratio
+    doc = fp8_doc()
+    case = "fp8_fused-4096x4096x4096-row-bias_gelu_quant1x128"
+    doc["records"] += [rec("fp8_fused", case, "e4m3", "heddle", 4096, 4096, 4096, 0.36, scaling="row"),
+                       rec("fp8_fused", case, "e4m3", "scaled_mm_then_ops", 4096, 4096, 4096, 0.54, scaling="row")]
+    assert "| 4096x4096x4096-row-bias_gelu_quant1x128 | row | 360 us | scaled_mm_then_ops | 540 us |" in \
+        report.fp8_table(doc) and "1.50x" in report.fp8_table(doc)
     assert report.fp8_table(gpu_doc()) == ""  # no FP8 records: no table, no target rows
     # the block-scaled suite beside torch's blockwise _scaled_mm; a device where torch has none: a skipped peer
     doc = fp8_doc()

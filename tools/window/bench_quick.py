@@ -142,9 +142,10 @@ class Run:
                                                     max_total_bytes=4 << 30)
         return [first] + [one() for _ in range(n - 1)], one()
 
-    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0, extra=None, tol=2e-2):
+    def measure(self, rec, impls, sets, check, ref, flops, min_left=5.0, extra=None, tol=2e-2, value=None):
         """Validate then time every implementation; one record each (extra: more fields per implementation,
-        such as the kernel a variant compiled to; tol: the validation tolerance, wider for 8-bit outputs)."""
+        such as the kernel a variant compiled to; tol: the validation tolerance, wider for 8-bit outputs;
+        value: what of an output is validated against ref, default out.float())."""
         for name, fn in impls.items():
             if self.left() < min_left:
                 self.write({**rec, "impl": name, "status": "skipped", "reason": "window deadline"})
@@ -155,7 +156,8 @@ class Run:
                     bench.poison_allocator(ref.numel() * 2, self.dev)
                 out = fn(*check)
                 self.sync()
-                r["rel_err"] = bench.validate(out.float(), ref, tol=tol, what=f"{name} {rec['case']}")
+                got = value(out) if value is not None else out.float()
+                r["rel_err"] = bench.validate(got, ref, tol=tol, what=f"{name} {rec['case']}")
                 del out
                 st, n = self.device_ms(fn, sets)
                 r.update(status="ok", ms_stream=st.to_dict(), calls_per_batch=n, host_us=self.host_us(fn, sets))
@@ -355,6 +357,39 @@ def fp8_fused_case(run, m, n, k):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), tol=8e-2)
 
 
+def _quantize_1x128(y):
+    """torch's separate ops for a 1x128 output scale (DeepGEMM's per_token_cast_to_fp8): amax per row and 128
+    columns, clamped at 1e-4, s = amax / 448, q = (y / s) in e4m3. (q [M, N], s [M, ceil(N/128)])."""
+    m, n = y.shape
+    pad = -n % 128
+    yp = (F.pad(y, (0, pad)) if pad else y).float().view(m, -1, 128)
+    s = yp.abs().amax(dim=-1, keepdim=True).clamp(min=1e-4) / 448.0
+    return (yp / s).to(torch.float8_e4m3fn).view(m, -1)[:, :n], s.view(m, -1)
+
+
+def _dequantized(out):
+    q, s = out
+    return q.float() * s.repeat_interleave(128, dim=1)[:, :q.shape[1]]
+
+
+def fp8_quant_case(run, m, n, k):
+    """The computed 1x128 output scale (docs/fp8.md "Computed output scales"): per-row dequantize, bias, GELU,
+    then amax per row and 128 columns and the e4m3 quantize in heddle.scaled_mm's epilogue (out_scale="1x128",
+    returning (q, s)), against torch._scaled_mm (bf16 out) plus torch's separate quantize ops; q * s checked
+    against the float reference within e4m3's step (tol 0.08)."""
+    sets, check = _fp8_sets(run, m, n, k, "row", with_bias=True)
+    ref = F.gelu(_fp8_ref(*check[:4]) + check[4].float())
+
+    def separate(a, b, sa, sb, bias):
+        return _quantize_1x128(F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias))
+    impls = {"heddle": lambda a, b, sa, sb, bias: heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu",
+                                                                   out_dtype=torch.float8_e4m3fn, out_scale="1x128"),
+             "scaled_mm_then_ops": separate}
+    rec = {"suite": "fp8_fused", "case": f"fp8_fused-{m}x{n}x{k}-row-bias_gelu_quant1x128", "dtype": "e4m3", "B": 1,
+           "M": m, "N": n, "K": k, "layout": "NT", "epilogue": "bias_gelu_quant1x128", "scaling": "row"}
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), tol=8e-2, value=_dequantized)
+
+
 def _fp8_block_sets(run, m, n, k):
     """DeepGEMM's layouts (torch's BlockWise1x128 x BlockWise128x128): a [M, K] e4m3 with scale_a [M, ceil(K/128)]
     (one per row and 128 of K, stored M-major as DeepGEMM and torch's CUDA op keep it), b [K, N] column-major
@@ -487,6 +522,8 @@ def plan(dry):
             + [(4, f"fp8 {m}x{n}x{k} {sc}", (lambda mm, nn, kk, ss: lambda r: fp8_case(r, mm, nn, kk, ss))(m, n, k, sc))
                for m, n, k in fp8 for sc in ("tensor", "row")]
             + [(4, f"fp8 fused {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_fused_case(r, mm, nn, kk))(m, n, k))
+               for m, n, k in fp8[1:]]
+            + [(4, f"fp8 quant 1x128 {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_quant_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8[1:]]
             + bench_grouped.plan(dry)
             + [(4, f"fp8 block {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk))(m, n, k))
