@@ -104,7 +104,8 @@ def test_block_scaled_mm_interprets_against_float64(monkeypatch, m, k, n, db, ou
     y = heddle.scaled_mm(a, b, sa.t().contiguous().t(), sb, bias=bias, out_dtype=out)
     assert y.dtype == out and y.shape == (m, n)
     _close(y, _reference(a, b, sa, sb, bias), bits=8 if out == torch.bfloat16 else 20)
-    (fm,) = [f for s, f in smm._ops.items() if s.block and s.k == k and s.n == n and s.dtype_b == smm.FLOAT8[db]]
+    (fm,) = [f for s, f in smm._ops.items() if s.block and s.k == k and s.n == n and s.dtype_b == smm.FLOAT8[db]
+             and s.out_dtype == smm.OUT_DTYPES[out] and s.bias == "bf16"]
     assert {key[0] for key in fm.kernels} == {"sm_90a"}
     # a wrong block: the numbers move (the scales are not all equal)
     wrong = heddle.scaled_mm(a, b, sa.roll(1, dims=1), sb, bias=bias, out_dtype=out)
