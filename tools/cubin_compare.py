@@ -25,6 +25,7 @@ tests/codegen/test_header_enumerators.py.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -140,7 +141,8 @@ def compare_kernel(low, before_read, after_read=working_tree_headers):
 def printed_cases():
     """(name, target, make) of every printed kernel tests/test_printed_sources.py pins."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    sys.path.insert(0, os.path.join(ROOT, "python"))
+    if importlib.util.find_spec("heddle") is None:  # a source checkout run as a script; never ahead of an install,
+        sys.path.append(os.path.join(ROOT, "python"))  # whose sys.path the tests hand to their subprocesses
     from test_printed_sources import cases
     return cases()
 
