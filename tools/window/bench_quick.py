@@ -186,6 +186,11 @@ def meta(dry) -> dict:
          "command": "tools/gpu_window.sh run (bench stage)" + (" --dry-run" if dry else ""),
          "python": platform.python_version(), "torch": torch.__version__, "heddle": heddle.__version__,
          "cpu_cores": os.cpu_count()}
+    try:  # whether eager calls read tensors through ATen (heddle._C_aten) or their Python attributes
+        from heddle.core import aten
+        m["aten"] = aten.status()
+    except Exception as e:  # noqa: BLE001
+        m["aten"] = f"unknown ({type(e).__name__})"
     stamp = os.path.join(ROOT, ".whl", "STAMP")
     if os.path.exists(stamp):
         with open(stamp) as f:

@@ -176,6 +176,7 @@ class Window:
                 notes.append("no prepared wheel in .whl/ (tools/gpu_window.sh prepare builds it)")
             elif native_stale:
                 notes.append("the wheel is older than src/ (a real run would build from source)")
+            self.start_aten(None)
         elif wheels and not native_stale:
             site = "/tmp/heddle-site"
             rc, s, tail = self.sh("install-wheel", [self.py, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
@@ -188,6 +189,7 @@ class Window:
                     notes.append("python/heddle newer than the wheel: laid over it")
                 self.env["PYTHONPATH"] = site + os.pathsep + self.env.get("PYTHONPATH", "")
                 sys.path.insert(0, site)  # this process reads the family catalogue, which imports heddle
+                self.start_aten(site)
                 how = f"wheel {wheels[-1]} (commit {info.get('commit', '?')}) in {s:.0f} s"
             else:
                 how = None
@@ -206,6 +208,40 @@ class Window:
         self.verdict("install", f"{'ok' if ok else 'FAILED'}: {how}; import: {tail.strip().splitlines()[-1][:200]}"
                      + ("; " + "; ".join(notes) if notes else ""))
         return ok
+
+    def start_aten(self, site):
+        """heddle._C_aten against this machine's torch (tools/window/build_aten.py), built in the background
+        while the smoke and families stages run; the bench stage waits for it (join_aten). The dry run builds
+        it into a scratch copy only when HEDDLE_WINDOW_ATEN=1 (it costs a minute of a 2-core machine)."""
+        if self.mode == "dry":
+            if os.environ.get("HEDDLE_WINDOW_ATEN") != "1":
+                return
+            import heddle
+            site = os.path.join(self.work, "aten-site")
+            shutil.copytree(os.path.dirname(heddle.__file__), os.path.join(site, "heddle"), dirs_exist_ok=True)
+        log = open(os.path.join(self.logs, "build-aten.log"), "w")
+        self._aten = (subprocess.Popen([self.py, os.path.join(HERE, "build_aten.py"), "--site", site],
+                                       stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT), log, time.time(), site)
+
+    def join_aten(self, seconds):
+        """Wait up to `seconds` for the background _C_aten build; one verdict either way."""
+        if not getattr(self, "_aten", None):
+            return
+        p, log, t, site = self._aten
+        self._aten = None
+        try:
+            p.wait(timeout=max(1, seconds))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        log.close()
+        with open(log.name, errors="replace") as f:
+            last = [ln for ln in f.read().splitlines() if ln.strip()][-1:] or ["no output"]
+        env = dict(self.env, PYTHONPATH=site + os.pathsep + self.env.get("PYTHONPATH", ""))
+        rc, _, tail = self.sh("aten-status", [self.py, "-c", "import heddle.core.aten as a; print(a.status())"], 60,
+                              env=env)
+        state = tail.strip().splitlines()[-1][:160] if tail.strip() else f"rc={rc}"
+        self.verdict("aten", f"rc={p.returncode} in {time.time() - t:.0f} s: {last[0][:200]}; heddle.core.aten: {state}")
 
     def family_cmd(self, families, stage, first_only=False, interpret=""):
         cmd = [self.py, os.path.join(HERE, "family_run.py"), "--families", families, "--stage", stage,
@@ -325,6 +361,7 @@ class Window:
                                 "tail": tail[-1500:] if rc != 0 else " ".join(errs)}])
 
     def stage_bench(self):
+        self.join_aten(min(90, self.left() - 60))
         out = os.path.join(self.out, "bench.jsonl")
         deadline = self.deadline - 15
         cmd = [self.py, os.path.join(HERE, "bench_quick.py"), "--out", out, "--deadline", str(deadline)]
@@ -393,6 +430,7 @@ def main(argv=None) -> int:
             status = 1
         w.log(f"stage {stage} took {time.time() - t:.1f} s")
         w.pack()
+    w.join_aten(min(30, max(1, w.left())))  # a window without its bench stage still says what the build did
     w.log(f"window done in {time.time() - w.t0:.0f} s")
     with open(os.path.join(w.out, "summary.txt")) as f:
         print(f.read())
