@@ -45,10 +45,11 @@ def test_models_train_on_cuda(cls, fallback):
     torch.testing.assert_close(out, ref, **BF16_TOL)
     # a gradient that is zero in exact arithmetic (the key projection's bias: softmax over the keys ignores a
     # shift shared by every key) is rounding noise on both sides, so its tolerance scales with the model's
-    # largest gradient instead of its own (on an H200: 3.7e-7 apart with both near 1e-7)
+    # largest gradient instead of its own: bf16 noise, 1e-2 of it (on an H200: 3.7e-7 apart with both near
+    # 1e-7, the largest gradient 5e-3; the second window's 1e-3 of it was too tight)
     scale = max(w.abs().max().item() for w in want)
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, atol=3e-2 * max(w.abs().max().item(), 1e-3 * scale), rtol=3e-2)
+        torch.testing.assert_close(g, w, atol=3e-2 * max(w.abs().max().item(), 1e-2 * scale), rtol=3e-2)
     assert hd.stats["heddle_ops"] >= 3
     if cls is SelfAttention:   # q / k / v: the merged group kernel ran on the GPU
         assert [g for r in hd.reports for g in r.groups if g.op.startswith("merged_")]

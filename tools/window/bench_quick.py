@@ -39,6 +39,7 @@ from heddle import bench  # noqa: E402
 
 sys.path.insert(0, HERE)
 import bench_grouped  # noqa: E402  (the grouped GEMM cases, issue 33)
+import bench_fp8_variants  # noqa: E402  (where the block-scaled kernel's time goes)
 
 
 class Run:
@@ -533,6 +534,9 @@ def plan(dry):
             + bench_grouped.plan(dry)
             + [(4, f"fp8 block {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8_block]
+            + [(8, f"fp8 block variants {m}x{n}x{k}",
+                (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_block_variant_case(
+                    r, mm, nn, kk, _fp8_block_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_block[-1:]]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
@@ -555,7 +559,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--deadline", type=float, default=0, help="epoch seconds; 0: 10 minutes from now")
     ap.add_argument("--dry", action="store_true")
+    ap.add_argument("--cases", default="", help="comma-separated label prefixes: only those cases (a rerun's bench)")
     args = ap.parse_args(argv)
+    picked = [c for c in args.cases.split(",") if c]
     run = Run(args.out, args.deadline or time.time() + 600, args.dry)
     if not args.dry and not torch.cuda.is_available():
         print("bench_quick: no CUDA device", file=sys.stderr)
@@ -566,6 +572,8 @@ def main(argv=None) -> int:
     except Exception as e:  # noqa: BLE001
         run.write({"ceilings_error": f"{type(e).__name__}: {e}"})
     for est, label, fn in plan(args.dry):
+        if picked and not any(label.startswith(c) for c in picked):
+            continue
         if run.left() < est:
             run.write({"skipped_case": label, "reason": f"{run.left():.0f} s left, needs ~{est} s"})
             continue

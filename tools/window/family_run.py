@@ -38,10 +38,27 @@ TOL = {torch.bfloat16: (1e-2, 1e-2, 2e-2), torch.float16: (5e-3, 5e-3, 1e-2), to
        # 8-bit outputs (sm90_fp8): the f32 result may round to the neighbour of the float64 one, one step of
        # 2^-3 (e4m3) / 2^-2 (e5m2) relative
        torch.float8_e4m3fn: (5e-2, 1e-2, 0.13), torch.float8_e5m2: (1e-1, 1e-2, 0.26)}
+# f32 outputs of a kernel with 8-bit operands: Hopper's FP8 wgmma accumulates with fewer mantissa bits than
+# f32 (DeepGEMM's README: "imprecise FP8 tensor core accumulation"; FlashAttention-3's GmmaPromotionHelper:
+# "FP8 tensor cores do not use full FP32 accumulators"), which the interpreter does not model. Seen on the
+# H200, 2026-11-28: sm90_fp8_amax's computed scales (amax / 448, f32) 1.5e-3 relative from float64 at K = 1040
+# with no promotion. The bf16 / 8-bit outputs' own tolerances are wider than this already.
+TOL_F32_FP8_ACCUM = (2e-3, 2e-3, 5e-3)
+FP8_OPERANDS = ("e4m3", "e5m2")
 
 
-def compare(out, ref) -> dict:
-    """Relative error, non-finite and out-of-bound element counts of out against ref (tuples: each output)."""
+def on_device(t, device):
+    """A copy of t on `device` with t's own strides. `.to()` / `.cuda()` keep the strides of a dense tensor only:
+    a padded one (heddle.tma.m_major_scales: scale_a M-major with M rounded up to 4) comes back dense with
+    other strides, which its TMA map refuses (the third window's sm90_fp8_block cases at M = 77 and 130)."""
+    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+    out.copy_(t)
+    return out
+
+
+def compare(out, ref, fp8_accum=False) -> dict:
+    """Relative error, non-finite and out-of-bound element counts of out against ref (tuples: each output).
+    fp8_accum: the kernel's operands are 8-bit (TOL_F32_FP8_ACCUM for its f32 outputs)."""
     outs = out if isinstance(out, tuple) else (out,)
     refs = ref if isinstance(ref, tuple) else (ref,)
     if len(outs) != len(refs):
@@ -50,7 +67,8 @@ def compare(out, ref) -> dict:
     for o, r in zip(outs, refs):
         if tuple(o.shape) != tuple(r.shape):
             return {"ok": False, "why": f"output shape {tuple(o.shape)}, reference {tuple(r.shape)}"}
-        norm_tol, atol, rtol = TOL.get(o.dtype, TOL[torch.float32])
+        norm_tol, atol, rtol = (TOL_F32_FP8_ACCUM if fp8_accum and o.dtype == torch.float32 else
+                                TOL.get(o.dtype, TOL[torch.float32]))
         od, rd = o.detach().double().cpu(), r.detach().double().cpu()
         nonfinite = int((~torch.isfinite(od)).sum())
         diff = (od - rd).abs()
@@ -99,15 +117,21 @@ def run_fusion_case(fam, case, target, mode, interpret_it, first) -> dict:
     t0 = time.time()
     fd = case.make(target)
     rtc = mode == "gpu" or first
-    k = heddle.Kernel.build(fd, target, rtc=rtc)
+    # the window's debug builds (bounded waits, lineinfo) check correctness, not speed: a few bytes of spills
+    # there are accepted and recorded (the ping-pong amax kernel spills 4 bytes with the report call, none
+    # without); release builds still refuse spills (tests/codegen, the bench stage)
+    debug = "bounded_waits" in os.environ.get("HEDDLE_DEBUG", "")
+    k = heddle.Kernel.build(fd, target, rtc=rtc, allow_spills=debug)
     rec["compile_s"] = round(time.time() - t0, 3)
     rec.update(kernel_info(k))
     shape = {t.name: [case.M if s == "M" else case.batch if s == "B" else s for s in t.shape] for t in fd.inputs}
     rec["shapes"] = shape
     ts = inputs(fd, case.M, seed=1, batch=case.batch)
     ref = evaluate(fd, ts)
+    fp8 = any(t.dtype in FP8_OPERANDS for t in fd.inputs)
     if mode == "dry":
         from heddle import _C
+        ts = [on_device(t, "cpu") for t in ts]  # the copy a GPU run makes, so its layouts are checked here
         k.prepare(ts, tensor_map_encoder=_C.interp.encode_tensor_map_tiled, sms=case.sms or 4)
         rec["prepared"] = True
         if interpret_it:
@@ -117,7 +141,7 @@ def run_fusion_case(fam, case, target, mode, interpret_it, first) -> dict:
             rec["ok"] = bool(r.ok)
             if not r.ok:
                 rec["why"] = r.report()[-2000:]
-            rec.update(compare(r.output, ref) if r.output is not None else {})
+            rec.update(compare(r.output, ref, fp8) if r.output is not None else {})
             rec["ok"] = rec["ok"] and bool(r.ok)
         else:
             rec["ok"] = True
@@ -125,22 +149,22 @@ def run_fusion_case(fam, case, target, mode, interpret_it, first) -> dict:
     def launch(seed):
         ts_, ref_ = (ts, ref) if seed == 1 else (lambda t: (t, evaluate(fd, t)))(
             inputs(fd, case.M, seed=seed, batch=case.batch))
-        dev = [t.cuda() for t in ts_]
+        dev = [on_device(t, "cuda") for t in ts_]
         poison(ref_)
         out = k(*dev)
         torch.cuda.synchronize()
         return out, ref_
-    return two_runs(rec, launch)
+    return two_runs(rec, launch, fp8)
 
 
-def two_runs(rec, launch) -> dict:
+def two_runs(rec, launch, fp8=False) -> dict:
     """launch(seed) -> (output(s), reference(s)), timed and compared for seeds 1 and 2 (the second call goes
     through the first one's launch plan); stops at the first wrong run."""
     for run, seed in (("first", 1), ("second", 2)):
         t1 = time.time()
         out, ref = launch(seed)
         rec[f"{run}_call_ms"] = round((time.time() - t1) * 1e3, 3)
-        rec[run] = compare(out, ref)
+        rec[run] = compare(out, ref, fp8)
         if not rec[run]["ok"]:
             rec["ok"] = False
             return rec

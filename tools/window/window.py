@@ -367,6 +367,8 @@ class Window:
         cmd = [self.py, os.path.join(HERE, "bench_quick.py"), "--out", out, "--deadline", str(deadline)]
         if self.mode == "dry":
             cmd.append("--dry")
+        if self.bench_cases:
+            cmd += ["--cases", self.bench_cases]
         rc, s, tail = self.sh("bench", cmd, max(30, deadline - time.time() + 10))
         n = 0
         if os.path.exists(out):
@@ -389,6 +391,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=420, help="seconds for the whole window (default 420)")
     ap.add_argument("--only", default="", help="comma-separated stages (second-command mode); env always runs")
     ap.add_argument("--families", default="", help="comma-separated families (default: every family)")
+    ap.add_argument("--bench-cases", default="", help="comma-separated bench case label prefixes (default: all, "
+                    "in priority order: tools/window/bench_quick.py plan())")
     args = ap.parse_args(argv)
     only = set(s for s in args.only.split(",") if s)
     unknown = only - set(STAGES)
@@ -396,6 +400,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown stages {sorted(unknown)}; stages: {', '.join(STAGES)}")
     fams = [f for f in args.families.split(",") if f]
     w = Window(os.path.abspath(args.out), "dry" if args.mode == "dry" else "run", args.budget, fams)
+    w.bench_cases = args.bench_cases
     w.log(f"window {args.mode}: budget {args.budget:.0f} s, stages {sorted(only) or 'all'}, families {fams or 'all'}")
     want = lambda s: not only or s in only or s == "env"  # noqa: E731
     status = 0

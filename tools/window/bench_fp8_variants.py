@@ -1,0 +1,84 @@
+"""Where the block-scaled FP8 kernel's time goes (the bench stage's suite `fp8_block_variants`).
+
+The third window (2026-11-28, H200) timed heddle.scaled_mm with DeepGEMM's 1x128 x 128x128 scales at about a
+quarter of torch's blockwise _scaled_mm's rate (4096x7168x2048: 449 us against 113 us), while the per-tensor FP8
+kernel matched cuBLASLt. The kernel differs from the per-tensor one in two ways: a 128 x 64 tile (each MMA
+thread holds two accumulator sets, schedule/block_scales.cpp) and a promotion after every 128 of K (a
+wgmma wait, then scale and add). These variants, on one problem and one set of inputs, separate the two:
+the block kernel at a few ring depths and k tiles, and the same product without scales at the block
+kernel's 128 x 64 tile, at 128 x 128, and at the automatic schedule. If the unscaled 128 x 64 kernel is as
+slow as the block one, the tile is the cost; if it is fast, the promotion is.
+
+Every variant is validated on a check set whose scales are all 1 (so that the unscaled kernels compute the
+same product; the block kernel's scale handling is validated by the fp8_block suite and the sm90_fp8_block
+family), then timed on the rotated sets with real scales (the unscaled kernels ignore them).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+import heddle
+from heddle import bench
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+from support.block_scale_defs import block_scaled  # noqa: E402
+from support.wgmma_defs import roles_for, schedule_sm90  # noqa: E402
+
+
+def _unscaled(n, k, bn=None, auto_m=None, target="sm_90a", sms=132):
+    fd = heddle.Fusion()
+    a, b = fd.input("a", "e4m3", ["M", k]), fd.input("b", "e4m3", [n, k])
+    fd.output(fd.matmul(a, b, trans_b=True).to("bf16"))
+    if auto_m:
+        fd.auto_schedule(target, auto_m, n, k, sms=sms)
+    else:
+        schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=2, stages=4, prefetch=1, roles=roles_for("coop"))
+    return fd
+
+
+def variants(m, n, k, target, sms):
+    """(label, fusion maker, takes scales) in the order they are timed."""
+    blk = dict(N=n, K=k, dtype="e4m3", bias=False, out="bf16")
+    return [
+        ("block_bk128_s4", lambda: block_scaled(**blk, bk=128, bn=64, stages=4, prefetch=1), True),
+        ("block_bk128_s6", lambda: block_scaled(**blk, bk=128, bn=64, stages=6, prefetch=2), True),
+        ("block_bk64_s8", lambda: block_scaled(**blk, bk=64, bn=64, stages=8, prefetch=3), True),
+        ("unscaled_128x64", lambda: _unscaled(n, k, bn=64), False),
+        ("unscaled_128x128", lambda: _unscaled(n, k, bn=128), False),
+        ("unscaled_auto", lambda: _unscaled(n, k, auto_m=m, target=target, sms=sms), False),
+    ]
+
+
+def fp8_block_variant_case(run, m, n, k, block_sets, sms):
+    """block_sets(run, m, n, k) -> (sets, check) in bench_quick's fp8_block layout: a [M, K], b [K, N]
+    column-major, scale_a [M, ceil(K/128)] M-major, scale_b [ceil(K/128), ceil(N/128)]."""
+    target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
+    sets, check = block_sets(run, m, n, k)
+    check = [check[0], check[1], torch.ones_like(check[2]).t().contiguous().t(), torch.ones_like(check[3])]
+    ref = check[0].float() @ check[1].float()
+    rec = {"suite": "fp8_block_variants", "case": f"fp8_block_variants-{m}x{n}x{k}", "dtype": "e4m3", "B": 1,
+           "M": m, "N": n, "K": k, "layout": "NT", "epilogue": None, "scaling": "block128"}
+    impls = {"scaled_mm": lambda a, b, sa, sb: heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)}
+    info = {}
+    for label, make, scaled in variants(m, n, k, target, sms):
+        try:
+            fd = make()
+            kern = heddle.Kernel.build(fd, target, rtc=not run.dry)
+            info[label] = {"config": kern.name, "registers": kern.stats.registers if kern.binary else None,
+                           "smem": kern.lowered.smem_bytes}
+            if run.dry:
+                impls[label] = (lambda f, s: (lambda a, b, sa, sb: heddle.reference.evaluate(
+                    f, [a, b.t(), sa, sb.t()] if s else [a, b.t()], torch.float32)))(fd, scaled)
+            elif scaled:
+                impls[label] = (lambda kk: (lambda a, b, sa, sb: kk(a, b.t(), sa, sb.t())))(kern)
+            else:
+                impls[label] = (lambda kk: (lambda a, b, sa, sb: kk(a, b.t())))(kern)
+        except Exception as e:  # noqa: BLE001 - the variant does not build: recorded, the others still run
+            run.write({**rec, "impl": label, "status": "error", "reason": f"{type(e).__name__}: {str(e)[:600]}"})
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)
