@@ -540,23 +540,37 @@ struct MmaSm90 {
   // promotion interval into `t` retired (wait<0>), acc = (first ? 0 : acc) + t.acc * sa[row - m0] *
   // sb[col / 128, kb] in f32 on the CUDA cores: sa is the operand ring's scale_a slot of the interval's last
   // k-tile (the tile's BM rows of k-block kb, landed by TMA with the slot's A and B: block_scale_ring.cpp), sb
-  // row-major [ceil(N/128), kblocks] in global memory; rows >= M and columns >= N read no scale (their values
+  // row-major [ceil(N/128), kblocks] in global memory; rows >= M and columns >= N get scale 0 (their values
   // are never stored). The kernel then calls t.zero(): the next interval's first wgmma overwrites t.
+  // scale_b: one load per 128-column block the tile can touch (NBLK: one when BN divides 128, the tile starting
+  // at a multiple of BN; a block past N clamped to the last), all issued together with no branch around them,
+  // each element picking its block by selects. A load per
+  // element under its own `col < N` branch serialised 32 global-load latencies per promotion: 2.3x the
+  // unscaled kernel's time at the same tile (the third GPU window, H200, docs/perf.md).
   __device__ __forceinline__ void promote(const MmaSm90& t, const float* sa, const float* __restrict__ sb,
                                           int M, int N, int kblocks, int m0, int n0, int kb, int first, int warp,
                                           int lane) {
+    enum : int { NBLK = 128 % BN == 0 ? 1 : (BN + 127) / 128 + 1 };
+    const int b0 = n0 / 128, blast = (N - 1) / 128;
+    float sbv[NBLK];
+#pragma unroll
+    for (int j = 0; j < NBLK; ++j) sbv[j] = sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb];
 #pragma unroll
     for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + row_of(warp, lane, fm, 2 * h);
-        const float ra = row < M ? sa[row - m0] : 0.f;
+        const float sav = sa[row - m0];  // inside the slot's BM values for every row: no branch around it
+        const float ra = row < M ? sav : 0.f;
 #pragma unroll
         for (int fn = 0; fn < FN; ++fn)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
             const int col = n0 + col_of(warp, lane, fn, 2 * h + c);
-            const float s = col < N ? ra * sb[(long long)(col / 128) * kblocks + kb] : 0.f;
+            float sbc = sbv[0];
+#pragma unroll
+            for (int j = 1; j < NBLK; ++j) sbc = col >= (b0 + j) * 128 ? sbv[j] : sbc;
+            const float s = col < N ? ra * sbc : 0.f;
             float& d = acc[fm][fn][2 * h + c];
             d = (first ? 0.f : d) + t.acc[fm][fn][2 * h + c] * s;
           }
