@@ -51,8 +51,15 @@ def test_models_train_on_cuda(cls, fallback):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, atol=3e-2 * max(w.abs().max().item(), 1e-2 * scale), rtol=3e-2)
     assert hd.stats["heddle_ops"] >= 3
-    if cls is SelfAttention:   # q / k / v: the merged group kernel ran on the GPU
-        assert [g for r in hd.reports for g in r.groups if g.op.startswith("merged_")]
+    if cls is SelfAttention:   # q / k / v: merged into one kernel where the device's target lowers groups best
+        # (sm_80); on sm_90a / sm_100a each projection keeps its own kernel and the report says so
+        # (tests/torch/test_dynamo_group_target.py; the third window, an H200, failed the old unconditional check)
+        target = heddle.runtime.target_for_device()
+        merged = [g for r in hd.reports for g in r.groups if g.op.startswith("merged_")]
+        if heddle._C.target_info(target)["matmul_group"] == "best":
+            assert merged, "\n".join(str(r) for r in hd.reports)[-4000:]
+        else:
+            assert not merged and any(f"no merged groups on {target}" in n for r in hd.reports for n in r.notes)
 
 
 def test_twenty_batch_sizes_build_each_kernel_once():
