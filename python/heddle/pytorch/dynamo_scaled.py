@@ -26,6 +26,7 @@ import torch.fx as fx
 
 from .. import _C
 from ..core.errors import InputError
+from . import dynamo_quantize
 from .dynamo_epilogue import Chain, Reject as _Reject, rewrite_each, val as _val, walk
 from .dynamo_report import Decision, GraphReport
 
@@ -40,6 +41,7 @@ class _Plan(Chain):
     """The epilogue chain (dynamo_epilogue.Chain) with _scaled_mm's arguments by name and the graph's target."""
     args: Dict[str, object] = field(default_factory=dict)
     target: Optional[str] = None
+    quant: Optional[dynamo_quantize.Quant] = None   # the output quantized with its computed scale (out_scale)
 
 
 # torch.nn.functional.scaled_mm (its recipes as ints: torch.nn.functional.ScalingType TensorWise 0, RowWise 1)
@@ -106,6 +108,16 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
         return p
     p.bias = p.args["bias"]  # torch's own bias argument: a bias add after it is a second bias
     walk(p, "scaled_mm")  # dynamo_epilogue.walk: casts, an [N] bias, one activation
+    q = dynamo_quantize.match(p.final)
+    if q is not None and q.group == "row" and _val(p.final).shape[-1] > dynamo_quantize.GROUP:
+        p.stop = (f"per-row quantization of N = {_val(p.final).shape[-1]} columns stays with torch: heddle computes a "
+                  f"row's scale inside one tile (N <= {dynamo_quantize.GROUP} here); quantize per 1 x 128 (a view to "
+                  "[M, N/128, 128]) to fuse it")
+    elif q is not None:  # the output quantized with a scale computed from it: the op's (q, s) (out_scale)
+        p.quant = q
+        fmt = "e4m3" if q.dtype == torch.float8_e4m3fn else "e5m2"
+        p.steps.append(f"-> quantize {fmt} per {q.group} (s = max(amax, 1e-4) / {dynamo_quantize.FP8_MAX[q.dtype]:g})")
+        p.stop = "the quantized output and its scale are the op's outputs"
     return p
 
 
@@ -118,10 +130,11 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
         kb = -(-_val(a["a"]).shape[-1] // 128)  # _scaled_mm_v2's 128x128 scale_b: K-blocks padded to a multiple of 4
         if vsb.shape[0] == -(-kb // 4) * 4 and vsb.shape[0] != kb:
             vsb = vsb[:kb]
+    out_dtype = p.quant.dtype if p.quant else a["out_dtype"] if not p.chain else vfinal.dtype
     try:
-        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), vsb, _val(p.bias),
-                                 a["out_dtype"] if not p.chain else vfinal.dtype, _val(a["scale_result"]),
-                                 p.activation, bool(a["use_fast_accum"]))
+        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), vsb, _val(p.bias), out_dtype,
+                                 _val(a["scale_result"]), p.activation, bool(a["use_fast_accum"]),
+                                 p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
@@ -149,11 +162,38 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
             n.meta["val"] = n.target(_val(n.args[0]), *n.args[1:], **n.kwargs)
         new.meta["val"] = target(*[_val(n) for n in nodes])
     new.meta.update({k: v for k, v in p.root.meta.items() if k in ("stack_trace", "nn_module_stack", "seq_nr")})
-    p.final.replace_all_uses_with(new)
-    for node in reversed([p.root] + p.chain):
+    if p.quant is None:
+        p.final.replace_all_uses_with(new)
+        gone = [p.root] + p.chain
+    else:
+        _outputs(g, new, p, fake_mode)
+        gone = [p.root] + p.chain + p.quant.nodes
+    pos = {n: i for i, n in enumerate(g.nodes)}
+    for node in sorted(dict.fromkeys(gone), key=pos.get, reverse=True):
         if not node.users:
             g.erase_node(node)
     return spec.op_name()
+
+
+def _outputs(g: fx.Graph, new: fx.Node, p: _Plan, fake_mode) -> None:
+    """The op's (q, s) in place of the pattern's q and s (s viewed as the pattern shaped it: [M, N/128, 1] ...)."""
+    import operator
+    q, s = p.quant.q, p.quant.s
+    with g.inserting_after(new):
+        got_s = g.create_node("call_function", operator.getitem, (new, 1), name=f"{new.name}_s")
+    with g.inserting_after(got_s):
+        got_q = g.create_node("call_function", operator.getitem, (new, 0), name=f"{new.name}_q")
+    shaped = got_s
+    if tuple(_val(s).shape) != tuple(new.meta["val"][1].shape):
+        with g.inserting_after(got_q):
+            shaped = g.create_node("call_function", aten.view.default, (got_s, list(_val(s).shape)),
+                                   name=f"{new.name}_sv")
+    with (fake_mode if fake_mode is not None else contextlib.nullcontext()):
+        got_q.meta["val"], got_s.meta["val"] = new.meta["val"]
+        if shaped is not got_s:
+            shaped.meta["val"] = got_s.meta["val"].view(list(_val(s).shape))
+    q.replace_all_uses_with(got_q)
+    s.replace_all_uses_with(shaped)
 
 
 def _steps(i: int, src, want, spec):
