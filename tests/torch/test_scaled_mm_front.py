@@ -101,6 +101,8 @@ BAD = [  # (argument overrides of a planned call, the InputError's words)
     (lambda a, b, sa, sb: dict(bias=torch.randn(8, dtype=torch.bfloat16)), "'bias' is torch.bfloat16 \\[8\\]"),
     (lambda a, b, sa, sb: dict(out_dtype=torch.int8), "out_dtype=torch.int8 is not supported"),
     (lambda a, b, sa, sb: dict(activation="swish"), "activation 'swish'"),
+    (lambda a, b, sa, sb: dict(scale_b=torch.ones(3, 5)), "'scale_b'"),
+    (lambda a, b, sa, sb: dict(out_dtype=torch.float32, out_scale="row"), "out_scale='row' quantizes"),
 ]
 
 
@@ -120,13 +122,12 @@ def test_every_wrong_input_is_still_an_input_error(planned, bad, match):
     assert len(rec.launches) == 2
 
 
+@pytest.mark.parametrize("planned", ["block"], indirect=True)  # per-tensor and per-row scales are views
 def test_a_scale_the_call_copies_is_never_keyed(planned):
     """A block scale_b [ceil(K/128), ceil(N/128)] row-major (scale_b.t() copied contiguous each call) or a
     row-major block scale_a (copied M-major): the op's plan launches the copy, the front never keys the call (its
     plan would launch the first call's copy)."""
     kind, rec, fm = planned
-    if kind != "block":
-        pytest.skip("per-tensor and per-row scales are views of the caller's")
     m, k, n = SHAPES[kind]
     a, b, sa, sb = _operands(kind, m, k, n)
     bias = torch.randn(n, dtype=torch.bfloat16)
