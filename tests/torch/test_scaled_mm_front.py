@@ -70,8 +70,12 @@ def _addresses(launch):
     return set(ptrs) | set(maps)
 
 
-def test_a_repeated_call_is_one_call_through_the_front(planned, monkeypatch):
+@pytest.mark.parametrize("python_reads", [False, True])  # tensors read through ATen (where built) or Python
+def test_a_repeated_call_is_one_call_through_the_front(planned, monkeypatch, python_reads):
     kind, rec, fm = planned
+    if python_reads:
+        monkeypatch.setattr(smm, "_calls", smm.call_table(python_reads=True))
+        monkeypatch.setattr(smm, "_front", smm._calls.fast_run)
     m, k, n = SHAPES[kind]
     a, b, sa, sb = _operands(kind, m, k, n)
     bias = torch.randn(n, dtype=torch.bfloat16)
@@ -139,22 +143,31 @@ def test_a_scale_the_call_copies_is_never_keyed(planned):
     assert len(rec.launches) == 3
 
 
-@pytest.mark.parametrize("kind", ["tensor", "row", "block"])
-def test_the_eager_path_gives_the_ops_numbers_under_the_interpreter(monkeypatch, kind):
+@pytest.mark.parametrize("kind,out_scale", [("tensor", None), ("row", None), ("block", None), ("row", "row")])
+def test_the_eager_path_gives_the_ops_numbers_under_the_interpreter(monkeypatch, kind, out_scale):
     """HEDDLE_INTERPRET=1, CPU tensors: the eager call (no op layer: the op's implementation is not called) and
-    the same call through torch.ops.heddle give the same bytes, the printed sm_90a kernel interpreted."""
+    the same call through torch.ops.heddle give the same bytes, the printed sm_90a kernel interpreted; with a
+    computed output scale both return (out, scale)."""
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
     m, k, n = (8, 32, 16) if kind != "block" else (8, 160, 32)
     a, b, sa, sb = _operands(kind, m, k, n, seed=2)
     bias = torch.randn(n, dtype=torch.bfloat16)
+    kw = dict(activation="relu", out_scale=out_scale, out_dtype=E4M3 if out_scale else torch.bfloat16)
     runs = []
     op_run = smm.FusedScaledMatmul.run
     monkeypatch.setattr(smm.FusedScaledMatmul, "run", lambda self, t: runs.append(1) or op_run(self, t))
-    out = heddle.scaled_mm(a, b, sa, sb, bias, activation="relu")
+    out = heddle.scaled_mm(a, b, sa, sb, bias, **kw)
     assert runs == []
-    spec, args = smm.scaled_spec(a, b, sa, sb, bias, activation="relu")
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias, **kw)
     via_op = getattr(torch.ops.heddle, spec.op_name())(*args)
-    assert runs == [1] and torch.equal(out, via_op) and out.abs().sum() > 0
+    assert runs == [1]
+    if out_scale is None:
+        out, via_op = (out,), (via_op,)
+    assert type(out) is tuple and len(out) == len(via_op)
+    assert all(x.dtype == y.dtype and torch.equal(x.view(torch.uint8) if x.element_size() == 1 else x,
+                                                  y.view(torch.uint8) if y.element_size() == 1 else y)
+               for x, y in zip(out, via_op))
+    assert out[0].float().abs().sum() > 0
     fm = smm.scaled_op(spec)
     assert {key[0] for key in fm.kernels} == {"sm_90a"}
 

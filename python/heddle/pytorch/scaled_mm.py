@@ -17,6 +17,11 @@ custom op, torch.ops.heddle.smm_..., with a fake implementation: FusedMatmul's l
 tensors, the printed kernel under HEDDLE_INTERPRET=1 on CPU tensors (an FP8-capable target: sm_90a unless
 HEDDLE_INTERPRET_TARGET names another), else the fusion evaluated with torch. No backward: FP8 training
 is out of scope (docs/fp8.md, "Python and torch").
+
+Eager calls take heddle.matmul's path (docs/fp8.md "Eager calls"): a repeated plain call is one C++ call through
+scaled_mm's front (_calls, a CallTable keyed by the whole call); any other runs every check (scaled_spec), then the
+op's plan table and implementation without the custom-op layer when nothing is traced, compiled, in a mode or
+differentiated, else the custom op.
 """
 from __future__ import annotations
 
