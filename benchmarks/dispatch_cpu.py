@@ -20,7 +20,9 @@ path of a build without it).
 target sm_80 (run with FAKE_CUDA_CC=8.0): heddle.matmul(x, w, bias=b, activation="gelu", trans_b=True),
 x [16, 256], w [256, 256], bf16, and its kernel called directly. target sm_90a (the default): a kernel with TMA
 loads and a TMA-store epilogue (x [16, 256] @ w [256, 256]), a split-K one (the automatic choice for
-x [16, 4096] @ W^T, W [1024, 4096]: split_k(16)), and the full path alone for scale.
+x [16, 4096] @ W^T, W [1024, 4096]: split_k(16)), and the full path alone for scale; heddle.scaled_mm (x [16, 256]
+e4m3 @ W^T, W [256, 256], + bias, bf16 out) with per-tensor, per-row and 128-block scales, its checks alone, and
+torch._scaled_mm on the same CPU tensors (its CPU kernel computes the product: an anchor, not a dispatch cost).
 
 HEDDLE_LIBCUDA_PATH=<fake libcuda.so.1> PYTHONPATH=<tree>/python python3 benchmarks/dispatch_cpu.py
 [sm_80|sm_90a] [calls]. Prints one JSON object per row."""
@@ -48,9 +50,14 @@ def spec_for(n, k, trans_b, bias=None, activation=None):
 def kernel(spec, target, m, sms):
     fd = spec.build_fusion()
     fd.auto_schedule(target, m, spec.n, spec.k, sms=sms)
-    kern = heddle.Kernel.build(fd, target, rtc=False)
+    return stub(heddle.Kernel.build(fd, target, rtc=False), target, operands(m, spec, 1)[0])
+
+
+def stub(kern, target, tensors):
+    """`kern` loaded as the stand-in driver's stub (it loads any image), with the fake's parameter table for its
+    arguments on `tensors` (read on the kernel's first launch)."""
     kern._loaded = _C.runtime.Kernel.load(_C.runtime.compile(STUB, "stub.cu", target), "stub")
-    _, _, args = kern.prepare(operands(m, spec, 1)[0])  # the fake's parameter table (read on a first launch)
+    _, _, args = kern.prepare(tensors)
     os.environ["FAKE_CUDA_PARAMS"] = ",".join(str(len(v)) if kd == "bytes" else "4" if kd in ("i32", "f32") else "8"
                                               for kd, v in args)
     return kern
@@ -179,13 +186,67 @@ def sm90_rows(calls):
     return rows
 
 
+def scaled_operands(kind, m, k, n, count=3):
+    """heddle.scaled_mm's (a, b, scale_a, scale_b, bias) in the layouts its kernel reads without a copy (b
+    column-major; block scales: scale_a M-major, scale_b [ceil(K/128), ceil(N/128)] column-major, torch's
+    BlockWise1x128 / BlockWise128x128), `count` sets of one signature."""
+    g = torch.Generator().manual_seed(0)
+    f8 = torch.float8_e4m3fn
+    kb, nb = -(-k // 128), -(-n // 128)
+    scales = {"tensor": lambda: (torch.rand((), generator=g) + 0.5, torch.rand((), generator=g) + 0.5),
+              "row": lambda: (torch.rand(m, 1, generator=g) + 0.5, torch.rand(1, n, generator=g) + 0.5),
+              "block": lambda: (torch.rand(kb, m, generator=g).t() + 0.5, torch.rand(nb, kb, generator=g).t() + 0.5)}
+    return [(torch.randn(m, k, generator=g).to(f8), torch.randn(n, k, generator=g).to(f8).t(), *scales[kind](),
+             torch.randn(n, generator=g).bfloat16()) for _ in range(count)]
+
+
+def scaled_rows(calls):
+    """heddle.scaled_mm(a, b, scale_a, scale_b, bias), x [16, 256] e4m3 @ W^T [256, 256], per-tensor, per-row and
+    128-block scales: the repeated call (its front, scaled_mm._calls, keyed by the first call, which takes the op's
+    plan), the checks a repeated call skips (scaled_spec), a call the front does not key (checks + the op's plan
+    table); torch._scaled_mm on the same CPU tensors and on 16x16x16 ones."""
+    from heddle.pytorch import scaled_mm as smm
+    rows = []
+    m, k, n = 16, 256, 256
+    for kind in ("tensor", "row", "block"):
+        sets = scaled_operands(kind, m, k, n)
+        spec, args = smm.scaled_spec(*sets[0])
+        fm = smm.scaled_op(spec)
+        tensors = fm.kernel_tensors(args)
+        kern = stub(fm.kernel_for(tensors, "sm_90a", rtc=False, sms=132), "sm_90a", tensors)
+        for suffix, python_reads in READS:
+            fm._eager = plan_table(python_reads)
+            smm._calls = smm.call_table(python_reads)
+            smm._front = smm._calls.fast_run
+            out, grid, args_, parts = kern._prepare(tensors)  # the plan of the op's tensors (a first call's)
+            fm._eager.add(tensors, kern.plan(kern._loaded, grid, args_, parts), [out])
+            call, turn = rotating(smm.scaled_mm, sets)
+            call()
+            assert len(smm._calls) == 1, "the call is keyed in scaled_mm's front"
+            rows.append({"step": f"smm_{kind}_call{suffix}", "kernel": kern.name + reads_name(python_reads),
+                         "stats": measure(call, calls).to_dict()})
+        rows.append({"step": f"smm_{kind}_checks", "kernel": kern.name,
+                     "stats": measure(lambda: smm.scaled_spec(*sets[0]), calls).to_dict()})
+        # a call the front does not key (e.g. a scale it copies): the checks, then the op's plan table, no op layer
+        call, turn = rotating(lambda *t: fm.eager(fm.kernel_tensors(smm.scaled_spec(*t)[1])), sets)
+        rows.append({"step": f"smm_{kind}_unkeyed", "kernel": kern.name, "stats": measure(call, calls).to_dict()})
+        if kind != "block":  # torch's CPU op has no block scales
+            for what, (mm, kk, nn) in (("", (m, k, n)), ("_tiny", (16, 16, 16))):
+                a, b, sa, sb, bias = scaled_operands(kind, mm, kk, nn, 1)[0]
+                rows.append({"step": f"torch_scaled_mm_{kind}{what}",
+                             "kernel": f"torch._scaled_mm, CPU tensors, {mm}x{nn}x{kk} (computes the product)",
+                             "stats": measure(lambda: torch._scaled_mm(a, b, sa, sb, bias, out_dtype=torch.bfloat16),
+                                              max(1, calls // 4)).to_dict()})
+    return rows
+
+
 if __name__ == "__main__":
     if not os.environ.get("HEDDLE_LIBCUDA_PATH"):
         sys.exit("set HEDDLE_LIBCUDA_PATH to the stand-in libcuda (tests/fake_cuda/libcuda_fake.c, built with "
                  "cc -shared -fPIC -O1)")
     target = sys.argv[1] if len(sys.argv) > 1 else "sm_90a"
     n_calls = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    out = (sm80_rows if target == "sm_80" else sm90_rows)(n_calls)
+    out = sm80_rows(n_calls) if target == "sm_80" else sm90_rows(n_calls) + scaled_rows(n_calls)
     anchor = anchors(n_calls)
     for row in out + anchor:
         row["target"] = target

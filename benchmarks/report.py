@@ -52,6 +52,20 @@ STEP_LABEL = {
     "sm90a_split_k_call": "repeated sm_90a split-K Kernel call, inputs rotating, output kept",
     "sm90a_split_k_call_python_reads": "the same, tensors read through torch's Python API (no heddle._C_aten)",
     "sm90a_split_k_full_path": "the same kernel's full path (a CPU workspace is refilled per call)",
+    **{f"smm_{kind}_{what}": label.format(kind=kind, scales=scales)
+       for kind, scales in (("tensor", "per-tensor"), ("row", "per-row"), ("block", "128-block"))
+       for what, label in (
+           ("call", "repeated heddle.scaled_mm call, {scales} scales, inputs rotating, output kept (its front, "
+                    "down to cuLaunchKernel)"),
+           ("call_python_reads", "the same, tensors read through torch's Python API (no heddle._C_aten)"),
+           ("checks", "of a heddle.scaled_mm call its front has not seen: the checks and spec ({scales}; "
+                      "scaled_spec)"),
+           ("unkeyed", "a heddle.scaled_mm call its front does not key ({scales}): checks + the op's plan table, "
+                       "no op layer"))},
+    "torch_scaled_mm_tensor": "torch._scaled_mm on CPU tensors, per tensor, for scale (computes the product)",
+    "torch_scaled_mm_tensor_tiny": "the same, 16x16x16",
+    "torch_scaled_mm_row": "torch._scaled_mm on CPU tensors, per row, for scale (computes the product)",
+    "torch_scaled_mm_row_tiny": "the same, 16x16x16",
     "build_memory_hit": "Kernel.build on an in-memory hit",
     "matmul_lookup": "heddle.matmul per-call kernel lookup",
     "bind": "Kernel.bind (input checks)",

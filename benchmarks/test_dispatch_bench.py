@@ -11,7 +11,10 @@ what the caller pays); with the GPU: the same loop closed by a device synchronis
 Without a GPU, test_dispatch_host_cpu runs benchmarks/dispatch_cpu.py against the stand-in libcuda
 (tests/fake_cuda/libcuda_fake.c: a cuLaunchKernel that returns at once): the host work of a repeated
 heddle.matmul call (sm_80) and of repeated Kernel calls (sm_80, sm_90a, sm_90a split-K) down to the driver
-call, the full path they replace, and in each process an empty torch custom op and a C++ aten op as anchors.
+call, the full path they replace, and in each process an empty torch custom op and a C++ aten op as anchors;
+in the sm_90a process also repeated heddle.scaled_mm calls (per-tensor, per-row, 128-block scales) through their
+front, their checks, and torch._scaled_mm's CPU op. test_scaled_mm_dispatch (GPU) times heddle.scaled_mm beside
+torch._scaled_mm.
 """
 from __future__ import annotations
 
@@ -123,6 +126,49 @@ def _rotating_rows(recorder, device):
                                          f"{kern.full_path_calls - before}",
                                  "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
                                  "shape": f"{m}x{n}x{k}", "status": "ok"})
+
+
+@pytest.mark.gpu
+def test_scaled_mm_dispatch(recorder):
+    """heddle.scaled_mm called as a loop calls it (inputs rotating over three sets, the previous output kept), per
+    tensor, per row and with 128-block scales in the layouts its kernel reads as given (docs/fp8.md "Eager calls"),
+    beside torch._scaled_mm on the same operands: x [16, 256] e4m3 @ W^T [256, 256] + bias, bf16 out (the decode
+    shape where the window found every eager FP8 call host-bound)."""
+    if torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("no FP8 GEMM on this GPU")
+    sys.path.insert(0, HERE)
+    from dispatch_cpu import scaled_operands
+    for kind in ("tensor", "row", "block"):
+        sets = [tuple(t.cuda() for t in s) for s in scaled_operands(kind, 16, 256, 256)]
+        for s in sets:  # the CPU set's layouts, kept on the device (.cuda() keeps a dense tensor's strides)
+            assert s[1].stride(0) == 1 and (kind != "block" or (s[2].stride(0) == 1 and s[3].stride(0) == 1))
+        try:
+            heddle.scaled_mm(*sets[0])
+        except heddle.HeddleError as e:  # e.g. no FP8 kernel for this device
+            recorder.add("gpu", {"suite": "dispatch", "step": f"scaled_mm_{kind}", "status": "skipped",
+                                 "reason": str(e).splitlines()[0]})
+            continue
+        fns = {"scaled_mm": (heddle.scaled_mm, "heddle.scaled_mm")}
+        a, b, sa, sb, bias = sets[0]
+        tb = None if kind == "block" else bias  # torch's blockwise path takes no bias
+
+        def torch_op(a, b, sa, sb, bias):
+            return torch._scaled_mm(a, b, sa, sb, bias=tb, out_dtype=torch.bfloat16)
+        try:  # torch's op, where this torch and GPU take the scales (block scales: torch 2.9+ on sm_90)
+            torch_op(*sets[0])
+            fns["torch_scaled_mm"] = (torch_op, "torch._scaled_mm" + (" (no bias)" if tb is None else ""))
+        except (RuntimeError, ValueError, NotImplementedError) as e:
+            recorder.add("gpu", {"suite": "dispatch", "step": f"torch_scaled_mm_{kind}", "status": "skipped",
+                                 "reason": str(e).splitlines()[0]})
+        for step, (fn, what) in fns.items():
+            call = _rotating(fn, sets)
+            for _ in range(20):
+                call()
+            host, dev = _host_loop(call)
+            recorder.add("gpu", {"suite": "dispatch", "step": f"{step}_{kind}_rotating",
+                                 "what": f"{what}, {kind} scales, inputs rotating over 3 sets, the previous output "
+                                         "kept alive", "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
+                                 "shape": "16x256x256", "status": "ok"})
 
 
 def test_dispatch_host_cpu(recorder, tmp_path):

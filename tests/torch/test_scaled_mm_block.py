@@ -67,7 +67,7 @@ def test_the_op_takes_torchs_m_major_scale_a_without_a_copy(monkeypatch):
     """torch's BlockWise1x128 scale_a is M-major: with M a multiple of 4 it reaches the kernel as it is; a
     row-major one is copied M-major (M padded to 4) by the op (docs/fp8.md "The scales' path")."""
     seen = []
-    monkeypatch.setattr(smm.FusedMatmul, "run", lambda self, tensors: seen.append(tensors[2]) or
+    monkeypatch.setattr(smm.FusedMatmul, "full", lambda self, tensors: seen.append(tensors[2]) or
                         torch.zeros(tensors[0].shape[0], 144, dtype=torch.bfloat16))
     a, b, sa, sb = _operands(40, 320, 144)
     m_major = sa.t().contiguous().t()

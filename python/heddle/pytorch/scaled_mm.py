@@ -17,6 +17,11 @@ custom op, torch.ops.heddle.smm_..., with a fake implementation: FusedMatmul's l
 tensors, the printed kernel under HEDDLE_INTERPRET=1 on CPU tensors (an FP8-capable target: sm_90a unless
 HEDDLE_INTERPRET_TARGET names another), else the fusion evaluated with torch. No backward: FP8 training
 is out of scope (docs/fp8.md, "Python and torch").
+
+Eager calls take heddle.matmul's path (docs/fp8.md "Eager calls"): a repeated plain call is one C++ call through
+scaled_mm's front (_calls, a CallTable keyed by the whole call); any other runs every check (scaled_spec), then the
+op's plan table and implementation without the custom-op layer when nothing is traced, compiled, in a mode or
+differentiated, else the custom op.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from ..core.fusion import Fusion, ops_unary
 from ..core.ops import ACTIVATIONS, quantize
 from ..core.tma import m_major_scales
 from .custom_ops import register_op
-from .matmul import FusedMatmul
+from .matmul import FusedMatmul, _dynamo_compiling, _modes_active, call_table, eager_call_ok
 
 FLOAT8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", **FLOAT8}
@@ -127,15 +132,42 @@ class FusedScaledMatmul(FusedMatmul):
         op.register_autograd(_no_backward, setup_context=lambda ctx, inputs, output: None)
         return op
 
+    @FusedMatmul.k_share.setter
+    def k_share(self, mode: str):
+        FusedMatmul.k_share.fset(self, mode)
+        _calls.clear()  # scaled_mm's front holds this op's plans too
+
+    @FusedMatmul.epilogue_layout.setter
+    def epilogue_layout(self, layout: str):
+        FusedMatmul.epilogue_layout.fset(self, layout)
+        _calls.clear()
+
     def interpret_target(self) -> str:
         # the block-scaled kernel and the computed output scale's epilogue are wgmma's (docs/fp8.md)
         return interpret_target_fp8(wgmma_only=self.spec.block or self.spec.out_scale is not None)
 
     def run(self, tensors):
-        if self.spec.block:  # scale_a in the layout its TMA map reads: M-major, M padded to a multiple of 4 (no copy
-            tensors = list(tensors)  # when it already is: torch's BlockWise1x128 scale_a with M % 4 == 0)
-            tensors[2] = m_major_scales(tensors[2])
-        return super().run(tensors)
+        return super().run(self.kernel_tensors(tensors))
+
+    def kernel_tensors(self, tensors):
+        """The op's tensors as its kernel reads them: a block scale_a M-major, M padded to a multiple of 4 (the
+        same tensor when it already is: torch's BlockWise1x128 scale_a with M % 4 == 0; else a copy)."""
+        if not self.spec.block:
+            return tensors
+        tensors = list(tensors)
+        tensors[2] = m_major_scales(tensors[2])
+        return tensors
+
+    def eager(self, tensors):
+        """A plain eager call's output on the kernel's tensors (kernel_tensors) without the op layer
+        (FusedMatmul.planned, else FusedMatmul.full when eager_call_ok: what the op's implementation would do),
+        or None: the caller goes through the op."""
+        out = self.planned(tensors)
+        if out is None and eager_call_ok(tensors, "cuda" if tensors[0].is_cuda else "cpu"):
+            out = self.full(tensors)
+            if isinstance(out, list):  # the interpreter's outputs (out, scale): the op returns a tuple
+                out = tuple(out)
+        return out
 
     def fake(self, tensors):
         inputs.same_device(_W, [t.name for t in self.fusion.inputs], tensors)
@@ -224,9 +256,35 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     as docs/fp8.md says). out_scale="1x128" | "row" with an 8-bit out_dtype: the output is quantized with a
     scale computed from its values (amax per row and 128 columns, or per row: docs/fp8.md "Computed output
     scales") and the call returns (out, scale), scale float32 [M, ceil(N/128)] or [M, 1]."""
+    if not _dynamo_compiling():
+        # a plain eager call like an earlier planned one (the same arguments, the same tensor signatures): one C++
+        # call, CallTable.run (mode and grad rules, signature, lookup, output, launch); else None: the checks below
+        out = _front(a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum, activation, out_scale)
+        if out is not None:
+            return out
     spec, args = scaled_spec(a, b, scale_a, scale_b, bias, out_dtype, scale_result, activation, use_fast_accum,
                              out_scale)
-    return getattr(torch.ops.heddle, scaled_op(spec).spec.op_name())(*args)
+    fm = scaled_op(spec)
+    if not (torch.compiler.is_compiling() or _modes_active()):
+        tensors = fm.kernel_tensors(args)
+        out = fm.eager(tensors)  # heddle.matmul's eager path: no op layer for a plain call
+        if out is not None:
+            # keyed by the whole call when it launched through a plan whose tensors are the call's at their
+            # addresses (b.t(), a reshaped scale: views; a copied scale is not, so such a call stays here)
+            _calls.adopt((a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum, activation,
+                          out_scale), fm._eager, tensors, _pick(spec))
+            return out
+    return getattr(torch.ops.heddle, spec.op_name())(*args)
+
+
+def _pick(spec: ScaledMatmulSpec):
+    """The position in scaled_mm's call (a, b, scale_a, scale_b, bias, out_dtype, scale_result, ...) of each of
+    the op's tensors (a, b^T, scale_a, scale_b[, bias][, scale_result])."""
+    return (0, 1, 2, 3) + ((4,) if spec.bias is not None else ()) + ((6,) if spec.scale_result else ())
+
+
+_calls = call_table()  # scaled_mm's front (docs/runtime.md "Eager calls"), a table of its own
+_front = _calls.fast_run
 
 
 def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, scale_result=None, activation=None,

@@ -423,6 +423,7 @@ struct CallTable {
     std::shared_ptr<const PlanEntry> plan;
     std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
     std::vector<py::object> held;                            // the identity-keyed arguments
+    std::vector<size_t> pick;  // the plan's tensor j is the call's tensor pick[j] (empty: the call's, in order)
   };
   py::object empty, exact, gradEnabled, currentDevice, rawStream;
   py::object atenCapsule;            // heddle._C_aten.access or None
@@ -525,24 +526,59 @@ struct CallTable {
     }
     uint64_t stream;  // the tensors' device must be the current one (the full path switches it)
     if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
+    if (!e->pick.empty()) {  // the op's tensors are views of some of the call's, at their addresses (adopt)
+      std::vector<uint64_t> picked;
+      picked.reserve(e->pick.size() + 2);
+      for (size_t i : e->pick) picked.push_back(addresses[i]);
+      addresses.swap(picked);
+    }
     return launchEntry(*e->plan, stream, &addresses, dryRun, aten);
   }
 
   // Remembers the plan `source` holds for this call's tensors (the exact-type tensors among `args`, in
   // order) under the key of the whole call; false when there is none or an argument is never planned.
-  bool adopt(const py::tuple& args, const PlanTable& source) {
+  // With `tensors` (the op's tensors, each a view of the call's argument at index pick[j] at its address, made
+  // from the call's signature alone: heddle.scaled_mm's b.t(), a reshaped one-element scale): the plan of
+  // those tensors; false also when one is not at its argument's address (a copy: every call makes a new one).
+  bool adopt(const py::tuple& args, const PlanTable& source, const py::object& tensors, const py::object& pick) {
     auto e = std::make_shared<Entry>();
     std::vector<int64_t> k;
     std::vector<uint64_t> addresses;
     long long device = -1;
     if (!key(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()), &k, &addresses, &device, false, e.get()))
       return false;
-    py::list tensors;
-    for (const auto& a : args)
-      if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) tensors.append(a);
-    e->plan = source.find(tensors);
+    if (!tensors.is_none()) {
+      if (!pickTensors(args, source, tensors, pick.cast<std::vector<Py_ssize_t>>(), addresses, &e->pick)) return false;
+      e->plan = source.find(tensors);
+    } else {
+      py::list own;
+      for (const auto& a : args)
+        if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) own.append(a);
+      e->plan = source.find(own);
+    }
     if (!e->plan) return false;
     entries.put(std::move(k), std::move(e));  // a full table is emptied: its calls are re-adopted on use
+    return true;
+  }
+
+  // pick (argument indices, one per op tensor) as indices into the call's tensor addresses; false when an
+  // index names no keyed tensor or an op tensor is not at that argument's address.
+  bool pickTensors(const py::tuple& args, const PlanTable& source, const py::object& tensors,
+                   const std::vector<Py_ssize_t>& pick, const std::vector<uint64_t>& addresses,
+                   std::vector<size_t>* out) const {
+    std::vector<int64_t> ordinal(args.size(), -1);  // argument index -> its place among the call's tensors
+    int64_t n = 0;
+    for (size_t i = 0; i < args.size(); ++i)
+      if ((PyObject*)Py_TYPE(args[i].ptr()) == exact.ptr()) ordinal[i] = n++;
+    std::vector<int64_t> k;
+    std::vector<uint64_t> own;
+    if (!source.signature(tensors, &k, &own) || own.size() != pick.size()) return false;
+    for (size_t j = 0; j < pick.size(); ++j) {
+      if (pick[j] < 0 || pick[j] >= (Py_ssize_t)args.size() || ordinal[pick[j]] < 0) return false;
+      size_t i = (size_t)ordinal[pick[j]];
+      if (addresses[i] != own[j]) return false;
+      out->push_back(i);
+    }
     return true;
   }
 };
@@ -768,9 +804,12 @@ void bindPlan(py::module_& m) {
            "The output of this call launched through the plan adopted for its arguments, or None: the caller "
            "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
            "the plan's slots)")
-      .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"),
+      .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"), py::arg("tensors") = py::none(),
+           py::arg("pick") = py::none(),
            "Keys the plan `source` (a PlanTable) holds for the tensors among `args` by the whole call `args`; "
-           "False when there is none or an argument is never planned")
+           "False when there is none or an argument is never planned. tensors, pick: the plan is the one of "
+           "`tensors` (the op's), tensor j a view at the address of args[pick[j]] (the launch takes that "
+           "argument's address per call); False when one is not (a copy)")
       .def_property_readonly(
           "fast_run",
           [](py::object self) {
