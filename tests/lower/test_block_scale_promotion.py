@@ -13,7 +13,7 @@ from heddle.interpret import interpret, mutation_kill_rate
 from support.block_scale_defs import block_scaled as fusion, block_scaled_inputs as tensors
 from support.env import requires_nvrtc
 from support.interp_defs import needs_cxx
-from support.wgmma_defs import nvrtc_sm90, walk
+from support.wgmma_defs import nvrtc_sm90, roles_for, walk
 
 
 def test_the_mma_role_promotes_every_interval():
@@ -107,10 +107,26 @@ def test_what_is_not_built_is_refused(change, msg):
         fd.lower("sm_90a")
 
 
-def test_a_tile_whose_two_accumulator_sets_spill_is_refused():
-    with pytest.raises(heddle.ScheduleError, match=r"tile 64 x 128 holds 64 accumulators per thread, twice over .* "
-                                                   r"use bn = 64"):
-        fusion(bn=128).lower("sm_90a")
+@pytest.mark.parametrize("kw,msg", [
+    # 96 + 96 of 232 registers: NVRTC spilled with the TMA-store epilogue and ping-pong e4m3 (block_scales.cpp)
+    (dict(bn=192), r"tile 64 x 192 holds 96 accumulators per thread, twice over .*: 192 of the MMA role's 232 "
+                   r"registers leave fewer than 48 .* use bn = 128"),
+    (dict(bn=256), r"tile 64 x 256 holds 128 accumulators .* use bn = 128"),
+    # the rule counts the MMA role's setmaxnreg budget: 64 + 64 in 168 leaves 40
+    (dict(bn=128, regs=(64, 168)), r"128 of the MMA role's 168 registers .* use bn = 64 .* give the mma role 176 "
+                                   r"registers"),
+])
+def test_a_tile_whose_two_accumulator_sets_spill_is_refused(kw, msg):
+    with pytest.raises(heddle.ScheduleError, match=msg):
+        with_registers(**kw).lower("sm_90a")
+
+
+def with_registers(regs=None, variant="coop", **kw):
+    """fusion(**kw), its roles given `regs` = (load, mma) setmaxnreg budgets where set."""
+    fd = fusion(variant=variant, **kw)
+    if regs:
+        fd.matmul_tensor.warp_specialize(roles_for(variant, regs))
+    return fd
 
 
 def test_the_epilogue_role_is_refused():
@@ -122,6 +138,34 @@ def test_the_epilogue_role_is_refused():
 @pytest.mark.parametrize("variant", ["coop", "pingpong"])
 def test_compiles_for_sm90a_without_spills(variant):
     nvrtc_sm90(fusion(variant=variant).lower("sm_90a"))
+
+
+# The 128-wide n tile: 64 + 64 accumulators per MMA thread (acc and tmp) in the MMA role's 232 registers (and at
+# the rule's edge, 176); ptxas allocates the MMA role under its setmaxnreg budget, not the 168 of the launch cap
+@requires_nvrtc
+@pytest.mark.parametrize("kw", [dict(), dict(variant="pingpong"), dict(dtype="e4m3", bk=128),
+                                dict(dtype="e5m2", bk=128, variant="pingpong", out="f32", bias=False),
+                                dict(store="tma"), dict(regs=(64, 176))],
+                         ids=["coop", "pingpong", "e4m3", "e5m2-pingpong-f32", "tma-store", "mma176"])
+def test_the_128_wide_tile_compiles_without_spills(kw):
+    store = kw.pop("store", None)
+    fd = with_registers(bn=128, N=4096, K=7168, **kw)
+    if store:
+        fd.matmul_tensor.epilogue_store(store)
+    low = fd.lower("sm_90a")
+    assert "x128x" in low.name and "_bs128p128" in low.name, low.name  # bm x 128 x bk
+    nvrtc_sm90(low)
+
+
+def test_the_128_wide_tile_lowers():
+    low = fusion(bn=128, N=300).lower("sm_90a")
+    assert "using Mma = heddle::MmaSm90<128, 128, 64, 2, true, true, true, T, 4>;" in low.source
+    assert "heddle_ceil_div(M, 128) * heddle_ceil_div(N, 128) - bid" in low.source  # the walk over 128 x 128 tiles
+    # each slot: A 128 x 64 and B 128 x 64 bf16, and the 128 rows' scale_a
+    assert f"mbar_arrive_expect_tx((full + ((tl * heddle_ceil_div(K, 64) + kt) % 4)), {2 * 128 * 64 * 2 + 512});" \
+        in low.source
+    line = next(ln.strip() for ln in low.source.splitlines() if ".promote(" in ln)
+    assert line.endswith("heddle_ceil_div(K, 128), m0, n0, kt * 64 / 128, kt < 2, warp, lane);"), line
 
 
 def interprets_clean(variant, M, N, K, schedules=(("adversarial", 0),), **kw):
@@ -139,11 +183,18 @@ def test_interprets_against_float64_with_a_partial_last_block():
 
 
 @needs_cxx
+def test_the_128_wide_tile_interprets_against_float64():
+    # N = 300: n tiles of 128, 128 and 44 columns, each inside one scale_b block; K = 264 a partial last block
+    interprets_clean("coop", 70, 300, 264, bn=128)
+
+
+@needs_cxx
 @pytest.mark.slow
-@pytest.mark.parametrize("variant,M,N,K,p", [("coop", 200, 136, 264, 128), ("pingpong", 77, 136, 520, 128),
-                                             ("coop", 130, 72, 392, 64)])
-def test_interprets_against_float64_on_ragged_shapes(variant, M, N, K, p):
-    interprets_clean(variant, M, N, K, (("adversarial", 0), ("random", 2)), promotion=p)
+@pytest.mark.parametrize("variant,M,N,K,p,bn", [("coop", 200, 136, 264, 128, 64), ("pingpong", 77, 136, 520, 128, 64),
+                                                ("coop", 130, 72, 392, 64, 64), ("coop", 200, 264, 392, 64, 128),
+                                                ("pingpong", 77, 300, 520, 128, 128)])
+def test_interprets_against_float64_on_ragged_shapes(variant, M, N, K, p, bn):
+    interprets_clean(variant, M, N, K, (("adversarial", 0), ("random", 2)), promotion=p, bn=bn)
 
 
 @requires_nvrtc
@@ -162,10 +213,10 @@ def test_e4m3_promotion_shorter_than_the_k_tile_is_refused():
 
 @needs_cxx
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
-def test_fp8_operands_interpret_against_float64(dtype):
+@pytest.mark.parametrize("dtype,N,bn", [("e4m3", 72, 64), ("e5m2", 72, 64), ("e4m3", 300, 128)])
+def test_fp8_operands_interpret_against_float64(dtype, N, bn):
     # K = 272: blocks of 128, 128 and 16 (a partial last block); 8-bit rows need K a multiple of 16
-    interprets_clean("coop", 70, 72, 272, dtype=dtype, bk=128)
+    interprets_clean("coop", 70, N, 272, dtype=dtype, bk=128, bn=bn)
 
 
 # Equivalent mutants of the promotion kernel (promotion every 2 k-tiles, keep = 2): the ring's wait_group(2) in the
@@ -175,10 +226,15 @@ def test_fp8_operands_interpret_against_float64(dtype):
 EQUIVALENT = [("delete_sync", "tmp.wait<2>();"), ("delete_sync", "tmp.wait<0>();")]
 
 
+# the 128-wide tile (N = 200: a whole and a partial n tile) is held to the same catalogue as the 64-wide one
+WIDTHS = pytest.mark.parametrize("N,bn", [(72, 64), (200, 128)])
+
+
 @needs_cxx
 @pytest.mark.slow
-def test_promotion_mutants_are_caught():
-    fd = fusion(N=72, K=264)
+@WIDTHS
+def test_promotion_mutants_are_caught(N, bn):
+    fd = fusion(N=N, K=264, bn=bn)
     k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
     lines = k.lowered.source.split("\n")
     wait = 1 + next(i for i, ln in enumerate(lines) if "RAW tmp (wgmma -> promotion)" in ln)  # the promotion's wait
@@ -198,13 +254,14 @@ def test_promotion_mutants_are_caught():
 @needs_cxx
 @pytest.mark.slow
 @pytest.mark.parametrize("stages,prefetch", [(4, 1), (2, 1)])
-def test_scale_ring_mutants_are_caught(stages, prefetch):
+@WIDTHS
+def test_scale_ring_mutants_are_caught(stages, prefetch, N, bn):
     """The scale ring's protocol broken one fact at a time (source mutants, kind scale_ring, and the flipped
     parity of the full-barrier wait that guards the slot's scales): the slot's scale bytes missing from the
     expect-tx, the promotion reading the next item's slot, the release moved before the promotion. With 4
     stages (keep = 2) the moved release frees item i - 2, which no promotion reads any more: equivalent; with 2
     stages (keep = 0) it frees the slot the promotion is about to read, and the next fill lands on it."""
-    fd = fusion(N=72, K=264, stages=stages, prefetch=prefetch)
+    fd = fusion(N=N, K=264, stages=stages, prefetch=prefetch, bn=bn)
     k = heddle.Kernel.build(fd, "sm_90a", rtc=False)
     lines = k.lowered.source.split("\n")
     full = 1 + next(i for i, ln in enumerate(lines) if "mbar_wait((full" in ln)  # the MMA role's wait for item i

@@ -10,20 +10,22 @@ from heddle import verify
 from support.block_scale_defs import block_scaled as fusion, block_scaled_inputs as tensors
 
 
-@pytest.mark.parametrize("dtype,bk,promotion,k", [("bf16", 64, None, 300), ("bf16", 64, 64, 300),
-                                                   ("e4m3", 128, None, 304)])   # 8-bit: K a multiple of 16 (TMA)
-def test_block_scaled_kernel_simulates_clean(dtype, bk, promotion, k):
-    fd = fusion(K=k, dtype=dtype, bk=bk, promotion=promotion)   # N = 200: partial last n- and k-block
+@pytest.mark.parametrize("dtype,bk,promotion,k,bn", [("bf16", 64, None, 300, 64), ("bf16", 64, 64, 300, 64),
+                                                      ("e4m3", 128, None, 304, 64),   # 8-bit: K a multiple of 16 (TMA)
+                                                      ("bf16", 64, None, 300, 128)])  # the 128 x 128 tile
+def test_block_scaled_kernel_simulates_clean(dtype, bk, promotion, k, bn):
+    fd = fusion(K=k, dtype=dtype, bk=bk, promotion=promotion, bn=bn)   # N = 200: partial last n- and k-block
     low = fd.lower("sm_90a")
     for sched, seed in (("adversarial", 0), ("random", 3)):
         r = verify.simulate(low, tensors(fd, 70, seed=seed), sched, seed, fusion=fd)
         assert r.ok, f"{dtype} promotion {promotion} {sched}:\n{r.report()}"
 
 
-def test_a_wrong_promotion_interval_changes_the_numbers():
+@pytest.mark.parametrize("bn", [64, 128])
+def test_a_wrong_promotion_interval_changes_the_numbers(bn):
     """Every 2 k-tiles of 64 (one 128-block) -> every 4: tmp carries blocks 0 and 1, both scaled with block 1's
     scales (which differ: 2^u per block), so the simulated D moves away from float64."""
-    fd = fusion()
+    fd = fusion(bn=bn)
     low = fd.lower("sm_90a")
     ins = tensors(fd, 70)
     assert verify.simulate(low, ins, fusion=fd).ok

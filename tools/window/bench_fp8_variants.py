@@ -9,6 +9,11 @@ the block kernel at a few ring depths and k tiles, and the same product without 
 kernel's 128 x 64 tile, at 128 x 128, and at the automatic schedule. If the unscaled 128 x 64 kernel is as
 slow as the block one, the tile is the cost; if it is fast, the promotion is.
 
+The fourth window's question (issue 32): the block kernel on the 128 x 128 tile (block_bn128_*; compiles
+without spills since promote() loads scale_b once per block, docs/fp8.md "Block scales and promotion"). The
+third window timed the unscaled product at 200 us on 128 x 64 and 145 us on 128 x 128; if the block kernel
+gains as much, the automatic schedule should take bn = 128.
+
 Every variant is validated on a check set whose scales are all 1 (so that the unscaled kernels compute the
 same product; the block kernel's scale handling is validated by the fp8_block suite and the sm90_fp8_block
 family), then timed on the rotated sets with real scales (the unscaled kernels ignore them).
@@ -49,6 +54,10 @@ def variants(m, n, k, target, sms):
         ("block_bk128_s4", lambda: block_scaled(**blk, bk=128, bn=64, stages=4, prefetch=1), True),
         ("block_bk128_s6", lambda: block_scaled(**blk, bk=128, bn=64, stages=6, prefetch=2), True),
         ("block_bk64_s8", lambda: block_scaled(**blk, bk=64, bn=64, stages=8, prefetch=3), True),
+        # the 128 x 128 tile (64 + 64 accumulators per MMA thread, no spills with NVRTC 13): the candidate for the
+        # automatic schedule (wgmma_auto_schedule.cpp keeps bn = 64 until this row beats block_bk128_s4)
+        ("block_bn128_bk128_s4", lambda: block_scaled(**blk, bk=128, bn=128, stages=4, prefetch=1), True),
+        ("block_bn128_bk128_s6", lambda: block_scaled(**blk, bk=128, bn=128, stages=6, prefetch=2), True),
         ("unscaled_128x64", lambda: _unscaled(n, k, bn=64), False),
         ("unscaled_128x128", lambda: _unscaled(n, k, bn=128), False),
         ("unscaled_auto", lambda: _unscaled(n, k, auto_m=m, target=target, sms=sms), False),

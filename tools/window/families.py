@@ -230,6 +230,13 @@ def _():
             Case("coop-K2048-M130", _block(N=136, K=2048, out="f32", bias=False), M=130)]
 
 
+@family("sm90_fp8_block_n128", "sm_90a", True, "block128-scaled matmul on the 128 x 128 tile (64 + 64 accumulators "
+        "per MMA thread, docs/fp8.md)", pinned=False)
+def _():  # N = 300: n tiles of 128, 128 and 44 columns
+    return [Case("e4m3-coop-K272-M200", _block(N=300, K=272, dtype="e4m3", bk=128, bn=128), M=200),
+            Case("bf16-coop-K2048-M130", _block(N=300, K=2048, bn=128, out="f32", bias=False), M=130)]
+
+
 def _h_grid(kind, g, **kw):
     def make(target):
         if kind == "split_k":

@@ -15,6 +15,7 @@
 // (imm-trans-a / imm-trans-b) exist for .f16 / .bf16 only (PTX ISA "wgmma.mma_async", "Matrix Descriptor
 // Format"), and DeepGEMM's kernels take K-major A and B; the 16-bit vehicle of the family keeps the FP8 rule.
 #include "heddle/ir/errors.h"
+#include "heddle/schedule/register_pool.h"
 #include "heddle/schedule/schedule.h"
 
 namespace heddle {
@@ -87,15 +88,29 @@ void validateBlockScaleTiling(const MatmulTiling& t) {
                                         : "cluster(2)",
                         " is not built with block scales (each CTA's k loop must start at a promotion interval); "
                         "drop it");
-  // two accumulator sets per MMA thread (acc and tmp, WGM x bn / 128 floats each): ptxas compiles the whole
-  // kernel under __launch_bounds__' cap (168 registers at 384 threads), whatever setmaxnreg gives the role later;
-  // measured with NVRTC 13: 32 + 32 floats compile clean, 64 + 64 (a 64 x 128 warpgroup tile) spill 272 bytes
+  // two accumulator sets per MMA thread (acc and tmp, wgRows x bn / 128 floats each): the project's accumulator rule
+  // (register_pool.h accumulatorsFit: kSpareRegisters left for addresses, scales and the epilogue) on both sets
+  // together, in the MMA role's setmaxnreg budget (the entry cap without one). ptxas allocates the MMA warpgroups'
+  // code under that budget, not under __launch_bounds__' 168 at 384 threads (PTX ISA "setmaxnreg": .inc raises
+  // "the absolute per-thread maximum register count" to imm-reg-count; DeepGEMM's sm90_fp8_gemm_1d2d holds its
+  // accum and final_accum at BLOCK_N 128 and more with 384 threads and 232 registers). Measured with NVRTC 13 at
+  // 232: 64 x 128 per warpgroup (64 + 64) compiles without spills (tests/lower/test_block_scale_promotion.py), 64 x 192
+  // (96 + 96, above the 168) compiles clean with the plain store but spills with the TMA-store epilogue and ping-pong
+  // e4m3, so the rule's margin stays; before promote() loaded scale_b once per block
+  // (commit e5a3898) 64 + 64 spilled too, which had held the tile at 64 x 64
   const int perSet = h.wgRows * t.bn / 128;
-  if (perSet > 32)
+  const PipelineRole* mma = h.role(PipelineRole::Mma);
+  const int budget = mma && mma->registers ? mma->registers : entryRegisterCap(h.threads);
+  if (!accumulatorsFit(2 * perSet, budget)) {
+    int bn = t.bn;
+    while (bn > 64 && !accumulatorsFit(2 * h.wgRows * bn / 128, budget)) bn -= 64;
     fail<ScheduleError>(what, ": each MMA warpgroup's tile ", h.wgRows, " x ", t.bn, " holds ", perSet,
-                        " accumulators per thread, twice over (acc and the promotion's tmp); at most 32 each fit "
-                        "the kernel's registers without spills: use bn = ",
-                        32 * 128 / h.wgRows, " (or fewer rows per warpgroup)");
+                        " accumulators per thread, twice over (acc and the promotion's tmp): ", 2 * perSet,
+                        " of the MMA role's ", budget, " registers leave fewer than ", kSpareRegisters,
+                        " for the rest (ptxas would spill); use bn = ", bn,
+                        " (or fewer rows per warpgroup, or give the mma role ",
+                        (2 * perSet + kSpareRegisters + 7) / 8 * 8, " registers)");
+  }
   const int p = promotionInterval(t.mm);
   if (p % t.bk)
     fail<ScheduleError>(what, ": promotion(", p, ") is shorter than or not a multiple of the k tile bk = ", t.bk,

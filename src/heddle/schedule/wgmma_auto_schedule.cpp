@@ -40,8 +40,9 @@
 //                epilogue stored directly from registers with the group-end predicate (no TMA store, no k
 //                sharing: autoScheduleGroupedWgmma)
 //   block scales a block-scaled matmul (schedule/block_scales.cpp) takes the cooperative warp-specialized kernel
-//                with bn = 64 (acc and the promotion's tmp: 32 + 32 accumulators per MMA thread, the most that
-//                compile without spills) and no k sharing (each CTA's k loop starts at a promotion interval)
+//                with bn = 64 (acc and the promotion's tmp: 32 + 32 accumulators per MMA thread; 64 + 64, bn = 128,
+//                compiles without spills too but has not been timed: the GPU window's fp8_block_variants suite
+//                times it) and no k sharing (each CTA's k loop starts at a promotion interval)
 // Operands TMA cannot take (hints.tma = false: a row stride or base not 16-byte aligned) get the
 // cp.async schedule instead (python/heddle/pytorch/matmul.py decides, heddle.tma checks).
 #include <algorithm>
@@ -182,7 +183,7 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual && wideFits) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
-  if (blockScaled) bn = 64;  // 64 x 64 per warpgroup: validateBlockScaleTiling's register rule
+  if (blockScaled) bn = 64;  // 64 x 64 per warpgroup until a GPU window times bn = 128 (block_scales.cpp)
   const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
   bn = fit.bn;
   int stages = fit.stages;

@@ -9,7 +9,7 @@
 // empty of k-tile i + keep (after wgmma.wait_group(keep)); with keep = 0 that is this k-tile's own arrive, so
 // the promotion is placed BEFORE the k-tile's release: the release then follows the read in every schedule
 // (the one sync constraint the ring adds; the arrive's sync-plan entry says so, origin block_scale_promotion).
-// scale_b (one value per 128 columns: the tile's bn = 64 columns lie in one block) is read by each MMA thread from
+// scale_b (one value per 128 columns: a tile's bn = 64 or 128 columns lie in one block) is read by each MMA thread from
 // global memory at the promotion: a read-only input no thread writes, one warp-uniform load per promotion,
 // and a single f32 per k-block is below TMA's 16-byte box minimum. The other ordering the promotion needs
 // is the one between the asynchronous wgmma writing `tmp` and the ordinary reads of `tmp`: the
