@@ -183,7 +183,14 @@ void autoScheduleMatmulWgmma(Fusion& f, const TargetInfo& target, const AutoSche
   if (hints.n >= 256 && bm == 128 && !(hints.m >= 0 && hints.m <= 128) && !scalarResidual && wideFits) bn = 256;
   // the TMA-store epilogue's sD: one 128-byte-wide chunk of the tile's rows (validateEpilogueStore gives it a
   // second where that fits), kept for every tile so that epilogue_store('tma') after this schedule fits too
-  if (blockScaled) bn = 64;  // 64 x 64 per warpgroup until a GPU window times bn = 128 (block_scales.cpp)
+  // block scales: 128 x 128 tiles (64 x 128 per warpgroup, acc and the promotion's tmp within the MMA role's
+  // registers: block_scales.cpp) where they still fill the SMs, else 128 x 64 / 64 x 64. The third GPU window
+  // (H200, 4096x7168x2048): 128 x 128 in 213-219 us, 128 x 64 in 244-254 us (docs/perf.md)
+  if (blockScaled)
+    bn = !smallM && hints.m > 0 && hints.n > 0 && hints.sms > 0 &&
+                 ((hints.m + 127) / 128) * ((hints.n + 127) / 128) >= hints.sms
+             ? 128
+             : 64;
   const auto fit = fitAutoTile(f, target, bm, bk, bn, 4, (int64_t)bm * 128 * nOut);
   bn = fit.bn;
   int stages = fit.stages;
