@@ -38,6 +38,14 @@ class Recorder:
         self.launches.append((tuple(grid), tuple(block), smem, stream, list(args)))
 
 
+def launch_addresses(launch):
+    """The pointer arguments of a recorded launch and the global addresses of its tensor maps (the interpreter's
+    encoder puts the address at byte 16)."""
+    ptrs = [v for kind, v in launch[4] if kind == "ptr"]
+    maps = [int.from_bytes(v[16:24], "little") for kind, v in launch[4] if kind == "bytes"]
+    return set(ptrs) | set(maps)
+
+
 def hopper_kernel():
     """An sm_90a kernel (TMA loads, TMA-store epilogue) whose tensor maps the interpreter's encoder makes."""
     spec = MatmulSpec(dtype="bf16", batched=False, batched_b=False, k=256, n=256, trans_a=False, trans_b=False,

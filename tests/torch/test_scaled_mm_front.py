@@ -14,6 +14,7 @@ from heddle import _C
 from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
 from support.launch_defs import Recorder
+from support.launch_defs import launch_addresses as _addresses
 
 E4M3 = torch.float8_e4m3fn
 
@@ -60,14 +61,6 @@ def planned(request):
     fm._eager.clear()
     kern._plans.clear()
     smm._calls.clear()
-
-
-def _addresses(launch):
-    """The pointer arguments of a recorded launch and the global addresses of its tensor maps (the interpreter's
-    encoder puts the address at byte 16)."""
-    ptrs = [v for kind, v in launch[4] if kind == "ptr"]
-    maps = [int.from_bytes(v[16:24], "little") for kind, v in launch[4] if kind == "bytes"]
-    return set(ptrs) | set(maps)
 
 
 @pytest.mark.parametrize("python_reads", [False, True])  # tensors read through ATen (where built) or Python

@@ -28,9 +28,11 @@ from ..core.kernel import Kernel, _vec_for
 from ..core.ops import ACTIVATIONS
 from ..core.reference import _UNARY
 from ..core.tma import tma_ok
+from . import grouped_front as front
 from .custom_ops import register_op
 from .grouped_args import DTYPES as _DT
 from .grouped_args import check_contraction, check_epilogue, check_index, check_tokens, stored_weights
+from .matmul import _dynamo_compiling
 
 
 def _check(x, w, offs, bias, activation, out_dtype):
@@ -81,19 +83,34 @@ def grouped_mm(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor, *, bias: Op
     """act(x[rows of e] @ w[e] + bias) for every expert e in one launch; see the module's docstring. It runs
     as the torch custom op of its signature (torch.ops.heddle.gmm_..., below), which has a fake implementation
     and a backward."""
+    if not _dynamo_compiling():
+        # a plain eager call like an earlier planned one (the same arguments, the same tensor signatures; offs by
+        # its signature, never its values): one C++ call through the kernel's plan, else None: the checks below
+        out = _front(x, w, offs, bias, activation, out_dtype)
+        if out is not None:
+            return out
     return grouped_call(x, w, offs, bias, activation, out_dtype)
+
+
+def device_kernel(sig: tuple, tensors) -> Optional[Kernel]:
+    """The compiled grouped kernel CUDA `tensors` (run_signature's) launch, None on other devices."""
+    x, stored = tensors[0], tensors[1]
+    if x.device.type != "cuda":
+        return None
+    from ..core.runtime import target_for_device
+    tma = tma_ok(x) and tma_ok(stored) and x.shape[1] > 0  # the TMA kernel runs at least one k-tile
+    return grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True, tma)
 
 
 def run_signature(sig: tuple, tensors) -> torch.Tensor:
     """The grouped kernel of signature `sig` (grouped_kernel's arguments after the target) on `tensors` = x, w
     as stored ([E, K, N], or [E, N, K] when sig's trans_b), the bias if any, offs: the compiled kernel on CUDA
     tensors, the printed kernel under HEDDLE_INTERPRET=1 on CPU tensors, else the fusion evaluated with torch."""
+    k = device_kernel(sig, tensors)
+    if k is not None:
+        return k(*tensors)
     x, stored = tensors[0], tensors[1]
     tma = tma_ok(x) and tma_ok(stored) and x.shape[1] > 0  # the TMA kernel runs at least one k-tile
-    if x.device.type == "cuda":
-        from ..core.runtime import target_for_device
-        k = grouped_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True, tma)
-        return k(*tensors)
     from ..core.interpret import interpret_mode
     if interpret_mode():  # the printed kernel on the CPU (heddle/core/interpret.py)
         from ..core.interpret import interpret_target, run_checked
@@ -225,8 +242,18 @@ def grouped_spec(x, w, offs, bias=None, activation=None, out_dtype=None):
 
 
 def grouped_call(x, w, offs, bias=None, activation=None, out_dtype=None) -> torch.Tensor:
+    """Every check, then a plain eager call without the op layer (keyed in grouped_mm's front when it launched
+    through a plan), anything else (traced, compiled, a mode, a gradient to record) through the custom op."""
     spec, tensors = grouped_spec(x, w, offs, bias, activation, out_dtype)
-    return getattr(torch.ops.heddle, _op_name(*spec.sig()))(*tensors)
+    name = _op_name(*spec.sig())
+    pick = (0, 1, 3, 2) if bias is not None else (0, 1, 2)  # the op's x, w as stored, bias, offs in the call
+    out = front.eager(_calls, (x, w, offs, bias, activation, out_dtype), tensors, pick,
+                      lambda: run_signature(spec.sig(), tensors), lambda: device_kernel(spec.sig(), tensors))
+    return out if out is not None else getattr(torch.ops.heddle, name)(*tensors)
+
+
+_calls = front.call_table()  # grouped_mm's front (docs/grouped.md "Eager calls"), a table of its own
+_front = _calls.fast_run
 
 
 def _op_name(*sig) -> str:

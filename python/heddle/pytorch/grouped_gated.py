@@ -22,8 +22,10 @@ import torch
 from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
+from . import grouped_front as front
 from .grouped import _check
 from .grouped_args import DTYPES as _DT
+from .matmul import _dynamo_compiling
 
 _NAME = "heddle.grouped_mm_gated"
 
@@ -73,16 +75,43 @@ def gated_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, activat
 def grouped_mm_gated(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, offs: torch.Tensor, *,
                      activation: Optional[str] = "silu", out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """act(x[rows of e] @ w1[e]) * (x[rows of e] @ w3[e]) for every expert e in one launch; see the module."""
+    if not _dynamo_compiling():  # a repeated plain eager call of a planned signature: one C++ call (grouped_front)
+        out = _front(x, w1, w3, offs, activation, out_dtype)
+        if out is not None:
+            return out
     trans_b, s1, s3 = _check_gated(x, w1, w3, offs, activation, out_dtype)
     sig = (_DT[x.dtype], int(x.shape[1]), int(w1.shape[2]), trans_b, activation, _DT[out_dtype or x.dtype])
     tensors = [x, s1, s3, offs]
-    vec_b = min(_vec_for(s1), _vec_for(s3))
-    if x.device.type == "cuda":
-        from ..core.runtime import target_for_device
-        return gated_kernel(target_for_device(x.device), *sig, _vec_for(x), vec_b, True)(*tensors)
+    out = front.eager(_calls, (x, w1, w3, offs, activation, out_dtype), tensors, (0, 1, 2, 3),
+                      lambda: _run(sig, tensors), lambda: _device_kernel(sig, tensors))
+    return out if out is not None else _run(sig, tensors)
+
+
+def _device_kernel(sig: tuple, tensors) -> Optional[Kernel]:
+    """The compiled gated kernel CUDA `tensors` (x, w1 and w3 as stored, offs) launch, None on other devices."""
+    x = tensors[0]
+    if x.device.type != "cuda":
+        return None
+    from ..core.runtime import target_for_device
+    vec_b = min(_vec_for(tensors[1]), _vec_for(tensors[2]))
+    return gated_kernel(target_for_device(x.device), *sig, _vec_for(x), vec_b, True)
+
+
+def _run(sig: tuple, tensors) -> torch.Tensor:
+    """The gated kernel of `sig` on `tensors`: compiled on CUDA, the printed kernel under HEDDLE_INTERPRET=1 on
+    CPU tensors, else the fusion evaluated with torch."""
+    k = _device_kernel(sig, tensors)
+    if k is not None:
+        return k(*tensors)
+    x = tensors[0]
+    vec_b = min(_vec_for(tensors[1]), _vec_for(tensors[2]))
     from ..core.interpret import interpret_mode
     if interpret_mode():  # the printed kernel on the CPU (heddle/core/interpret.py)
         from ..core.interpret import interpret_target, run_checked
         return run_checked(gated_kernel(interpret_target(), *sig, _vec_for(x), vec_b, False), tensors)
     from ..core.reference import evaluate
     return evaluate(gated_fusion(*sig), tensors, compute_dtype=torch.float32)
+
+
+_calls = front.call_table()  # grouped_mm_gated's front (docs/grouped.md "Eager calls")
+_front = _calls.fast_run

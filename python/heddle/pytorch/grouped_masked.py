@@ -23,8 +23,10 @@ import torch
 from ..core.errors import InputError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import Kernel, _vec_for
+from . import grouped_front as front
 from .grouped_args import DTYPES as _DT
 from .grouped_args import check_contraction, check_epilogue, check_index, check_tokens, stored_weights
+from .matmul import _dynamo_compiling
 
 _NAME = "heddle.grouped_mm_masked"
 
@@ -77,19 +79,46 @@ def masked_kernel(target: str, dtype: str, k: int, n: int, trans_b: bool, bias: 
 def grouped_mm_masked(x: torch.Tensor, w: torch.Tensor, counts: torch.Tensor, *, bias: Optional[torch.Tensor] = None,
                       activation: Optional[str] = None, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """act(x[e, :counts[e]] @ w[e] + bias) for every expert e in one launch; see the module's docstring."""
+    if not _dynamo_compiling():  # a repeated plain eager call of a planned signature: one C++ call (grouped_front)
+        out = _front(x, w, counts, bias, activation, out_dtype)
+        if out is not None:
+            return out
     trans_b, stored = _check(x, w, counts, bias, activation, out_dtype)
     per_expert = bias is not None and bias.dim() == 2
     sig = (_DT[x.dtype], int(x.shape[2]), int(w.shape[2]), trans_b, None if bias is None else _DT[bias.dtype],
            per_expert, activation, _DT[out_dtype or x.dtype])
     tensors = [x, stored] + ([bias.unsqueeze(1) if per_expert else bias] if bias is not None else []) + [counts]
-    if x.device.type == "cuda":
-        from ..core.runtime import target_for_device
-        k = masked_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(stored), True)
+    pick = (0, 1, 3, 2) if bias is not None else (0, 1, 2)  # x, w as stored, bias (a view), counts in the call
+    out = front.eager(_calls, (x, w, counts, bias, activation, out_dtype), tensors, pick,
+                      lambda: _run(sig, tensors), lambda: _device_kernel(sig, tensors))
+    return out if out is not None else _run(sig, tensors)
+
+
+def _device_kernel(sig: tuple, tensors) -> Optional[Kernel]:
+    """The compiled masked-layout kernel CUDA `tensors` (x, w as stored, the bias, counts) launch, None on other
+    devices."""
+    x = tensors[0]
+    if x.device.type != "cuda":
+        return None
+    from ..core.runtime import target_for_device
+    return masked_kernel(target_for_device(x.device), *sig, _vec_for(x), _vec_for(tensors[1]), True)
+
+
+def _run(sig: tuple, tensors) -> torch.Tensor:
+    """The masked-layout kernel of `sig` on `tensors`: compiled on CUDA, the printed kernel under
+    HEDDLE_INTERPRET=1 on CPU tensors, else the fusion evaluated with torch."""
+    k = _device_kernel(sig, tensors)
+    if k is not None:
         return k(*tensors)
+    x = tensors[0]
     from ..core.interpret import interpret_mode
     if interpret_mode():  # the printed kernel on the CPU (heddle/core/interpret.py)
         from ..core.interpret import interpret_target, run_checked
-        k = masked_kernel(interpret_target(), *sig, _vec_for(x), _vec_for(stored), False)
+        k = masked_kernel(interpret_target(), *sig, _vec_for(x), _vec_for(tensors[1]), False)
         return run_checked(k, tensors)
     from ..core.reference import evaluate
     return evaluate(masked_fusion(*sig), tensors, compute_dtype=torch.float32)
+
+
+_calls = front.call_table()  # grouped_mm_masked's front (docs/grouped.md "Eager calls")
+_front = _calls.fast_run
