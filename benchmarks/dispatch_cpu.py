@@ -22,7 +22,9 @@ x [16, 256], w [256, 256], bf16, and its kernel called directly. target sm_90a (
 loads and a TMA-store epilogue (x [16, 256] @ w [256, 256]), a split-K one (the automatic choice for
 x [16, 4096] @ W^T, W [1024, 4096]: split_k(16)), and the full path alone for scale; heddle.scaled_mm (x [16, 256]
 e4m3 @ W^T, W [256, 256], + bias, bf16 out) with per-tensor, per-row and 128-block scales, its checks alone, and
-torch._scaled_mm on the same CPU tensors (its CPU kernel computes the product: an anchor, not a dispatch cost).
+torch._scaled_mm on the same CPU tensors (its CPU kernel computes the product: an anchor, not a dispatch cost);
+heddle.grouped_mm, grouped_mm_gated and grouped_mm_masked (MoE decode shapes, grouped_sets) through their fronts,
+a call their front does not key, and the path before the fronts, with torch._grouped_mm's CPU op as an anchor.
 
 HEDDLE_LIBCUDA_PATH=<fake libcuda.so.1> PYTHONPATH=<tree>/python python3 benchmarks/dispatch_cpu.py
 [sm_80|sm_90a] [calls]. Prints one JSON object per row."""
@@ -240,13 +242,115 @@ def scaled_rows(calls):
     return rows
 
 
+def grouped_sets(kind, count=3):
+    """`count` argument sets of one signature of heddle.grouped_mm (x [64, 256] bf16 over 8 experts, w a
+    transposed view of [8, 256, 256], a per-expert bias, silu), grouped_mm_gated (x [64, 256], w1 and w3
+    [8, 256, 256]) or grouped_mm_masked (x [8, 8, 256], w [8, 256, 256], per-expert bias): the decode shapes of
+    an MoE layer. Each set has its own offs / counts (other values, the same signature)."""
+    g = torch.Generator().manual_seed(0)
+    e, t, k, n = 8, 64, 256, 256
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).bfloat16()
+
+    def ends():
+        return torch.sort(torch.randint(0, t + 1, (e,), generator=g)).values.to(torch.int32)
+    if kind == "mm":
+        return [(rnd(t, k), rnd(e, n, k).transpose(-1, -2), ends(), rnd(e, n)) for _ in range(count)]
+    if kind == "gated":
+        return [(rnd(t, k), rnd(e, k, n), rnd(e, k, n), ends()) for _ in range(count)]
+    return [(rnd(e, t // e, k), rnd(e, k, n), torch.randint(0, t // e + 1, (e,), generator=g).to(torch.int32),
+             rnd(e, n)) for _ in range(count)]
+
+
+def grouped_rows(calls):
+    """The grouped calls (grouped_sets' shapes), each on its sm_90a kernel (grouped_mm's: TMA + wgmma; the gated
+    and masked ones: cp.async + mma.sync) loaded as the stand-in's stub, which the module takes for the device's
+    kernel of these CPU tensors: the repeated call (its front, keyed by the first call), a call its front misses
+    (every check, then the kernel's plan without the op layer: the front replaced by one that never hits) and
+    the path before the fronts (grouped_mm: checks, spec, torch.ops.heddle's op, its implementation, the
+    kernel's plan; gated / masked: checks, then the kernel's plan), in one process; torch._grouped_mm on the
+    same CPU tensors where this torch has a CPU kernel for it (it computes the product: an anchor, not a
+    dispatch cost)."""
+    from heddle.pytorch import grouped, grouped_gated, grouped_masked
+    rows = []
+    for kind, module, attr in (("mm", grouped, "device_kernel"), ("gated", grouped_gated, "_device_kernel"),
+                               ("masked", grouped_masked, "_device_kernel")):
+        sets = grouped_sets(kind)
+        if kind == "mm":
+            fn = lambda x, w, offs, b: grouped.grouped_mm(x, w, offs, bias=b, activation="silu")  # noqa: E731
+            spec, tensors = grouped.grouped_spec(*sets[0][:3], sets[0][3], "silu")
+            fd = grouped.grouped_fusion(*spec.sig())
+
+            def old(x, w, offs, b):  # grouped_call before the front: the checks, the spec, the op
+                spec, tensors = grouped.grouped_spec(x, w, offs, b, "silu")
+                return getattr(torch.ops.heddle, grouped._op_name(*spec.sig()))(*tensors)
+        elif kind == "gated":
+            fn = grouped_gated.grouped_mm_gated
+            trans_b, s1, s3 = grouped_gated._check_gated(*sets[0], "silu", None)
+            tensors = [sets[0][0], s1, s3, sets[0][3]]
+            fd = grouped_gated.gated_fusion("bf16", 256, 256, trans_b, "silu", "bf16")
+
+            def old(x, w1, w3, offs):  # grouped_mm_gated before the front: the checks, then the kernel
+                trans_b, s1, s3 = grouped_gated._check_gated(x, w1, w3, offs, "silu", None)
+                return grouped_gated._run(("bf16", 256, 256, trans_b, "silu", "bf16"), [x, s1, s3, offs])
+        else:
+            fn = lambda x, w, counts, b: grouped_masked.grouped_mm_masked(x, w, counts, bias=b)  # noqa: E731
+            tensors = [sets[0][0], sets[0][1], sets[0][3].unsqueeze(1), sets[0][2]]
+            fd = grouped_masked.masked_fusion("bf16", 256, 256, False, "bf16", True, None, "bf16")
+
+            def old(x, w, counts, b):  # grouped_mm_masked before the front: the checks, then the kernel
+                trans_b, stored = grouped_masked._check(x, w, counts, b, None, None)
+                sig = ("bf16", 256, 256, trans_b, "bf16", True, None, "bf16")
+                return grouped_masked._run(sig, [x, stored, b.unsqueeze(1), counts])
+        fd.auto_schedule("sm_90a", -1, 256, 256)
+        kern = stub(heddle.Kernel.build(fd, "sm_90a", rtc=False), "sm_90a", tensors)
+        setattr(module, attr, lambda sig, ts, k=kern: k)
+        for suffix, python_reads in READS:
+            kern._plans = plan_table(python_reads)
+            module._calls = grouped.front.call_table(python_reads)
+            module._front = module._calls.fast_run
+            # the first call's full path (Kernel.__call__ takes it on CUDA tensors only): the kernel's plan
+            kern._launch(tensors, inputs.check(kern.name, kern._inputs, kern._matmul_expr, tensors))
+            call, turn = rotating(fn, sets)
+            call()
+            assert len(module._calls) == 1, "the call is keyed in its front"
+            rows.append({"step": f"grp_{kind}_call{suffix}", "kernel": kern.name + reads_name(python_reads),
+                         "stats": measure(call, calls).to_dict()})
+        table, front = module._calls, module._front
+        module._calls, module._front = _NeverKeyed(), lambda *a: None  # the checks, the kernel's plan, no op layer
+        rows.append({"step": f"grp_{kind}_missed", "kernel": kern.name,
+                     "stats": measure(rotating(fn, sets)[0], calls).to_dict()})
+        module._calls, module._front = table, front
+        rows.append({"step": f"grp_{kind}_before", "kernel": kern.name,
+                     "stats": measure(rotating(old, sets)[0], calls).to_dict()})
+    x, w, offs, _ = grouped_sets("mm", 1)[0]
+    tiny = (x[:16, :16].contiguous(), w[:2, :16, :16], torch.tensor([7, 16], dtype=torch.int32))
+    for what, (a, b, ends) in (("", (x, w, offs)), ("_tiny", tiny)):
+        try:
+            torch._grouped_mm(a, b, offs=ends)
+        except Exception:  # noqa: BLE001 -- a torch without a CPU grouped_mm: no anchor row
+            return rows
+        rows.append({"step": f"torch_grouped_mm{what}", "kernel": f"torch._grouped_mm, CPU tensors, {a.shape[0]} x "
+                     f"{b.shape[2]} x {a.shape[1]}, {b.shape[0]} experts (computes the product)",
+                     "stats": measure(lambda: torch._grouped_mm(a, b, offs=ends), max(1, calls // 4)).to_dict()})
+    return rows
+
+
+class _NeverKeyed:
+    """A front that keys nothing (grouped_rows' missed rows: a call no front keys, adopt not timed)."""
+
+    def adopt(self, *args):
+        return False
+
+
 if __name__ == "__main__":
     if not os.environ.get("HEDDLE_LIBCUDA_PATH"):
         sys.exit("set HEDDLE_LIBCUDA_PATH to the stand-in libcuda (tests/fake_cuda/libcuda_fake.c, built with "
                  "cc -shared -fPIC -O1)")
     target = sys.argv[1] if len(sys.argv) > 1 else "sm_90a"
     n_calls = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    out = sm80_rows(n_calls) if target == "sm_80" else sm90_rows(n_calls) + scaled_rows(n_calls)
+    out = sm80_rows(n_calls) if target == "sm_80" else sm90_rows(n_calls) + scaled_rows(n_calls) + grouped_rows(n_calls)
     anchor = anchors(n_calls)
     for row in out + anchor:
         row["target"] = target

@@ -66,6 +66,18 @@ STEP_LABEL = {
     "torch_scaled_mm_tensor_tiny": "the same, 16x16x16",
     "torch_scaled_mm_row": "torch._scaled_mm on CPU tensors, per row, for scale (computes the product)",
     "torch_scaled_mm_row_tiny": "the same, 16x16x16",
+    **{f"grp_{kind}_{what}": label.format(call=call)
+       for kind, call in (("mm", "heddle.grouped_mm"), ("gated", "heddle.grouped_mm_gated"),
+                          ("masked", "heddle.grouped_mm_masked"))
+       for what, label in (
+           ("call", "repeated {call} call, inputs (offs / counts included) rotating, output kept (its front, down "
+                    "to cuLaunchKernel)"),
+           ("call_python_reads", "the same, tensors read through torch's Python API (no heddle._C_aten)"),
+           ("missed", "a {call} call its front does not key: the checks, then the kernel's plan, no op layer"),
+           ("before", "the same call as {call} made it before its front (checks, then the op or the kernel)"))},
+    "torch_grouped_mm": "torch._grouped_mm on CPU tensors, 64 x 256 x 256, 8 experts, for scale (computes the "
+                        "product)",
+    "torch_grouped_mm_tiny": "the same, 16 x 16 x 16, 2 experts",
     "build_memory_hit": "Kernel.build on an in-memory hit",
     "matmul_lookup": "heddle.matmul per-call kernel lookup",
     "bind": "Kernel.bind (input checks)",

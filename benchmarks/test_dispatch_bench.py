@@ -13,7 +13,8 @@ Without a GPU, test_dispatch_host_cpu runs benchmarks/dispatch_cpu.py against th
 heddle.matmul call (sm_80) and of repeated Kernel calls (sm_80, sm_90a, sm_90a split-K) down to the driver
 call, the full path they replace, and in each process an empty torch custom op and a C++ aten op as anchors;
 in the sm_90a process also repeated heddle.scaled_mm calls (per-tensor, per-row, 128-block scales) through their
-front, their checks, and torch._scaled_mm's CPU op. test_scaled_mm_dispatch (GPU) times heddle.scaled_mm beside
+front, their checks, and torch._scaled_mm's CPU op, and repeated grouped calls (grouped_mm, grouped_mm_gated,
+grouped_mm_masked) through their fronts beside the path before them. test_scaled_mm_dispatch (GPU) times heddle.scaled_mm beside
 torch._scaled_mm.
 """
 from __future__ import annotations
