@@ -15,7 +15,7 @@ call, the full path they replace, and in each process an empty torch custom op a
 in the sm_90a process also repeated heddle.scaled_mm calls (per-tensor, per-row, 128-block scales) through their
 front, their checks, and torch._scaled_mm's CPU op, and repeated grouped calls (grouped_mm, grouped_mm_gated,
 grouped_mm_masked) through their fronts beside the path before them. test_scaled_mm_dispatch (GPU) times heddle.scaled_mm beside
-torch._scaled_mm.
+torch._scaled_mm, test_grouped_dispatch (GPU) the grouped calls beside torch._grouped_mm.
 """
 from __future__ import annotations
 
@@ -170,6 +170,43 @@ def test_scaled_mm_dispatch(recorder):
                                  "what": f"{what}, {kind} scales, inputs rotating over 3 sets, the previous output "
                                          "kept alive", "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
                                  "shape": "16x256x256", "status": "ok"})
+
+
+@pytest.mark.gpu
+def test_grouped_dispatch(recorder):
+    """heddle.grouped_mm, grouped_mm_gated and grouped_mm_masked called as a loop calls them (inputs and offs /
+    counts rotating over three sets of one signature, the previous output kept; docs/grouped.md "Eager calls"),
+    beside torch._grouped_mm on grouped_mm's x, w and offs (no bias, no activation): dispatch_cpu.grouped_sets'
+    MoE decode shapes. Each row says whether the call was keyed in its front."""
+    sys.path.insert(0, HERE)
+    from dispatch_cpu import grouped_sets
+
+    from heddle.pytorch import grouped, grouped_gated, grouped_masked
+    calls = {"mm": (lambda x, w, offs, b: heddle.grouped_mm(x, w, offs, bias=b, activation="silu"), grouped),
+             "gated": (heddle.grouped_mm_gated, grouped_gated),
+             "masked": (lambda x, w, counts, b: heddle.grouped_mm_masked(x, w, counts, bias=b), grouped_masked)}
+    for kind, (fn, module) in calls.items():
+        sets = [tuple(t.cuda() for t in s) for s in grouped_sets(kind)]  # .cuda() keeps w's transposed strides
+        fns = {f"grouped_{kind}": (fn, f"heddle.grouped_mm{'' if kind == 'mm' else '_' + kind}")}
+        if kind == "mm":
+            try:  # torch's op, where this torch and GPU have it (bf16 on sm_90)
+                torch._grouped_mm(*sets[0][:2], offs=sets[0][2])
+                fns["torch_grouped_mm"] = (lambda x, w, offs, b: torch._grouped_mm(x, w, offs=offs),
+                                           "torch._grouped_mm (no bias, no activation)")
+            except (RuntimeError, ValueError, NotImplementedError) as e:
+                recorder.add("gpu", {"suite": "dispatch", "step": "torch_grouped_mm", "status": "skipped",
+                                     "reason": str(e).splitlines()[0]})
+        for step, (f, what) in fns.items():
+            call = _rotating(f, sets)
+            for _ in range(20):
+                call()
+            host, dev = _host_loop(call)
+            keyed = f"; keyed in its front: {len(module._calls) > 0}" if step.startswith("grouped") else ""
+            recorder.add("gpu", {"suite": "dispatch", "step": f"{step}_rotating",
+                                 "what": f"{what}, inputs and offs rotating over 3 sets, the previous output kept "
+                                         f"alive{keyed}", "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
+                                 "shape": "x " + "x".join(map(str, sets[0][0].shape)) + ", 8 experts, K = N = 256",
+                                 "status": "ok"})
 
 
 def test_dispatch_host_cpu(recorder, tmp_path):
