@@ -97,6 +97,14 @@ def _rotating(fn, sets):
     return call
 
 
+def _rotating_loop(fn, sets):
+    """_host_loop of fn called as a loop calls it (_rotating), after 20 warm-up calls."""
+    call = _rotating(fn, sets)
+    for _ in range(20):
+        call()
+    return _host_loop(call)
+
+
 def _rotating_rows(recorder, device):
     """heddle.matmul and its kernel called directly as a loop calls them, on the tiny shape (the device's own
     kernel: sm_90a on Hopper, TMA maps over every operand) and on a split-K decode shape."""
@@ -162,10 +170,7 @@ def test_scaled_mm_dispatch(recorder):
             recorder.add("gpu", {"suite": "dispatch", "step": f"torch_scaled_mm_{kind}", "status": "skipped",
                                  "reason": str(e).splitlines()[0]})
         for step, (fn, what) in fns.items():
-            call = _rotating(fn, sets)
-            for _ in range(20):
-                call()
-            host, dev = _host_loop(call)
+            host, dev = _rotating_loop(fn, sets)
             recorder.add("gpu", {"suite": "dispatch", "step": f"{step}_{kind}_rotating",
                                  "what": f"{what}, {kind} scales, inputs rotating over 3 sets, the previous output "
                                          "kept alive", "stats": host.to_dict(), "device_inclusive": dev.to_dict(),
@@ -197,10 +202,7 @@ def test_grouped_dispatch(recorder):
                 recorder.add("gpu", {"suite": "dispatch", "step": "torch_grouped_mm", "status": "skipped",
                                      "reason": str(e).splitlines()[0]})
         for step, (f, what) in fns.items():
-            call = _rotating(f, sets)
-            for _ in range(20):
-                call()
-            host, dev = _host_loop(call)
+            host, dev = _rotating_loop(f, sets)
             keyed = f"; keyed in its front: {len(module._calls) > 0}" if step.startswith("grouped") else ""
             recorder.add("gpu", {"suite": "dispatch", "step": f"{step}_rotating",
                                  "what": f"{what}, inputs and offs rotating over 3 sets, the previous output kept "
