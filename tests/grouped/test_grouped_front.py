@@ -191,3 +191,25 @@ def test_modes_and_gradients_take_the_op(monkeypatch):
     x = args.pop("x").clone().requires_grad_()
     heddle.grouped_mm(x, **args)[:33].float().sum().backward()
     assert runs[0] == 1 and len(runs) >= 2 and x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_a_mode_or_a_gradient_is_never_served_by_the_front(planned, monkeypatch):
+    """After the front keyed a call: the same call under a function mode (torch.device(...)) or with x requiring
+    grad runs the checks again (the front's mode and grad rules), and is not keyed; the plain call is served."""
+    kind, rec, module = planned
+    fn, args = _call(kind)
+    fn(**args)
+    assert len(module._calls) == 1
+    name = "_check_gated" if kind == "gated" else "_check"
+    checks, check = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: checks.append(1) or check(*a))
+    with torch.device("cpu"):
+        fn(**args)
+    assert checks == [1]
+    with torch.no_grad():  # no gradient to record: served
+        fn(**{**args, "x": args["x"].clone().requires_grad_()})
+    assert checks == [1]
+    fn(**{**args, "x": args["x"].clone().requires_grad_()})
+    assert checks == [1, 1] and len(module._calls) == 1
+    fn(**args)
+    assert checks == [1, 1]
