@@ -30,6 +30,7 @@ prims = torch.ops.prims
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 FLOOR = 1e-4  # heddle.ops.quantize's (DeepGEMM's) amax floor
 GROUP = 128
+ROW_MAX_N = 128  # per row: a row's scale is computed inside one tile, and the automatic tile is >= 128 wide
 
 
 @dataclass

@@ -109,9 +109,9 @@ def _plan(root: fx.Node, target: Optional[str]) -> _Plan:
     p.bias = p.args["bias"]  # torch's own bias argument: a bias add after it is a second bias
     walk(p, "scaled_mm")  # dynamo_epilogue.walk: casts, an [N] bias, one activation
     q = dynamo_quantize.match(p.final)
-    if q is not None and q.group == "row" and _val(p.final).shape[-1] > dynamo_quantize.GROUP:
+    if q is not None and q.group == "row" and _val(p.final).shape[-1] > dynamo_quantize.ROW_MAX_N:
         p.stop = (f"per-row quantization of N = {_val(p.final).shape[-1]} columns stays with torch: heddle computes a "
-                  f"row's scale inside one tile (N <= {dynamo_quantize.GROUP} here); quantize per 1 x 128 (a view to "
+                  f"row's scale inside one tile (N <= {dynamo_quantize.ROW_MAX_N} here); quantize per 1 x 128 (a view to "
                   "[M, N/128, 128]) to fuse it")
     elif q is not None:  # the output quantized with a scale computed from it: the op's (q, s) (out_scale)
         p.quant = q
