@@ -25,7 +25,8 @@ FLOORS = {
     "interp": 8,             # the CPU interpreter (host builds of printed sources)
     "verify": 8,             # the kernel-IR simulator
     "bindings": 9,           # pybind11: everything
-    "aten": 9,               # heddle._C_aten: the eager tables' ATen access (the one torch-linked file)
+    "aten": 9,
+    "worker": 9,             # heddle-rtc-worker: the isolated compile's program (runtime/rtc_isolate.h)               # heddle._C_aten: the eager tables' ATen access (the one torch-linked file)
 }
 
 

@@ -52,11 +52,11 @@ def test_compile_errors_carry_the_log():
 
 @needs_hiprtc
 def test_a_hiprtc_crash_is_isolated():
-    # Debian's hiprtc 5.2 aborts on gfx942: the forked child dies, this process gets a CompileError
+    # Debian's hiprtc 5.2 aborts on gfx942: the worker process dies, this process gets a CompileError
     try:
         r = rt.compile_hip(SRC, "twice.hip", "gfx942", use_cache=False)
     except C.CompileError as e:
-        assert "gfx942" in str(e)
+        assert "hiprtc crashed with signal" in str(e) and "gfx942" in str(e) and "this process is unaffected" in str(e)
     else:  # a newer hiprtc compiles it
         assert r.cubin[:4] == b"\x7fELF"
 

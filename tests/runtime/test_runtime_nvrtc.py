@@ -263,7 +263,8 @@ def test_crash_message_blames_wgmma_only_when_the_source_has_one(monkeypatch):
 @requires_nvrtc
 def test_threads_mixing_isolated_and_in_process_compiles_all_finish(monkeypatch):
     """Issue 16, item 13: a fork while another thread was inside NVRTC left children hung on its
-    locks (4 and 6 of 12 until the timeout). fork() now waits for in-process compiles to leave."""
+    locks (4 and 6 of 12 until the timeout); a lock around in-process compiles left other locks (CI, stop
+    40: 2 of 12 hung). Isolated compiles now exec heddle-rtc-worker, which inherits no lock."""
     import threading
     monkeypatch.setenv("HEDDLE_RTC_ISOLATE_TIMEOUT_S", "60")  # a hang fails the test, not CI
     results, errors = [], []

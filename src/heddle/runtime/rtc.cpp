@@ -53,9 +53,13 @@ CachedKernel compileWith(const CompileRequest& req, const std::function<std::str
   auto run = [&]() -> RtcResult {
     const Nvrtc& nvrtc = Nvrtc::instance();  // a miss: now NVRTC is needed
     if (nvrtc.version() != in.compilerVersion) throw StaleNvrtcRecord{};
-    if (isolate) return compileIsolated(req.source, in.name, headers, in.options);
-    std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
-    return nvrtc.compile(req.source, in.name, headers, in.options);
+    if (!isolate) return nvrtc.compile(req.source, in.name, headers, in.options);
+    WorkerRequest work{IsolatedCompiler::Nvrtc, nvrtc.libraryPath(), req.source, in.name, headers, in.options};
+    return compileIsolated(work, req.source.find("wgmma") != std::string::npos
+                                     ? " Known trigger: ptxas segfaults on a wgmma whose descriptor is a compile-time "
+                                       "constant; compute the descriptor at run time."
+                                     : " Rerun with HEDDLE_RTC_ISOLATE=0 under a debugger to see where it crashes, and "
+                                       "report it with HEDDLE_DUMP=cuda output.");
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
 

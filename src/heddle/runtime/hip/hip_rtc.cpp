@@ -3,11 +3,7 @@
 #include "heddle/runtime/rtc_isolate.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,7 +14,6 @@
 #include <sstream>
 
 #include "heddle/ir/errors.h"
-#include "heddle/runtime/serialize.h"
 
 namespace heddle::rt {
 namespace {
@@ -66,67 +61,6 @@ void bind(const DynLib& lib, F*& fn, const char* name) {
 std::string baseName(const std::string& p) {
   auto s = p.find_last_of('/');
   return s == std::string::npos ? p : p.substr(s + 1);
-}
-
-// fork + pipe around one compile (the child never returns into the caller).
-RtcResult compileInChild(const Hiprtc& h, const std::string& source, const std::string& name,
-                         const std::map<std::string, std::string>& headers, const RtcOptions& opts) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail<CompileError>("pipe() failed for an isolated hiprtc compile");
-  pid_t pid = forkOutsideCompilers();  // rtc_isolate.h
-  if (pid < 0) fail<CompileError>("fork() failed for an isolated hiprtc compile of ", name);
-  if (pid == 0) {
-    ::close(fds[0]);
-    for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::signal(sig, SIG_DFL);
-    struct rlimit noCore{0, 0};
-    ::setrlimit(RLIMIT_CORE, &noCore);
-    ByteWriter w;
-    try {
-      RtcResult r = h.compile(source, name, headers, opts);
-      w.u32(0);
-      w.raw(encodeRtcResult(r));
-    } catch (const CompileError& e) {
-      w.u32(1);
-      w.str(e.what());
-    } catch (const std::exception& e) {
-      w.u32(3);
-      w.str(e.what());
-    }
-    const std::string& b = w.bytes();
-    for (size_t off = 0; off < b.size();) {
-      ssize_t n = ::write(fds[1], b.data() + off, b.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      off += (size_t)n;
-    }
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string msg;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    msg.append(buf, (size_t)n);
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  std::string where = name + " for " + opts.arch;
-  if (WIFSIGNALED(status))
-    fail<CompileError>("hiprtc crashed with signal ", WTERMSIG(status), " (", ::strsignal(WTERMSIG(status)),
-                       ") while compiling ", where,
-                       " in an isolated child process; this process is unaffected. "
-                       "Known: Debian's hiprtc 5.2 compiles gfx90a only (use clang-19 offline for gfx942/gfx1200, "
-                       "or a newer ROCm)");
-  if (msg.size() < 4) fail<CompileError>("the isolated hiprtc child for ", where, " exited without a result");
-  ByteReader rd(msg);
-  uint32_t tag = rd.u32();
-  if (tag == 0) return decodeRtcResult(msg.substr(4));
-  std::string text = rd.str();
-  if (tag == 1) throw CompileError(text);
-  throw HeddleError("isolated hiprtc compile of " + where + " failed: " + text);
 }
 
 }  // namespace
@@ -251,9 +185,11 @@ CachedKernel compileHip(const CompileRequest& req) {
   // isolated unless asked otherwise: HEDDLE_RTC_ISOLATE=0 or options.isolate = false
   bool isolate = req.options.isolate.value_or(isolateByDefault());
   auto run = [&]() -> RtcResult {
-    if (isolate) return compileInChild(h, req.source, in.name, in.headers, in.options);
-    std::shared_lock<std::shared_mutex> noFork(compilerForkLock());
-    return h.compile(req.source, in.name, in.headers, in.options);
+    if (!isolate) return h.compile(req.source, in.name, in.headers, in.options);
+    WorkerRequest work{IsolatedCompiler::Hiprtc, h.libraryPath(), req.source, in.name, in.headers, in.options};
+    return compileIsolated(work,
+                           " Known: Debian's hiprtc 5.2 compiles gfx90a only (use clang-19 offline for gfx942/gfx1200, "
+                           "or a newer ROCm)");
   };
   if (req.useCache) return KernelCache::global().getOrCompile(in, run);
   CachedKernel out;
