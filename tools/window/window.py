@@ -14,9 +14,11 @@ ends (a later hang never loses an earlier result):
              backend on CUDA, opcheck, the dynamo tests under the machine's torch)
   sanitize   compute-sanitizer memcheck on every family, racecheck + synccheck on the role-based ones
              (first case each, lineinfo, torch's caching allocator off)
+  dispatch   benchmarks/test_dispatch_bench.py's GPU tests (host time per repeated heddle.matmul, Kernel,
+             scaled_mm and grouped call beside torch's; issue 31's <= 2 us), at most 75 s   -> OUT/dispatch.json
   bench      tools/window/bench_quick.py, sized to the time left                                 -> OUT/bench.jsonl
 Per-case results of smoke/families/sanitize: OUT/results.jsonl. Logs of every process: OUT/logs.tar.gz
-(re-packed after each stage). This orchestrator's own log: OUT/window.log. Six files in all.
+(re-packed after each stage). This orchestrator's own log: OUT/window.log. Seven files in all.
 
 dry: the same stages on a machine without a GPU: no install, families lowered + prepared + the first case of
 each compiled with NVRTC, two families run as printed by the interpreter, the sanitizer commands built and
@@ -36,7 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-STAGES = ("env", "install", "smoke", "families", "sanitize", "bench")
+STAGES = ("env", "install", "smoke", "families", "sanitize", "dispatch", "bench")
 # the families stage's debug build: every spin bounded (10 s: a sanitizer's slowdown never trips it) and line
 # info for the sanitizer, one setting for both stages so the sanitizer reuses the families' compiled kernels
 DEBUG = "bounded_waits=10000,lineinfo"
@@ -360,6 +362,23 @@ class Window:
             self.keep_results([{"stage": "sanitize", "job": name, "rc": rc, "seconds": round(s, 1),
                                 "tail": tail[-1500:] if rc != 0 else " ".join(errs)}])
 
+    def stage_dispatch(self):
+        """The dispatch benchmark's GPU tests (its recorder writes gpu.json: kept as OUT/dispatch.json, which
+        `benchmarks/report.py --gpu OUT/dispatch.json` reads); in dry mode collected only (they skip without a GPU)."""
+        self.join_aten(min(90, self.left() - 60))
+        tmp = os.path.join(self.work, "dispatch")
+        cmd = [self.py, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "-m", "gpu",
+               os.path.join(ROOT, "benchmarks", "test_dispatch_bench.py"), "--bench-out", tmp]
+        if self.mode == "dry":
+            cmd.append("--collect-only")
+        rc, s, tail = self.sh("dispatch", cmd, min(75, max(20, self.left() - 120)))
+        got = os.path.join(tmp, "gpu.json")
+        if os.path.exists(got):
+            shutil.copy(got, os.path.join(self.out, "dispatch.json"))
+        last = [ln for ln in tail.splitlines() if ln.strip()][-2:]
+        self.verdict("dispatch", f"rc={rc} in {s:.0f} s{'' if os.path.exists(got) else ' (no records)'}: "
+                                 f"{' | '.join(last)[:300]}")
+
     def stage_bench(self):
         self.join_aten(min(90, self.left() - 60))
         out = os.path.join(self.out, "bench.jsonl")
@@ -426,6 +445,8 @@ def main(argv=None) -> int:
             elif stage == "sanitize":
                 fams = getattr(w, "_fams", None) or w.targets_families()[1]
                 w.stage_sanitize(fams)
+            elif stage == "dispatch":
+                w.stage_dispatch()
             elif stage == "bench":
                 w.stage_bench()
         except Exception as e:  # noqa: BLE001 - a broken stage is a verdict, never the end of the window
