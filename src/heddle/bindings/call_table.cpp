@@ -22,6 +22,14 @@ namespace heddle::bindings {
 
 namespace {
 
+// One adopted call: the plan entry it launches through and what its key holds.
+struct CallEntry {
+  std::shared_ptr<const PlanEntry> plan;
+  std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
+  std::vector<py::object> held;                            // the identity-keyed arguments
+  std::vector<size_t> pick;  // the plan's tensor j is the call's tensor pick[j] (empty: the call's, in order)
+};
+
 // heddle.matmul's front: a whole call's arguments -> the plan entry a PlanTable holds for its tensors,
 // adopted after the call's full path (checks, op choice, launch) went through that plan. Each argument
 // is keyed in order: a tensor of exactly the `exact` type by its signature (as in PlanTable); None, a
@@ -31,16 +39,8 @@ namespace {
 // takes the full path, which checks it. run() also sends the call there when a blocker returns true
 // (dispatch or function modes, functorch transforms), when `grad_enabled()` and a tensor requires grad,
 // and when the tensors' device is not the current one. With ATen access the mode check and the grad mode
-// are read from torch's thread-local state instead of the blockers and grad_enabled.
-struct CallEntry {
-  std::shared_ptr<const PlanEntry> plan;
-  std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
-  std::vector<py::object> held;                            // the identity-keyed arguments
-  std::vector<size_t> pick;  // the plan's tensor j is the call's tensor pick[j] (empty: the call's, in order)
-};
-
-// `empty` is unused (the outputs come from the adopted PlanTable entry); with ATen access the grad mode is
-// read through it too.
+// are read from torch's thread-local state instead of the blockers and grad_enabled. LaunchTable's
+// `empty` is unused: a call's outputs come from the adopted PlanTable entry.
 struct CallTable : LaunchTable<CallEntry> {
   using Entry = CallEntry;
   py::object exact, gradEnabled;
@@ -198,8 +198,7 @@ struct CallTable : LaunchTable<CallEntry> {
 };
 
 PyObject* callTableRun(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  return heddle::bindings::fastEntryResult(
-      [&] { return heddle::bindings::fastEntryTable<CallTable>(self).run(args, n); });
+  return fastEntryResult([&] { return fastEntryTable<CallTable>(self).run(args, n); });
 }
 
 PyMethodDef kCallTableRun = {"run", (PyCFunction)(void (*)())callTableRun, METH_FASTCALL,
