@@ -48,7 +48,7 @@ def planned(request):
     m, k, n = SHAPES[kind]
     a, b, sa, sb = _operands(kind, m, k, n)
     bias = torch.randn(n, dtype=torch.bfloat16)
-    spec, args = smm.scaled_spec(a, b, sa, sb, bias, torch.bfloat16)
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=torch.bfloat16)
     fm = smm.scaled_op(spec)
     tensors = fm.kernel_tensors(args)
     kern = fm.kernel_for(tensors, "sm_90a", rtc=False, sms=132)

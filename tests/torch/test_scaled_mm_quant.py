@@ -57,11 +57,11 @@ def test_out_scale_on_the_cpu_path(dt, out_scale, n):
 
 def test_out_scale_op_name_fake_shapes_and_opcheck():
     a, b, sa, sb, bias = _operands(32, 64, 272)
-    spec, args = smm.scaled_spec(a, b, sa, sb, bias, E4M3, activation="gelu", out_scale="1x128")
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")
     fm = smm.scaled_op(spec)
     assert spec.op_name() == "smm_e4m3e4m3_k64_n272_src_Bbf16_Agelu_G128_oe4m3"
     assert smm.decode(spec.op_name()) == spec
-    row = smm.scaled_spec(a, b, sa, sb, None, E5M2, out_scale="row")[0]
+    row = smm.scaled_spec(a, b, sa, sb, None, out_dtype=E5M2, out_scale="row")[0]
     assert row.op_name() == "smm_e4m3e4m3_k64_n272_src_Grow_oe5m2" and smm.decode(row.op_name()) == row
     assert smm.decode(spec.op_name().replace("G128", "G64")) is None
     fq, fs = fm.fake(args)
@@ -109,7 +109,7 @@ def test_out_scale_interpreted_on_sm90(monkeypatch):
     monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")  # the quantize epilogue is wgmma's: sm_90a anyway
     a, b, sa, sb, bias = _operands(100, 64, 272, seed=1)
     q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")
-    spec = smm.scaled_spec(a, b, sa, sb, bias, E4M3, activation="gelu", out_scale="1x128")[0]
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")[0]
     kernels = smm.scaled_op(spec).kernels
     assert [key[0] for key in kernels] == ["sm_90a"] and all("_q128" in k.name for k in kernels.values())
     _check_quantized(q, s, a, b, sa, sb, bias, E4M3, "1x128")

@@ -132,9 +132,10 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
             vsb = vsb[:kb]
     out_dtype = p.quant.dtype if p.quant else a["out_dtype"] if not p.chain else vfinal.dtype
     try:
-        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), vsb, _val(p.bias), out_dtype,
-                                 _val(a["scale_result"]), p.activation, bool(a["use_fast_accum"]),
-                                 p.quant.group if p.quant else None)
+        spec, vals = scaled_spec(_val(a["a"]), _val(a["b"]), _val(a["scale_a"]), vsb, bias=_val(p.bias),
+                                 scale_result=_val(a["scale_result"]), out_dtype=out_dtype,
+                                 use_fast_accum=bool(a["use_fast_accum"]), activation=p.activation,
+                                 out_scale=p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:

@@ -247,22 +247,25 @@ def scaled_op(spec: ScaledMatmulSpec) -> FusedScaledMatmul:
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-              bias: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = torch.bfloat16,
-              scale_result: Optional[torch.Tensor] = None, use_fast_accum: bool = False, *,
+              bias: Optional[torch.Tensor] = None, scale_result: Optional[torch.Tensor] = None,
+              out_dtype: Optional[torch.dtype] = torch.bfloat16, use_fast_accum: bool = False, *,
               activation: Optional[str] = None, out_scale: Optional[str] = None):
-    """torch._scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum) as one heddle
-    kernel; activation (relu | gelu | gelu_tanh | silu | sigmoid | tanh) is applied after the bias.
-    use_fast_accum is accepted for torch's signature and changes nothing (heddle's FP8 kernels accumulate
-    as docs/fp8.md says). out_scale="1x128" | "row" with an 8-bit out_dtype: the output is quantized with a
-    scale computed from its values (amax per row and 128 columns, or per row: docs/fp8.md "Computed output
-    scales") and the call returns (out, scale), scale float32 [M, ceil(N/128)] or [M, 1]."""
+    """torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum) as one heddle
+    kernel, in torch's argument order (positional or keyword; torch names a and b self and mat2). One
+    difference: out_dtype defaults to torch.bfloat16 (None gives a's dtype, torch's default).
+    activation (relu | gelu | gelu_tanh | silu | sigmoid | tanh) is applied after the bias. use_fast_accum
+    (a bool) is accepted for torch's signature and changes nothing: heddle's kernels accumulate as their
+    schedule does (docs/fp8.md "use_fast_accum"). out_scale="1x128" | "row" with an 8-bit out_dtype: the
+    output is quantized with a scale computed from its values (amax per row and 128 columns, or per row:
+    docs/fp8.md "Computed output scales") and the call returns (out, scale), scale float32 [M, ceil(N/128)]
+    or [M, 1]."""
     if not _dynamo_compiling():
         # a plain eager call like an earlier planned one (the same arguments, the same tensor signatures): one C++
         # call, CallTable.run (mode and grad rules, signature, lookup, output, launch); else None: the checks below
-        out = _front(a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum, activation, out_scale)
+        out = _front(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, activation, out_scale)
         if out is not None:
             return out
-    spec, args = scaled_spec(a, b, scale_a, scale_b, bias, out_dtype, scale_result, activation, use_fast_accum,
+    spec, args = scaled_spec(a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, activation,
                              out_scale)
     fm = scaled_op(spec)
     if not (torch.compiler.is_compiling() or _modes_active()):
@@ -271,25 +274,26 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         if out is not None:
             # keyed by the whole call when it launched through a plan whose tensors are the call's at their
             # addresses (b.t(), a reshaped scale: views; a copied scale is not, so such a call stays here)
-            _calls.adopt((a, b, scale_a, scale_b, bias, out_dtype, scale_result, use_fast_accum, activation,
+            _calls.adopt((a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, activation,
                           out_scale), fm._eager, tensors, _pick(spec))
             return out
     return getattr(torch.ops.heddle, spec.op_name())(*args)
 
 
 def _pick(spec: ScaledMatmulSpec):
-    """The position in scaled_mm's call (a, b, scale_a, scale_b, bias, out_dtype, scale_result, ...) of each of
+    """The position in scaled_mm's call (a, b, scale_a, scale_b, bias, scale_result, out_dtype, ...) of each of
     the op's tensors (a, b^T, scale_a, scale_b[, bias][, scale_result])."""
-    return (0, 1, 2, 3) + ((4,) if spec.bias is not None else ()) + ((6,) if spec.scale_result else ())
+    return (0, 1, 2, 3) + ((4,) if spec.bias is not None else ()) + ((5,) if spec.scale_result else ())
 
 
 _calls = call_table()  # scaled_mm's front (docs/runtime.md "Eager calls"), a table of its own
 _front = _calls.fast_run
 
 
-def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, scale_result=None, activation=None,
-                use_fast_accum=False, out_scale=None):
-    """The checks of every scaled_mm call (InputError naming the argument), then (its spec, the op's tensors)."""
+def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=torch.bfloat16, use_fast_accum=False,
+                activation=None, out_scale=None):
+    """The checks of every scaled_mm call (InputError naming the argument), then (its spec, the op's tensors).
+    The arguments are scaled_mm's, in its (torch._scaled_mm's) order."""
     for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("bias", bias),
                     ("scale_result", scale_result)):
         if t is not None and not isinstance(t, torch.Tensor):
@@ -326,7 +330,8 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, sca
     if activation is not None and activation not in ACTIVATIONS:
         raise InputError(f"{_W}: activation '{activation}' is not one of {', '.join(ACTIVATIONS)}")
     if not isinstance(use_fast_accum, bool):
-        raise InputError(f"{_W}: use_fast_accum={use_fast_accum!r} must be a bool")
+        raise InputError(f"{_W}: use_fast_accum={use_fast_accum!r} must be True or False (torch._scaled_mm's bool; "
+                         "heddle accumulates as the kernel's schedule does either way: docs/fp8.md \"use_fast_accum\")")
     fp8_out = out_dtype in FLOAT8
     if scale_result is not None and fp8_out and (scale_result.numel() != 1 or scale_result.dtype != torch.float32):
         raise InputError(f"{_W}: 'scale_result' is {scale_result.dtype} {list(scale_result.shape)}; it must be a "

@@ -13,7 +13,7 @@ void bindLab(py::module_& m);
 void bindRoleGraph(py::module_& m);  // role_graph_bindings.cpp: heddle._C.role_graph_lab
 void bindVerify(py::module_& m);
 void bindHip(py::module_& m);     // hip_bindings.cpp: adds the AMD half of heddle._C.runtime
-void bindPlan(py::module_& m);    // plan_bindings.cpp: heddle._C.runtime.LaunchPlan
+void bindPlan(py::module_& m);    // plan_bindings.cpp: LaunchPlan, PlanTable (CallTable: call_table.cpp)
 void bindInterp(py::module_& m);  // interp_bindings.cpp: heddle._C.interp
 
 PYBIND11_MODULE(_C, m) {

@@ -6,8 +6,8 @@
 // address modulo 16; a tensor whose memory is not its value, torch's negative bit or a null address, has
 // none) read here from their Python attributes (no torch headers), its plan looked up
 // (runtime/launch_table.h), the outputs allocated (torch.empty), the addresses checked, packed and
-// launched. heddle._C.runtime.CallTable: the same for a whole heddle.matmul call (its tensors and the
-// plain values beside them), keyed to a PlanTable's plan. Both take an optional ATen access
+// launched. heddle._C.runtime.CallTable (call_table.cpp): the same for a whole heddle.matmul call, keyed
+// to a PlanTable's plan; what the two share is plan_table.h. Both take an optional ATen access
 // (bindings/aten_access.h, from heddle._C_aten): an exact torch.Tensor is then read from its at::Tensor and
 // the outputs come from at::empty, with no call into torch's Python API.
 #include <pybind11/pybind11.h>
@@ -17,9 +17,8 @@
 #include <cstring>
 #include <memory>
 
-#include "heddle/bindings/aten_access.h"
-#include "heddle/bindings/fast_entry.h"
 #include "heddle/bindings/launch_args.h"
+#include "heddle/bindings/plan_table.h"
 #include "heddle/runtime/backend.h"
 #include "heddle/runtime/launch.h"
 #include "heddle/runtime/launch_plan.h"
@@ -29,7 +28,7 @@ namespace py = pybind11;
 using namespace heddle;
 using namespace heddle::rt;
 
-namespace {
+namespace heddle::bindings {
 
 // The plan and what launches it: a backend's loaded kernel (KernelLauncher: launched from C++), or any
 // object with the same launch(grid, block, smem, stream, args) method (a test's fake driver: called
@@ -46,6 +45,8 @@ struct PyPlan {
     return a;
   }
 };
+
+namespace {
 
 py::list argList(const std::vector<KernelArg>& args) {
   py::list out;
@@ -135,7 +136,6 @@ bool launchPlan(const PyPlan& p, uint64_t stream, const std::vector<uint64_t>& a
   return true;
 }
 
-// ---- PlanTable ------------------------------------------------------------------------------------
 PyObject* interned(const char* s) {
   PyObject* o = PyUnicode_InternFromString(s);
   if (!o) throw py::error_already_set();
@@ -155,11 +155,31 @@ bool appendInts(PyObject* seq, std::vector<int64_t>* key) {
   return true;
 }
 
-using heddle::bindings::AtenAccess;
-using heddle::bindings::TensorFacts;
+// The signature key of a tensor read through ATen: the same values, in the same order, as the Python reads.
+void appendFacts(const TensorFacts& f, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
+  key->push_back(f.ndim);
+  key->insert(key->end(), f.sizes, f.sizes + f.ndim);
+  key->push_back(f.ndim);
+  key->insert(key->end(), f.strides, f.strides + f.ndim);
+  key->push_back((int64_t)(uintptr_t)f.dtype);
+  key->push_back(f.device);
+  key->push_back((int64_t)(f.address % 16));
+  addresses->push_back(f.address);
+}
 
-// The ATen access in `capsule` (heddle._C_aten.access), or nullptr for None; an InputError for a capsule of
-// another layout (a _C_aten from another heddle build).
+// True when `t` requires grad, or when that cannot be read (either way: not a call to plan).
+bool requiresGrad(PyObject* t) {
+  static PyObject* gradName = interned("requires_grad");
+  PyObject* g = PyObject_GetAttr(t, gradName);
+  int requires = g ? PyObject_IsTrue(g) : -1;
+  Py_XDECREF(g);
+  if (requires < 0) PyErr_Clear();
+  return requires != 0;
+}
+
+}  // namespace
+
+// ---- shared with call_table.cpp (plan_table.h) ----------------------------------------------------
 const AtenAccess* atenAccess(const py::object& capsule) {
   if (capsule.is_none()) return nullptr;
   auto* a = static_cast<const AtenAccess*>(PyCapsule_GetPointer(capsule.ptr(), heddle::bindings::kAtenAccessCapsule));
@@ -173,27 +193,8 @@ const AtenAccess* atenAccess(const py::object& capsule) {
   return a;
 }
 
-// The signature key of a tensor read through ATen: the same values, in the same order, as the Python reads.
-void appendFacts(const TensorFacts& f, std::vector<int64_t>* key, std::vector<uint64_t>* addresses) {
-  key->push_back(f.ndim);
-  key->insert(key->end(), f.sizes, f.sizes + f.ndim);
-  key->push_back(f.ndim);
-  key->insert(key->end(), f.strides, f.strides + f.ndim);
-  key->push_back((int64_t)(uintptr_t)f.dtype);
-  key->push_back(f.device);
-  key->push_back((int64_t)(f.address % 16));
-  addresses->push_back(f.address);
-}
-
-bool requiresGrad(PyObject* t);
-
-// The call signature of one tensor into `key`, its address into `addresses`; false (no Python error
-// left set) when `t` is not tensor-like, when (noGrad) it requires grad, or when its memory does not hold
-// its value (a negative view, torch._neg_view: the memory holds -t with t's shape, strides and address; a
-// ZeroTensor: address 0): the caller's full path resolves it or says what is wrong. `aten` (may be null)
-// reads an exact torch.Tensor; anything else is read through its Python attributes.
-bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
-                     const AtenAccess* aten = nullptr, bool noGrad = false) {
+bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_t>* addresses, const AtenAccess* aten,
+                     bool noGrad) {
   if (aten) {
     TensorFacts f;
     int r = aten->read(t, &f);
@@ -242,26 +243,6 @@ bool tensorSignature(PyObject* t, std::vector<int64_t>* key, std::vector<uint64_
   return true;
 }
 
-// One signature's plan and what its calls allocate. Shared (never changed once made) by the table that
-// made it and the call tables that adopted it.
-struct PlanEntry {
-  struct Output {
-    // new_empty of a 0-element tensor of the output's dtype and device (made once by the table's `empty`),
-    // called with the sizes as positional ints: no dtype/device keywords to parse (about 0.2 us less a call
-    // than empty(*sizes, dtype=, device=); a torch.Size would cost twice the ints). With ATen access:
-    // at::empty(sizes, like.options()), like being that 0-element tensor.
-    py::object alloc, like;
-    py::tuple args;
-    std::vector<int64_t> sizes;
-  };
-  py::object planObject;  // keeps the plan alive
-  const PyPlan* plan = nullptr;
-  std::vector<Output> outs;
-};
-
-// The outputs of a launch through `e` (made by its outputs' new_empty, or at::empty through `aten`; their
-// addresses appended to `addresses`), launched on `stream`; None when an address breaks a slot (the caller
-// takes the full path).
 py::object launchEntry(const PlanEntry& e, uint64_t stream, std::vector<uint64_t>* addresses, bool dryRun,
                        const AtenAccess* aten) {
   static PyObject* ptrName = interned("data_ptr");
@@ -286,20 +267,6 @@ py::object launchEntry(const PlanEntry& e, uint64_t stream, std::vector<uint64_t
   return outs.size() == 1 ? py::object(outs[0]) : py::object(outs);
 }
 
-// True when `t` requires grad, or when that cannot be read (either way: not a call to plan).
-bool requiresGrad(PyObject* t) {
-  static PyObject* gradName = interned("requires_grad");
-  PyObject* g = PyObject_GetAttr(t, gradName);
-  int requires = g ? PyObject_IsTrue(g) : -1;
-  Py_XDECREF(g);
-  if (requires < 0) PyErr_Clear();
-  return requires != 0;
-}
-
-// The stream a launch on `device` goes on: 0 for the CPU (only a test's fake driver launches CPU tensors),
-// else the device's current stream (rawStream(index)) when `device` is the current CUDA device
-// (currentDevice()); false when it is not, or either query is missing: the caller's Python path makes the
-// device current (or the full path does) and launches there.
 bool currentStream(const py::object& currentDevice, const py::object& rawStream, long long device, uint64_t* stream) {
   *stream = 0;
   if (device < 0) return true;
@@ -318,275 +285,83 @@ bool currentStream(const py::object& currentDevice, const py::object& rawStream,
   return true;
 }
 
-struct PlanTable {
-  py::object empty;                     // torch.empty
-  py::object atenCapsule;               // heddle._C_aten.access or None
-  const AtenAccess* aten = nullptr;     // its table (nullptr: every tensor read through Python)
-  py::object currentDevice, rawStream;  // call(): the current CUDA device and its stream (None: not queried)
-  bool dryRun = false;  // every launch packs its arguments and stops before the driver (host-cost benchmarks)
-  SignatureTable<PlanEntry> entries;
-
-  // exact: every tensor's type must be this one (nullptr: any); noGrad: no tensor may require grad.
-  // device: the first tensor's device index (-1: the CPU).
-  bool signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
-                 PyObject* exact = nullptr, bool noGrad = false, long long* device = nullptr) const {
-    Py_ssize_t n = PySequence_Size(tensors.ptr());
-    if (n < 0) {
+// ---- PlanTable (plan_table.h) -------------------------------------------------------------------
+bool PlanTable::signature(const py::sequence& tensors, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
+                          PyObject* exact, bool noGrad, long long* device) const {
+  Py_ssize_t n = PySequence_Size(tensors.ptr());
+  if (n < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  key->reserve(16 * n);
+  addresses->reserve(n + 2);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
+    if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact) ||
+        !tensorSignature(t.ptr(), key, addresses, aten, noGrad)) {
       PyErr_Clear();
       return false;
     }
-    key->reserve(16 * n);
-    addresses->reserve(n + 2);
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      py::object t = py::reinterpret_steal<py::object>(PySequence_GetItem(tensors.ptr(), i));
-      if (!t || (exact && (PyObject*)Py_TYPE(t.ptr()) != exact) ||
-          !tensorSignature(t.ptr(), key, addresses, aten, noGrad)) {
-        PyErr_Clear();
-        return false;
-      }
-      if (i == 0 && device) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device, address % 16)
-    }
-    return true;
+    if (i == 0 && device) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device, address % 16)
   }
-
-  std::shared_ptr<const PlanEntry> find(const py::sequence& tensors) const {
-    std::vector<int64_t> key;
-    std::vector<uint64_t> addresses;
-    if (!signature(tensors, &key, &addresses)) return nullptr;
-    return entries.find(key);
-  }
-
-  // False (nothing remembered) when the tensors have no signature: no later call could find the plan.
-  bool add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
-    std::vector<int64_t> key;
-    std::vector<uint64_t> addresses;
-    if (!signature(tensors, &key, &addresses)) return false;
-    auto e = std::make_shared<PlanEntry>();
-    e->plan = planObject.cast<const PyPlan*>();
-    e->planObject = std::move(planObject);
-    for (const auto& o : outputs) {
-      PlanEntry::Output out;
-      py::tuple shape = py::tuple(o.attr("shape"));
-      py::tuple dims(shape.size());
-      for (size_t i = 0; i < shape.size(); ++i) {
-        out.sizes.push_back(shape[i].cast<int64_t>());
-        dims[i] = py::int_(out.sizes.back());
-      }
-      out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: new_empty(())
-      out.like = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device"));
-      out.alloc = out.like.attr("new_empty");
-      e->outs.push_back(std::move(out));
-    }
-    entries.put(std::move(key), std::move(e));
-    return true;
-  }
-
-  py::object run(uint64_t stream, const py::sequence& tensors, bool dry, const py::object& exact, bool noGrad) const {
-    std::vector<int64_t> key;
-    std::vector<uint64_t> addresses;
-    if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
-    std::shared_ptr<const PlanEntry> e = entries.find(key);  // alive through torch.empty and the launch, whatever
-    if (!e) return py::none();                               // another thread does to the table
-    return launchEntry(*e, stream, &addresses, dry || dryRun, aten);
-  }
-
-  // Kernel.__call__'s and FusedMatmul.planned's whole repeated call: run() on the tensors' device's current
-  // stream, queried here. None also when that device is not the current one (the caller's Python path
-  // switches the device) or the table has no device queries.
-  py::object call(const py::sequence& tensors, const py::object& exact, bool noGrad) const {
-    std::vector<int64_t> key;
-    std::vector<uint64_t> addresses;
-    long long device = -1;
-    if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad, &device))
-      return py::none();
-    std::shared_ptr<const PlanEntry> e = entries.find(key);
-    if (!e) return py::none();
-    uint64_t stream;
-    if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
-    return launchEntry(*e, stream, &addresses, dryRun, aten);
-  }
-};
-
-// ---- CallTable ------------------------------------------------------------------------------------
-// heddle.matmul's front: a whole call's arguments -> the plan entry a PlanTable holds for its tensors,
-// adopted after the call's full path (checks, op choice, launch) went through that plan. Each argument
-// is keyed in order: a tensor of exactly the `exact` type by its signature (as in PlanTable); None, a
-// bool, an int, a float or a str by value (a str by its hash, compared on a hit); an object of one of the
-// `identity` types (torch.dtype) by identity (held by the entry, so its address stays its own). Any other
-// argument (a tensor subclass such as nn.Parameter, a list, a float subclass) is never planned: the call
-// takes the full path, which checks it. run() also sends the call there when a blocker returns true
-// (dispatch or function modes, functorch transforms), when `grad_enabled()` and a tensor requires grad,
-// and when the tensors' device is not the current one. With ATen access the mode check and the grad mode
-// are read from torch's thread-local state instead of the blockers and grad_enabled.
-struct CallTable {
-  struct Entry {
-    std::shared_ptr<const PlanEntry> plan;
-    std::vector<std::pair<Py_ssize_t, py::object>> strings;  // (argument index, str): compared on a hit
-    std::vector<py::object> held;                            // the identity-keyed arguments
-    std::vector<size_t> pick;  // the plan's tensor j is the call's tensor pick[j] (empty: the call's, in order)
-  };
-  py::object empty, exact, gradEnabled, currentDevice, rawStream;
-  py::object atenCapsule;            // heddle._C_aten.access or None
-  const AtenAccess* aten = nullptr;  // its table: tensors read, outputs allocated and grad mode read through ATen
-  std::vector<py::object> blockers, identity;
-  bool dryRun = false;
-  SignatureTable<Entry> entries;
-
-  // The key of the call `args`, its tensors' addresses and the first tensor's device index (-1: the
-  // CPU, or no tensor); false when an argument is never planned or (checkGrad) a tensor requires grad.
-  // adopting: where the entry's strings and held objects go.
-  bool key(PyObject* const* args, Py_ssize_t n, std::vector<int64_t>* key, std::vector<uint64_t>* addresses,
-           long long* device, bool checkGrad, Entry* adopting) const {
-    addresses->reserve(n + 2);
-    *device = -1;
-    bool first = true;
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* o = args[i];
-      PyTypeObject* type = Py_TYPE(o);
-      if ((PyObject*)type == exact.ptr()) {
-        key->push_back(TagTensor);
-        if (!tensorSignature(o, key, addresses, aten, checkGrad)) return false;
-        if (first) *device = (*key)[key->size() - 2];  // tensorSignature ends with (device index, address % 16)
-        first = false;
-      } else if (o == Py_None) {
-        key->push_back(TagNone);
-      } else if (type == &PyBool_Type) {
-        key->push_back(o == Py_True ? TagTrue : TagFalse);
-      } else if (type == &PyLong_Type) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-        if (overflow || (v == -1 && PyErr_Occurred())) {
-          PyErr_Clear();
-          return false;
-        }
-        key->push_back(TagInt);
-        key->push_back(v);
-      } else if (type == &PyFloat_Type) {
-        double d = PyFloat_AS_DOUBLE(o);
-        int64_t bits;
-        std::memcpy(&bits, &d, sizeof bits);
-        key->push_back(TagFloat);
-        key->push_back(bits);
-      } else if (type == &PyUnicode_Type) {
-        Py_hash_t h = PyObject_Hash(o);  // cached in the str
-        if (h == -1) {
-          PyErr_Clear();
-          return false;
-        }
-        key->push_back(TagStr);
-        key->push_back((int64_t)h);
-        if (adopting) adopting->strings.emplace_back(i, py::reinterpret_borrow<py::object>(o));
-      } else if (isIdentityType(type)) {
-        key->push_back(TagIdentity);
-        key->push_back((int64_t)(uintptr_t)o);
-        if (adopting) adopting->held.push_back(py::reinterpret_borrow<py::object>(o));
-      } else {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  bool isIdentityType(PyTypeObject* type) const {
-    for (const auto& t : identity)
-      if ((PyObject*)type == t.ptr()) return true;
-    return false;
-  }
-
-  // True when calling f() gives a true value (or fails: then the full path runs and says what is wrong).
-  static bool truthy(const py::object& f) {
-    PyObject* r = PyObject_CallNoArgs(f.ptr());
-    int v = r ? PyObject_IsTrue(r) : 1;
-    Py_XDECREF(r);
-    if (v < 0 || !r) PyErr_Clear();
-    return v != 0;
-  }
-
-  py::object run(const py::args& args) const {
-    return run(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()));
-  }
-
-  // run() on the arguments as a vectorcall passes them (fastRun, heddle.matmul's front)
-  py::object run(PyObject* const* args, Py_ssize_t n) const {
-    if (aten ? aten->modesActive() != 0 : std::any_of(blockers.begin(), blockers.end(), truthy)) return py::none();
-    bool grad = aten ? aten->gradEnabled() != 0 : !gradEnabled.is_none() && truthy(gradEnabled);
-    std::vector<int64_t> k;
-    k.reserve(64);
-    std::vector<uint64_t> addresses;
-    long long device = -1;
-    if (!key(args, n, &k, &addresses, &device, grad, nullptr)) return py::none();
-    std::shared_ptr<const Entry> e = entries.find(k);  // alive through torch.empty and the launch
-    if (!e) return py::none();
-    for (const auto& [i, s] : e->strings) {
-      PyObject* given = args[i];
-      if (given != s.ptr() && PyUnicode_Compare(given, s.ptr()) != 0) {
-        PyErr_Clear();
-        return py::none();  // another str with the same hash
-      }
-    }
-    uint64_t stream;  // the tensors' device must be the current one (the full path switches it)
-    if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
-    if (!e->pick.empty()) {  // the op's tensors are views of some of the call's, at their addresses (adopt)
-      std::vector<uint64_t> picked;
-      picked.reserve(e->pick.size() + 2);
-      for (size_t i : e->pick) picked.push_back(addresses[i]);
-      addresses.swap(picked);
-    }
-    return launchEntry(*e->plan, stream, &addresses, dryRun, aten);
-  }
-
-  // Remembers the plan `source` holds for this call's tensors (the exact-type tensors among `args`, in
-  // order) under the key of the whole call; false when there is none or an argument is never planned.
-  // With `tensors` (the op's tensors, each a view of the call's argument at index pick[j] at its address, made
-  // from the call's signature alone: heddle.scaled_mm's b.t(), a reshaped one-element scale): the plan of
-  // those tensors; false also when one is not at its argument's address (a copy: every call makes a new one).
-  bool adopt(const py::tuple& args, const PlanTable& source, const py::object& tensors, const py::object& pick) {
-    auto e = std::make_shared<Entry>();
-    std::vector<int64_t> k;
-    std::vector<uint64_t> addresses;
-    long long device = -1;
-    if (!key(PySequence_Fast_ITEMS(args.ptr()), PyTuple_GET_SIZE(args.ptr()), &k, &addresses, &device, false, e.get()))
-      return false;
-    if (!tensors.is_none()) {
-      if (!pickTensors(args, source, tensors, pick.cast<std::vector<Py_ssize_t>>(), addresses, &e->pick)) return false;
-      e->plan = source.find(tensors);
-    } else {
-      py::list own;
-      for (const auto& a : args)
-        if ((PyObject*)Py_TYPE(a.ptr()) == exact.ptr()) own.append(a);
-      e->plan = source.find(own);
-    }
-    if (!e->plan) return false;
-    entries.put(std::move(k), std::move(e));  // a full table is emptied: its calls are re-adopted on use
-    return true;
-  }
-
-  // pick (argument indices, one per op tensor) as indices into the call's tensor addresses; false when an
-  // index names no keyed tensor or an op tensor is not at that argument's address.
-  bool pickTensors(const py::tuple& args, const PlanTable& source, const py::object& tensors,
-                   const std::vector<Py_ssize_t>& pick, const std::vector<uint64_t>& addresses,
-                   std::vector<size_t>* out) const {
-    std::vector<int64_t> ordinal(args.size(), -1);  // argument index -> its place among the call's tensors
-    int64_t n = 0;
-    for (size_t i = 0; i < args.size(); ++i)
-      if ((PyObject*)Py_TYPE(args[i].ptr()) == exact.ptr()) ordinal[i] = n++;
-    std::vector<int64_t> k;
-    std::vector<uint64_t> own;
-    if (!source.signature(tensors, &k, &own) || own.size() != pick.size()) return false;
-    for (size_t j = 0; j < pick.size(); ++j) {
-      if (pick[j] < 0 || pick[j] >= (Py_ssize_t)args.size() || ordinal[pick[j]] < 0) return false;
-      size_t i = (size_t)ordinal[pick[j]];
-      if (addresses[i] != own[j]) return false;
-      out->push_back(i);
-    }
-    return true;
-  }
-};
-
-PyObject* callTableRun(PyObject* self, PyObject* const* args, Py_ssize_t n) {
-  return heddle::bindings::fastEntryResult(
-      [&] { return heddle::bindings::fastEntryTable<CallTable>(self).run(args, n); });
+  return true;
 }
+
+std::shared_ptr<const PlanEntry> PlanTable::find(const py::sequence& tensors) const {
+  std::vector<int64_t> key;
+  std::vector<uint64_t> addresses;
+  if (!signature(tensors, &key, &addresses)) return nullptr;
+  return entries.find(key);
+}
+
+bool PlanTable::add(const py::sequence& tensors, py::object planObject, const py::sequence& outputs) {
+  std::vector<int64_t> key;
+  std::vector<uint64_t> addresses;
+  if (!signature(tensors, &key, &addresses)) return false;
+  auto e = std::make_shared<PlanEntry>();
+  e->plan = planObject.cast<const PyPlan*>();
+  e->planObject = std::move(planObject);
+  for (const auto& o : outputs) {
+    PlanEntry::Output out;
+    py::tuple shape = py::tuple(o.attr("shape"));
+    py::tuple dims(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+      out.sizes.push_back(shape[i].cast<int64_t>());
+      dims[i] = py::int_(out.sizes.back());
+    }
+    out.args = shape.size() ? dims : py::make_tuple(dims);  // a 0-d output: new_empty(())
+    out.like = empty(0, py::arg("dtype") = o.attr("dtype"), py::arg("device") = o.attr("device"));
+    out.alloc = out.like.attr("new_empty");
+    e->outs.push_back(std::move(out));
+  }
+  entries.put(std::move(key), std::move(e));
+  return true;
+}
+
+py::object PlanTable::run(uint64_t stream, const py::sequence& tensors, bool dry, const py::object& exact,
+                          bool noGrad) const {
+  std::vector<int64_t> key;
+  std::vector<uint64_t> addresses;
+  if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad)) return py::none();
+  std::shared_ptr<const PlanEntry> e = entries.find(key);  // alive through torch.empty and the launch, whatever
+  if (!e) return py::none();                               // another thread does to the table
+  return launchEntry(*e, stream, &addresses, dry || dryRun, aten);
+}
+
+py::object PlanTable::call(const py::sequence& tensors, const py::object& exact, bool noGrad) const {
+  std::vector<int64_t> key;
+  std::vector<uint64_t> addresses;
+  long long device = -1;
+  if (!signature(tensors, &key, &addresses, exact.is_none() ? nullptr : exact.ptr(), noGrad, &device))
+    return py::none();
+  std::shared_ptr<const PlanEntry> e = entries.find(key);
+  if (!e) return py::none();
+  uint64_t stream;
+  if (!currentStream(currentDevice, rawStream, device, &stream)) return py::none();
+  return launchEntry(*e, stream, &addresses, dryRun, aten);
+}
+
+namespace {
 
 PyObject* planTableCall(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   return heddle::bindings::fastEntryResult([&]() -> py::object {
@@ -596,12 +371,13 @@ PyObject* planTableCall(PyObject* self, PyObject* const* args, Py_ssize_t n) {
   });
 }
 
-PyMethodDef kCallTableRun = {"run", (PyCFunction)(void (*)())callTableRun, METH_FASTCALL,
-                             "CallTable.run without pybind11's dispatch"};
 PyMethodDef kPlanTableCall = {"call", (PyCFunction)(void (*)())planTableCall, METH_FASTCALL,
                               "PlanTable.call(tensors) without pybind11's dispatch"};
 
 }  // namespace
+}  // namespace heddle::bindings
+
+using namespace heddle::bindings;
 
 void bindPlan(py::module_& m) {
   py::module_ rt = m.attr("runtime").cast<py::module_>();
@@ -702,19 +478,15 @@ void bindPlan(py::module_& m) {
       .def("__len__", &WorkspaceTable::size)
       .def("clear", &WorkspaceTable::clear);
 
-  py::class_<PlanTable>(rt, "PlanTable",
-                        "Launch plans by call signature: run() takes the tensors and does the rest in one call "
-                        "(docs/runtime.md, 'Eager calls').")
+  py::class_<PlanTable> planTable(rt, "PlanTable",
+                                  "Launch plans by call signature: run() takes the tensors and does the rest in one "
+                                  "call (docs/runtime.md, 'Eager calls').");
+  planTable
       .def(py::init(
                [](py::object empty, size_t capacity, py::object currentDevice, py::object rawStream, py::object aten) {
-                 if (capacity == 0) throw InputError("PlanTable: capacity must be at least 1");
+                 PlanTable::checkCapacity("PlanTable", capacity);
                  PlanTable t;
-                 t.aten = atenAccess(aten);
-                 t.atenCapsule = std::move(aten);
-                 t.empty = std::move(empty);
-                 t.entries = SignatureTable<PlanEntry>(capacity);
-                 t.currentDevice = std::move(currentDevice);
-                 t.rawStream = std::move(rawStream);
+                 t.setUp(std::move(empty), capacity, std::move(currentDevice), std::move(rawStream), std::move(aten));
                  return t;
                }),
            py::arg("empty"), py::arg("capacity") = 64, py::arg("current_device") = py::none(),
@@ -752,73 +524,9 @@ void bindPlan(py::module_& m) {
             return py::cast(key);
           },
           "The signature key the table looks `tensors` up by (ints), or None when they have none (tests: the "
-          "ATen and the Python reads give the same key)")
-      .def_property_readonly(
-          "fast_call",
-          [](py::object self) {
-            return heddle::bindings::fastEntry(self, &self.cast<const PlanTable&>(), &kPlanTableCall);
-          },
-          "call(tensors) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
-          "alive): what Kernel.__call__ holds")
-      .def("__len__", [](const PlanTable& t) { return t.entries.size(); })
-      .def("clear", [](PlanTable& t) { t.entries.clear(); })
-      .def_readwrite("dry_run", &PlanTable::dryRun,
-                     "True: every launch through this table stops before the driver call (host-cost benchmarks)");
-
-  py::class_<CallTable>(rt, "CallTable",
-                        "heddle.matmul's front: a whole call's arguments -> the launch plan its tensors took, one C++ "
-                        "call per repeated call (docs/runtime.md, 'Eager calls').")
-      .def(py::init([](py::object empty, size_t capacity, py::object exactType, const py::sequence& identityTypes,
-                       const py::sequence& blockers, py::object gradEnabled, py::object currentDevice,
-                       py::object rawStream, py::object aten) {
-             if (capacity == 0) throw InputError("CallTable: capacity must be at least 1");
-             if (!PyType_Check(exactType.ptr())) throw InputError("CallTable: exact_type must be a type");
-             CallTable t;
-             t.aten = atenAccess(aten);
-             t.atenCapsule = std::move(aten);
-             t.empty = std::move(empty);
-             t.entries = SignatureTable<CallTable::Entry>(capacity);
-             t.exact = std::move(exactType);
-             for (const auto& i : identityTypes) {
-               if (!PyType_Check(i.ptr())) throw InputError("CallTable: identity_types must be types");
-               t.identity.push_back(py::reinterpret_borrow<py::object>(i));
-             }
-             for (const auto& b : blockers) t.blockers.push_back(py::reinterpret_borrow<py::object>(b));
-             t.gradEnabled = std::move(gradEnabled);
-             t.currentDevice = std::move(currentDevice);
-             t.rawStream = std::move(rawStream);
-             return t;
-           }),
-           py::arg("empty"), py::arg("capacity"), py::arg("exact_type"), py::arg("identity_types"), py::arg("blockers"),
-           py::arg("grad_enabled"), py::arg("current_device"), py::arg("raw_stream"), py::arg("aten") = py::none(),
-           "empty: torch.empty (unused: a call's outputs come from the adopted PlanTable entry); capacity: calls "
-           "kept (beyond it the table is emptied); "
-           "exact_type: the tensor type keyed by signature (torch.Tensor; its subclasses are never planned); "
-           "identity_types: types of arguments keyed by identity (torch.dtype); blockers: callables, any true "
-           "result sends a call down the full path (dispatch and function modes, functorch transforms); "
-           "grad_enabled: callable, under a true result a tensor that requires grad sends the call down the full "
-           "path; current_device(), raw_stream(index): the current CUDA device and its stream as ints (None: "
-           "calls on a device never run from the table); aten: heddle._C_aten.access (tensors, outputs, the grad "
-           "mode and the mode check through ATen, in place of grad_enabled and blockers; same keys) or None")
-      .def("run", static_cast<py::object (CallTable::*)(const py::args&) const>(&CallTable::run),
-           "The output of this call launched through the plan adopted for its arguments, or None: the caller "
-           "takes the full path (no plan, an argument or a state the table does not plan, an address that breaks "
-           "the plan's slots)")
-      .def("adopt", &CallTable::adopt, py::arg("args"), py::arg("source"), py::arg("tensors") = py::none(),
-           py::arg("pick") = py::none(),
-           "Keys the plan `source` (a PlanTable) holds for the tensors among `args` by the whole call `args`; "
-           "False when there is none or an argument is never planned. tensors, pick: the plan is the one of "
-           "`tensors` (the op's), tensor j a view at the address of args[pick[j]] (the launch takes that "
-           "argument's address per call); False when one is not (a copy)")
-      .def_property_readonly(
-          "fast_run",
-          [](py::object self) {
-            return heddle::bindings::fastEntry(self, &self.cast<const CallTable&>(), &kCallTableRun);
-          },
-          "run(*args) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the table "
-          "alive): what heddle.matmul's front calls")
-      .def("__len__", [](const CallTable& t) { return t.entries.size(); })
-      .def("clear", [](CallTable& t) { t.entries.clear(); })
-      .def_readwrite("dry_run", &CallTable::dryRun,
-                     "True: every launch through this table stops before the driver call (host-cost benchmarks)");
+          "ATen and the Python reads give the same key)");
+  bindTableCommon(planTable, "fast_call", &kPlanTableCall,
+                  "call(tensors) as a builtin function bound to this table (no pybind11 dispatch per call; keeps the "
+                  "table alive): what Kernel.__call__ holds");
+  bindCallTable(rt);
 }

@@ -1,4 +1,4 @@
-// The launch tables of the eager path (bindings/plan_bindings.cpp: PlanTable, CallTable), the part
+// The launch tables of the eager path (bindings/plan_bindings.cpp: PlanTable; call_table.cpp: CallTable), the part
 // that is not reading Python objects: a call's key is a list of int64 (per tensor: ndim, sizes, ndim,
 // strides, dtype, device index, address modulo 16; per plain argument: its ArgTag and value), looked
 // up in a SignatureTable of bounded size; a hit launches its LaunchPlan through the backend's launcher
