@@ -79,3 +79,11 @@ def test_16bit_operands_are_refused_by_name():
     schedule_sm90(fd, a, b, bm=128, bn=128, bk=16, wgs=1, stages=2, roles=roles(2))
     with pytest.raises(heddle.ScheduleError, match=r"an 8-bit float output is lowered on the sm_90a"):
         heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_the_simulator_refuses_it_by_name():
+    fd = scheduled_sm100(n=200, k=80)
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    with pytest.raises(heddle.HeddleError, match=r"quantizes with a computed output scale, which the kernel-IR "
+                                                 r"simulator does not model; heddle.interpret runs the printed"):
+        heddle.simulate(k, tensors(fd, 70), reference=False)
