@@ -1,19 +1,23 @@
 """The computed output scale through NVRTC (docs/fp8.md "Computed output scales"): the quantize epilogue of the
 sm_90a wgmma kernels (the quad's amax by shfl.sync.bfly, the scale store, the satfinite cast) compiles for
-sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong."""
+sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong; the one of
+the sm_100a tcgen05 kernel (a per-thread amax over tcgen05.ld columns, no shuffle) compiles for sm_100a without
+spills or a stack frame, with n tiles of 128 and 256."""
 import re
 
 import pytest
 
-from support.env import requires_nvrtc
+from support.env import requires_nvrtc, rt
 from support.fp8_defs import fp8_schedule
-from support.wgmma_defs import nvrtc_sm90
+from support.tcgen05_defs import roles
+from support.wgmma_defs import nvrtc_sm90, schedule_sm90
 
 pytestmark = requires_nvrtc
 
 
-@pytest.mark.parametrize("variant,group,bn", [("coop", 128, 128), ("pingpong", 128, 128), ("coop", "row", 128)])
-def test_quantize_epilogue_compiles_without_spills(variant, group, bn):
+def quant_gemm(group):
+    """gelu((a @ b.T) * scale_a [M, 1] * scale_b [1, N] + bias) quantized to e4m3; K = 4096, N = 4096 for
+    groups of 128, N = 128 per row. (fusion, a, b)."""
     import heddle
     fd = heddle.Fusion()
     n = 4096 if group == 128 else 128
@@ -22,7 +26,25 @@ def test_quantize_epilogue_compiles_without_spills(variant, group, bn):
     q, s = heddle.ops.quantize(heddle.ops.gelu(y + fd.input("bias", "bf16", [n])), "e4m3", group=group)
     fd.output(q)
     fd.output(s)
+    return fd, a, b
+
+
+@pytest.mark.parametrize("variant,group,bn", [("coop", 128, 128), ("pingpong", 128, 128), ("coop", "row", 128)])
+def test_quantize_epilogue_compiles_without_spills(variant, group, bn):
+    fd, a, b = quant_gemm(group)
     fp8_schedule(fd, a, b, variant=variant, bn=bn)
     r = nvrtc_sm90(fd.lower("sm_90a"))
     assert len(re.findall(r"shfl\.sync\.bfly\.b32", r.ptx)) >= 2
     assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx
+
+
+@pytest.mark.parametrize("group,bn", [(128, 256), (128, 128), ("row", 128)])
+def test_tcgen05_quantize_epilogue_compiles_without_spills(group, bn):
+    fd, a, b = quant_gemm(group)
+    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=4, roles=roles(2))
+    low = fd.lower("sm_100a")
+    r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
+    st = r.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
+    assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in r.ptx and "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx
+    assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx and "shfl.sync" not in r.ptx  # the amax is per thread

@@ -5,17 +5,14 @@ to D and the scale to D1 [M, groups]. The CPU interpreter runs the printed kerne
 float64 (q dequantized by s against the reference within e4m3's step, s up to f32 rounding), the schedule rules
 refuse the rest by name, and the quantize source mutants are caught."""
 import pytest
-import torch
 
 import heddle
-from heddle.core.reference import evaluate
-from heddle.core.source_mutants import source_mutants
 from heddle.interpret import interpret
 from support.fp8_defs import fp8_schedule
 from support.interp_defs import needs_cxx
-from support.quant_defs import quant_fusion, tensors
+from support.quant_defs import (assert_quant_mutants_caught, bare_quant, dequantized_against_float64, quant_fusion,
+                                tensors)
 
-FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
 QUANT_KINDS = ("quant_shuffle", "quant_mask", "quant_group", "quant_divisor")
 
 
@@ -27,20 +24,6 @@ def check(fd, M, seed=0):
     r = interpret(k, *ins, sms=2, reference=False)
     assert r.ok, f"{k.name}:\n{r.report()}"
     return k, ins, r
-
-
-def dequantized_against_float64(fd, ins, out, fmt, group):
-    q, s = out
-    q_ref, s_ref = evaluate(fd, ins)
-    # s: the amax of f32 epilogue values against float64 ones: equal up to f32 rounding of the sums
-    assert torch.allclose(s.double(), s_ref.double(), rtol=2 ** -16, atol=0), (s - s_ref).abs().max()
-    n = q.shape[1]
-    per_col = s.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
-    y = q_ref.double() * s_ref.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
-    err = (q.double() * per_col - y).abs()
-    step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
-    assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -8), err.max()
-    assert q.double().abs().max() <= FMAX[fmt]
 
 
 @needs_cxx
@@ -66,27 +49,17 @@ def test_quantize_mutants_are_caught():
     fp8_schedule(fd, a, b, variant="coop", bn=128)
     k, ins, r = check(fd, 100)
     dequantized_against_float64(fd, ins, r.output, "e4m3", 128)
-    muts = source_mutants(k.lowered.source, kinds=QUANT_KINDS)
-    assert {m.kind for m in muts} == set(QUANT_KINDS)
-    from heddle.core.interpret import _Mutated
-    for mu in muts:  # each mutant: the interpreter's own check against float64 (e4m3: q within one step)
-        r = interpret(_Mutated(k, mu.source), *ins, sms=2, max_findings=2)
-        assert not r.ok, f"survived: {mu.kind} {mu.what}"
+    assert_quant_mutants_caught(k, ins, QUANT_KINDS, QUANT_KINDS)
 
 
 @pytest.mark.parametrize("how,msg", [
     ("bn64", r"the n tile 64 splits a group of 128 columns between CTAs"),
     ("row_wide", r"a scale per row needs one CTA tile to cover all of N .* N = 300 but the n tile is 128"),
-    ("pipeline", r"lowered on the sm_90a warp-specialized wgmma kernels only"),
+    ("pipeline", r"lowered on the sm_90a warp-specialized wgmma kernels .* and the sm_100a tcgen05 kernel only"),
     ("tma_store", r"output T\d+ is e4m3; the TMA-store epilogue stages 16-bit or f32 chunks"),  # q is 8-bit
-    ("sm100", r"output T\d+ is e4m3: an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only"),
 ])
 def test_schedule_rules_name_the_rule(how, msg):
     fd, a, b = quant_fusion(n=300, group="row" if how == "row_wide" else 128)
-    if how == "sm100":  # the tcgen05 schedule refuses the 8-bit q before any lowering
-        with pytest.raises(heddle.ScheduleError, match=msg):
-            fd.auto_schedule("sm_100a", 256, 300, 144)
-        return
     if how == "pipeline":
         fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
     else:
@@ -98,11 +71,7 @@ def test_schedule_rules_name_the_rule(how, msg):
 
 
 def test_outputs_must_be_q_then_s():
-    fd = heddle.Fusion()
-    a, b = fd.input("a", "e4m3", ["M", 256]), fd.input("b", "e4m3", [256, 256])
-    q, s = heddle.ops.quantize(fd.matmul(a, b, False, True), "e4m3")
-    fd.output(s)
-    fd.output(q)
+    fd, a, b = bare_quant(s_first=True)
     fp8_schedule(fd, a, b, variant="coop", bn=128)
     with pytest.raises(heddle.ScheduleError, match=r"mark q, then s, as the fusion's outputs"):
         heddle.Kernel.build(fd, "sm_90a", rtc=False)

@@ -1,8 +1,15 @@
 """The computed output scale's fusions (heddle.ops.quantize; docs/fp8.md "Computed output scales"), shared by
-its interpreter tests and the mutation family sm90_fp8_amax: an e4m3 GEMM with per-row / per-column scales,
+its interpreter tests (sm_90a and sm_100a) and the mutation family sm90_fp8_amax: an e4m3 GEMM with per-row / per-column scales,
 a bias and an activation, quantized with a scale per row and 128 columns (or per row); outputs q, then s."""
+import torch
+
 import heddle
+from heddle.core.reference import evaluate
 from support.fp8_defs import fp8_schedule, inputs
+from support.tcgen05_defs import roles
+from support.wgmma_defs import schedule_sm90
+
+FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
 
 
 def quant_fusion(n=300, k=144, fmt="e4m3", group=128, act="gelu"):
@@ -20,10 +27,29 @@ def quant_fusion(n=300, k=144, fmt="e4m3", group=128, act="gelu"):
     return fd, a, b
 
 
+def bare_quant(dtype="e4m3", k=256, n=256, s_first=False):
+    """quantize(matmul(a, b.T), "e4m3") with no other epilogue, a and b of `dtype`; outputs q, then s (s_first:
+    the other order). (fusion, a, b)."""
+    fd = heddle.Fusion()
+    a, b = fd.input("a", dtype, ["M", k]), fd.input("b", dtype, [n, k])
+    q, s = heddle.ops.quantize(fd.matmul(a, b, False, True), "e4m3")
+    for t in (s, q) if s_first else (q, s):
+        fd.output(t)
+    return fd, a, b
+
+
 def scheduled(variant="coop", n=136, k=144, stages=4, prefetch=2, **kw):
     """quant_fusion on the sm_90a warp-specialized kernel with 128 x 128 x 128 tiles (bn holds whole groups)."""
     fd, a, b = quant_fusion(n=n, k=k, **kw)
     fp8_schedule(fd, a, b, variant=variant, bn=128, stages=stages, prefetch=prefetch)
+    return fd
+
+
+def scheduled_sm100(n=200, k=80, bn=128, bk=64, stages=2, **kw):
+    """quant_fusion on the sm_100a tcgen05 kernel (load warp, MMA warp, epilogue warpgroup storing directly from
+    tensor memory; tile 128 x bn x bk, two accumulator stages)."""
+    fd, a, b = quant_fusion(n=n, k=k, **kw)
+    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(2))
     return fd
 
 
@@ -36,3 +62,31 @@ def tensors(fd, M, seed=0):
     ins[3][0, n - 1] = -8.0  # scale_b [1, N]
     ins[4][n - 1] = 48.0     # bias [N]
     return ins
+
+
+def dequantized_against_float64(fd, ins, out, fmt, group):
+    """A kernel's (q, s) against heddle.reference in float64: s up to f32 rounding, q * s within one step of
+    the format."""
+    q, s = out
+    q_ref, s_ref = evaluate(fd, ins)
+    # s: the amax of f32 epilogue values against float64 ones: equal up to f32 rounding of the sums
+    assert torch.allclose(s.double(), s_ref.double(), rtol=2 ** -16, atol=0), (s - s_ref).abs().max()
+    n = q.shape[1]
+    per_col = s.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
+    y = q_ref.double() * s_ref.double().repeat_interleave(n if group == "row" else group, dim=1)[:, :n]
+    err = (q.double() * per_col - y).abs()
+    step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
+    assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -8), err.max()
+    assert q.double().abs().max() <= FMAX[fmt]
+
+
+def assert_quant_mutants_caught(k, ins, kinds, present):
+    """The source mutants of kernel k of `kinds` (the kinds that find something to mutate: exactly `present`) are
+    each caught by the interpreter's own check against float64 (e4m3: q within one step) on inputs `ins`."""
+    from heddle.core.source_mutants import source_mutants
+    from heddle.interpret import _Mutated, interpret
+    muts = source_mutants(k.lowered.source, kinds=kinds)
+    assert {m.kind for m in muts} == set(present)
+    for mu in muts:
+        r = interpret(_Mutated(k, mu.source), *ins, sms=2, max_findings=2)
+        assert not r.ok, f"survived: {mu.kind} {mu.what}"

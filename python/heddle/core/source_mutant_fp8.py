@@ -8,7 +8,8 @@ registered into heddle.core.source_mutants.KINDS (opt-in: source_mutants(src, ki
                   factor: the dequantization (or the output scale) skipped.
 
 The computed output scale (heddle.ops.quantize; docs/fp8.md "Computed output scales"), on the printed
-quantize epilogue of the wgmma kernel (codegen/wgmma_printer.cpp quantEpilogue):
+quantize epilogue of the wgmma kernel (codegen/wgmma_printer.cpp quantEpilogue) and of the tcgen05 kernel
+(codegen/tcgen05_printer.cpp quantTmemEpilogue: no shuffle there, a row's columns are one thread's):
   quant_shuffle   one shfl.xor step of the quad's amax dropped: lanes see the amax of half the row's columns.
   quant_mask      the ragged-column mask of the amax dropped: columns outside N (their operand reads clamped to
                   the last column) enter the max.
@@ -69,8 +70,9 @@ def _fp8_drop_scale(lines):
 
 
 _SHFL = re.compile(r"^(\s*)amax = fmaxf\(amax, __shfl_xor_sync\(0xffffffffu, amax, (\d+)\)\);")
-_MASK = re.compile(r"if \(n0 \+ lc0(?: \+ 1)? < N\) (amax = fmaxf\(amax, fabsf\(r\d+\.[xy]\)\);)")
-_GROUP = re.compile(r"\[\(long long\)qrow \* \d+ \+ \((n0 \+ \d+)\) / (\d+)\] = qs;")
+# wgmma: a pair's column (n0 + lc0 [+ 1], y.x / y.y); tcgen05: the column n0 + c0 + j of a tcgen05.ld (y a float)
+_MASK = re.compile(r"if \((?:n0 \+ lc0(?: \+ 1)?|n0 \+ c0 \+ j) < N\) (amax = fmaxf\(amax, fabsf\(r\d+(?:\.[xy])?\)\);)")
+_GROUP = re.compile(r"\[\(long long\)qrow \* \d+ \+ \((n0 \+ (?:\d+|g0))\) / (\d+)\] = qs;")  # g0: tcgen05's group loop
 _DIVISOR = re.compile(r"const float qs = fmaxf\(amax, [^)]*\) / (448\.0f|57344\.0f);")
 
 

@@ -54,6 +54,75 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << in2 << "}\n" << in << "}\n" << ind << "}\n";
 }
 
+// The direct store with a computed output scale (Kernel::quant; docs/fp8.md "Computed output scales") from
+// tensor memory. tcgen05.ld.32x32b gives thread t of a warp tensor-memory lane 32*(warp%4) + t, i.e. one tile
+// row, and .x32 the 32 consecutive 32-bit columns from the address (PTX ISA 9.7.16.2.3.1.1 "Matrix fragments
+// for shape .32x32b", figure 183, with the warp's lane quarter of the tcgen05 access restrictions; the second
+// source: CUTLASS's cute/arch/copy_sm100.hpp atom SM100_TMEM_LOAD_32dp32b32x, 32 data paths of 32 bits, thread i
+// on data path i, as DeepGEMM's SM100 epilogues read their accumulators; the interpreter's tcgen05_ld_32x32b in
+// interp/rt/hrt_ptx_tcgen05.h models the same). So all of a row's columns of a group sit in one thread and
+// the group's amax is a per-thread max: no shuffle, no shared memory. Per group of the tile's columns:
+//   1. tcgen05.ld 32 columns at a time, run the epilogue program (reads clamped to row M-1 / column N-1: rows
+//      past M still take part in the warp-wide tcgen05.ld) and fold |y| of the columns inside N into amax;
+//   2. qs = max(amax, 1e-4) / maxFinite; the row's thread stores qs to the scale tensor [M, groups] for rows
+//      inside M;
+//   3. tcgen05.ld the group again and recompute y (the same code on the same values: the same y), storing
+//      satfinite(y / qs) (from_float's cvt.rn.satfinite) for the columns inside M and N.
+// Step 3 re-reads rather than keeping y: a group is 128 values a thread (a row up to 256), which registers
+// cannot hold beside the epilogue's and which a dynamically indexed array would put in local memory; the
+// accumulator stays in tensor memory until the accEmpty arrive after this store, and a re-read is one
+// tcgen05.ld per 32 columns (the epilogue program runs twice).
+void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
+  const auto& q = *k.quant;
+  for (auto& op : k.epilogue)
+    if (op.smem) fail<HeddleError>("printer: ", k.name, " quantizes with a TMA-loaded epilogue operand");
+  const int G = q.group == kQuantRow ? k.tile.bn : q.group;  // columns per group inside the tile
+  const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ", in4 = ind + "        ";
+  const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
+  auto pass = [&](bool amax) {
+    os << in2 << "#pragma unroll 1\n";
+    os << in2 << "for (int c0 = g0; c0 < g0 + " << G << "; c0 += 32) {"
+       << (amax ? "  // y of the group's columns; |y| inside N into amax\n"
+                : "  // y again from tensor memory, divided by the group's scale\n");
+    os << in3 << "float v[32];\n";
+    os << in3 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
+    os << in3 << "#pragma unroll\n";
+    os << in3 << "for (int j = 0; j < 32; ++j) {\n";
+    if (amax) {
+      os << in4 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+    } else {
+      os << in4 << "const int col = n0 + c0 + j;\n";
+      os << in4 << "if (qrow >= M || col >= N) continue;\n";
+    }
+    os << in4 << "const float r0 = v[j];\n";
+    epilogueOps(os, k, e.operandStage, in4);
+    if (amax)
+      os << in4 << "if (n0 + c0 + j < N) amax = fmaxf(amax, fabsf(" << y
+         << "));  // a column outside N never enters the amax\n";
+    else os << in4 << "D[(long long)row * ldd + col] = heddle::from_float<" << T << ">(" << y << " / qs);\n";
+    os << in3 << "}\n" << in2 << "}\n";
+  };
+  os << ind << "// " << kir::describe(e) << ": tile row 32*(warp%4)+lane from tensor memory, quantized to "
+     << dtypeName(k.outDtype) << " with a scale per row and "
+     << (q.group == kQuantRow ? std::string("row") : std::to_string(q.group) + " columns")
+     << " (amax per thread: the row's columns are this thread's), stored directly\n";
+  os << ind << "{\n";
+  os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;\n";
+  os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store nothing\n";
+  os << in << "#pragma unroll 1\n";
+  os << in << "for (int g0 = 0; g0 < " << k.tile.bn << "; g0 += " << G << ") {  // the tile's groups\n";
+  os << in2 << "float amax = 0.0f;\n";
+  pass(true);
+  os << in2 << "const float qs = fmaxf(amax, " << floatLit(kQuantEps) << ") / " << floatLit(maxFinite(k.outDtype))
+     << ";\n";
+  os << in2 << "if (qrow < M && n0 + g0 < N)  // the row's thread stores its group's scale\n";
+  os << in2 << "  " << q.scale << "[(long long)qrow * " << q.groups << " + "
+     << (q.group == kQuantRow ? std::string("0") : "(n0 + g0) / " + std::to_string(q.group)) << "] = qs;\n";
+  pass(false);
+  os << in << "}\n" << ind << "}\n";
+}
+
 }  // namespace
 
 bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const std::string& ind) {
@@ -76,7 +145,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::EpilogueStore: {
       auto& e = static_cast<const kir::EpilogueStore&>(n);
       if (!e.tmem) return false;
-      tmemEpilogue(os, k, e, ind);
+      if (k.quant) quantTmemEpilogue(os, k, e, ind);
+      else tmemEpilogue(os, k, e, ind);
       return true;
     }
     default: return false;

@@ -10,7 +10,7 @@
 // .f16/.bf16 types"; CUTLASS's SM90 FP8 GMMA atoms are all _TN). So A is [M, K] row-major (matmul without
 // trans_a) and B is stored [N, K] (matmul(a, b, trans_b=True), torch._scaled_mm's column-major b); any other
 // layout is refused here naming the operand. An 8-bit float output (cvt.rn.satfinite) is lowered on the
-// same kernels (docs/fp8.md). On sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile
+// same kernels (docs/fp8.md), and on sm_100a's tcgen05 kernel as the q of a computed output scale only. On sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile
 // rules: schedule/tcgen05_schedule.cpp); the cp.async + mma.sync fallback there does not.
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
@@ -75,12 +75,17 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
                        (K.value + 15) / 16 * 16, " (both operands)");
   }
   const bool f8in = isFloat8(e->inputs[0]->dtype);
-  for (auto* out : f.outputs())
-    if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)))
+  for (auto* out : f.outputs()) {
+    // sm_100a: the q of a computed output scale only (heddle.ops.quantize; the tcgen05 printer's quantized store)
+    const bool tcgen05Quant =
+        f8in && target.mma.has(MmaKind::Tcgen05) && out->definition && out->definition->kind == OpKind::Quantize;
+    if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)) && !tcgen05Quant)
       fail<ScheduleError>("output ", out->name, " is ", dtypeName(out->dtype),
                           ": an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only (8-bit "
-                          "operands on a wgmma target; docs/fp8.md); return bf16 on ",
+                          "operands on a wgmma target; on sm_100a the q of heddle.ops.quantize with 8-bit "
+                          "operands; docs/fp8.md); return bf16 on ",
                           target.name);
+  }
 }
 
 }  // namespace heddle

@@ -20,10 +20,11 @@
 //
 // A computed output scale (Fusion::quantize: s = amax_scale(y), q = quantize(y, s); docs/fp8.md "Computed
 // output scales") adds no op: Kernel::quant names y's register, the group and the scale param D1 [M, groups]
-// (outputs exactly q, then s); the wgmma printer reduces each group's amax across the quad and stores q to D:
+// (outputs exactly q, then s); the wgmma printer reduces each group's amax across the quad, the tcgen05
+// printer per thread (one row a thread), and stores q to D:
 //   r3 = gelu r2;  quant r3 -> D (e4m3), scale per row and 128 columns -> D1;  name ..._e_gelu_q128
-// Only on the sm_90a warp-specialized wgmma kernels with the direct store, the group inside one CTA tile
-// (checkQuantSchedule: a ScheduleError naming the rule otherwise).
+// Only on the sm_90a warp-specialized wgmma kernels and the sm_100a tcgen05 kernel with the direct store, the
+// group inside one CTA tile (checkQuantSchedule: a ScheduleError naming the rule otherwise).
 //
 // Runs when: always.
 #include <map>
@@ -43,23 +44,31 @@ std::string outputNames(const Fusion& f) {
 
 // Where a computed output scale lowers (docs/fp8.md "Computed output scales"): the sm_90a warp-specialized
 // wgmma kernels with the direct store, where a row's columns of the D fragment live in one quad of lanes,
-// so a group's amax is a per-thread max and two shfl.xor steps; the group inside one CTA tile.
+// so a group's amax is a per-thread max and two shfl.xor steps; the sm_100a tcgen05 kernel's epilogue
+// warpgroup storing directly from tcgen05.ld 32x32b, where a row's columns all sit in one thread (a
+// per-thread max); the group inside one CTA tile.
 void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   const auto& t = c.tiling;
   const auto& rp = t.rolePipeline;
   const std::string what = std::string("quantize(") + e->inputs[0]->name + ", " + dtypeName(e->castTo) +
                            ", group=" + (e->quantGroup == kQuantRow ? "row" : std::to_string(e->quantGroup)) + ")";
-  if (!rp.enabled || !rp.warpSpecialized || rp.tcgen05)
+  if (!rp.enabled || !rp.warpSpecialized)
     fail<ScheduleError>(what,
                         ": a computed output scale is lowered on the sm_90a warp-specialized wgmma kernels "
-                        "only (cooperative or ping-pong: cache A and B with tma_load and warp_specialize the "
-                        "load and mma roles); target ",
+                        "(cooperative or ping-pong: cache A and B with tma_load and warp_specialize the "
+                        "load and mma roles) and the sm_100a tcgen05 kernel only; target ",
                         c.target.name, " with this schedule has no such kernel");
-  if (rp.mmaTmaStore || rp.tmaStore || rp.role(PipelineRole::Epilogue) || !rp.epiTma.empty())
+  if (rp.tcgen05 && t.mm->definition->scaleKind != ScaleKind::None)
     fail<ScheduleError>(what,
-                        ": the TMA-store epilogue, an epilogue role and TMA-loaded epilogue operands are not "
-                        "lowered with a computed output scale; use the direct store (no epilogue_store('tma'), "
-                        "roles load and mma only)");
+                        ": the block-scaled tcgen05 kernels (mx32 scales) are not lowered with a computed output "
+                        "scale; scale the operands per tensor or per row (f32 epilogue scales)");
+  // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers
+  if (rp.mmaTmaStore || rp.tmaStore || (!rp.tcgen05 && rp.role(PipelineRole::Epilogue)) || !rp.epiTma.empty())
+    fail<ScheduleError>(what,
+                        ": the TMA-store epilogue, an epilogue role (sm_90a) and TMA-loaded epilogue operands are "
+                        "not lowered with a computed output scale; use the direct store (no "
+                        "epilogue_store('tma'), no tma_load cache of an epilogue operand, on sm_90a roles load "
+                        "and mma only)");
   if (t.splitK > 1 || t.streamK > 0 || t.batched || t.grouped || t.parts > 1)
     fail<ScheduleError>(what,
                         ": split-K, stream-K, batched, grouped matmuls and matmul groups are not lowered "

@@ -1,0 +1,104 @@
+"""The computed output scale on sm_100a (docs/fp8.md "Computed output scales"): the tcgen05 kernel's epilogue
+warpgroup quantizes its epilogue value per row and 128 columns (or per row) straight from tensor memory. With
+tcgen05.ld 32x32b each thread holds one tile row's consecutive columns, so a group's amax is a per-thread max (no
+shuffle); the thread stores the row's scale to D1 [M, groups], then reads the group again and stores q to D.
+The CPU interpreter runs the printed kernels on ragged M, N, K against float64 (q dequantized by s within the
+format's step, s up to f32 rounding), the schedule rules refuse the rest by name, and the quantize source
+mutants that apply (mask, group, divisor) are caught."""
+import pytest
+
+import heddle
+from heddle.interpret import interpret
+from support.interp_defs import needs_cxx
+from support.quant_defs import (assert_quant_mutants_caught, bare_quant, dequantized_against_float64, quant_fusion,
+                                scheduled_sm100, tensors)
+from support.tcgen05_defs import build_fp8, roles
+from support.wgmma_defs import schedule_sm90
+
+QUANT_KINDS = ("quant_mask", "quant_group", "quant_divisor")  # quant_shuffle: no shuffle on this kernel
+
+
+def check(fd, M, seed=0):
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    ins = tensors(fd, M, seed)
+    r = interpret(k, *ins, sms=2, reference=False)  # numbers: dequantized_against_float64
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    return k, ins, r
+
+
+@needs_cxx
+@pytest.mark.parametrize("fmt,group,n,bn", [
+    ("e4m3", 128, 200, 128),    # two n tiles, the second with a group of 72 columns inside N and 56 past it
+    ("e5m2", 128, 300, 256),    # two groups a tile; the second tile's second group lies wholly past N
+    ("e4m3", "row", 120, 128),  # per row: one n tile covers N = 120
+])
+def test_quantize_epilogue_interpreted(fmt, group, n, bn):
+    fd = scheduled_sm100(n=n, k=80, bn=bn, fmt=fmt, group=group)  # K = 80: a partial second k tile of 64
+    k, ins, r = check(fd, 70)  # M = 70: ragged against the 128 rows of a tile
+    src = k.lowered.source
+    assert "tcgen05.ld" in src and "__shfl" not in src  # the row's columns are one thread's
+    assert src.count("heddle::sm100::tmem_load_32(taddr + c0, v);") == 2  # the group read twice: amax, then q
+    assert ("_q128_" if group == 128 else "_qrow_") in k.name and "sm100" in k.name
+    dequantized_against_float64(fd, ins, r.output, fmt, group)
+
+
+@needs_cxx
+def test_quantize_mutants_are_caught():
+    fd = scheduled_sm100(n=200, k=80)
+    k, ins, r = check(fd, 70)
+    dequantized_against_float64(fd, ins, r.output, "e4m3", 128)
+    assert_quant_mutants_caught(k, ins, QUANT_KINDS + ("quant_shuffle",), QUANT_KINDS)  # no shuffle to mutate
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_sync_mutants_are_caught():
+    """The group read twice from tensor memory rests on the accumulator ring: with one accumulator stage and both
+    n tiles on one CTA the MMA of the next tile waits for this tile's accEmpty arrive, after the second read.
+    Every sync mutant of the printed kernel is caught (29 on this kernel; about 40 s)."""
+    from heddle.interpret import mutation_kill_rate
+    fd, a, b = quant_fusion(n=200, k=80)
+    schedule_sm90(fd, a, b, bm=128, bn=128, bk=64, wgs=1, stages=2, roles=roles(1))
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    res = mutation_kill_rate(k, *tensors(fd, 70), sms=1, schedules=(("adversarial", 0),))
+    assert {"delete_sync", "flip_parity", "swap_stage"} <= set(res["by_kind"])
+    assert res["total"] >= 25 and not res["survivors"], res["survivors"]
+
+
+@pytest.mark.parametrize("how,msg", [
+    ("bn64", r"the n tile 64 splits a group of 128 columns between CTAs"),
+    ("row_wide", r"a scale per row needs one CTA tile to cover all of N .* N = 300 but the n tile is 128"),
+    ("tma_bias", r"TMA-loaded epilogue operands are not lowered with a computed output scale; use the direct store"),
+])
+def test_schedule_rules_name_the_rule(how, msg):
+    fd, a, b = quant_fusion(n=300, k=80, group="row" if how == "row_wide" else 128)
+    schedule_sm90(fd, a, b, bm=128, bn=64 if how == "bn64" else 128, bk=64, wgs=1, stages=2, roles=roles(2))
+    if how == "tma_bias":
+        fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load").circular_buffer(2)
+    with pytest.raises(heddle.ScheduleError, match=msg):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_a_plain_8bit_output_is_still_refused():
+    # only the q of a computed output scale is an 8-bit output of the tcgen05 kernel; a cast to e4m3 is not
+    fd = build_fp8("e4m3", "e4m3", "row", bn=128, n=200, k=80, out="e4m3")
+    with pytest.raises(heddle.ScheduleError, match=r"output T\d+ is e4m3: an 8-bit float output is lowered on the "
+                                                   r"sm_90a FP8 wgmma kernels only .* on sm_100a the q of "
+                                                   r"heddle.ops.quantize"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_16bit_operands_are_refused_by_name():
+    # like sm_90a: the quantized output needs 8-bit operands (the FP8 kernel family)
+    fd, a, b = bare_quant("bf16", k=80, n=200)
+    schedule_sm90(fd, a, b, bm=128, bn=128, bk=16, wgs=1, stages=2, roles=roles(2))
+    with pytest.raises(heddle.ScheduleError, match=r"an 8-bit float output is lowered on the sm_90a"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_the_simulator_refuses_it_by_name():
+    fd = scheduled_sm100(n=200, k=80)
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    with pytest.raises(heddle.HeddleError, match=r"quantizes with a computed output scale, which the kernel-IR "
+                                                 r"simulator does not model; heddle.interpret runs the printed"):
+        heddle.simulate(k, tensors(fd, 70), reference=False)
