@@ -4,7 +4,8 @@ its source line quoted into the program log the cached kernel keeps (about 1.5 K
 grid's m0 / n0 / batch_idx are declared by the printer only when the body reads them (codegen/printer.cpp), a
 role's tile-walk lets by the pass drop_unused_lets only when the role reads them (kir/reads.cpp lists the reads).
 
-Checked: each family of tests/test_printed_sources.py (its first case; every case under -m slow) compiled by
+Checked: each family of tests/test_printed_sources.py, the unpinned families of tools/window/families.py and
+the grouped kernels (its first case; every case under -m slow) compiled by
 NVRTC's front end (-fdevice-syntax-only: the warnings are the front end's) has no #177-D in the log and no
 error (a declaration dropped that the code reads would be one), the AMD kernels the same under clang-19
 -Wunused-variable; and the pass really removes lets from the IR: the 3-role kernel's MMA role reads no m0."""
@@ -21,6 +22,7 @@ from support.env import requires_nvrtc, rt
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "window"))
 import test_printed_sources  # noqa: E402
 
 DEVICE = os.path.join(ROOT, "src", "heddle", "codegen", "device")
@@ -28,7 +30,26 @@ CLANG = shutil.which("clang-19")
 HIP_RUNTIME_H = "/usr/include/hip/hip_runtime.h"
 UNUSED = re.compile(r"warning #177-D: .*|warning: unused variable .*")
 
-CASES = test_printed_sources.cases()
+
+
+def _more_cases():
+    """The families test_printed_sources.py does not pin (tools/window/families.py, pinned=False) and the grouped
+    kernels (their families run whole calls: built here from tests/support/grouped_defs.py)."""
+    from families import FAMILIES
+    from support import grouped_defs as g
+    out = []
+    for fam in FAMILIES.values():
+        if not fam.pinned:
+            targets = (fam.needs,) if fam.needs in ("sm_90a", "sm_100a") else ("sm_80", "sm_90a")
+            out += [(f"{fam.name}.{c.label}.{t}", t, c.make) for c in fam.cases if c.make is not None for t in targets]
+    out += [("grouped_cp_async.skewed.sm_80", "sm_80", lambda t: g.scheduled()),
+            ("grouped_masked.sm_80", "sm_80", lambda t: g.masked_scheduled()),
+            ("grouped_wgmma.coop.sm_90a", "sm_90a", lambda t: g.scheduled_sm90(bm=128)),
+            ("grouped_tcgen05.sm_100a", "sm_100a", lambda t: g.scheduled_tcgen05())]
+    return out
+
+
+CASES = test_printed_sources.cases() + _more_cases()
 
 
 def first_of_each_family(targets):
