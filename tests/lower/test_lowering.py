@@ -22,7 +22,7 @@ def test_pass_list_order():
                                    "tcgen05_specialize",
                                    "circular_buffer", "tma_pipeline", "fence_mbarrier_init", "plan_smem", "insert_syncs",
                                    "reduce_splits",
-                                   "stream_k_fixup", "check_uniformity"]
+                                   "stream_k_fixup", "check_uniformity", "drop_unused_lets"]
 
 
 @pytest.mark.parametrize("stages,prefetch", CASES)

@@ -63,6 +63,27 @@ def test_keep_ptx_in_memory_when_asked(cache, monkeypatch, env):
 
 
 @requires_nvrtc
+def test_memory_entry_keeps_a_clean_log_once(cache, monkeypatch):
+    """A clean compile's NVRTC log is its ptxas report (and a stray NUL): the memory entry holds the report once,
+    and a hit's log reads as it; a log that says more (a front-end warning) is kept whole. Byte for byte: the
+    clean entry holds exactly the log's bytes less than the result compiled."""
+    monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")
+    monkeypatch.setenv("HEDDLE_KEEP_PTX", "1")  # the PTX held too: the entries differ by their logs alone
+    clean = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 207.f; }\n'
+    warned = 'extern "C" __global__ void k(float* x) { int u = 0; x[threadIdx.x] *= 207.f; }\n'
+    first = rt.compile(clean, "k.cu", "sm_80")
+    assert first.ptxas and first.log.rstrip("\0") == first.ptxas  # the compiled result has NVRTC's log
+    hit = rt.compile(clean, "k.cu", "sm_80")
+    assert hit.cache_source == "memory" and hit.log == first.ptxas and hit.held_bytes == first.held_bytes - len(
+        first.log)
+    rt.cache_clear(memory=True)
+    w = rt.compile(warned, "k.cu", "sm_80")
+    assert "#177-D" in w.log and w.log != w.ptxas
+    hit = rt.compile(warned, "k.cu", "sm_80")
+    assert hit.cache_source == "memory" and hit.log == w.log and hit.held_bytes == w.held_bytes
+
+
+@requires_nvrtc
 def test_a_ptx_only_compile_keeps_its_ptx_in_memory(cache, monkeypatch):
     """compute_XX compiles to PTX alone (no cubin): the memory entry keeps it, so a hit has it without the disk."""
     monkeypatch.setenv("HEDDLE_DISABLE_DISK_CACHE", "1")

@@ -85,7 +85,9 @@ void bindTypes(py::module_& rt) {
       .def_property_readonly(
           "shares_memory_entry", [](const CachedKernel& k) { return KernelCache::global().holds(k); },
           "Whether this is the memory cache's own result for its key (its bytes are held once, by the cache)")
-      .def_property_readonly("log", [](const CachedKernel& k) { return res(k).log; })
+      .def_property_readonly(
+          "log", [](const CachedKernel& k) { return programLog(res(k)); },
+          "NVRTC's program log; a memory entry of a clean compile keeps it once, as its ptxas report")
       .def_property_readonly("ptxas", [](const CachedKernel& k) { return res(k).ptxasReport; })
       .def_property_readonly("stats", [](const CachedKernel& k) { return res(k).stats; })
       .def_property_readonly("compile_ms", [](const CachedKernel& k) { return res(k).compileMs; })

@@ -470,9 +470,15 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
   if (t.grouped) {
     groupedWalk(k);
   } else {
-    os_ << "  const int m0 = blockIdx." << (swap ? "x" : "y") << " * " << t.bm << ", n0 = blockIdx."
-        << (swap ? "y" : "x") << " * " << t.bn / t.parts << ";\n";     // a matmul group: bn / parts columns of each
-    if (!t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
+    // the grid's tile coordinates, declared only when read (a persistent walk's roles have their own Lets)
+    const auto reads = kir::freeReads(k, k.body);
+    const bool m0 = reads.count("m0") || t.masked, n0 = reads.count("n0");
+    const std::string mDecl = std::string("m0 = blockIdx.") + (swap ? "x" : "y") + " * " + std::to_string(t.bm);
+    const std::string nDecl = std::string("n0 = blockIdx.") + (swap ? "y" : "x") + " * " +
+                              std::to_string(t.bn / t.parts);  // a matmul group: bn / parts columns of each
+    if (m0 || n0) os_ << "  const int " << (m0 ? mDecl : "") << (m0 && n0 ? ", " : "") << (n0 ? nDecl : "") << ";\n";
+    const bool batch = reads.count("batch_idx") || t.masked || (t.batched && !t.batchWalk);
+    if (batch && !t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
   }
   if (t.batched && !t.batchWalk) {
     os_ << "  A += (long long)batch_idx * batch_stride_a;\n  B += (long long)batch_idx * batch_stride_b;\n";

@@ -31,9 +31,9 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << ind << "// " << kir::describe(e) << ": tile row 32*(warp%4)+lane from tensor memory, 32 columns at a time\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
-  bool fromSmem = false;
-  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr;
-  if (fromSmem) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
+  bool fromSmem = false, rows = false;  // an operand from its ring slot; one with rows (a residual tile, not a bias)
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr, rows |= op.smem && op.smem->rows > 1;
+  if (rows) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   os << in << "const int row = m0 + 32 * (warp % 4) + lane;\n";
   os << in << "#pragma unroll 1\n";
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {\n";

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -522,6 +523,13 @@ struct Kernel {
 void walk(const Block& b, const std::function<void(const Node&)>& f);
 void walkMut(Block& b, const std::function<void(Node&)>& f);
 std::string describe(const Node& n);  // one-line description used in reasons and dumps
+// Reads (kir/reads.cpp): the names n's own code reads from its scope (not its children's): its index
+// expressions' variables and the tile coordinates the printers and the simulator read without one (m0, n0,
+// batch_idx, crank; the list is in reads.cpp).
+void collectReads(const Kernel& k, const Node& n, std::set<std::string>& out);
+// The names n and every node inside it read that no Let or loop inside n binds first: what the code around n
+// must declare (a Block's: its statements', in order).
+std::set<std::string> freeReads(const Kernel& k, const Node& n);
 // Deep copy of a node with index variables substituted (kir/clone.cpp).
 NodePtr clone(const Node& n, const std::map<std::string, IExpr>& subst);
 

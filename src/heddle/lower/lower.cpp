@@ -92,6 +92,7 @@ const std::vector<Pass>& passList() {
       {"reduce_splits", kSplitKKernel, passes::reduceSplits},
       {"stream_k_fixup", kStreamKBlock, passes::streamKFixup},
       {"check_uniformity", kAlways, passes::checkUniformity},
+      {"drop_unused_lets", kAlways, passes::dropUnusedLets},
   };
   return list;
 }

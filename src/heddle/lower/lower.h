@@ -70,6 +70,7 @@ void buildEpilogue(LowerContext&);
 void circularBuffer(LowerContext&);
 void insertSyncs(LowerContext&);
 void checkUniformity(LowerContext&);  // passes/check_uniformity.cpp (sync/uniformity.cpp)
+void dropUnusedLets(LowerContext&);   // passes/drop_unused_lets.cpp
 void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);          // passes/warp_specialize.cpp (Hopper roles)
 void tmaStoreEpilogue(LowerContext&);        // passes/tma_store_epilogue.cpp (epilogue_store("tma"))

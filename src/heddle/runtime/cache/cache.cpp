@@ -38,12 +38,24 @@ void warnOnce(WarnKind kind, const std::string& message) {
   std::fflush(stderr);
 }
 
-// What the memory map keeps of a result: everything but the PTX (unless asked to keep it), and all of a
-// PTX-only one (compute_XX: its PTX is what it is).
+// Whether the program log says nothing beyond the ptxas report: a clean compile's log is the report (and
+// NVRTC's stray terminating NUL), so the memory entry keeps one copy of it (programLog reads it back).
+bool logIsReport(const RtcResult& r) {
+  std::string_view log = r.log;
+  while (!log.empty() && log.back() == '\0') log.remove_suffix(1);
+  return !r.log.empty() && log == r.ptxasReport;
+}
+
+// What the memory map keeps of a result: everything but the PTX (unless asked to keep it; all of a PTX-only
+// one, compute_XX: its PTX is what it is), and the log only when it says more than the ptxas report (a
+// warning, a remark: kept whole for whoever reads it).
 std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r) {
-  if (r->ptx.empty() || r->cubin.empty() || KernelCache::keepPtxInMemory()) return r;
+  const bool dropPtx = !r->ptx.empty() && !r->cubin.empty() && !KernelCache::keepPtxInMemory();
+  const bool dropLog = logIsReport(*r);
+  if (!dropPtx && !dropLog) return r;
   auto slim = std::make_shared<RtcResult>(*r);
-  std::string().swap(slim->ptx);
+  if (dropPtx) std::string().swap(slim->ptx);
+  if (dropLog) std::string().swap(slim->log);
   return slim;
 }
 
@@ -217,12 +229,16 @@ std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
 }
 
 CachedKernel KernelCache::forLaunch(CachedKernel k) const {
-  if (!k.result || k.result->ptx.empty() || k.result->cubin.empty() || keepPtxInMemory()) return k;
+  if (!k.result) return k;
+  // the PTX stays: asked for, or none, or nothing but PTX (compute_XX)
+  const bool keep = k.result->ptx.empty() || k.result->cubin.empty() || keepPtxInMemory();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = memory_.find(k.key);
-    if (it != memory_.end() && it->second.first->ptx.empty()) k.result = it->second.first;
+    auto it = memory_.find(k.key);  // the entry, when it holds the PTX as this result is to (its log maybe not)
+    if (it != memory_.end() && it->second.first->ptx.size() == (keep ? k.result->ptx.size() : 0))
+      k.result = it->second.first;
   }
+  if (keep) return k;
   if (!k.result->ptx.empty()) k.result = forMemory(k.result);  // not held in memory (use_cache=False, limit 0)
   k.ptxDropped = !k.result->cubin.empty();
   return k;
@@ -234,6 +250,8 @@ size_t KernelCache::memoryBytes() const {
   for (auto& [key, e] : memory_) n += key.size() + resultBytes(*e.first);
   return n;
 }
+
+const std::string& programLog(const RtcResult& r) { return r.log.empty() ? r.ptxasReport : r.log; }
 
 size_t resultBytes(const RtcResult& r) {
   return r.name.size() + r.arch.size() + r.cubin.size() + r.ptx.size() + r.log.size() + r.ptxasReport.size() +

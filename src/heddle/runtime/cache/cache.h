@@ -50,6 +50,10 @@ std::pair<uint64_t, uint64_t> frontDigest(const KeyInputs& in);
 // Bytes a result holds (cubin, PTX, logs, names and the struct itself): memoryBytes() counts each entry so.
 size_t resultBytes(const RtcResult& r);
 
+// The program log of a result: its log, or its ptxas report where the memory cache dropped a log that was
+// nothing more (a clean compile's: no front-end warning; the disk entry keeps the log as NVRTC wrote it).
+const std::string& programLog(const RtcResult& r);
+
 // sha256 over every (name, text) of a header set, length-prefixed.
 std::string headerSetDigest(const std::map<std::string, std::string>& headers);
 
@@ -87,7 +91,8 @@ class KernelCache {
   // `k` as a kernel kept for launching holds it (Kernel.build): the memory cache's own result for k.key
   // when it has one (the cubin and launch facts, shared with the cache, not a second copy), else a copy
   // without the PTX; ptxDropped is set when the PTX went (ptxOf reads it back from the disk entry).
-  // Unchanged when keepPtxInMemory(), or the result has no PTX or nothing but PTX (compute_XX).
+  // When keepPtxInMemory(), or the result has no PTX or nothing but PTX (compute_XX): the memory cache's own
+  // result if it holds the same PTX, else unchanged.
   CachedKernel forLaunch(CachedKernel k) const;
   // Whether k's result is the memory cache's own entry for k.key (held once, counted by memoryBytes()).
   bool holds(const CachedKernel& k) const;
