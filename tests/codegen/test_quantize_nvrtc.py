@@ -36,6 +36,7 @@ def test_quantize_epilogue_compiles_without_spills(variant, group, bn):
     r = nvrtc_sm90(fd.lower("sm_90a"))
     assert len(re.findall(r"shfl\.sync\.bfly\.b32", r.ptx)) >= 2
     assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx
+    assert "#177-D" not in r.log, r.log  # nothing declared and never read (test_unused_declarations.py)
 
 
 @pytest.mark.parametrize("group,bn", [(128, 256), (128, 128), ("row", 128)])
@@ -48,3 +49,4 @@ def test_tcgen05_quantize_epilogue_compiles_without_spills(group, bn):
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
     assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in r.ptx and "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx
     assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx and "shfl.sync" not in r.ptx  # the amax is per thread
+    assert "#177-D" not in r.log, r.log  # nothing declared and never read (test_unused_declarations.py)
