@@ -477,7 +477,7 @@ std::string CLikePrinter::print(const kir::Kernel& k) {
     const std::string nDecl = std::string("n0 = blockIdx.") + (swap ? "y" : "x") + " * " +
                               std::to_string(t.bn / t.parts);  // a matmul group: bn / parts columns of each
     if (m0 || n0) os_ << "  const int " << (m0 ? mDecl : "") << (m0 && n0 ? ", " : "") << (n0 ? nDecl : "") << ";\n";
-    const bool batch = reads.count("batch_idx") || t.masked || (t.batched && !t.batchWalk);
+    const bool batch = reads.count("batch_idx") || t.masked || t.batched;       // batched: the A/B/D offsets below
     if (batch && !t.batchWalk) os_ << "  const int batch_idx = blockIdx.z;\n";  // batchWalk: a Let of the tile walk
   }
   if (t.batched && !t.batchWalk) {

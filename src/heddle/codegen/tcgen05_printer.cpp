@@ -23,6 +23,15 @@ std::string tmemSlot(const kir::Kernel& k) {
   fail<HeddleError>("printer: tcgen05 kernel ", k.name, " has no tensor-memory slot");
 }
 
+// Opens the loop body over one tcgen05.ld of 32 columns at c0: v[32] loaded, then `for (int j ...) {` (the
+// caller prints the body and closes both braces).
+void tmemColumns(std::ostream& os, const std::string& ind) {
+  os << ind << "float v[32];\n";
+  os << ind << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
+  os << ind << "#pragma unroll\n";
+  os << ind << "for (int j = 0; j < 32; ++j) {\n";
+}
+
 // The epilogue from tensor memory: each thread of the epilogue warpgroup owns tile row 32*(warp%4) + lane
 // (the 32x32b lane mapping) and walks its bn columns 32 at a time (tcgen05.ld x32, wait::ld). A TMA-loaded
 // bias / residual is read from its ring slot e.operandStage at the tile's (lr,) lc.
@@ -37,10 +46,7 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << in << "const int row = m0 + 32 * (warp % 4) + lane;\n";
   os << in << "#pragma unroll 1\n";
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {\n";
-  os << in2 << "float v[32];\n";
-  os << in2 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
-  os << in2 << "#pragma unroll\n";
-  os << in2 << "for (int j = 0; j < 32; ++j) {\n";
+  tmemColumns(os, in2);
   os << in3 << "const int col = n0 + c0 + j;\n";
   os << in3 << "if (row >= M || col >= N) continue;\n";
   os << in3 << "const float r0 = v[j];\n";
@@ -84,10 +90,7 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
     os << in2 << "for (int c0 = g0; c0 < g0 + " << G << "; c0 += 32) {"
        << (amax ? "  // y of the group's columns; |y| inside N into amax\n"
                 : "  // y again from tensor memory, divided by the group's scale\n");
-    os << in3 << "float v[32];\n";
-    os << in3 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
-    os << in3 << "#pragma unroll\n";
-    os << in3 << "for (int j = 0; j < 32; ++j) {\n";
+    tmemColumns(os, in3);
     if (amax) {
       os << in4 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
     } else {

@@ -10,8 +10,9 @@
 // .f16/.bf16 types"; CUTLASS's SM90 FP8 GMMA atoms are all _TN). So A is [M, K] row-major (matmul without
 // trans_a) and B is stored [N, K] (matmul(a, b, trans_b=True), torch._scaled_mm's column-major b); any other
 // layout is refused here naming the operand. An 8-bit float output (cvt.rn.satfinite) is lowered on the
-// same kernels (docs/fp8.md), and on sm_100a's tcgen05 kernel as the q of a computed output scale only. On sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile
-// rules: schedule/tcgen05_schedule.cpp); the cp.async + mma.sync fallback there does not.
+// same kernels (docs/fp8.md), and on sm_100a's tcgen05 kernel as the q of a computed output scale only. On
+// sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile rules: schedule/tcgen05_schedule.cpp);
+// the cp.async + mma.sync fallback there does not.
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 

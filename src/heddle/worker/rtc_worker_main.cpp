@@ -57,8 +57,8 @@ int main() {
   struct rlimit noCore{0, 0};
   ::setrlimit(RLIMIT_CORE, &noCore);  // no core files from a compiler crash
   std::string request = readStdin();
-  if (!envOr("HEDDLE_RTC_TEST_CRASH").empty() && envOr("HEDDLE_RTC_TEST_CRASH") != "0")
-    ::raise(SIGSEGV);  // test hook (rtc_isolate.h)
+  const std::string crash = envOr("HEDDLE_RTC_TEST_CRASH");
+  if (!crash.empty() && crash != "0") ::raise(SIGSEGV);  // test hook (rtc_isolate.h)
   writeStdout(workerReply([&] { return compile(decodeWorkerRequest(request)); }));
   ::_exit(0);  // the compiler libraries' static destructors have nothing to say
 }

@@ -3,7 +3,7 @@
 //
 // Nvrtc::instance() loads the library on first use (thread-safe) and throws RuntimeUnavailable when
 // it cannot be found; a later call retries, so search directories registered afterwards still count.
-// compile() runs in this process; compileIsolated() (rtc_isolate.h) runs it in a forked child.
+// compile() runs in this process; compileIsolated() (rtc_isolate.h) runs it in the heddle-rtc-worker process.
 #pragma once
 
 #include <map>
@@ -25,7 +25,7 @@ struct RtcOptions {
   bool lineinfo = false;                  // -lineinfo
   int maxRegisters = 0;                   // --maxrregcount=N; 0 = no limit
   bool wantPtx = true;                    // also return the PTX (same compile: NVRTC keeps it for sm_XX)
-  std::optional<bool> isolate;            // compile in a forked child; unset = $HEDDLE_RTC_ISOLATE
+  std::optional<bool> isolate;            // compile in heddle-rtc-worker; unset = $HEDDLE_RTC_ISOLATE
 };
 
 struct RtcResult {

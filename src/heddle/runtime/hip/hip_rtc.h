@@ -7,7 +7,7 @@
 // libamdhip64; Debian's libamdhip64-dev is ROCm 5.2). Hiprtc::instance() throws RuntimeUnavailable
 // listing every attempt when none loads; a later call retries.
 //
-// compileHip() isolates by default (a forked child compiles; a crash becomes a CompileError):
+// compileHip() isolates by default (the heddle-rtc-worker process compiles, rtc_isolate.h; a crash becomes a CompileError):
 // hiprtc 5.2 compiles gfx90a but crashes on other gfx targets. RtcOptions::isolate = false or
 // HEDDLE_RTC_ISOLATE=0 compiles in this process.
 #pragma once
