@@ -22,7 +22,7 @@ from ..core import torch_compat as compat
 from ..core.errors import InputError, ScheduleError
 from ..core.fusion import Fusion, ops_unary
 from ..core.kernel import MAX_PLANS, Kernel, _vec_e_for, _vec_for, plan_table, run_table
-from ..core.tma import broadcast_batch, zero_stride
+from ..core.tma import zero_stride
 from ..core.ops import ACTIVATIONS
 from . import op_names
 from .buckets import DEFAULT_SMS, M_BUCKETS, m_bucket  # noqa: F401 (heddle.api's names)
@@ -291,7 +291,8 @@ def _sm_count() -> int:
 
 def _broadcast_batch(tensors) -> bool:
     """An operand whose batches are one matrix (batch stride 0): TMA maps are not promised to take it."""
-    return any(broadcast_batch(t) or zero_stride(t) for t in tensors[:2])  # expand()ed rows too: no TMA map
+    # a broadcast batch (tma.broadcast_batch) is a zero stride too, as are expand()ed rows: no TMA map
+    return zero_stride(tensors[0]) or zero_stride(tensors[1])
 
 
 @functools.lru_cache(maxsize=None)
