@@ -64,7 +64,7 @@ def test_plain_8bit_output_through_the_tma_store_compiles_without_spills(variant
     fp8_schedule(fd, a, b, variant=variant, bm=bm, bn=bn).epilogue_store("tma")
     r = nvrtc_sm90(fd.lower("sm_90a"))
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in r.ptx and "st.shared.u16" in r.ptx
-    assert "cvt.rn.satfinite.e5m2x2.f32" in r.ptx
+    assert "fence.proxy.async" in r.ptx and "stmatrix" not in r.ptx and "cvt.rn.satfinite.e5m2x2.f32" in r.ptx
     assert "#177-D" not in r.log, r.log
 
 
