@@ -61,8 +61,8 @@ void printMacro(std::ostream& os, const std::string& name, const std::string& ar
 // stagedPair8 (e4m3 / e5m2 outputs): a chunk is 128 one-byte columns, one 128-byte row of the 128-byte swizzle
 // (TmaTile<BM, 128, T>: byte (r, c) at r * 128 + ((c / 16) ^ (r % 8)) * 16 + c % 16; PTX ISA "Tensor copy
 // swizzling modes", the 128B pattern over 16-byte chunks, and cuTensorMapEncodeTiled's rule boxDim[0] *
-// elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B; CUTLASS's sm90 epilogue uses the same 128-byte swizzle atom
-// for 8-bit outputs). A pair's two columns (lc0 even) stay inside one 16-byte chunk, so it is one aligned 16-bit
+// elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B; CUTLASS's sm90 epilogue stages a row-major D in the atom
+// ss_smem_selector picks, the 128-byte swizzle for 128 one-byte columns). A pair's two columns (lc0 even) stay inside one 16-byte chunk, so it is one aligned 16-bit
 // st.shared of pack_pair's two satfinite codes (x in the low byte: column lc0 first). sm_90's stmatrix stores
 // m8n8 .b16 matrices only (PTX ISA "stmatrix": the .b8 type goes with the .m16n8 shape, a later-architecture
 // form; CUDA's cuda::ptx lists the m8n8 .b16 forms for SM_90), so the pairs are plain stores; by the swizzle, a
