@@ -1,6 +1,7 @@
 """The computed output scale through NVRTC (docs/fp8.md "Computed output scales"): the quantize epilogue of the
 sm_90a wgmma kernels (the quad's amax by shfl.sync.bfly, the scale store, the satfinite cast) compiles for
-sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong; the one of
+sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong, with the
+direct store and through the TMA-store epilogue (a plain 8-bit output there too); the one of
 the sm_100a tcgen05 kernel (a per-thread amax over tcgen05.ld columns, no shuffle) compiles for sm_100a without
 spills or a stack frame, with n tiles of 128 and 256."""
 import re
@@ -37,6 +38,34 @@ def test_quantize_epilogue_compiles_without_spills(variant, group, bn):
     assert len(re.findall(r"shfl\.sync\.bfly\.b32", r.ptx)) >= 2
     assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx
     assert "#177-D" not in r.log, r.log  # nothing declared and never read (test_unused_declarations.py)
+
+
+@pytest.mark.parametrize("variant,group", [("coop", 128), ("pingpong", 128), ("coop", "row")])
+def test_quantize_through_the_tma_store_compiles_without_spills(variant, group):
+    # q staged in 128-byte swizzled chunks (16-bit st.shared of satfinite pairs), fence.proxy.async, the TMA
+    # store and its bulk group; s still stored directly (docs/fp8.md "Computed output scales")
+    fd, a, b = quant_gemm(group)
+    # ping-pong: 64 x 128 warpgroup tiles (a whole 128 x 128 one spilled 80 bytes: the schedule refuses it)
+    fp8_schedule(fd, a, b, variant=variant, bm=64 if variant == "pingpong" else 128, bn=128).epilogue_store("tma")
+    r = nvrtc_sm90(fd.lower("sm_90a"))
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in r.ptx and "fence.proxy.async" in r.ptx
+    assert "cp.async.bulk.wait_group.read" in r.ptx and "st.shared.u16" in r.ptx and "stmatrix" not in r.ptx
+    assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx and len(re.findall(r"shfl\.sync\.bfly\.b32", r.ptx)) >= 2
+    assert "#177-D" not in r.log, r.log
+
+
+@pytest.mark.parametrize("variant,bm,bn", [("coop", 128, 256), ("pingpong", 64, 128)])
+def test_plain_8bit_output_through_the_tma_store_compiles_without_spills(variant, bm, bn):
+    import heddle
+    fd = heddle.Fusion()
+    a, b = fd.input("a", "e4m3", ["M", 4096]), fd.input("b", "e4m3", [4096, 4096])
+    y = fd.matmul(a, b, False, True) * fd.input("scale_a", "f32", ["M", 1]) * fd.input("scale_b", "f32", [1, 4096])
+    fd.output((heddle.ops.gelu(y + fd.input("bias", "bf16", [4096])) * fd.input("scale_out", "f32", [1])).to("e5m2"))
+    fp8_schedule(fd, a, b, variant=variant, bm=bm, bn=bn).epilogue_store("tma")
+    r = nvrtc_sm90(fd.lower("sm_90a"))
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in r.ptx and "st.shared.u16" in r.ptx
+    assert "fence.proxy.async" in r.ptx and "stmatrix" not in r.ptx and "cvt.rn.satfinite.e5m2x2.f32" in r.ptx
+    assert "#177-D" not in r.log, r.log
 
 
 @pytest.mark.parametrize("group,bn", [(128, 256), (128, 128), ("row", 128)])

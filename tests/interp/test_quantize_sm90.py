@@ -56,16 +56,17 @@ def test_quantize_mutants_are_caught():
     ("bn64", r"the n tile 64 splits a group of 128 columns between CTAs"),
     ("row_wide", r"a scale per row needs one CTA tile to cover all of N .* N = 300 but the n tile is 128"),
     ("pipeline", r"lowered on the sm_90a warp-specialized wgmma kernels .* and the sm_100a tcgen05 kernel only"),
-    ("tma_store", r"output T\d+ is e4m3; the TMA-store epilogue stages 16-bit or f32 chunks"),  # q is 8-bit
+    # through the TMA-store epilogue (q staged, s direct): tests/interp/test_fp8_tma_store_sm90.py and its refusals
+    ("epi_tma", r"an epilogue role \(sm_90a\) and TMA-loaded epilogue operands are not lowered with a computed"),
 ])
 def test_schedule_rules_name_the_rule(how, msg):
     fd, a, b = quant_fusion(n=300, group="row" if how == "row_wide" else 128)
     if how == "pipeline":
         fp8_schedule(fd, a, b, variant="pipeline", bm=64, stages=3, prefetch=1)
     else:
-        mm = fp8_schedule(fd, a, b, variant="coop", bn=64 if how == "bn64" else 128)
-        if how == "tma_store":
-            mm.epilogue_store("tma")
+        fp8_schedule(fd, a, b, variant="coop", bn=64 if how == "bn64" else 128)
+        if how == "epi_tma":
+            fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load").circular_buffer(2)
     with pytest.raises(heddle.ScheduleError, match=msg):
         heddle.Kernel.build(fd, "sm_90a", rtc=False)
 

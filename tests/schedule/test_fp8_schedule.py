@@ -66,12 +66,19 @@ def test_fp8_refused_where_no_fp8_tensor_core_and_for_16_bit_outputs_only_elsewh
         fd.auto_schedule("sm_90a", 256, 128, 64)
 
 
-def test_fp8_output_refuses_the_tma_store_epilogue():
+def test_fp8_output_through_the_tma_store_needs_whole_chunks():
+    # an 8-bit chunk is 128 one-byte columns (one 128-byte swizzle row): bn = 64 is refused, 128 lowers
+    # (tests/interp/test_fp8_tma_store_sm90.py runs it)
     fd, a, b = fp8_fusion(n=128, k=256, out="e4m3")
     fp8_schedule(fd, a, b, variant="coop")
     fd.matmul_tensor.epilogue_store("tma")
-    with pytest.raises(heddle.ScheduleError, match=r"8-bit outputs are stored directly: use epilogue_store\('direct'\)"):
+    with pytest.raises(heddle.ScheduleError, match=r"stages 8-bit outputs in chunks of 128 columns \(one 128-byte "
+                                                   r"swizzle row\), but the n tile is 64: split n by a multiple of 128"):
         fd.lower("sm_90a")
+    fd, a, b = fp8_fusion(n=128, k=256, out="e4m3")
+    fp8_schedule(fd, a, b, variant="coop", bn=128).epilogue_store("tma")
+    low = fd.lower("sm_90a")
+    assert "tma_store_tile<heddle::sm90::TmaTile<128, 128, heddle::e4m3>, 2>" in low.source
 
 
 @pytest.mark.parametrize("M,N", [(4096, 4096), (1000, 1024), (64, 4096)])
@@ -84,4 +91,4 @@ def test_fp8_auto_tiling(M, N):
     bm, bn, bk = map(int, m.groups())
     assert bk == 128 and bn in (128, 256) and bm == (64 if M <= 64 else 128)
     assert "_s4p2_" in low.name  # 4 stages, 2 loads ahead
-    assert "tma_store_tile" not in low.source  # an 8-bit output is stored directly
+    assert "tma_store_tile" not in low.source  # auto_schedule keeps the direct store for 8-bit outputs

@@ -38,10 +38,15 @@ def bare_quant(dtype="e4m3", k=256, n=256, s_first=False):
     return fd, a, b
 
 
-def scheduled(variant="coop", n=136, k=144, stages=4, prefetch=2, **kw):
-    """quant_fusion on the sm_90a warp-specialized kernel with 128 x 128 x 128 tiles (bn holds whole groups)."""
+def scheduled(variant="coop", n=136, k=144, stages=4, prefetch=2, store="direct", **kw):
+    """quant_fusion on the sm_90a warp-specialized kernel with 128 x 128 x 128 tiles (bn holds whole groups).
+    store="tma": q through the TMA-store epilogue (ping-pong then with 64 x 128 warpgroup tiles, the largest
+    the schedule takes for 8-bit staging there; N a multiple of 16)."""
     fd, a, b = quant_fusion(n=n, k=k, **kw)
-    fp8_schedule(fd, a, b, variant=variant, bn=128, stages=stages, prefetch=prefetch)
+    bm = 64 if store == "tma" and variant == "pingpong" else 128
+    mm = fp8_schedule(fd, a, b, variant=variant, bm=bm, bn=128, stages=stages, prefetch=prefetch)
+    if store == "tma":
+        mm.epilogue_store("tma")
     return fd
 
 

@@ -1,4 +1,5 @@
-"""Where the block-scaled FP8 kernel's time goes (the bench stage's suite `fp8_block_variants`).
+"""Where the block-scaled FP8 kernel's time goes (the bench stage's suite `fp8_block_variants`); and the quantizing
+epilogue's two stores (quant_store_impls, timed inside the suite `fp8_fused`).
 
 The third window (2026-11-28, H200) timed heddle.scaled_mm with DeepGEMM's 1x128 x 128x128 scales at about a
 quarter of torch's blockwise _scaled_mm's rate (4096x7168x2048: 449 us against 113 us), while the per-tensor FP8
@@ -33,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from support.block_scale_defs import block_scaled  # noqa: E402
+from support.quant_defs import scheduled as quant_scheduled  # noqa: E402
 from support.wgmma_defs import roles_for, schedule_sm90  # noqa: E402
 
 
@@ -91,3 +93,29 @@ def fp8_block_variant_case(run, m, n, k, block_sets, sms):
         except Exception as e:  # noqa: BLE001 - the variant does not build: recorded, the others still run
             run.write({**rec, "impl": label, "status": "error", "reason": f"{type(e).__name__}: {str(e)[:600]}"})
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)
+
+
+def quant_store_impls(run, n, k):
+    """The quantizing epilogue (bias + GELU + the e4m3 1x128 quantize, heddle.scaled_mm's out_scale="1x128") on one
+    hand schedule -- cooperative 128 x 128 x 128, 4 stages -- with q stored directly and through the TMA-store
+    epilogue (docs/fp8.md "Computed output scales"): the pair says whether the TMA store is worth taking for 8-bit
+    outputs (auto_schedule keeps the direct store until it is). impls in fp8_quant_case's argument order
+    (a, b [K, N] column-major, scale_a [M, 1], scale_b [1, N], bias), each returning (q, s); info per impl."""
+    target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
+    impls, info = {}, {}
+    for store in ("direct", "tma"):
+        label = f"heddle_coop128_{store}"
+        try:
+            fd = quant_scheduled("coop", n=n, k=k, store=store)
+            kern = heddle.Kernel.build(fd, target, rtc=not run.dry)
+        except Exception as e:  # noqa: BLE001 - the variant does not build: recorded, the others still run
+            info[label] = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:600]}"}
+            continue
+        info[label] = {"config": kern.name, "registers": kern.stats.registers if kern.binary else None,
+                       "smem": kern.lowered.smem_bytes}
+        if run.dry:
+            impls[label] = (lambda f: (lambda a, b, sa, sb, bias: tuple(heddle.reference.evaluate(
+                f, [a, b.t(), sa, sb, bias], torch.float32))))(fd)
+        else:
+            impls[label] = (lambda kk: (lambda a, b, sa, sb, bias: kk(a, b.t(), sa, sb, bias)))(kern)
+    return impls, info

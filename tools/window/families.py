@@ -260,14 +260,16 @@ def _():
             Case("g7-tma-store-M77", _h_grid("stream_k", 7, store="tma"), M=77)]
 
 
-def _f8(variant, ab=("e4m3", "e4m3"), scale="row", out="bf16", n=200, k=1040, auto=0, **kw):
+def _f8(variant, ab=("e4m3", "e4m3"), scale="row", out="bf16", n=200, k=1040, auto=0, store="direct", **kw):
     def make(target):
         fd, a, b = fp8_fusion(n=n, k=k, a_dtype=ab[0], b_dtype=ab[1], scale=scale, bias=True, act="gelu", out=out,
                               out_scale=out != "bf16")
         if auto:
             fd.auto_schedule(target, auto, n, k)
         else:
-            fp8_schedule(fd, a, b, variant=variant, **kw)
+            mm = fp8_schedule(fd, a, b, variant=variant, **kw)
+            if store == "tma":  # an 8-bit output through the TMA-store epilogue (docs/fp8.md "FP8 output")
+                mm.epilogue_store("tma")
         return fd
     return make
 
@@ -277,11 +279,12 @@ def _():
     return [Case("coop-e4m3-row-M333", _f8("coop"), M=333),
             Case("pingpong-e5m2xe4m3-tensor-M77", _f8("pingpong", ab=("e5m2", "e4m3"), scale="tensor"), M=77),
             Case("pipeline-e4m3-out-M200", _f8("pipeline", out="e4m3", bm=64, stages=3, prefetch=1), M=200),
-            Case("auto-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000)]
+            Case("auto-M1000", _f8("coop", n=1024, k=1024, auto=1000), M=1000),
+            Case("coop-e4m3-out-tma-M333", _f8("coop", out="e4m3", n=304, bn=128, store="tma"), M=333)]
 
 
-def _amax(variant, n, fmt="e4m3", group=128):
-    return lambda target: quant_defs.scheduled(variant, n=n, k=1040, fmt=fmt, group=group)
+def _amax(variant, n, fmt="e4m3", group=128, store="direct"):
+    return lambda target: quant_defs.scheduled(variant, n=n, k=1040, fmt=fmt, group=group, store=store)
 
 
 @family("sm90_fp8_amax", "sm_90a", True, "8-bit wgmma with the output quantized by a computed scale per row and 128 "
@@ -289,7 +292,10 @@ def _amax(variant, n, fmt="e4m3", group=128):
 def _():
     return [Case("coop-e4m3-g128-N300-M333", _amax("coop", 300), M=333),
             Case("pingpong-e5m2-g128-N200-M77", _amax("pingpong", 200, fmt="e5m2"), M=77),
-            Case("pingpong-e4m3-row-N120-M200", _amax("pingpong", 120, group="row"), M=200)]
+            Case("pingpong-e4m3-row-N120-M200", _amax("pingpong", 120, group="row"), M=200),
+            # q through the TMA-store epilogue (s stored directly); N a multiple of 16 (TMA's 16-byte rows)
+            Case("coop-e4m3-g128-tma-N304-M333", _amax("coop", 304, store="tma"), M=333),
+            Case("pingpong-e5m2-g128-tma-N208-M77", _amax("pingpong", 208, fmt="e5m2", store="tma"), M=77)]
 
 
 def _auto(m, n, k, layout="auto", epilogue="bias_gelu", k_share="auto", sms=132):

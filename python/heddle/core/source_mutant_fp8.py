@@ -16,12 +16,18 @@ quantize epilogue of the wgmma kernel (codegen/wgmma_printer.cpp quantEpilogue) 
   quant_group     the group index of the scale store off by one column ((g0 - 1) / group): a tile's scales land
                   in the previous group's slot.
   quant_divisor   the scale's divisor the other 8-bit format's largest value (448 <-> 57344).
+
+The TMA-store epilogue with an 8-bit output (codegen/wgmma_printer.cpp stagedPair8; the staged quantize too) has
+one more, outside the registry (no mutation family of tests/support/mutation_defs.py stages 8-bit outputs, and
+every registered kind must find a family): fp8_staging_mutants(source) gives
+  fp8_staging     a pair's staging address without the 128-byte swizzle (TmaTile<R, 128, e4m3>::offset(r, c)
+                  -> r * 128 + c): the tile written row-major where the TMA store reads it swizzled.
 """
 from __future__ import annotations
 
 import re
 
-from .source_mutant_classic import _code, _kind
+from .source_mutant_classic import SourceMutant, _code, _kind
 
 _F8_T = re.compile(r"^using T = heddle::e[45]m[23];")
 _MMA = re.compile(r"^(using Mma = heddle::MmaSm90<\d+, \d+, )(\d+)(,)")
@@ -109,3 +115,19 @@ def _quant_divisor(lines):
         if m:
             d = m.group(1)
             yield i, ln[:m.start(1)] + other[d] + ln[m.end(1):], f"scale divisor {d} -> {other[d]}"
+
+
+_STAGE8 = re.compile(r"heddle::sm90::TmaTile<\d+, (\d+), heddle::e[45]m[23]>::offset\(lr, (lc0(?: - \d+)?)\)")
+
+
+def fp8_staging_mutants(source: str):
+    """The fp8_staging mutants of a printed kernel (see the module docstring), one per staging store line."""
+    lines = source.split("\n")
+    out = []
+    for i, ln in enumerate(lines):
+        m = _STAGE8.search(ln)
+        if m:
+            new = lines[:i] + [ln[:m.start()] + f"(lr) * {m.group(1)} + ({m.group(2)})" + ln[m.end():]] + lines[i + 1:]
+            out.append(SourceMutant("fp8_staging", i + 1, "the 8-bit staging pair stored without the 128-byte swizzle",
+                                    "\n".join(new)))
+    return out

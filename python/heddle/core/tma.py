@@ -219,7 +219,8 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
             if (g.N * es) % 16:
                 raise InputError(f"output {i} of {kernel.name}: the epilogue stores it with TMA, which needs rows of a "
                                  f"multiple of 16 bytes, but N={g.N} gives {g.N * es}; use N a multiple of "
-                                 f"{16 // es}, or drop the epilogue role")
+                                 f"{16 // es}, or store it directly (epilogue_store('direct'), no epilogue "
+                                 "role)")
             rows, cols, ld = g.M, g.N, g.N
         elif m["param"] == "tmSA":  # block scales' scale_a [M, ceil(K/128)], M-major (lower/passes/block_scale_ring.cpp)
             t, which = _named_input(kernel, tensors, op, "the block scales' scale_a", scale_a_layout_problem,

@@ -52,13 +52,24 @@ void printMacro(std::ostream& os, const std::string& name, const std::string& ar
 // The staged epilogue (results into the swizzled shared tile e.to for a TMA store): column pairs. Each
 // pair (two adjacent columns of one fragment row) runs the pair program (epilogueOpsPair) and is packed
 // into one 32-bit register (one cvt.rn.bf16x2.f32); four pairs -- fragment columns fn and fn+1, rows
-// lane/4 and lane/4+8 -- are one stmatrix.x4 (16-bit outputs; f32 outputs store two floats). No
+// lane/4 and lane/4+8 -- are one stmatrix.x4 (16-bit outputs; f32 outputs store two floats; 8-bit outputs
+// one 16-bit st.shared of the satfinite pair, see stagedPair8). No
 // bounds check: the TMA store clips D's ragged edges, and the operand reads clamp row and col to the
 // last element so that they stay in bounds. Further outputs (e.toExtra: D1, ...) are packed from their
 // registers in the same pair and stored by a stmatrix.x4 of their own into their slot.
+//
+// stagedPair8 (e4m3 / e5m2 outputs): a chunk is 128 one-byte columns, one 128-byte row of the 128-byte swizzle
+// (TmaTile<BM, 128, T>: byte (r, c) at r * 128 + ((c / 16) ^ (r % 8)) * 16 + c % 16; PTX ISA "Tensor copy
+// swizzling modes", the 128B pattern over 16-byte chunks, and cuTensorMapEncodeTiled's rule boxDim[0] *
+// elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B; CUTLASS's sm90 epilogue stages a row-major D in the atom
+// ss_smem_selector picks, the 128-byte swizzle for 128 one-byte columns). A pair's two columns (lc0 even) stay inside one 16-byte chunk, so it is one aligned 16-bit
+// st.shared of pack_pair's two satfinite codes (x in the low byte: column lc0 first). sm_90's stmatrix stores
+// m8n8 .b16 matrices only (PTX ISA "stmatrix": the .b8 type goes with the .m16n8 shape, a later-architecture
+// form; CUDA's cuda::ptx lists the m8n8 .b16 forms for SM_90), so the pairs are plain stores; by the swizzle, a
+// warp's pairs of one fragment column (8 rows, 4 lanes each) fall in 8 different 16-byte chunks, 16 banks.
 void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w, int FM,
                     int fnLo, int fnHi, const std::string& ind) {
-  const bool b16 = dtypeBytes(k.outDtype) == 2;
+  const bool b16 = dtypeBytes(k.outDtype) == 2, b8 = dtypeBytes(k.outDtype) == 1;
   std::ostringstream pair;
   pair << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
   pair << "const int row = m0 + lr < M ? m0 + lr : M - 1;  /* operand reads stay in bounds */\n";
@@ -94,6 +105,10 @@ void stagedEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
     if (b16) {
       pair << P(o) << " = heddle::pack2<" << dtypeCudaName(bufs[o]->dtype) << ">(" << res[o] << ".x, " << res[o]
            << ".y);\n";
+    } else if (b8) {  // stagedPair8: one 16-bit st.shared of the satfinite pair inside its 16-byte swizzle chunk
+      pair << "heddle::store_pair(" << slot[o] << " + " << tile[o] << "::offset(lr, lc0"
+           << (c0 ? " - " + std::to_string(c0) : "") << "), heddle::pack_pair<" << dtypeCudaName(bufs[o]->dtype) << ">("
+           << res[o] << "), true, true);\n";
     } else {
       const std::string d = "d" + std::to_string(o) + "_";
       pair << "float* " << d << " = " << slot[o] << " + " << tile[o] << "::offset(lr, lc0"
@@ -204,9 +219,16 @@ void directPairEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
 //   3. qs = max(amax, 1e-4) / maxFinite; lane l % 4 == 0 stores qs to the scale tensor [M, groups] for its row;
 //   4. every pair inside M and N stores satfinite(y / qs) (pack_pair's cvt.rn.satfinite) like the direct store,
 //      y read back from the accumulators.
+// Through the TMA-store epilogue (e.to: the staging slot of chunk [colBegin, colEnd), 128 columns of 8-bit q;
+// passes/tma_store_epilogue.cpp) the groups are the chunk's -- a chunk is exactly one group of 128, or the row of a
+// 128-wide tile -- and step 4 writes every pair, rows past M and columns past N included (the TMA store clips
+// them), into the slot like stagedPair8; s still goes straight to D1 from the lane that owns the row's amax.
 void quantEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& w, int FM,
                    int FN, const std::string& ind) {
   const auto& q = *k.quant;
+  const bool staged = e.to != nullptr;
+  const bool chunk = e.colEnd > e.colBegin;
+  const int fnLo = chunk ? e.colBegin / 8 : 0, fnHi = chunk ? e.colEnd / 8 : FN, c0 = chunk ? e.colBegin : 0;
   const int gfn = q.group == kQuantRow ? FN : q.group / 8;  // fragment columns (of 8) per group
   const std::string T = dtypeCudaName(k.outDtype), y = "r" + std::to_string(q.reg);
   const std::string at = e.acc->name + ".acc[fm][fn][2 * (h)";  // the pair's accumulators, then its y
@@ -223,15 +245,28 @@ void quantEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSt
       << ".x));  /* a column outside N never enters the amax */\n";
   val << "if (n0 + lc0 + 1 < N) amax = fmaxf(amax, fabsf(" << y << ".y));\n";
   std::ostringstream st;  // step 4: the pair divided by the group's scale, stored like the direct store
-  st << "const int row = m0 + Mma::row_of(" << w << ", lane, fm, 2 * (h)), col = n0 + Mma::col_of(" << w
-     << ", lane, fn, 0);\n";
-  st << "if (row < M && col < N)\n";
-  st << "  heddle::store_pair(D + (long long)row * ldd + col, heddle::pack_pair<" << T << ">({" << at << "] / qs, "
-     << at << " + 1] / qs}), pair_st, col + 1 < N);\n";
+  if (staged) {           // ... or into the chunk's staging slot (stagedPair8), clipped by the TMA store
+    const std::string tile =
+        "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) + ", " + T + ">";
+    st << "const int lr = Mma::row_of(" << w << ", lane, fm, 2 * (h)), lc0 = Mma::col_of(" << w << ", lane, fn, 0);\n";
+    st << "heddle::store_pair(q_slot + " << tile << "::offset(lr, lc0" << (c0 ? " - " + std::to_string(c0) : "")
+       << "), heddle::pack_pair<" << T << ">({" << at << "] / qs, " << at << " + 1] / qs}), true, true);\n";
+  } else {
+    st << "const int row = m0 + Mma::row_of(" << w << ", lane, fm, 2 * (h)), col = n0 + Mma::col_of(" << w
+       << ", lane, fn, 0);\n";
+    st << "if (row < M && col < N)\n";
+    st << "  heddle::store_pair(D + (long long)row * ldd + col, heddle::pack_pair<" << T << ">({" << at << "] / qs, "
+       << at << " + 1] / qs}), pair_st, col + 1 < N);\n";
+  }
   os << ind << "{  // " << kir::describe(e) << ": this thread's wgmma fragment quantized to " << dtypeName(k.outDtype)
      << " with a scale per row and " << (q.group == kQuantRow ? std::string("row") : std::to_string(q.group))
-     << " columns (amax over the quad), stored directly\n";
-  os << ind << "const bool pair_st = heddle::pair_aligned(D, ldd, N);  // every pair store aligned (warp-uniform)\n";
+     << " columns (amax over the quad), "
+     << (staged ? "q into the staging slot for the TMA store, s stored directly" : "stored directly") << "\n";
+  if (!staged)
+    os << ind << "const bool pair_st = heddle::pair_aligned(D, ldd, N);  // every pair store aligned (warp-uniform)\n";
+  else  // the chunk's slot, once per group
+    os << ind << T << "* const q_slot = " << e.to->name << " + (" << e.toStage.str() << ") * "
+       << e.to->rows * e.to->cols << ";\n";
   printMacro(os, "HEDDLE_QUANT_Y", "fm, fn, h", val.str(), ind);
   printMacro(os, "HEDDLE_QUANT_ST", "fm, fn, h", st.str(), ind);
   const int groups = (FN + gfn - 1) / gfn;
@@ -239,6 +274,9 @@ void quantEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSt
     for (int h = 0; h < 2; ++h)
       for (int j = 0; j < groups; ++j) {
         const int lo = j * gfn, hi = std::min(FN, lo + gfn);
+        if (hi <= fnLo || lo >= fnHi) continue;  // a group of another chunk
+        if (lo < fnLo || hi > fnHi)
+          fail<HeddleError>("printer: ", kir::describe(e), " splits quantization group ", j, " between chunks");
         os << ind << "{  // row block " << fm << ", rows +" << 8 * h << ": group " << j << " (fragment columns " << lo
            << ".." << hi - 1 << ")\n";
         os << ind << "float amax = 0.0f;\n";
@@ -270,8 +308,9 @@ void fragmentEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilogu
   const std::string w = e.warpShift ? "warp - " + std::to_string(e.warpShift) : "warp";
   const bool chunk = e.colEnd > e.colBegin;
   const int fnLo = chunk ? e.colBegin / 8 : 0, fnHi = chunk ? e.colEnd / 8 : FN;
-  if (k.quant) {  // the schedule rules (passes/build_epilogue.cpp) leave the whole-tile direct store only
-    if (e.to || e.raw || chunk) fail<HeddleError>("printer: ", kir::describe(e), " stages a quantized output");
+  if (k.quant) {  // the schedule rules (passes/build_epilogue.cpp): the direct store or the MMA role's TMA store
+    if (e.raw || e.from || !e.toExtra.empty() || chunk != (e.to != nullptr))
+      fail<HeddleError>("printer: ", kir::describe(e), " stages a quantized output another way than by chunks");
     return quantEpilogue(os, k, e, w, FM, FN, ind);
   }
   if (e.to && !e.raw) return stagedEpilogue(os, k, e, w, FM, fnLo, fnHi, ind);

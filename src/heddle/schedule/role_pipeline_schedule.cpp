@@ -259,14 +259,32 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
                         drop);
   // several outputs (training: the pre-activation beside D): each output has staging slots of its own, the
   // same chunks, and the elected thread stores them all in one bulk group; every output's element size
-  // must be D's (one 128-byte box per output per chunk)
-  const auto& outs = f.outputs();
-  if (outs.empty()) return;  // build_epilogue names it
+  // must be D's (one 128-byte box per output per chunk). A computed output scale (heddle.ops.quantize) stages
+  // q only: s [M, groups] is stored directly by the lanes that own each row's amax (codegen/wgmma_printer.cpp)
+  const auto& all = f.outputs();
+  if (all.empty()) return;  // build_epilogue names it
+  const bool quant = all[0]->definition && all[0]->definition->kind == OpKind::Quantize;
+  const std::vector<TensorView*> outs(all.begin(), quant ? all.begin() + 1 : all.end());
   const int esz = dtypeBytes(outs[0]->dtype);
-  if (esz == 1)  // the staged chunks are stmatrix-written 16-bit pairs or f32 (codegen/wgmma_printer.cpp)
+  // 8-bit outputs: a chunk is one 128-byte swizzle row of 128 one-byte columns (CUDA driver API
+  // cuTensorMapEncodeTiled: boxDim[0] * elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B; CUTLASS's sm90
+  // epilogue takes the 128-byte swizzle atom for 8-bit outputs as well), so the n tile holds whole chunks of 128
+  if (esz == 1 && t.bn % 128)
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name, " is ", dtypeName(outs[0]->dtype),
-                        "; the TMA-store epilogue stages 16-bit or f32 chunks. 8-bit outputs are stored directly: "
-                        "use epilogue_store('direct')",
+                        "; the TMA-store epilogue stages 8-bit outputs in chunks of 128 columns (one 128-byte swizzle "
+                        "row), but the n tile is ",
+                        t.bn, ": split n by a multiple of 128", drop);
+  // ... and on ping-pong warpgroups a warpgroup's tile of at most 64 x 128 (64 accumulators a thread): with a whole
+  // 128 x 128 tile (128) beside the 16-bit st.shared pairs NVRTC 13 spilled (16 bytes for a plain e4m3 output,
+  // 80 with a computed scale; tests/codegen/test_quantize_nvrtc.py), where the direct store does not
+  const int accs = t.bm * t.bn / 128;
+  if (esz == 1 && !h.coop && accs > 64)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name, " is ", dtypeName(outs[0]->dtype),
+                        "; the TMA-store epilogue of an 8-bit output on ping-pong warpgroups is built for a "
+                        "warpgroup tile of at most 64 x 128 (64 accumulators a thread), but each warpgroup holds ",
+                        t.bm, " x ", t.bn, " (", accs,
+                        "; the staged pairs spill there): use bm = 64, cooperative warpgroups, or "
+                        "epilogue_store('direct')",
                         drop);
   for (size_t i = 1; i < outs.size(); ++i)
     if (dtypeBytes(outs[i]->dtype) != esz)
@@ -276,7 +294,7 @@ void validateEpilogueStore(const Fusion& f, MatmulTiling& t, const TargetInfo& t
                           "the staged chunks are one 128-byte box of every output. Give the outputs one element size",
                           drop);
   h.mmaTmaStore = true;
-  h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64)
+  h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk (bn is a multiple of 64; 128 for 8-bit outputs)
   const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
   int64_t bias = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())

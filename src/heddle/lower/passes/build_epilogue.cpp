@@ -23,8 +23,9 @@
 // (outputs exactly q, then s); the wgmma printer reduces each group's amax across the quad, the tcgen05
 // printer per thread (one row a thread), and stores q to D:
 //   r3 = gelu r2;  quant r3 -> D (e4m3), scale per row and 128 columns -> D1;  name ..._e_gelu_q128
-// Only on the sm_90a warp-specialized wgmma kernels and the sm_100a tcgen05 kernel with the direct store, the
-// group inside one CTA tile (checkQuantSchedule: a ScheduleError naming the rule otherwise).
+// Only on the sm_90a warp-specialized wgmma kernels (direct store or the MMA role's TMA store) and the sm_100a
+// tcgen05 kernel with the direct store, the group inside one CTA tile (checkQuantSchedule: a ScheduleError
+// naming the rule otherwise).
 //
 // Runs when: always.
 #include <map>
@@ -43,10 +44,10 @@ std::string outputNames(const Fusion& f) {
 }
 
 // Where a computed output scale lowers (docs/fp8.md "Computed output scales"): the sm_90a warp-specialized
-// wgmma kernels with the direct store, where a row's columns of the D fragment live in one quad of lanes,
-// so a group's amax is a per-thread max and two shfl.xor steps; the sm_100a tcgen05 kernel's epilogue
-// warpgroup storing directly from tcgen05.ld 32x32b, where a row's columns all sit in one thread (a
-// per-thread max); the group inside one CTA tile.
+// wgmma kernels with the direct store or the MMA role's TMA store, where a row's columns of the D fragment live
+// in one quad of lanes, so a group's amax is a per-thread max and two shfl.xor steps; the sm_100a tcgen05
+// kernel's epilogue warpgroup storing directly from tcgen05.ld 32x32b, where a row's columns all sit in one
+// thread (a per-thread max); the group inside one CTA tile.
 void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   const auto& t = c.tiling;
   const auto& rp = t.rolePipeline;
@@ -62,13 +63,22 @@ void checkQuantSchedule(const LowerContext& c, const Expr* e) {
     fail<ScheduleError>(what,
                         ": the block-scaled tcgen05 kernels (mx32 scales) are not lowered with a computed output "
                         "scale; scale the operands per tensor or per row (f32 epilogue scales)");
-  // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers
-  if (rp.mmaTmaStore || rp.tmaStore || (!rp.tcgen05 && rp.role(PipelineRole::Epilogue)) || !rp.epiTma.empty())
+  // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers.
+  // On sm_90a the MMA warpgroups' TMA-store epilogue (epilogue_store("tma"), passes/tma_store_epilogue.cpp) takes
+  // it: q through the staged chunks of 128 columns, s stored directly
+  if (rp.tmaStore || (!rp.tcgen05 && rp.role(PipelineRole::Epilogue)) || !rp.epiTma.empty())
     fail<ScheduleError>(what,
-                        ": the TMA-store epilogue, an epilogue role (sm_90a) and TMA-loaded epilogue operands are "
-                        "not lowered with a computed output scale; use the direct store (no "
-                        "epilogue_store('tma'), no tma_load cache of an epilogue operand, on sm_90a roles load "
-                        "and mma only)");
+                        ": an epilogue role (sm_90a) and TMA-loaded epilogue operands are not lowered with a "
+                        "computed output scale; use roles load and mma, with the direct store or "
+                        "epilogue_store('tma'), and no tma_load cache of an epilogue operand");
+  // a staged chunk is 128 columns (one 128-byte swizzle row of 8-bit q): a row's amax over a wider n tile would
+  // span chunks
+  if (rp.mmaTmaStore && e->quantGroup == kQuantRow && t.bn > rp.storeCols)
+    fail<ScheduleError>(
+        what, ": a scale per row through the TMA-store epilogue needs the n tile in one staged chunk of ", rp.storeCols,
+        " columns (the row's amax is reduced before its chunk is written), but the n tile "
+        "is ",
+        t.bn, ": split n by ", rp.storeCols, ", use group=128, or epilogue_store('direct')");
   if (t.splitK > 1 || t.streamK > 0 || t.batched || t.grouped || t.parts > 1)
     fail<ScheduleError>(what,
                         ": split-K, stream-K, batched, grouped matmuls and matmul groups are not lowered "

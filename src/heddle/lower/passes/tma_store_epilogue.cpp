@@ -40,6 +40,12 @@
 //     if (tid % 128 == 0) { tma_store sD[c*sd + q%sd] -> D; bulk.commit_group }
 //   (after the u loop) if (tid % 128 == 0) bulk.wait_group.read(0)
 //
+// 8-bit outputs (e4m3 / e5m2, docs/fp8.md "FP8 output"): C = 128 one-byte columns, one 128-byte swizzle row, so
+// bn is a multiple of 128 (validate_schedule); the writes are 16-bit st.shared of satfinite pairs (no stmatrix
+// for 8-bit data on sm_90), fenced and stored like the 16-bit chunks. A computed output scale (Kernel::quant) goes
+// through here too: each chunk is one group of 128 (or the row of a 128-wide tile), q staged, s [M, groups]
+// stored directly by the lanes owning the row's amax (no sD slot, no map: s is not an extra output).
+//
 // Runs when: epilogue_store("tma") from the MMA role.
 #include "heddle/lower/build/role_pipeline_build.h"
 
@@ -123,6 +129,9 @@ void tmaStoreEpilogue(LowerContext& c) {
     return k.addBuffer(std::move(b));
   };
   kir::Buffer* sD = staging("D", k.outDtype);
+  // the generic-proxy writes of a chunk: stmatrix for 16-bit outputs; 8-bit ones (a chunk of 128 one-byte columns,
+  // one 128-byte swizzle row) are 16-bit st.shared of satfinite pairs (codegen/wgmma_printer.cpp stagedPair8)
+  const std::string writes = dtypeBytes(k.outDtype) == 1 ? "st.shared" : "stmatrix";
   std::vector<kir::Buffer*> extra;  // further outputs (training's pre-activation): their own slots, same chunks
   for (auto& o : k.extraOutputs) extra.push_back(staging(o.param, o.dtype));
   std::string names = "sD";
@@ -169,12 +178,12 @@ void tmaStoreEpilogue(LowerContext& c) {
     seq.push_back(std::move(st1));
     seq.push_back(makeSync(
         k, kir::SyncKind::FenceProxyAsync,
-        {"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names + " (generic proxy)",
+        {"RAW " + names + " (" + writes + " -> tma_store)", "epilogue writes of " + names + " (generic proxy)",
          "tma_store reads (async proxy)", "sD", "",
          "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
-         "generic-proxy writes (stmatrix) are not visible to the async proxy otherwise" +
-             col}));
-    seq.push_back(barrier({"RAW " + names + " (stmatrix -> tma_store)", "epilogue writes of " + names,
+         "generic-proxy writes (" +
+             writes + ") are not visible to the async proxy otherwise" + col}));
+    seq.push_back(barrier({"RAW " + names + " (" + writes + " -> tma_store)", "epilogue writes of " + names,
                            "tma_store reads of " + names, "sD", "",
                            "every fenced write of the chunk happens before " + issuer + " issues its TMA store" +
                                (extra.empty() ? "" : "s") + col}));
@@ -222,10 +231,11 @@ void tmaStoreEpilogue(LowerContext& c) {
     what += " and " + k.extraOutputs[i].param;
   }
   if (!extra.empty()) through += " (one bulk group per chunk)";
-  k.syncPlan.summary += "; TMA store of " + what + " in " + std::to_string(chunks) + " chunk(s) of " +
-                        std::to_string(cols) + " columns through " + through +
-                        (pp ? " per warpgroup (stmatrix, bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
-                            : " (stmatrix, bar.sync 2)");
+  k.syncPlan.summary +=
+      "; TMA store of " + what + " in " + std::to_string(chunks) + " chunk(s) of " + std::to_string(cols) +
+      " columns through " + through +
+      (pp ? " per warpgroup (" + writes + ", bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
+          : " (" + writes + ", bar.sync 2)");
 }
 
 }  // namespace heddle::passes
