@@ -403,13 +403,19 @@ def fp8_table(doc: dict) -> str:
     t = lambda r: _time(r["ms"], "ms") if r and r.get("status") == "ok" else (r or {}).get("status", "–")  # noqa: E731
     for k in keys:
         im = cases[k]
-        h = im.get("heddle")
         peer_name = peers[k[0]]
         p, d = im.get(peer_name), im.get("deep_gemm")
-        scaling = (h or p or {}).get("scaling", "")
-        out.append(f"| {k[1].split('-', 1)[1]} | {scaling} | {t(h)} | {peer_name} | {t(p)} | {_tf(h)} | "
-                   f"{_x(_ratio(h, p))} | " + (f"{t(d)} | {_x(_ratio(h, d))} | " if dg else "") +
-                   f"{'`' + h['config'] + '`' if h and h.get('config') else ''} |")
+        # heddle's own call, then any hand-scheduled variant timed in the same case (heddle_<variant>: e.g. the
+        # quantizing epilogue's direct and TMA store, tools/window/bench_fp8_variants.py quant_store_impls)
+        for name in ["heddle"] + [n for n in im if n.startswith("heddle_")]:
+            h = im.get(name)
+            if name != "heddle" and h is None:
+                continue
+            scaling = (h or p or {}).get("scaling", "")
+            label = k[1].split("-", 1)[1] + ("" if name == "heddle" else f" ({name[len('heddle_'):]})")
+            out.append(f"| {label} | {scaling} | {t(h)} | {peer_name} | {t(p)} | {_tf(h)} | "
+                       f"{_x(_ratio(h, p))} | " + (f"{t(d)} | {_x(_ratio(h, d))} | " if dg else "") +
+                       f"{'`' + h['config'] + '`' if h and h.get('config') else (h or {}).get('reason', '')[:80]} |")
     return "\n".join(out)
 
 

@@ -141,6 +141,16 @@ def test_fp8_table_and_targets():
                        rec("fp8_fused", case, "e4m3", "scaled_mm_then_ops", 4096, 4096, 4096, 0.54, scaling="row")]
     assert "| 4096x4096x4096-row-bias_gelu_quant1x128 | row | 360 us | scaled_mm_then_ops | 540 us |" in \
         report.fp8_table(doc) and "1.50x" in report.fp8_table(doc)
+    # the same case's hand-scheduled variants (heddle_<variant>), each its own row against the same peer; one that
+    # did not build shows its status and reason
+    doc["records"] += [rec("fp8_fused", case, "e4m3", "heddle_coop128_tma", 4096, 4096, 4096, 0.27, scaling="row",
+                           config="heddle_mm_tma"),
+                       rec("fp8_fused", case, "e4m3", "heddle_coop128_direct", 4096, 4096, 4096, 0.3, scaling="row",
+                           status="error", reason="ScheduleError: no")]
+    t = report.fp8_table(doc)
+    assert "| 4096x4096x4096-row-bias_gelu_quant1x128 (coop128_tma) | row | 270 us | scaled_mm_then_ops | 540 us |" \
+        in t and "2.00x" in t and "`heddle_mm_tma`" in t
+    assert "| 4096x4096x4096-row-bias_gelu_quant1x128 (coop128_direct) | row | error |" in t and "ScheduleError: no" in t
     assert report.fp8_table(gpu_doc()) == ""  # no FP8 records: no table, no target rows
     # the block-scaled suite beside torch's blockwise _scaled_mm; a device where torch has none: a skipped peer
     doc = fp8_doc()
