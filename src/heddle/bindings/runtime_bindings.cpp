@@ -181,7 +181,27 @@ void bindCompile(py::module_& rt) {
         return names;
       },
       "Device headers kernels can #include (\"heddle/<file>.cuh\").");
-  rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
+  rt.def(
+      "sha256",
+      [](const py::bytes& data, const std::string& impl) {
+        if (impl.empty()) return sha256Hex(std::string(data));
+        if (impl != "portable" && impl != "sha-ni")
+          throw py::value_error("sha256: impl='" + impl +
+                                "' is not one of 'portable', 'sha-ni' (or '' for the default)");
+        if (impl == "sha-ni" && !sha256ShaNiAvailable())
+          throw py::value_error("sha256: impl='sha-ni' but this CPU (or build) has no SHA extensions");
+        return Sha256(impl == "sha-ni" ? Sha256Impl::ShaNi : Sha256Impl::Portable)
+            .update(std::string(data))
+            .hexDigest();
+      },
+      py::arg("data"), py::arg("impl") = "",
+      "sha256 hex digest of `data` (cache keys and entry checksums); impl: 'portable' or 'sha-ni' for a test, "
+      "'' for the process's choice (sha256_impl())");
+  rt.def(
+      "sha256_impl", [] { return std::string(sha256ImplName(sha256Impl())); },
+      "The sha256 compression this process uses: 'sha-ni' (x86 SHA extensions) or 'portable' (HEDDLE_SHA256=portable "
+      "forces it)");
+  rt.def("sha256_sha_ni_available", &sha256ShaNiAvailable);
   rt.def(
       "cache_key_of",
       [](const std::string& source, const std::string& name, const std::string& arch, bool lineinfo,
