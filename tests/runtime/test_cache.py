@@ -267,3 +267,15 @@ def test_sha256_impl_is_named_and_can_be_forced_portable():
 def test_sha256_known_vectors():
     assert rt.sha256(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert rt.sha256(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_embedded_headers_digest_is_the_files_manifest():
+    """The digest standing for the embedded headers in every cache key is computed at build time
+    (cmake/embed_headers.cmake): sha256 of "<name> <sha256 of text>\\n" per header in name order. It must cover
+    exactly the embedded texts, which must be the files' bytes, so an edited header moves every key."""
+    built, texts = rt.embedded_headers_digest()
+    device = os.path.join(os.path.dirname(__file__), "..", "..", "src", "heddle", "codegen", "device")
+    files = {"heddle/" + f: open(os.path.join(device, f), "rb").read() for f in os.listdir(device) if f.endswith(".cuh")}
+    assert texts == files
+    manifest = "".join(f"{name} {hashlib.sha256(text).hexdigest()}\n" for name, text in sorted(texts.items()))
+    assert built == hashlib.sha256(manifest.encode()).hexdigest()

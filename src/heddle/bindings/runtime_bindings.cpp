@@ -206,6 +206,16 @@ void bindCompile(py::module_& rt) {
       },
       "Device headers kernels can #include (\"heddle/<file>.cuh\").");
   rt.def(
+      "embedded_headers_digest",
+      [] {
+        const std::string& built = heddle::embeddedHeadersDigest();
+        py::dict texts;
+        for (const auto& [name, text] : heddle::embeddedHeaders()) texts[py::str(name)] = py::bytes(text);
+        return py::make_tuple(built, texts);
+      },
+      "(the build-time digest that stands for the embedded headers in cache keys, {name: the embedded text}): "
+      "a test recomputes the one from the other and from the files");
+  rt.def(
       "sha256",
       [](const py::bytes& data, const std::string& impl) {
         if (impl.empty()) return sha256Hex(std::string(data));
