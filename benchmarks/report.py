@@ -253,9 +253,12 @@ def compile_notes(records: List[dict]) -> str:
         if r.get("step") == "lower_stages" and r.get("insert_syncs_ms") is not None:
             notes.append(f"- {r['variant']}: insert_syncs {r['insert_syncs_ms']:.3f} ms of it (median).")
         if r.get("step") == "memory_hit" and r.get("memory_bytes") is not None:
+            report = (f" and its {r['ptxas_bytes']} B ptxas report (text; its parsed stats are kept) stay"
+                      if r.get("ptxas_bytes") else " stays")
             notes.append(f"- {r['variant']}: the memory cache holds {r['memory_bytes'] / 1024:.1f} KiB for the kernel "
-                         f"(cubin {r['cubin_bytes'] / 1024:.1f} KiB; its {r['ptx_bytes'] / 1024:.1f} KiB of PTX stays on "
-                         "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx).")
+                         f"(cubin {r['cubin_bytes'] / 1024:.1f} KiB; its {r['ptx_bytes'] / 1024:.1f} KiB of PTX{report} on "
+                         "disk unless HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP=ptx" + (" / ptxas" if r.get("ptxas_bytes") else "")
+                         + ").")
         if r.get("step") == "kernel_memory" and r.get("status") == "ok":
             notes.append(_kernel_memory_note(r))
         if r.get("step") == "cubin_sections" and r.get("status") == "ok":

@@ -296,12 +296,12 @@ def _cache_hits(variant, recorder):
         r = rt.compile(low.source, low.name, low.rtc_arch)
         mem.append(timer.elapsed_ms(a, timer.mark()) * 1e3)
         assert r.cache_source == "memory"
-    # what the memory cache holds for this one kernel (the cubin and launch facts; PTX only when asked)
+    # what the memory cache holds for this one kernel (the cubin and launch facts; PTX, ptxas text only when asked)
     rt.cache_clear(memory=True)
     assert rt.compile(low.source, low.name, low.rtc_arch).cache_source == "disk"
     held = rt.cache_memory_bytes()
     _record(recorder, variant, "memory_hit", bench.summarize(mem, unit="us"), source_bytes=len(low.source),
-            memory_bytes=held, cubin_bytes=len(first.cubin), ptx_bytes=len(first.ptx))
+            memory_bytes=held, cubin_bytes=len(first.cubin), ptx_bytes=len(first.ptx), ptxas_bytes=len(first.ptxas))
     build = []
     for _ in range(20):
         fd2, _ = _fresh(variant)

@@ -2,7 +2,10 @@
 and recompiled), key contents, directory selection and permissions, and SHA-256 against hashlib."""
 import hashlib
 import os
+import random
 import stat
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -232,12 +235,47 @@ def test_concurrent_requests_compile_once(cache):
     assert rt.cache_stats()["compiles"] == 1
 
 
-@pytest.mark.parametrize("size", [0, 1, 3, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 1 << 20])
-def test_sha256_matches_hashlib(size):
+_SHA_IMPLS = ["", "portable"] + (["sha-ni"] if rt.sha256_sha_ni_available() else [])
+
+
+@pytest.mark.parametrize("impl", _SHA_IMPLS)
+@pytest.mark.parametrize("size", [0, 1, 3, 55, 56, 57, 63, 64, 65, 119, 120, 128, 191, 192, 1000, 1 << 20])
+def test_sha256_matches_hashlib(size, impl):
+    # both compressions (sha256.h): the x86 SHA extensions where the CPU has them, the portable one everywhere
     data = bytes((i * 131 + 7) & 0xFF for i in range(size))
-    assert rt.sha256(data) == hashlib.sha256(data).hexdigest()
+    assert rt.sha256(data, impl) == hashlib.sha256(data).hexdigest()
+
+
+def test_sha256_random_lengths_agree_between_compressions():
+    r = random.Random(31)
+    for n in list(range(0, 150)) + [r.randrange(150, 70000) for _ in range(20)]:
+        data = r.randbytes(n)
+        want = hashlib.sha256(data).hexdigest()
+        assert [rt.sha256(data, impl) for impl in _SHA_IMPLS] == [want] * len(_SHA_IMPLS), n
+
+
+def test_sha256_impl_is_named_and_can_be_forced_portable():
+    assert rt.sha256_impl() == ("sha-ni" if rt.sha256_sha_ni_available() else "portable")
+    code = "from heddle import _C; print(_C.runtime.sha256_impl())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "HEDDLE_SHA256": "portable"})
+    assert r.returncode == 0 and r.stdout.strip() == "portable", r.stderr[-2000:]
+    with pytest.raises(ValueError, match="impl='sha3'"):
+        rt.sha256(b"abc", "sha3")
 
 
 def test_sha256_known_vectors():
     assert rt.sha256(b"abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     assert rt.sha256(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_embedded_headers_digest_is_the_files_manifest():
+    """The digest standing for the embedded headers in every cache key is computed at build time
+    (cmake/embed_headers.cmake): sha256 of "<name> <sha256 of text>\\n" per header in name order. It must cover
+    exactly the embedded texts, which must be the files' bytes, so an edited header moves every key."""
+    built, texts = rt.embedded_headers_digest()
+    device = os.path.join(os.path.dirname(__file__), "..", "..", "src", "heddle", "codegen", "device")
+    files = {"heddle/" + f: open(os.path.join(device, f), "rb").read() for f in os.listdir(device) if f.endswith(".cuh")}
+    assert texts == files
+    manifest = "".join(f"{name} {hashlib.sha256(text).hexdigest()}\n" for name, text in sorted(texts.items()))
+    assert built == hashlib.sha256(manifest.encode()).hexdigest()

@@ -114,16 +114,23 @@ class Kernel:
         """The PTX. A kernel holds none (it shares the memory cache's cubin and launch facts) unless
         HEDDLE_KEEP_PTX=1 or HEDDLE_DUMP names ptx: it is read back from the disk entry, else compiled again,
         uncached, the way Kernel.build compiled it (the target's backend, the build's options)."""
-        try:
-            return self.binary.ptx
-        except RuntimeUnavailable:
-            again = _C.runtime.compile_lowered(self.lowered, options=self._rtc_options, want_ptx=True,
-                                               use_cache=False)
-            return again.ptx
+        return self._compiler_text("ptx")
 
     @property
     def ptxas(self) -> str:
-        return self.binary.ptxas
+        """The ptxas -v report's text. A kernel holds its parsed facts (Kernel.stats), not the text, unless
+        HEDDLE_DUMP names ptxas or it has no disk entry: read back from the disk entry, else compiled again,
+        uncached, as Kernel.ptx is (its timing lines then differ)."""
+        return self._compiler_text("ptxas")
+
+    def _compiler_text(self, what: str) -> str:
+        """binary.<what> (ptx, ptxas), or, when neither memory nor disk holds it, the same compile again."""
+        try:
+            return getattr(self.binary, what)
+        except RuntimeUnavailable:
+            again = _C.runtime.compile_lowered(self.lowered, options=self._rtc_options, want_ptx=True,
+                                               use_cache=False)
+            return getattr(again, what)
 
     @property
     def stats(self):

@@ -442,7 +442,7 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     final = p.final
     vfinal = _val(final)
     spec = _spec(p, vfinal.dtype)
-    fused_matmul_op(spec)
+    fused_matmul_op(spec).op  # registered now: the graph calls it
     name = spec.op_name()
     target = getattr(torch.ops.heddle, name).default
     g = gm.graph

@@ -141,7 +141,9 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
         raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
                       f"target {p.target} has none, so torch's _scaled_mm runs it")
-    target = getattr(torch.ops.heddle, scaled_op(spec).spec.op_name()).default
+    fm = scaled_op(spec)
+    fm.op  # registered now (FusedMatmul.op): the graph calls it
+    target = getattr(torch.ops.heddle, fm.spec.op_name()).default
     g = gm.graph
     nodes = [a["a"]]
     made = []

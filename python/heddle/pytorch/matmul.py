@@ -122,7 +122,27 @@ class FusedMatmul:
         self._eager = plan_table()  # call signature -> the launch plan its CUDA calls take (C++)
         self.compiles = 0
         self._lock = threading.Lock()
-        self.op = self._make_op()
+        self._op = None  # registered with torch on first use by the op layer (the `op` property)
+
+    @property
+    def op(self):
+        """This signature's torch custom op, torch.ops.heddle.<name>, registered on first use: by the op layer
+        (heddle.matmul's calls that need it: autograd, torch.compile, modes), by torch.ops.heddle's resolver
+        (heddle/pytorch/resolver.py: a lookup by name, torch.export.load, a cached compiled graph) or by the
+        dynamo rewrite. A plain eager call, and FusedMatmul.kernel, never register it: torch.library's
+        custom_op costs about 2 ms per op (docs/torch.md, "When ops register")."""
+        op = self._op
+        if op is None:
+            with _register_lock:
+                op = self._op
+                if op is None:
+                    op = self._op = self._make_op()
+        return op
+
+    @property
+    def op_registered(self) -> bool:
+        """Whether `op` has been registered with torch in this process."""
+        return self._op is not None
 
     def _make_op(self):
         """The op of this signature (heddle.scaled_mm's signatures register theirs without a backward)."""
@@ -315,6 +335,9 @@ def _plain_schedule(spec: MatmulSpec, target: str) -> Fusion:
 
 _ops: Dict[MatmulSpec, FusedMatmul] = {}
 _ops_lock = threading.Lock()
+# FusedMatmul.op's registration (torch.library looks the name up meanwhile: the resolver answers "not yet",
+# custom_ops.registering, so the same thread does not come back here)
+_register_lock = threading.RLock()
 
 
 def _register_op(fm: FusedMatmul):
@@ -327,6 +350,7 @@ def _register_op(fm: FusedMatmul):
 
 
 def fused_matmul_op(spec: MatmulSpec) -> FusedMatmul:
+    """The FusedMatmul of `spec`, one per process; its torch op registers on first use (FusedMatmul.op)."""
     fm = _ops.get(spec)
     if fm is not None:
         return fm
@@ -364,7 +388,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, bias: Optional[torch.Tensor] = N
         if out is not None:  # keyed by the whole call when it launched through a plan (the next call's front)
             _calls.adopt((a, b, bias, residual, activation, alpha, trans_a, trans_b, out_dtype), fm._eager)
             return out
-    return getattr(torch.ops.heddle, name)(*args)
+    return getattr(torch.ops.heddle, _registered(name))(*args)
 
 
 # torch.compiler.is_dynamo_compiling, held here: one Python call returning False in eager (is_compiling makes two,
@@ -462,6 +486,13 @@ def _op_name(dtype, batched, batched_b, k, n, trans_a, trans_b, bias_dt, bias_ra
     return name
 
 
+def _registered(name: str) -> str:
+    """`name`, its torch op registered (FusedMatmul.op): heddle.matmul's calls through the op layer. Under
+    torch.compile it runs once at trace time (a constant of the graph, like _op_name)."""
+    _by_name[name].op
+    return name
+
+
 _op_names: Dict[tuple, str] = {}
 _by_name: Dict[str, FusedMatmul] = {}  # op name -> its FusedMatmul (the eager path)
 
@@ -481,6 +512,7 @@ _front = _calls.fast_run  # _calls.run as a builtin bound to the table: no pybin
 # torch.compiler.assume_constant_result(_op_name), spelled as the mark it sets: the decorator imports
 # torch._dynamo (over a second of import time), which `import heddle` must not pay (docs/torch.md)
 _op_name._dynamo_marked_constant = True
+_registered._dynamo_marked_constant = True
 
 
 def _spills(k: Kernel) -> bool:

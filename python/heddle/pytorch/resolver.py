@@ -31,7 +31,7 @@ def resolve_op(name: str) -> bool:
     spec = MatmulSpec(**fields)
     if spec.op_name() != name or name in registering:   # not canonical, or torch looking it up mid-registration
         return False
-    fused_matmul_op(spec)
+    fused_matmul_op(spec).op  # FusedMatmul registers its op on first use: now
     return True
 
 

@@ -199,7 +199,7 @@ def resolve(name: str) -> bool:
     spec = decode(name)
     if spec is None or spec.op_name() != name:
         return False
-    scaled_op(spec)
+    scaled_op(spec).op  # registered on first use (FusedMatmul.op): now
     return True
 
 
@@ -277,7 +277,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             _calls.adopt((a, b, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum, activation,
                           out_scale), fm._eager, tensors, _pick(spec))
             return out
-    return getattr(torch.ops.heddle, spec.op_name())(*args)
+    return getattr(torch.ops.heddle, spec.op_name())(*args)  # the resolver registers it (FusedMatmul.op)
 
 
 def _pick(spec: ScaledMatmulSpec):

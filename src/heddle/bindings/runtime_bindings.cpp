@@ -27,6 +27,19 @@ namespace {
 
 const RtcResult& res(const CachedKernel& k) { return *k.result; }
 
+// The ptxas report a memory entry left in its disk entry (RtcResult::reportOnDisk), read back.
+std::string ptxasReportFromDisk(const CachedKernel& k) {
+  if (auto report = KernelCache::global().ptxasReportOf(k.key)) return *report;
+  throw heddle::RuntimeUnavailable("the ptxas report of " + res(k).name +
+                                   " is not kept in the memory cache (its parsed facts are: .stats) and its disk "
+                                   "entry is gone (or the disk cache is off); HEDDLE_DUMP=ptxas keeps it in memory, or "
+                                   "compile again with use_cache=False");
+}
+
+std::string ptxasReportOf(const CachedKernel& k) {
+  return res(k).reportOnDisk ? ptxasReportFromDisk(k) : res(k).ptxasReport;
+}
+
 py::dict kernelStatsDict(const PtxasKernelStats& k) {
   py::dict d;
   d["name"] = k.name;
@@ -86,9 +99,20 @@ void bindTypes(py::module_& rt) {
           "shares_memory_entry", [](const CachedKernel& k) { return KernelCache::global().holds(k); },
           "Whether this is the memory cache's own result for its key (its bytes are held once, by the cache)")
       .def_property_readonly(
-          "log", [](const CachedKernel& k) { return programLog(res(k)); },
-          "NVRTC's program log; a memory entry of a clean compile keeps it once, as its ptxas report")
-      .def_property_readonly("ptxas", [](const CachedKernel& k) { return res(k).ptxasReport; })
+          "log",
+          [](const CachedKernel& k) {
+            const RtcResult& r = res(k);
+            return r.log.empty() && r.reportOnDisk ? ptxasReportFromDisk(k) : programLog(r);
+          },
+          "NVRTC's program log; a memory entry of a clean compile keeps it once, as its ptxas report (read back "
+          "from the disk entry, as .ptxas is)")
+      .def_property_readonly(
+          "ptxas", [](const CachedKernel& k) { return ptxasReportOf(k); },
+          "The ptxas -v report's text. A memory entry keeps only its parsed facts (.stats) when "
+          "its disk entry holds the text: read back from there (report_on_disk)")
+      .def_property_readonly(
+          "report_on_disk", [](const CachedKernel& k) { return res(k).reportOnDisk; },
+          "The ptxas report's text is not held (a memory entry whose disk entry has it): .ptxas reads it back")
       .def_property_readonly("stats", [](const CachedKernel& k) { return res(k).stats; })
       .def_property_readonly("compile_ms", [](const CachedKernel& k) { return res(k).compileMs; })
       .def_property_readonly("nvrtc_version", [](const CachedKernel& k) { return res(k).nvrtcVersion; })
@@ -181,7 +205,37 @@ void bindCompile(py::module_& rt) {
         return names;
       },
       "Device headers kernels can #include (\"heddle/<file>.cuh\").");
-  rt.def("sha256", [](const py::bytes& data) { return sha256Hex(std::string(data)); }, py::arg("data"));
+  rt.def(
+      "embedded_headers_digest",
+      [] {
+        const std::string& built = heddle::embeddedHeadersDigest();
+        py::dict texts;
+        for (const auto& [name, text] : heddle::embeddedHeaders()) texts[py::str(name)] = py::bytes(text);
+        return py::make_tuple(built, texts);
+      },
+      "(the build-time digest that stands for the embedded headers in cache keys, {name: the embedded text}): "
+      "a test recomputes the one from the other and from the files");
+  rt.def(
+      "sha256",
+      [](const py::bytes& data, const std::string& impl) {
+        if (impl.empty()) return sha256Hex(std::string(data));
+        if (impl != "portable" && impl != "sha-ni")
+          throw py::value_error("sha256: impl='" + impl +
+                                "' is not one of 'portable', 'sha-ni' (or '' for the default)");
+        if (impl == "sha-ni" && !sha256ShaNiAvailable())
+          throw py::value_error("sha256: impl='sha-ni' but this CPU (or build) has no SHA extensions");
+        return Sha256(impl == "sha-ni" ? Sha256Impl::ShaNi : Sha256Impl::Portable)
+            .update(std::string(data))
+            .hexDigest();
+      },
+      py::arg("data"), py::arg("impl") = "",
+      "sha256 hex digest of `data` (cache keys and entry checksums); impl: 'portable' or 'sha-ni' for a test, "
+      "'' for the process's choice (sha256_impl())");
+  rt.def(
+      "sha256_impl", [] { return std::string(sha256ImplName(sha256Impl())); },
+      "The sha256 compression this process uses: 'sha-ni' (x86 SHA extensions) or 'portable' (HEDDLE_SHA256=portable "
+      "forces it)");
+  rt.def("sha256_sha_ni_available", &sha256ShaNiAvailable);
   rt.def(
       "cache_key_of",
       [](const std::string& source, const std::string& name, const std::string& arch, bool lineinfo,

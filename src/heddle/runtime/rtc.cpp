@@ -9,10 +9,7 @@
 
 namespace heddle::rt {
 
-const std::string& embeddedHeadersDigest() {
-  static const std::string d = headerSetDigest(embeddedHeaders());
-  return d;
-}
+const std::string& embeddedHeadersDigest() { return ::heddle::embeddedHeadersDigest(); }
 
 namespace {
 

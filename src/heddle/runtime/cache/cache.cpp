@@ -46,17 +46,37 @@ bool logIsReport(const RtcResult& r) {
   return !r.log.empty() && log == r.ptxasReport;
 }
 
-// What the memory map keeps of a result: everything but the PTX (unless asked to keep it; all of a PTX-only
-// one, compute_XX: its PTX is what it is), and the log only when it says more than the ptxas report (a
-// warning, a remark: kept whole for whoever reads it).
-std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r) {
+// What the memory map keeps of a result: the cubin and the launch facts (name, arch, the parsed ptxas stats).
+// Not the PTX (unless asked to keep it; all of a PTX-only one, compute_XX: its PTX is what it is); the log
+// only when it says more than the ptxas report (a warning, a remark: kept whole for whoever reads it); the
+// report's text only when asked or when no disk entry holds it (onDisk: reportOnDisk, read back from there).
+std::shared_ptr<const RtcResult> forMemory(const std::shared_ptr<const RtcResult>& r, bool onDisk) {
   const bool dropPtx = !r->ptx.empty() && !r->cubin.empty() && !KernelCache::keepPtxInMemory();
   const bool dropLog = logIsReport(*r);
-  if (!dropPtx && !dropLog) return r;
+  const bool dropReport = onDisk && !r->ptxasReport.empty() && !KernelCache::keepPtxasInMemory();
+  if (!dropPtx && !dropLog && !dropReport) return r;
   auto slim = std::make_shared<RtcResult>(*r);
   if (dropPtx) std::string().swap(slim->ptx);
   if (dropLog) std::string().swap(slim->log);
+  if (dropReport) {
+    std::string().swap(slim->ptxasReport);
+    slim->reportOnDisk = true;
+  }
   return slim;
+}
+
+// HEDDLE_DUMP (a comma list) names `stage` or all.
+bool dumpNames(const char* stage) {
+  const char* dump = std::getenv("HEDDLE_DUMP");
+  if (!dump) return false;
+  std::string d = std::string(",") + dump + ",";
+  d.erase(std::remove(d.begin(), d.end(), ' '), d.end());
+  return d.find(std::string(",") + stage + ",") != std::string::npos || d.find(",all,") != std::string::npos;
+}
+
+bool keepPtxFlag() {
+  const char* keep = std::getenv("HEDDLE_KEEP_PTX");
+  return keep && *keep && std::string(keep) != "0";
 }
 
 }  // namespace
@@ -77,7 +97,7 @@ size_t KernelCache::memoryLimit() {
   return static_cast<size_t>(v);
 }
 
-void KernelCache::remember(const std::string& key, const std::shared_ptr<const RtcResult>& result) {
+void KernelCache::remember(const std::string& key, const std::shared_ptr<const RtcResult>& result, bool onDisk) {
   // caller holds mu_
   auto it = memory_.find(key);
   if (it != memory_.end()) {
@@ -92,7 +112,7 @@ void KernelCache::remember(const std::string& key, const std::shared_ptr<const R
   }
   if (limit == 0) return;
   lru_.push_front(key);
-  memory_.emplace(key, std::make_pair(forMemory(result), lru_.begin()));
+  memory_.emplace(key, std::make_pair(forMemory(result, onDisk), lru_.begin()));
 }
 
 const char* cacheSourceName(CacheSource s) {
@@ -211,21 +231,22 @@ std::pair<uint64_t, uint64_t> frontDigest(const KeyInputs& in) {
   return digest128(keyMaterial(in, std::string_view(stand, sizeof stand)));
 }
 
-bool KernelCache::keepPtxInMemory() {
-  const char* keep = std::getenv("HEDDLE_KEEP_PTX");
-  if (keep && *keep && std::string(keep) != "0") return true;
-  const char* dump = std::getenv("HEDDLE_DUMP");
-  if (!dump) return false;
-  std::string d = std::string(",") + dump + ",";
-  d.erase(std::remove(d.begin(), d.end(), ' '), d.end());
-  return d.find(",ptx,") != std::string::npos || d.find(",all,") != std::string::npos;
-}
+bool KernelCache::keepPtxInMemory() { return keepPtxFlag() || dumpNames("ptx"); }
+
+bool KernelCache::keepPtxasInMemory() { return dumpNames("ptxas"); }
 
 std::optional<std::string> KernelCache::ptxOf(const std::string& key) const {
   if (!diskEnabled()) return std::nullopt;
   DiskRead hit = DiskStore(diskDir()).read(key);
   if (hit.status != DiskReadStatus::Hit) return std::nullopt;
   return std::move(hit.result.ptx);
+}
+
+std::optional<std::string> KernelCache::ptxasReportOf(const std::string& key) const {
+  if (!diskEnabled()) return std::nullopt;
+  DiskRead hit = DiskStore(diskDir()).read(key);
+  if (hit.status != DiskReadStatus::Hit) return std::nullopt;
+  return std::move(hit.result.ptxasReport);
 }
 
 CachedKernel KernelCache::forLaunch(CachedKernel k) const {
@@ -239,7 +260,8 @@ CachedKernel KernelCache::forLaunch(CachedKernel k) const {
       k.result = it->second.first;
   }
   if (keep) return k;
-  if (!k.result->ptx.empty()) k.result = forMemory(k.result);  // not held in memory (use_cache=False, limit 0)
+  // not held in memory (use_cache=False, limit 0): no disk entry to read the report back from
+  if (!k.result->ptx.empty()) k.result = forMemory(k.result, false);
   k.ptxDropped = !k.result->cubin.empty();
   return k;
 }
@@ -332,7 +354,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
       ++stats_.diskHits;
       out.result = std::make_shared<const RtcResult>(std::move(hit.result));
       out.source = CacheSource::Disk;
-      remember(out.key, out.result);
+      remember(out.key, out.result, true);
       return true;
     }
     if (hit.status == DiskReadStatus::Corrupt) ++stats_.corrupt;
@@ -359,9 +381,9 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
     try {
       auto fetched = std::make_shared<const RtcResult>(decodeEntry(out.key, *bytes));
       std::string ignored;
-      if (useDisk) store.write(out.key, *fetched, &ignored);
+      const bool onDisk = useDisk && store.write(out.key, *fetched, &ignored);
       std::lock_guard<std::mutex> lock(mu_);
-      remember(out.key, fetched);
+      remember(out.key, fetched, onDisk);
       out.result = fetched;
       out.source = CacheSource::Remote;
       return out;
@@ -381,7 +403,7 @@ CachedKernel KernelCache::getOrCompile(const KeyInputs& in, const std::function<
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.compiles;
   if (!stored) ++stats_.diskWriteErrors;
-  remember(out.key, result);
+  remember(out.key, result, useDisk && stored);
   out.result = result;
   out.source = CacheSource::Compiled;
   return out;

@@ -52,6 +52,7 @@ size_t resultBytes(const RtcResult& r);
 
 // The program log of a result: its log, or its ptxas report where the memory cache dropped a log that was
 // nothing more (a clean compile's: no front-end warning; the disk entry keeps the log as NVRTC wrote it).
+// Empty for a memory entry whose report is on disk (r.reportOnDisk: KernelCache::ptxasReportOf).
 const std::string& programLog(const RtcResult& r);
 
 // sha256 over every (name, text) of a header set, length-prefixed.
@@ -85,9 +86,14 @@ class KernelCache {
   static std::string computeKey(const KeyInputs& in);
   // PTX stays in memory entries only when asked: HEDDLE_KEEP_PTX=1, or HEDDLE_DUMP naming ptx / all.
   static bool keepPtxInMemory();
+  // The ptxas report's text stays in memory entries when asked (HEDDLE_DUMP naming ptxas / all) or when the
+  // entry is not on disk; otherwise the entry keeps its parsed stats only (HEDDLE_KEEP_PTX is the PTX's alone).
+  static bool keepPtxasInMemory();
   // The PTX of the kernel stored under `key`, read from its disk entry; nullopt when it is not
   // there (disk cache off, entry removed or corrupt).
   std::optional<std::string> ptxOf(const std::string& key) const;
+  // The same for its ptxas report (what a memory entry with reportOnDisk left there).
+  std::optional<std::string> ptxasReportOf(const std::string& key) const;
   // `k` as a kernel kept for launching holds it (Kernel.build): the memory cache's own result for k.key
   // when it has one (the cubin and launch facts, shared with the cache, not a second copy), else a copy
   // without the PTX; ptxDropped is set when the PTX went (ptxOf reads it back from the disk entry).
@@ -124,7 +130,8 @@ class KernelCache {
 
  private:
   using MemoryEntry = std::pair<std::shared_ptr<const RtcResult>, std::list<std::string>::iterator>;
-  void remember(const std::string& key, const std::shared_ptr<const RtcResult>& result);  // holds mu_
+  // holds mu_; onDisk: the disk entry holds `result` (its report's text may then stay there)
+  void remember(const std::string& key, const std::shared_ptr<const RtcResult>& result, bool onDisk);
 
   mutable std::mutex mu_;
   std::condition_variable done_;

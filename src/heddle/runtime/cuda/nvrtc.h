@@ -38,6 +38,9 @@ struct RtcResult {
   PtxasStats stats;         // parsed from ptxasReport
   double compileMs = 0;
   std::string nvrtcVersion;  // "13.0"
+  // Set on a memory-cache entry only (never stored): its ptxas report's text, and a log that was nothing more,
+  // were left in the disk entry (`stats` keeps the parsed facts); KernelCache::ptxasReportOf reads them back.
+  bool reportOnDisk = false;
 };
 
 // The option list heddle passes to NVRTC for `opts` (exposed for the cache key and for docs/tests).

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 namespace heddle::rt {
 namespace {
@@ -22,29 +22,54 @@ std::string lower(std::string s) {
   return s;
 }
 
-int64_t captureInt(const std::string& line, const std::regex& re) {
-  std::smatch m;
-  return std::regex_search(line, m, re) ? std::stoll(m[1].str()) : -1;
+// The fields are found by plain scans, not std::regex: a disk-cache hit parses its entry's report in every new
+// process, and compiling the patterns cost 0.25-0.4 ms of a 1-4 ms warm start (docs/perf.md). Each scan finds
+// what the pattern in its comment found (the leftmost match).
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+// `(\d+)<suffix>`: the number before the first `suffix` preceded by a digit, or -1.
+int64_t numberBefore(const std::string& line, std::string_view suffix) {
+  for (size_t at = line.find(suffix); at != std::string::npos; at = line.find(suffix, at + 1)) {
+    size_t b = at;
+    while (b > 0 && isDigit(line[b - 1])) --b;
+    if (b < at) return std::stoll(line.substr(b, at - b));
+  }
+  return -1;
+}
+
+// `<prefix>(\d+)<suffix>`: the number between the first `prefix` followed by digits and `suffix`, or -1.
+int64_t numberBetween(const std::string& line, std::string_view prefix, std::string_view suffix) {
+  for (size_t at = line.find(prefix); at != std::string::npos; at = line.find(prefix, at + 1)) {
+    size_t b = at + prefix.size(), e = b;
+    while (e < line.size() && isDigit(line[e])) ++e;
+    if (e > b && line.compare(e, suffix.size(), suffix) == 0) return std::stoll(line.substr(b, e - b));
+  }
+  return -1;
+}
+
+// `<prefix>([^<close>]+)<close>` or, close == 0, `<prefix>(\S+)`: the captured text, or false.
+bool textAfter(const std::string& line, std::string_view prefix, char close, std::string* out) {
+  auto inName = [close](char c) { return close ? c != close : !std::isspace(static_cast<unsigned char>(c)); };
+  for (size_t at = line.find(prefix); at != std::string::npos; at = line.find(prefix, at + 1)) {
+    size_t b = at + prefix.size(), e = b;
+    while (e < line.size() && inName(line[e])) ++e;
+    if (e > b && (!close || e < line.size())) {
+      *out = line.substr(b, e - b);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
 PtxasReport parsePtxasReport(const std::string& log) {
-  static const std::regex entryRe(R"(Compiling entry function '([^']+)')");
-  static const std::regex propsRe(R"(Function properties for (\S+))");
-  static const std::regex stackRe(R"((\d+) bytes stack frame)");
-  static const std::regex spillStoreRe(R"((\d+) bytes spill stores)");
-  static const std::regex spillLoadRe(R"((\d+) bytes spill loads)");
-  static const std::regex regsRe(R"(Used (\d+) registers)");
-  static const std::regex smemRe(R"((\d+) bytes smem)");
-
   PtxasReport report;
   PtxasStats& st = report.stats;
   std::ostringstream text;
   std::string propsFor;  // function whose "Function properties" block we are in
   std::istringstream in(log);
-  std::string line;
-  std::smatch m;
+  std::string line, name;
 
   auto kernelNamed = [&](const std::string& name) -> PtxasKernelStats* {
     for (auto& k : st.kernels)
@@ -72,17 +97,17 @@ PtxasReport parsePtxasReport(const std::string& log) {
          (low.find("potential performance loss") != std::string::npos || low.find("(c7") != std::string::npos)))
       st.advisories.push_back(line);
 
-    if (std::regex_search(line, m, entryRe)) {
-      st.kernels.push_back(PtxasKernelStats{m[1].str()});
+    if (textAfter(line, "Compiling entry function '", '\'', &name)) {  // Compiling entry function '([^']+)'
+      st.kernels.push_back(PtxasKernelStats{name});
       continue;
     }
-    if (std::regex_search(line, m, propsRe)) {
-      propsFor = m[1].str();
+    if (textAfter(line, "Function properties for ", 0, &name)) {  // Function properties for (\S+)
+      propsFor = name;
       continue;
     }
-    if (int64_t stack = captureInt(line, stackRe); stack >= 0) {
-      int64_t stores = std::max<int64_t>(0, captureInt(line, spillStoreRe));
-      int64_t loads = std::max<int64_t>(0, captureInt(line, spillLoadRe));
+    if (int64_t stack = numberBefore(line, " bytes stack frame"); stack >= 0) {
+      int64_t stores = std::max<int64_t>(0, numberBefore(line, " bytes spill stores"));
+      int64_t loads = std::max<int64_t>(0, numberBefore(line, " bytes spill loads"));
       st.spillStoreBytes += stores;
       st.spillLoadBytes += loads;
       st.stackFrame = std::max(st.stackFrame, stack);
@@ -93,8 +118,8 @@ PtxasReport parsePtxasReport(const std::string& log) {
       }
       continue;
     }
-    if (int64_t regs = captureInt(line, regsRe); regs >= 0) {
-      int64_t smem = std::max<int64_t>(0, captureInt(line, smemRe));
+    if (int64_t regs = numberBetween(line, "Used ", " registers"); regs >= 0) {
+      int64_t smem = std::max<int64_t>(0, numberBefore(line, " bytes smem"));
       st.registers = std::max(st.registers, static_cast<int>(regs));
       st.smemBytes = std::max(st.smemBytes, smem);
       // "Used N registers" follows the properties block of the entry being compiled.
