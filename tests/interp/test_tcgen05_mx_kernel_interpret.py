@@ -101,3 +101,15 @@ def test_mx_kernel_sync_mutants_are_caught():
     res = mutation_kill_rate(k, *ts, sms=1)
     assert {"delete_sync", "flip_parity", "drop_expect_tx", "shrink_expect_tx", "swap_stage"} <= set(res["by_kind"])
     assert not res["survivors"], res["survivors"]
+
+
+def test_the_plan_names_the_new_orderings_and_the_simulator_refuses_by_name():
+    fd, k, ts = mutant_case()
+    text = k.explain()
+    assert "WAR tmem scale columns (mma -> tcgen05.cp)" in text and "not a pipelined pair" in text
+    assert "WAR sA, sB, sSFA, sSFB (mma -> load)" in text  # the chunks ride the ring's empty / full barriers
+    assert "mbarrier.arrive.expect_tx full" in text and "tx 33792" in text  # 2 x 16384 + 2 x 512
+    assert "mx32 scales: the k tile's chunks (512 bytes of A, 512 of B) by TMA into the ring slot" in k.lowered.sync_summary
+    with pytest.raises(heddle.HeddleError, match="is the mx32 \\(MXFP8\\) block-scaled tcgen05 kernel, whose "
+                       "tcgen05.cp of the scale chunks and block-scaled MMAs the kernel-IR simulator does not model"):
+        heddle.simulate(k, ts)

@@ -72,7 +72,7 @@ void mxScaleRing(LowerContext& c) {
     l->stage = A.load->stage;
     l->iter = A.load->iter;
     l->src = scale->name;
-    l->row0 = kt * 4;                                      // rows 4kt..4kt+3 of the row block: chunk kt
+    l->row0 = kt * 4;                                     // rows 4kt..4kt+3 of the row block: chunk kt
     l->col0 = kir::IExpr::var(origin) / kir::IExpr(128);  // the tile's first 128-row block (dim 2)
     l->rowsBound = ceilDiv(kir::IExpr::var("K"), kir::IExpr(128)) * 4;
     l->colsBound = ceilDiv(kir::IExpr::var(origin[0] == 'm' ? "M" : "N"), kir::IExpr(128));
