@@ -89,3 +89,11 @@ def test_what_the_kernel_does_not_build_is_refused_by_name():
     fd = mx_tiling()
     fd.matmul_tensor.cluster(2, "m")
     assert "the sm_100a tcgen05 kernel does not take clusters" in lower_error(fd)
+
+
+def test_a_tma_loaded_bias_is_refused_by_name():
+    from support.mx_defs import build_mx
+    fd = build_mx("e4m3", "e4m3", n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias")
+    fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load")
+    assert "cache_after(bias, 'tma_load'): mx32-scaled matmul T4 is lowered with epilogue operands read per " \
+           "element" in lower_error(fd)
