@@ -23,10 +23,15 @@ def check(fd, r, ts, out="bf16"):
     want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
     got = r.output.double()
     assert not bool(torch.isnan(got).any())
-    # f32 accumulation of exactly scaled products, then one rounding to the output's format
-    rel = {"bf16": 2 ** -8, "f16": 2 ** -11, "f32": 2 ** -20}[out]
-    err = (got - want).abs() - rel * want.abs()
-    assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((got - want).abs().max())
+    # an f32 sum of exactly scaled products (K roundings at most, each 2^-24 of the running sum, bounded by the sum of
+    # the magnitudes), then one rounding to the output's format -- the reference's own output is rounded too, so the
+    # two may lie one step of the format apart where the f32 error crosses a rounding midpoint (GELU and the bias do
+    # not widen it). The interpreter runs without its own per-element check (reference=False): this bound is it.
+    a, b, sa, sb = ts[:4]
+    mag = heddle.reference.mx_scaled_matmul(a.double().abs(), b.double().abs().T, sa.double(), sb.double())
+    rel = {"bf16": 2 ** -7, "f16": 2 ** -10, "f32": 2 ** -23}[out]
+    bound = rel * want.abs() + a.shape[1] * 2 ** -24 * 1.2 * mag + 1e-6
+    assert bool(((got - want).abs() <= bound).all()), float(((got - want).abs() - bound).max())
 
 
 @pytest.mark.parametrize("fa,fb,bn,stages,acc,M,N,K,out,epi", [
@@ -42,8 +47,8 @@ def test_mx_kernel_runs_with_right_numbers(fa, fb, bn, stages, acc, M, N, K, out
     k = kernel(fd, "sm_100a")
     assert f"using Mma = heddle::MmaSm100Mx<{bn}, T, heddle::{fb}>;" in k.source
     assert k.source.count("heddle::sm90::tma_load_box<3>(") == 2
-    ts = mx_tensors(fd, M, seed=1)
-    check(fd, interpret(k, *ts, sms=2), ts, out)
+    ts = mx_tensors(fd, M, seed=1, codes=(116, 126) if out == "f16" else (120, 135))  # f16: below 65504
+    check(fd, interpret(k, *ts, sms=2, reference=False), ts, out)
 
 
 @pytest.mark.slow
@@ -52,7 +57,7 @@ def test_mx_kernel_auto_schedule_runs_with_right_numbers():
     k = kernel(fd, "sm_100a")
     assert "MmaSm100Mx<256," in k.source
     ts = mx_tensors(fd, 150, seed=2)
-    check(fd, interpret(k, *ts, sms=2, schedule="random", seed=3), ts)
+    check(fd, interpret(k, *ts, sms=2, schedule="random", seed=3, reference=False), ts)
 
 
 def mutant_case():

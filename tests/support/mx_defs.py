@@ -244,10 +244,10 @@ def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1,
     return fd
 
 
-def mx_tensors(fd, M, seed=0):
-    """The inputs of build_mx's fusion for M rows: 8-bit operands (randn * 2 in their formats), ue8m0 scale codes 120
-    .. 134 (2^-7 .. 2^7) per row and 32 of K laid out by torch's own to_blocked ([round_up(rows, 128),
-    round_up(K/32, 4)], zero-padded), a bias of randn."""
+def mx_tensors(fd, M, seed=0, codes=(120, 135)):
+    """The inputs of build_mx's fusion for M rows: 8-bit operands (randn * 2 in their formats), ue8m0 scale codes in
+    [codes[0], codes[1]) (default 120 .. 134: 2^-7 .. 2^7) per row and 32 of K laid out by torch's own to_blocked
+    ([round_up(rows, 128), round_up(K/32, 4)], zero-padded), a bias of randn."""
     g = torch.Generator().manual_seed(seed)
     ins = {t.name: t for t in fd.inputs}
     K = ins["a"].shape[1]
@@ -256,8 +256,8 @@ def mx_tensors(fd, M, seed=0):
     b = (torch.randn(N, K, generator=g) * 2).to(getattr(torch, FMT_NAME[ins["b"].dtype]))
 
     def scales(rows):
-        codes = torch.randint(120, 135, (rows, K // 32), generator=g, dtype=torch.uint8)
-        return to_blocked(codes).contiguous().view(-1, -(-K // 128) * 4).view(torch.float8_e8m0fnu)
+        c = torch.randint(codes[0], codes[1], (rows, K // 32), generator=g, dtype=torch.uint8)
+        return to_blocked(c).contiguous().view(-1, -(-K // 128) * 4).view(torch.float8_e8m0fnu)
 
     out = [a, b, scales(M), scales(N)]
     if "bias" in ins:
