@@ -72,17 +72,23 @@ def line(src, text):
     return hits[0]
 
 
+SLOW = pytest.mark.slow  # each mutant compiles the interpreter once: three run by default, the rest -m slow
 MUTANTS = [
-    ("the scale chunks of the next k tile (A's)", lambda s: s.replace(", 0, kt * 4, m0 / 128,", ", 0, kt * 4 + 4, m0 / 128,")),
-    ("the scale chunks of the next k tile (B's)", lambda s: s.replace(", 0, kt * 4, n0 / 128,", ", 0, kt * 4 + 4, n0 / 128,")),
-    ("the MMA copies into stage 0's scale columns whatever the stage",
-     lambda s: s.replace(line(s, "Mma::mma("), line(s, "Mma::mma(").replace(", 0, (tl * ", ", 0, 0 * (tl * ", 1))),
-    ("the fence after the full wait dropped", lambda s: s.replace(line(s, "WAR tmem scale columns"), "")),
-    ("the expect-tx bytes one B chunk short", None),
+    pytest.param("the scale chunks of the next k tile (A's)",
+                 lambda s: s.replace(", 0, kt * 4, m0 / 128,", ", 0, kt * 4 + 4, m0 / 128,"), id="next-k-tile-A"),
+    pytest.param("the scale chunks of the next k tile (B's)",
+                 lambda s: s.replace(", 0, kt * 4, n0 / 128,", ", 0, kt * 4 + 4, n0 / 128,"), id="next-k-tile-B",
+                 marks=SLOW),
+    pytest.param("the MMA copies into stage 0's scale columns whatever the stage",
+                 lambda s: s.replace(line(s, "Mma::mma("), line(s, "Mma::mma(").replace(", 0, (tl * ", ", 0, 0 * (tl * ", 1)),
+                 id="stage-0-columns", marks=SLOW),
+    pytest.param("the fence after the full wait dropped", lambda s: s.replace(line(s, "WAR tmem scale columns"), ""),
+                 id="no-fence"),
+    pytest.param("the expect-tx bytes one B chunk short", None, id="expect-tx-short"),
 ]
 
 
-@pytest.mark.parametrize("what,edit", MUTANTS, ids=[m[0] for m in MUTANTS])
+@pytest.mark.parametrize("what,edit", MUTANTS)
 def test_mx_protocol_mutants_are_caught(what, edit):
     fd, k, ts = mutant_case()
     src = k.source
