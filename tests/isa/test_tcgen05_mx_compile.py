@@ -23,3 +23,34 @@ def test_block_scaled_primitives_compile_for_sm100a(bn, fa, fb, mma, copies):
     assert "tcgen05.mma.cta_group::1." + mma in r.ptx
     assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == copies, r.ptx.count("tcgen05.cp")
     assert "kind::f8f6f4" not in r.ptx and "kind::f16" not in r.ptx
+
+
+def check_kernel(low, bn):
+    """The fused MXFP8 kernel (lower/passes/mx_scale_ring.cpp + tcgen05_specialize): no spills or stack frame, the
+    block-scaled MMA four times a k tile (unrolled), one tcgen05.cp per chunk (1 + bn/128), the chunks' 3-D TMA
+    loads beside the operands' 2-D ones, the fence after the full wait."""
+    r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
+    st = r.stats
+    assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
+    assert r.ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 4, low.name
+    assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 1 + bn // 128
+    assert "cp.async.bulk.tensor.3d" in r.ptx and "cp.async.bulk.tensor.2d" in r.ptx
+    assert "tcgen05.fence::after_thread_sync" in r.ptx and "kind::f8f6f4" not in r.ptx and "kind::f16" not in r.ptx
+    return r
+
+
+@pytest.mark.parametrize("fa,fb,bn,stages,acc,out", [
+    ("e4m3", "e4m3", 128, 6, 2, "bf16"),
+    ("e5m2", "e4m3", 256, 4, 1, "f32"),
+])
+def test_mx_kernel_compiles_clean(fa, fb, bn, stages, acc, out):
+    from support.mx_defs import build_mx
+    fd = build_mx(fa, fb, n=4096, k=4096, bn=bn, stages=stages, acc_stages=acc, out=out)
+    check_kernel(fd.lower("sm_100a"), bn)
+
+
+def test_mx_kernel_auto_schedule_compiles():
+    from support.mx_defs import build_mx
+    low = build_mx("e4m3", "e5m2", n=4096, k=4096, epilogue="bias", auto=True).lower("sm_100a")
+    assert low.tile["bn"] == 256 and low.tile["bk"] == 128
+    check_kernel(low, 256)

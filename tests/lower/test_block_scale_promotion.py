@@ -56,7 +56,7 @@ def test_scale_a_rides_the_operand_ring():
         in lines[load - 2]
     assert [m for m in low.tensor_maps if m["param"] == "tmSA"] == [
         {"param": "tmSA", "operand": "sa", "box_cols": 128, "box_rows": 1, "swizzle": 0, "batched": False,
-         "l2_promotion": 128}]
+         "l2_promotion": 128, "box_depth": 1}]
     prom = next(i for i, ln in enumerate(lines) if ln.startswith("acc.promote("))
     rel = next(i for i, ln in enumerate(lines) if ln.startswith("heddle::sm90::mbar_arrive((empty + ((tl"))
     assert prom < rel and lines[rel - 1] == "}"  # the release follows the promotion's `if`

@@ -16,7 +16,7 @@ def lower(stages, prefetch, kind="cp_async", **kw):
 
 def test_pass_list_order():
     assert heddle.pass_names() == ["validate_schedule", "build_matmul_loops", "build_epilogue", "split_k",
-                                   "stream_k", "block_scale_ring", "warp_specialize", "block_scale_promotion", "tma_store_epilogue",
+                                   "stream_k", "block_scale_ring", "mx_scale_ring", "warp_specialize", "block_scale_promotion", "tma_store_epilogue",
                                    "vectorize_epilogue_reads", "stream_k_roles",
                                    "cluster_multicast",
                                    "tcgen05_specialize",

@@ -1,7 +1,8 @@
 """The schedule of an MXFP8 matmul (scales="mx32", docs/fp8.md "MX formats", schedule/mx_scales.cpp): targets without
 the block-scaled tcgen05 MMA, transposed operands and promotion(k) refused by name; the sm_100a tiling (k tile 128,
 n tile 128 or 256, the scale columns of every operand stage in tensor memory beside the accumulators) and the
-automatic schedule; the lowering still refused by name. CPU only."""
+automatic schedule; what the fused kernel does not build (stream-K, a TMA-loaded epilogue operand, clusters) refused
+by name, and the tilings that fit lowered with their tensor-memory allocation. CPU only."""
 import pytest
 
 import heddle
@@ -25,7 +26,7 @@ def test_schedule_rules():
     fd = definition()
     fd.matmul_tensor.promotion(64)
     assert "promotion(64) on mx32-scaled matmul" in schedule_error(fd, "sm_100a")
-    assert "block-scaled tcgen05 kernel" in schedule_error(definition(), "sm_100a")
+    definition().auto_schedule("sm_100a").validate("sm_100a")  # lowered: no refusal left on sm_100a
 
 
 def lower_error(fd):
@@ -57,12 +58,20 @@ def test_tcgen05_tiling_rules(kw, want):
     assert want in msg, msg
 
 
-@pytest.mark.parametrize("kw", [dict(bn=256, acc_stages=1), dict(bn=128, acc_stages=2, stages=6), dict(bn=128)])
-def test_tilings_that_fit_reach_the_kernel(kw):
-    # one accumulator stage of 256 + 48 scale columns fits (alloc 512); 2 x 128 + 6 x 8 = 304 fits too
-    msg = lower_error(mx_tiling(**kw))
-    assert "block-scaled tcgen05 kernel (scale chunks in the operand ring, tcgen05.cp into tensor memory) is not " \
-           "lowered yet" in msg, msg
+@pytest.mark.parametrize("kw,cols,alloc", [
+    (dict(bn=256, acc_stages=1), 256 + 4 * 12, 512),       # one accumulator stage of 256 + 4 x (4 + 8) scale columns
+    (dict(bn=128, acc_stages=2, stages=6), 256 + 6 * 8, 512),  # 2 x 128 + 6 x (4 + 4)
+    (dict(bn=128), 256 + 4 * 8, 512),                      # the default: two accumulator stages where they fit
+    (dict(bn=128, acc_stages=1, stages=2), 128 + 2 * 8, 256),
+])
+def test_tilings_that_fit_are_lowered(kw, cols, alloc):
+    k = mx_tiling(**kw).lower("sm_100a")
+    assert f"heddle::sm100::tmem_alloc(tmem_slot, {alloc});" in k.source
+    plan = " ".join(e["mechanism"] for e in k.sync_plan)
+    assert f" accumulator columns + {kw.get('stages', 4) * (4 + kw['bn'] // 32)} MX scale columns " \
+        f"({kw.get('stages', 4)} operand stages x {4 + kw['bn'] // 32})" in plan, plan
+    assert f"using Mma = heddle::MmaSm100Mx<{kw['bn']}, T, heddle::e4m3>;" in k.source, k.source[:2000]
+    assert cols <= alloc < 2 * cols  # the power of two tcgen05.alloc takes above the sum
 
 
 @pytest.mark.parametrize("N,bn", [(512, 256), (200, 128)])
@@ -70,4 +79,21 @@ def test_automatic_schedule(N, bn):
     fd = definition(N=N, K=512)
     fd.auto_schedule("sm_100a")
     assert f"n.i{{{bn}}}, k.i(r){{128}}]" in fd.matmul_tensor.domain, fd.matmul_tensor.domain
-    assert "not lowered yet" in lower_error(fd)  # every rule above passed
+    assert f"MmaSm100Mx<{bn}, T, heddle::e4m3>" in fd.lower("sm_100a").source
+
+
+def test_what_the_kernel_does_not_build_is_refused_by_name():
+    fd = mx_tiling()
+    fd.matmul_tensor.stream_k(8)
+    assert "stream_k(T4): target sm_100a has no grid-level flags" in lower_error(fd)
+    fd = mx_tiling()
+    fd.matmul_tensor.cluster(2, "m")
+    assert "the sm_100a tcgen05 kernel does not take clusters" in lower_error(fd)
+
+
+def test_a_tma_loaded_bias_is_refused_by_name():
+    from support.mx_defs import build_mx
+    fd = build_mx("e4m3", "e4m3", n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias")
+    fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load")
+    assert "cache_after(bias, 'tma_load'): mx32-scaled matmul T4 is lowered with epilogue operands read per " \
+           "element" in lower_error(fd)

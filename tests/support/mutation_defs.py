@@ -9,6 +9,7 @@ from support.matmul_defs import matmul_fusion, schedule
 from support import grouped_defs
 from support.fp8_defs import fp8_fusion, fp8_schedule
 from support import quant_defs
+from support import mx_defs
 
 
 def _cluster(along="m"):
@@ -67,6 +68,9 @@ FAMILIES = {
                       "sm_90a cooperative e4m3, output quantized with a computed scale per row and 128 columns"),
     "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
+    # one CTA walks both n tiles (sms 1): the 2-stage ring and the one accumulator stage wrap; K = 384, 3 k tiles
+    "sm100_mxfp8": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1), "sm_100a",
+                    100, 1, "sm_100a MXFP8: scale chunks in the operand ring, tcgen05.cp + block-scaled tcgen05.mma"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
@@ -221,6 +225,24 @@ KNOWN_SURVIVORS = {
         ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
+    ],
+    'sm100_mxfp8': [
+        # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc
+        ('delete_fence', 'heddle::sm100::fence_before();'),
+        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # the MMA role's fence after its accEmpty wait: the per-k-tile fence after the full wait (the MX copies')
+        # follows that wait in program order before any MMA of the tile, and orders them after it as well
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # the scale maps' rows (Kp per row block) + 8: the boxes at 4 kt .. 4 kt + 3 never reach row Kp
+        ('map_dims', 'tmSFA: rows + 8 (the host says the tensor is longer)'),
+        ('map_dims', 'tmSFB: rows + 8 (the host says the tensor is longer)'),
+        ('map_l2', 'tmA: L2 promotion changed'),
+        ('map_l2', 'tmB: L2 promotion changed'),
+        ('map_l2', 'tmSFA: L2 promotion changed'),
+        ('map_l2', 'tmSFB: L2 promotion changed'),
     ],
     'sm100_grouped': [
         # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc

@@ -1,6 +1,7 @@
 """A hand-written probe of the block-scaled tcgen05 primitives of heddle_sm100.cuh (MmaSm100Mx: MXFP8,
 MmaSm100Nvf4: NVFP4; docs/fp8.md "MX formats"), shared by tests/interp/test_tcgen05_mx_interpret.py (the CPU interpreter) and
-tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a).
+tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a); and, at the end, the fused MXFP8 kernel's fusions
+(build_mx) and inputs (mx_tensors) for tests/interp/test_tcgen05_mx_kernel_interpret.py and the NVRTC tests.
 
 The kernel is one CTA, one 128 x BN tile (k tiles of 128 elements), one operand stage: every thread copies the k tile of A and B into the
 128-byte swizzled stage and the tile's scale chunks into shared memory, fence.proxy.async, a block barrier; thread
@@ -213,3 +214,55 @@ def nv_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype=
     mm = fd.matmul(a, b, trans_b=True, scale_a=s_a, scale_b=s_b, scales="nv16")
     fd.output(mm.to("bf16"))
     return fd
+
+
+def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16",
+             auto=False):
+    """The fused MXFP8 kernel's fusion (lower/passes/mx_scale_ring.cpp, tcgen05_specialize): a [M, k] fa @ b [n, k]
+    fb (trans_b) with e8m0 scales in torch's blocked layout, then the epilogue ("bias_gelu": gelu(y + bias bf16
+    [n]); "bias": y + bias; None: y) cast to `out`; scheduled on the TMA + tcgen05 roles at 128 x bn x 128 with
+    `stages` operand stages and `acc_stages` accumulator stages (auto: Fusion.auto_schedule('sm_100a'))."""
+    import heddle
+    from support.tcgen05_defs import roles
+    from support.wgmma_defs import schedule_sm90
+    fd = heddle.Fusion()
+    a = fd.input("a", fa, ["M", k])
+    b = fd.input("b", fb, [n, k])
+    kp = -(-k // 128) * 4
+    sa = fd.input("sa", "e8m0", ["MP", kp])
+    sb = fd.input("sb", "e8m0", [-(-n // 128) * 128, kp])
+    y = fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="mx32")
+    if epilogue:
+        y = y + fd.input("bias", "bf16", [n])
+    if epilogue == "bias_gelu":
+        y = heddle.ops.gelu(y)
+    fd.output(y.to(out))
+    if auto:
+        fd.auto_schedule("sm_100a")
+    else:
+        schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=stages, roles=roles(acc_stages))
+    return fd
+
+
+def mx_tensors(fd, M, seed=0, codes=(120, 135)):
+    """The inputs of build_mx's fusion for M rows: 8-bit operands (randn * 2 in their formats), ue8m0 scale codes in
+    [codes[0], codes[1]) (default 120 .. 134: 2^-7 .. 2^7) per row and 32 of K laid out by torch's own to_blocked
+    ([round_up(rows, 128), round_up(K/32, 4)], zero-padded), a bias of randn."""
+    g = torch.Generator().manual_seed(seed)
+    ins = {t.name: t for t in fd.inputs}
+    K = ins["a"].shape[1]
+    N = ins["b"].shape[0]
+    a = (torch.randn(M, K, generator=g) * 2).to(getattr(torch, FMT_NAME[ins["a"].dtype]))
+    b = (torch.randn(N, K, generator=g) * 2).to(getattr(torch, FMT_NAME[ins["b"].dtype]))
+
+    def scales(rows):
+        c = torch.randint(codes[0], codes[1], (rows, K // 32), generator=g, dtype=torch.uint8)
+        return to_blocked(c).contiguous().view(-1, -(-K // 128) * 4).view(torch.float8_e8m0fnu)
+
+    out = [a, b, scales(M), scales(N)]
+    if "bias" in ins:
+        out.append(torch.randn(N, generator=g).to(torch.bfloat16))
+    return out
+
+
+FMT_NAME = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}

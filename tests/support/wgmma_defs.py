@@ -77,6 +77,10 @@ def inputs(fd, M, seed=0, batch=2):
     scale_a = mm.get("scale_a") if mm else None
     out = []
     for t in fd.inputs:
+        if t.dtype == "e8m0":  # mx32 scales, blocked [round_up(rows, 128), Kp]: ue8m0 codes 120..134 (2^-7..2^7)
+            shape = [-(-M // 128) * 128 if isinstance(s, str) else s for s in t.shape]
+            out.append(torch.randint(120, 135, shape, generator=g, dtype=torch.uint8).view(torch.float8_e8m0fnu))
+            continue
         shape = [M if s == "M" else batch if s == "B" else s for s in t.shape]
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,
               "e5m2": torch.float8_e5m2}[t.dtype]

@@ -332,6 +332,20 @@ def _():
                  M=200)]
 
 
+def _mx(fa, fb, **kw):
+    from support.mx_defs import build_mx
+    return lambda target: build_mx(fa, fb, **kw)
+
+
+@family("sm100_mxfp8", "sm_100a", True, "tcgen05.mma kind::mxf8f6f4.block_scale: MXFP8 (mx32 e8m0 scales per 32 of K, "
+        "tcgen05.cp of the k tile's chunks from the operand ring into tensor memory)")
+def _():
+    return [Case("e4m3-bn256-N520-M333", _mx("e4m3", "e4m3", n=520, k=1056, bn=256, stages=4, acc_stages=1), M=333),
+            Case("e5m2xe4m3-bn128-f32-M77", _mx("e5m2", "e4m3", n=264, k=544, bn=128, stages=3, acc_stages=2,
+                                               epilogue="bias", out="f32"), M=77),
+            Case("auto-e4m3xe5m2-M200", _mx("e4m3", "e5m2", n=1024, k=1024, auto=True), M=200)]
+
+
 def _amax100(n, fmt="e4m3", group=128, bn=128):
     return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group)
 

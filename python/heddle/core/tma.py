@@ -24,11 +24,11 @@ from typing import Dict, Optional, Tuple
 from .. import _C
 from .errors import InputError
 
-_DATA_TYPE = {1: {"e4m3": 0, "e5m2": 0}, 2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}  # CU_TENSOR_MAP_DATA_TYPE_*: UINT8 0
+_DATA_TYPE = {1: {"e4m3": 0, "e5m2": 0, "e8m0": 0}, 2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}  # CU_TENSOR_MAP_DATA_TYPE_*: UINT8 0
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (NONE, L2_64B, L2_128B, L2_256B)
 _TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float8_e4m3fn": "e4m3",
-               "torch.float8_e5m2": "e5m2"}
+               "torch.float8_e5m2": "e5m2", "torch.float8_e8m0fnu": "e8m0"}
 
 
 def tma_problem(t, what: str = "tensor") -> Optional[str]:
@@ -50,6 +50,18 @@ def tma_problem(t, what: str = "tensor") -> Optional[str]:
                     f"multiple of 16 (TMA needs 16-byte strides: pad the row length to a multiple of {16 // es})")
         if t.stride(ax) * es >= (1 << 40):
             return f"its stride along axis {ax} is {t.stride(ax) * es} bytes; TMA strides stay below 2^40"
+    return None
+
+
+def mx_scales_problem(t) -> Optional[str]:
+    """Why an mx32 scale tensor (torch's blocked bytes [round_up(rows, 128), Kp]) cannot be the 3-D map
+    {128 bytes, Kp rows, row blocks} of the kernel's chunk copies (lower/passes/mx_scale_ring.cpp), or None."""
+    if t.dim() != 2 or t.shape[0] % 128:
+        return f"its shape is {tuple(t.shape)}, not the blocked [round_up(rows, 128), round_up(K/32, 4)]"
+    if t.stride(1) != 1 or t.stride(0) != t.shape[1]:
+        return f"it is not contiguous (strides {tuple(t.stride())})"
+    if t.data_ptr() % 16:
+        return f"its base address {t.data_ptr():#x} is not 16-byte aligned (TMA needs 16)"
     return None
 
 
@@ -163,13 +175,13 @@ def num_ctas(lowered, env, device, sms: Optional[int] = None) -> int:
 
 
 def _describe(t2d, esize: int, dtype: str, rows: int, cols: int, ld: int, box_cols: int, box_rows: int,
-              swizzle: int, batch: int = 0, batch_stride: int = 0, l2_promotion: int = 0) -> tuple:
+              swizzle: int, batch: int = 0, batch_stride: int = 0, l2_promotion: int = 0, box_depth: int = 1) -> tuple:
     """cuTensorMapEncodeTiled's arguments for this map: (data_type, address, dims, strides, box,
     element_strides, interleave, swizzle, l2_promotion, oob_fill), what a launch plan keeps to give the
     map another address (runtime/launch_plan.h)."""
     dims = [cols, rows] + ([batch] if batch else [])
     strides = [ld * esize] + ([batch_stride * esize] if batch else [])
-    box = [box_cols, box_rows] + ([1] if batch else [])
+    box = [box_cols, box_rows] + ([box_depth] if batch else [])
     return (_DATA_TYPE[esize][dtype], t2d.data_ptr(), dims, strides, box, [1] * len(dims), 0, _SWIZZLE[swizzle],
             _L2_PROMOTION[l2_promotion], 0)
 
@@ -228,6 +240,20 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                                     f"heddle.tma.m_major_scales({op})"), op
             rows, cols = t.shape[1], g.M
             ld = t.stride(1) if t.shape[1] > 1 else -(-g.M // 4) * 4  # one k-block: its stride is never stepped
+        elif m["param"] in ("tmSFA", "tmSFB"):  # mx32 scale chunks (lower/passes/mx_scale_ring.cpp): the blocked
+            # [round_up(rows, 128), Kp] bytes as a 3-D map {128 bytes, Kp rows of a 128-row block, row blocks}
+            t, which = _named_input(kernel, tensors, op, "the MX scales", mx_scales_problem,
+                                    "loads its 512-byte scale chunks by TMA from torch's blocked layout, but {}; "
+                                    "pass to_blocked(scales), contiguous and 16-byte aligned"), op
+            kp = t.shape[1]
+            shape = (t, 1, "e8m0", kp, 128, 128, m["box_cols"], m["box_rows"], m["swizzle"], t.shape[0] // 128,
+                     128 * kp)
+            what = f"MX scales (input {op!r}) of kernel {kernel.name} (tensor map {m['param']})"
+            kw = {"l2_promotion": m["l2_promotion"], "box_depth": m["box_depth"]}
+            args[m["param"]] = ("bytes", _encode(*shape, what=what, **kw, **({"encoder": encoder} if encoder else {})))
+            if specs is not None:
+                specs[m["param"]] = (which, _describe(*shape, **kw))
+            continue
         elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
             t, which = _named_input(kernel, tensors, op, "the TMA-loaded epilogue operand", tma_problem,
                                     f"loads it with TMA (cache_after({op}, 'tma_load')), but {{}}. Drop that cache to "

@@ -9,7 +9,9 @@ scale_a [M, ceil(K/128)], scale_b [ceil(K/128), ceil(N/128)], applied inside the
 sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
 (then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation), or an
 8-bit float with a computed output scale (out_scale="1x128" | "row": heddle.ops.quantize in the epilogue, the call
-returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). The layout and the alignment
+returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). MX scales (MXFP8: scale_a and scale_b
+torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K/32, 4) bytes each, K a multiple of
+32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -68,6 +70,7 @@ class ScaledMatmulSpec:
     scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
     block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
     out_scale: Optional[str] = None  # "1x128" | "row": the 8-bit output quantized with a computed scale
+    mx: bool = False             # MXFP8: e8m0 scales per 32 of K in torch's blocked layout (scales="mx32")
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
     batched = False
@@ -78,7 +81,8 @@ class ScaledMatmulSpec:
 
     def op_name(self) -> str:
         parts = ["smm", self.dtype_a + self.dtype_b, f"k{self.k}", f"n{self.n}",
-                 "sbb" if self.block else "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
+                 "sbb" if self.block else "smx" if self.mx else
+                 "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
         if self.bias is not None:
             parts.append("B" + self.bias)
         if self.activation is not None:
@@ -94,7 +98,11 @@ class ScaledMatmulSpec:
         fd = Fusion()
         a = fd.input("a", self.dtype_a, ["M", self.k])
         b = fd.input("b", self.dtype_b, [self.n, self.k])  # b^T: torch's column-major b, K-major
-        if self.block:  # the scales act inside the k loop (docs/fp8.md "Block scales and promotion")
+        if self.mx:  # the tensor core applies them per 32 of K (docs/fp8.md "MX formats")
+            kp = mx_columns(self.k)
+            y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "e8m0", ["MP", kp]),
+                          scale_b=fd.input("scale_b", "e8m0", [-(-self.n // BLOCK) * BLOCK, kp]), scales="mx32")
+        elif self.block:  # the scales act inside the k loop (docs/fp8.md "Block scales and promotion")
             kb = -(-self.k // BLOCK)
             y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "f32", ["M", kb]),
                           scale_b=fd.input("scale_b", "f32", [-(-self.n // BLOCK), kb]))
@@ -143,7 +151,12 @@ class FusedScaledMatmul(FusedMatmul):
         _calls.clear()
 
     def interpret_target(self) -> str:
-        # the block-scaled kernel is wgmma's; the computed output scale lowers on wgmma and tcgen05 (docs/fp8.md)
+        # the block-scaled kernel is wgmma's; the computed output scale lowers on wgmma and tcgen05 (docs/fp8.md);
+        # MX scales have sm_100a's block-scaled tcgen05.mma only (HEDDLE_INTERPRET_TARGET when it has tcgen05)
+        if self.spec.mx:
+            from ..core.interpret import interpret_target
+            t = interpret_target()
+            return t if _C.target_info(t)["tcgen05"] else "sm_100a"
         return interpret_target_fp8(wgmma_only=self.spec.block)
 
     def run(self, tensors):
@@ -209,7 +222,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
     if len(toks) < 6 or toks[0] != "smm" or toks[1][:4] not in _FORMATS or toks[1][4:] not in _FORMATS:
         return None
     k, n, s, out = toks[2], toks[3], toks[4], toks[-1]
-    scales_ok = s == "sbb" or (len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t"))
+    scales_ok = s in ("sbb", "smx") or (len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t"))
     if k[:1] != "k" or not k[1:].isdigit() or n[:1] != "n" or not n[1:].isdigit() or not scales_ok \
             or out[:1] != "o" or out[1:] not in _TORCH:
         return None
@@ -227,7 +240,7 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
         else:
             return None
     return ScaledMatmulSpec(toks[1][:4], toks[1][4:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
-                            out_dtype=out[1:], block=s == "sbb", **f)
+                            out_dtype=out[1:], block=s == "sbb", mx=s == "smx", **f)
 
 
 _FORMATS = ("e4m3", "e5m2")
@@ -320,9 +333,10 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
     if out_dtype not in OUT_DTYPES:
         raise InputError(f"{_W}: out_dtype={out_dtype} is not supported; use torch.bfloat16, torch.float16, "
                          "torch.float32, torch.float8_e4m3fn or torch.float8_e5m2")
-    block = _block_scales(scale_a, scale_b, m, k, n)
-    row_a = not block and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
-    col_b = not block and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
+    mx = _mx_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale)
+    block = not mx and _block_scales(scale_a, scale_b, m, k, n)
+    row_a = not (mx or block) and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
+    col_b = not (mx or block) and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
     if bias is not None:
         if bias.dtype not in _BIAS or tuple(bias.shape) != (n,):
             raise InputError(f"{_W}: 'bias' is {bias.dtype} {list(bias.shape)}; it must be a [{n}] (N) bfloat16, "
@@ -340,8 +354,11 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
     _check_out_scale(out_scale, out_dtype, fp8_out, scale_result, block)
     spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
-                            use_result, block, out_scale)
-    if block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
+                            use_result, block, out_scale, mx)
+    if mx:  # torch's blocked bytes (any shape of that many elements, contiguous) as the fusion's 2-D views
+        kp = mx_columns(k)
+        args = [a, b.t(), scale_a.reshape(-1, kp), scale_b.reshape(-1, kp)]
+    elif block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
         args = [a, b.t(), scale_a, scale_b.t().contiguous()]
     else:
         args = [a, b.t(), scale_a if row_a else scale_a.reshape(1), scale_b if col_b else scale_b.reshape(1)]
@@ -350,6 +367,42 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
     if use_result:
         args.append(scale_result.reshape(1))
     return spec, args
+
+
+def mx_columns(k: int) -> int:
+    """The blocked MX scale tensor's columns: round_up(K/32, 4) (torch's to_blocked pads K/32 to 4)."""
+    return -(-(k // 32) // 4) * 4
+
+
+def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> bool:
+    """True for MX scales (both torch.float8_e8m0fnu); InputError naming the scale or option for one e8m0 scale beside
+    another kind, a wrong element count, a strided scale, K not a multiple of 32, an 8-bit output or out_scale."""
+    e8 = getattr(torch, "float8_e8m0fnu", None)
+    is_a, is_b = scale_a.dtype == e8, scale_b.dtype == e8
+    if not (is_a or is_b):
+        return False
+    if not (is_a and is_b):
+        name, other = ("scale_a", "scale_b") if is_a else ("scale_b", "scale_a")
+        raise InputError(f"{_W}: '{name}' is torch.float8_e8m0fnu (MX scales) but '{other}' is "
+                         f"{(scale_b if is_a else scale_a).dtype}; MXFP8 takes both scales e8m0 in torch's blocked "
+                         "layout")
+    if k % 32:
+        raise InputError(f"{_W}: K={k} is not a multiple of 32; an MXFP8 scale covers 32 elements of K: pad K with "
+                         f"zeros to {-(-k // 32) * 32}")
+    kp = mx_columns(k)
+    for name, s, rows in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
+        want = -(-rows // BLOCK) * BLOCK * kp
+        if s.numel() != want:
+            raise InputError(f"{_W}: '{name}' has {s.numel()} e8m0 scales ({list(s.shape)}); MX scales in torch's "
+                             f"blocked layout (to_blocked) are round_up({rows}, 128) * round_up(K/32, 4) = {want}")
+        if not s.is_contiguous():
+            raise InputError(f"{_W}: '{name}' is not contiguous (strides {tuple(s.stride())}); pass the blocked "
+                             "scales contiguous")
+    if out_scale is not None or out_dtype in FLOAT8:
+        what = f"out_scale={out_scale!r}" if out_scale is not None else f"out_dtype={out_dtype}"
+        raise InputError(f"{_W}: {what} with MX scales is not built (the sm_100a block-scaled kernel stores a bf16, "
+                         "f16 or f32 output); pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+    return True
 
 
 def block_shapes(m, k: int, n: int):

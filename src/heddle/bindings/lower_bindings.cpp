@@ -220,6 +220,7 @@ void bindLower(py::module_& m) {
                                  d["swizzle"] = m.swizzle;
                                  d["batched"] = m.batched;
                                  d["l2_promotion"] = m.l2Promotion;
+                                 d["box_depth"] = m.boxDepth;  // a batched (3-D) map's box along dim 3
                                  out.append(d);
                                }
                                return out;

@@ -17,6 +17,13 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   return s;
 }
 
+// An mx32 kernel's scale-chunk slots (passes/mx_scale_ring.cpp), or null.
+const kir::Buffer* mxScales(const kir::Kernel& k, const char* role) {
+  for (auto& b : k.buffers)
+    if (b->role == role) return b.get();
+  return nullptr;
+}
+
 std::string tmemSlot(const kir::Kernel& k) {
   for (auto& b : k.buffers)
     if (b->role == "tmem") return b->name;
@@ -138,9 +145,29 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
          << ");  // the tensor-memory address tcgen05.alloc writes\n";
       return true;
     }
+    case kir::NodeKind::TileLoad: {  // an mx32 k tile's scale chunks: one box of the 3-D map (mx_scale_ring.cpp)
+      auto& t = static_cast<const kir::TileLoad&>(n);
+      if (t.dst->role != "mx_scale_a" && t.dst->role != "mx_scale_b") return false;
+      if (!t.mbar) fail<HeddleError>("printer: ", kir::describe(t), " completes on no mbarrier");
+      os << ind << "heddle::sm90::tma_load_box<3>(" << stagePtr(*t.dst, t.stage) << ", &" << t.tensorMap << ", 0, "
+         << t.row0.str() << ", " << t.col0.str() << ", (" << t.mbar->name << " + (" << t.mbarIndex.str() << ")));  // "
+         << t.dst->rows / 4 << " scale chunk(s) of " << t.dst->sourceTensor << ": " << t.dst->rows * t.dst->cols
+         << " bytes\n";
+      return true;
+    }
     case kir::NodeKind::MmaStep: {
       auto& m = static_cast<const kir::MmaStep&>(n);
       if (m.kind != MmaKind::Tcgen05) return false;
+      if (auto* sfa = mxScales(k, "mx_scale_a")) {  // MmaSm100Mx: tcgen05.cp of the slot's chunks, four MMAs
+        const kir::Buffer* sfb = mxScales(k, "mx_scale_b");
+        if (!sfb) fail<HeddleError>("printer: ", k.name, " has A's MX scale slots but not B's");
+        os << ind << "Mma::mma(" << tmemSlot(k) << "[0], " << tmemSlot(k) << "[0] + " << k.tile.accStages * k.tile.bn
+           << ", " << m.accStage.str() << ", " << m.stageA.str() << ", " << stagePtr(*m.a, m.stageA) << ", "
+           << stagePtr(*m.b, m.stageB) << ", " << stagePtr(*sfa, m.stageA) << ", " << stagePtr(*sfb, m.stageB) << ", "
+           << m.accumulate.str() << ");  // " << kir::describe(m)
+           << "; tcgen05.cp of the slot's scale chunks into its scale columns first\n";
+        return true;
+      }
       os << ind << "Mma::mma(" << tmemSlot(k) << "[0], " << m.accStage.str() << ", " << stagePtr(*m.a, m.stageA) << ", "
          << stagePtr(*m.b, m.stageB) << ", " << m.accumulate.str() << ");  // " << kir::describe(m) << "\n";
       return true;
@@ -177,6 +204,10 @@ std::string syncOp(const kir::Kernel& k, const kir::Sync& s) {
 std::string mmaType(const kir::Kernel& k) {
   const auto& t = k.tile;
   std::ostringstream os;
+  if (mxScales(k, "mx_scale_a")) {  // mx32: the block-scaled step (heddle_sm100.cuh), BM = BK = 128
+    os << "heddle::MmaSm100Mx<" << t.bn << ", T, " << dtypeCudaName(t.inDtypeB) << ">";
+    return os.str();
+  }
   os << "heddle::MmaSm100<" << t.bm << ", " << t.bn << ", " << t.bk << ", " << (t.aKMajor ? "true" : "false") << ", "
      << (t.bKMajor ? "true" : "false") << ", T";
   if (isFloat8(t.inDtype)) os << ", " << dtypeCudaName(t.inDtypeB);  // kind::f8f6f4: B's format of its own

@@ -30,8 +30,8 @@ const char* dtypeCudaName(DType t) {
     case DType::F32: return "float";
     case DType::E4M3: return "heddle::e4m3";
     case DType::E5M2: return "heddle::e5m2";
-    case DType::E8M0: return "uint8_t";
-    case DType::E2M1X2: return "uint8_t";
+    case DType::E8M0: return "unsigned char";  // (NVRTC has no <cstdint>: uint8_t is undefined there)
+    case DType::E2M1X2: return "unsigned char";
   }
   return "?";
 }

@@ -480,12 +480,14 @@ struct Kernel {
   // Hopper: every sync was placed by construction (mbarrier protocols); insert_syncs leaves it.
   bool syncsPlanned = false;
   // Tensor maps the launcher encodes: box {boxCols (contiguous), boxRows}, swizzle bytes, L2 promotion bytes
-  // (0, 64, 128 or 256: the granularity at which a TMA load's L2 misses fetch from DRAM).
+  // (0, 64, 128 or 256: the granularity at which a TMA load's L2 misses fetch from DRAM). A batched map is 3-D,
+  // its box boxDepth deep along the third dimension (1 but for the MX scale chunks of B: passes/mx_scale_ring.cpp).
   struct TensorMapSpec {
     std::string param, operand;
     int boxCols = 0, boxRows = 0, swizzle = 0;
     bool batched = false;
     int l2Promotion = 0;
+    int boxDepth = 1;
   };
   std::vector<TensorMapSpec> tensorMaps;
   // launch-time checks: loops whose trip count must be >= minTrips

@@ -75,6 +75,7 @@ void planSmem(LowerContext&);
 void warpSpecialize(LowerContext&);          // passes/warp_specialize.cpp (Hopper roles)
 void tmaStoreEpilogue(LowerContext&);        // passes/tma_store_epilogue.cpp (epilogue_store("tma"))
 void blockScaleRing(LowerContext&);          // passes/block_scale_ring.cpp (block-scaled matmuls)
+void mxScaleRing(LowerContext&);             // passes/mx_scale_ring.cpp (mx32-scaled matmuls)
 void blockScalePromotion(LowerContext&);     // passes/block_scale_promotion.cpp (block-scaled matmuls)
 void vectorizeEpilogueReads(LowerContext&);  // passes/vectorize_epilogue_reads.cpp (vec_e=2)
 void clusterMulticast(LowerContext&);        // passes/cluster_multicast.cpp (cluster(2, along))

@@ -1,5 +1,7 @@
 // The schedule rules of an MXFP8 matmul (scales "mx32", docs/fp8.md "MX formats"): before tiling and of the tiling;
-// an NVFP4 one (scales "nv16", e2m1x2 operands): refused by name until its kernel is lowered.
+// an NVFP4 one (scales "nv16", e2m1x2 operands): refused by name until its kernel is lowered. The MXFP8 kernel
+// itself is lowered by lower/passes/mx_scale_ring.cpp (the scale chunks in the operand ring) and
+// tcgen05_specialize (tcgen05.cp + the block-scaled MMAs in the MMA role).
 //
 // Before: a matmul whose definition carries mx32 scales (ir/block_scales.cpp: e4m3 / e5m2 operands, e8m0 scales in
 // torch's blocked layout, K a multiple of 32). After: a ScheduleError naming the rule, or nothing.
@@ -95,11 +97,16 @@ void validateMxTiling(const MatmulTiling& t) {
   if (h.cluster > 1)
     fail<ScheduleError>(what, ": cluster(", h.cluster,
                         ") is not built with MX scales (each CTA copies its own scale chunks); drop it");
-  fail<ScheduleError>(what,
-                      ": the sm_100a block-scaled tcgen05 kernel (scale chunks in the operand ring, tcgen05.cp into "
-                      "tensor memory) is not lowered yet (issue 32); the definition, its float64 reference "
-                      "(heddle.reference.evaluate), this schedule and the primitives (MmaSm100Mx, docs/fp8.md "
-                      "\"MX formats\") are built");
+  if (t.grouped)
+    fail<ScheduleError>(what,
+                        ": a grouped (per-expert) matmul is not built with MX scales (the scale chunks are "
+                        "addressed by the tile's 128-row block of the whole scale tensor); run the groups as "
+                        "separate matmuls");
+  // (split-K, stream-K, batched and the TMA-store epilogue: refused for every tcgen05 kernel, tcgen05_schedule.cpp)
+  if (!h.epiTma.empty())
+    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): ", what,
+                        " is lowered with epilogue operands read per element; the bias / residual producer role "
+                        "is not built with the scale chunks' ring: drop that cache");
 }
 
 }  // namespace heddle

@@ -153,6 +153,12 @@ int64_t Cta::run(int64_t budget) {
 }
 
 SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& opt) {
+  for (auto& b : k.buffers)  // (lower/passes/mx_scale_ring.cpp) the scale copies into tensor memory: not modelled
+    if (b->role == "mx_scale_a")
+      fail<HeddleError>("simulate: ", k.name,
+                        " is the mx32 (MXFP8) block-scaled tcgen05 kernel, whose tcgen05.cp of the scale chunks and "
+                        "block-scaled MMAs the kernel-IR simulator does not model; heddle.interpret runs the printed "
+                        "kernel (docs/fp8.md \"MX formats\")");
   SimResult res;
   res.schedule = opt.schedule == Schedule::Adversarial ? std::string("adversarial")
                                                        : "random(seed=" + std::to_string(opt.seed) + ")";

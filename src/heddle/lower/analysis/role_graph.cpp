@@ -205,8 +205,10 @@ RoleGraph buildRoleGraph(const kir::Kernel& k, const RolePipelineSchedule& h) {
         op.label = "mma";
         op.role = accRole = index.at(PipelineRole::Mma);
         op.reads = {use(m.a, m.a->stages), use(m.b, m.b->stages)};
-        for (auto& b : k.buffers)  // block scales: the promotion of the MMA role reads scale_a's ring slot
-          if (b->role == "scale_a") op.reads.push_back(use(b.get(), b->stages));
+        for (auto& b : k.buffers)  // block scales: the promotion of the MMA role reads scale_a's ring slot;
+          // mx32: its tcgen05.cp reads the scale chunks' slots (passes/mx_scale_ring.cpp)
+          if (b->role == "scale_a" || b->role == "mx_scale_a" || b->role == "mx_scale_b")
+            op.reads.push_back(use(b.get(), b->stages));
         op.writes.push_back(use(m.acc, h.accStages));
         op.writes.back().position = "tile loop";             // summed over the k loop, complete once per tile
       } else if (n->kind == kir::NodeKind::EpilogueStore) {  // reads the accumulator

@@ -40,6 +40,25 @@ std::unique_ptr<kir::IfThenElse> when(IExpr cond) {
   return i;
 }
 
+OperandLoad tmaLoadOfA(kir::Kernel& k, const char* pass) {
+  OperandLoad r;
+  for (auto& b : k.buffers)
+    if (b->role == "A") r.sA = b.get();
+  kir::walkMut(k.body, [&](kir::Node& n) {
+    if (n.kind != kir::NodeKind::For || r.load) return;
+    auto& stmts = static_cast<kir::ForLoop&>(n).body.stmts;
+    for (size_t i = 0; i < stmts.size(); ++i)
+      if (stmts[i]->kind == kir::NodeKind::TileLoad && static_cast<kir::TileLoad&>(*stmts[i]).dst == r.sA) {
+        r.load = static_cast<kir::TileLoad*>(stmts[i].get());
+        r.loop = &static_cast<kir::ForLoop&>(n).body;
+        r.at = i;
+      }
+  });
+  if (!r.sA || !r.load || r.load->kind != LoadKind::TmaLoad)
+    fail<HeddleError>(pass, ": no TMA load of operand A in the k loop of ", k.name);
+  return r;
+}
+
 IExpr persistentTileCount(const MatmulTiling& t) {
   IExpr tiles = ceilDiv(var("M"), t.bm) * ceilDiv(var("N"), t.bn);
   return t.batched ? tiles * var("batch") : tiles;

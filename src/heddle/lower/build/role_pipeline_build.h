@@ -50,6 +50,17 @@ std::unique_ptr<kir::IfThenElse> tmaProducerRole(kir::Kernel& k, const MatmulTil
                                                  const std::vector<kir::TileLoad*>& loads, int warp, IExpr tilesCta,
                                                  IExpr nk);
 
+// The serial k loop's TMA load of operand A (build_matmul_loops, before the roles): the load, the loop body
+// holding it and its index there; a HeddleError naming `pass` where there is none. The block-scale passes insert
+// their scale loads after it (passes/block_scale_ring.cpp, passes/mx_scale_ring.cpp).
+struct OperandLoad {
+  kir::Buffer* sA = nullptr;
+  kir::TileLoad* load = nullptr;
+  kir::Block* loop = nullptr;
+  size_t at = 0;
+};
+OperandLoad tmaLoadOfA(kir::Kernel& k, const char* pass);
+
 // Appends `n` at the end of block `b` and returns it.
 template <typename T>
 T* append(kir::Block& b, std::unique_ptr<T> n) {

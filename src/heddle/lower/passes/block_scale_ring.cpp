@@ -21,7 +21,7 @@
 //   buffer sSA: f32 [stages][BM], role scale_a; param tmSA (tensor map over the scale_a input, box {BM, 1})
 //
 // Runs when: block-scaled matmuls (their role-pipeline wgmma kernel).
-#include "heddle/lower/lower.h"
+#include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
 
@@ -30,24 +30,11 @@ void blockScaleRing(LowerContext& c) {
   auto& k = c.kernel;
   auto& t = c.tiling;
   const Expr* e = t.mm->definition;
-  kir::Buffer* sA = nullptr;
-  for (auto& b : k.buffers)
-    if (b->role == "A") sA = b.get();
-  kir::TileLoad* loadA = nullptr;
-  kir::Block* loop = nullptr;
-  size_t at = 0;
-  kir::walkMut(k.body, [&](kir::Node& n) {
-    if (n.kind != kir::NodeKind::For || loadA) return;
-    auto& stmts = static_cast<kir::ForLoop&>(n).body.stmts;
-    for (size_t i = 0; i < stmts.size(); ++i)
-      if (stmts[i]->kind == kir::NodeKind::TileLoad && static_cast<kir::TileLoad&>(*stmts[i]).dst == sA) {
-        loadA = static_cast<kir::TileLoad*>(stmts[i].get());
-        loop = &static_cast<kir::ForLoop&>(n).body;
-        at = i;
-      }
-  });
-  if (!sA || !loadA || loadA->kind != LoadKind::TmaLoad)
-    fail<HeddleError>("block_scale_ring: no TMA load of operand A in the k loop of ", k.name);
+  const build::OperandLoad A = build::tmaLoadOfA(k, "block_scale_ring");
+  kir::Buffer* sA = A.sA;
+  kir::TileLoad* loadA = A.load;
+  kir::Block* loop = A.loop;
+  const size_t at = A.at;
 
   auto b = std::make_unique<kir::Buffer>();
   b->name = "sSA";

@@ -22,6 +22,10 @@
 //       for tl { wait accEmpty[tl%a] parity (tl/a)%2; tcgen05.fence::after_thread_sync
 //         for kt { wait full[g%s] parity (g/s)%2; tcgen05.mma tmem[tl%a] += sA x sB (accumulate kt > 0)
 //                  tcgen05.commit -> empty[g%s] }
+//         (mx32: for kt { wait full[g%s]; tcgen05.fence::after_thread_sync;
+//                         MmaSm100Mx: tcgen05.cp sSFA[g%s], sSFB[g%s] -> scale columns of stage g%s,
+//                         four block-scaled tcgen05.mma; tcgen05.commit -> empty[g%s] }:
+//          the load role's TMA of the chunks is passes/mx_scale_ring.cpp's, in the same ring item)
 //         tcgen05.commit -> accFull[tl%a] } }
 //     if (tid == 64) for tl { let tile, m0, n0                       # role <x>_load (warp 2; only with a
 //         wait emptyE[tl%se] parity (tl/se)%2                           #  TMA-cached bias / residual x:
@@ -123,8 +127,12 @@ void tcgen05Specialize(LowerContext& c) {
                       sE ? " <- " + h.epiTma + "_load" : "", " (", graph.str(), ")");
   const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
   kir::Buffer* acc = P.acc;
-  if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != 2)
-    fail<HeddleError>("tcgen05_specialize: expected two TMA loads, one MMA and one epilogue in the k loop");
+  // mx32 (MXFP8): the k tile's scale chunks ride in the operand ring (passes/mx_scale_ring.cpp): two more loads
+  const bool mx = t.mm->definition->scaleKind == ScaleKind::Mx32;
+  if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != (mx ? 4u : 2u))
+    fail<HeddleError>("tcgen05_specialize: expected ", mx ? "four" : "two",
+                      " TMA loads, one MMA and one epilogue in the k loop");
+  const int scaleCols = mx ? s * (4 + t.bn / 32) : 0;  // MmaSm100Mx's columns per operand stage, after the accs
 
   // --- rings, one per edge of the role graph --------------------------------------------------
   RingSpec abSpec = P.operandRingSpec(*ab);  // the MMA thread releases item i itself (tcgen05.commit)
@@ -160,13 +168,17 @@ void tcgen05Specialize(LowerContext& c) {
   std::vector<kir::NodePtr> body = P.head(inits);
   const std::string cols = std::to_string(C);
   auto alloc = when(eq(var("warp"), 1));
-  alloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemAlloc, slot, 0,
-                                          {"alloc tensor memory", "", "", "tmem_slot", "",
-                                           "tcgen05.alloc (warp 1, the MMA role's warp): " + cols +
-                                               " columns = " + std::to_string(a) + " x " + std::to_string(t.bn) +
-                                               " accumulator columns rounded up to a power of two >= 32; the address "
-                                               "lands in tmem_slot"},
-                                          C));
+  alloc->thenBody.stmts.push_back(
+      tcgenOp(k, kir::SyncKind::TmemAlloc, slot, 0,
+              {"alloc tensor memory", "", "", "tmem_slot", "",
+               "tcgen05.alloc (warp 1, the MMA role's warp): " + cols + " columns = " + std::to_string(a) + " x " +
+                   std::to_string(t.bn) + " accumulator columns" +
+                   (mx ? " + " + std::to_string(scaleCols) + " MX scale columns (" + std::to_string(s) +
+                             " operand stages x " + std::to_string(4 + t.bn / 32) + ")"
+                       : std::string()) +
+                   " rounded up to a power of two >= 32; the address "
+                   "lands in tmem_slot"},
+              C));
   alloc->thenBody.stmts.push_back(tcgenOp(k, kir::SyncKind::TmemRelinquish, slot, 0,
                                           {"relinquish tensor memory permit", "", "", "tmem_slot", "",
                                            "tcgen05.relinquish_alloc_permit: this CTA allocates once, so another "
@@ -196,6 +208,20 @@ void tcgen05Specialize(LowerContext& c) {
          "tcgen05.fence::after_thread_sync after the accEmpty wait: the MMAs that overwrite the stage are ordered "
          "after the epilogue's loads of it (which it fenced before arriving)"}));
     MmaIssue tcgen05;
+    if (mx)  // the copies into the stage's scale columns follow the full wait through a tcgen05 fence
+      tcgen05.before = [&](kir::Block& b, IExpr g) {
+        b.stmts.push_back(tcgenOp(
+            k, kir::SyncKind::TcgenFenceAfter, acc, 0,
+            {"WAR tmem scale columns (mma -> tcgen05.cp)",
+             "the block-scaled tcgen05.mma reads of the stage's scale "
+             "columns, item g-" +
+                 std::to_string(s),
+             "tcgen05.cp writes of the stage's scale columns", "tmem scales", (g % s).str(),
+             "tcgen05.fence::after_thread_sync after the full wait: tcgen05.mma -> tcgen05.cp is not a pipelined "
+             "pair (PTX ISA 9.7.16.6.2), so the copies into stage g%" +
+                 std::to_string(s) + "'s scale columns are ordered after the MMAs of item g-" + std::to_string(s) +
+                 " only through that item's commit -> empty -> TMA -> full chain and this fence (9.7.16.6.3)"}));
+      };
     tcgen05.configure = [&](kir::MmaStep& mm) {
       mm.kind = MmaKind::Tcgen05;
       mm.accStage = tl % a;
@@ -292,6 +318,11 @@ void tcgen05Specialize(LowerContext& c) {
       << " stages, released by tcgen05.commit; accumulator ring in tensor memory: " << a << " stage(s) of " << t.bn
       << " columns (" << C << " allocated)";
   if (grouped) sum << "; grouped: one tile per CTA, found by the walk over offs before any init or alloc";
+  if (mx)
+    sum << "; mx32 scales: the k tile's chunks (512 bytes of A, " << 512 * (t.bn / 128)
+        << " of B) by TMA into the ring slot, counted in its expect-tx; the MMA thread fences after the full wait, "
+           "tcgen05.cp's them into the stage's own "
+        << 4 + t.bn / 32 << " scale columns and issues the four block-scaled MMAs before the commit";
   if (epiEdge)
     sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << ringE.producer
         << "' (warp " << h.role(PipelineRole::EpiLoad)->firstWarp << ") -> " << epiR.name;

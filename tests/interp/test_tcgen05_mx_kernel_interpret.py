@@ -1,0 +1,126 @@
+"""The fused MXFP8 kernel (scales="mx32" on sm_100a, docs/fp8.md "MX formats"): the TMA + tcgen05 roles with the k
+tile's scale chunks in the operand ring (lower/passes/mx_scale_ring.cpp) and MmaSm100Mx in the MMA role
+(tcgen05.cp of the slot's chunks, four block-scaled tcgen05.mma, one commit), run by the CPU interpreter on its
+printed source against heddle.reference.evaluate's float64 (itself checked against a per-element sum,
+tests/ir/test_mx_scales.py). Ragged M, N, K (K a multiple of 32, not of 128: the last k tile's operands and scale
+columns zero-filled), rings that wrap, n tiles of 128 and 256 (a 256-wide tile whose second 128 rows start past N
+reads its second B chunk out of bounds: TMA's zero fill), mixed e5m2 x e4m3; the protocol's mutants caught."""
+import re
+
+import pytest
+import torch
+
+import heddle
+from heddle.interpret import _Mutated, interpret, mutation_kill_rate
+from support.interp_defs import kernel, needs_cxx
+from support.mx_defs import build_mx, mx_tensors
+
+pytestmark = needs_cxx
+
+
+def check(fd, r, ts, out="bf16"):
+    assert r.ok, r.report()
+    want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
+    got = r.output.double()
+    assert not bool(torch.isnan(got).any())
+    # an f32 sum of exactly scaled products (K roundings at most, each 2^-24 of the running sum, bounded by the sum of
+    # the magnitudes), then one rounding to the output's format -- the reference's own output is rounded too, so the
+    # two may lie one step of the format apart where the f32 error crosses a rounding midpoint (GELU and the bias do
+    # not widen it). The interpreter runs without its own per-element check (reference=False): this bound is it.
+    a, b, sa, sb = ts[:4]
+    mag = heddle.reference.mx_scaled_matmul(a.double().abs(), b.double().abs().T, sa.double(), sb.double())
+    rel = {"bf16": 2 ** -7, "f16": 2 ** -10, "f32": 2 ** -23}[out]
+    bound = rel * want.abs() + a.shape[1] * 2 ** -24 * 1.2 * mag + 1e-6
+    assert bool(((got - want).abs() <= bound).all()), float(((got - want).abs() - bound).max())
+
+
+@pytest.mark.parametrize("fa,fb,bn,stages,acc,M,N,K,out,epi", [
+    # 2 x 2 tiles over 2 CTAs (both rings wrap), K = 320: 2.5 k tiles, a bias + gelu epilogue
+    ("e4m3", "e4m3", 128, 2, 1, 130, 200, 320, "bf16", "bias_gelu"),
+    # mixed formats, a 256-wide tile: the second n tile's second 128 rows start past N = 300 (no chunk there)
+    ("e5m2", "e4m3", 256, 2, 1, 100, 300, 384, "bf16", "bias_gelu"),
+    pytest.param("e4m3", "e5m2", 128, 3, 2, 260, 136, 672, "f32", None, marks=pytest.mark.slow),
+    pytest.param("e5m2", "e5m2", 256, 4, 1, 77, 200, 160, "f16", "bias", marks=pytest.mark.slow),
+])
+def test_mx_kernel_runs_with_right_numbers(fa, fb, bn, stages, acc, M, N, K, out, epi):
+    fd = build_mx(fa, fb, n=N, k=K, bn=bn, stages=stages, acc_stages=acc, epilogue=epi, out=out)
+    k = kernel(fd, "sm_100a")
+    assert f"using Mma = heddle::MmaSm100Mx<{bn}, T, heddle::{fb}>;" in k.source
+    assert k.source.count("heddle::sm90::tma_load_box<3>(") == 2
+    ts = mx_tensors(fd, M, seed=1, codes=(116, 126) if out == "f16" else (120, 135))  # f16: below 65504
+    check(fd, interpret(k, *ts, sms=2, reference=False), ts, out)
+
+
+@pytest.mark.slow
+def test_mx_kernel_auto_schedule_runs_with_right_numbers():
+    fd = build_mx("e4m3", "e4m3", n=512, k=256, auto=True)
+    k = kernel(fd, "sm_100a")
+    assert "MmaSm100Mx<256," in k.source
+    ts = mx_tensors(fd, 150, seed=2)
+    check(fd, interpret(k, *ts, sms=2, schedule="random", seed=3, reference=False), ts)
+
+
+def mutant_case():
+    # one CTA walks both n tiles over a 2-stage ring: every stage is refilled, the accumulator stage reused
+    fd = build_mx("e4m3", "e4m3", n=200, k=384, bn=128, stages=2, acc_stages=1)
+    return fd, kernel(fd, "sm_100a"), mx_tensors(fd, 100, seed=3)
+
+
+def line(src, text):
+    hits = [ln for ln in src.split("\n") if text in ln]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+SLOW = pytest.mark.slow  # each mutant compiles the interpreter once: three run by default, the rest -m slow
+MUTANTS = [
+    pytest.param("the scale chunks of the next k tile (A's)",
+                 lambda s: s.replace(", 0, kt * 4, m0 / 128,", ", 0, kt * 4 + 4, m0 / 128,"), id="next-k-tile-A"),
+    pytest.param("the scale chunks of the next k tile (B's)",
+                 lambda s: s.replace(", 0, kt * 4, n0 / 128,", ", 0, kt * 4 + 4, n0 / 128,"), id="next-k-tile-B",
+                 marks=SLOW),
+    pytest.param("the MMA copies into stage 0's scale columns whatever the stage",
+                 lambda s: s.replace(line(s, "Mma::mma("), line(s, "Mma::mma(").replace(", 0, (tl * ", ", 0, 0 * (tl * ", 1)),
+                 id="stage-0-columns", marks=SLOW),
+    pytest.param("the fence after the full wait dropped", lambda s: s.replace(line(s, "WAR tmem scale columns"), ""),
+                 id="no-fence"),
+    pytest.param("the expect-tx bytes one B chunk short", None, id="expect-tx-short"),
+]
+
+
+@pytest.mark.parametrize("what,edit", MUTANTS)
+def test_mx_protocol_mutants_are_caught(what, edit):
+    fd, k, ts = mutant_case()
+    src = k.source
+    if edit is None:
+        ln = line(src, "mbar_arrive_expect_tx((full")
+        n = int(re.search(r", (\d+)\);", ln).group(1))
+        assert n == 2 * 128 * 128 + 512 + 512  # sA, sB and the two chunks of a 128-wide tile
+        edit = lambda s: s.replace(ln, ln.replace(f", {n});", f", {n - 512});"))  # noqa: E731
+    mutated = edit(src)
+    assert mutated != src, what
+    r = interpret(_Mutated(k, mutated), *ts, sms=1)
+    if r.ok:
+        want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
+        err = (r.output.double() - want).abs()
+        assert float(err.max()) > 1e-2 * float(want.abs().max()), f"{what}: survived"
+
+
+@pytest.mark.slow
+def test_mx_kernel_sync_mutants_are_caught():
+    fd, k, ts = mutant_case()
+    res = mutation_kill_rate(k, *ts, sms=1)
+    assert {"delete_sync", "flip_parity", "drop_expect_tx", "shrink_expect_tx", "swap_stage"} <= set(res["by_kind"])
+    assert not res["survivors"], res["survivors"]
+
+
+def test_the_plan_names_the_new_orderings_and_the_simulator_refuses_by_name():
+    fd, k, ts = mutant_case()
+    text = k.explain()
+    assert "WAR tmem scale columns (mma -> tcgen05.cp)" in text and "not a pipelined pair" in text
+    assert "WAR sA, sB, sSFA, sSFB (mma -> load)" in text  # the chunks ride the ring's empty / full barriers
+    assert "mbarrier.arrive.expect_tx full" in text and "tx 33792" in text  # 2 x 16384 + 2 x 512
+    assert "mx32 scales: the k tile's chunks (512 bytes of A, 512 of B) by TMA into the ring slot" in k.lowered.sync_summary
+    with pytest.raises(heddle.HeddleError, match="is the mx32 \\(MXFP8\\) block-scaled tcgen05 kernel, whose "
+                       "tcgen05.cp of the scale chunks and block-scaled MMAs the kernel-IR simulator does not model"):
+        heddle.simulate(k, ts)

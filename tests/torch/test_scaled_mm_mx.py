@@ -1,0 +1,101 @@
+"""heddle.scaled_mm with MX scales (MXFP8, docs/fp8.md "MX formats"): a, b e4m3 / e5m2 and scale_a / scale_b
+torch.float8_e8m0fnu in torch's blocked layout (torch's own to_blocked, flattened as torch._scaled_mm takes them)
+select the mx32 fusion: evaluated with torch on the plain CPU path, and the printed sm_100a block-scaled tcgen05
+kernel interpreted under HEDDLE_INTERPRET=1; against a float64 sum over the unblocked scales written out here. The
+op's name, its decode and fake shapes; each refused use named."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import heddle
+from heddle.core.errors import InputError
+from heddle.pytorch import scaled_mm as smm
+from support.interp_defs import needs_cxx
+from support.mx_defs import to_blocked
+
+E4M3, E5M2, E8M0 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu
+
+
+def _operands(m, k, n, fa=E4M3, fb=E4M3, seed=0):
+    """a [M, K], b [K, N] column-major (w.t()), the raw e8m0 codes per row and 32 of K (2^-7 .. 2^7), their blocked
+    forms (1-D, as torch's to_blocked returns them), a bf16 bias."""
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 2).to(fa)
+    w = (torch.randn(n, k, generator=g) * 2).to(fb)
+    ca = torch.randint(120, 135, (m, k // 32), generator=g, dtype=torch.uint8)
+    cb = torch.randint(120, 135, (n, k // 32), generator=g, dtype=torch.uint8)
+    sa, sb = (to_blocked(c).contiguous().view(E8M0).flatten() for c in (ca, cb))
+    return a, w.t(), ca, cb, sa, sb, torch.randn(n, generator=g).to(torch.bfloat16)
+
+
+def _reference(a, b, ca, cb, bias):
+    """gelu(sum_k a[m,k] 2^(ca[m,k/32]-127) b[k,n] 2^(cb[n,k/32]-127) + bias) in float64."""
+    fa = torch.exp2(ca.double() - 127).repeat_interleave(32, dim=1)
+    fb = torch.exp2(cb.double() - 127).repeat_interleave(32, dim=1)
+    return F.gelu((a.double() * fa) @ (b.t().double() * fb).t() + bias.double())
+
+
+def _check(out, want, dtype):
+    assert out.dtype == dtype and out.shape == want.shape
+    rel = {torch.bfloat16: 2 ** -8, torch.float32: 2 ** -20}[dtype]
+    err = (out.double() - want).abs() - rel * want.abs()
+    assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((out.double() - want).abs().max())
+
+
+def test_mx_scales_on_the_cpu_path():
+    """Without HEDDLE_INTERPRET the op evaluates the mx32 fusion with torch (heddle.reference.evaluate)."""
+    a, b, ca, cb, sa, sb, bias = _operands(40, 96, 48, fa=E5M2)
+    out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
+    _check(out, _reference(a, b, ca, cb, bias), torch.bfloat16)
+    again = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")  # the eager front's second call
+    assert torch.equal(again, out)
+    sa2 = sa.clone().view(torch.uint8)
+    sa2[0] = 121 if int(sa2[0]) != 121 else 122  # row 0's first scale: another power of two, another output
+    ca2 = ca.clone()
+    ca2[0, 0] = int(sa2[0])
+    out2 = heddle.scaled_mm(a, b, sa2.view(E8M0), sb, bias=bias, activation="gelu")
+    _check(out2, _reference(a, b, ca2, cb, bias), torch.bfloat16)
+
+
+def test_mx_op_name_decode_and_fake():
+    a, b, ca, cb, sa, sb, bias = _operands(32, 64, 272)
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=torch.float32, activation="gelu")
+    assert spec.mx and spec.op_name() == "smm_e4m3e4m3_k64_n272_smx_Bbf16_Agelu_of32"
+    assert smm.decode(spec.op_name()) == spec
+    assert [tuple(t.shape) for t in args[2:4]] == [(128, 4), (384, 4)]  # views of the blocked bytes
+    assert args[2].data_ptr() == sa.data_ptr()
+    out = smm.scaled_op(spec).fake(args)
+    assert (out.shape, out.dtype) == ((32, 272), torch.float32)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(k=80), "K=80 is not a multiple of 32; an MXFP8 scale covers 32 elements of K"),
+    (dict(sb=torch.ones(1)), "'scale_a' is torch.float8_e8m0fnu (MX scales) but 'scale_b' is torch.float32"),
+    (dict(sa=torch.zeros(100, dtype=torch.uint8).view(E8M0)), "'scale_a' has 100 e8m0 scales ([100]); MX scales"),
+    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with MX scales is not built"),
+    (dict(out_dtype=E4M3, out_scale="1x128"), "out_scale='1x128' with MX scales is not built"),
+])
+def test_mx_errors_name_the_argument(kw, msg):
+    k = kw.pop("k", 64)
+    a, b, _, _, sa, sb, _ = _operands(16, 96 if k == 80 else k, 32)
+    if k == 80:
+        a, b = a[:, :80].contiguous(), b.t()[:, :80].contiguous().t()
+    sa, sb = kw.pop("sa", sa), kw.pop("sb", sb)
+    with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        heddle.scaled_mm(a, b, sa, sb, **{"out_dtype": torch.bfloat16, **kw})
+
+
+@needs_cxx
+def test_mx_scales_interpreted(monkeypatch):
+    """HEDDLE_INTERPRET=1, HEDDLE_INTERPRET_TARGET=sm_100a: the block-scaled tcgen05 kernel printed and run on the
+    CPU; M = 100 ragged against the 128-row tile, K = 160 (1.25 k tiles), N = 272 (a ragged third n tile),
+    e4m3 x e5m2."""
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
+    a, b, ca, cb, sa, sb, bias = _operands(100, 160, 272, fb=E5M2, seed=1)
+    out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
+    spec = smm.scaled_spec(a, b, sa, sb, bias, activation="gelu")[0]
+    ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
+    assert ks and all("MmaSm100Mx<" in k.source for k in ks)
+    _check(out, _reference(a, b, ca, cb, bias), torch.bfloat16)
