@@ -202,8 +202,10 @@ os.environ["FAKE_CUDA_PARAMS"] = ",".join(str(len(v) if kd == "bytes" else 4 if 
 open(os.environ["FAKE_CUDA_LOG"], "w").close()
 keep = [k._launch(t, inputs.check(k.name, k._inputs, k._matmul_expr, t))]
 print("call", *sorted(x.data_ptr() for x in (*t, keep[-1])))
+held = [t]  # every call's inputs stay alive: no later tensor comes back at an earlier one's address
 for i in range(3):
     t = ops()
+    held.append(t)
     keep.append(k(*t))
     print("call", *sorted(x.data_ptr() for x in (*t, keep[-1])))
 print("full", k.full_path_calls)
