@@ -136,7 +136,6 @@ def kernel_call_rows(step, kern, sets, calls):
 
 
 def sm80_rows(calls):
-    from heddle.pytorch import matmul as hm
     spec = spec_for(256, 256, True, bias=("bf16", 1), activation="gelu")
     kern = kernel(spec, "sm_80", 16, 108)
     sets = operands(16, spec)
@@ -148,21 +147,33 @@ def sm80_rows(calls):
     new_empty = torch.empty(0, dtype=torch.bfloat16).new_empty
     rows.append({"step": "sm80_output", "kernel": "new_empty(16, 256), bf16",
                  "stats": measure(lambda: new_empty(16, 256), calls).to_dict()})
-    # heddle.matmul: its op's eager table holds this kernel's plan (the first call takes the op's plan and
-    # leaves the whole call keyed in heddle.matmul's front, CallTable); the timed calls are front hits
+    return rows + matmul_call_rows("sm80_matmul_call", spec, kern, sets, calls, bias=True, activation="gelu")
+
+
+def matmul_call_rows(step, spec, kern, sets, calls, bias=False, activation=None):
+    """heddle.matmul(x, w[, bias=b], activation=..., trans_b=spec.trans_b) on `sets`: its op's eager table holds
+    `kern`'s plan (the first call takes the op's plan and leaves the whole call keyed in heddle.matmul's front,
+    CallTable); the timed calls are front hits."""
+    from heddle.pytorch import matmul as hm
     fm = hm.fused_matmul_op(spec)
-    name, _ = hm._op_and_args(*sets[0][:2], sets[0][2], "gelu", None, None, False, True, None)
+    name, _ = hm._op_and_args(*sets[0][:2], sets[0][2] if bias else None, activation, None, None, False,
+                              spec.trans_b, None)
     hm._by_name[name] = fm
+    rows = []
     for suffix, python_reads in READS:
         fm._eager = plan_table(python_reads)
         hm._calls = hm.call_table(python_reads)
         hm._front = hm._calls.fast_run
         out, grid, args, parts = kern._prepare(sets[0])  # one signature: the sets differ only in their addresses
         fm._eager.add(sets[0], kern.plan(kern._loaded, grid, args, parts), [out])
-        call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation="gelu", trans_b=True), sets)
+        if bias:
+            call, turn = rotating(lambda x, w, b: hm.matmul(x, w, bias=b, activation=activation,
+                                                            trans_b=spec.trans_b), sets)
+        else:
+            call, turn = rotating(lambda x, w: hm.matmul(x, w, activation=activation, trans_b=spec.trans_b), sets)
         call()
         assert len(hm._calls) == 1, "the call is keyed in heddle.matmul's front"
-        rows.append({"step": "sm80_matmul_call" + suffix, "kernel": kern.name + reads_name(python_reads),
+        rows.append({"step": step + suffix, "kernel": kern.name + reads_name(python_reads),
                      "stats": measure(call, calls).to_dict()})
     return rows
 
@@ -175,6 +186,8 @@ def sm90_rows(calls):
         kern = kernel(spec, "sm_90a", m, 132)
         sets = operands(m, spec)
         rows += kernel_call_rows(name + "_call", kern, sets, calls)
+        if name == "sm90a_tma_store":  # issue 31: heddle.matmul's repeated call on its sm_90a plan (TMA maps patched)
+            rows += matmul_call_rows("sm90a_matmul_call", spec, kern, sets, calls)
         keep = collections.deque(maxlen=2)
         turn = [0]
 

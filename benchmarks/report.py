@@ -46,6 +46,10 @@ STEP_LABEL = {
     "sm80_signature": "of the Python-reads call: the call signature of its 3 tensors and the lookup (`tensors in "
                       "PlanTable`)",
     "sm80_output": "of the Python-reads call: the output's allocation (`new_empty(16, 256)`)",
+    "sm90a_matmul_call": "repeated heddle.matmul call, sm_90a kernel (TMA maps, TMA store), inputs rotating, output kept "
+                         "(to cuLaunchKernel)",
+    "sm90a_matmul_call_python_reads": "the same, tensors read and output allocated through torch's Python API "
+                                      "(no heddle._C_aten)",
     "sm90a_tma_store_call": "repeated sm_90a Kernel call (TMA maps, TMA store), inputs rotating, output kept",
     "sm90a_tma_store_call_python_reads": "the same, tensors read through torch's Python API (no heddle._C_aten)",
     "sm90a_tma_store_full_path": "the same kernel's full path (checks, prepare, map encodes, new plan)",
