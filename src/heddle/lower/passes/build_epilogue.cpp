@@ -66,6 +66,11 @@ void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers.
   // On sm_90a the MMA warpgroups' TMA-store epilogue (epilogue_store("tma"), passes/tma_store_epilogue.cpp) takes
   // it: q through the staged chunks of 128 columns, s stored directly
+  if (rp.tcgen05 && (rp.tmaStore || !rp.epiTma.empty()))  // the advice differs by kernel: its roles and stores
+    fail<ScheduleError>(what,
+                        ": TMA-loaded epilogue operands are not lowered with a computed output scale; use the direct "
+                        "store from the tcgen05 epilogue warpgroup's registers, with no tma_load cache of an "
+                        "epilogue operand (bias, residual)");
   if (rp.tmaStore || (!rp.tcgen05 && rp.role(PipelineRole::Epilogue)) || !rp.epiTma.empty())
     fail<ScheduleError>(what,
                         ": an epilogue role (sm_90a) and TMA-loaded epilogue operands are not lowered with a "
