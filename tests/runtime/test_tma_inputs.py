@@ -95,7 +95,7 @@ def test_hopper_kernel_refuses_an_expanded_operand(hopper_kernel, monkeypatch):
 @requires_nvrtc
 def test_tensor_maps_and_persistent_grid_on_the_host(hopper_kernel, monkeypatch):
     calls = []
-    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0, l2_promotion=0,
+    monkeypatch.setattr(tma, "_encode", lambda t, es, dt, rows, cols, ld, bc, br, sw, batch=0, bs=0, l2_promotion=0, box_depth=1,
                         what="": calls.append((dt, rows, cols, ld, bc, br, sw, what)) or b"\1" * 128)
     a, b, bias = bf(1000, 512), bf(512, 256), bf(256)
     out, grid, args = hopper_kernel.prepare([a, b, bias])

@@ -224,6 +224,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
     env, args = {}, {}
     for m in maps:
         op = m["operand"]
+        batch = role = None  # set by a branch whose map's third axis or role is its own (the MX scales)
         if op == "D" or (op[:1] == "D" and op[1:].isdigit()):  # output D, or a further output D1, D2, ...
             i = 0 if op == "D" else int(op[1:])
             t, which = outs[i], i
@@ -246,14 +247,8 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                                     "loads its 512-byte scale chunks by TMA from torch's blocked layout, but {}; "
                                     "pass to_blocked(scales), contiguous and 16-byte aligned"), op
             kp = t.shape[1]
-            shape = (t, 1, "e8m0", kp, 128, 128, m["box_cols"], m["box_rows"], m["swizzle"], t.shape[0] // 128,
-                     128 * kp)
-            what = f"MX scales (input {op!r}) of kernel {kernel.name} (tensor map {m['param']})"
-            kw = {"l2_promotion": m["l2_promotion"], "box_depth": m["box_depth"]}
-            args[m["param"]] = ("bytes", _encode(*shape, what=what, **kw, **({"encoder": encoder} if encoder else {})))
-            if specs is not None:
-                specs[m["param"]] = (which, _describe(*shape, **kw))
-            continue
+            rows, cols, ld = kp, 128, 128
+            batch, bstride, role = t.shape[0] // 128, 128 * kp, "MX scales"  # the row blocks: the map's third axis
         elif op not in ("A", "B"):  # a bias row [N] ([1, N] map, [1, bn] boxes) or a residual [M, N] loaded by TMA
             t, which = _named_input(kernel, tensors, op, "the TMA-loaded epilogue operand", tma_problem,
                                     f"loads it with TMA (cache_after({op}, 'tma_load')), but {{}}. Drop that cache to "
@@ -272,16 +267,19 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                 rows, cols = (g.N, g.K) if trans else (g.K, g.N)
             ld = t.stride(-2)
         dt = _TORCH_NAME[str(t.dtype)]
-        batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
-        bstride = t.stride(0) if batch else 0
-        role = f"output {op[1:] or 0}" if op[:1] == "D" else f"operand {op}" if op in ("A", "B") else "epilogue operand"
+        if batch is None:
+            batch = t.shape[0] if (m["batched"] and t.dim() == 3) else 0
+            bstride = t.stride(0) if batch else 0
+        if role is None:
+            role = f"output {op[1:] or 0}" if op[:1] == "D" else f"operand {op}" if op in ("A", "B") else \
+                "epilogue operand"
         name = next((n for n, x in (tensors or {}).items() if x is t), None)
         what = f"{role}{f' (input {name!r})' if name else ''} of kernel {kernel.name} (tensor map {m['param']})"
         shape = (t, t.element_size(), dt, rows, cols, ld, m["box_cols"], m["box_rows"], m["swizzle"], batch, bstride)
-        args[m["param"]] = ("bytes", _encode(*shape, l2_promotion=m["l2_promotion"], what=what,
-                                             **({"encoder": encoder} if encoder else {})))
+        kw = {"l2_promotion": m["l2_promotion"], "box_depth": m.get("box_depth", 1)}
+        args[m["param"]] = ("bytes", _encode(*shape, what=what, **kw, **({"encoder": encoder} if encoder else {})))
         if specs is not None:
-            specs[m["param"]] = (which, _describe(*shape, l2_promotion=m["l2_promotion"]))
+            specs[m["param"]] = (which, _describe(*shape, **kw))
     if any(p[0] == "num_ctas" for p in lowered.params):
         env["num_ctas"] = num_ctas(lowered, g.env, g.a.device, sms)
         args["num_ctas"] = ("i32", env["num_ctas"])
