@@ -12,6 +12,7 @@ import heddle.dynamo as hd
 from heddle.core.errors import InputError
 from heddle.core.reference import block_scaled_matmul
 from heddle.pytorch import scaled_mm as smm
+from support.dynamo_defs import scaled_decision
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -193,32 +194,23 @@ def test_capture_leaves_other_blockwise_recipes_to_torch():
     runs none of the blockwise recipes, so the graph is traced with fake tensors) is not heddle's kernel: the node
     stays with torch, the reason names the recipes heddle takes."""
     from torch.fx.experimental.proxy_tensor import make_fx
-    from heddle.pytorch.dynamo_report import GraphReport
-    from heddle.pytorch.dynamo_scaled import fuse_scaled
     a, b, sa, _ = _operands(32, 256, 128)
     ST = F.ScalingType
     gm = make_fx(lambda a, b, sa, sb: F.scaled_mm(a, b, sa, ST.BlockWise1x128, sb, ST.BlockWise1x128,
                                                   output_dtype=torch.bfloat16),
                  tracing_mode="fake")(a, b, sa.t().contiguous().t(), torch.ones(2, 128).t())
-    report, why = GraphReport(kind="inference", graph=0), {}
-    fuse_scaled(gm, None, report, why, True, "sm_90a")
-    (d,) = [d for d in why.values() if d.op == "_scaled_mm_v2"]
+    d, graph = scaled_decision(gm, "sm_90a", "_scaled_mm_v2")
     assert d.status == "not fused" and "BlockWise1x128 for a with BlockWise128x128 for b" in d.reason, d.reason
-    assert not [n for n in gm.graph.nodes if "heddle" in str(n.target)]
+    assert not [n for n in graph.nodes if "heddle" in str(n.target)]
 
 
 @pytest.mark.parametrize("target,fused", [("sm_90a", True), ("sm_100a", False)])
 def test_capture_of_block_scales_follows_the_target(target, fused):
     """A CUDA graph for sm_100a keeps torch's blockwise _scaled_mm: the block-scaled kernel is wgmma's."""
     from torch.fx.experimental.proxy_tensor import make_fx
-    from heddle.pytorch.dynamo_report import GraphReport
-    from heddle.pytorch.dynamo_scaled import fuse_scaled
     a, b, sa, sb = _operands(32, 256, 144)
-    gm = make_fx(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
-                 tracing_mode="fake")(a, b, sa, sb)
-    report, why = GraphReport(kind="inference", graph=0), {}
-    fuse_scaled(gm, None, report, why, True, target)
-    (d,) = [d for d in why.values() if d.op == "_scaled_mm"]
+    d, _ = scaled_decision(make_fx(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+                                   tracing_mode="fake")(a, b, sa, sb), target)
     if fused:
         assert d.status == "fused" and "smm_e4m3e4m3_k256_n144_sbb_obf16" in d.reason
     else:

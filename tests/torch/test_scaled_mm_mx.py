@@ -2,15 +2,19 @@
 torch.float8_e8m0fnu in torch's blocked layout (torch's own to_blocked, flattened as torch._scaled_mm takes them)
 select the mx32 fusion: evaluated with torch on the plain CPU path, and the printed sm_100a block-scaled tcgen05
 kernel interpreted under HEDDLE_INTERPRET=1; against a float64 sum over the unblocked scales written out here. The
-op's name, its decode and fake shapes; each refused use named."""
+op's name, its decode and fake shapes; each refused use named. The torch.compile capture of torch._scaled_mm and
+F.scaled_mm (BlockWise1x32, SWIZZLE_32_4_4) with MX scales and their epilogue into that op, on CPU tensors (torch's
+CPU _scaled_mm has no MX scales: the graph runs only through heddle) and by target."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import heddle
+import heddle.dynamo as hd
 from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
 from support.interp_defs import needs_cxx
+from support.dynamo_defs import scaled_decision
 from support.mx_defs import to_blocked
 
 E4M3, E5M2, E8M0 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu
@@ -99,3 +103,72 @@ def test_mx_scales_interpreted(monkeypatch):
     ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
     assert ks and all("MmaSm100Mx<" in k.source for k in ks)
     _check(out, _reference(a, b, ca, cb, bias), torch.bfloat16)
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_captures_mx_scaled_mm():
+    """torch._scaled_mm with MX scales (flattened blocked bytes, as torch's to_blocked returns them) + bias + GELU:
+    one heddle op (the scales viewed 2-D in the graph), right against float64; with M dynamic (a and its scales
+    marked) two more Ms run through one graph."""
+    a, b, ca, cb, sa, sb, bias = _operands(40, 96, 48, fa=E5M2)
+
+    def f(a, b, sa, sb, bias):
+        return F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias)
+    out = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    _check(out, _reference(a, b, ca, cb, bias), torch.bfloat16)
+    ex = hd.explain(f, a, b, sa, sb, bias, fallback="eager")
+    assert ex.heddle_ops == ["smm_e5m2e4m3_k96_n48_smx_Bbf16_Agelu_obf16"]
+    g = torch.compile(f, backend="heddle", options={"fallback": "eager"})
+    before = len(hd.reports)
+    for m in (136, 72):  # M (and scale_a's length) dynamic, K and N static as a weight's
+        a2, _, ca2, _, sa2, _, _ = _operands(m, 96, 48, fa=E5M2, seed=m)
+        torch._dynamo.mark_dynamic(a2, 0)
+        torch._dynamo.mark_dynamic(sa2, 0)
+        _check(g(a2, b, sa2, sb, bias), _reference(a2, b, ca2, cb, bias), torch.bfloat16)
+    (report,) = hd.reports[before:]  # one graph for both Ms
+    assert [g.op for g in report.groups] == ["smm_e5m2e4m3_k96_n48_smx_Bbf16_Agelu_obf16"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+@pytest.mark.skipif(not hasattr(F, "scaled_mm"), reason="torch.nn.functional.scaled_mm is newer than this torch")
+def test_compile_captures_functional_mx_scaled_mm():
+    """F.scaled_mm's BlockWise1x32 recipe with SWIZZLE_32_4_4 (torch's blocked layout) for both operands."""
+    a, b, ca, cb, sa, sb, _ = _operands(64, 128, 144, fb=E5M2, seed=2)
+    ST, SW = F.ScalingType, F.SwizzleType
+
+    def f(a, b, sa, sb):
+        return F.scaled_mm(a, b, sa, ST.BlockWise1x32, sb, ST.BlockWise1x32, swizzle_a=SW.SWIZZLE_32_4_4,
+                           swizzle_b=SW.SWIZZLE_32_4_4, output_dtype=torch.float32)
+    out = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb)
+    want = (a.double() * torch.exp2(ca.double() - 127).repeat_interleave(32, dim=1)) @ \
+        (b.t().double() * torch.exp2(cb.double() - 127).repeat_interleave(32, dim=1)).t()
+    _check(out, want, torch.float32)
+    assert hd.explain(f, a, b, sa, sb, fallback="eager").heddle_ops == ["smm_e4m3e5m2_k128_n144_smx_of32"]
+
+
+@pytest.mark.parametrize("target,fused", [("sm_100a", True), ("sm_90a", False)])
+def test_capture_of_mx_scales_follows_the_target(target, fused):
+    """A CUDA graph for a device without the block-scaled tcgen05.mma keeps torch's MX _scaled_mm, saying why."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    a, b, _, _, sa, sb, _ = _operands(32, 64, 272)
+    d, graph = scaled_decision(make_fx(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+                                       tracing_mode="fake")(a, b, sa, sb), target)
+    if fused:
+        assert d.status == "fused" and "smm_e4m3e4m3_k64_n272_smx_obf16" in d.reason, d.reason
+        views = [n for n in graph.nodes if n.target is torch.ops.aten.view.default]
+        assert [list(n.args[1]) for n in views] == [[-1, 4], [-1, 4]]
+    else:
+        assert d.status == "not fused" and "target sm_90a has none" in d.reason, d.reason
+
+
+@pytest.mark.skipif(not hasattr(F, "scaled_mm"), reason="torch.nn.functional.scaled_mm is newer than this torch")
+def test_capture_refuses_mx_scales_without_the_blocked_swizzle():
+    """BlockWise1x32 with NO_SWIZZLE (torch's meta refuses it on CUDA, so the graph is traced by hand) stays with
+    torch, and the reason names the layout heddle reads."""
+    a, b, _, _, sa, sb, _ = _operands(32, 64, 128)
+    ST, SW = F.ScalingType, F.SwizzleType
+    gm = torch.fx.symbolic_trace(lambda a, b, sa, sb: torch.ops.aten._scaled_mm_v2.default(
+        a, b, [sa], [int(ST.BlockWise1x32)], [int(SW.NO_SWIZZLE)], [sb], [int(ST.BlockWise1x32)],
+        [int(SW.NO_SWIZZLE)], None, torch.bfloat16))
+    d, _ = scaled_decision(gm, "sm_100a", "_scaled_mm_v2")
+    assert d.status == "not fused" and "SWIZZLE_32_4_4" in d.reason, d.reason

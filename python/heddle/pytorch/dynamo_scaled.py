@@ -1,15 +1,16 @@
 """The torch.compile backend's rewrite of FP8 GEMMs (an FP8 Linear) and their epilogue into heddle.scaled_mm ops.
 
     _scaled_mm(a, b, scale_a, scale_b, bias?, scale_result?, out_dtype?)   (torch._scaled_mm)
-    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise | BlockWise1x128], [scale_b], [... | BlockWise128x128],
-                  ..., bias?, out_dtype?)   (F.scaled_mm)
+    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise | BlockWise1x128 | BlockWise1x32], [scale_b],
+                  [... | BlockWise128x128 | BlockWise1x32], ..., bias?, out_dtype?)   (F.scaled_mm)
         -> bias add ([N]; when _scaled_mm has none)  -> one activation  -> casts
     becomes one heddle.scaled_mm op (torch.ops.heddle.smm_<signature>.default: heddle/pytorch/scaled_mm.py)
 
 The operands must pass heddle.scaled_mm's checks (scaled_mm.scaled_spec, run on the fake tensors: 8-bit a
 and b, a row-major, b column-major, K and N multiples of 16, per-tensor, per-row or 128-block f32 scales:
 scale_a [M, ceil(K/128)] (as given: the op makes it M-major where it is not), scale_b [ceil(K/128), ceil(N/128)]
-(_scaled_mm_v2's rows padded to a multiple of 4 sliced off), transposed for the op); an 8-bit
+(_scaled_mm_v2's rows padded to a multiple of 4 sliced off), transposed for the op; or MX e8m0 scales in torch's
+blocked layout (SWIZZLE_32_4_4), viewed [round_up(rows, 128), round_up(K/32, 4)]); an 8-bit
 output (out_dtype e4m3 / e5m2) takes no epilogue after it. A CUDA graph whose device has no FP8
 tensor-core instruction (sm_80, AMD: TargetInfo's wgmma / tcgen05) keeps torch's op. Every such
 node gets a decision with the reason (heddle.dynamo.explain). Semantics as dynamo_fuse: the chain is
@@ -50,6 +51,7 @@ V2_LABEL = "_scaled_mm_v2"
 _V2_NAMES = {"self": "a", "mat2": "b", "out_dtype": "out_dtype", "output_dtype": "out_dtype"}
 _SCALINGS = {0: "TensorWise", 1: "RowWise"}
 _BLOCKWISE = (4, 5)  # (BlockWise1x128, BlockWise128x128): DeepGEMM's activation / weight scales
+_MX, _SWIZZLE_32_4_4 = 3, 1  # BlockWise1x32 (MXFP8's e8m0 scales) and the blocked layout (torch's to_blocked)
 
 
 def is_scaled_mm(n: fx.Node) -> bool:
@@ -66,16 +68,20 @@ def _bind(root: fx.Node) -> Dict[str, object]:
     if root.target is not aten._scaled_mm.default:
         for x in ("a", "b"):
             scales, recipe = got.get("scale_" + x) or [], [int(r) for r in (got.get("recipe_" + x) or [])]
-            if len(scales) != 1 or len(recipe) != 1 or recipe[0] not in _SCALINGS and recipe[0] != _BLOCKWISE[x == "b"]:
+            if len(scales) != 1 or len(recipe) != 1 or (recipe[0] not in _SCALINGS and recipe[0] != _MX
+                                                        and recipe[0] != _BLOCKWISE[x == "b"]):
                 raise _Reject(f"scale_{x} is {len(scales)} tensor(s) with recipe {recipe}: heddle.scaled_mm takes one "
-                              "TensorWise or RowWise scale per operand, or BlockWise1x128 for a with BlockWise128x128 "
-                              "for b (docs/fp8.md)")
-            if any(got.get("swizzle_" + x) or []):
-                raise _Reject(f"swizzle_{x} = {got['swizzle_' + x]}: heddle reads unswizzled scales")
+                              "TensorWise or RowWise scale per operand, BlockWise1x128 for a with BlockWise128x128 "
+                              "for b, or BlockWise1x32 (MX) for both (docs/fp8.md)")
+            swizzle = [int(z) for z in (got.get("swizzle_" + x) or [])]
+            if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] == _MX else swizzle and [0] * len(swizzle)):
+                raise _Reject(f"swizzle_{x} = {swizzle} with recipe {recipe}: heddle reads unswizzled scales, and MX "
+                              "(BlockWise1x32) scales in torch's blocked layout (SWIZZLE_32_4_4)")
             got["scale_" + x] = scales[0]
-        if (int(got["recipe_a"][0]) in _BLOCKWISE) != (int(got["recipe_b"][0]) in _BLOCKWISE):
-            raise _Reject(f"recipes {[int(got['recipe_a'][0]), int(got['recipe_b'][0])]}: block scales come in pairs "
-                          "(BlockWise1x128 for a, BlockWise128x128 for b)")
+        recipes = [int(got["recipe_a"][0]), int(got["recipe_b"][0])]
+        if (recipes[0] in _BLOCKWISE) != (recipes[1] in _BLOCKWISE) or (recipes[0] == _MX) != (recipes[1] == _MX):
+            raise _Reject(f"recipes {recipes}: block scales come in pairs (BlockWise1x128 for a, BlockWise128x128 "
+                          "for b; BlockWise1x32 for both)")
         if list(got.get("contraction_dim") or []):
             raise _Reject(f"contraction_dim = {got['contraction_dim']}: heddle contracts a's columns with b's rows")
     got.setdefault("use_fast_accum", False)
@@ -138,9 +144,9 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  out_scale=p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
-    if spec.mx:  # heddle.scaled_mm takes them eagerly; the graph rewrite (_steps) has no view of the blocked bytes
-        raise _Reject("MX scales (e8m0, blocked): the capture of an MX _scaled_mm is not built; torch's _scaled_mm "
-                      "runs it (heddle.scaled_mm takes the same arguments eagerly)")
+    if spec.mx and p.target is not None and not _C.target_info(p.target)["tcgen05"]:
+        raise _Reject(f"MX scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma (kind::mxf8f6f4); target "
+                      f"{p.target} has none, so torch's _scaled_mm runs it")
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
         raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
                       f"target {p.target} has none, so torch's _scaled_mm runs it")
@@ -207,9 +213,11 @@ def _steps(i: int, src, want, spec):
     the op's operand `want` (scaled_mm.scaled_spec's): b^T; a one-element scale viewed as [1]; 128-block scales:
     scale_a as it is (the op brings it M-major, the layout of its TMA map, copying only where it is not: torch's
     BlockWise1x128 scale_a already is), scale_b's padded rows (_scaled_mm_v2: a multiple of 4) sliced off,
-    transposed and made contiguous."""
+    transposed and made contiguous; MX scales (e8m0, torch's blocked bytes) viewed 2-D."""
     if i == 0:
         return [(aten.permute.default, ([1, 0],), {})]
+    if spec.mx:  # the blocked bytes (contiguous: scaled_spec checked) as [round_up(rows, 128), round_up(K/32, 4)]
+        return [(aten.view.default, ([-1, want.shape[1]],), {})]
     if not spec.block:
         return [] if tuple(want.shape) == tuple(src.shape) else [(aten.view.default, ([1],), {})]
     if i == 1:
