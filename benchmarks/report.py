@@ -395,11 +395,12 @@ def fp8_table(doc: dict) -> str:
     """FP8 GEMMs (issue 32): heddle.scaled_mm against torch._scaled_mm (cuBLASLt), and the fused dequantize +
     bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, and the block-scaled
     heddle.scaled_mm against torch's blockwise _scaled_mm (a skipped peer where torch has none) on its own shapes
-    (fp8_block) and on DeepGEMM's test shapes (fp8_deepgemm), from the same run; a DeepGEMM column where the run
+    (fp8_block) and on DeepGEMM's test shapes (fp8_deepgemm), the decode shape's schedule neighbours against
+    cuBLASLt (fp8_decode_variants), from the same run; a DeepGEMM column where the run
     has deep_gemm records (measured, or skipped with the reason)."""
     cases = _by_case(doc["records"])
     peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise",
-             "fp8_deepgemm": "torch_blockwise"}
+             "fp8_deepgemm": "torch_blockwise", "fp8_decode_variants": "cublaslt"}
     keys = [k for k in cases if k[0] in peers]
     if not keys:
         return ""
@@ -413,7 +414,8 @@ def fp8_table(doc: dict) -> str:
         peer_name = peers[k[0]]
         p, d = im.get(peer_name), im.get("deep_gemm")
         # heddle's own call, then any hand-scheduled variant timed in the same case (heddle_<variant>: e.g. the
-        # quantizing epilogue's direct and TMA store, tools/window/bench_fp8_variants.py quant_store_impls)
+        # quantizing epilogue's direct and TMA store, tools/window/bench_fp8_variants.py quant_store_impls; the
+        # decode shape's split / tile / stream-K neighbours, decode_variants)
         for name in ["heddle"] + [n for n in im if n.startswith("heddle_")]:
             h = im.get(name)
             if name != "heddle" and h is None:

@@ -172,6 +172,17 @@ def test_fp8_table_and_targets():
     assert cells[7:9] == ["160 us", "0.80x"]
     old = next(line for line in t.splitlines() if line.startswith("| 4096x7168x2048-1x128_128x128 |"))
     assert old.endswith("| – | – | – |  |")  # no ratio to torch (skipped), no DeepGEMM record in that case
+    # the decode shape's schedule neighbours (suite fp8_decode_variants) against cuBLASLt in the same run; the suite
+    # is not the per-tensor target's (M = 16)
+    case = "fp8_decode_variants-16x4096x4096-tensor"
+    doc["records"] += [rec("fp8_decode_variants", case, "e4m3", "heddle", 16, 4096, 4096, 0.0134, scaling="tensor"),
+                       rec("fp8_decode_variants", case, "e4m3", "cublaslt", 16, 4096, 4096, 0.00724),
+                       rec("fp8_decode_variants", case, "e4m3", "heddle_64x64_sk4", 16, 4096, 4096, 0.00905,
+                           scaling="tensor", config="heddle_mm_sk4")]
+    t = report.fp8_table(doc)
+    assert "| 16x4096x4096-tensor (64x64_sk4) | tensor | 9.05 us | cublaslt | 7.24 us |" in t and "0.80x" in t
+    assert "| 16x4096x4096-tensor | tensor | 13.4 us | cublaslt | 7.24 us |" in t and "0.54x" in t
+    assert "worst 1.10x" in report.targets(doc, None)
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
     assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted
     assert "worst 1.20x | met |" in lines["FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops"]

@@ -15,7 +15,14 @@ without spills since promote() loads scale_b once per block, docs/fp8.md "Block 
 third window timed the unscaled product at 200 us on 128 x 64 and 145 us on 128 x 128; if the block kernel
 gains as much, the automatic schedule should take bn = 128.
 
-Every variant is validated on a check set whose scales are all 1 (so that the unscaled kernels compute the
+The FP8 decode question (issue 32, suite `fp8_decode_variants`): at M = 16, N = K = 4096 per tensor the third window
+timed heddle.scaled_mm at 13.4 us against cuBLASLt's 7.24 us (0.54x), while reading the 16 MiB weight once takes
+~4 us at the measured copy bandwidth. The automatic schedule is a 64 x 128 x 128 tile with split_k(4) (128 CTAs of 8
+k tiles each) on the non-specialized TMA + wgmma kernel. decode_variants times the neighbours one knob at a time --
+the split count, a narrower n tile (more CTAs, fewer bytes each), the ring depth, stream-K, no k sharing -- beside
+cuBLASLt in the same run, so one window says which knob the cost model (schedule/k_share.cpp) should move.
+
+Every block variant is validated on a check set whose scales are all 1 (so that the unscaled kernels compute the
 same product; the block kernel's scale handling is validated by the fp8_block suite and the sm90_fp8_block
 family), then timed on the rotated sets with real scales (the unscaled kernels ignore them).
 """
@@ -119,3 +126,70 @@ def quant_store_impls(run, n, k):
         else:
             impls[label] = (lambda kk: (lambda a, b, sa, sb, bias: kk(a, b.t(), sa, sb, bias)))(kern)
     return impls, info
+
+
+_ROLES = {"load": {"warps": 1, "registers": 40}, "mma": {"warpgroups": 1, "registers": 232}}
+
+
+def _decode_fusion(n, k, target, m, sms, bn=None, split=0, stream=0, stages=4, prefetch=2):
+    """e4m3 x e4m3 with per-tensor f32 scales -> bf16, heddle.scaled_mm's per-tensor fusion: the automatic
+    schedule (bn None), or the non-specialized TMA + wgmma kernel on a 64 x bn x 128 tile with `stages` and
+    split_k(split) / stream_k(stream) (neither: one CTA per tile); stream-K on the warp-specialized persistent
+    kernel (a load warp and one MMA warpgroup), where it runs (split-K runs on the kernel without roles)."""
+    from support.wgmma_defs import schedule_sm90
+    fd = heddle.Fusion()
+    a, b = fd.input("a", "e4m3", ["M", k]), fd.input("b", "e4m3", [n, k])
+    sa, sb = fd.input("scale_a", "f32", [1]), fd.input("scale_b", "f32", [1])
+    fd.output((fd.matmul(a, b, trans_b=True) * sa * sb).to("bf16"))
+    if bn is None:
+        fd.auto_schedule(target, m, n, k, sms=sms)
+        return fd
+    mm = schedule_sm90(fd, a, b, bm=64, bn=bn, bk=128, wgs=1, stages=stages, prefetch=prefetch,
+                       roles=_ROLES if stream else None)
+    if split:
+        mm.split_k(split)
+    if stream:
+        mm.stream_k(stream)
+    return fd
+
+
+def decode_variants(sms):
+    """(label, fusion-maker keywords) in the order they are timed, one knob each (the automatic schedule is
+    heddle.scaled_mm's own call, impl `heddle`)."""
+    return [("64x128_sk4", dict(bn=128, split=4)), ("64x128_sk8", dict(bn=128, split=8)),
+            ("64x128_sk2", dict(bn=128, split=2)), ("64x64_sk4", dict(bn=64, split=4)),
+            ("64x64_sk2", dict(bn=64, split=2)), ("64x128_s6_sk4", dict(bn=128, split=4, stages=6, prefetch=4)),
+            ("64x128_ws_streamk", dict(bn=128, stream=sms)),
+            ("64x64_ws_streamk", dict(bn=64, stream=sms)), ("64x128_none", dict(bn=128)),
+            ("64x64_none", dict(bn=64))]
+
+
+def fp8_decode_variant_case(run, m, n, k, fp8_sets, sms):
+    """fp8_sets(run, m, n, k, "tensor") -> (sets, check) in bench_quick's fp8 layout (a [M, K], b [K, N]
+    column-major, scale_a [1], scale_b [1]); cuBLASLt's _scaled_mm timed in the same run."""
+    target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
+    sets, check = fp8_sets(run, m, n, k, "tensor")
+    a, b, sa, sb = check
+    ref = (a.float() * sa) @ (b.float() * sb)
+    rec = {"suite": "fp8_decode_variants", "case": f"fp8_decode_variants-{m}x{n}x{k}-tensor", "dtype": "e4m3",
+           "B": 1, "M": m, "N": n, "K": k, "layout": "NT", "epilogue": None, "scaling": "tensor"}
+    impls = {"heddle": lambda a, b, sa, sb: heddle.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+             "cublaslt": lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)}
+    if run.dry:  # no device: torch's CPU op stands in for the peer
+        impls["cublaslt"] = lambda a, b, sa, sb: ((a.float() * sa) @ (b.float() * sb)).to(torch.bfloat16)
+    info = {}
+    for label, kw in decode_variants(sms):
+        try:
+            fd = _decode_fusion(n, k, target, m, sms, **kw)
+            kern = heddle.Kernel.build(fd, target, rtc=not run.dry)
+            info["heddle_" + label] = {"config": kern.name, "smem": kern.lowered.smem_bytes,
+                                       "registers": kern.stats.registers if kern.binary else None}
+            if run.dry:
+                impls["heddle_" + label] = (lambda f: (lambda a, b, sa, sb: heddle.reference.evaluate(
+                    f, [a, b.t(), sa, sb], torch.float32)))(fd)
+            else:
+                impls["heddle_" + label] = (lambda kk: (lambda a, b, sa, sb: kk(a, b.t(), sa, sb)))(kern)
+        except Exception as e:  # noqa: BLE001 - the variant does not build: recorded, the others still run
+            run.write({**rec, "impl": "heddle_" + label, "status": "error",
+                       "reason": f"{type(e).__name__}: {str(e)[:600]}"})
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)

@@ -521,7 +521,9 @@ def plan(dry):
     fp8 = [(16, 4096, 4096), (4096, 4096, 4096), (4096, 14336, 4096)]
     # block-scaled (DeepGEMM's scales) on DeepSeek-V3-sized shapes: N = 7168, its hidden size
     fp8_block = [(128, 7168, 2048), (4096, 7168, 2048)]
+    fp8_decode = [(16, 4096, 4096)]  # the decode variants (bench_fp8_variants.decode_variants)
     if dry:
+        fp8_decode = [(16, 128, 1024)]  # 8 k tiles of 128: every split count builds
         llm = [(16, 64, 64)]
         fp8 = [(16, 64, 64), (64, 64, 128)]
         fp8_block = [(48, 144, 320)]
@@ -544,6 +546,9 @@ def plan(dry):
             + [(8, f"fp8 block variants {m}x{n}x{k}",
                 (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_block_variant_case(
                     r, mm, nn, kk, _fp8_block_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_block[-1:]]
+            + [(6, f"fp8 decode variants {m}x{n}x{k}",
+                (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_decode_variant_case(
+                    r, mm, nn, kk, _fp8_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_decode]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
