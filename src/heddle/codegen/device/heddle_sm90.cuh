@@ -547,14 +547,23 @@ struct MmaSm90 {
   // each element picking its block by selects. A load per
   // element under its own `col < N` branch serialised 32 global-load latencies per promotion: 2.3x the
   // unscaled kernel's time at the same tile (the third GPU window, H200, docs/perf.md).
+  // The loads of the next interval's scale_b (k-block kb + 1 of the same column blocks) are issued at the end of
+  // this promotion into sb_next, keyed by (column block, k-block), so their latency hides behind the next
+  // interval's wgmma instead of following its wait<0> (DeepGEMM's sm90 kernel likewise reads its scales before
+  // the wgmma wait). scale_b depends only on the key, so a matching key is the right value; the first promotion
+  // of an accumulation (first = 1) always loads, so the key is never read before this thread wrote it.
+  enum : int { NBLK = 128 % BN == 0 ? 1 : (BN + 127) / 128 + 1 };  // scale_b column blocks a tile can touch
+  float sb_next[NBLK];
+  int sb_key;
   __device__ __forceinline__ void promote(const MmaSm90& t, const float* sa, const float* __restrict__ sb,
                                           int M, int N, int kblocks, int m0, int n0, int kb, int first, int warp,
                                           int lane) {
-    enum : int { NBLK = 128 % BN == 0 ? 1 : (BN + 127) / 128 + 1 };
-    const int b0 = n0 / 128, blast = (N - 1) / 128;
+    const int b0 = n0 / 128, blast = (N - 1) / 128, key = b0 * kblocks + kb;
+    const bool have = !first && key == sb_key;  // warp-uniform: prefetched by this thread's previous promotion
     float sbv[NBLK];
 #pragma unroll
-    for (int j = 0; j < NBLK; ++j) sbv[j] = sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb];
+    for (int j = 0; j < NBLK; ++j)
+      sbv[j] = have ? sb_next[j] : sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb];
 #pragma unroll
     for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
@@ -575,6 +584,11 @@ struct MmaSm90 {
             d = (first ? 0.f : d) + t.acc[fm][fn][2 * h + c] * s;
           }
       }
+    if (kb + 1 < kblocks) {  // the next interval's values, in flight during its wgmma
+#pragma unroll
+      for (int j = 0; j < NBLK; ++j) sb_next[j] = sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb + 1];
+      sb_key = key + 1;
+    }
   }
 
   __host__ __device__ __forceinline__ static int row_of(int warp, int lane, int fm, int r) {
