@@ -58,6 +58,20 @@ def scheduled_sm100(n=200, k=80, bn=128, bk=64, stages=2, **kw):
     return fd
 
 
+# the quantize source mutants that apply on the sm_100a tcgen05 kernels (quant_shuffle: no shuffle there)
+QUANT_KINDS_SM100 = ("quant_mask", "quant_group", "quant_divisor")
+
+
+def interpreted_sm100(fd, ins):
+    """fd built for sm_100a (no NVRTC) and its printed kernel interpreted on `ins` over 2 CTAs, clean (no finding);
+    the numbers are the caller's (dequantized_against_float64). (kernel, result)."""
+    from heddle.interpret import interpret
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    r = interpret(k, *ins, sms=2, reference=False)
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    return k, r
+
+
 def tensors(fd, M, seed=0):
     """fd's inputs (support.fp8_defs.inputs) with the last column set up so that a column past N would show:
     a large bias under a negative column scale, so most rows' real value there is small while a column past
