@@ -50,6 +50,15 @@ def test_mx_kernel_compiles_clean(fa, fb, bn, stages, acc, out):
     check_kernel(fd.lower("sm_100a"), bn)
 
 
+@pytest.mark.parametrize("bn,stages,residual,tma", [(256, 4, False, "bias"), (128, 4, True, "res")])
+def test_mx_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stages, residual, tma):
+    # the operand's producer role on warp 2 and its ring beside the scale chunks' operand ring
+    from support.mx_defs import build_mx
+    low = build_mx("e4m3", "e4m3", n=4096, k=4096, bn=bn, stages=stages, residual=residual, tma=tma).lower("sm_100a")
+    r = check_kernel(low, bn)
+    assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the epilogue operand
+
+
 def test_mx_kernel_auto_schedule_compiles():
     from support.mx_defs import build_mx
     low = build_mx("e4m3", "e5m2", n=4096, k=4096, epilogue="bias", auto=True).lower("sm_100a")
