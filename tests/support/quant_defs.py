@@ -99,6 +99,26 @@ def dequantized_against_float64(fd, ins, out, fmt, group):
     assert q.double().abs().max() <= FMAX[fmt]
 
 
+def out_scale_against_float64(q, s, y, dt, out_scale):
+    """heddle.scaled_mm's (q, s) of out_scale="1x128" | "row" (torch dtype dt) against y, the float64 value it
+    quantizes: s = max(amax of y per row and 128 columns (or per row), 1e-4) / F up to f32 rounding, q * s within one
+    step of the format."""
+    import torch.nn.functional as F
+    fmt = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}[dt]
+    m, n = y.shape
+    g = n if out_scale == "row" else 128
+    assert q.dtype == dt and q.shape == (m, n)
+    assert s.dtype == torch.float32 and s.shape == ((m, 1) if out_scale == "row" else (m, -(-n // 128)))
+    s_ref = F.pad(y, (0, -n % g)).view(m, -1, g).abs().amax(dim=-1).clamp(min=1e-4) / FMAX[fmt]
+    # s comes from f32 epilogue values: equal to float64's up to f32 rounding
+    assert torch.allclose(s.double(), s_ref, rtol=2 ** -14, atol=0), (s.double() - s_ref).abs().max()
+    per_col = s.double().repeat_interleave(g, dim=1)[:, :n]
+    err = (q.double() * per_col - y).abs()
+    step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
+    assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -6), err.max()
+    assert q.double().abs().max() <= FMAX[fmt]
+
+
 def assert_quant_mutants_caught(k, ins, kinds, present):
     """The source mutants of kernel k of `kinds` (the kinds that find something to mutate: exactly `present`) are
     each caught by the interpreter's own check against float64 (e4m3: q within one step) on inputs `ins`."""
