@@ -8,21 +8,18 @@ mutants that apply (mask, group, divisor) are caught."""
 import pytest
 
 import heddle
-from heddle.interpret import interpret
 from support.interp_defs import needs_cxx
-from support.quant_defs import (assert_quant_mutants_caught, bare_quant, dequantized_against_float64, quant_fusion,
-                                scheduled_sm100, tensors)
+from support.quant_defs import (QUANT_KINDS_SM100, assert_quant_mutants_caught, bare_quant, dequantized_against_float64,
+                                interpreted_sm100, quant_fusion, scheduled_sm100, tensors)
 from support.tcgen05_defs import build_fp8, roles
 from support.wgmma_defs import schedule_sm90
 
-QUANT_KINDS = ("quant_mask", "quant_group", "quant_divisor")  # quant_shuffle: no shuffle on this kernel
+QUANT_KINDS = QUANT_KINDS_SM100
 
 
 def check(fd, M, seed=0):
-    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
     ins = tensors(fd, M, seed)
-    r = interpret(k, *ins, sms=2, reference=False)  # numbers: dequantized_against_float64
-    assert r.ok, f"{k.name}:\n{r.report()}"
+    k, r = interpreted_sm100(fd, ins)  # numbers: dequantized_against_float64
     return k, ins, r
 
 

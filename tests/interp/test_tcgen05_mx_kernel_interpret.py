@@ -51,6 +51,36 @@ def test_mx_kernel_runs_with_right_numbers(fa, fb, bn, stages, acc, M, N, K, out
     check(fd, interpret(k, *ts, sms=2, reference=False), ts, out)
 
 
+@pytest.mark.parametrize("fa,fb,bn,stages,M,N,K,epi,residual,tma", [
+    # the bias cached with tma_load: its producer role (warp 2) and ring beside the operand ring that carries the
+    # scale chunks; 2 x 2 tiles over 2 CTAs (every ring wraps), K = 320: 2.5 k tiles
+    ("e4m3", "e4m3", 128, 2, 130, 200, 320, "bias_gelu", False, "bias"),
+    # a residual [M, N] through TMA (a 128 x 128 box a tile; ragged M and N -- a multiple of 8: 16-byte rows -- read
+    # past them as zero fill), 3 operand stages
+    pytest.param("e5m2", "e4m3", 128, 3, 100, 296, 416, "bias", True, "res", marks=pytest.mark.slow),
+    # the bias ring with a 256-wide tile whose second 128 rows of B start past N (B's chunk zero fill)
+    pytest.param("e4m3", "e5m2", 256, 2, 77, 300, 384, "bias", False, "bias", marks=pytest.mark.slow),
+])
+def test_mx_kernel_with_a_tma_loaded_epilogue_operand(fa, fb, bn, stages, M, N, K, epi, residual, tma):
+    fd = build_mx(fa, fb, n=N, k=K, bn=bn, stages=stages, acc_stages=1, epilogue=epi, residual=residual, tma=tma)
+    k = kernel(fd, "sm_100a")
+    assert k.source.count("heddle::sm90::tma_load_box<3>(") == 2  # the scale chunks still ride the operand ring
+    assert f"&tmE, {'0' if tma == 'bias' else 'm0'}, n0, (fullE" in k.source  # the operand's own role and ring
+    assert f"RAW sE ({tma}) ({tma}_load -> epilogue)" in k.explain()
+    ts = mx_tensors(fd, M, seed=4)
+    check(fd, interpret(k, *ts, sms=2, reference=False), ts)
+
+
+@pytest.mark.slow
+def test_mx_kernel_with_a_tma_loaded_bias_sync_mutants_are_caught():
+    # one CTA walks three n tiles: the operand ring, the accumulator stage and the bias ring (2 stages, pre-arrived:
+    # only a third tile waits for a release) all wrap
+    fd = build_mx("e4m3", "e4m3", n=300, k=384, bn=128, stages=2, acc_stages=1, tma="bias")
+    res = mutation_kill_rate(kernel(fd, "sm_100a"), *mx_tensors(fd, 100, seed=3), sms=1)
+    assert {"delete_sync", "flip_parity", "drop_expect_tx", "shrink_expect_tx", "swap_stage"} <= set(res["by_kind"])
+    assert not res["survivors"], res["survivors"]
+
+
 @pytest.mark.slow
 def test_mx_kernel_auto_schedule_runs_with_right_numbers():
     fd = build_mx("e4m3", "e4m3", n=512, k=256, auto=True)

@@ -1,7 +1,8 @@
 """NVRTC compile check of the block-scaled tcgen05 primitives (heddle_sm100.cuh MmaSm100Mx, MXFP8, and
 MmaSm100Nvf4, NVFP4; docs/fp8.md "MX formats") in the probe kernel of tests/support/mx_defs.py: sm_100a, no spills,
 the PTX issues one tcgen05.cp 32x128b.warpx4 per scale chunk and the block-scaled MMA of its kind (never the plain
-kinds)."""
+kinds); the fused MXFP8 kernel, also with its output quantized by a computed scale (heddle.ops.quantize; docs/fp8.md
+"Computed output scales")."""
 import pytest
 
 from support.env import requires_nvrtc, rt
@@ -49,8 +50,30 @@ def test_mx_kernel_compiles_clean(fa, fb, bn, stages, acc, out):
     check_kernel(fd.lower("sm_100a"), bn)
 
 
+@pytest.mark.parametrize("bn,stages,residual,tma", [(256, 4, False, "bias"), (128, 4, True, "res")])
+def test_mx_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stages, residual, tma):
+    # the operand's producer role on warp 2 and its ring beside the scale chunks' operand ring
+    from support.mx_defs import build_mx
+    low = build_mx("e4m3", "e4m3", n=4096, k=4096, bn=bn, stages=stages, residual=residual, tma=tma).lower("sm_100a")
+    r = check_kernel(low, bn)
+    assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the epilogue operand
+
+
 def test_mx_kernel_auto_schedule_compiles():
     from support.mx_defs import build_mx
     low = build_mx("e4m3", "e5m2", n=4096, k=4096, epilogue="bias", auto=True).lower("sm_100a")
     assert low.tile["bn"] == 256 and low.tile["bk"] == 128
     check_kernel(low, 256)
+
+
+@pytest.mark.parametrize("fa,fb,bn,stages,acc,fmt,group", [
+    ("e4m3", "e4m3", 128, 6, 2, "e4m3", 128),
+    ("e5m2", "e4m3", 256, 4, 1, "e5m2", 128),
+    ("e4m3", "e4m3", 128, 6, 2, "e4m3", "row"),
+])
+def test_mx_kernel_with_a_computed_output_scale_compiles_clean(fa, fb, bn, stages, acc, fmt, group):
+    from support.mx_defs import build_mx
+    n = 4096 if group == 128 else 128
+    low = build_mx(fa, fb, n=n, k=4096, bn=bn, stages=stages, acc_stages=acc, quant=(fmt, group)).lower("sm_100a")
+    r = check_kernel(low, bn)  # no spills or stack frame, the block-scaled MMAs, copies and chunk loads
+    assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx

@@ -91,9 +91,21 @@ def test_what_the_kernel_does_not_build_is_refused_by_name():
     assert "the sm_100a tcgen05 kernel does not take clusters" in lower_error(fd)
 
 
-def test_a_tma_loaded_bias_is_refused_by_name():
+def test_a_tma_loaded_bias_gets_its_producer_role_and_ring():
+    # the bias / residual producer role (warp 2) and its ring sit beside the operand ring that carries the chunks
     from support.mx_defs import build_mx
-    fd = build_mx("e4m3", "e4m3", n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias")
-    fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load")
-    assert "cache_after(bias, 'tma_load'): mx32-scaled matmul T4 is lowered with epilogue operands read per " \
-           "element" in lower_error(fd)
+    low = build_mx("e4m3", "e4m3", n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias",
+                   tma="bias").lower("sm_100a")
+    assert "tmE" in low.source and "tmSFA" in low.source and "tmSFB" in low.source
+    assert "ring sA, sB, sSFA, sSFB: 2 stages" in low.sync_summary
+    assert "bias ring sE: 2 stage(s), TMA by role 'bias_load' (warp 2) -> epilogue" in low.sync_summary
+
+
+def test_a_tma_loaded_residual_that_does_not_fit_names_the_buffers():
+    # 2 x 50688 bytes of operand stages (A, B and the scale chunks of a 128 x 256 x 128 tile) and a 2-stage ring of
+    # 128 x 256 bf16 residual tiles pass sm_100a's 232448 bytes: the error lists the buffers, sE among them
+    from support.mx_defs import build_mx
+    fd = build_mx("e4m3", "e4m3", n=512, k=256, bn=256, stages=2, acc_stages=1, epilogue="bias", residual=True,
+                  tma="res")
+    err = lower_error(fd)
+    assert "shared memory: the kernel needs" in err and "sE: 131072 bytes" in err and "sSFB: 2048 bytes" in err

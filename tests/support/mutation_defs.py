@@ -71,6 +71,10 @@ FAMILIES = {
     # one CTA walks both n tiles (sms 1): the 2-stage ring and the one accumulator stage wrap; K = 384, 3 k tiles
     "sm100_mxfp8": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1), "sm_100a",
                     100, 1, "sm_100a MXFP8: scale chunks in the operand ring, tcgen05.cp + block-scaled tcgen05.mma"),
+    # the same kernel with its output quantized (q e4m3, s per row and 128 columns): the tcgen05 amax epilogue
+    "sm100_mxfp8_amax": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1,
+                                                  quant=("e4m3", 128)), "sm_100a", 100, 1,
+                         "sm_100a MXFP8, output quantized with a computed scale per row and 128 columns"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
@@ -99,6 +103,8 @@ def family_kernel(name):
         return kernel(fd, target), grouped_defs.masked_inputs(fd, grouped_defs.MASKED["clamped"], seed=1), sms
     if name == "sm90_fp8_amax":  # a last column whose clamped copies past N would dominate the amax
         return kernel(fd, target), quant_defs.tensors(fd, M, seed=1), sms
+    if name == "sm100_mxfp8_amax":  # likewise, through B's scales and the bias (mx_defs.mx_quant_tensors)
+        return kernel(fd, target), mx_defs.mx_quant_tensors(fd, M, seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
@@ -269,3 +275,5 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
     ],
 }
+# the MXFP8 kernel's equivalents, the same with its output quantized: the quantize epilogue's kinds are all killed
+KNOWN_SURVIVORS["sm100_mxfp8_amax"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])

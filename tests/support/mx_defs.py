@@ -217,11 +217,14 @@ def nv_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype=
 
 
 def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16",
-             auto=False):
+             auto=False, quant=None, residual=False, tma=None):
     """The fused MXFP8 kernel's fusion (lower/passes/mx_scale_ring.cpp, tcgen05_specialize): a [M, k] fa @ b [n, k]
     fb (trans_b) with e8m0 scales in torch's blocked layout, then the epilogue ("bias_gelu": gelu(y + bias bf16
     [n]); "bias": y + bias; None: y) cast to `out`; scheduled on the TMA + tcgen05 roles at 128 x bn x 128 with
-    `stages` operand stages and `acc_stages` accumulator stages (auto: Fusion.auto_schedule('sm_100a'))."""
+    `stages` operand stages and `acc_stages` accumulator stages (auto: Fusion.auto_schedule('sm_100a')).
+    quant=(fmt, group): instead of the cast, heddle.ops.quantize(y, fmt, group) with outputs q, then s (docs/fp8.md
+    "Computed output scales"). residual: + res bf16 [M, n] after the bias. tma="bias" | "res": that epilogue operand
+    cached with tma_load (its producer role on warp 2 and a ring of 2 stages, docs/blackwell.md)."""
     import heddle
     from support.tcgen05_defs import roles
     from support.wgmma_defs import schedule_sm90
@@ -232,15 +235,26 @@ def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1,
     sa = fd.input("sa", "e8m0", ["MP", kp])
     sb = fd.input("sb", "e8m0", [-(-n // 128) * 128, kp])
     y = fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="mx32")
+    extra = {}
     if epilogue:
-        y = y + fd.input("bias", "bf16", [n])
+        extra["bias"] = fd.input("bias", "bf16", [n])
+        y = y + extra["bias"]
+    if residual:
+        extra["res"] = fd.input("res", "bf16", ["M", n])
+        y = y + extra["res"]
     if epilogue == "bias_gelu":
         y = heddle.ops.gelu(y)
-    fd.output(y.to(out))
+    if quant:
+        for t in heddle.ops.quantize(y, quant[0], group=quant[1]):
+            fd.output(t)
+    else:
+        fd.output(y.to(out))
     if auto:
         fd.auto_schedule("sm_100a")
     else:
         schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=stages, roles=roles(acc_stages))
+    if tma:
+        fd.cache_after(extra[tma], "tma_load").circular_buffer(2)
     return fd
 
 
@@ -262,7 +276,32 @@ def mx_tensors(fd, M, seed=0, codes=(120, 135)):
     out = [a, b, scales(M), scales(N)]
     if "bias" in ins:
         out.append(torch.randn(N, generator=g).to(torch.bfloat16))
+    if "res" in ins:
+        out.append(torch.randn(M, N, generator=g).to(torch.bfloat16))
     return out
 
 
 FMT_NAME = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+
+
+def mx_quant_tensors(fd, M, seed=0):
+    """mx_tensors for build_mx(..., quant=...) with the last column set up so that a column past N would show in a
+    group's amax (the quantize epilogue's mask, docs/fp8.md "Computed output scales"): small scales (codes 118 ..
+    121) everywhere but B's last row (code 133: 2^6), and a bias of 48 there. A column past N reads B's zero fill
+    (acc 0) and the clamped bias: y = gelu(48) = 48, above every real value of the group but the last column's,
+    which is gelu(acc + 48) with |acc| >> 48: near 0 on the rows where acc < -48."""
+    g = torch.Generator().manual_seed(seed)
+    ins = {t.name: t for t in fd.inputs}
+    K, N = ins["a"].shape[1], ins["b"].shape[0]
+    a = (torch.randn(M, K, generator=g) * 2).to(getattr(torch, FMT_NAME[ins["a"].dtype]))
+    b = (torch.randn(N, K, generator=g) * 2).to(getattr(torch, FMT_NAME[ins["b"].dtype]))
+
+    def blocked(c):
+        return to_blocked(c).contiguous().view(-1, -(-K // 128) * 4).view(torch.float8_e8m0fnu)
+
+    ca = torch.randint(118, 122, (M, K // 32), generator=g, dtype=torch.uint8)
+    cb = torch.randint(118, 122, (N, K // 32), generator=g, dtype=torch.uint8)
+    cb[N - 1] = 133
+    bias = (torch.randn(N, generator=g) * 0.1).to(torch.bfloat16)
+    bias[N - 1] = 48.0
+    return [a, b, blocked(ca), blocked(cb), bias]

@@ -58,6 +58,20 @@ def scheduled_sm100(n=200, k=80, bn=128, bk=64, stages=2, **kw):
     return fd
 
 
+# the quantize source mutants that apply on the sm_100a tcgen05 kernels (quant_shuffle: no shuffle there)
+QUANT_KINDS_SM100 = ("quant_mask", "quant_group", "quant_divisor")
+
+
+def interpreted_sm100(fd, ins):
+    """fd built for sm_100a (no NVRTC) and its printed kernel interpreted on `ins` over 2 CTAs, clean (no finding);
+    the numbers are the caller's (dequantized_against_float64). (kernel, result)."""
+    from heddle.interpret import interpret
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    r = interpret(k, *ins, sms=2, reference=False)
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    return k, r
+
+
 def tensors(fd, M, seed=0):
     """fd's inputs (support.fp8_defs.inputs) with the last column set up so that a column past N would show:
     a large bias under a negative column scale, so most rows' real value there is small while a column past
@@ -82,6 +96,26 @@ def dequantized_against_float64(fd, ins, out, fmt, group):
     err = (q.double() * per_col - y).abs()
     step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
     assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -8), err.max()
+    assert q.double().abs().max() <= FMAX[fmt]
+
+
+def out_scale_against_float64(q, s, y, dt, out_scale):
+    """heddle.scaled_mm's (q, s) of out_scale="1x128" | "row" (torch dtype dt) against y, the float64 value it
+    quantizes: s = max(amax of y per row and 128 columns (or per row), 1e-4) / F up to f32 rounding, q * s within one
+    step of the format."""
+    import torch.nn.functional as F
+    fmt = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}[dt]
+    m, n = y.shape
+    g = n if out_scale == "row" else 128
+    assert q.dtype == dt and q.shape == (m, n)
+    assert s.dtype == torch.float32 and s.shape == ((m, 1) if out_scale == "row" else (m, -(-n // 128)))
+    s_ref = F.pad(y, (0, -n % g)).view(m, -1, g).abs().amax(dim=-1).clamp(min=1e-4) / FMAX[fmt]
+    # s comes from f32 epilogue values: equal to float64's up to f32 rounding
+    assert torch.allclose(s.double(), s_ref, rtol=2 ** -14, atol=0), (s.double() - s_ref).abs().max()
+    per_col = s.double().repeat_interleave(g, dim=1)[:, :n]
+    err = (q.double() * per_col - y).abs()
+    step = 2.0 ** -3 if fmt == "e4m3" else 2.0 ** -2  # one step of the format, relative (a rounding tie apart)
+    assert torch.all(err <= y.abs() * step + per_col * 2.0 ** -6), err.max()
     assert q.double().abs().max() <= FMAX[fmt]
 
 

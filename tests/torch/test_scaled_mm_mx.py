@@ -16,6 +16,7 @@ from heddle.pytorch import scaled_mm as smm
 from support.interp_defs import needs_cxx
 from support.dynamo_defs import scaled_decision
 from support.mx_defs import to_blocked
+from support.quant_defs import out_scale_against_float64
 
 E4M3, E5M2, E8M0 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu
 
@@ -76,8 +77,8 @@ def test_mx_op_name_decode_and_fake():
     (dict(k=80), "K=80 is not a multiple of 32; an MXFP8 scale covers 32 elements of K"),
     (dict(sb=torch.ones(1)), "'scale_a' is torch.float8_e8m0fnu (MX scales) but 'scale_b' is torch.float32"),
     (dict(sa=torch.zeros(100, dtype=torch.uint8).view(E8M0)), "'scale_a' has 100 e8m0 scales ([100]); MX scales"),
-    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with MX scales is not built"),
-    (dict(out_dtype=E4M3, out_scale="1x128"), "out_scale='1x128' with MX scales is not built"),
+    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with MX scales is not built without out_scale"),
+    (dict(out_scale="1x128"), "out_scale='1x128' quantizes the output with a computed scale, which needs an 8-bit"),
 ])
 def test_mx_errors_name_the_argument(kw, msg):
     k = kw.pop("k", 64)
@@ -172,3 +173,27 @@ def test_capture_refuses_mx_scales_without_the_blocked_swizzle():
         [int(SW.NO_SWIZZLE)], None, torch.bfloat16))
     d, _ = scaled_decision(gm, "sm_100a", "_scaled_mm_v2")
     assert d.status == "not fused" and "SWIZZLE_32_4_4" in d.reason, d.reason
+
+
+@pytest.mark.parametrize("dt,out_scale,n", [(E4M3, "1x128", 272), (E5M2, "row", 48)])
+def test_mx_out_scale_on_the_cpu_path(dt, out_scale, n):
+    """An MXFP8 layer's output re-quantized (out_scale): (q, s) from the fusion evaluated with torch."""
+    a, b, ca, cb, sa, sb, bias = _operands(40, 96, n)
+    q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu", out_dtype=dt, out_scale=out_scale)
+    out_scale_against_float64(q, s, _reference(a, b, ca, cb, bias), dt, out_scale)
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=dt, activation="gelu", out_scale=out_scale)[0]
+    assert spec.mx and "_smx_" in spec.op_name() and smm.decode(spec.op_name()) == spec
+
+
+@needs_cxx
+def test_mx_out_scale_interpreted(monkeypatch):
+    """The printed sm_100a MXFP8 kernel with its quantize epilogue (the automatic 128 x 256 x 128 tile: two groups a
+    tile, N = 272 a last group of 16 columns), M = 100, K = 160, e4m3 x e5m2, interpreted on the CPU."""
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
+    a, b, ca, cb, sa, sb, bias = _operands(100, 160, 272, fb=E5M2, seed=2)
+    q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu", out_dtype=E4M3, out_scale="1x128")
+    out_scale_against_float64(q, s, _reference(a, b, ca, cb, bias), E4M3, "1x128")
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")[0]
+    ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
+    assert ks and all("MmaSm100Mx<" in k.source and "_q128_" in k.name for k in ks)

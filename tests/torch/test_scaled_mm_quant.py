@@ -11,10 +11,9 @@ import heddle
 from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
 from support.interp_defs import needs_cxx
+from support.quant_defs import out_scale_against_float64
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
-FMAX = {E4M3: 448.0, E5M2: 57344.0}
-STEP = {E4M3: 2.0 ** -3, E5M2: 2.0 ** -2}  # one step of the format, relative (a rounding tie apart)
 
 
 def _operands(m, k, n, seed=0):
@@ -26,25 +25,10 @@ def _operands(m, k, n, seed=0):
     return a, b, sa, sb, bias
 
 
-def _groups(n, out_scale):
-    return n if out_scale == "row" else 128
-
-
 def _check_quantized(q, s, a, b, sa, sb, bias, dt, out_scale):
     """q * s against gelu((a @ b) * sa * sb + bias) in float64; s against the amax definition in float64."""
     y = F.gelu((a.double() @ b.double()) * sa.double() * sb.double() + bias.double())
-    m, n = y.shape
-    g = _groups(n, out_scale)
-    assert q.dtype == dt and q.shape == (m, n)
-    assert s.dtype == torch.float32 and s.shape == ((m, 1) if out_scale == "row" else (m, -(-n // 128)))
-    yp = F.pad(y, (0, -n % g)).view(m, -1, g)
-    s_ref = yp.abs().amax(dim=-1).clamp(min=1e-4) / FMAX[dt]
-    # s comes from f32 epilogue values: equal to float64's up to f32 rounding
-    assert torch.allclose(s.double(), s_ref, rtol=2 ** -14, atol=0), (s.double() - s_ref).abs().max()
-    per_col = s.double().repeat_interleave(g, dim=1)[:, :n]
-    err = (q.double() * per_col - y).abs()
-    assert torch.all(err <= y.abs() * STEP[dt] + per_col * 2.0 ** -6), err.max()
-    assert q.double().abs().max() <= FMAX[dt]
+    out_scale_against_float64(q, s, y, dt, out_scale)
 
 
 @pytest.mark.parametrize("dt,out_scale,n", [(E4M3, "1x128", 272), (E5M2, "row", 48)])

@@ -11,7 +11,8 @@ sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit floa
 8-bit float with a computed output scale (out_scale="1x128" | "row": heddle.ops.quantize in the epilogue, the call
 returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). MX scales (MXFP8: scale_a and scale_b
 torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K/32, 4) bytes each, K a multiple of
-32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"). The layout and the alignment
+32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"; with an 8-bit out_dtype
+only with out_scale). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -376,7 +377,8 @@ def mx_columns(k: int) -> int:
 
 def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> bool:
     """True for MX scales (both torch.float8_e8m0fnu); InputError naming the scale or option for one e8m0 scale beside
-    another kind, a wrong element count, a strided scale, K not a multiple of 32, an 8-bit output or out_scale."""
+    another kind, a wrong element count, a strided scale, K not a multiple of 32, an 8-bit output without out_scale
+    (the sm_100a kernel stores 8 bits only as the q of a computed scale; out_scale's own rules: _check_out_scale)."""
     e8 = getattr(torch, "float8_e8m0fnu", None)
     is_a, is_b = scale_a.dtype == e8, scale_b.dtype == e8
     if not (is_a or is_b):
@@ -398,10 +400,11 @@ def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> boo
         if not s.is_contiguous():
             raise InputError(f"{_W}: '{name}' is not contiguous (strides {tuple(s.stride())}); pass the blocked "
                              "scales contiguous")
-    if out_scale is not None or out_dtype in FLOAT8:
-        what = f"out_scale={out_scale!r}" if out_scale is not None else f"out_dtype={out_dtype}"
-        raise InputError(f"{_W}: {what} with MX scales is not built (the sm_100a block-scaled kernel stores a bf16, "
-                         "f16 or f32 output); pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+    if out_scale is None and out_dtype in FLOAT8:
+        raise InputError(f"{_W}: out_dtype={out_dtype} with MX scales is not built without out_scale (the sm_100a "
+                         "block-scaled kernel stores an 8-bit output only as the q of a computed scale, docs/fp8.md "
+                         "\"Computed output scales\"); pass out_scale='1x128' or 'row', or out_dtype=torch.bfloat16, "
+                         "torch.float16 or torch.float32")
     return True
 
 

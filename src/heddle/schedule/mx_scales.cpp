@@ -22,7 +22,9 @@
 // overwrite columns whose MMAs the stage's commit -> empty -> full chain has retired. tcgen05.alloc takes a power
 // of two of columns in [32, 512] (PTX ISA "tcgen05.alloc": "The number of columns must be a power of 2", "within the
 // range [32, 512]"; the interpreter refuses other counts, interp/rt/hrt_ptx_tcgen05.h), counted with the
-// accumulators in validateRolesTcgen05 (mxScaleColumns).
+// accumulators in validateRolesTcgen05 (mxScaleColumns). A bias / residual cached with tma_load keeps its own producer
+// role (warp 2) and ring, an edge of the role graph apart from the operand ring that carries the chunks; its stages'
+// bytes count with the chunks' in the shared-memory budget.
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 
@@ -103,10 +105,6 @@ void validateMxTiling(const MatmulTiling& t) {
                         "addressed by the tile's 128-row block of the whole scale tensor); run the groups as "
                         "separate matmuls");
   // (split-K, stream-K, batched and the TMA-store epilogue: refused for every tcgen05 kernel, tcgen05_schedule.cpp)
-  if (!h.epiTma.empty())
-    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): ", what,
-                        " is lowered with epilogue operands read per element; the bias / residual producer role "
-                        "is not built with the scale chunks' ring: drop that cache");
 }
 
 }  // namespace heddle

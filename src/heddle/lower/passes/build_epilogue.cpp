@@ -59,10 +59,6 @@ void checkQuantSchedule(const LowerContext& c, const Expr* e) {
                         "(cooperative or ping-pong: cache A and B with tma_load and warp_specialize the "
                         "load and mma roles) and the sm_100a tcgen05 kernel only; target ",
                         c.target.name, " with this schedule has no such kernel");
-  if (rp.tcgen05 && t.mm->definition->scaleKind != ScaleKind::None)
-    fail<ScheduleError>(what,
-                        ": the block-scaled tcgen05 kernels (mx32 scales) are not lowered with a computed output "
-                        "scale; scale the operands per tensor or per row (f32 epilogue scales)");
   // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers.
   // On sm_90a the MMA warpgroups' TMA-store epilogue (epilogue_store("tma"), passes/tma_store_epilogue.cpp) takes
   // it: q through the staged chunks of 128 columns, s stored directly
