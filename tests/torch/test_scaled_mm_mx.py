@@ -197,3 +197,20 @@ def test_mx_out_scale_interpreted(monkeypatch):
     spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")[0]
     ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
     assert ks and all("MmaSm100Mx<" in k.source and "_q128_" in k.name for k in ks)
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_captures_mx_scaled_mm_with_its_quantize():
+    """An MXFP8 layer whose output is re-quantized per 1 x 128 in the graph (DeepGEMM's per_token_cast_to_fp8
+    pattern) becomes one op returning (q, s): checked against float64 (torch's CPU op has no MX scales)."""
+    a, b, ca, cb, sa, sb, bias = _operands(40, 96, 256, seed=3)
+
+    def f(a, b, sa, sb, bias):
+        y = F.gelu(torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16))
+        yg = y.float().view(y.shape[0], -1, 128)  # the views written with -1 (their shapes are what is matched)
+        s = yg.abs().amax(dim=-1, keepdim=True).clamp(min=1e-4) / 448.0
+        return (yg / s).to(E4M3).view(y.shape[0], -1), s.view(y.shape[0], -1)
+    q, s = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    out_scale_against_float64(q, s, _reference(a, b, ca, cb, bias), E4M3, "1x128")
+    (op,) = hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops
+    assert "_smx_" in op and op.endswith("G128_oe4m3"), op

@@ -101,8 +101,9 @@ def match(final: fx.Node) -> Optional[Quant]:
         x = u
         u = _only_user(x)
     group = "row"
+    # the view's result shape (its fake value): [M, N/128, 128] however it was written (-1 included)
     if u is not None and u.target in (aten.view.default, aten.reshape.default) and n_cols % GROUP == 0 and \
-            list(u.args[1])[1:] == [n_cols // GROUP, GROUP]:
+            val(u) is not None and list(val(u).shape)[1:] == [n_cols // GROUP, GROUP]:
         nodes.append(u)
         x, group = u, "1x128"
     users = list(x.users)
@@ -157,7 +158,8 @@ def match(final: fx.Node) -> Optional[Quant]:
     qnodes.append(q)
     if group == "1x128":  # q back to [M, N]
         back = _only_user(q)
-        if back is None or back.target not in (aten.view.default, aten.reshape.default) or list(back.args[1])[1:] != [n_cols]:
+        if back is None or back.target not in (aten.view.default, aten.reshape.default) or val(back) is None or \
+                list(val(back).shape)[1:] != [n_cols]:
             return None
         qnodes.append(back)
         q = back
