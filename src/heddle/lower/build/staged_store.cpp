@@ -56,8 +56,8 @@ std::unique_ptr<kir::IfThenElse> waitRead(kir::Kernel& k, const StagedStore& s, 
 
 }  // namespace
 
-std::vector<kir::NodePtr> stagedChunks(kir::Kernel& k, const StagedStore& s, const kir::EpilogueStore& epi,
-                                       IExpr local, const std::function<IExpr(IExpr)>& stage,
+std::vector<kir::NodePtr> stagedChunks(kir::Kernel& k, const StagedStore& s, const kir::EpilogueStore& epi, IExpr local,
+                                       const std::function<IExpr(IExpr)>& stage,
                                        const std::function<void(int, std::vector<kir::NodePtr>&)>& afterWrite) {
   const int cols = s.cols, sd = s.stages;
   const std::string names = s.names();

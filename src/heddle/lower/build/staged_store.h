@@ -13,11 +13,11 @@
 //   bar.sync id, n                                      # every fenced write before the store
 //   if (issuer) { tma_store sD[stage(q)] -> D (m0, n0 + c*cols); [D1 ...;] cp.async.bulk.commit_group }
 // and after the tile loop `if (issuer) cp.async.bulk.wait_group.read(0)` (shared memory outlives its last store).
-// PTX ISA 9.7.9.25 (cp.async.bulk.tensor: the shared-memory source is read through the async proxy), 9.7.9.27
-// (cp.async.bulk.commit_group / wait_group.read: the issuing thread's groups only) and 9.7.12.15
-// (fence.proxy.async orders the thread's generic-proxy writes before later async-proxy accesses); CUTLASS's
-// sm90/sm100 TMA epilogues (fence_view_async_shared, a named barrier, tma_store_arrive / tma_store_wait) and
-// DeepGEMM's sm100 epilogue follow the same order.
+// PTX ISA "cp.async.bulk.tensor" (the shared-memory source is read through the async proxy),
+// "cp.async.bulk.commit_group" / "cp.async.bulk.wait_group" (.read: the issuing thread's groups only) and "membar /
+// fence" (fence.proxy.async orders the thread's generic-proxy writes before later async-proxy accesses); DeepGEMM's
+// sm100 bf16 epilogue (sm100_bf16_gemm.cuh: tma_store_fence, a named barrier over the epilogue threads, one
+// thread's TMA store + tma_store_arrive, tma_store_wait<stages - 1> before a slot is rewritten) keeps the same order.
 #pragma once
 
 #include <functional>
@@ -35,12 +35,12 @@ struct StagedStore {
   std::string writes;               // the generic-proxy writes, in words ("stmatrix", "st.shared", ...)
   // the writers' named barrier and the thread issuing the stores (its bulk groups are its own)
   int barId = 2, barThreads = 128;
-  IExpr barIndex = 0;            // added to barId (ping-pong: the warpgroup)
-  std::string barWho;            // " MMA threads", " threads of this warpgroup", ... (after the count)
-  std::string writers;           // "the MMA threads", "the epilogue threads"
-  std::string issuer;            // "thread 128", ...
+  IExpr barIndex = 0;   // added to barId (ping-pong: the warpgroup)
+  std::string barWho;   // " MMA threads", " threads of this warpgroup", ... (after the count)
+  std::string writers;  // "the MMA threads", "the epilogue threads"
+  std::string issuer;   // "thread 128", ...
   std::function<std::unique_ptr<kir::IfThenElse>()> elect;
-  std::string names() const;     // "sD" or "sD, sD1"
+  std::string names() const;  // "sD" or "sD, sD1"
 };
 
 // sD (and sD1, ... for further outputs): `slots` slots of bm rows x `cols`, 1024-byte aligned, and each output's
@@ -50,8 +50,8 @@ StagedStore stagingBuffers(kir::Kernel& k, const MatmulTiling& t, int cols, int 
 
 // The chunks of one tile, replacing the direct store `epi`: chunk c of `local` writes slot stage(q).
 // `afterWrite(c, out)` may append nodes after chunk c's writes (before its fence).
-std::vector<kir::NodePtr> stagedChunks(kir::Kernel& k, const StagedStore& s, const kir::EpilogueStore& epi,
-                                       IExpr local, const std::function<IExpr(IExpr)>& stage,
+std::vector<kir::NodePtr> stagedChunks(kir::Kernel& k, const StagedStore& s, const kir::EpilogueStore& epi, IExpr local,
+                                       const std::function<IExpr(IExpr)>& stage,
                                        const std::function<void(int, std::vector<kir::NodePtr>&)>& afterWrite = {});
 
 // `if (issuer) cp.async.bulk.wait_group.read(0)` after the writers' last tile.
