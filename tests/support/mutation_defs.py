@@ -68,6 +68,10 @@ FAMILIES = {
                       "sm_90a cooperative e4m3, output quantized with a computed scale per row and 128 columns"),
     "sm100_tcgen05": (lambda: tcgen05_defs.build(stages=3, acc_stages=2, bn=64, bk=16, n=72, k=104), "sm_100a",
                       260, 2, "sm_100a tcgen05, 2 tensor-memory accumulator stages"),
+    # one CTA walks the 2 x 2 tiles (sms 1): both staging slots (2 chunks of 64 columns a tile) and both
+    # accumulator stages wrap; M = 200, N = 200: the TMA store clips the last tile row and column
+    "sm100_tma_store": (lambda: tcgen05_defs.build_tma_store(stages=2, acc_stages=2, bn=128, bk=16, n=200, k=40),
+                        "sm_100a", 200, 1, "sm_100a tcgen05, staged TMA-store epilogue (st.shared rows, bar.sync 1)"),
     # one CTA walks both n tiles (sms 1): the 2-stage ring and the one accumulator stage wrap; K = 384, 3 k tiles
     "sm100_mxfp8": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1), "sm_100a",
                     100, 1, "sm_100a MXFP8: scale chunks in the operand ring, tcgen05.cp + block-scaled tcgen05.mma"),
@@ -119,6 +123,11 @@ def _maps_equivalent(*params):
     for p in params:
         out += [("map_oob_fill", f"{p}: out-of-bounds fill NaN instead of zero"), ("map_l2", f"{p}: L2 promotion changed")]
     return out
+
+
+def _bulk_waits_elected(sites):
+    """elect_mask on `sites` bulk_wait_read branches: a lane that committed no bulk group has none to wait for."""
+    return [('elect_mask', 'elect_one_sync() -> every lane'), ('elect_mask', 'elect_one_sync() -> two lanes')] * sites
 
 
 KNOWN_SURVIVORS = {
@@ -186,18 +195,8 @@ KNOWN_SURVIVORS = {
         ('remote_rank', 'multicast issuing rank crank -> 1u - crank'),
         ('remote_rank', 'mbar_arrive_cluster rank 1u - crank -> crank (itself)'),
     ] + _maps_equivalent('tmA', 'tmB'),
-    'sm90_tma_store': [
-        ('named_barrier_id', 'named_barrier id 2 -> 3'),
-        ('named_barrier_id', 'named_barrier id 2 -> 3'),
-        ('named_barrier_id', 'named_barrier id 2 -> 3'),
-        ('named_barrier_id', 'named_barrier id 2 -> 3'),
-        ('elect_mask', 'elect_one_sync() -> every lane'),
-        ('elect_mask', 'elect_one_sync() -> two lanes'),
-        ('elect_mask', 'elect_one_sync() -> every lane'),
-        ('elect_mask', 'elect_one_sync() -> two lanes'),
-        ('elect_mask', 'elect_one_sync() -> every lane'),
-        ('elect_mask', 'elect_one_sync() -> two lanes'),
-    ] + _maps_equivalent('tmA', 'tmB', 'tmD'),
+    'sm90_tma_store': [('named_barrier_id', 'named_barrier id 2 -> 3')] * 4 + _bulk_waits_elected(3)
+    + _maps_equivalent('tmA', 'tmB', 'tmD'),
     'sm90_split_k': [
         ('stage_modulo', 'ring index % 3 -> % 2 (col 56)'),
         ('stage_modulo', 'ring index % 3 -> % 2 (col 60)'),
@@ -232,6 +231,20 @@ KNOWN_SURVIVORS = {
         ('map_l2', 'tmA: L2 promotion changed'),
         ('map_l2', 'tmB: L2 promotion changed'),
     ],
+    'sm100_tma_store': [
+        # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc
+        ('delete_fence', 'heddle::sm100::fence_before();'),
+        ('fence_kind', 'heddle::sm100::fence_before(); -> heddle::sm100::fence_after();'),
+        ('delete_fence', 'heddle::sm100::fence_after();'),
+        ('fence_kind', 'heddle::sm100::fence_after(); -> heddle::sm100::fence_before();'),
+        # a store-only map's out-of-bounds fill (loads only), L2 promotion (a cache hint)
+        ('map_oob_fill', 'tmD: out-of-bounds fill NaN instead of zero'),
+        ('map_l2', 'tmA: L2 promotion changed'),
+        ('map_l2', 'tmB: L2 promotion changed'),
+        ('map_l2', 'tmD: L2 promotion changed'),
+    # the bulk waits (the two chunks' and the drain); bar.sync 1 -> 2 at either site of a chunk: the same 128
+    # threads, no other group on 2
+    ] + _bulk_waits_elected(3) + [('named_barrier_id', 'named_barrier id 1 -> 2')] * 4,
     'sm100_mxfp8': [
         # sm100_tcgen05's two redundant fences around the synchronous alloc / dealloc
         ('delete_fence', 'heddle::sm100::fence_before();'),

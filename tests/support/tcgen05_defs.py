@@ -71,3 +71,51 @@ def redundant_fence_mutants(survivors):
     dealloc are redundant, and their deletion equivalent (tests/interp/test_tcgen05_ordering.py)."""
     return [m for m in survivors if m.kind == "delete_sync" and
             ("publish tmem_slot" in m.description or "acquire teardown" in m.description)]
+
+
+def build_tma_store(stages=2, acc_stages=2, bn=128, bk=16, n=200, k=40, layout="NN", dtype="bf16", out=None,
+                    epilogue="bias_gelu"):
+    """build(...) with epilogue_store("tma"): the epilogue warpgroup stages its tile through shared memory and
+    stores it by TMA (docs/blackwell.md "The TMA-store epilogue"); out: the output dtype when not `dtype`."""
+    if out is None:
+        fd = build(stages=stages, acc_stages=acc_stages, bn=bn, bk=bk, n=n, k=k, layout=layout, dtype=dtype,
+                   epilogue=epilogue)
+    else:  # gelu(a @ b + bias) in `out`
+        ta, tb = LAYOUTS[layout]
+        fd = heddle.Fusion()
+        a = fd.input("a", dtype, [k, "M"] if ta else ["M", k])
+        b = fd.input("b", dtype, [n, k] if tb else [k, n])
+        y = fd.matmul(a, b, ta, tb) + fd.input("bias", dtype, [n])
+        fd.output(heddle.ops.gelu(y).to(out))
+        schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
+    fd.matmul_tensor.epilogue_store("tma")
+    return fd
+
+
+def tma_store_mutants(source):
+    """The tcgen05 TMA-store epilogue's own mutants of a printed kernel (heddle SourceMutants):
+    - stage_swizzle: each stage_16 write at the unswizzled spot (column c -> c ^ (lr % 8) * 16 bytes: the 16-byte
+      unit the 128-byte swizzle would not have moved);
+    - early_release: the accumulator stage's fence::before_thread_sync + accEmpty arrive moved before the tile's
+      last chunk (before its tcgen05.ld of the stage)."""
+    import re
+    from heddle.core.source_mutant_classic import SourceMutant
+    lines = source.split("\n")
+    out = []
+    call = re.compile(r"stage_16<heddle::sm90::TmaTile<\d+, (\d+), heddle::(\w+)>>\(slot, lr, ([^,]+), y \+ u\)")
+    for i, ln in enumerate(lines):
+        m = call.search(ln)
+        if m:
+            per = 16 // {"bf16": 2, "f16": 2, "f32": 4}[m.group(2)]
+            new = ln[:m.start(3)] + f"({m.group(3)}) ^ ((lr & 7) * {per})" + ln[m.end(3):]
+            out.append(SourceMutant("stage_swizzle", i + 1, "stage_16 writes its 16 bytes without the 128-byte swizzle",
+                                    "\n".join(lines[:i] + [new] + lines[i + 1:])))
+    rel = [i for i, ln in enumerate(lines) if "fence_before();" in ln and "WAR tmem acc (epilogue -> mma)" in ln]
+    for i in rel:
+        if "accEmpty" not in lines[i + 1]:
+            continue
+        last = max(j for j in range(i) if "// epilogue store -> sD[" in lines[j])
+        moved = lines[:last] + lines[i:i + 2] + lines[last:i] + lines[i + 2:]
+        out.append(SourceMutant("early_release", i + 1, "accEmpty released before the tile's last chunk of tcgen05.ld",
+                                "\n".join(moved)))
+    return out

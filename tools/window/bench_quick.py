@@ -276,10 +276,15 @@ def batched_case(run, b, m, n, k):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k, b))
 
 
-def variant_case(run, m, n, k, variants):
+def variant_case(run, m, n, k, variants, suite="variants", only=None):
     """heddle's own kernel variants against each other on one problem (bias + GELU, NT): each a schedule
-    built through auto_schedule's options and the scheduling API, compiled for the device."""
-    target = "sm_90a" if run.dry else heddle.runtime.target_for_device()
+    built through auto_schedule's options and the scheduling API, compiled for the device. only: the target the
+    variants are for (the dry run lowers for it; another device records the case as skipped)."""
+    target = (only or "sm_90a") if run.dry else heddle.runtime.target_for_device()
+    if only and target != only:
+        run.write({"suite": suite, "case": f"{suite}-{m}x{n}x{k}", "impl": "heddle", "status": "skipped",
+                   "reason": f"the variants are {only}'s; this device is {target}"})
+        return
     sets, check = run.sets([(m, k), (n, k), (n,)], scales=[1.0, k ** -0.5, 1.0])
     ref = F.gelu(torch.matmul(check[0].float(), check[1].float().t()) + check[2].float())
     impls, info = {}, {}
@@ -299,9 +304,9 @@ def variant_case(run, m, n, k, variants):
             else:
                 impls[label] = (lambda kk: (lambda x, w, b: kk(x, w, b)))(kern)
         except Exception as e:  # noqa: BLE001 - the variant does not build: recorded
-            run.write({"suite": "variants", "case": f"variants-{m}x{n}x{k}", "impl": label, "status": "error",
+            run.write({"suite": suite, "case": f"{suite}-{m}x{n}x{k}", "impl": label, "status": "error",
                        "reason": f"{type(e).__name__}: {str(e)[:600]}"})
-    rec = {"suite": "variants", "case": f"variants-{m}x{n}x{k}-nt-bias_gelu", "dtype": "bf16", "B": 1, "M": m, "N": n,
+    rec = {"suite": suite, "case": f"{suite}-{m}x{n}x{k}-nt-bias_gelu", "dtype": "bf16", "B": 1, "M": m, "N": n,
            "K": k, "layout": "NT", "epilogue": "bias_gelu"}
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), extra=info)
 
@@ -507,6 +512,11 @@ VARIANTS = [
     ("coop_cluster2", dict(epilogue_layout="cooperative"), lambda fd: fd.matmul_tensor.cluster(2, "m")),
     ("cp_async_mma_sync", dict(tma=False), None),  # the sm_80 kernel family on the same device
 ]
+# sm_100a (docs/blackwell.md "The TMA-store epilogue"): the tcgen05 kernel's automatic schedule with its epilogue
+# warpgroup storing directly from the tcgen05.ld registers (auto_schedule's choice) and through the staged TMA store;
+# the pair decides whether auto_schedule should take the TMA store
+TCGEN05_STORE = [("tcgen05_direct", dict(), lambda fd: fd.matmul_tensor.epilogue_store("direct")),
+                 ("tcgen05_tma", dict(), lambda fd: fd.matmul_tensor.epilogue_store("tma"))]
 K_SHARE = [("no_k_share", dict(k_share="none"), None), ("split_k", dict(k_share="split_k"), None),
            ("stream_k", dict(k_share="stream_k"), None)]
 
@@ -550,6 +560,9 @@ def plan(dry):
                 (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_decode_variant_case(
                     r, mm, nn, kk, _fp8_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_decode]
             + [(12, "variants 4096^3", lambda r: variant_case(r, mid, mid, mid, VARIANTS))]
+            + [(6, f"tcgen05 store {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: variant_case(
+                r, mm, nn, kk, TCGEN05_STORE, suite="tcgen05_store", only="sm_100a"))(m, n, k))
+               for m, n, k in (llm if dry else [(128, mid, mid), (mid, mid, mid), (mid, 14336, mid)])]
             + [(10, "k-share 256x4096x8192", lambda r: variant_case(r, 256 if not dry else 16, mid, 2 * mid, K_SHARE))]
             + [(6, "batched 8 x 2048^3", lambda r: batched_case(r, 8, mid // 2, mid // 2, mid // 2))]
             # DeepGEMM's shapes after heddle's own variants: 13 cases x ~3 s, skipped first when the window is short

@@ -352,6 +352,30 @@ def _():
                                                     epilogue="bias", tma="bias"), M=77)]
 
 
+def _tmas100(make, **kw):
+    """A tcgen05_defs schedule (build_tma_store, build_fp8, build_epi) with epilogue_store("tma")."""
+    def fd(target):
+        from support import tcgen05_defs
+        f = getattr(tcgen05_defs, make)(**kw)
+        f.matmul_tensor.epilogue_store("tma")
+        return f
+    return fd
+
+
+@family("sm100_tma_store", "sm_100a", True, "tcgen05 epilogue warpgroup storing through 128-byte-swizzled shared "
+        "memory by TMA (st.shared rows, fence.proxy.async, bar.sync 1, bulk groups; docs/blackwell.md)")
+def _():
+    return [Case("bf16-bn128-N264-M300", _tmas100("build_tma_store", stages=4, bn=128, bk=64, n=264, k=520), M=300),
+            Case("bf16-bn256-acc1-N520-M77", _tmas100("build_tma_store", stages=3, acc_stages=1, bn=256, bk=64, n=520,
+                                                      k=264), M=77),
+            Case("f32-NT-bn64-N200-M200", _tmas100("build_tma_store", stages=4, bn=64, bk=32, n=200, k=136,
+                                                   layout="NT", out="f32"), M=200),
+            Case("e4m3-row-N264-M333", _tmas100("build_fp8", fmt_a="e4m3", fmt_b="e4m3", scales="row", stages=4,
+                                                bn=128, bk=128, n=264, k=1040), M=333),
+            Case("residual-ring-N200-M130", _tmas100("build_epi", operands=("bias", "res"), tma="res", bn=64, n=200,
+                                                     k=136), M=130)]
+
+
 def _amax100(n, fmt="e4m3", group=128, bn=128):
     return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group)
 

@@ -67,6 +67,48 @@ void tmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueSto
   os << in2 << "}\n" << in << "}\n" << ind << "}\n";
 }
 
+// The TMA-store epilogue's chunk (e.to: staging slot e.toStage of columns [colBegin, colEnd), one 128-byte swizzle
+// box; lower/build/staged_store.h): the thread of tile row lr = 32*(warp%4)+lane (tcgen05.ld 32x32b) loads the
+// chunk's columns 32 at a time, runs the epilogue program and writes 16 bytes at a time into its row of the slot
+// (heddle_sm100.cuh stage_16: the 128-byte swizzle, bank-conflict-free). No bounds check: the TMA store clips rows
+// past M and columns past N; the epilogue's global reads there are clamped to row M-1 / column N-1. The walk over
+// the chunk's 32-column loads stays a loop (unrolled, NVRTC 13 hoisted a second load's operand reads and spilled
+// with per-row scales, bias and GELU on 8-bit operands); inside it v and y are indexed by constants: registers.
+void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
+  if (!e.toExtra.empty()) fail<HeddleError>("printer: ", k.name, " stages further outputs from tensor memory");
+  const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
+  const std::string T = dtypeCudaName(e.to->dtype);
+  const int esz = dtypeBytes(e.to->dtype), per = 16 / esz;  // results per 16-byte write
+  const std::string tile =
+      "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) + ", " + T + ">";
+  bool fromSmem = false;
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr;
+  os << ind << "// " << kir::describe(e) << ": tile row 32*(warp%4)+lane from tensor memory into the 128-byte "
+     << "swizzled slot, 16 bytes at a time (the TMA store clips past M and N)\n";
+  os << ind << "{\n";
+  os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  os << in << "const int lr = 32 * (warp % 4) + lane;\n";
+  os << in << "const int row = m0 + lr < M ? m0 + lr : M - 1;  // rows past M: row M-1's reads, clipped by the store\n";
+  os << in << T << "* const slot = " << e.to->name << " + (" << e.toStage.str() << ") * " << e.to->rows * e.to->cols
+     << ";\n";
+  os << in << "#pragma unroll 1\n";
+  os << in << "for (int c0 = " << e.colBegin << "; c0 < " << e.colEnd << "; c0 += 32) {\n";
+  os << in2 << "float v[32], y[32];\n";
+  os << in2 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
+  os << in2 << "#pragma unroll\n";
+  os << in2 << "for (int j = 0; j < 32; ++j) {\n";
+  os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+  os << in3 << "const float r0 = v[j];\n";
+  if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
+  epilogueOps(os, k, e.operandStage, in3);
+  os << in3 << "y[j] = r" << k.epilogueResult << ";\n";
+  os << in2 << "}\n";
+  os << in2 << "#pragma unroll\n";
+  os << in2 << "for (int u = 0; u < 32; u += " << per << ")\n";
+  os << in2 << "  heddle::sm100::stage_16<" << tile << ">(slot, lr, c0 - " << e.colBegin << " + u, y + u);\n";
+  os << in << "}\n" << ind << "}\n";
+}
+
 // The direct store with a computed output scale (Kernel::quant; docs/fp8.md "Computed output scales") from
 // tensor memory. tcgen05.ld.32x32b gives thread t of a warp tensor-memory lane 32*(warp%4) + t, i.e. one tile
 // row, and .x32 the 32 consecutive 32-bit columns from the address (PTX ISA 9.7.16.2.3.1.1 "Matrix fragments
@@ -175,7 +217,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::EpilogueStore: {
       auto& e = static_cast<const kir::EpilogueStore&>(n);
       if (!e.tmem) return false;
-      if (k.quant) quantTmemEpilogue(os, k, e, ind);
+      if (e.to) stagedTmemEpilogue(os, k, e, ind);
+      else if (k.quant) quantTmemEpilogue(os, k, e, ind);
       else tmemEpilogue(os, k, e, ind);
       return true;
     }

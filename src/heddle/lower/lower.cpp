@@ -17,6 +17,7 @@
 //   stream_k_roles      stream_k(G) with roles (sm_90a)   -> both roles walk the CTA's (tile, k-range) segments; fixup
 //   cluster_multicast   cluster(2, along): the ring        -> paired tile walk, shared tile multicast, remote releases
 //   tcgen05_specialize  Blackwell roles (sm_100a)         -> load warp, tcgen05 MMA warp, epilogue warpgroup; TMEM ring
+//                                                            (epilogue_store("tma"): chunks through sD + TMA stores)
 //   circular_buffer     serial k loop                     -> prologue / main / epilogue clones + commits
 //   tma_pipeline        Hopper TMA loop without roles     -> full/empty mbarrier ring, wgmma waits (cases 8, 9)
 //   fence_mbarrier_init init blocks of async-proxy barriers -> + fence.mbarrier_init.release.cluster after the inits

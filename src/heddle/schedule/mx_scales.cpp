@@ -104,7 +104,8 @@ void validateMxTiling(const MatmulTiling& t) {
                         ": a grouped (per-expert) matmul is not built with MX scales (the scale chunks are "
                         "addressed by the tile's 128-row block of the whole scale tensor); run the groups as "
                         "separate matmuls");
-  // (split-K, stream-K, batched and the TMA-store epilogue: refused for every tcgen05 kernel, tcgen05_schedule.cpp)
+  // (split-K, stream-K and batched: refused for every tcgen05 kernel, tcgen05_schedule.cpp; the TMA-store epilogue
+  // takes the mx32 kernel like the others, validateTcgen05Store)
 }
 
 }  // namespace heddle

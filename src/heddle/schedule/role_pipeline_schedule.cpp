@@ -333,12 +333,7 @@ void validateRolePipelineSchedule(const Fusion& f, const TargetInfo& target, Mat
     return;
   }
   if (target.mma.has(MmaKind::Tcgen05)) {
-    if (t.mm->epilogueStore == "tma")
-      fail<ScheduleError>("epilogue_store(", mm,
-                          ", 'tma'): the sm_100a tcgen05 kernel's epilogue warpgroup stores "
-                          "its tile from the tcgen05.ld registers (the TMA-store epilogue is built for sm_90a only); "
-                          "drop epilogue_store or use 'direct'");
-    return validateTcgen05Schedule(f, target, t);  // schedule/tcgen05_schedule.cpp
+    return validateTcgen05Schedule(f, target, t);  // schedule/tcgen05_schedule.cpp (epilogue_store: its own rule)
   }
   if (!target.mma.has(MmaKind::Wgmma))
     fail<ScheduleError>("cache ", t.aCache->name, ": tma_load feeds the warpgroup MMA (wgmma), which ", target.name,

@@ -49,7 +49,8 @@ struct RolePipelineSchedule {
   bool persistent = false;
   int groupM = 8;         // persistent tile order: groups of groupM m-tiles
   int accStages = 0;      // 3 roles: stages of the shared accumulator ring
-  bool tmaStore = false;  // epilogue stores through shared memory and TMA
+  bool tmaStore = false;  // the epilogue role (sm_90a) or the tcgen05 epilogue warpgroup (sm_100a, epilogue_store
+                          // ("tma"), storeCols / storeStages its chunks) stores through shared memory and TMA
   int threads = 0;
   // A bias row [N] or residual [M, N] cached with cache_after(x, 'tma_load'): a second producer role
   // (EpiLoad, warp 1 of the load warpgroup -- warp 2 on sm_100a --, no registers of its own) loads its

@@ -119,13 +119,56 @@ void validateFloat8Operands(const MatmulTiling& t, const TargetInfo& target) {
 // A grouped matmul (docs/grouped.md "sm_100a"): one CTA per (group m-tile, n tile), its tile found by the device
 // walk over offs before any mbarrier init or tcgen05.alloc (lower/build/grouped_walk.h); the epilogue stores
 // directly with the row predicate row < offs[e] (split-K, stream-K and clusters are refused for every grouped
-// kernel in checkGroupedSchedule; the TMA-store epilogue for every tcgen05 kernel). What this kernel does not
+// kernel in checkGroupedSchedule; the TMA-store epilogue in validateTcgen05Store). What this kernel does not
 // build for a grouped matmul is refused here, naming the option.
 void validateGroupedTcgen05(const RolePipelineSchedule& h) {
   if (!h.epiTma.empty())
     fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): the grouped sm_100a tcgen05 kernel reads its ",
                         "epilogue operands per element (a per-expert row at the tile's expert); the bias / residual "
                         "producer role is not built for the grouped tile walk: drop that cache");
+}
+
+// epilogue_store("tma") on the tcgen05 kernel (passes/tcgen05_specialize.cpp, lower/build/staged_store.h): the
+// epilogue warpgroup stages each 128-byte-wide column chunk of its tile (64 16-bit or 32 f32 columns) in sD,
+// 128-byte swizzled, and thread 128 stores it with a TMA store. Two staging slots where shared memory holds them
+// beside the operand ring (the MX scale chunks included) and a TMA-loaded bias / residual ring, else one; refused
+// with the numbers where one does not fit. Not built: a computed output scale (heddle.ops.quantize, the only 8-bit
+// output on sm_100a) and further outputs (D1); a grouped matmul's is refused for every kernel (checkGroupedSchedule:
+// its M edge is the expert's, which a TMA store of D cannot clip).
+void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
+  auto& h = t.rolePipeline;
+  const std::string mm = t.mm->name;
+  const std::string& kind = t.mm->epilogueStore;
+  const std::string drop = "; or epilogue_store('direct') (the store from the tcgen05.ld registers)";
+  if (kind != "tma") return;
+  const auto& outs = f.outputs();
+  if (outs.empty()) return;  // build_epilogue names it
+  if (outs[0]->definition && outs[0]->definition->kind == OpKind::Quantize)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name,
+                        " is quantized with a computed scale (heddle.ops.quantize); the sm_100a tcgen05 kernel "
+                        "stores q and s directly from its tcgen05.ld registers (the TMA-store epilogue of a computed "
+                        "scale is built for sm_90a only): drop epilogue_store or use 'direct'");
+  if (outs.size() > 1)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): ", outs.size(),
+                        " outputs; the sm_100a tcgen05 TMA-store epilogue stages D only in this build", drop);
+  const int esz = dtypeBytes(outs[0]->dtype);  // 16-bit or f32: 8-bit outputs are quantize's q only on sm_100a
+  h.tmaStore = true;
+  h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk; bn (a multiple of 64) holds whole chunks
+  const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
+  const int64_t mx = t.mm->definition->scaleKind == ScaleKind::Mx32 ? (int64_t)t.stages * (512 + 512 * t.bn / 128) : 0;
+  int64_t ring = 0;  // the TMA-loaded bias row / residual tile ring
+  for (auto* in : f.inputs())
+    if (in->name == h.epiTma) ring = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * dtypeBytes(in->dtype);
+  const int64_t chunk = (int64_t)t.bm * 128;
+  const int64_t bars = 8 * (2 * t.stages + 2 * h.epiStages + 2 * h.accStages) + 16 + 1024;  // + tmem slot, slack
+  const int64_t fixed = operand + mx + ring + bars;
+  h.storeStages = fixed + 2 * chunk <= target.smemLimit ? 2 : 1;
+  if (fixed + chunk > target.smemLimit)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): the operand ring (", operand, " bytes",
+                        mx ? ", " + std::to_string(mx) + " of MX scale chunks" : std::string(), ")",
+                        ring ? ", the " + h.epiTma + " ring (" + std::to_string(ring) + " bytes)" : std::string(),
+                        " and one staging slot of ", chunk, " bytes exceed ", target.name, "'s ", target.smemLimit,
+                        " bytes of shared memory; use fewer stages or a smaller tile", drop);
 }
 
 }  // namespace
@@ -188,6 +231,7 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
   validateRolesTcgen05(t, h, target);
   validateEpilogueTma(f, t, 2);  // a TMA-loaded bias / residual: its producer on warp 2 (load 0, mma 1)
   if (t.grouped) validateGroupedTcgen05(h);
+  validateTcgen05Store(f, target, t);
 }
 
 // The automatic schedule (heddle.matmul on sm_100a when TMA can take the operands): 128 x 256 x 64

@@ -173,6 +173,8 @@ class Cta {
   uint32_t cellOf(const kir::Buffer* b, int64_t stage, int64_t r, int64_t c, const kir::Node& n) const;
   float readCell(uint32_t cell, Thread& u, uint32_t inst);
   void writeCell(uint32_t cell, Thread& w, uint32_t inst, int32_t group);  // checks + shadow update
+  // a generic-proxy st.shared of v into `cell`, unfenced until the thread's fence.proxy.async (tma_wgmma_ops.cpp)
+  void writeGeneric(Thread& t, uint32_t cell, uint32_t inst, float v);
   uint32_t newInst(const kir::Node& n, const Thread& t, int64_t iter, int64_t stage);
   std::string describeInst(uint32_t inst) const;
   std::string describeCell(uint32_t cell) const;

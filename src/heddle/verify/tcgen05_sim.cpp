@@ -195,10 +195,14 @@ bool Cta::execTcgen05Leaf(Thread& t, const kir::Node& n) {
     const int64_t m0 = t.env.at("m0"), n0 = t.env.at("n0"), st = evalStage(e.fromStage, t);
     const int lr = 32 * (t.warp % 4) + t.lane;
     const uint32_t inst = newInst(e, t, 0, st);
+    // the TMA-store epilogue's chunk (lower/build/staged_store.h): columns [colBegin, colEnd) into slot toStage of
+    // e.to at column c - colBegin, every row and column (the TMA store skips those past M and N)
+    const bool chunk = e.colEnd > e.colBegin;
+    const int c0 = chunk ? e.colBegin : 0, c1 = chunk ? e.colEnd : tl.bn;
     std::vector<std::pair<int, float>> vals;
     underTcView(t, [&] {
       readCell(cellOf(tmemSlotBuf(k), 0, 0, 0, e), t, inst);
-      for (int c = 0; c < tl.bn; ++c) {  // tcgen05.ld of the whole row (out-of-range columns too)
+      for (int c = c0; c < c1; ++c) {  // tcgen05.ld of the row's columns (out-of-range columns too)
         const uint32_t cell = cellOf(e.acc, st, lr, c, e);
         vals.push_back({c, readCell(cell, t, inst)});
         t.h.tcReads.push_back({cell, inst});
@@ -207,6 +211,12 @@ bool Cta::execTcgen05Leaf(Thread& t, const kir::Node& n) {
     for (auto& [cell, i] : t.h.tcReads)
       smemR[(size_t)cell * T + t.tid] = ((uint64_t)kUnpublished << 32) | (uint64_t)(i + 1);
     const int64_t row = m0 + lr;
+    if (e.to) {
+      if (!e.toExtra.empty()) fail<HeddleError>("simulate: '", kir::describe(e), "' stages further outputs");
+      const int64_t slot = evalStage(e.toStage, t);
+      for (auto& [c, a] : vals)
+        if (row >= M || n0 + c >= N) writeGeneric(t, cellOf(e.to, slot, lr, c - c0, e), inst, 0.0f);
+    }
     if (row >= M) return true;
     for (auto& [c, a] : vals) {
       const int64_t col = n0 + c;
@@ -221,6 +231,10 @@ bool Cta::execTcgen05Leaf(Thread& t, const kir::Node& n) {
       const float v = epilogueValue(k, in, a, 0, row, col, &oob, &fromSmem, nullptr, &extras);
       if (!oob.empty())
         rep.add(Finding::Mismatch, "oob|" + oob, [&] { return "out-of-bounds global read of epilogue input " + oob; });
+      if (e.to) {
+        writeGeneric(t, cellOf(e.to, evalStage(e.toStage, t), lr, c - c0, e), inst, v);
+        continue;
+      }
       const int64_t di = row * in.scalars.at("ldd") + col, size = outElems();
       if (di < 0 || di >= size) continue;
       for (int o = 0; o <= (int)extras.size(); ++o) {  // D, then D1, ... at the same index

@@ -217,10 +217,10 @@ static void execPromote(Cta& c, Thread& t, const kir::MmaPromote& p) {
   t.h.accTouchedBy = "'" + kir::describe(p) + "'";
 }
 
-static void writeGeneric(Cta& c, Thread& t, uint32_t cell, uint32_t inst, float v) {
-  c.writeCell(cell, t, inst, -1);
-  c.smem[cell] = v;
-  c.mbar.fencedAt[cell] = kNever;
+void Cta::writeGeneric(Thread& t, uint32_t cell, uint32_t inst, float v) {
+  writeCell(cell, t, inst, -1);
+  smem[cell] = v;
+  mbar.fencedAt[cell] = kNever;
   t.h.unfenced.push_back(cell);
 }
 
@@ -268,7 +268,7 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
     const bool chunk = e.colEnd > e.colBegin;  // a column chunk of the tile into `to` at lc - colBegin
     if (chunk && (lc < e.colBegin || lc >= e.colEnd)) continue;
     if (e.raw) {
-      writeGeneric(c, t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc, e), inst, t.acc[i]);
+      c.writeGeneric(t, c.cellOf(e.to, evalStage(e.toStage, t), lr, lc, e), inst, t.acc[i]);
       continue;
     }
     const int64_t row = m0 + lr, col = n0 + lc;
@@ -289,9 +289,9 @@ static void execEpilogue(Cta& c, Thread& t, const kir::EpilogueStore& e) {
         fail<HeddleError>("simulate: '", kir::describe(e), "' stages ", e.toExtra.size(), " further output(s) of ",
                           extras.size());
       const int64_t st = evalStage(e.toStage, t), sc = lc - (chunk ? e.colBegin : 0);
-      writeGeneric(c, t, c.cellOf(e.to, st, lr, sc, e), inst, v);
+      c.writeGeneric(t, c.cellOf(e.to, st, lr, sc, e), inst, v);
       for (size_t x = 0; x < e.toExtra.size(); ++x)
-        writeGeneric(c, t, c.cellOf(e.toExtra[x], st, lr, sc, e), inst, extras[x]);
+        c.writeGeneric(t, c.cellOf(e.toExtra[x], st, lr, sc, e), inst, extras[x]);
     } else {
       storeD(c, t, e, inst, row, col, v);
       for (size_t x = 0; x < extras.size(); ++x) storeD(c, t, e, inst, row, col, extras[x], (int)x + 1);

@@ -158,6 +158,37 @@ __device__ __forceinline__ u64 scale_chunk_desc(unsigned addr) {
   return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)(128 >> 4) << 32) | (1ull << 46);
 }
 
+// The TMA-store epilogue (docs/blackwell.md "The TMA-store epilogue"): 16 bytes of one thread's tile row -- the
+// results y[0 .. 16/sizeof(T)) of columns c.. -- converted to T (16-bit: pack2's cvt.rn pairs; f32 as it is) and
+// written with one st.shared.v4.b32 at (r, c) of the 128-byte swizzled staging slot (Tile = sm90::TmaTile<rows,
+// 128 / sizeof(T), T>: 16-byte unit u of row r at unit u ^ (r % 8), the TMA store's CU_TENSOR_MAP_SWIZZLE_128B
+// pattern). A warp's 32 rows writing the same unit u: each 8-thread phase of the 512-byte store (rows r..r+7)
+// covers units u ^ 0..7, all eight 16-byte bank groups of a 128-byte line: no bank conflict.
+template <typename Tile, typename T>
+__device__ __forceinline__ void stage_16(T* slot, int r, int c, const float* y) {
+  unsigned w[4];
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = pack2<T>(y[2 * i], y[2 * i + 1]);
+  } else {
+    static_assert(sizeof(T) == 4, "stage_16: 16-bit or f32 outputs");
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = detail::float_bits(y[i]);
+  }
+  char* p = reinterpret_cast<char*>(slot) + Tile::byte_offset(r, c);
+#if defined(HEDDLE_INTERPRET)
+  unsigned* d = reinterpret_cast<unsigned*>(p);
+  d[0] = w[0];
+  d[1] = w[1];
+  d[2] = w[2];
+  d[3] = w[3];
+#else
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(sm90::smem_u32(p)), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+               "r"(w[3])
+               : "memory");
+#endif
+}
+
 // 32 consecutive columns from `addr` (lane = the warp's quarter, 32x32b: thread t gets lane + t), in
 // registers once tcgen05.wait::ld returned.
 __device__ __forceinline__ void tmem_load_32(unsigned addr, float (&v)[32]) {

@@ -36,6 +36,12 @@
 //              [wait fullE[tl%se] parity (tl/se)%2]
 //              epilogue from tmem[tl%a] (tcgen05.ld 32x32b + wait::ld) [reading x from sE[tl%se]]
 //              [arrive emptyE[tl%se]]; tcgen05.fence::before_thread_sync; arrive accEmpty[tl%a] }
+//     (epilogue_store("tma"): per chunk c of 128 bytes of columns, q = tl * chunks + c, slot q % sd:
+//        if (thread 128) bulk.wait_group.read(sd-1); bar.sync 1, 128
+//        tcgen05.ld the chunk's columns + wait::ld, epilogue, st.shared 16-byte vectors -> sD[q%sd] (128B swizzle)
+//        [last chunk: arrive emptyE; fence::before_thread_sync; arrive accEmpty[tl%a]]
+//        fence.proxy.async; bar.sync 1, 128; if (thread 128) { tma_store sD[q%sd] -> D; bulk.commit_group }
+//      and after the tile loop: if (thread 128) bulk.wait_group.read(0); lower/build/staged_store.h)
 //   }
 //   block_sync; if (warp == 1) { tcgen05.fence::after_thread_sync; tcgen05.dealloc tmem_slot, C columns }
 //
@@ -45,6 +51,7 @@
 
 #include "heddle/lower/build/epilogue_tma.h"
 #include "heddle/lower/build/role_pipeline.h"
+#include "heddle/lower/build/staged_store.h"
 
 namespace heddle::passes {
 
@@ -162,6 +169,22 @@ void tcgen05Specialize(LowerContext& c) {
   const kir::LaunchConfig groupedGrid = k.launch;  // (ceil(N / bn), ceil(tokens / bm) + E): grouped_walk.cpp
   if (!grouped) P.addWalkParams();
 
+  // epilogue_store("tma") (schedule: validateTcgen05Store): the epilogue warpgroup stages 128-byte column chunks in
+  // sD[sd] and thread 128 (warp 4's elected lane) stores them by TMA; bar.sync 1 over the 128 epilogue threads
+  const bool staged = h.tmaStore;
+  StagedStore store;
+  if (staged) {
+    store = stagingBuffers(k, t, h.storeCols, h.storeStages);
+    store.stages = h.storeStages;
+    store.writes = "st.shared";
+    store.barId = 1;
+    store.barThreads = 128;
+    store.barWho = " epilogue threads";
+    store.writers = "the epilogue threads";
+    store.issuer = "thread 128";
+    store.elect = [&] { return electOne(epiR.firstWarp); };
+  }
+
   // --- the kernel body ----------------------------------------------------------------------
   std::vector<const Ring*> inits{&ring, &ringAcc};
   if (epiEdge) inits.push_back(&ringE);
@@ -274,15 +297,36 @@ void tcgen05Specialize(LowerContext& c) {
     e.tmem = true;
     e.fromStage = tl % a;
     e.warpShift = epiR.firstWarp;
-    epilogueWithOperand(k, tiles->body, std::move(st), epiEdge ? &ringE : nullptr, tl);
-    tiles->body.stmts.push_back(
-        tcgenOp(k, kir::SyncKind::TcgenFenceBefore, acc, 0,
-                {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld",
-                 "next tcgen05.mma writes", "tmem acc", (tl % a).str(),
-                 "tcgen05.fence::before_thread_sync: this thread's loads (retired by wait::ld) are ordered before the "
-                 "accEmpty arrive that frees the stage"}));
-    tiles->body.stmts.push_back(ringAcc.consumerRelease(k, tl));
+    auto release = [&](std::vector<kir::NodePtr>& out, const std::string& after) {  // free the accumulator stage
+      out.push_back(tcgenOp(k, kir::SyncKind::TcgenFenceBefore, acc, 0,
+                            {"WAR tmem acc (" + epiR.name + " -> " + mmaR.name + ")", "epilogue tcgen05.ld",
+                             "next tcgen05.mma writes", "tmem acc", (tl % a).str(),
+                             "tcgen05.fence::before_thread_sync: this thread's loads (retired by wait::ld) are ordered "
+                             "before the accEmpty arrive that frees the stage" +
+                                 after}));
+      out.push_back(ringAcc.consumerRelease(k, tl));
+    };
+    if (!staged) {
+      epilogueWithOperand(k, tiles->body, std::move(st), epiEdge ? &ringE : nullptr, tl);
+      release(tiles->body.stmts, "");
+    } else {  // the chunks through sD (lower/build/staged_store.h); the stage is freed after the last chunk's loads
+      if (epiEdge) {
+        tiles->body.stmts.push_back(ringE.consumerWait(k, tl));
+        e.operandStage = tl % ringE.stages;
+      }
+      auto seq = stagedChunks(
+          k, store, e, tl, [&](IExpr q) { return q % store.stages; },
+          [&](int ch, std::vector<kir::NodePtr>& out) {
+            if (ch != store.chunks - 1) return;
+            if (epiEdge) out.push_back(ringE.consumerRelease(k, tl));
+            release(out,
+                    " (after the tile's last chunk of tcgen05.ld, before its TMA store: the "
+                    "MMA warp's next tile overlaps the store)");
+          });
+      for (auto& n : seq) tiles->body.stmts.push_back(std::move(n));
+    }
     eb.stmts.push_back(std::move(tiles));
+    if (staged) eb.stmts.push_back(stagedDrain(k, store));  // shared memory outlives the last store's reads
   }
   body.push_back(std::move(wg0));
   body.push_back(makeSync(k, kir::SyncKind::BlockSync,
@@ -299,7 +343,7 @@ void tcgen05Specialize(LowerContext& c) {
                "tcgen05.dealloc by the allocating warp, the same " + cols + " columns, before the kernel exits"},
               C));
   body.push_back(std::move(dealloc));
-  k.body.stmts = std::move(body);
+  k.body.stmts = std::move(body);  // (sD, made before the head, is allocated there with the other buffers)
 
   k.tile.mma = MmaKind::Tcgen05;
   k.tile.accStages = a;
@@ -307,6 +351,7 @@ void tcgen05Specialize(LowerContext& c) {
   k.tile.inDtypeB = t.b->dtype;  // 8-bit operands may mix e4m3 / e5m2: MmaSm100's B type (the idesc's B format)
   if (t.b->dtype != t.a->dtype) k.name += std::string("_b") + dtypeName(t.b->dtype);
   P.finish("_ws3tc_a" + std::to_string(a), epiEdge ? &ringE : nullptr);
+  if (staged) k.name += "_tmas" + std::to_string(store.stages);
   if (grouped) {  // the grouped walk's grid, one CTA per tile of the bound, not num_ctas
     k.launch.gridX = groupedGrid.gridX;
     k.launch.gridY = groupedGrid.gridY;
@@ -323,6 +368,10 @@ void tcgen05Specialize(LowerContext& c) {
         << " of B) by TMA into the ring slot, counted in its expect-tx; the MMA thread fences after the full wait, "
            "tcgen05.cp's them into the stage's own "
         << 4 + t.bn / 32 << " scale columns and issues the four block-scaled MMAs before the commit";
+  if (staged)
+    sum << "; TMA store of D in " << store.chunks << " chunk(s) of " << store.cols << " columns through sD["
+        << store.stages << "] (st.shared of 16-byte vectors into the 128-byte swizzle, bar.sync 1; the accumulator "
+        << "stage freed after the last chunk's tcgen05.ld, before its store)";
   if (epiEdge)
     sum << "; " << h.epiTma << " ring sE: " << ringE.stages << " stage(s), TMA by role '" << ringE.producer
         << "' (warp " << h.role(PipelineRole::EpiLoad)->firstWarp << ") -> " << epiR.name;

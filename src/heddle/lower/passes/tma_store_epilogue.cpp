@@ -46,8 +46,9 @@
 // through here too: each chunk is one group of 128 (or the row of a 128-wide tile), q staged, s [M, groups]
 // stored directly by the lanes owning the row's amax (no sD slot, no map: s is not an extra output).
 //
-// Runs when: epilogue_store("tma") from the MMA role.
-#include "heddle/lower/build/role_pipeline_build.h"
+// Runs when: epilogue_store("tma") from the MMA role. The chunks are lower/build/staged_store.h's, shared
+// with the sm_100a tcgen05 epilogue warpgroup (passes/tcgen05_specialize.cpp).
+#include "heddle/lower/build/staged_store.h"
 
 namespace heddle::passes {
 
@@ -96,135 +97,37 @@ void tmaStoreEpilogue(LowerContext& c) {
   if (!findStore(k.body, f))
     fail<HeddleError>("tma_store_epilogue: the MMA role of ", k.name, " has no direct epilogue store");
   const bool pp = !h.coop;  // ping-pong: per warpgroup slots, barrier and issuing thread
-  const int cols = h.storeCols, chunks = t.bn / cols, sd = h.storeStages;
-  const int barThreads = pp ? 128 : 128 * h.mmaWarpgroups;
-  const int first = 4, barId = 2;  // the MMA role's first warp; bar.sync 1 is the epilogue role's
+  const int sd = h.storeStages;
+  const int first = 4;  // the MMA role's first warp; bar.sync 1 is the epilogue role's
   const IExpr wgc = (var("warp") - 4) / 4, local = pp ? var("u") : var("tl");  // the warpgroup's own tile count
-  const std::string issuer = pp ? "thread 128 + 128 c (its warpgroup's first)" : "thread 128";
-  // the thread issuing the stores and owning their bulk group
-  auto elect = [&]() -> std::unique_ptr<kir::IfThenElse> {
+  StagedStore s = stagingBuffers(k, t, h.storeCols, pp ? 2 * sd : sd);         // ping-pong: sd slots per warpgroup
+  s.stages = sd;
+  // the generic-proxy writes of a chunk: stmatrix for 16-bit outputs; 8-bit ones (a chunk of 128 one-byte columns,
+  // one 128-byte swizzle row) are 16-bit st.shared of satfinite pairs (codegen/wgmma_printer.cpp stagedPair8)
+  s.writes = dtypeBytes(k.outDtype) == 1 ? "st.shared" : "stmatrix";
+  s.barId = 2;
+  s.barThreads = pp ? 128 : 128 * h.mmaWarpgroups;
+  if (pp) s.barIndex = wgc;
+  s.barWho = pp ? " threads of this warpgroup" : " MMA threads";
+  s.writers = "the MMA threads";
+  s.issuer = pp ? "thread 128 + 128 c (its warpgroup's first)" : "thread 128";
+  s.elect = [&]() -> std::unique_ptr<kir::IfThenElse> {  // the thread issuing the stores and owning their groups
     if (!pp) return electOne(first);
     return when(eq(var("tid") % 128, 0));
   };
-  // one staging buffer and tensor map per output: sD / tmD for D, sD1 / tmD1 for D1, ...
-  auto staging = [&](const std::string& out, DType dtype) {
-    auto b = std::make_unique<kir::Buffer>();
-    b->name = "s" + out;
-    b->role = out;
-    b->memory = MemoryType::Shared;
-    b->dtype = dtype;
-    b->stages = pp ? 2 * sd : sd;  // ping-pong: sd slots per warpgroup
-    b->rows = t.bm;
-    b->cols = cols;
-    b->align = 1024;  // a 128-byte swizzled TMA box
-    if (dtypeBytes(dtype) * cols != 128)
-      fail<HeddleError>("tma_store_epilogue: output ", out, " of ", k.name, " has ", dtypeBytes(dtype) * cols,
-                        "-byte chunk rows, not one 128-byte box (validate_schedule checks the element sizes)");
-    kir::Param pd;
-    pd.kind = kir::Param::TensorMap;
-    pd.name = "tm" + out;
-    pd.tensor = out;
-    k.params.push_back(pd);
-    k.tensorMaps.push_back({pd.name, out, cols, t.bm, 128, t.batched});  // batched: a 3-D map, batch_idx per tile
-    return k.addBuffer(std::move(b));
-  };
-  kir::Buffer* sD = staging("D", k.outDtype);
-  // the generic-proxy writes of a chunk: stmatrix for 16-bit outputs; 8-bit ones (a chunk of 128 one-byte columns,
-  // one 128-byte swizzle row) are 16-bit st.shared of satfinite pairs (codegen/wgmma_printer.cpp stagedPair8)
-  const std::string writes = dtypeBytes(k.outDtype) == 1 ? "st.shared" : "stmatrix";
-  std::vector<kir::Buffer*> extra;  // further outputs (training's pre-activation): their own slots, same chunks
-  for (auto& o : k.extraOutputs) extra.push_back(staging(o.param, o.dtype));
-  std::string names = "sD";
-  for (auto* x : extra) names += ", " + x->name;
-
-  // `if (warp 4 elected) cp.async.bulk.wait_group.read(n)`, the WAR edge tma_store reads -> `next`
-  auto waitRead = [&](int n, const std::string& next, const std::string& why) {
-    auto w = elect();
-    const std::string to = next == "the end of the CTA" ? "exit" : "epilogue";
-    w->thenBody.stmts.push_back(makeSync(k, kir::SyncKind::BulkWaitRead,
-                                         {"WAR sD (tma_store -> " + to + ")", "tma_store reads of sD", next, "sD", "",
-                                          "cp.async.bulk.wait_group.read(" + std::to_string(n) + "): " + why},
-                                         n));
-    return w;
-  };
   auto& epi = static_cast<kir::EpilogueStore&>(*f.tileBody->stmts[f.at]);
-  auto barrier = [&](Why why) {  // bar.sync 2 over the MMA warpgroups (ping-pong: 2 + c over warpgroup c)
-    why.mechanism = "named barrier (" + std::to_string(barThreads) +
-                    (pp ? " threads of this warpgroup" : " MMA threads") + "): " + why.mechanism;
-    auto b = makeSync(k, kir::SyncKind::NamedBarrier, why, barId);
-    b->count = barThreads;
-    if (pp) b->index = wgc;
-    return b;
-  };
-  std::vector<kir::NodePtr> seq;
-  for (int ch = 0; ch < chunks; ++ch) {
-    IExpr q = local * chunks + ch, st = pp ? wgc * sd + q % sd : q % sd;
-    const std::string col =
-        " (columns " + std::to_string(ch * cols) + ".." + std::to_string(ch * cols + cols - 1) + ")";
-    seq.push_back(waitRead(sd - 1, "epilogue writes of sD",
-                           "the store of chunk q-" + std::to_string(sd) +
-                               " (the last one from this slot) has read sD "
-                               "before the barrier lets the MMA threads rewrite it" +
-                               col));
-    seq.push_back(barrier({"WAR sD (tma_store -> epilogue)", "tma_store reads of sD", "epilogue writes of sD", "sD", "",
-                           issuer + "'s wait_group.read happens before every thread's rewrite of the slot" + col}));
-    auto st1 = kir::clone(epi, {});
-    auto& e = static_cast<kir::EpilogueStore&>(*st1);
-    e.to = sD;
-    e.toExtra = extra;
-    e.toStage = st;
-    e.colBegin = ch * cols;
-    e.colEnd = ch * cols + cols;
-    seq.push_back(std::move(st1));
-    seq.push_back(makeSync(
-        k, kir::SyncKind::FenceProxyAsync,
-        {"RAW " + names + " (" + writes + " -> tma_store)", "epilogue writes of " + names + " (generic proxy)",
-         "tma_store reads (async proxy)", "sD", "",
-         "fence.proxy.async in every writing thread, before the barrier that orders its writes before the TMA store: "
-         "generic-proxy writes (" +
-             writes + ") are not visible to the async proxy otherwise" + col}));
-    seq.push_back(barrier({"RAW " + names + " (" + writes + " -> tma_store)", "epilogue writes of " + names,
-                           "tma_store reads of " + names, "sD", "",
-                           "every fenced write of the chunk happens before " + issuer + " issues its TMA store" +
-                               (extra.empty() ? "" : "s") + col}));
-    auto issue = elect();
-    std::vector<kir::Buffer*> srcs{sD};
-    srcs.insert(srcs.end(), extra.begin(), extra.end());
-    for (auto* src : srcs) {  // every output's chunk, in one bulk group: one wait_group.read retires them all
-      auto ts = std::make_unique<kir::TmaStore>();
-      ts->src = src;
-      ts->stage = st;
-      ts->tensorMap = "tm" + src->role;
-      ts->row0 = var("m0");
-      ts->col0 = var("n0") + ch * cols;
-      ts->iter = q;
-      issue->thenBody.stmts.push_back(std::move(ts));
-    }
-    issue->thenBody.stmts.push_back(makeSync(
-        k, kir::SyncKind::BulkCommit,
-        {"group tma_store " + names, "", "", "sD", "",
-         (extra.empty()
-              ? "close the bulk group of this chunk's store"
-              : "close the one bulk group of this chunk's " + std::to_string(srcs.size()) + " stores (" + names + ")") +
-             " so wait_group.read can retire it" + col}));
-    seq.push_back(std::move(issue));
-  }
+  std::vector<kir::NodePtr> seq =
+      stagedChunks(k, s, epi, local, [&](IExpr q) { return pp ? wgc * sd + q % sd : q % sd; });
   auto& stmts = f.tileBody->stmts;
   stmts.erase(stmts.begin() + f.at);
   stmts.insert(stmts.begin() + f.at, std::make_move_iterator(seq.begin()), std::make_move_iterator(seq.end()));
 
   // the CTA's shared memory must outlive the reads of its last stores
-  f.roleBody->stmts.insert(f.roleBody->stmts.begin() + f.loopAt + 1,
-                           waitRead(0, "the end of the CTA",
-                                    "after the last tile: the CTA's shared memory stays valid until its last TMA store "
-                                    "has read it"));
-  // sD is allocated with the other shared buffers at the top of the kernel
-  size_t at = 0;
-  while (at < k.body.stmts.size() && k.body.stmts[at]->kind == kir::NodeKind::Alloc) ++at;
-  k.body.stmts.insert(k.body.stmts.begin() + at, std::make_unique<kir::Alloc>(sD));
-  for (size_t i = 0; i < extra.size(); ++i)
-    k.body.stmts.insert(k.body.stmts.begin() + at + 1 + i, std::make_unique<kir::Alloc>(extra[i]));
+  f.roleBody->stmts.insert(f.roleBody->stmts.begin() + f.loopAt + 1, stagedDrain(k, s));
+  allocStaging(k, s);  // sD is allocated with the other shared buffers at the top of the kernel
   k.name += "_tmas" + std::to_string(sd);
+  const auto& extra = s.extra;
+  const int chunks = s.chunks, cols = s.cols;
   std::string through = "sD[" + std::to_string(sd) + "]", what = "D";
   for (size_t i = 0; i < extra.size(); ++i) {
     through += " and " + extra[i]->name + "[" + std::to_string(sd) + "]";
@@ -234,8 +137,8 @@ void tmaStoreEpilogue(LowerContext& c) {
   k.syncPlan.summary +=
       "; TMA store of " + what + " in " + std::to_string(chunks) + " chunk(s) of " + std::to_string(cols) +
       " columns through " + through +
-      (pp ? " per warpgroup (" + writes + ", bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
-          : " (" + writes + ", bar.sync 2)");
+      (pp ? " per warpgroup (" + s.writes + ", bar.sync 2 + c; overlapping the other warpgroup's mainloop)"
+          : " (" + s.writes + ", bar.sync 2)");
 }
 
 }  // namespace heddle::passes
