@@ -71,6 +71,10 @@ FAMILIES = {
     # one CTA walks both n tiles (sms 1): the 2-stage ring and the one accumulator stage wrap; K = 384, 3 k tiles
     "sm100_mxfp8": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1), "sm_100a",
                     100, 1, "sm_100a MXFP8: scale chunks in the operand ring, tcgen05.cp + block-scaled tcgen05.mma"),
+    # the same walk with NVFP4 (two scale chunks a k tile); K = 320: 2.5 k tiles, the last one's second chunk past
+    # the scale rows (TMA zero fill)
+    "sm100_nvfp4": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
+                    "sm_100a NVFP4: two scale chunks a k tile in the operand ring, tcgen05.cp + kind::mxf4nvf4"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
@@ -269,3 +273,6 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
     ],
 }
+# NVFP4: the MXFP8 kernel's survivors but the scale maps' rows + 8, killed there: its K = 320 reads rows 16 .. 23 of a
+# row block with Kp = 20 (the last k tile's second chunk, TMA zero fill that eight more rows turn into real bytes)
+KNOWN_SURVIVORS['sm100_nvfp4'] = [m for m in KNOWN_SURVIVORS['sm100_mxfp8'] if m[0] != 'map_dims']
