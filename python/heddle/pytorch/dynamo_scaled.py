@@ -138,9 +138,10 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  out_scale=p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
-    if spec.mx:  # heddle.scaled_mm takes them eagerly; the graph rewrite (_steps) has no view of the blocked bytes
-        raise _Reject("MX scales (e8m0, blocked): the capture of an MX _scaled_mm is not built; torch's _scaled_mm "
-                      "runs it (heddle.scaled_mm takes the same arguments eagerly)")
+    if spec.mx or spec.nv:  # heddle.scaled_mm takes them eagerly; the graph rewrite (_steps) has no view of them
+        raise _Reject(("NVFP4 scales (e4m3, blocked)" if spec.nv else "MX scales (e8m0, blocked)") +
+                      ": the capture of a block-scaled _scaled_mm is not built; torch's _scaled_mm runs it "
+                      "(heddle.scaled_mm takes the same arguments eagerly)")
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
         raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
                       f"target {p.target} has none, so torch's _scaled_mm runs it")
