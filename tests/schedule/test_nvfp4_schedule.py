@@ -104,3 +104,26 @@ def test_a_computed_output_scale_is_refused_by_name():
     msg = schedule_error(fd, "sm_100a")
     assert "is the q of heddle.ops.quantize on nv16-scaled matmul T4: the NVFP4 kernel (MmaSm100Nvf4) is not " \
         "lowered with a computed output scale" in msg, msg
+
+
+def test_a_symbolic_K_is_checked_at_launch():
+    """K bound at launch (a, b stored [.., KH] bytes): K = 336 is 168 bytes a row, no TMA stride (core/tma.py)."""
+    import torch
+    from heddle.interpret import interpret
+    def fusion(rows_b):
+        fd = heddle.Fusion()
+        a, b = fd.input("a", "e2m1x2", ["M", "KH"]), fd.input("b", "e2m1x2", [256, "KH"])
+        sa, sb = fd.input("sa", "e4m3", ["MP", "KB"]), fd.input("sb", "e4m3", [rows_b, "KB"])
+        return fd, a, b, sa, sb
+
+    with pytest.raises(heddle.ScheduleError, match=r"scale_b \[256, round_up\(2\*KH/16, 4\)\]"):
+        fd, a, b, sa, sb = fusion("NP")  # the message counts K as two elements a stored byte
+        fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="nv16")
+    fd, a, b, sa, sb = fusion(256)
+    fd.output(fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="nv16").to("bf16"))
+    k = fd.auto_schedule("sm_100a").lower("sm_100a")
+    ops = [torch.zeros(r, 168, dtype=torch.uint8).view(torch.float4_e2m1fn_x2) for r in (128, 256)]
+    scales = [torch.zeros(r, 24, dtype=torch.uint8).view(torch.float8_e4m3fn) for r in (128, 256)]
+    with pytest.raises(heddle.InputError, match=r"input 'a': K = 336 \(e2m1x2, 168 bytes a row\), but .* loads its "
+                                                r"NVFP4 operands with TMA, .* K must be a multiple of 32"):
+        interpret(k, *ops, *scales, sms=1, reference=False)

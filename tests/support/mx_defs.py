@@ -1,7 +1,8 @@
 """A hand-written probe of the block-scaled tcgen05 primitives of heddle_sm100.cuh (MmaSm100Mx: MXFP8,
 MmaSm100Nvf4: NVFP4; docs/fp8.md "MX formats"), shared by tests/interp/test_tcgen05_mx_interpret.py (the CPU interpreter) and
-tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a); and, at the end, the fused MXFP8 kernel's fusions
-(build_mx) and inputs (mx_tensors) for tests/interp/test_tcgen05_mx_kernel_interpret.py and the NVRTC tests.
+tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a); and, at the end, the fused MXFP8 and NVFP4 kernels' fusions
+(build_mx, build_nv), inputs (mx_tensors, nv_tensors) and protocol mutants (protocol_mutants and the assert_* helpers)
+for tests/interp/test_tcgen05_mx_kernel_interpret.py, test_tcgen05_nvf4_kernel_interpret.py and the NVRTC tests.
 
 The kernel is one CTA, one 128 x BN tile (k tiles of 128 elements), one operand stage: every thread copies the k tile of A and B into the
 128-byte swizzled stage and the tile's scale chunks into shared memory, fence.proxy.async, a block barrier; thread
