@@ -165,10 +165,9 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
     fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn,
                         " is not one this build issues with tcgen05.mma (N a "
                         "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
-  if (isMxScaled(t.mm)) {
-    validateMxTcgen05(t);  // mx32 / nv16 scales: the k tile, bn 128 or 256 (schedule/mx_scales.cpp)
-  } else if (isFloat8(t.a->dtype)) {
-    validateFloat8Operands(t, target);
+  if (isFloat8(t.a->dtype) || isMxScaled(t.mm)) {
+    if (isFloat8(t.a->dtype)) validateFloat8Operands(t, target);
+    validateMxTcgen05(t);  // mx32 / nv16 scales (e2m1x2 operands): the k tile, bn 128 or 256 (schedule/mx_scales.cpp)
   } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
   }
