@@ -16,11 +16,14 @@
 //
 // The tiling (after the tcgen05 roles are worked out): k tiles of 128 elements (mxKTile: MXFP8 four K = 32
 // instructions reading the four scale bytes of a row in one 512-byte chunk of torch's blocked layout; NVFP4 128 e2m1
-// = 64 stored bytes a row, the 64-byte swizzle, two K = 64 instructions each with its own chunk), n tiles of 128 or
-// 256 (whole 128-row chunks of B's scales). Tensor memory holds, besides the accumulator stages, chunks x (4 +
-// bn/32) scale columns per operand stage (tcgen05.cp.32x128b.warpx4 fills 4 columns per chunk, PTX ISA
-// 9.7.16.9.2): each stage its own, because tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2), so a
-// copy may only overwrite columns whose MMAs the stage's commit -> empty -> full chain has retired. tcgen05.alloc
+// = 64 stored bytes a row, the 64-byte swizzle -- the UMMA shared-memory descriptor's layout type 4 at bits 61-63, PTX
+// ISA "tcgen05 shared memory descriptor" and CuTe's UMMA::LayoutType::SWIZZLE_64B (cute/arch/mma_sm100_desc.hpp),
+// which sm90::make_desc's 2 << 62 sets and the interpreter decodes (interp/rt/hrt_ptx_tcgen05.h) -- two K = 64
+// instructions each with its own chunk), n tiles of 128 or 256 (whole 128-row chunks of B's scales). Tensor memory
+// holds, besides the accumulator stages, chunks x (4 + bn/32) scale columns per operand stage
+// (tcgen05.cp.32x128b.warpx4 fills 4 columns per chunk, PTX ISA 9.7.16.9.2): each stage its own, because
+// tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2), so a copy may only overwrite columns whose MMAs
+// the stage's commit -> empty -> full chain has retired. tcgen05.alloc
 // takes a power of two of columns in [32, 512] (PTX ISA "tcgen05.alloc": "The number of columns must be a power of
 // 2", "within the range [32, 512]"; the interpreter refuses other counts, interp/rt/hrt_ptx_tcgen05.h), counted with
 // the accumulators in validateRolesTcgen05 (mxScaleColumns).
