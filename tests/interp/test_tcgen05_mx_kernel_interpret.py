@@ -5,15 +5,14 @@ printed source against heddle.reference.evaluate's float64 (itself checked again
 tests/ir/test_mx_scales.py). Ragged M, N, K (K a multiple of 32, not of 128: the last k tile's operands and scale
 columns zero-filled), rings that wrap, n tiles of 128 and 256 (a 256-wide tile whose second 128 rows start past N
 reads its second B chunk out of bounds: TMA's zero fill), mixed e5m2 x e4m3; the protocol's mutants caught."""
-import re
 
 import pytest
 import torch
 
 import heddle
-from heddle.interpret import _Mutated, interpret, mutation_kill_rate
+from heddle.interpret import interpret
 from support.interp_defs import kernel, needs_cxx
-from support.mx_defs import build_mx, mx_tensors
+from support.mx_defs import assert_protocol_mutant_caught, assert_sync_mutants_caught, protocol_mutants, build_mx, mx_tensors
 
 pytestmark = needs_cxx
 
@@ -96,52 +95,20 @@ def mutant_case():
     return fd, kernel(fd, "sm_100a"), mx_tensors(fd, 100, seed=3)
 
 
-def line(src, text):
-    hits = [ln for ln in src.split("\n") if text in ln]
-    assert len(hits) == 1, (text, hits)
-    return hits[0]
-
-
-SLOW = pytest.mark.slow  # each mutant compiles the interpreter once: three run by default, the rest -m slow
-MUTANTS = [
-    pytest.param("the scale chunks of the next k tile (A's)",
-                 lambda s: s.replace(", 0, kt * 4, m0 / 128,", ", 0, kt * 4 + 4, m0 / 128,"), id="next-k-tile-A"),
-    pytest.param("the scale chunks of the next k tile (B's)",
-                 lambda s: s.replace(", 0, kt * 4, n0 / 128,", ", 0, kt * 4 + 4, n0 / 128,"), id="next-k-tile-B",
-                 marks=SLOW),
-    pytest.param("the MMA copies into stage 0's scale columns whatever the stage",
-                 lambda s: s.replace(line(s, "Mma::mma("), line(s, "Mma::mma(").replace(", 0, (tl * ", ", 0, 0 * (tl * ", 1)),
-                 id="stage-0-columns", marks=SLOW),
-    pytest.param("the fence after the full wait dropped", lambda s: s.replace(line(s, "WAR tmem scale columns"), ""),
-                 id="no-fence"),
-    pytest.param("the expect-tx bytes one B chunk short", None, id="expect-tx-short"),
-]
+MUTANTS = protocol_mutants(4)
 
 
 @pytest.mark.parametrize("what,edit", MUTANTS)
 def test_mx_protocol_mutants_are_caught(what, edit):
     fd, k, ts = mutant_case()
-    src = k.source
-    if edit is None:
-        ln = line(src, "mbar_arrive_expect_tx((full")
-        n = int(re.search(r", (\d+)\);", ln).group(1))
-        assert n == 2 * 128 * 128 + 512 + 512  # sA, sB and the two chunks of a 128-wide tile
-        edit = lambda s: s.replace(ln, ln.replace(f", {n});", f", {n - 512});"))  # noqa: E731
-    mutated = edit(src)
-    assert mutated != src, what
-    r = interpret(_Mutated(k, mutated), *ts, sms=1)
-    if r.ok:
-        want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
-        err = (r.output.double() - want).abs()
-        assert float(err.max()) > 1e-2 * float(want.abs().max()), f"{what}: survived"
+    # the expect-tx: sA, sB and the two chunks of a 128-wide tile
+    assert_protocol_mutant_caught(fd, k, ts, what, edit, 2 * 128 * 128 + 512 + 512)
 
 
 @pytest.mark.slow
 def test_mx_kernel_sync_mutants_are_caught():
     fd, k, ts = mutant_case()
-    res = mutation_kill_rate(k, *ts, sms=1)
-    assert {"delete_sync", "flip_parity", "drop_expect_tx", "shrink_expect_tx", "swap_stage"} <= set(res["by_kind"])
-    assert not res["survivors"], res["survivors"]
+    assert_sync_mutants_caught(k, ts)
 
 
 def test_the_plan_names_the_new_orderings_and_the_simulator_refuses_by_name():

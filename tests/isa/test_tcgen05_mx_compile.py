@@ -26,15 +26,19 @@ def test_block_scaled_primitives_compile_for_sm100a(bn, fa, fb, mma, copies):
     assert "kind::f8f6f4" not in r.ptx and "kind::f16" not in r.ptx
 
 
-def check_kernel(low, bn):
-    """The fused MXFP8 kernel (lower/passes/mx_scale_ring.cpp + tcgen05_specialize): no spills or stack frame, the
-    block-scaled MMA four times a k tile (unrolled), one tcgen05.cp per chunk (1 + bn/128), the chunks' 3-D TMA
-    loads beside the operands' 2-D ones, the fence after the full wait."""
+MXF8 = "kind::mxf8f6f4.block_scale.scale_vec::1X"
+NVF4 = "kind::mxf4nvf4.block_scale.scale_vec::4X"
+
+
+def check_kernel(low, bn, mma=MXF8, mmas=4, chunks=1):
+    """The fused MXFP8 (NVFP4) kernel (lower/passes/mx_scale_ring.cpp + tcgen05_specialize): no spills or stack
+    frame, the block-scaled MMA four (two) times a k tile (unrolled), one tcgen05.cp per chunk (chunks x (1 +
+    bn/128)), the chunks' 3-D TMA loads beside the operands' 2-D ones, the fence after the full wait."""
     r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
-    assert r.ptx.count("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X") == 4, low.name
-    assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == 1 + bn // 128
+    assert r.ptx.count("tcgen05.mma.cta_group::1." + mma) == mmas, low.name
+    assert r.ptx.count("tcgen05.cp.cta_group::1.32x128b.warpx4") == chunks * (1 + bn // 128)
     assert "cp.async.bulk.tensor.3d" in r.ptx and "cp.async.bulk.tensor.2d" in r.ptx
     assert "tcgen05.fence::after_thread_sync" in r.ptx and "kind::f8f6f4" not in r.ptx and "kind::f16" not in r.ptx
     return r
@@ -77,3 +81,17 @@ def test_mx_kernel_with_a_computed_output_scale_compiles_clean(fa, fb, bn, stage
     low = build_mx(fa, fb, n=n, k=4096, bn=bn, stages=stages, acc_stages=acc, quant=(fmt, group)).lower("sm_100a")
     r = check_kernel(low, bn)  # no spills or stack frame, the block-scaled MMAs, copies and chunk loads
     assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx
+
+
+@pytest.mark.parametrize("bn,stages,acc,out,epi,auto", [
+    (128, 6, 2, "bf16", "bias_gelu", False),
+    (256, 4, 1, "f32", None, False),
+    (256, 0, 0, "bf16", "bias", True),  # the automatic schedule: 128 x 256 x 64 bytes (128 e2m1)
+])
+def test_nvf4_kernel_compiles_clean(bn, stages, acc, out, epi, auto):
+    from support.mx_defs import build_nv
+    low = build_nv(n=4096, k=4096, bn=bn, stages=stages, acc_stages=acc, epilogue=epi, out=out,
+                   auto=auto).lower("sm_100a")
+    assert (low.tile["bn"], low.tile["bk"]) == (bn, 64)
+    r = check_kernel(low, bn, NVF4, 2, 2)
+    assert "kind::mxf8f6f4" not in r.ptx

@@ -1,7 +1,8 @@
 """A hand-written probe of the block-scaled tcgen05 primitives of heddle_sm100.cuh (MmaSm100Mx: MXFP8,
 MmaSm100Nvf4: NVFP4; docs/fp8.md "MX formats"), shared by tests/interp/test_tcgen05_mx_interpret.py (the CPU interpreter) and
-tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a); and, at the end, the fused MXFP8 kernel's fusions
-(build_mx) and inputs (mx_tensors) for tests/interp/test_tcgen05_mx_kernel_interpret.py and the NVRTC tests.
+tests/isa/test_tcgen05_mx_compile.py (NVRTC for sm_100a); and, at the end, the fused MXFP8 and NVFP4 kernels' fusions
+(build_mx, build_nv), inputs (mx_tensors, nv_tensors) and protocol mutants (protocol_mutants and the assert_* helpers)
+for tests/interp/test_tcgen05_mx_kernel_interpret.py, test_tcgen05_nvf4_kernel_interpret.py and the NVRTC tests.
 
 The kernel is one CTA, one 128 x BN tile (k tiles of 128 elements), one operand stage: every thread copies the k tile of A and B into the
 128-byte swizzled stage and the tile's scale chunks into shared memory, fence.proxy.async, a block barrier; thread
@@ -225,16 +226,23 @@ def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1,
     quant=(fmt, group): instead of the cast, heddle.ops.quantize(y, fmt, group) with outputs q, then s (docs/fp8.md
     "Computed output scales"). residual: + res bf16 [M, n] after the bias. tma="bias" | "res": that epilogue operand
     cached with tma_load (its producer role on warp 2 and a ring of 2 stages, docs/blackwell.md)."""
+    return _scaled_fusion((fa, fb), k, "e8m0", -(-k // 128) * 4, "mx32", 128, n, bn, stages, acc_stages, epilogue,
+                          out, auto, quant, residual, tma)
+
+
+def _scaled_fusion(fmts, kstored, sdtype, kp, kind, bk, n, bn, stages, acc_stages, epilogue, out, auto, quant=None,
+                   residual=False, tma=None):
+    """a [M, kstored] @ b [n, kstored] (trans_b) with `kind` scales [MP | round_up(n, 128), kp] of `sdtype`, the
+    epilogue, the schedule (build_mx / build_nv)."""
     import heddle
     from support.tcgen05_defs import roles
     from support.wgmma_defs import schedule_sm90
     fd = heddle.Fusion()
-    a = fd.input("a", fa, ["M", k])
-    b = fd.input("b", fb, [n, k])
-    kp = -(-k // 128) * 4
-    sa = fd.input("sa", "e8m0", ["MP", kp])
-    sb = fd.input("sb", "e8m0", [-(-n // 128) * 128, kp])
-    y = fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="mx32")
+    a = fd.input("a", fmts[0], ["M", kstored])
+    b = fd.input("b", fmts[1], [n, kstored])
+    sa = fd.input("sa", sdtype, ["MP", kp])
+    sb = fd.input("sb", sdtype, [-(-n // 128) * 128, kp])
+    y = fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales=kind)
     extra = {}
     if epilogue:
         extra["bias"] = fd.input("bias", "bf16", [n])
@@ -252,7 +260,7 @@ def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1,
     if auto:
         fd.auto_schedule("sm_100a")
     else:
-        schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=stages, roles=roles(acc_stages))
+        schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
     if tma:
         fd.cache_after(extra[tma], "tma_load").circular_buffer(2)
     return fd
@@ -305,3 +313,107 @@ def mx_quant_tensors(fd, M, seed=0):
     bias = (torch.randn(N, generator=g) * 0.1).to(torch.bfloat16)
     bias[N - 1] = 48.0
     return [a, b, blocked(ca), blocked(cb), bias]
+
+
+def build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16", auto=False):
+    """The fused NVFP4 kernel's fusion (scales="nv16"; lower/passes/mx_scale_ring.cpp with two chunks a k tile,
+    MmaSm100Nvf4 in the MMA role): a [M, k/2] @ b [n, k/2] e2m1x2 (trans_b; k elements of K) with e4m3 (ue4m3)
+    scales in torch's blocked layout [round_up(rows, 128), round_up(k/16, 4)], then the epilogue as build_mx's;
+    scheduled at 128 x bn x 64 stored bytes (128 e2m1) with `stages` operand stages (auto: Fusion.auto_schedule)."""
+    return _scaled_fusion(("e2m1x2", "e2m1x2"), k // 2, "e4m3", -(-k // 64) * 4, "nv16", 64, n, bn, stages,
+                          acc_stages, epilogue, out, auto)
+
+
+def nv_tensors(fd, M, seed=0, codes=(0x28, 0x48)):
+    """The inputs of build_nv's fusion for M rows: random e2m1 codes packed two a byte (element 2j in the low
+    nibble: torch.float4_e2m1fn_x2), ue4m3 scale codes in [codes[0], codes[1]) (default 0x28 .. 0x47: 2^-2 .. 3.75)
+    per row and 16 of K laid out by torch's own to_blocked ([round_up(rows, 128), round_up(K/16, 4)], zero-padded),
+    a bias of randn."""
+    g = torch.Generator().manual_seed(seed)
+    ins = {t.name: t for t in fd.inputs}
+    K = 2 * ins["a"].shape[1]
+    N = ins["b"].shape[0]
+
+    def packed(rows):
+        c = torch.randint(0, 16, (rows, K), generator=g, dtype=torch.uint8)
+        return (c[:, 0::2] | (c[:, 1::2] << 4)).contiguous().view(torch.float4_e2m1fn_x2)
+
+    def scales(rows):
+        c = torch.randint(codes[0], codes[1], (rows, K // 16), generator=g, dtype=torch.uint8)
+        return to_blocked(c).contiguous().view(-1, -(-K // 64) * 4).view(torch.float8_e4m3fn)
+
+    out = [packed(M), packed(N), scales(M), scales(N)]
+    if "bias" in ins:
+        out.append(torch.randn(N, generator=g).to(torch.bfloat16))
+    return out
+
+
+def source_line(src, text):
+    """The one line of src holding text."""
+    hits = [ln for ln in src.split("\n") if text in ln]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+def assert_protocol_mutant_caught(fd, k, ts, what, edit, tx):
+    """The block-scaled kernel k with `edit` applied to its printed source (None: the full barrier's expect-tx,
+    which must be `tx` bytes, one 512-byte chunk short) is caught by the interpreter on one SM: a finding, or
+    numbers off the float64 reference by more than 1% of its largest value."""
+    import re
+    import heddle
+    from heddle.interpret import _Mutated, interpret
+    src = k.source
+    if edit is None:
+        ln = source_line(src, "mbar_arrive_expect_tx((full")
+        n = int(re.search(r", (\d+)\);", ln).group(1))
+        assert n == tx, n
+        edit = lambda s: s.replace(ln, ln.replace(f", {n});", f", {n - 512});"))  # noqa: E731
+    mutated = edit(src)
+    assert mutated != src, what
+    r = interpret(_Mutated(k, mutated), *ts, sms=1)
+    if r.ok:
+        want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
+        err = (r.output.double() - want).abs()
+        assert float(err.max()) > 1e-2 * float(want.abs().max()), f"{what}: survived"
+
+
+def stage0_scale_columns(s):
+    """The MMA step copies into operand stage 0's scale columns whatever its stage (a mutant of the printed
+    source: a tensor-memory write-after-read race on those columns)."""
+    ln = source_line(s, "Mma::mma(")
+    return s.replace(ln, ln.replace(", 0, (tl * ", ", 0, 0 * (tl * ", 1))
+
+
+def no_scale_fence(s):
+    """The tcgen05.fence::after_thread_sync after the full wait dropped (a mutant of the printed source)."""
+    return s.replace(source_line(s, "WAR tmem scale columns"), "")
+
+
+def assert_sync_mutants_caught(k, ts):
+    """Every default sync mutant of k (deleted syncs, flipped parities, the expect-tx dropped or shrunk, swapped
+    stages) caught by the interpreter on one SM."""
+    from heddle.interpret import mutation_kill_rate
+    res = mutation_kill_rate(k, *ts, sms=1)
+    assert {"delete_sync", "flip_parity", "drop_expect_tx", "shrink_expect_tx", "swap_stage"} <= set(res["by_kind"])
+    assert not res["survivors"], res["survivors"]
+
+
+def protocol_mutants(rows):
+    """The block-scaled kernel's protocol mutants of its printed source, as pytest params (what, edit): the scale
+    chunks of the next k tile (A's; B's -m slow), stage 0's scale columns for every stage (-m slow), the fence after
+    the full wait dropped, the expect-tx one chunk short (edit None: assert_protocol_mutant_caught's); rows: the
+    scale rows of a k tile's box, 4 (MXFP8: one chunk) or 8 (NVFP4: two, plus A's box one chunk late, -m slow: the
+    k tile's second chunk is the next one's first)."""
+    def box(origin, ahead):
+        return lambda s: s.replace(f", 0, kt * {rows}, {origin} / 128,", f", 0, kt * {rows} + {ahead}, {origin} / 128,")
+    slow = [pytest.mark.slow]  # each mutant compiles the interpreter once: three run by default
+    out = [pytest.param("A's scale chunks of the next k tile", box("m0", rows), id="next-k-tile-A"),
+           pytest.param("B's scale chunks of the next k tile", box("n0", rows), id="next-k-tile-B", marks=slow),
+           pytest.param("the MMA copies into stage 0's scale columns whatever the stage", stage0_scale_columns,
+                        id="stage-0-columns", marks=slow),
+           pytest.param("the fence after the full wait dropped", no_scale_fence, id="no-fence"),
+           pytest.param("the expect-tx bytes one chunk short", None, id="expect-tx-short")]
+    if rows == 8:
+        out.insert(1, pytest.param("A's chunks one chunk late (the second chunk of a k tile is the next one's first)",
+                                   box("m0", 4), id="second-chunk-A", marks=slow))
+    return out

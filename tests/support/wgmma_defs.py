@@ -75,11 +75,18 @@ def inputs(fd, M, seed=0, batch=2):
     g = torch.Generator().manual_seed(seed)
     mm = next((e for e in fd.exprs() if e["op"] == "matmul"), None)
     scale_a = mm.get("scale_a") if mm else None
+    nv16 = (mm["scale_a"], mm["scale_b"]) if mm and mm.get("scales") == "nv16" else ()
     out = []
     for t in fd.inputs:
-        if t.dtype == "e8m0":  # mx32 scales, blocked [round_up(rows, 128), Kp]: ue8m0 codes 120..134 (2^-7..2^7)
+        if t.dtype == "e8m0" or t.name in nv16:  # mx32 / nv16 scales, blocked [round_up(rows, 128), Kp]: ue8m0 codes
+            # 120..134 (2^-7..2^7), ue4m3 codes 0x28..0x47 (2^-2..3.75; e4m3 bytes with the sign bit clear)
             shape = [-(-M // 128) * 128 if isinstance(s, str) else s for s in t.shape]
-            out.append(torch.randint(120, 135, shape, generator=g, dtype=torch.uint8).view(torch.float8_e8m0fnu))
+            lo, hi, dt = (120, 135, torch.float8_e8m0fnu) if t.dtype == "e8m0" else (0x28, 0x48, torch.float8_e4m3fn)
+            out.append(torch.randint(lo, hi, shape, generator=g, dtype=torch.uint8).view(dt))
+            continue
+        if t.dtype == "e2m1x2":  # NVFP4 operands: any byte is two e2m1 codes
+            shape = [M if s == "M" else s for s in t.shape]
+            out.append(torch.randint(0, 256, shape, generator=g, dtype=torch.uint8).view(torch.float4_e2m1fn_x2))
             continue
         shape = [M if s == "M" else batch if s == "B" else s for s in t.shape]
         dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "e4m3": torch.float8_e4m3fn,

@@ -376,6 +376,20 @@ def _():
                                                      k=136), M=130)]
 
 
+def _nv(**kw):
+    from support.mx_defs import build_nv
+    return lambda target: build_nv(**kw)
+
+
+@family("sm100_nvfp4", "sm_100a", True, "tcgen05.mma kind::mxf4nvf4.block_scale.scale_vec::4X: NVFP4 (e2m1x2 operands, "
+        "nv16 ue4m3 scales per 16 of K, two scale chunks a k tile tcgen05.cp'd from the operand ring)")
+def _():
+    return [Case("bn256-N520-K1056-M333", _nv(n=520, k=1056, bn=256, stages=4, acc_stages=1), M=333),
+            Case("bn128-f32-K544-M77", _nv(n=264, k=544, bn=128, stages=3, acc_stages=2, epilogue="bias", out="f32"),
+                 M=77),
+            Case("auto-M200", _nv(n=1024, k=1024, auto=True), M=200)]
+
+
 def _amax100(n, fmt="e4m3", group=128, bn=128):
     return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group)
 

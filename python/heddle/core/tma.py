@@ -24,11 +24,12 @@ from typing import Dict, Optional, Tuple
 from .. import _C
 from .errors import InputError
 
-_DATA_TYPE = {1: {"e4m3": 0, "e5m2": 0, "e8m0": 0}, 2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}  # CU_TENSOR_MAP_DATA_TYPE_*: UINT8 0
+# CU_TENSOR_MAP_DATA_TYPE_*: UINT8 0 for every byte format (e2m1x2: two e2m1 a byte, copied as bytes)
+_DATA_TYPE = {1: {"e4m3": 0, "e5m2": 0, "e8m0": 0, "e2m1x2": 0}, 2: {"f16": 6, "bf16": 9}, 4: {"f32": 7}}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 _L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion (NONE, L2_64B, L2_128B, L2_256B)
 _TORCH_NAME = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float8_e4m3fn": "e4m3",
-               "torch.float8_e5m2": "e5m2", "torch.float8_e8m0fnu": "e8m0"}
+               "torch.float8_e5m2": "e5m2", "torch.float8_e8m0fnu": "e8m0", "torch.float4_e2m1fn_x2": "e2m1x2"}
 
 
 def tma_problem(t, what: str = "tensor") -> Optional[str]:
@@ -54,10 +55,10 @@ def tma_problem(t, what: str = "tensor") -> Optional[str]:
 
 
 def mx_scales_problem(t) -> Optional[str]:
-    """Why an mx32 scale tensor (torch's blocked bytes [round_up(rows, 128), Kp]) cannot be the 3-D map
+    """Why an mx32 / nv16 scale tensor (torch's blocked bytes [round_up(rows, 128), Kp]) cannot be the 3-D map
     {128 bytes, Kp rows, row blocks} of the kernel's chunk copies (lower/passes/mx_scale_ring.cpp), or None."""
     if t.dim() != 2 or t.shape[0] % 128:
-        return f"its shape is {tuple(t.shape)}, not the blocked [round_up(rows, 128), round_up(K/32, 4)]"
+        return f"its shape is {tuple(t.shape)}, not the blocked [round_up(rows, 128), round_up(K/block, 4)]"
     if t.stride(1) != 1 or t.stride(0) != t.shape[1]:
         return f"it is not contiguous (strides {tuple(t.stride())})"
     if t.data_ptr() % 16:
@@ -110,6 +111,11 @@ def check_operands(kernel, geometry) -> None:
     if K == 0:
         raise InputError(f"input '{geometry.a_name}': K = 0, but {kernel.name} runs at least one k-tile (the first "
                          "wgmma of a tile overwrites the accumulators); compute an empty product outside heddle")
+    if kernel._matmul_expr.get("scales") == "nv16" and K % 16:  # e2m1x2: K / 2 bytes a row (schedule/mx_scales.cpp)
+        raise InputError(f"input '{geometry.a_name}': K = {2 * K} (e2m1x2, {K} bytes a row), but {kernel.name} loads "
+                         "its NVFP4 operands with TMA, whose row strides are multiples of 16 bytes: K must be a "
+                         f"multiple of 32 (pad K with zeros to {(2 * K + 31) // 32 * 32} in both operands and their "
+                         "scales)")
     if a.element_size() == 1 and K % 16:  # 8-bit operands (docs/fp8.md): no cp.async kernel to fall back on
         raise InputError(f"input '{geometry.a_name}': K = {K}, but {kernel.name} loads its 8-bit operands with TMA, "
                          f"which reads 16-byte rows: K must be a multiple of 16 (pad K with zeros to "
@@ -241,7 +247,7 @@ def launch_args(kernel, geometry, out, encoder=None, sms=None, tensors=None,
                                     f"heddle.tma.m_major_scales({op})"), op
             rows, cols = t.shape[1], g.M
             ld = t.stride(1) if t.shape[1] > 1 else -(-g.M // 4) * 4  # one k-block: its stride is never stepped
-        elif m["param"] in ("tmSFA", "tmSFB"):  # mx32 scale chunks (lower/passes/mx_scale_ring.cpp): the blocked
+        elif m["param"] in ("tmSFA", "tmSFB"):  # mx32 / nv16 scale chunks (lower/passes/mx_scale_ring.cpp): the blocked
             # [round_up(rows, 128), Kp] bytes as a 3-D map {128 bytes, Kp rows of a 128-row block, row blocks}
             t, which = _named_input(kernel, tensors, op, "the MX scales", mx_scales_problem,
                                     "loads its 512-byte scale chunks by TMA from torch's blocked layout, but {}; "

@@ -125,6 +125,8 @@ def _f32_bytes(t) -> bytes:
     t = t.detach().to("cpu")
     if t.numel() == 0:
         return b""
+    if t.dtype == getattr(torch, "float4_e2m1fn_x2", None):  # packed FP4 pairs have no float32 conversion: their
+        t = t.view(torch.uint8)  # byte codes (the simulator refuses the NVFP4 kernel by name, verify/simulate.cpp)
     span = 1 + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
     flat = torch.as_strided(t, (span,), (1,)).to(torch.float32).contiguous()
     try:

@@ -144,6 +144,9 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  out_scale=p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
+    if spec.nv:  # heddle.scaled_mm takes them eagerly
+        raise _Reject("NVFP4 scales (e4m3, blocked): the capture of an NVFP4 _scaled_mm is not built; torch's "
+                      "_scaled_mm runs it (heddle.scaled_mm takes the same arguments eagerly)")
     if spec.mx and p.target is not None and not _C.target_info(p.target)["tcgen05"]:
         raise _Reject(f"MX scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma (kind::mxf8f6f4); target "
                       f"{p.target} has none, so torch's _scaled_mm runs it")

@@ -12,7 +12,10 @@ sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit floa
 returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). MX scales (MXFP8: scale_a and scale_b
 torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K/32, 4) bytes each, K a multiple of
 32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"; with an 8-bit out_dtype
-only with out_scale). The layout and the alignment
+only with out_scale); NVFP4 likewise (scales="nv16"):
+a and b torch.float4_e2m1fn_x2 (two e2m1 a byte: a [M, K/2] row-major, b [K/2, N] column-major, torch's b_packed.t()),
+scale_a and scale_b torch.float8_e4m3fn (ue4m3) in the blocked layout, round_up(rows, 128) * round_up(K/16, 4) bytes each,
+K a multiple of 32 (K/2 of 16: torch's rule). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -44,6 +47,8 @@ from .custom_ops import register_op
 from .matmul import FusedMatmul, _dynamo_compiling, _modes_active, call_table, eager_call_ok
 
 FLOAT8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
+FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # NVFP4's packed operands (two e2m1 a byte)
+OPERANDS = {**FLOAT8, **({FP4: "e2m1x2"} if FP4 is not None else {})}
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", **FLOAT8}
 _TORCH = {v: k for k, v in OUT_DTYPES.items()}
 _BIAS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
@@ -72,6 +77,7 @@ class ScaledMatmulSpec:
     block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
     out_scale: Optional[str] = None  # "1x128" | "row": the 8-bit output quantized with a computed scale
     mx: bool = False             # MXFP8: e8m0 scales per 32 of K in torch's blocked layout (scales="mx32")
+    nv: bool = False             # NVFP4: e2m1x2 operands (k: bytes a row), e4m3 scales per 16 of K, blocked (nv16)
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
     batched = False
@@ -82,7 +88,7 @@ class ScaledMatmulSpec:
 
     def op_name(self) -> str:
         parts = ["smm", self.dtype_a + self.dtype_b, f"k{self.k}", f"n{self.n}",
-                 "sbb" if self.block else "smx" if self.mx else
+                 "sbb" if self.block else "smx" if self.mx else "snv" if self.nv else
                  "s" + ("r" if self.row_a else "t") + ("c" if self.col_b else "t")]
         if self.bias is not None:
             parts.append("B" + self.bias)
@@ -103,6 +109,10 @@ class ScaledMatmulSpec:
             kp = mx_columns(self.k)
             y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "e8m0", ["MP", kp]),
                           scale_b=fd.input("scale_b", "e8m0", [-(-self.n // BLOCK) * BLOCK, kp]), scales="mx32")
+        elif self.nv:  # NVFP4: the tensor core applies them per 16 of K (K = 2k elements)
+            kp = nv_columns(self.k)
+            y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "e4m3", ["MP", kp]),
+                          scale_b=fd.input("scale_b", "e4m3", [-(-self.n // BLOCK) * BLOCK, kp]), scales="nv16")
         elif self.block:  # the scales act inside the k loop (docs/fp8.md "Block scales and promotion")
             kb = -(-self.k // BLOCK)
             y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "f32", ["M", kb]),
@@ -154,7 +164,7 @@ class FusedScaledMatmul(FusedMatmul):
     def interpret_target(self) -> str:
         # the block-scaled kernel is wgmma's; the computed output scale lowers on wgmma and tcgen05 (docs/fp8.md);
         # MX scales have sm_100a's block-scaled tcgen05.mma only (HEDDLE_INTERPRET_TARGET when it has tcgen05)
-        if self.spec.mx:
+        if self.spec.mx or self.spec.nv:
             from ..core.interpret import interpret_target
             t = interpret_target()
             return t if _C.target_info(t)["tcgen05"] else "sm_100a"
@@ -220,10 +230,11 @@ def resolve(name: str) -> bool:
 def decode(name: str) -> Optional[ScaledMatmulSpec]:
     """The spec ScaledMatmulSpec.op_name() wrote as `name`, or None."""
     toks = name.split("_")
-    if len(toks) < 6 or toks[0] != "smm" or toks[1][:4] not in _FORMATS or toks[1][4:] not in _FORMATS:
+    half = len(toks[1]) // 2 if len(toks) > 1 else 0  # two formats: e4m3e5m2, e2m1x2e2m1x2
+    if len(toks) < 6 or toks[0] != "smm" or toks[1][:half] not in _FORMATS or toks[1][half:] not in _FORMATS:
         return None
     k, n, s, out = toks[2], toks[3], toks[4], toks[-1]
-    scales_ok = s in ("sbb", "smx") or (len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t"))
+    scales_ok = s in ("sbb", "smx", "snv") or (len(s) == 3 and s[0] == "s" and s[1] in ("r", "t") and s[2] in ("c", "t"))
     if k[:1] != "k" or not k[1:].isdigit() or n[:1] != "n" or not n[1:].isdigit() or not scales_ok \
             or out[:1] != "o" or out[1:] not in _TORCH:
         return None
@@ -240,11 +251,11 @@ def decode(name: str) -> Optional[ScaledMatmulSpec]:
             f["out_scale"] = _OUT_SCALE_NAME[t]
         else:
             return None
-    return ScaledMatmulSpec(toks[1][:4], toks[1][4:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
-                            out_dtype=out[1:], block=s == "sbb", mx=s == "smx", **f)
+    return ScaledMatmulSpec(toks[1][:half], toks[1][half:], int(k[1:]), int(n[1:]), s[1] == "r", s[2] == "c",
+                            out_dtype=out[1:], block=s == "sbb", mx=s == "smx", nv=s == "snv", **f)
 
 
-_FORMATS = ("e4m3", "e5m2")
+_FORMATS = ("e4m3", "e5m2", "e2m1x2")
 _OUT_SCALE_NAME = {v: k for k, v in OUT_SCALE_CODE.items()}
 _ops: Dict[ScaledMatmulSpec, FusedScaledMatmul] = {}
 _lock = threading.Lock()
@@ -312,15 +323,23 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
                     ("scale_result", scale_result)):
         if t is not None and not isinstance(t, torch.Tensor):
             raise InputError(f"{_W}: '{name}' is a {type(t).__name__}, not a torch.Tensor")
+    fp4 = FP4 is not None and (a.dtype == FP4 or b.dtype == FP4)
     for name, t in (("a", a), ("b", b)):
-        if t.dtype not in FLOAT8:
+        if t.dtype not in FLOAT8 and not (fp4 and t.dtype == FP4):
             raise InputError(f"{_W}: '{name}' has dtype {t.dtype}; scaled_mm takes torch.float8_e4m3fn or "
-                             f"torch.float8_e5m2 operands (quantize it first; bf16 operands: heddle.matmul)")
+                             "torch.float8_e5m2 operands, or torch.float4_e2m1fn_x2 ones (NVFP4, both operands) "
+                             f"(quantize it first; bf16 operands: heddle.matmul)")
+        if fp4 and t.dtype != FP4:
+            raise InputError(f"{_W}: '{name}' is {t.dtype} but the other operand is torch.float4_e2m1fn_x2; NVFP4 "
+                             "takes both operands packed e2m1 (two a byte)")
         if t.dim() != 2:
             raise InputError(f"{_W}: '{name}' has shape {tuple(t.shape)}; scaled_mm takes 2-D operands")
     (m, k), (kb, n) = a.shape, b.shape
     if k != kb:
         raise InputError(f"{_W}: a is [{m}, {k}] but b is [{kb}, {n}]: a gives K={k}, b gives K={kb}")
+    if fp4 and (k % ALIGN or n % ALIGN):  # k: bytes a row, K = 2k e2m1
+        raise InputError(f"{_W}: K={2 * k} (a [{m}, {k}] packed e2m1) and N={n}: K/2 and N must be multiples of "
+                         f"{ALIGN} (torch._scaled_mm's rule); pad the operands with zeros")
     if k % ALIGN or n % ALIGN:
         raise InputError(f"{_W}: K={k} and N={n} must be multiples of {ALIGN} (torch._scaled_mm's rule); pad "
                          "the operands with zeros")
@@ -334,10 +353,11 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
     if out_dtype not in OUT_DTYPES:
         raise InputError(f"{_W}: out_dtype={out_dtype} is not supported; use torch.bfloat16, torch.float16, "
                          "torch.float32, torch.float8_e4m3fn or torch.float8_e5m2")
-    mx = _mx_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale)
-    block = not mx and _block_scales(scale_a, scale_b, m, k, n)
-    row_a = not (mx or block) and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
-    col_b = not (mx or block) and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
+    nv = _nv_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale, fp4)
+    mx = not nv and _mx_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale)
+    block = not (mx or nv) and _block_scales(scale_a, scale_b, m, k, n)
+    row_a = not (mx or nv or block) and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
+    col_b = not (mx or nv or block) and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
     if bias is not None:
         if bias.dtype not in _BIAS or tuple(bias.shape) != (n,):
             raise InputError(f"{_W}: 'bias' is {bias.dtype} {list(bias.shape)}; it must be a [{n}] (N) bfloat16, "
@@ -353,11 +373,11 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
                          "one-element float32 tensor")
     use_result = scale_result is not None and fp8_out  # torch ignores scale_result for a 16/32-bit output
     _check_out_scale(out_scale, out_dtype, fp8_out, scale_result, block)
-    spec = ScaledMatmulSpec(FLOAT8[a.dtype], FLOAT8[b.dtype], int(k), int(n), row_a, col_b,
+    spec = ScaledMatmulSpec(OPERANDS[a.dtype], OPERANDS[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
-                            use_result, block, out_scale, mx)
-    if mx:  # torch's blocked bytes (any shape of that many elements, contiguous) as the fusion's 2-D views
-        kp = mx_columns(k)
+                            use_result, block, out_scale, mx, nv)
+    if mx or nv:  # torch's blocked bytes (any shape of that many elements, contiguous) as the fusion's 2-D views
+        kp = nv_columns(k) if nv else mx_columns(k)
         args = [a, b.t(), scale_a.reshape(-1, kp), scale_b.reshape(-1, kp)]
     elif block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
         args = [a, b.t(), scale_a, scale_b.t().contiguous()]
@@ -373,6 +393,43 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
 def mx_columns(k: int) -> int:
     """The blocked MX scale tensor's columns: round_up(K/32, 4) (torch's to_blocked pads K/32 to 4)."""
     return -(-(k // 32) // 4) * 4
+
+
+def nv_columns(k: int) -> int:
+    """NVFP4's blocked scale columns for k bytes a row (K = 2k e2m1): round_up(K/16, 4)."""
+    return -(-(2 * k // 16) // 4) * 4
+
+
+def _nv_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: bool) -> bool:
+    """True for NVFP4 (e2m1x2 operands: both scales torch.float8_e4m3fn in torch's blocked layout, round_up(rows,
+    128) * round_up(K/16, 4) bytes, contiguous: torch/_meta_registrations.py's _check_scaled_mm_sizes); InputError
+    naming the scale or option otherwise (e8m0 scales: MXFP4, not built), and for an 8-bit output or out_scale."""
+    if not fp4:
+        return False
+    e8 = getattr(torch, "float8_e8m0fnu", None)
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.dtype == e8:
+            raise InputError(f"{_W}: '{name}' is torch.float8_e8m0fnu: e2m1 operands with e8m0 scales per 32 of K are "
+                             "MXFP4, which heddle does not build; NVFP4 takes torch.float8_e4m3fn scales per 16 of K "
+                             "(both, torch's blocked layout)")
+        if s.dtype != torch.float8_e4m3fn:
+            raise InputError(f"{_W}: '{name}' has dtype {s.dtype}; NVFP4 (torch.float4_e2m1fn_x2 operands) takes "
+                             "torch.float8_e4m3fn scales per 16 of K in torch's blocked layout")
+    if out_scale is not None or out_dtype in FLOAT8:  # (the kernel's epilogue stores 16- or 32-bit floats)
+        raise InputError(f"{_W}: " + (f"out_scale={out_scale!r}" if out_scale is not None else f"out_dtype={out_dtype}")
+                         + " with NVFP4 operands is not built (the sm_100a NVFP4 kernel stores a bf16, f16 or f32 "
+                         "output); pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+    kp = nv_columns(k)
+    want = {"scale_a": (m, -(-m // BLOCK) * BLOCK * kp, scale_a), "scale_b": (n, -(-n // BLOCK) * BLOCK * kp, scale_b)}
+    for name, (rows, count, t) in want.items():
+        if t.numel() != count:
+            raise InputError(f"{_W}: '{name}' has {t.numel()} e4m3 scales ({list(t.shape)}); NVFP4 scales in torch's "
+                             f"blocked layout (to_blocked) are round_up({rows}, 128) * round_up(K/16, 4) = {count} "
+                             f"(K = {2 * k})")
+        if not t.is_contiguous():
+            raise InputError(f"{_W}: '{name}' (NVFP4 scales) has strides {tuple(t.stride())}; the kernel copies its "
+                             "512-byte chunks by TMA from the contiguous blocked bytes: pass it contiguous")
+    return True
 
 
 def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> bool:

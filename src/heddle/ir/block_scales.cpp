@@ -116,7 +116,8 @@ int64_t mxExtent(int64_t s, bool kBlocks, int block) {
 
 std::string mxExtentStr(const Size& s, bool kBlocks, const MxFormat& fm) {
   if (s.isSymbolic())
-    return kBlocks ? "round_up(" + s.symbol + "/" + std::to_string(fm.block) + ", 4)"
+    return kBlocks ? "round_up(" + std::string(fm.packing == 2 ? "2*" : "") + s.symbol + "/" +
+                         std::to_string(fm.block) + ", 4)"  // (e2m1x2: the symbol counts bytes, two elements of K each)
                    : "round_up(" + s.symbol + ", 128)";
   return std::to_string(mxExtent(s.value, kBlocks, fm.block));
 }

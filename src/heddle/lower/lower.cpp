@@ -9,7 +9,7 @@
 //   split_k             split_k(S): k loop per blockIdx.z -> k-tiles [z*nk/S, (z+1)*nk/S), grid z = S
 //   stream_k            stream_k(G): k loop over KS from skkt -> persistent grid x <= G sharing tiles x k-tiles
 //   block_scale_ring    block-scaled matmul's k loop      -> + TMA load of the k-tile's scale_a [BM] into sSA (the operand ring)
-//   mx_scale_ring       mx32 (MXFP8) matmul's k loop      -> + TMA loads of the k-tile's scale chunks into sSFA, sSFB (the ring)
+//   mx_scale_ring       mx32 / nv16 matmul's k loop       -> + TMA loads of the k-tile's scale chunks into sSFA, sSFB (the ring)
 //   warp_specialize     Hopper roles (sm_90a)             -> one branch per role, persistent tiles, mbarrier rings
 //   block_scale_promotion  block-scaled matmul's MMA role -> wgmma into tmp per promotion interval, wait, tmp * scales -> acc
 //   tma_store_epilogue  MMA role's direct epilogue store  -> stmatrix chunks in sD + TMA stores (epilogue_store("tma"))
@@ -53,8 +53,8 @@ const When kWgmmaRoles{"role-pipeline kernels with wgmma (warp_specialize, not t
 const When kBlockScales{"block-scaled matmuls (block128: their role-pipeline wgmma kernel)", [](const LowerContext& c) {
                           return c.tiling.mm->definition->scaleKind == ScaleKind::Block128;
                         }};
-const When kMxScales{"mx32-scaled matmuls (MXFP8: their tcgen05 role-pipeline kernel)",
-                     [](const LowerContext& c) { return c.tiling.mm->definition->scaleKind == ScaleKind::Mx32; }};
+const When kMxScales{"mx32- and nv16-scaled matmuls (MXFP8, NVFP4: their tcgen05 role-pipeline kernel)",
+                     [](const LowerContext& c) { return isMxScaled(c.tiling.mm); }};
 const When kTmaStore{"epilogue_store(\"tma\") from the MMA role",
                      [](const LowerContext& c) { return roles(c).mmaTmaStore; }};
 const When kPairReads{"vec_e != 1 (2: epilogue operands read in column pairs; others refused)",

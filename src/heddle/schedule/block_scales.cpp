@@ -69,7 +69,7 @@ void validateBlockScales(const Fusion& f, const TargetInfo& target) {
 void validateBlockScaleTiling(const MatmulTiling& t) {
   const Expr* e = t.mm->definition;
   if (e->scaleKind == ScaleKind::None) return;
-  if (e->scaleKind == ScaleKind::Mx32) return validateMxTiling(t);  // schedule/mx_scales.cpp
+  if (isMxScaled(t.mm)) return validateMxTiling(t);  // mx32 / nv16: schedule/mx_scales.cpp
   const std::string what = "block-scaled matmul " + t.mm->name;
   const RolePipelineSchedule& h = t.rolePipeline;
   if (!h.enabled || !h.warpSpecialized || h.tcgen05)

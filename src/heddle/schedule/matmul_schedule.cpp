@@ -272,7 +272,9 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ": 'k' is not split; split it by the k-tile (16, 32 or 64), the "
                         "outer part becomes the pipelined loop");
   t.bk = (int)mm->domain.axes[kPos].factor;
-  if (isFloat8(t.a->dtype)) {  // 8-bit wgmma / tcgen05: k = 32 per instruction, a k-tile row of at most 128 bytes
+  // 8-bit wgmma / tcgen05: k = 32 per instruction, a k-tile row of at most 128 bytes (e2m1x2 bytes too: the NVFP4
+  // kernel's own k tile, schedule/mx_scales.cpp validateMxTcgen05)
+  if (isFloat8(t.a->dtype) || t.a->dtype == DType::E2M1X2) {
     if (t.bk != 32 && t.bk != 64 && t.bk != 128)
       fail<ScheduleError>("schedule of ", mm->name, ": k-tile ", t.bk, " of ", dtypeName(t.a->dtype),
                           " operands is not supported: the 8-bit MMAs (wgmma, tcgen05 kind::f8f6f4) step k by 32 and a "
@@ -324,7 +326,8 @@ MatmulTiling validateMatmulSchedule(const Fusion& f, const TargetInfo& target, i
                         ") and ", t.bCache->name, " (", loadKindName(t.bCache->loadKind),
                         ") are filled in the same k loop with different load kinds; use one kind for both");
   t.loadKind = t.aCache->loadKind;
-  if (isFloat8(t.a->dtype) && t.loadKind != LoadKind::TmaLoad)  // wgmma reads its operands from swizzled tiles
+  if ((isFloat8(t.a->dtype) || t.a->dtype == DType::E2M1X2) &&
+      t.loadKind != LoadKind::TmaLoad)  // wgmma / tcgen05 read 8-bit operands from swizzled tiles
     fail<ScheduleError>("cache ", t.aCache->name, ": ", dtypeName(t.a->dtype),
                         " operands are loaded by TMA into the "
                         "swizzled tiles 8-bit wgmma reads; use cache_after(",

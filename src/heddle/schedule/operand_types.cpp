@@ -78,8 +78,12 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
   const bool f8in = isFloat8(e->inputs[0]->dtype);
   for (auto* out : f.outputs()) {
     // sm_100a: the q of a computed output scale only (heddle.ops.quantize; the tcgen05 printer's quantized store)
-    const bool tcgen05Quant =
-        f8in && target.mma.has(MmaKind::Tcgen05) && out->definition && out->definition->kind == OpKind::Quantize;
+    const bool quant = out->definition && out->definition->kind == OpKind::Quantize;
+    const bool tcgen05Quant = f8in && target.mma.has(MmaKind::Tcgen05) && quant;
+    if (quant && e->scaleKind == ScaleKind::Nv16)  // (schedule/mx_scales.cpp: the NVFP4 kernel's epilogue is direct)
+      fail<ScheduleError>("output ", out->name, " is the q of heddle.ops.quantize on nv16-scaled matmul ", mm->name,
+                          ": the NVFP4 kernel (MmaSm100Nvf4) is not lowered with a computed output scale; return "
+                          "bf16, f16 or f32 and quantize that");
     if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)) && !tcgen05Quant)
       fail<ScheduleError>("output ", out->name, " is ", dtypeName(out->dtype),
                           ": an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only (8-bit "

@@ -154,9 +154,23 @@ int promotionInterval(const TensorView* mm);  // promotion(k)'s k, 128 when unse
 void validateBlockScales(const Fusion& f, const TargetInfo& target);
 // ... mx32 (MXFP8) scales instead (schedule/mx_scales.cpp): sm_100a's block-scaled tcgen05, K-major operands.
 void validateMxScales(const TensorView* mm, const TargetInfo& target);
-// The tensor-memory scale columns of an mx32 tiling (0 otherwise): 4 + bn/32 per operand stage.
+// The block-scaled tcgen05 kernel's k tile by scale kind (schedule/mx_scales.cpp; docs/fp8.md "MX formats"): mx32
+// (MXFP8) one 512-byte scale chunk per 128 rows and k tile, four K = 32 MMAs; nv16 (NVFP4) two chunks, two K = 64
+// MMAs. Both k tiles are 128 elements of K; bk counts the stored operand columns (e2m1x2: two elements a byte).
+struct MxKTile {
+  const char* kind;    // "mx32" | "nv16"
+  const char* format;  // "MXFP8" | "NVFP4"
+  const char* step;    // the device step: "MmaSm100Mx" | "MmaSm100Nvf4" (codegen/device/heddle_sm100.cuh)
+  int bk;              // stored operand columns of a k tile: 128 (e4m3 / e5m2), 64 (e2m1x2 bytes)
+  int chunks;          // 512-byte scale chunks per 128 rows and k tile (4 rows of 128 bytes each)
+  int mmas;            // block-scaled tcgen05.mma per k tile
+  int scaleColumns(int bn) const { return chunks * (4 + bn / 32); }  // tensor-memory columns per operand stage
+};
+MxKTile mxKTile(ScaleKind kind);        // Mx32 or Nv16
+bool isMxScaled(const TensorView* mm);  // a matmul with mx32 or nv16 scales (the block-scaled tcgen05 kernel)
+// The tensor-memory scale columns of an mx32 / nv16 tiling (0 otherwise): mxKTile's scaleColumns per operand stage.
 int mxScaleColumns(const MatmulTiling& t);
-// An mx32 tiling's tcgen05 rules (bk 128, bn 128 or 256), from validateTcgen05Schedule; no-op otherwise.
+// An mx32 / nv16 tiling's tcgen05 rules (the k tile, bn 128 or 256), from validateTcgen05Schedule; no-op otherwise.
 void validateMxTcgen05(const MatmulTiling& t);
 // ... and the kernel rules after the role pipeline (the tcgen05 roles, no cluster), from validateBlockScaleTiling.
 void validateMxTiling(const MatmulTiling& t);

@@ -67,7 +67,7 @@ void validateRolesTcgen05(const MatmulTiling& t, RolePipelineSchedule& h, const 
     fail<ScheduleError>("warp_specialize(", mm, "): role '", epi.name, "' asks for ", accStages,
                         " accumulator stages; "
                         "the tensor-memory accumulator ring has 1 or 2 stages");
-  const int scaleCols = mxScaleColumns(t);  // mx32: the scale columns of every operand stage (mx_scales.cpp)
+  const int scaleCols = mxScaleColumns(t);  // mx32 / nv16: the scale columns of every operand stage (mx_scales.cpp)
   if (!accStages) accStages = 2 * t.bn + scaleCols <= target.tmemColumns ? 2 : 1;
   if (accStages * t.bn + scaleCols > target.tmemColumns)
     fail<ScheduleError>("warp_specialize(", mm, "): ", accStages, " accumulator stages of ", t.bn, " columns",
@@ -208,9 +208,9 @@ void validateTcgen05Schedule(const Fusion& f, const TargetInfo& target, MatmulTi
     fail<ScheduleError>("schedule of ", mm, ": n tile ", t.bn,
                         " is not one this build issues with tcgen05.mma (N a "
                         "multiple of 64 up to 256: the swizzled TMA boxes are 64 wide); use 64, 128, 192 or 256");
-  if (isFloat8(t.a->dtype)) {
-    validateFloat8Operands(t, target);
-    validateMxTcgen05(t);  // mx32 scales: bk 128, bn 128 or 256 (schedule/mx_scales.cpp)
+  if (isFloat8(t.a->dtype) || isMxScaled(t.mm)) {
+    if (isFloat8(t.a->dtype)) validateFloat8Operands(t, target);
+    validateMxTcgen05(t);  // mx32 / nv16 scales (e2m1x2 operands): the k tile, bn 128 or 256 (schedule/mx_scales.cpp)
   } else if (t.bk != 16 && t.bk != 32 && t.bk != 64) {
     fail<ScheduleError>("schedule of ", mm, ": k tile ", t.bk, "; the swizzled operand stages take 16, 32 or 64");
   }
@@ -253,14 +253,17 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
   AutoScheduleHints hints = given;
   const Size& N = mm->shape[mm->rank() - 1];
   if (hints.n < 0 && !N.isSymbolic()) hints.n = N.value;
-  // the k tile fills one 128-byte swizzle row: 64 16-bit or 128 8-bit elements
+  // the k tile fills one 128-byte swizzle row: 64 16-bit or 128 8-bit elements (NVFP4: 128 e2m1 = 64 bytes, the
+  // MmaSm100Nvf4 k tile of mxKTile)
   const int esize = dtypeBytes(e->inputs[0]->dtype);
-  const int bm = 128, bk = 128 / esize;
+  const bool mx = isMxScaled(mm);
+  const int bm = 128, bk = mx ? mxKTile(e->scaleKind).bk : 128 / esize;
   // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
   // (and the operands' element size: an 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
-  // mx32: each operand stage also holds its scale chunks (512 + 512 * bn/128 bytes), counted for six stages
-  const bool mx = e->scaleKind == ScaleKind::Mx32;
-  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, mx ? 6 * (512 + 512 * 2) : 0);
+  // mx32 / nv16: each operand stage also holds its scale chunks (512 * chunks * (1 + bn/128) bytes), counted for six
+  // stages
+  const int chunkBytes = mx ? 512 * mxKTile(e->scaleKind).chunks * 3 : 0;
+  const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 6 * chunkBytes);
   const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);
   split(mm, "m", bm);
@@ -277,7 +280,7 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
     circularBuffer(c, stages, -1);
   }
   // a grouped matmul's CTA runs one tile (validateGroupedTcgen05): one accumulator stage
-  // an mx32 128 x 256 tile: one (its 256 columns and the scale columns fit 512 once, not twice)
+  // an mx32 / nv16 128 x 256 tile: one (its 256 columns and the scale columns fit 512 once, not twice)
   const int accStages = !e->groupOffsets.empty() || (mx && bn == 256) ? 1 : 0;
   warpSpecialize(mm, {Role{"load", 1, 0, 0}, Role{"mma", 1, 0, 0}, Role{"epilogue", 4, 0, accStages}});
 }

@@ -22,9 +22,9 @@
 //       for tl { wait accEmpty[tl%a] parity (tl/a)%2; tcgen05.fence::after_thread_sync
 //         for kt { wait full[g%s] parity (g/s)%2; tcgen05.mma tmem[tl%a] += sA x sB (accumulate kt > 0)
 //                  tcgen05.commit -> empty[g%s] }
-//         (mx32: for kt { wait full[g%s]; tcgen05.fence::after_thread_sync;
-//                         MmaSm100Mx: tcgen05.cp sSFA[g%s], sSFB[g%s] -> scale columns of stage g%s,
-//                         four block-scaled tcgen05.mma; tcgen05.commit -> empty[g%s] }:
+//         (mx32 / nv16: for kt { wait full[g%s]; tcgen05.fence::after_thread_sync;
+//                         MmaSm100Mx / MmaSm100Nvf4: tcgen05.cp sSFA[g%s], sSFB[g%s] -> scale columns of stage
+//                         g%s, four (two) block-scaled tcgen05.mma; tcgen05.commit -> empty[g%s] }:
 //          the load role's TMA of the chunks is passes/mx_scale_ring.cpp's, in the same ring item)
 //         tcgen05.commit -> accFull[tl%a] } }
 //     if (tid == 64) for tl { let tile, m0, n0                       # role <x>_load (warp 2; only with a
@@ -134,12 +134,14 @@ void tcgen05Specialize(LowerContext& c) {
                       sE ? " <- " + h.epiTma + "_load" : "", " (", graph.str(), ")");
   const int s = ab->stages, a = accEdge->stages, C = h.tmemCols;
   kir::Buffer* acc = P.acc;
-  // mx32 (MXFP8): the k tile's scale chunks ride in the operand ring (passes/mx_scale_ring.cpp): two more loads
-  const bool mx = t.mm->definition->scaleKind == ScaleKind::Mx32;
+  // mx32 (MXFP8) / nv16 (NVFP4): the k tile's scale chunks ride in the operand ring (passes/mx_scale_ring.cpp): two
+  // more loads
+  const bool mx = isMxScaled(t.mm);
+  const MxKTile mxf = mxKTile(t.mm->definition->scaleKind);
   if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != (mx ? 4u : 2u))
     fail<HeddleError>("tcgen05_specialize: expected ", mx ? "four" : "two",
                       " TMA loads, one MMA and one epilogue in the k loop");
-  const int scaleCols = mx ? s * (4 + t.bn / 32) : 0;  // MmaSm100Mx's columns per operand stage, after the accs
+  const int scaleCols = mx ? s * mxf.scaleColumns(t.bn) : 0;  // the step's columns per operand stage, after the accs
 
   // --- rings, one per edge of the role graph --------------------------------------------------
   RingSpec abSpec = P.operandRingSpec(*ab);  // the MMA thread releases item i itself (tcgen05.commit)
@@ -197,7 +199,7 @@ void tcgen05Specialize(LowerContext& c) {
                "tcgen05.alloc (warp 1, the MMA role's warp): " + cols + " columns = " + std::to_string(a) + " x " +
                    std::to_string(t.bn) + " accumulator columns" +
                    (mx ? " + " + std::to_string(scaleCols) + " MX scale columns (" + std::to_string(s) +
-                             " operand stages x " + std::to_string(4 + t.bn / 32) + ")"
+                             " operand stages x " + std::to_string(mxf.scaleColumns(t.bn)) + ")"
                        : std::string()) +
                    " rounded up to a power of two >= 32; the address "
                    "lands in tmem_slot"},
@@ -364,10 +366,12 @@ void tcgen05Specialize(LowerContext& c) {
       << " columns (" << C << " allocated)";
   if (grouped) sum << "; grouped: one tile per CTA, found by the walk over offs before any init or alloc";
   if (mx)
-    sum << "; mx32 scales: the k tile's chunks (512 bytes of A, " << 512 * (t.bn / 128)
+    sum << "; " << mxf.kind << " scales: the k tile's chunks (" << 512 * mxf.chunks << " bytes of A, "
+        << 512 * mxf.chunks * (t.bn / 128)
         << " of B) by TMA into the ring slot, counted in its expect-tx; the MMA thread fences after the full wait, "
            "tcgen05.cp's them into the stage's own "
-        << 4 + t.bn / 32 << " scale columns and issues the four block-scaled MMAs before the commit";
+        << mxf.scaleColumns(t.bn) << " scale columns and issues the " << (mxf.mmas == 4 ? "four" : "two")
+        << " block-scaled MMAs before the commit";
   if (staged)
     sum << "; TMA store of D in " << store.chunks << " chunk(s) of " << store.cols << " columns through sD["
         << store.stages << "] (st.shared of 16-byte vectors into the 128-byte swizzle, bar.sync 1; the accumulator "

@@ -1,0 +1,104 @@
+"""heddle.scaled_mm with NVFP4 operands (docs/fp8.md "MX formats"): a [M, K/2] and b [K/2, N] (column-major, torch's
+b_packed.t()) torch.float4_e2m1fn_x2, scale_a / scale_b torch.float8_e4m3fn (ue4m3) per 16 of K in torch's blocked
+layout (torch's own to_blocked, flattened as torch._scaled_mm takes them: torch/_meta_registrations.py
+_check_scaled_mm_sizes) select the nv16 fusion: evaluated with torch on the plain CPU path, and the printed sm_100a
+NVFP4 kernel interpreted under HEDDLE_INTERPRET=1; against a float64 sum over the e2m1 codes and unblocked scales
+decoded here from the format's formula. The op's name, its decode and fake shapes; each refused use named."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import heddle
+from heddle.core.errors import InputError
+from heddle.pytorch import scaled_mm as smm
+from support.interp_defs import needs_cxx
+from support.mx_defs import to_blocked
+
+FP4, E4M3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+
+
+def _operands(m, k, n, seed=0):
+    """a [M, K/2], b [K/2, N] column-major (w.t() of a packed [N, K/2] weight), the raw e2m1 codes [rows, K] and ue4m3
+    scale codes per row and 16 of K (0x28 .. 0x47: 2^-2 .. 3.75), the scales' blocked forms (1-D, as torch's
+    to_blocked returns them), a bf16 bias."""
+    g = torch.Generator().manual_seed(seed)
+    ca, cw = (torch.randint(0, 16, (r, k), generator=g, dtype=torch.uint8) for r in (m, n))
+    a, w = ((c[:, 0::2] | (c[:, 1::2] << 4)).contiguous().view(FP4) for c in (ca, cw))
+    sa, sb = (torch.randint(0x28, 0x48, (r, k // 16), generator=g, dtype=torch.uint8) for r in (m, n))
+    ba, bb = (to_blocked(s).contiguous().view(E4M3).flatten() for s in (sa, sb))
+    return a, w.t(), (ca, cw, sa, sb), ba, bb, torch.randn(n, generator=g).to(torch.bfloat16)
+
+
+def _value(codes):
+    """e2m1 codes as float64: sign bit 3, exponent bits 1-2 (bias 1), mantissa bit 0 (OCP MX v1.0 FP4 E2M1)."""
+    c = codes.long()
+    e, mant = (c >> 1) & 3, (c & 1).double()
+    mag = torch.where(e == 0, mant * 0.5, torch.exp2(e.double() - 1) * (1 + mant * 0.5))
+    return torch.where(c >= 8, -mag, mag)
+
+
+def _reference(codes, bias):
+    """gelu(sum_k A[m,k] sa[m,k/16] B[n,k] sb[n,k/16] + bias) in float64."""
+    ca, cw, sa, sb = codes
+    fa, fb = (s.view(E4M3).double().repeat_interleave(16, dim=1) for s in (sa, sb))
+    return F.gelu((_value(ca) * fa) @ (_value(cw) * fb).t() + bias.double())
+
+
+def _check(out, want):
+    assert out.dtype == torch.bfloat16 and out.shape == want.shape
+    err = (out.double() - want).abs() - 2 ** -8 * want.abs()
+    assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((out.double() - want).abs().max())
+
+
+def test_nvfp4_on_the_cpu_path():
+    """Without HEDDLE_INTERPRET the op evaluates the nv16 fusion with torch (heddle.reference.evaluate)."""
+    a, b, codes, sa, sb, bias = _operands(40, 96, 48)
+    out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
+    _check(out, _reference(codes, bias))
+    assert torch.equal(heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu"), out)  # the eager front
+
+
+def test_nvfp4_op_name_decode_and_fake():
+    a, b, _, sa, sb, bias = _operands(32, 128, 272)
+    spec, args = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=torch.float32, activation="gelu")
+    assert spec.nv and not spec.mx and spec.op_name() == "smm_e2m1x2e2m1x2_k64_n272_snv_Bbf16_Agelu_of32"
+    assert smm.decode(spec.op_name()) == spec
+    assert [tuple(t.shape) for t in args[2:4]] == [(128, 8), (384, 8)]  # views of the blocked bytes: K/16 = 8
+    assert args[2].data_ptr() == sa.data_ptr() and args[1].shape == (272, 64)  # b^T: the packed [N, K/2] weight
+    out = smm.scaled_op(spec).fake(args)
+    assert (out.shape, out.dtype) == ((32, 272), torch.float32)
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(k=48), "K=48 (a [16, 24] packed e2m1) and N=32: K/2 and N must be multiples of 16"),
+    (dict(b=torch.zeros(64, 32, dtype=torch.uint8).view(E4M3).t().contiguous().t()),
+     "'b' is torch.float8_e4m3fn but the other operand is torch.float4_e2m1fn_x2"),
+    (dict(sb=torch.ones(1)), "'scale_b' has dtype torch.float32; NVFP4 (torch.float4_e2m1fn_x2 operands) takes "
+                             "torch.float8_e4m3fn scales"),
+    (dict(sa=torch.zeros(512, dtype=torch.uint8).view(torch.float8_e8m0fnu)),
+     "'scale_a' is torch.float8_e8m0fnu: e2m1 operands with e8m0 scales per 32 of K are MXFP4"),
+    (dict(sa=torch.zeros(100, dtype=torch.uint8).view(E4M3)), "'scale_a' has 100 e4m3 scales ([100]); NVFP4 scales"),
+    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with NVFP4 operands is not built"),
+])
+def test_nvfp4_errors_name_the_argument(kw, msg):
+    k = kw.pop("k", 64)
+    a, b, _, sa, sb, _ = _operands(16, k, 32)
+    a, b, sa, sb = (kw.pop(n, v) for n, v in (("a", a), ("b", b), ("sa", sa), ("sb", sb)))
+    with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        heddle.scaled_mm(a, b, sa, sb, **{"out_dtype": torch.bfloat16, **kw})
+
+
+@needs_cxx
+def test_nvfp4_interpreted(monkeypatch):
+    """HEDDLE_INTERPRET=1, HEDDLE_INTERPRET_TARGET=sm_100a: the NVFP4 kernel printed and run on the CPU; M = 100
+    ragged against the 128-row tile, K = 192 (1.5 k tiles; K/64 odd: the last k tile's second scale chunk is TMA
+    zero fill), N = 272 (a ragged third n tile)."""
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
+    a, b, codes, sa, sb, bias = _operands(100, 192, 272, seed=1)
+    out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
+    spec = smm.scaled_spec(a, b, sa, sb, bias, activation="gelu")[0]
+    ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
+    assert ks and all("MmaSm100Nvf4<" in k.source for k in ks)
+    _check(out, _reference(codes, bias))
