@@ -3,14 +3,19 @@ b_packed.t()) torch.float4_e2m1fn_x2, scale_a / scale_b torch.float8_e4m3fn (ue4
 layout (torch's own to_blocked, flattened as torch._scaled_mm takes them: torch/_meta_registrations.py
 _check_scaled_mm_sizes) select the nv16 fusion: evaluated with torch on the plain CPU path, and the printed sm_100a
 NVFP4 kernel interpreted under HEDDLE_INTERPRET=1; against a float64 sum over the e2m1 codes and unblocked scales
-decoded here from the format's formula. The op's name, its decode and fake shapes; each refused use named."""
+decoded here from the format's formula. The op's name, its decode and fake shapes; each refused use named. The
+torch.compile capture of torch._scaled_mm and F.scaled_mm (BlockWise1x16, SWIZZLE_32_4_4) with NVFP4 operands and
+their epilogue into that op on CPU tensors (torch's CPU _scaled_mm has none: the graph runs only through heddle), and
+by target."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import heddle
+import heddle.dynamo as hd
 from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
+from support.dynamo_defs import scaled_decision
 from support.interp_defs import needs_cxx
 from support.mx_defs import to_blocked
 
@@ -39,9 +44,7 @@ def _value(codes):
 
 def _reference(codes, bias):
     """gelu(sum_k A[m,k] sa[m,k/16] B[n,k] sb[n,k/16] + bias) in float64."""
-    ca, cw, sa, sb = codes
-    fa, fb = (s.view(E4M3).double().repeat_interleave(16, dim=1) for s in (sa, sb))
-    return F.gelu((_value(ca) * fa) @ (_value(cw) * fb).t() + bias.double())
+    return F.gelu(_reference_plain(codes, bias))
 
 
 def _check(out, want):
@@ -102,3 +105,55 @@ def test_nvfp4_interpreted(monkeypatch):
     ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
     assert ks and all("MmaSm100Nvf4<" in k.source for k in ks)
     _check(out, _reference(codes, bias))
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_captures_nvfp4_scaled_mm():
+    """torch._scaled_mm with NVFP4 operands + bias + GELU: one heddle op (the blocked scales viewed 2-D in the graph),
+    right against float64."""
+    a, b, codes, sa, sb, bias = _operands(40, 96, 48, seed=4)
+
+    def f(a, b, sa, sb, bias):
+        return F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias)
+    _check(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias),
+           _reference(codes, bias))
+    assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == \
+        ["smm_e2m1x2e2m1x2_k48_n48_snv_Bbf16_Agelu_obf16"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+@pytest.mark.skipif(not hasattr(F, "scaled_mm"), reason="torch.nn.functional.scaled_mm is newer than this torch")
+def test_compile_captures_functional_nvfp4_scaled_mm():
+    """F.scaled_mm's single-level NVFP4 recipe (BlockWise1x16 with SWIZZLE_32_4_4 for both operands, no global
+    scale), the bias its own argument."""
+    a, b, codes, sa, sb, bias = _operands(72, 128, 144, seed=5)
+    ST, SW = F.ScalingType, F.SwizzleType
+
+    def f(a, b, sa, sb, bias):
+        return F.scaled_mm(a, b, sa, ST.BlockWise1x16, sb, ST.BlockWise1x16, swizzle_a=SW.SWIZZLE_32_4_4,
+                           swizzle_b=SW.SWIZZLE_32_4_4, bias=bias, output_dtype=torch.bfloat16)
+    out = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    _check(out, _reference_plain(codes, bias))
+    assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == ["smm_e2m1x2e2m1x2_k64_n144_snv_Bbf16_obf16"]
+
+
+def _reference_plain(codes, bias):
+    """sum_k A[m,k] sa[m,k/16] B[n,k] sb[n,k/16] + bias in float64 (no activation)."""
+    ca, cw, sa, sb = codes
+    fa, fb = (s.view(E4M3).double().repeat_interleave(16, dim=1) for s in (sa, sb))
+    return (_value(ca) * fa) @ (_value(cw) * fb).t() + bias.double()
+
+
+@pytest.mark.parametrize("target,fused", [("sm_100a", True), ("sm_90a", False)])
+def test_capture_of_nvfp4_follows_the_target(target, fused):
+    """A CUDA graph for a device without the block-scaled tcgen05.mma keeps torch's NVFP4 _scaled_mm, saying why."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    a, b, _, sa, sb, _ = _operands(32, 64, 272)
+    d, graph = scaled_decision(make_fx(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+                                       tracing_mode="fake")(a, b, sa, sb), target)
+    if fused:
+        assert d.status == "fused" and "smm_e2m1x2e2m1x2_k32_n272_snv_obf16" in d.reason, d.reason
+        views = [n for n in graph.nodes if n.target is torch.ops.aten.view.default]
+        assert [list(n.args[1]) for n in views] == [[-1, 4], [-1, 4]]
+    else:
+        assert d.status == "not fused" and "target sm_90a has none" in d.reason, d.reason

@@ -1,8 +1,9 @@
 """The torch.compile backend's rewrite of FP8 GEMMs (an FP8 Linear) and their epilogue into heddle.scaled_mm ops.
 
     _scaled_mm(a, b, scale_a, scale_b, bias?, scale_result?, out_dtype?)   (torch._scaled_mm)
-    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise | BlockWise1x128 | BlockWise1x32], [scale_b],
-                  [... | BlockWise128x128 | BlockWise1x32], ..., bias?, out_dtype?)   (F.scaled_mm)
+    _scaled_mm_v2(a, b, [scale_a], [TensorWise | RowWise | BlockWise1x128 | BlockWise1x32 | BlockWise1x16],
+                  [scale_b], [... | BlockWise128x128 | BlockWise1x32 | BlockWise1x16], ..., bias?, out_dtype?)
+                  (F.scaled_mm)
         -> bias add ([N]; when _scaled_mm has none)  -> one activation  -> casts
     becomes one heddle.scaled_mm op (torch.ops.heddle.smm_<signature>.default: heddle/pytorch/scaled_mm.py)
 
@@ -10,7 +11,8 @@ The operands must pass heddle.scaled_mm's checks (scaled_mm.scaled_spec, run on 
 and b, a row-major, b column-major, K and N multiples of 16, per-tensor, per-row or 128-block f32 scales:
 scale_a [M, ceil(K/128)] (as given: the op makes it M-major where it is not), scale_b [ceil(K/128), ceil(N/128)]
 (_scaled_mm_v2's rows padded to a multiple of 4 sliced off), transposed for the op; or MX e8m0 scales in torch's
-blocked layout (SWIZZLE_32_4_4), viewed [round_up(rows, 128), round_up(K/32, 4)]); an 8-bit
+blocked layout (SWIZZLE_32_4_4), viewed [round_up(rows, 128), round_up(K/32, 4)]; or NVFP4: float4_e2m1fn_x2 a and
+b with e4m3 scales per 16 of K, blocked, viewed [round_up(rows, 128), round_up(K/16, 4)]); an 8-bit
 output (out_dtype e4m3 / e5m2) takes no epilogue after it. A CUDA graph whose device has no FP8
 tensor-core instruction (sm_80, AMD: TargetInfo's wgmma / tcgen05) keeps torch's op. Every such
 node gets a decision with the reason (heddle.dynamo.explain). Semantics as dynamo_fuse: the chain is
@@ -51,7 +53,9 @@ V2_LABEL = "_scaled_mm_v2"
 _V2_NAMES = {"self": "a", "mat2": "b", "out_dtype": "out_dtype", "output_dtype": "out_dtype"}
 _SCALINGS = {0: "TensorWise", 1: "RowWise"}
 _BLOCKWISE = (4, 5)  # (BlockWise1x128, BlockWise128x128): DeepGEMM's activation / weight scales
-_MX, _SWIZZLE_32_4_4 = 3, 1  # BlockWise1x32 (MXFP8's e8m0 scales) and the blocked layout (torch's to_blocked)
+# BlockWise1x16 (NVFP4's e4m3 scales) and BlockWise1x32 (MXFP8's e8m0 scales), both in the blocked layout (torch's
+# to_blocked: SWIZZLE_32_4_4)
+_MX, _SWIZZLE_32_4_4 = (2, 3), 1
 
 
 def is_scaled_mm(n: fx.Node) -> bool:
@@ -68,20 +72,21 @@ def _bind(root: fx.Node) -> Dict[str, object]:
     if root.target is not aten._scaled_mm.default:
         for x in ("a", "b"):
             scales, recipe = got.get("scale_" + x) or [], [int(r) for r in (got.get("recipe_" + x) or [])]
-            if len(scales) != 1 or len(recipe) != 1 or (recipe[0] not in _SCALINGS and recipe[0] != _MX
+            if len(scales) != 1 or len(recipe) != 1 or (recipe[0] not in _SCALINGS and recipe[0] not in _MX
                                                         and recipe[0] != _BLOCKWISE[x == "b"]):
                 raise _Reject(f"scale_{x} is {len(scales)} tensor(s) with recipe {recipe}: heddle.scaled_mm takes one "
                               "TensorWise or RowWise scale per operand, BlockWise1x128 for a with BlockWise128x128 "
-                              "for b, or BlockWise1x32 (MX) for both (docs/fp8.md)")
+                              "for b, or BlockWise1x32 (MXFP8) / BlockWise1x16 (NVFP4, no global scale) for both "
+                              "(docs/fp8.md)")
             swizzle = [int(z) for z in (got.get("swizzle_" + x) or [])]
-            if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] == _MX else swizzle and [0] * len(swizzle)):
-                raise _Reject(f"swizzle_{x} = {swizzle} with recipe {recipe}: heddle reads unswizzled scales, and MX "
-                              "(BlockWise1x32) scales in torch's blocked layout (SWIZZLE_32_4_4)")
+            if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] in _MX else swizzle and [0] * len(swizzle)):
+                raise _Reject(f"swizzle_{x} = {swizzle} with recipe {recipe}: heddle reads unswizzled scales, and MX / "
+                              "NVFP4 (BlockWise1x32 / 1x16) scales in torch's blocked layout (SWIZZLE_32_4_4)")
             got["scale_" + x] = scales[0]
         recipes = [int(got["recipe_a"][0]), int(got["recipe_b"][0])]
-        if (recipes[0] in _BLOCKWISE) != (recipes[1] in _BLOCKWISE) or (recipes[0] == _MX) != (recipes[1] == _MX):
+        if (recipes[0] in _BLOCKWISE) != (recipes[1] in _BLOCKWISE) or (recipes[0] in _MX and recipes[1] != recipes[0]):
             raise _Reject(f"recipes {recipes}: block scales come in pairs (BlockWise1x128 for a, BlockWise128x128 "
-                          "for b; BlockWise1x32 for both)")
+                          "for b; BlockWise1x32 or BlockWise1x16 for both)")
         if list(got.get("contraction_dim") or []):
             raise _Reject(f"contraction_dim = {got['contraction_dim']}: heddle contracts a's columns with b's rows")
     got.setdefault("use_fast_accum", False)
@@ -144,12 +149,10 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
                                  out_scale=p.quant.group if p.quant else None)
     except InputError as e:
         raise _Reject(str(e)) from None
-    if spec.nv:  # heddle.scaled_mm takes them eagerly
-        raise _Reject("NVFP4 scales (e4m3, blocked): the capture of an NVFP4 _scaled_mm is not built; torch's "
-                      "_scaled_mm runs it (heddle.scaled_mm takes the same arguments eagerly)")
-    if spec.mx and p.target is not None and not _C.target_info(p.target)["tcgen05"]:
-        raise _Reject(f"MX scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma (kind::mxf8f6f4); target "
-                      f"{p.target} has none, so torch's _scaled_mm runs it")
+    if (spec.mx or spec.nv) and p.target is not None and not _C.target_info(p.target)["tcgen05"]:
+        raise _Reject(f"{'NVFP4' if spec.nv else 'MX'} scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma "
+                      f"(kind::{'mxf4nvf4' if spec.nv else 'mxf8f6f4'}); target {p.target} has none, so torch's "
+                      "_scaled_mm runs it")
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
         raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
                       f"target {p.target} has none, so torch's _scaled_mm runs it")
@@ -219,7 +222,7 @@ def _steps(i: int, src, want, spec):
     transposed and made contiguous; MX scales (e8m0, torch's blocked bytes) viewed 2-D."""
     if i == 0:
         return [(aten.permute.default, ([1, 0],), {})]
-    if spec.mx:  # the blocked bytes (contiguous: scaled_spec checked) as [round_up(rows, 128), round_up(K/32, 4)]
+    if spec.mx or spec.nv:  # the blocked bytes (contiguous: scaled_spec checked) as [round_up(rows, 128), kp]
         return [(aten.view.default, ([-1, want.shape[1]],), {})]
     if not spec.block:
         return [] if tuple(want.shape) == tuple(src.shape) else [(aten.view.default, ([1],), {})]
