@@ -15,7 +15,7 @@ import heddle
 import heddle.dynamo as hd
 from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
-from support.dynamo_defs import scaled_decision
+from support.dynamo_defs import assert_block_scaled_capture
 from support.interp_defs import needs_cxx
 from support.mx_defs import to_blocked
 
@@ -147,13 +147,5 @@ def _reference_plain(codes, bias):
 @pytest.mark.parametrize("target,fused", [("sm_100a", True), ("sm_90a", False)])
 def test_capture_of_nvfp4_follows_the_target(target, fused):
     """A CUDA graph for a device without the block-scaled tcgen05.mma keeps torch's NVFP4 _scaled_mm, saying why."""
-    from torch.fx.experimental.proxy_tensor import make_fx
     a, b, _, sa, sb, _ = _operands(32, 64, 272)
-    d, graph = scaled_decision(make_fx(lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
-                                       tracing_mode="fake")(a, b, sa, sb), target)
-    if fused:
-        assert d.status == "fused" and "smm_e2m1x2e2m1x2_k32_n272_snv_obf16" in d.reason, d.reason
-        views = [n for n in graph.nodes if n.target is torch.ops.aten.view.default]
-        assert [list(n.args[1]) for n in views] == [[-1, 4], [-1, 4]]
-    else:
-        assert d.status == "not fused" and "target sm_90a has none" in d.reason, d.reason
+    assert_block_scaled_capture(a, b, sa, sb, target, fused, "smm_e2m1x2e2m1x2_k32_n272_snv_obf16", 4)
