@@ -55,7 +55,7 @@ void mxScaleRing(LowerContext& c) {
   if (t.bk != f.bk || t.bm != 128 || t.bn % 128)
     fail<HeddleError>("mx_scale_ring: ", k.name, " has a ", t.bm, " x ", t.bn, " x ", t.bk, " tile; the ", f.kind,
                       " scale chunks need 128 x (128 | 256) x ", f.bk, " (schedule/mx_scales.cpp)");
-  const int rows = 4 * f.chunks;  // rows of 128 bytes a k tile per 128-row block
+  const int rows = 4 * f.chunks;        // rows of 128 bytes a k tile per 128-row block
   k.name += std::string("_") + f.kind;  // never the name of the kind::f8f6f4 kernel on the same tile and epilogue
   const build::OperandLoad A = build::tmaLoadOfA(k, "mx_scale_ring");
   size_t at = A.at;
