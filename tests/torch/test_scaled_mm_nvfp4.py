@@ -147,6 +147,23 @@ def test_compile_captures_nvfp4_scaled_mm():
 
 
 @pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_captures_nvfp4_scaled_mm_with_its_quantize():
+    """An NVFP4 layer whose output is re-quantized per 1 x 128 in the graph (DeepGEMM's per_token_cast_to_fp8
+    pattern) becomes one op returning (q, s), as after an MX _scaled_mm: checked against float64."""
+    a, b, codes, sa, sb, bias = _operands(40, 96, 256, seed=3)
+
+    def f(a, b, sa, sb, bias):
+        y = F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias)
+        yg = y.float().view(y.shape[0], -1, 128)
+        s = yg.abs().amax(dim=-1, keepdim=True).clamp(min=1e-4) / 448.0
+        return (yg / s).to(E4M3).view(y.shape[0], -1), s.view(y.shape[0], -1)
+    q, s = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    out_scale_against_float64(q, s, _reference(codes, bias), E4M3, "1x128")
+    assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == \
+        ["smm_e2m1x2e2m1x2_k48_n256_snv_Bbf16_Agelu_G128_oe4m3"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
 @pytest.mark.skipif(not hasattr(F, "scaled_mm"), reason="torch.nn.functional.scaled_mm is newer than this torch")
 def test_compile_captures_functional_nvfp4_scaled_mm():
     """F.scaled_mm's single-level NVFP4 recipe (BlockWise1x16 with SWIZZLE_32_4_4 for both operands, no global
