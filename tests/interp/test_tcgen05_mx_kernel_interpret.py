@@ -12,7 +12,8 @@ import torch
 import heddle
 from heddle.interpret import interpret
 from support.interp_defs import kernel, needs_cxx
-from support.mx_defs import assert_protocol_mutant_caught, assert_sync_mutants_caught, protocol_mutants, build_mx, mx_tensors
+from support.mx_defs import (assert_epilogue_operand_ring, assert_protocol_mutant_caught, assert_sync_mutants_caught,
+                             protocol_mutants, build_mx, mx_tensors)
 
 pytestmark = needs_cxx
 
@@ -63,9 +64,7 @@ def test_mx_kernel_runs_with_right_numbers(fa, fb, bn, stages, acc, M, N, K, out
 def test_mx_kernel_with_a_tma_loaded_epilogue_operand(fa, fb, bn, stages, M, N, K, epi, residual, tma):
     fd = build_mx(fa, fb, n=N, k=K, bn=bn, stages=stages, acc_stages=1, epilogue=epi, residual=residual, tma=tma)
     k = kernel(fd, "sm_100a")
-    assert k.source.count("heddle::sm90::tma_load_box<3>(") == 2  # the scale chunks still ride the operand ring
-    assert f"&tmE, {'0' if tma == 'bias' else 'm0'}, n0, (fullE" in k.source  # the operand's own role and ring
-    assert f"RAW sE ({tma}) ({tma}_load -> epilogue)" in k.explain()
+    assert_epilogue_operand_ring(k, tma)  # the chunks in the operand ring, the operand's own role and ring
     ts = mx_tensors(fd, M, seed=4)
     check(fd, interpret(k, *ts, sms=2, reference=False), ts)
 

@@ -6,7 +6,8 @@ scale_vec::4X, one commit), run by the CPU interpreter on its printed source aga
 float64 (decode_e2m1x2 and the blocked scales, checked against a direct sum in tests/ir/test_nvfp4_scales.py).
 Ragged M, N, K (K a multiple of 32, not of 128: the last k tile's operand bytes zero-filled, and with K/64 odd its
 second scale chunk wholly past the scale tensor's rows: TMA zero fill), rings that wrap, n tiles of 128 and 256
-(a 256-wide tile whose second 128 rows start past N); the protocol's mutants caught."""
+(a 256-wide tile whose second 128 rows start past N); a TMA-loaded bias / residual (its producer role and ring beside
+the operand ring that carries the chunks); the protocol's mutants caught."""
 
 import pytest
 import torch
@@ -14,7 +15,8 @@ import torch
 import heddle
 from heddle.interpret import interpret
 from support.interp_defs import kernel, needs_cxx
-from support.mx_defs import assert_protocol_mutant_caught, assert_sync_mutants_caught, protocol_mutants, build_nv, nv_tensors
+from support.mx_defs import (assert_epilogue_operand_ring, assert_protocol_mutant_caught, assert_sync_mutants_caught,
+                             protocol_mutants, build_nv, nv_tensors)
 
 pytestmark = needs_cxx
 
@@ -57,6 +59,32 @@ def test_nvf4_kernel_runs_with_right_numbers(bn, stages, acc, M, N, K, out, epi)
     assert (maps["tmSFB"]["box_rows"], maps["tmSFB"]["box_depth"]) == (8, bn // 128)
     ts = nv_tensors(fd, M, seed=1, codes=(0x28, 0x40) if out == "f16" else (0x28, 0x48))
     within_f32_sum(fd, interpret(k, *ts, sms=2, reference=False), ts, out)
+
+
+@pytest.mark.parametrize("bn,stages,M,N,K,epi,residual,tma", [
+    # the bias cached with tma_load: its producer role (warp 2) and ring beside the operand ring that carries the two
+    # scale chunks a k tile; 2 x 2 tiles over 2 CTAs (every ring wraps), K = 320: 2.5 k tiles
+    (128, 2, 130, 200, 320, "bias_gelu", False, "bias"),
+    # a residual [M, N] through TMA (ragged M and N, a multiple of 8: 16-byte rows), 3 operand stages
+    pytest.param(128, 3, 100, 296, 416, "bias", True, "res", marks=pytest.mark.slow),
+    # the bias ring with a 256-wide tile whose second 128 rows of B start past N (B's chunks zero fill)
+    pytest.param(256, 2, 77, 300, 384, "bias", False, "bias", marks=pytest.mark.slow),
+])
+def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand(bn, stages, M, N, K, epi, residual, tma):
+    fd = build_nv(n=N, k=K, bn=bn, stages=stages, acc_stages=1, epilogue=epi, residual=residual, tma=tma)
+    k = kernel(fd, "sm_100a")
+    assert f"using Mma = heddle::MmaSm100Nvf4<{bn}>;" in k.source
+    assert_epilogue_operand_ring(k, tma)  # the chunks in the operand ring, the operand's own role and ring
+    ts = nv_tensors(fd, M, seed=4)
+    within_f32_sum(fd, interpret(k, *ts, sms=2, reference=False), ts)
+
+
+@pytest.mark.slow
+def test_nvf4_kernel_with_a_tma_loaded_bias_sync_mutants_are_caught():
+    # one CTA walks three n tiles: the operand ring, the accumulator stage and the bias ring (2 stages, pre-arrived:
+    # only a third tile waits for a release) all wrap
+    fd = build_nv(n=300, k=384, bn=128, stages=2, acc_stages=1, tma="bias")
+    assert_sync_mutants_caught(kernel(fd, "sm_100a"), nv_tensors(fd, 100, seed=3))
 
 
 @pytest.mark.slow

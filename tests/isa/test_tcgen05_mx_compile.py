@@ -2,7 +2,8 @@
 MmaSm100Nvf4, NVFP4; docs/fp8.md "MX formats") in the probe kernel of tests/support/mx_defs.py: sm_100a, no spills,
 the PTX issues one tcgen05.cp 32x128b.warpx4 per scale chunk and the block-scaled MMA of its kind (never the plain
 kinds); the fused MXFP8 kernel, also with its output quantized by a computed scale (heddle.ops.quantize; docs/fp8.md
-"Computed output scales")."""
+"Computed output scales"), and the fused NVFP4 kernel, also with a computed output scale or a TMA-loaded bias /
+residual."""
 import pytest
 
 from support.env import requires_nvrtc, rt
@@ -95,3 +96,21 @@ def test_nvf4_kernel_compiles_clean(bn, stages, acc, out, epi, auto):
     assert (low.tile["bn"], low.tile["bk"]) == (bn, 64)
     r = check_kernel(low, bn, NVF4, 2, 2)
     assert "kind::mxf8f6f4" not in r.ptx
+
+
+@pytest.mark.parametrize("bn,stages,acc,fmt,group", [(128, 6, 2, "e4m3", 128), (256, 4, 1, "e5m2", "row")])
+def test_nvf4_kernel_with_a_computed_output_scale_compiles_clean(bn, stages, acc, fmt, group):
+    from support.mx_defs import build_nv
+    n = 4096 if group == 128 else 256
+    low = build_nv(n=n, k=4096, bn=bn, stages=stages, acc_stages=acc, quant=(fmt, group)).lower("sm_100a")
+    r = check_kernel(low, bn, NVF4, 2, 2)  # no spills or stack frame, the NVFP4 MMAs, copies and chunk loads
+    assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx and "kind::mxf8f6f4" not in r.ptx
+
+
+@pytest.mark.parametrize("bn,stages,residual,tma", [(256, 4, False, "bias"), (128, 4, True, "res")])
+def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stages, residual, tma):
+    # the operand's producer role on warp 2 and its ring beside the operand ring that carries the two chunks
+    from support.mx_defs import build_nv
+    low = build_nv(n=4096, k=4096, bn=bn, stages=stages, residual=residual, tma=tma).lower("sm_100a")
+    r = check_kernel(low, bn, NVF4, 2, 2)
+    assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the epilogue operand

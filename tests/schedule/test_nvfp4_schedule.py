@@ -87,23 +87,30 @@ def test_what_the_kernel_does_not_build_is_refused_by_name():
     fd = nv_tiling()
     fd.matmul_tensor.cluster(2, "m")
     assert "the sm_100a tcgen05 kernel does not take clusters" in lower_error(fd)
+
+
+def test_a_tma_loaded_bias_gets_its_producer_role_and_ring():
+    # the bias / residual producer role (warp 2) and its ring sit beside the operand ring that carries the two chunks
     from support.mx_defs import build_nv
-    fd = build_nv(n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias")
-    fd.cache_after(next(t for t in fd.inputs if t.name == "bias"), "tma_load")
-    assert "cache_after(bias, 'tma_load'): nv16-scaled matmul T4 is lowered with epilogue operands read per " \
-           "element" in lower_error(fd)
+    low = build_nv(n=256, k=256, bn=128, stages=2, acc_stages=1, epilogue="bias", tma="bias").lower("sm_100a")
+    assert "tmE" in low.source and "tmSFA" in low.source and "MmaSm100Nvf4<128>" in low.source
+    assert "ring sA, sB, sSFA, sSFB: 2 stages" in low.sync_summary
+    assert "bias ring sE: 2 stage(s), TMA by role 'bias_load' (warp 2) -> epilogue" in low.sync_summary
 
 
-def test_a_computed_output_scale_is_refused_by_name():
-    fd = heddle.Fusion()
-    a, b = fd.input("a", "e2m1x2", ["M", 128]), fd.input("b", "e2m1x2", [256, 128])
-    sa, sb = fd.input("sa", "e4m3", ["MP", 16]), fd.input("sb", "e4m3", [256, 16])
-    q, s = heddle.ops.quantize(fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="nv16"), "e4m3")
-    fd.output(q)
-    fd.output(s)
-    msg = schedule_error(fd, "sm_100a")
-    assert "is the q of heddle.ops.quantize on nv16-scaled matmul T4: the NVFP4 kernel (MmaSm100Nvf4) is not " \
-        "lowered with a computed output scale" in msg, msg
+def test_a_computed_output_scale_lowers_and_a_plain_8_bit_output_is_refused():
+    def fusion(quant):
+        fd = heddle.Fusion()
+        a, b = fd.input("a", "e2m1x2", ["M", 128]), fd.input("b", "e2m1x2", [256, 128])
+        sa, sb = fd.input("sa", "e4m3", ["MP", 16]), fd.input("sb", "e4m3", [256, 16])
+        y = fd.matmul(a, b, trans_b=True, scale_a=sa, scale_b=sb, scales="nv16")
+        for t in heddle.ops.quantize(y, "e4m3") if quant else [y.to("e4m3")]:
+            fd.output(t)
+        return fd
+    src = fusion(True).auto_schedule("sm_100a").lower("sm_100a").source
+    assert "MmaSm100Nvf4<" in src and "heddle::from_float<heddle::e4m3>(r0 / qs)" in src  # q = y / s as e4m3
+    msg = schedule_error(fusion(False), "sm_100a")
+    assert "output T5 is e4m3: an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only" in msg, msg
 
 
 def test_a_symbolic_K_is_checked_at_launch():

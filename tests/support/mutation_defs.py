@@ -83,6 +83,10 @@ FAMILIES = {
     # the scale rows (TMA zero fill)
     "sm100_nvfp4": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
                     "sm_100a NVFP4: two scale chunks a k tile in the operand ring, tcgen05.cp + kind::mxf4nvf4"),
+    # the same kernel with its output quantized (q e4m3, s per row and 128 columns): the tcgen05 amax epilogue
+    "sm100_nvfp4_amax": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, quant=("e4m3", 128)),
+                         "sm_100a", 100, 1,
+                         "sm_100a NVFP4, output quantized with a computed scale per row and 128 columns"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
@@ -113,6 +117,8 @@ def family_kernel(name):
         return kernel(fd, target), quant_defs.tensors(fd, M, seed=1), sms
     if name == "sm100_mxfp8_amax":  # likewise, through B's scales and the bias (mx_defs.mx_quant_tensors)
         return kernel(fd, target), mx_defs.mx_quant_tensors(fd, M, seed=1), sms
+    if name == "sm100_nvfp4_amax":  # the same set-up with NVFP4 inputs (mx_defs.nv_quant_tensors)
+        return kernel(fd, target), mx_defs.nv_quant_tensors(fd, M, seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
@@ -297,3 +303,5 @@ KNOWN_SURVIVORS["sm100_mxfp8_amax"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])
 # NVFP4: the MXFP8 kernel's survivors but the scale maps' rows + 8, killed there: its K = 320 reads rows 16 .. 23 of a
 # row block with Kp = 20 (the last k tile's second chunk, TMA zero fill that eight more rows turn into real bytes)
 KNOWN_SURVIVORS['sm100_nvfp4'] = [m for m in KNOWN_SURVIVORS['sm100_mxfp8'] if m[0] != 'map_dims']
+# the NVFP4 kernel's equivalents, the same with its output quantized: the quantize epilogue's kinds are all killed
+KNOWN_SURVIVORS["sm100_nvfp4_amax"] = list(KNOWN_SURVIVORS["sm100_nvfp4"])

@@ -315,37 +315,73 @@ def mx_quant_tensors(fd, M, seed=0):
     return [a, b, blocked(ca), blocked(cb), bias]
 
 
-def build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16", auto=False):
+def build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16", auto=False, quant=None,
+             residual=False, tma=None):
     """The fused NVFP4 kernel's fusion (scales="nv16"; lower/passes/mx_scale_ring.cpp with two chunks a k tile,
     MmaSm100Nvf4 in the MMA role): a [M, k/2] @ b [n, k/2] e2m1x2 (trans_b; k elements of K) with e4m3 (ue4m3)
     scales in torch's blocked layout [round_up(rows, 128), round_up(k/16, 4)], then the epilogue as build_mx's;
-    scheduled at 128 x bn x 64 stored bytes (128 e2m1) with `stages` operand stages (auto: Fusion.auto_schedule)."""
+    scheduled at 128 x bn x 64 stored bytes (128 e2m1) with `stages` operand stages (auto: Fusion.auto_schedule);
+    quant, residual and tma as build_mx's."""
     return _scaled_fusion(("e2m1x2", "e2m1x2"), k // 2, "e4m3", -(-k // 64) * 4, "nv16", 64, n, bn, stages,
-                          acc_stages, epilogue, out, auto)
+                          acc_stages, epilogue, out, auto, quant, residual, tma)
 
 
 def nv_tensors(fd, M, seed=0, codes=(0x28, 0x48)):
     """The inputs of build_nv's fusion for M rows: random e2m1 codes packed two a byte (element 2j in the low
     nibble: torch.float4_e2m1fn_x2), ue4m3 scale codes in [codes[0], codes[1]) (default 0x28 .. 0x47: 2^-2 .. 3.75)
     per row and 16 of K laid out by torch's own to_blocked ([round_up(rows, 128), round_up(K/16, 4)], zero-padded),
-    a bias of randn."""
+    a bias of randn (and a residual of randn)."""
     g = torch.Generator().manual_seed(seed)
     ins = {t.name: t for t in fd.inputs}
     K = 2 * ins["a"].shape[1]
     N = ins["b"].shape[0]
-
-    def packed(rows):
-        c = torch.randint(0, 16, (rows, K), generator=g, dtype=torch.uint8)
-        return (c[:, 0::2] | (c[:, 1::2] << 4)).contiguous().view(torch.float4_e2m1fn_x2)
-
-    def scales(rows):
-        c = torch.randint(codes[0], codes[1], (rows, K // 16), generator=g, dtype=torch.uint8)
-        return to_blocked(c).contiguous().view(-1, -(-K // 64) * 4).view(torch.float8_e4m3fn)
-
-    out = [packed(M), packed(N), scales(M), scales(N)]
+    out = [_packed(g, M, K), _packed(g, N, K)]
+    out += [_nv_blocked(torch.randint(codes[0], codes[1], (r, K // 16), generator=g, dtype=torch.uint8), K)
+            for r in (M, N)]
     if "bias" in ins:
         out.append(torch.randn(N, generator=g).to(torch.bfloat16))
+    if "res" in ins:
+        out.append(torch.randn(M, N, generator=g).to(torch.bfloat16))
     return out
+
+
+def _packed(g, rows, K):
+    """rows x K random e2m1 codes packed two a byte (element 2j in the low nibble: torch.float4_e2m1fn_x2)."""
+    c = torch.randint(0, 16, (rows, K), generator=g, dtype=torch.uint8)
+    return (c[:, 0::2] | (c[:, 1::2] << 4)).contiguous().view(torch.float4_e2m1fn_x2)
+
+
+def _nv_blocked(c, K):
+    """ue4m3 scale codes [rows, K/16] in torch's blocked layout [round_up(rows, 128), round_up(K/16, 4)]."""
+    return to_blocked(c).contiguous().view(-1, -(-K // 64) * 4).view(torch.float8_e4m3fn)
+
+
+def nv_quant_tensors(fd, M, seed=0):
+    """nv_tensors for build_nv(..., quant=...) set up as mx_quant_tensors is, so that a column past N would show in a
+    group's amax: small scales (ue4m3 codes 0x18 .. 0x1f: 2^-4 .. 0.117) everywhere but B's last row (code 0x58:
+    16), and a bias of 48 there. A column past N reads B's zero fill (acc 0) and the clamped bias: y = gelu(48) = 48,
+    above every real value of the group but the last column's, gelu(acc + 48) with |acc| >> 48 (K = 320 e2m1
+    products of about 8.6 mean square, scaled by 16 and 2^-4 .. 0.117: a std of about 150) -- near 0 on the rows
+    where acc < -48."""
+    g = torch.Generator().manual_seed(seed)
+    ins = {t.name: t for t in fd.inputs}
+    K, N = 2 * ins["a"].shape[1], ins["b"].shape[0]
+    a, b = _packed(g, M, K), _packed(g, N, K)
+    ca = torch.randint(0x18, 0x20, (M, K // 16), generator=g, dtype=torch.uint8)
+    cb = torch.randint(0x18, 0x20, (N, K // 16), generator=g, dtype=torch.uint8)
+    cb[N - 1] = 0x58
+    bias = (torch.randn(N, generator=g) * 0.1).to(torch.bfloat16)
+    bias[N - 1] = 48.0
+    return [a, b, _nv_blocked(ca, K), _nv_blocked(cb, K), bias]
+
+
+def assert_epilogue_operand_ring(k, tma):
+    """The block-scaled kernel k with its `tma` ("bias" | "res") epilogue operand cached with tma_load: the scale
+    chunks still ride the operand ring (two 3-D boxes), the operand has its own producer role and ring (tmE, fullE)
+    and the sync plan's RAW edge to the epilogue."""
+    assert k.source.count("heddle::sm90::tma_load_box<3>(") == 2
+    assert f"&tmE, {'0' if tma == 'bias' else 'm0'}, n0, (fullE" in k.source
+    assert f"RAW sE ({tma}) ({tma}_load -> epilogue)" in k.explain()
 
 
 def source_line(src, text):

@@ -18,8 +18,9 @@ from heddle.pytorch import scaled_mm as smm
 from support.dynamo_defs import assert_block_scaled_capture
 from support.interp_defs import needs_cxx
 from support.mx_defs import to_blocked
+from support.quant_defs import out_scale_against_float64
 
-FP4, E4M3 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn
+FP4, E4M3, E5M2 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn, torch.float8_e5m2
 
 
 def _operands(m, k, n, seed=0):
@@ -81,7 +82,7 @@ def test_nvfp4_op_name_decode_and_fake():
     (dict(sa=torch.zeros(512, dtype=torch.uint8).view(torch.float8_e8m0fnu)),
      "'scale_a' is torch.float8_e8m0fnu: e2m1 operands with e8m0 scales per 32 of K are MXFP4"),
     (dict(sa=torch.zeros(100, dtype=torch.uint8).view(E4M3)), "'scale_a' has 100 e4m3 scales ([100]); NVFP4 scales"),
-    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with NVFP4 operands is not built"),
+    (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with NVFP4 operands is not built without out_scale"),
 ])
 def test_nvfp4_errors_name_the_argument(kw, msg):
     k = kw.pop("k", 64)
@@ -90,6 +91,16 @@ def test_nvfp4_errors_name_the_argument(kw, msg):
     with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")):
         heddle.scaled_mm(a, b, sa, sb, **{"out_dtype": torch.bfloat16, **kw})
+
+
+@pytest.mark.parametrize("dt,out_scale,n", [(E4M3, "1x128", 272), (E5M2, "row", 48)])
+def test_nvfp4_out_scale_on_the_cpu_path(dt, out_scale, n):
+    """An NVFP4 layer's output re-quantized (out_scale): (q, s) from the fusion evaluated with torch."""
+    a, b, codes, sa, sb, bias = _operands(40, 96, n)
+    q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu", out_dtype=dt, out_scale=out_scale)
+    out_scale_against_float64(q, s, _reference(codes, bias), dt, out_scale)
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=dt, activation="gelu", out_scale=out_scale)[0]
+    assert spec.nv and "_snv_" in spec.op_name() and smm.decode(spec.op_name()) == spec
 
 
 @needs_cxx
@@ -107,6 +118,20 @@ def test_nvfp4_interpreted(monkeypatch):
     _check(out, _reference(codes, bias))
 
 
+@needs_cxx
+def test_nvfp4_out_scale_interpreted(monkeypatch):
+    """The printed sm_100a NVFP4 kernel with its quantize epilogue (the automatic 128 x 256 x 64-byte tile: two groups
+    a tile, N = 272 a last group of 16 columns), M = 100, K = 192, interpreted on the CPU."""
+    monkeypatch.setenv("HEDDLE_INTERPRET", "1")
+    monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
+    a, b, codes, sa, sb, bias = _operands(100, 192, 272, seed=2)
+    q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu", out_dtype=E4M3, out_scale="1x128")
+    out_scale_against_float64(q, s, _reference(codes, bias), E4M3, "1x128")
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=E4M3, activation="gelu", out_scale="1x128")[0]
+    ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
+    assert ks and all("MmaSm100Nvf4<" in k.source and "_q128_" in k.name for k in ks)
+
+
 @pytest.mark.usefixtures("_fresh_dynamo")
 def test_compile_captures_nvfp4_scaled_mm():
     """torch._scaled_mm with NVFP4 operands + bias + GELU: one heddle op (the blocked scales viewed 2-D in the graph),
@@ -119,6 +144,23 @@ def test_compile_captures_nvfp4_scaled_mm():
            _reference(codes, bias))
     assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == \
         ["smm_e2m1x2e2m1x2_k48_n48_snv_Bbf16_Agelu_obf16"]
+
+
+@pytest.mark.usefixtures("_fresh_dynamo")
+def test_compile_captures_nvfp4_scaled_mm_with_its_quantize():
+    """An NVFP4 layer whose output is re-quantized per 1 x 128 in the graph (DeepGEMM's per_token_cast_to_fp8
+    pattern) becomes one op returning (q, s), as after an MX _scaled_mm: checked against float64."""
+    a, b, codes, sa, sb, bias = _operands(40, 96, 256, seed=3)
+
+    def f(a, b, sa, sb, bias):
+        y = F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias)
+        yg = y.float().view(y.shape[0], -1, 128)
+        s = yg.abs().amax(dim=-1, keepdim=True).clamp(min=1e-4) / 448.0
+        return (yg / s).to(E4M3).view(y.shape[0], -1), s.view(y.shape[0], -1)
+    q, s = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
+    out_scale_against_float64(q, s, _reference(codes, bias), E4M3, "1x128")
+    assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == \
+        ["smm_e2m1x2e2m1x2_k48_n256_snv_Bbf16_Agelu_G128_oe4m3"]
 
 
 @pytest.mark.usefixtures("_fresh_dynamo")

@@ -387,7 +387,13 @@ def _():
     return [Case("bn256-N520-K1056-M333", _nv(n=520, k=1056, bn=256, stages=4, acc_stages=1), M=333),
             Case("bn128-f32-K544-M77", _nv(n=264, k=544, bn=128, stages=3, acc_stages=2, epilogue="bias", out="f32"),
                  M=77),
-            Case("auto-M200", _nv(n=1024, k=1024, auto=True), M=200)]
+            Case("auto-M200", _nv(n=1024, k=1024, auto=True), M=200),
+            # the output re-quantized in the epilogue (heddle.ops.quantize: q e4m3, s per row and 128 columns)
+            Case("e4m3-q128-bn256-N520-M333", _nv(n=520, k=1056, bn=256, stages=4, acc_stages=1, quant=("e4m3", 128)),
+                 M=333),
+            # the bias through its own TMA producer role and ring (cache_after(bias, 'tma_load'))
+            Case("bias-tma-N264-M77", _nv(n=264, k=544, bn=128, stages=3, acc_stages=2, epilogue="bias", tma="bias"),
+                 M=77)]
 
 
 def _amax100(n, fmt="e4m3", group=128, bn=128):

@@ -12,7 +12,7 @@ sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit floa
 returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). MX scales (MXFP8: scale_a and scale_b
 torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K/32, 4) bytes each, K a multiple of
 32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"; with an 8-bit out_dtype
-only with out_scale); NVFP4 likewise (scales="nv16"):
+only with out_scale); NVFP4 likewise (scales="nv16", an 8-bit out_dtype also only with out_scale):
 a and b torch.float4_e2m1fn_x2 (two e2m1 a byte: a [M, K/2] row-major, b [K/2, N] column-major, torch's b_packed.t()),
 scale_a and scale_b torch.float8_e4m3fn (ue4m3) in the blocked layout, round_up(rows, 128) * round_up(K/16, 4) bytes each,
 K a multiple of 32 (K/2 of 16: torch's rule). The layout and the alignment
@@ -403,7 +403,8 @@ def nv_columns(k: int) -> int:
 def _nv_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: bool) -> bool:
     """True for NVFP4 (e2m1x2 operands: both scales torch.float8_e4m3fn in torch's blocked layout, round_up(rows,
     128) * round_up(K/16, 4) bytes, contiguous: torch/_meta_registrations.py's _check_scaled_mm_sizes); InputError
-    naming the scale or option otherwise (e8m0 scales: MXFP4, not built), and for an 8-bit output or out_scale."""
+    naming the scale or option otherwise (e8m0 scales: MXFP4, not built), and for an 8-bit output without out_scale
+    (out_scale's own rules: _check_out_scale)."""
     if not fp4:
         return False
     e8 = getattr(torch, "float8_e8m0fnu", None)
@@ -415,10 +416,11 @@ def _nv_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: b
         if s.dtype != torch.float8_e4m3fn:
             raise InputError(f"{_W}: '{name}' has dtype {s.dtype}; NVFP4 (torch.float4_e2m1fn_x2 operands) takes "
                              "torch.float8_e4m3fn scales per 16 of K in torch's blocked layout")
-    if out_scale is not None or out_dtype in FLOAT8:  # (the kernel's epilogue stores 16- or 32-bit floats)
-        raise InputError(f"{_W}: " + (f"out_scale={out_scale!r}" if out_scale is not None else f"out_dtype={out_dtype}")
-                         + " with NVFP4 operands is not built (the sm_100a NVFP4 kernel stores a bf16, f16 or f32 "
-                         "output); pass out_dtype=torch.bfloat16, torch.float16 or torch.float32")
+    if out_scale is None and out_dtype in FLOAT8:
+        raise InputError(f"{_W}: out_dtype={out_dtype} with NVFP4 operands is not built without out_scale (the sm_100a "
+                         "NVFP4 kernel stores an 8-bit output only as the q of a computed scale, docs/fp8.md "
+                         "\"Computed output scales\"); pass out_scale='1x128' or 'row', or out_dtype=torch.bfloat16, "
+                         "torch.float16 or torch.float32")
     kp = nv_columns(k)
     want = {"scale_a": (m, -(-m // BLOCK) * BLOCK * kp, scale_a), "scale_b": (n, -(-n // BLOCK) * BLOCK * kp, scale_b)}
     for name, (rows, count, t) in want.items():

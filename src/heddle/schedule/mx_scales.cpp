@@ -133,12 +133,8 @@ void validateMxTiling(const MatmulTiling& t) {
                         ": a grouped (per-expert) matmul is not built with MX scales (the scale chunks are "
                         "addressed by the tile's 128-row block of the whole scale tensor); run the groups as "
                         "separate matmuls");
-  // a bias / residual producer role beside the scale ring is built and checked for MXFP8 (its own warp and ring, apart
-  // from the operand ring), not yet interpreted with NVFP4's two chunks a k tile
-  if (!h.epiTma.empty() && t.mm->definition->scaleKind == ScaleKind::Nv16)
-    fail<ScheduleError>("cache_after(", h.epiTma, ", 'tma_load'): ", what,
-                        " is lowered with epilogue operands read per element; the bias / residual producer role is "
-                        "built with MXFP8 (mx32) scales only: drop that cache");
+  // a TMA-loaded bias / residual: its producer role (warp 2) and ring are apart from the load -> mma ring that carries
+  // the scale chunks (one a k tile for MXFP8, two for NVFP4), so both kinds take it
   // (split-K, stream-K and batched: refused for every tcgen05 kernel, tcgen05_schedule.cpp; the TMA-store epilogue
   // takes the mx32 kernel like the others, validateTcgen05Store)
 }

@@ -10,9 +10,9 @@
 // .f16/.bf16 types"; CUTLASS's SM90 FP8 GMMA atoms are all _TN). So A is [M, K] row-major (matmul without
 // trans_a) and B is stored [N, K] (matmul(a, b, trans_b=True), torch._scaled_mm's column-major b); any other
 // layout is refused here naming the operand. An 8-bit float output (cvt.rn.satfinite) is lowered on the
-// same kernels (docs/fp8.md), and on sm_100a's tcgen05 kernel as the q of a computed output scale only. On
-// sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout and k-tile rules: schedule/tcgen05_schedule.cpp);
-// the cp.async + mma.sync fallback there does not.
+// same kernels (docs/fp8.md), and on sm_100a's tcgen05 kernel as the q of a computed output scale only (8-bit
+// operands, or the NVFP4 kernel's e2m1x2 ones). On sm_100a the tcgen05 kernel takes FP8 (kind::f8f6f4; its layout
+// and k-tile rules: schedule/tcgen05_schedule.cpp); the cp.async + mma.sync fallback there does not.
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 
@@ -76,14 +76,13 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
                        (K.value + 15) / 16 * 16, " (both operands)");
   }
   const bool f8in = isFloat8(e->inputs[0]->dtype);
+  // the block-scaled kernels' operands count too: NVFP4's e2m1x2 (nv16) like MXFP8's 8-bit ones -- their epilogue
+  // warpgroup is the plain tcgen05 kernel's, reading the accumulator columns only (docs/fp8.md)
+  const bool lowBitIn = f8in || e->scaleKind == ScaleKind::Nv16;
   for (auto* out : f.outputs()) {
     // sm_100a: the q of a computed output scale only (heddle.ops.quantize; the tcgen05 printer's quantized store)
     const bool quant = out->definition && out->definition->kind == OpKind::Quantize;
-    const bool tcgen05Quant = f8in && target.mma.has(MmaKind::Tcgen05) && quant;
-    if (quant && e->scaleKind == ScaleKind::Nv16)  // (schedule/mx_scales.cpp: the NVFP4 kernel's epilogue is direct)
-      fail<ScheduleError>("output ", out->name, " is the q of heddle.ops.quantize on nv16-scaled matmul ", mm->name,
-                          ": the NVFP4 kernel (MmaSm100Nvf4) is not lowered with a computed output scale; return "
-                          "bf16, f16 or f32 and quantize that");
+    const bool tcgen05Quant = lowBitIn && target.mma.has(MmaKind::Tcgen05) && quant;
     if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)) && !tcgen05Quant)
       fail<ScheduleError>("output ", out->name, " is ", dtypeName(out->dtype),
                           ": an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only (8-bit "
