@@ -1,6 +1,7 @@
 // Blackwell spellings for the CUDA printer (see tcgen05_printer.h).
 #include "heddle/codegen/tcgen05_printer.h"
 
+#include <cctype>
 #include <sstream>
 
 #include "heddle/codegen/printer.h"
@@ -87,8 +88,22 @@ void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
      << "swizzled slot, 16 bytes at a time (the TMA store clips past M and N)\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  // the epilogue program first: the clamped row / column are declared only where it reads them (printed kernels
+  // declare only what they read: NVRTC's #177-D, tests/codegen/test_unused_declarations.py)
+  std::ostringstream body;
+  epilogueOps(body, k, e.operandStage, in3);
+  const std::string ops = body.str();
+  auto reads = [&](const std::string& var) {  // `var` as a whole identifier in the printed program
+    auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+    for (size_t at = ops.find(var); at != std::string::npos; at = ops.find(var, at + 1))
+      if ((at == 0 || !word(ops[at - 1])) && (at + var.size() >= ops.size() || !word(ops[at + var.size()])))
+        return true;
+    return false;
+  };
   os << in << "const int lr = 32 * (warp % 4) + lane;\n";
-  os << in << "const int row = m0 + lr < M ? m0 + lr : M - 1;  // rows past M: row M-1's reads, clipped by the store\n";
+  if (reads("row"))
+    os << in
+       << "const int row = m0 + lr < M ? m0 + lr : M - 1;  // rows past M: row M-1's reads, clipped by the store\n";
   os << in << T << "* const slot = " << e.to->name << " + (" << e.toStage.str() << ") * " << e.to->rows * e.to->cols
      << ";\n";
   os << in << "#pragma unroll 1\n";
@@ -97,10 +112,10 @@ void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
   os << in2 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
   os << in2 << "#pragma unroll\n";
   os << in2 << "for (int j = 0; j < 32; ++j) {\n";
-  os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+  if (reads("col")) os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
   os << in3 << "const float r0 = v[j];\n";
   if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
-  epilogueOps(os, k, e.operandStage, in3);
+  os << ops;
   os << in3 << "y[j] = r" << k.epilogueResult << ";\n";
   os << in2 << "}\n";
   os << in2 << "#pragma unroll\n";
