@@ -55,7 +55,7 @@ _SCALINGS = {0: "TensorWise", 1: "RowWise"}
 _BLOCKWISE = (4, 5)  # (BlockWise1x128, BlockWise128x128): DeepGEMM's activation / weight scales
 # BlockWise1x16 (NVFP4's e4m3 scales) and BlockWise1x32 (MXFP8's e8m0 scales), both in the blocked layout (torch's
 # to_blocked: SWIZZLE_32_4_4)
-_MX, _SWIZZLE_32_4_4 = (2, 3), 1
+_BLOCKED, _SWIZZLE_32_4_4 = (2, 3), 1
 
 
 def is_scaled_mm(n: fx.Node) -> bool:
@@ -72,19 +72,19 @@ def _bind(root: fx.Node) -> Dict[str, object]:
     if root.target is not aten._scaled_mm.default:
         for x in ("a", "b"):
             scales, recipe = got.get("scale_" + x) or [], [int(r) for r in (got.get("recipe_" + x) or [])]
-            if len(scales) != 1 or len(recipe) != 1 or (recipe[0] not in _SCALINGS and recipe[0] not in _MX
+            if len(scales) != 1 or len(recipe) != 1 or (recipe[0] not in _SCALINGS and recipe[0] not in _BLOCKED
                                                         and recipe[0] != _BLOCKWISE[x == "b"]):
                 raise _Reject(f"scale_{x} is {len(scales)} tensor(s) with recipe {recipe}: heddle.scaled_mm takes one "
                               "TensorWise or RowWise scale per operand, BlockWise1x128 for a with BlockWise128x128 "
                               "for b, or BlockWise1x32 (MXFP8) / BlockWise1x16 (NVFP4, no global scale) for both "
                               "(docs/fp8.md)")
             swizzle = [int(z) for z in (got.get("swizzle_" + x) or [])]
-            if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] in _MX else swizzle and [0] * len(swizzle)):
+            if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] in _BLOCKED else swizzle and [0] * len(swizzle)):
                 raise _Reject(f"swizzle_{x} = {swizzle} with recipe {recipe}: heddle reads unswizzled scales, and MX / "
                               "NVFP4 (BlockWise1x32 / 1x16) scales in torch's blocked layout (SWIZZLE_32_4_4)")
             got["scale_" + x] = scales[0]
         recipes = [int(got["recipe_a"][0]), int(got["recipe_b"][0])]
-        if (recipes[0] in _BLOCKWISE) != (recipes[1] in _BLOCKWISE) or (recipes[0] in _MX and recipes[1] != recipes[0]):
+        if (recipes[0] in _BLOCKWISE) != (recipes[1] in _BLOCKWISE) or (recipes[0] in _BLOCKED and recipes[1] != recipes[0]):
             raise _Reject(f"recipes {recipes}: block scales come in pairs (BlockWise1x128 for a, BlockWise128x128 "
                           "for b; BlockWise1x32 or BlockWise1x16 for both)")
         if list(got.get("contraction_dim") or []):
@@ -219,7 +219,7 @@ def _steps(i: int, src, want, spec):
     the op's operand `want` (scaled_mm.scaled_spec's): b^T; a one-element scale viewed as [1]; 128-block scales:
     scale_a as it is (the op brings it M-major, the layout of its TMA map, copying only where it is not: torch's
     BlockWise1x128 scale_a already is), scale_b's padded rows (_scaled_mm_v2: a multiple of 4) sliced off,
-    transposed and made contiguous; MX scales (e8m0, torch's blocked bytes) viewed 2-D."""
+    transposed and made contiguous; MX (e8m0) and NVFP4 (e4m3) scales, torch's blocked bytes, viewed 2-D."""
     if i == 0:
         return [(aten.permute.default, ([1, 0],), {})]
     if spec.mx or spec.nv:  # the blocked bytes (contiguous: scaled_spec checked) as [round_up(rows, 128), kp]

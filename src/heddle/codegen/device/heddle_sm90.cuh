@@ -560,10 +560,11 @@ struct MmaSm90 {
                                           int lane) {
     const int b0 = n0 / 128, blast = (N - 1) / 128, key = b0 * kblocks + kb;
     const bool have = !first && key == sb_key;  // warp-uniform: prefetched by this thread's previous promotion
+    // scale_b of column block j of the tile (a block past N clamped to the last) and k-block k
+    auto sb_at = [&](int j, int k) { return sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + k]; };
     float sbv[NBLK];
 #pragma unroll
-    for (int j = 0; j < NBLK; ++j)
-      sbv[j] = have ? sb_next[j] : sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb];
+    for (int j = 0; j < NBLK; ++j) sbv[j] = have ? sb_next[j] : sb_at(j, kb);
 #pragma unroll
     for (int fm = 0; fm < FM; ++fm)
 #pragma unroll
@@ -586,7 +587,7 @@ struct MmaSm90 {
       }
     if (kb + 1 < kblocks) {  // the next interval's values, in flight during its wgmma
 #pragma unroll
-      for (int j = 0; j < NBLK; ++j) sb_next[j] = sb[(long long)(b0 + j < blast ? b0 + j : blast) * kblocks + kb + 1];
+      for (int j = 0; j < NBLK; ++j) sb_next[j] = sb_at(j, kb + 1);
       sb_key = key + 1;
     }
   }
