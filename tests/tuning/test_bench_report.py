@@ -182,7 +182,18 @@ def test_fp8_table_and_targets():
     t = report.fp8_table(doc)
     assert "| 16x4096x4096-tensor (64x64_sk4) | tensor | 9.05 us | cublaslt | 7.24 us |" in t and "0.80x" in t
     assert "| 16x4096x4096-tensor | tensor | 13.4 us | cublaslt | 7.24 us |" in t and "0.54x" in t
-    assert "worst 1.10x" in report.targets(doc, None)
+    # the sm_100a block-scaled formats (tools/window/bench_mx.py) against torch's own block-scaled _scaled_mm; a
+    # device without them (sm_90a): heddle's record skipped with the reason, no ratio
+    doc["records"] += [rec("mxfp8", "mxfp8-4096x4096x4096", "mxfp8", "heddle", 4096, 4096, 4096, 0.16, scaling="mx32",
+                           config="heddle_mm_nt_e4m3_mx32"),
+                       rec("mxfp8", "mxfp8-4096x4096x4096", "mxfp8", "torch_scaled_mm", 4096, 4096, 4096, 0.18),
+                       rec("nvfp4", "nvfp4-128x4096x4096", "nvfp4", "heddle", 128, 4096, 4096, 0.01, scaling="nv16",
+                           status="skipped", reason="the block-scaled kernels are sm_100a's")]
+    t = report.fp8_table(doc)
+    assert "| 4096x4096x4096 | mx32 | 160 us | torch_scaled_mm | 180 us |" in t and "1.12x" in t
+    assert "`heddle_mm_nt_e4m3_mx32`" in t
+    assert "| 128x4096x4096 | nv16 | skipped | torch_scaled_mm | – |" in t
+    assert "worst 1.10x" in report.targets(doc, None)  # the block-scaled suites are not the per-tensor target's
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
     assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted
     assert "worst 1.20x | met |" in lines["FP8 dequantize + bias + GELU + quantize vs scaled_mm + ops"]

@@ -40,6 +40,7 @@ from heddle import bench  # noqa: E402
 sys.path.insert(0, HERE)
 import bench_grouped  # noqa: E402  (the grouped GEMM cases, issue 33)
 import bench_fp8_variants  # noqa: E402  (where the block-scaled kernel's time goes)
+import bench_mx  # noqa: E402  (the sm_100a block-scaled formats against torch's own, issue 32)
 
 
 class Run:
@@ -553,6 +554,7 @@ def plan(dry):
             + bench_grouped.plan(dry)
             + [(4, f"fp8 block {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8_block]
+            + bench_mx.plan(dry)
             + [(8, f"fp8 block variants {m}x{n}x{k}",
                 (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_block_variant_case(
                     r, mm, nn, kk, _fp8_block_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_block[-1:]]
