@@ -402,7 +402,8 @@ def fp8_table(doc: dict) -> str:
     cases = _by_case(doc["records"])
     peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise",
              "fp8_deepgemm": "torch_blockwise", "fp8_decode_variants": "cublaslt",
-             "mxfp8": "torch_scaled_mm", "nvfp4": "torch_scaled_mm"}
+             "mxfp8": "torch_scaled_mm", "nvfp4": "torch_scaled_mm", "mxfp8_fused": "scaled_mm_then_ops",
+             "nvfp4_fused": "scaled_mm_then_ops"}
     keys = [k for k in cases if k[0] in peers]
     if not keys:
         return ""

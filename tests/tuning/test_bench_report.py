@@ -193,6 +193,10 @@ def test_fp8_table_and_targets():
     assert "| 4096x4096x4096 | mx32 | 160 us | torch_scaled_mm | 180 us |" in t and "1.12x" in t
     assert "`heddle_mm_nt_e4m3_mx32`" in t
     assert "| 128x4096x4096 | nv16 | skipped | torch_scaled_mm | – |" in t
+    doc["records"] += [rec("nvfp4_fused", "nvfp4_fused-4096x4096x4096-bias_gelu_quant1x128", "nvfp4", n, 4096, 4096,
+                           4096, ms, scaling="nv16") for n, ms in (("heddle", 0.1), ("scaled_mm_then_ops", 0.15))]
+    assert "| 4096x4096x4096-bias_gelu_quant1x128 | nv16 | 100 us | scaled_mm_then_ops | 150 us |" in \
+        report.fp8_table(doc) and "1.50x" in report.fp8_table(doc)
     assert "worst 1.10x" in report.targets(doc, None)  # the block-scaled suites are not the per-tensor target's
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}
     assert "worst 1.10x | met |" in lines["FP8 per-tensor GEMM, M >= 1024, vs cuBLASLt"]  # M = 16 not counted

@@ -9,10 +9,13 @@ The inputs are quantized from random bf16 with each block's own amax, the way a 
 the OCP convention's shared exponent floor(log2(amax)) - emax (torchao's default), NVFP4 the e4m3 scale amax / 6
 rounded to nearest, the values rounded to nearest representable. The float64 reference multiplies the decoded
 values by the unblocked scales, so a wrong blocked layout fails both implementations' validation.
-Records: suites "mxfp8", "nvfp4" (benchmarks/report.py fp8_table, peer "torch_scaled_mm")."""
+Records: suites "mxfp8", "nvfp4" (benchmarks/report.py fp8_table, peer "torch_scaled_mm"); the fused layer
+(dequantize, bias, GELU, the computed 1 x 128 e4m3 output scale in the epilogue) in suites "mxfp8_fused",
+"nvfp4_fused" (peer "scaled_mm_then_ops": torch's block-scaled _scaled_mm, then the separate ops)."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 import heddle
 from heddle import bench
@@ -76,7 +79,7 @@ def _operand(fmt, x):
     return packed, to_blocked(s8.view(torch.uint8)).view(torch.float8_e4m3fn), deq.view(x.shape)
 
 
-def _sets(run, fmt, m, n, k):
+def _sets(run, fmt, m, n, k, with_bias=False):
     refs = []
 
     def one():
@@ -85,7 +88,8 @@ def _sets(run, fmt, m, n, k):
         a, sa, da = _operand(fmt, x)
         b, sb, db = _operand(fmt, w)
         refs.append((da, db))
-        return [a, b.t(), sa, sb]   # b [K, N] (fp4: [K/2, N]) column-major, torch's b.t()
+        bias = [bench.random_tensor((n,), torch.bfloat16, run.dev)] if with_bias else []
+        return [a, b.t(), sa, sb] + bias   # b [K, N] (fp4: [K/2, N]) column-major, torch's b.t()
     first = one()
     cnt = 1 if run.dry else bench.rotation_count(bench.set_bytes(first), bench.l2_bytes(run.dev),
                                                  max_total_bytes=4 << 30)
@@ -125,10 +129,38 @@ def mx_case(run, fmt, m, n, k):
     run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k))
 
 
-def plan(dry):
+def mx_quant_case(run, fmt, m, n, k, quantize_1x128, dequantized):
+    """A block-scaled layer's whole epilogue in one kernel: the block-scaled product, bias, GELU, then the amax per
+    row and 128 columns and the e4m3 quantize (heddle.scaled_mm with out_scale="1x128", returning (q, s)), against
+    torch's block-scaled _scaled_mm (bf16 out) plus the separate ops (bench_quick's quantize_1x128); q * s checked
+    against the float reference within e4m3's step (tol 0.08)."""
+    suite = f"{fmt}_fused"
+    rec = {"suite": suite, "case": f"{suite}-{m}x{n}x{k}-bias_gelu_quant1x128", "dtype": fmt, "B": 1, "M": m,
+           "N": n, "K": k, "layout": "NT", "epilogue": "bias_gelu_quant1x128", "scaling": FORMATS[fmt]}
+    target = "sm_100a" if run.dry else heddle.runtime.target_for_device()
+    if target != "sm_100a":
+        run.write({**rec, "impl": "heddle", "status": "skipped",
+                   "reason": f"the block-scaled kernels are sm_100a's (tcgen05 block scaling); this device is {target}"})
+        return
+    sets, check, prod = _sets(run, fmt, m, n, k, with_bias=True)
+    ref = F.gelu(prod + check[4].float())
+    impls = {"heddle": lambda a, b, sa, sb, bias: heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu",
+                                                                   out_dtype=torch.float8_e4m3fn, out_scale="1x128")}
+
+    def separate(a, b, sa, sb, bias):
+        return quantize_1x128(F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias))
+    if not run.dry:  # torch's CPU _scaled_mm has no block scales
+        impls["scaled_mm_then_ops"] = separate
+    run.measure(rec, impls, sets, check, ref, bench.matmul_flops(m, n, k), tol=8e-2, value=dequantized)
+
+
+def plan(dry, quantize_1x128, dequantized):
     """(estimated seconds, label, callable) of the block-scaled cases, for bench_quick.plan: the decode, mid and
     prefill sizes of a 4096-wide layer and its 14336-wide FFN projection."""
     shapes = [(16, 64, 128), (130, 208, 320)] if dry else [(128, 4096, 4096), (4096, 4096, 4096),
                                                            (4096, 14336, 4096), (16, 4096, 4096)]
-    return [(4, f"{fmt} {m}x{n}x{k}", (lambda f, mm, nn, kk: lambda r: mx_case(r, f, mm, nn, kk))(fmt, m, n, k))
-            for fmt in FORMATS for m, n, k in shapes]
+    fused = shapes[-1:] if dry else [(4096, 4096, 4096), (4096, 14336, 4096)]
+    return ([(4, f"{fmt} {m}x{n}x{k}", (lambda f, mm, nn, kk: lambda r: mx_case(r, f, mm, nn, kk))(fmt, m, n, k))
+             for fmt in FORMATS for m, n, k in shapes]
+            + [(4, f"{fmt} fused {m}x{n}x{k}", (lambda f, mm, nn, kk: lambda r: mx_quant_case(
+                r, f, mm, nn, kk, quantize_1x128, dequantized))(fmt, m, n, k)) for fmt in FORMATS for m, n, k in fused])

@@ -554,7 +554,7 @@ def plan(dry):
             + bench_grouped.plan(dry)
             + [(4, f"fp8 block {m}x{n}x{k}", (lambda mm, nn, kk: lambda r: fp8_block_case(r, mm, nn, kk))(m, n, k))
                for m, n, k in fp8_block]
-            + bench_mx.plan(dry)
+            + bench_mx.plan(dry, _quantize_1x128, _dequantized)
             + [(8, f"fp8 block variants {m}x{n}x{k}",
                 (lambda mm, nn, kk: lambda r: bench_fp8_variants.fp8_block_variant_case(
                     r, mm, nn, kk, _fp8_block_sets, bench_sms(r)))(m, n, k)) for m, n, k in fp8_block[-1:]]
