@@ -141,11 +141,14 @@ void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
 // Step 3 re-reads rather than keeping y: a group is 128 values a thread (a row up to 256), which registers
 // cannot hold beside the epilogue's and which a dynamically indexed array would put in local memory; the
 // accumulator stays in tensor memory until the accEmpty arrive after this store, and a re-read is one
-// tcgen05.ld per 32 columns (the epilogue program runs twice).
+// tcgen05.ld per 32 columns (the epilogue program runs twice). A TMA-loaded bias / residual is read from its ring
+// slot e.operandStage in both passes, at (lr,) lc = c0 + j as in tmemEpilogue: the whole store -- both passes -- lies
+// between the slot's fullE wait and its emptyE arrive (lower/build/epilogue_tma.cpp epilogueWithOperand).
 void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const auto& q = *k.quant;
-  for (auto& op : k.epilogue)
-    if (op.smem) fail<HeddleError>("printer: ", k.name, " quantizes with a TMA-loaded epilogue operand");
+  bool fromSmem = false,
+       rows = false;  // a TMA-loaded bias / residual from its ring slot e.operandStage (as tmemEpilogue)
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr, rows |= op.smem && op.smem->rows > 1;
   const int G = q.group == kQuantRow ? k.tile.bn : q.group;  // columns per group inside the tile
   const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ", in4 = ind + "        ";
   const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
@@ -162,6 +165,7 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
       os << in4 << "if (qrow >= M || col >= N) continue;\n";
     }
     os << in4 << "const float r0 = v[j];\n";
+    if (fromSmem) os << in4 << "const int lc = c0 + j;\n";
     epilogueOps(os, k, e.operandStage, in4);
     if (amax)
       os << in4 << "if (n0 + c0 + j < N) amax = fmaxf(amax, fabsf(" << y
@@ -175,6 +179,7 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
      << " (amax per thread: the row's columns are this thread's), stored directly\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  if (rows) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;\n";
   os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store nothing\n";
   os << in << "#pragma unroll 1\n";
