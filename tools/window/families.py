@@ -373,7 +373,10 @@ def _():
             Case("e4m3-row-N264-M333", _tmas100("build_fp8", fmt_a="e4m3", fmt_b="e4m3", scales="row", stages=4,
                                                 bn=128, bk=128, n=264, k=1040), M=333),
             Case("residual-ring-N200-M130", _tmas100("build_epi", operands=("bias", "res"), tma="res", bn=64, n=200,
-                                                     k=136), M=130)]
+                                                     k=136), M=130),
+            # q of heddle.ops.quantize (e4m3, s per row and 128 columns) staged in chunks of 128 codes, s stored directly
+            Case("e4m3-q128-bn256-N304-M333", lambda target: quant_defs.scheduled_sm100(
+                n=304, k=1040, bn=256, bk=128, stages=4, store="tma"), M=333)]
 
 
 def _nv(**kw):
