@@ -3,7 +3,7 @@ sm_90a wgmma kernels (the quad's amax by shfl.sync.bfly, the scale store, the sa
 sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong, with the
 direct store and through the TMA-store epilogue (a plain 8-bit output there too); the one of
 the sm_100a tcgen05 kernel (a per-thread amax over tcgen05.ld columns, no shuffle) compiles for sm_100a without
-spills or a stack frame, with n tiles of 128 and 256."""
+spills or a stack frame, with n tiles of 128 and 256, a TMA-loaded bias, and q through the TMA-store epilogue."""
 import re
 
 import pytest
