@@ -112,3 +112,14 @@ def test_an_8bit_chunk_needs_an_n_tile_of_128s():
                                                    r"TMA-store epilogue stages 8-bit outputs in chunks of 128 columns "
                                                    r"\(one 128-byte swizzle row\), but the n tile is 64"):
         heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_s_before_q_names_the_output_order():
+    # the TMA store stages q only; with s first the output-order rule is the one named (not "2 outputs")
+    from support.quant_defs import bare_quant
+    from support.tcgen05_defs import roles
+    from support.wgmma_defs import schedule_sm90
+    fd, a, b = bare_quant(k=256, n=256, s_first=True)
+    schedule_sm90(fd, a, b, bm=128, bn=128, bk=128, wgs=1, stages=2, roles=roles(2)).epilogue_store("tma")
+    with pytest.raises(heddle.ScheduleError, match=r"quantize: mark q, then s, as the fusion's outputs"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)

@@ -144,8 +144,12 @@ void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTilin
   const std::string drop = "; or epilogue_store('direct') (the store from the tcgen05.ld registers)";
   if (kind != "tma") return;
   const auto& outs = f.outputs();
-  if (outs.empty()) return;                                                                 // build_epilogue names it
-  const bool quant = outs[0]->definition && outs[0]->definition->kind == OpKind::Quantize;  // q staged, s direct
+  if (outs.empty()) return;  // build_epilogue names it
+  auto quantized = [](const TensorView* o) {
+    return o->definition && (o->definition->kind == OpKind::Quantize || o->definition->kind == OpKind::AmaxScale);
+  };
+  const bool quant = quantized(outs[0]);                                   // q staged, s direct
+  if (!quant && std::any_of(outs.begin(), outs.end(), quantized)) return;  // build_epilogue names the q, s order
   if (outs.size() > (quant ? 2u : 1u))
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): ", outs.size(),
                         " outputs; the sm_100a tcgen05 TMA-store epilogue stages D only in this build", drop);
