@@ -3,7 +3,7 @@ sm_90a wgmma kernels (the quad's amax by shfl.sync.bfly, the scale store, the sa
 sm_90a without spills or a stack frame (support.wgmma_defs.nvrtc_sm90), cooperative and ping-pong, with the
 direct store and through the TMA-store epilogue (a plain 8-bit output there too); the one of
 the sm_100a tcgen05 kernel (a per-thread amax over tcgen05.ld columns, no shuffle) compiles for sm_100a without
-spills or a stack frame, with n tiles of 128 and 256."""
+spills or a stack frame, with n tiles of 128 and 256, a TMA-loaded bias, and q through the TMA-store epilogue."""
 import re
 
 import pytest
@@ -68,14 +68,28 @@ def test_plain_8bit_output_through_the_tma_store_compiles_without_spills(variant
     assert "#177-D" not in r.log, r.log
 
 
-@pytest.mark.parametrize("group,bn", [(128, 256), (128, 128), ("row", 128)])
-def test_tcgen05_quantize_epilogue_compiles_without_spills(group, bn):
+@pytest.mark.parametrize("group,bn,tma,store", [(128, 256, None, None), (128, 128, None, None), ("row", 128, None, None),
+                                                (128, 128, "bias", None), (128, 256, None, "tma"),
+                                                ("row", 256, None, "tma"), (128, 128, "bias", "tma")])
+def test_tcgen05_quantize_epilogue_compiles_without_spills(group, bn, tma, store):
+    # tma="bias": the bias row by its producer warp into its ring, read from the slot in both passes; store="tma":
+    # q staged in 128-byte swizzled chunks of 128 codes (st.shared.v4 of pack4_f8's satfinite pairs), TMA-stored
     fd, a, b = quant_gemm(group)
-    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=4, roles=roles(2))
+    mm = schedule_sm90(fd, a, b, bm=128, bn=bn, bk=128, wgs=1, stages=4, roles=roles(2))
+    if tma:
+        fd.cache_after(next(t for t in fd.inputs if t.name == tma), "tma_load").circular_buffer(2)
+    if store:
+        mm.epilogue_store(store)
     low = fd.lower("sm_100a")
     r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
     st = r.stats
     assert st.spill_stores == 0 and st.spill_loads == 0 and st.stack_frame == 0, (low.name, r.ptxas)
+    stores = r.ptx.count("cp.async.bulk.tensor.2d.global.shared::cta")  # q's chunks (each chunk of a tile its own)
+    assert r.ptx.count("cp.async.bulk.tensor") - stores == 2 + (tma is not None), low.name  # operands (+ the bias)
+    assert stores == (bn // 128 if store else 0), (low.name, stores)
+    if store:
+        assert "st.shared.v4.b32" in r.ptx and "fence.proxy.async" in r.ptx and low.name.endswith("_tmas2"), low.name
+        assert "cp.async.bulk.wait_group.read" in r.ptx
     assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in r.ptx and "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx
     assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx and "shfl.sync" not in r.ptx  # the amax is per thread
     assert "#177-D" not in r.log, r.log  # nothing declared and never read (test_unused_declarations.py)

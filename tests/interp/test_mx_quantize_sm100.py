@@ -39,6 +39,18 @@ def test_mx_kernel_quantizes_with_right_numbers(fa, fb, bn, stages, acc, M, N, K
 
 
 @needs_cxx
+@pytest.mark.slow
+def test_mx_kernel_quantizes_with_a_tma_loaded_bias():
+    # the bias row's producer warp and ring beside the operand ring with its scale chunks: the epilogue reads the
+    # slot in both passes of each group, between the slot's fullE wait and its emptyE arrive
+    fd = build_mx("e4m3", "e4m3", n=200, k=320, bn=128, quant=("e4m3", 128), tma="bias")
+    ts = mx_quant_tensors(fd, 130, seed=1)
+    k, r = interpreted_sm100(fd, ts)
+    assert "_tmae2" in k.name and k.lowered.source.count("heddle::to_float(sE[") == 2, k.name
+    dequantized_against_float64(fd, ts, r.output, "e4m3", 128)
+
+
+@needs_cxx
 def test_quantize_mutants_are_caught_on_the_mx_kernel():
     # mx_quant_tensors: a column past N would dominate its group's amax, so the mask mutant shows
     fd = build_mx("e4m3", "e4m3", n=200, k=320, bn=128, quant=("e4m3", 128))

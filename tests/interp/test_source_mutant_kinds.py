@@ -35,6 +35,8 @@ APPLIES = {  # family -> the catalogue kinds that must generate mutants for its 
     "sm90_fp8_amax": _ROLES | {"quant_shuffle", "quant_mask", "quant_group", "quant_divisor"} | _MAPS,
     "sm100_tcgen05": _SM90 | {"tile_stride", "tmem_stage"} | _MAPS,
     "sm100_tma_store": _SM90 | {"tile_stride", "tmem_stage", "named_barrier_count", "named_barrier_id"} | _MAPS,
+    "sm100_tma_store_amax": _SM90 | {"tile_stride", "tmem_stage", "named_barrier_count", "named_barrier_id", "quant_mask",
+                                     "quant_group", "quant_divisor"} | _MAPS,
     "sm100_mxfp8": _SM90 | {"tile_stride"} | _MAPS,  # one accumulator stage: no tmem_stage mutant
     "sm100_mxfp8_amax": _SM90 | {"tile_stride", "quant_mask", "quant_group", "quant_divisor"} | _MAPS,
     "sm100_nvfp4": _SM90 | {"tile_stride"} | _MAPS,
@@ -85,6 +87,7 @@ SAMPLES = [
     ("sm90_fp8_amax", ("quant_mask",)),
     ("sm100_tcgen05", ("tile_stride",)),
     ("sm100_tma_store", ("named_barrier_count",)),
+    ("sm100_tma_store_amax", ("quant_mask",)),
     ("sm100_mxfp8", ("tma_coord",)),
     ("sm100_mxfp8_amax", ("quant_mask",)),
     ("sm100_nvfp4", ("tma_coord",)),

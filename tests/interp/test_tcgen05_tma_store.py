@@ -136,8 +136,6 @@ def test_staging_counts_in_the_shared_memory_budget():
     ("grouped", r"a grouped matmul stores with predicated direct stores \(row < the group's end: a TMA store of the "
                 r"tile would write the next group's rows\)"),
     ("two_outputs", r"2 outputs; the sm_100a tcgen05 TMA-store epilogue stages D only in this build"),
-    ("quant", r"is quantized with a computed scale \(heddle.ops.quantize\); the sm_100a tcgen05 kernel stores q and s "
-              r"directly"),
 ])
 def test_refusals_name_the_rule(how, msg):
     if how == "grouped":
@@ -146,9 +144,6 @@ def test_refusals_name_the_rule(how, msg):
     elif how == "two_outputs":  # the pre-activation a training backward keeps, beside gelu of it
         fd = build_epi((), tma=None, n=128, k=64)
         fd.output(fd.matmul_tensor)
-    else:
-        from support.quant_defs import scheduled_sm100
-        fd = scheduled_sm100(n=256, k=256, bn=128, bk=128, stages=3, fmt="e4m3", group=128)
     fd.matmul_tensor.epilogue_store("tma")
     with pytest.raises(heddle.ScheduleError, match=msg):
         kernel(fd, "sm_100a")

@@ -72,6 +72,10 @@ FAMILIES = {
     # accumulator stages wrap; M = 200, N = 200: the TMA store clips the last tile row and column
     "sm100_tma_store": (lambda: tcgen05_defs.build_tma_store(stages=2, acc_stages=2, bn=128, bk=16, n=200, k=40),
                         "sm_100a", 200, 1, "sm_100a tcgen05, staged TMA-store epilogue (st.shared rows, bar.sync 1)"),
+    # the same walk (2 x 2 tiles, M = 150, N = 208) with q of a computed scale (e4m3, per row and 128 columns) staged
+    # in chunks of 128 codes and s stored directly
+    "sm100_tma_store_amax": (lambda: quant_defs.scheduled_sm100(n=208, k=80, bn=128, store="tma"), "sm_100a", 150, 1,
+                             "sm_100a tcgen05, q of a computed scale through the staged TMA store, s stored directly"),
     # one CTA walks both n tiles (sms 1): the 2-stage ring and the one accumulator stage wrap; K = 384, 3 k tiles
     "sm100_mxfp8": (lambda: mx_defs.build_mx("e4m3", "e5m2", n=200, k=384, bn=128, stages=2, acc_stages=1), "sm_100a",
                     100, 1, "sm_100a MXFP8: scale chunks in the operand ring, tcgen05.cp + block-scaled tcgen05.mma"),
@@ -113,7 +117,7 @@ def family_kernel(name):
         return kernel(fd, target), grouped_defs.grouped_inputs(fd, ends, seed=1), sms
     if name.endswith("_masked"):  # row counts against max_tokens M = 130 (support/grouped_defs.py MASKED)
         return kernel(fd, target), grouped_defs.masked_inputs(fd, grouped_defs.MASKED["clamped"], seed=1), sms
-    if name == "sm90_fp8_amax":  # a last column whose clamped copies past N would dominate the amax
+    if name in ("sm90_fp8_amax", "sm100_tma_store_amax"):  # a last column whose clamped copies past N would dominate
         return kernel(fd, target), quant_defs.tensors(fd, M, seed=1), sms
     if name == "sm100_mxfp8_amax":  # likewise, through B's scales and the bias (mx_defs.mx_quant_tensors)
         return kernel(fd, target), mx_defs.mx_quant_tensors(fd, M, seed=1), sms
@@ -298,6 +302,12 @@ KNOWN_SURVIVORS = {
         ('stage_modulo', 'ring index % 2 -> % 1 (col 54)'),
     ],
 }
+# the TMA-store kernel with q of a computed scale, one chunk of 128 codes a tile: sm100_tma_store's classes -- the
+# tcgen05 kernel's (the two redundant fences, tmA / tmB L2) and tmD's L2, the bulk waits' elected lane at the chunk's
+# and the drain's wait, bar.sync 1 -> 2 at the chunk's two sites; its e4m3 map's NaN fill is refused by the encoder
+# (killed), and the quantize kinds are all killed
+KNOWN_SURVIVORS["sm100_tma_store_amax"] = (KNOWN_SURVIVORS["sm100_tcgen05"] + [('map_l2', 'tmD: L2 promotion changed')] +
+                                           _bulk_waits_elected(2) + [('named_barrier_id', 'named_barrier id 1 -> 2')] * 2)
 # the MXFP8 kernel's equivalents, the same with its output quantized: the quantize epilogue's kinds are all killed
 KNOWN_SURVIVORS["sm100_mxfp8_amax"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])
 # NVFP4: the MXFP8 kernel's survivors but the scale maps' rows + 8, killed there: its K = 320 reads rows 16 .. 23 of a

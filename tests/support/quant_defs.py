@@ -12,13 +12,16 @@ from support.wgmma_defs import schedule_sm90
 FMAX = {"e4m3": 448.0, "e5m2": 57344.0}
 
 
-def quant_fusion(n=300, k=144, fmt="e4m3", group=128, act="gelu"):
-    """(a @ b.T) * scale_a [M, 1] * scale_b [1, N] + bias -> act -> quantize(fmt, group). (fusion, a, b)."""
+def quant_fusion(n=300, k=144, fmt="e4m3", group=128, act="gelu", residual=False):
+    """(a @ b.T) * scale_a [M, 1] * scale_b [1, N] + bias [+ res [M, N]] -> act -> quantize(fmt, group).
+    (fusion, a, b)."""
     fd = heddle.Fusion()
     a = fd.input("a", "e4m3", ["M", k])
     b = fd.input("b", "e4m3", [n, k])
     y = fd.matmul(a, b, False, True) * fd.input("scale_a", "f32", ["M", 1]) * fd.input("scale_b", "f32", [1, n])
     y = y + fd.input("bias", "bf16", [n])
+    if residual:
+        y = y + fd.input("res", "bf16", ["M", n])
     if act:
         y = getattr(heddle.ops, act)(y)
     q, s = heddle.ops.quantize(y, fmt, group=group)
@@ -50,11 +53,17 @@ def scheduled(variant="coop", n=136, k=144, stages=4, prefetch=2, store="direct"
     return fd
 
 
-def scheduled_sm100(n=200, k=80, bn=128, bk=64, stages=2, **kw):
+def scheduled_sm100(n=200, k=80, bn=128, bk=64, stages=2, tma=None, store=None, acc_stages=2, **kw):
     """quant_fusion on the sm_100a tcgen05 kernel (load warp, MMA warp, epilogue warpgroup storing directly from
-    tensor memory; tile 128 x bn x bk, two accumulator stages)."""
+    tensor memory; tile 128 x bn x bk, acc_stages accumulator stages). tma: the epilogue operand ("bias" or "res")
+    cached with tma_load (its producer warp and 2-stage ring); store: epilogue_store(store) ("tma": q through the
+    staged TMA store)."""
     fd, a, b = quant_fusion(n=n, k=k, **kw)
-    schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(2))
+    mm = schedule_sm90(fd, a, b, bm=128, bn=bn, bk=bk, wgs=1, stages=stages, roles=roles(acc_stages))
+    if tma:
+        fd.cache_after(next(t for t in fd.inputs if t.name == tma), "tma_load").circular_buffer(2)
+    if store:
+        mm.epilogue_store(store)
     return fd
 
 

@@ -106,7 +106,7 @@ def tma_store_mutants(source):
     for i, ln in enumerate(lines):
         m = call.search(ln)
         if m:
-            per = 16 // {"bf16": 2, "f16": 2, "f32": 4}[m.group(2)]
+            per = 16 // {"bf16": 2, "f16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}[m.group(2)]
             new = ln[:m.start(3)] + f"({m.group(3)}) ^ ((lr & 7) * {per})" + ln[m.end(3):]
             out.append(SourceMutant("stage_swizzle", i + 1, "stage_16 writes its 16 bytes without the 128-byte swizzle",
                                     "\n".join(lines[:i] + [new] + lines[i + 1:])))

@@ -373,7 +373,10 @@ def _():
             Case("e4m3-row-N264-M333", _tmas100("build_fp8", fmt_a="e4m3", fmt_b="e4m3", scales="row", stages=4,
                                                 bn=128, bk=128, n=264, k=1040), M=333),
             Case("residual-ring-N200-M130", _tmas100("build_epi", operands=("bias", "res"), tma="res", bn=64, n=200,
-                                                     k=136), M=130)]
+                                                     k=136), M=130),
+            # q of heddle.ops.quantize (e4m3, s per row and 128 columns) staged in chunks of 128 codes, s stored directly
+            Case("e4m3-q128-bn256-N304-M333", lambda target: quant_defs.scheduled_sm100(
+                n=304, k=1040, bn=256, bk=128, stages=4, store="tma"), M=333)]
 
 
 def _nv(**kw):
@@ -396,8 +399,8 @@ def _():
                  M=77)]
 
 
-def _amax100(n, fmt="e4m3", group=128, bn=128):
-    return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group)
+def _amax100(n, fmt="e4m3", group=128, bn=128, **kw):
+    return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group, **kw)
 
 
 @family("sm100_fp8_amax", "sm_100a", True, "tcgen05 kind::f8f6f4 with the output quantized by a computed scale per "
@@ -405,7 +408,9 @@ def _amax100(n, fmt="e4m3", group=128, bn=128):
 def _():
     return [Case("e4m3-g128-bn256-N300-M333", _amax100(300, bn=256), M=333),
             Case("e5m2-g128-N200-M77", _amax100(200, fmt="e5m2"), M=77),
-            Case("e4m3-row-N120-M200", _amax100(120, group="row"), M=200)]
+            Case("e4m3-row-N120-M200", _amax100(120, group="row"), M=200),
+            # the bias through its own TMA producer role and ring, read in both passes of each group
+            Case("e4m3-g128-bias-tma-N200-M77", _amax100(200, tma="bias"), M=77)]
 
 
 @family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")

@@ -40,6 +40,15 @@ void tmemColumns(std::ostream& os, const std::string& ind) {
   os << ind << "for (int j = 0; j < 32; ++j) {\n";
 }
 
+// Whether `var` occurs as a whole identifier in the printed epilogue program `ops` (printed kernels declare only what
+// they read: NVRTC's #177-D, tests/codegen/test_unused_declarations.py).
+bool readsWord(const std::string& ops, const std::string& var) {
+  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  for (size_t at = ops.find(var); at != std::string::npos; at = ops.find(var, at + 1))
+    if ((at == 0 || !word(ops[at - 1])) && (at + var.size() >= ops.size() || !word(ops[at + var.size()]))) return true;
+  return false;
+}
+
 // The epilogue from tensor memory: each thread of the epilogue warpgroup owns tile row 32*(warp%4) + lane
 // (the 32x32b lane mapping) and walks its bn columns 32 at a time (tcgen05.ld x32, wait::ld). A TMA-loaded
 // bias / residual is read from its ring slot e.operandStage at the tile's (lr,) lc.
@@ -93,13 +102,7 @@ void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
   std::ostringstream body;
   epilogueOps(body, k, e.operandStage, in3);
   const std::string ops = body.str();
-  auto reads = [&](const std::string& var) {  // `var` as a whole identifier in the printed program
-    auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
-    for (size_t at = ops.find(var); at != std::string::npos; at = ops.find(var, at + 1))
-      if ((at == 0 || !word(ops[at - 1])) && (at + var.size() >= ops.size() || !word(ops[at + var.size()])))
-        return true;
-    return false;
-  };
+  auto reads = [&](const std::string& var) { return readsWord(ops, var); };
   os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   if (reads("row"))
     os << in
@@ -141,11 +144,14 @@ void stagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilo
 // Step 3 re-reads rather than keeping y: a group is 128 values a thread (a row up to 256), which registers
 // cannot hold beside the epilogue's and which a dynamically indexed array would put in local memory; the
 // accumulator stays in tensor memory until the accEmpty arrive after this store, and a re-read is one
-// tcgen05.ld per 32 columns (the epilogue program runs twice).
+// tcgen05.ld per 32 columns (the epilogue program runs twice). A TMA-loaded bias / residual is read from its ring
+// slot e.operandStage in both passes, at (lr,) lc = c0 + j as in tmemEpilogue: the whole store -- both passes -- lies
+// between the slot's fullE wait and its emptyE arrive (lower/build/epilogue_tma.cpp epilogueWithOperand).
 void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const auto& q = *k.quant;
-  for (auto& op : k.epilogue)
-    if (op.smem) fail<HeddleError>("printer: ", k.name, " quantizes with a TMA-loaded epilogue operand");
+  bool fromSmem = false,
+       rows = false;  // a TMA-loaded bias / residual from its ring slot e.operandStage (as tmemEpilogue)
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr, rows |= op.smem && op.smem->rows > 1;
   const int G = q.group == kQuantRow ? k.tile.bn : q.group;  // columns per group inside the tile
   const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ", in4 = ind + "        ";
   const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
@@ -162,6 +168,7 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
       os << in4 << "if (qrow >= M || col >= N) continue;\n";
     }
     os << in4 << "const float r0 = v[j];\n";
+    if (fromSmem) os << in4 << "const int lc = c0 + j;\n";
     epilogueOps(os, k, e.operandStage, in4);
     if (amax)
       os << in4 << "if (n0 + c0 + j < N) amax = fmaxf(amax, fabsf(" << y
@@ -175,6 +182,7 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
      << " (amax per thread: the row's columns are this thread's), stored directly\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  if (rows) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;\n";
   os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store nothing\n";
   os << in << "#pragma unroll 1\n";
@@ -188,6 +196,91 @@ void quantTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::Epilog
      << (q.group == kQuantRow ? std::string("0") : "(n0 + g0) / " + std::to_string(q.group)) << "] = qs;\n";
   pass(false);
   os << in << "}\n" << ind << "}\n";
+}
+
+// The TMA-store epilogue's chunk with a computed output scale (e.to: slot e.toStage of q's columns [colBegin, colEnd),
+// 128 one-byte columns, one 128-byte swizzle row; docs/fp8.md "Computed output scales"). The chunk lies in one group
+// [g0, g0 + G) -- the chunk itself for groups of 128, the whole n tile per row -- and, the row's columns being this
+// thread's (tcgen05.ld 32x32b, as in quantTmemEpilogue), the thread
+//   1. reads the group's columns from tensor memory 32 at a time, runs the epilogue program (reads clamped to row
+//      M-1 / column N-1) and folds |y| of the columns inside N into amax;
+//   2. qs = max(amax, 1e-4) / maxFinite; the chunk that starts the group stores qs to D1[row, group] for rows inside M
+//      (s is not staged: no slot, no tensor map);
+//   3. reads the chunk's columns again, recomputes y and writes satfinite(y / qs) into its row of the slot, 16 one-byte
+//      codes a stage_16 (heddle_sm100.cuh: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 pairs, one st.shared.v4.b32 at the
+//      128-byte swizzle), rows past M and columns past N included: the TMA store clips them.
+// Per row with an n tile of 256 (two chunks) each chunk reduces the whole row again: tensor memory holds the tile until
+// the accEmpty arrive after the last chunk's loads, so a re-read is one tcgen05.ld per 32 columns, and no value has to
+// live across the chunks' barriers and stores. A TMA-loaded bias / residual is read from its slot e.operandStage.
+void quantStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e,
+                             const std::string& ind) {
+  const auto& q = *k.quant;
+  if (!e.toExtra.empty()) fail<HeddleError>("printer: ", k.name, " stages further outputs beside a quantized q");
+  const int G = q.group == kQuantRow ? k.tile.bn : q.group;  // columns per group inside the tile
+  const int g0 = e.colBegin / G * G;                         // the chunk's group
+  if (e.colEnd > g0 + G || dtypeBytes(e.to->dtype) != 1)
+    fail<HeddleError>("printer: ", kir::describe(e), " splits quantization group ", g0 / G, " or stages q wider");
+  const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
+  const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
+  const std::string tile =
+      "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) + ", " + T + ">";
+  bool fromSmem = false;
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr;
+  std::ostringstream body;  // the epilogue program: row / col declared only where it reads them
+  epilogueOps(body, k, e.operandStage, in3);
+  const std::string ops = body.str();
+  auto columns = [&](int from, int to, bool amax) {
+    os << in << "#pragma unroll 1\n";
+    os << in << "for (int c0 = " << from << "; c0 < " << to << "; c0 += 32) {"
+       << (amax ? "  // y of the group's columns; |y| inside N into amax\n"
+                : "  // y of the chunk's columns again, divided by the group's scale, into the slot\n");
+    os << in2 << (amax ? "float v[32];\n" : "float v[32], y[32];\n");
+    os << in2 << "heddle::sm100::tmem_load_32(taddr + c0, v);  // tcgen05.ld 32x32b.x32 + tcgen05.wait::ld\n";
+    os << in2 << "#pragma unroll\n";
+    os << in2 << "for (int j = 0; j < 32; ++j) {\n";
+    if (readsWord(ops, "col"))
+      os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+    os << in3 << "const float r0 = v[j];\n";
+    if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
+    os << ops;
+    if (amax)
+      os << in3 << "if (n0 + c0 + j < N) amax = fmaxf(amax, fabsf(" << y
+         << "));  // a column outside N never enters the amax\n";
+    else os << in3 << "y[j] = " << y << " / qs;\n";
+    os << in2 << "}\n";
+    if (!amax) {
+      os << in2 << "#pragma unroll\n";
+      os << in2 << "for (int u = 0; u < 32; u += 16)  // 16 satfinite codes, one 16-byte st.shared\n";
+      os << in2 << "  heddle::sm100::stage_16<" << tile << ">(slot, lr, c0 - " << e.colBegin << " + u, y + u);\n";
+    }
+    os << in << "}\n";
+  };
+  os << ind << "// " << kir::describe(e) << ": tile row 32*(warp%4)+lane from tensor memory, quantized to "
+     << dtypeName(k.outDtype) << " with a scale per row and "
+     << (q.group == kQuantRow ? std::string("row") : std::to_string(q.group) + " columns")
+     << " (amax per thread over the group's columns " << g0 << ".." << g0 + G - 1
+     << "), q into the 128-byte swizzled slot (the TMA store clips past M and N), s stored directly\n";
+  os << ind << "{\n";
+  os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  os << in << "const int lr = 32 * (warp % 4) + lane;\n";
+  if (readsWord(ops, "row"))
+    os << in
+       << "const int row = m0 + lr < M ? m0 + lr : M - 1;  // rows past M: row M-1's reads, clipped by the store\n";
+  os << in << T << "* const slot = " << e.to->name << " + (" << e.toStage.str() << ") * " << e.to->rows * e.to->cols
+     << ";\n";
+  os << in << "float amax = 0.0f;\n";
+  columns(g0, g0 + G, true);
+  os << in << "const float qs = fmaxf(amax, " << floatLit(kQuantEps) << ") / " << floatLit(maxFinite(k.outDtype))
+     << ";\n";
+  if (e.colBegin == g0) {  // the chunk that starts the group stores its scale
+    os << in << "const int qrow = m0 + lr;\n";
+    os << in << "if (qrow < M && n0 + " << g0 << " < N)  // the row's thread stores its group's scale\n";
+    os << in << "  " << q.scale << "[(long long)qrow * " << q.groups << " + "
+       << (q.group == kQuantRow ? std::string("0") : "(n0 + " + std::to_string(g0) + ") / " + std::to_string(q.group))
+       << "] = qs;\n";
+  }
+  columns(e.colBegin, e.colEnd, false);
+  os << ind << "}\n";
 }
 
 }  // namespace
@@ -232,7 +325,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::EpilogueStore: {
       auto& e = static_cast<const kir::EpilogueStore&>(n);
       if (!e.tmem) return false;
-      if (e.to) stagedTmemEpilogue(os, k, e, ind);
+      if (e.to && k.quant) quantStagedTmemEpilogue(os, k, e, ind);
+      else if (e.to) stagedTmemEpilogue(os, k, e, ind);
       else if (k.quant) quantTmemEpilogue(os, k, e, ind);
       else tmemEpilogue(os, k, e, ind);
       return true;

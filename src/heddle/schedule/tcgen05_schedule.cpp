@@ -132,9 +132,11 @@ void validateGroupedTcgen05(const RolePipelineSchedule& h) {
 // epilogue warpgroup stages each 128-byte-wide column chunk of its tile (64 16-bit or 32 f32 columns) in sD,
 // 128-byte swizzled, and thread 128 stores it with a TMA store. Two staging slots where shared memory holds them
 // beside the operand ring (the MX scale chunks included) and a TMA-loaded bias / residual ring, else one; refused
-// with the numbers where one does not fit. Not built: a computed output scale (heddle.ops.quantize, the only 8-bit
-// output on sm_100a) and further outputs (D1); a grouped matmul's is refused for every kernel (checkGroupedSchedule:
-// its M edge is the expert's, which a TMA store of D cannot clip).
+// with the numbers where one does not fit. A computed output scale (heddle.ops.quantize, the only 8-bit output on
+// sm_100a) stages q in chunks of 128 one-byte columns -- one 128-byte swizzle row, as on sm_90a (cuTensorMapEncodeTiled:
+// boxDim[0] * elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B), so bn holds whole chunks of 128 -- and s [M, groups]
+// is stored directly (codegen/tcgen05_printer.cpp). Not built: further outputs (D1); a grouped matmul's is refused
+// for every kernel (checkGroupedSchedule: its M edge is the expert's, which a TMA store of D cannot clip).
 void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
   auto& h = t.rolePipeline;
   const std::string mm = t.mm->name;
@@ -143,19 +145,26 @@ void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTilin
   if (kind != "tma") return;
   const auto& outs = f.outputs();
   if (outs.empty()) return;  // build_epilogue names it
-  if (outs[0]->definition && outs[0]->definition->kind == OpKind::Quantize)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name,
-                        " is quantized with a computed scale (heddle.ops.quantize); the sm_100a tcgen05 kernel "
-                        "stores q and s directly from its tcgen05.ld registers (the TMA-store epilogue of a computed "
-                        "scale is built for sm_90a only): drop epilogue_store or use 'direct'");
-  if (outs.size() > 1)
+  auto quantized = [](const TensorView* o) {
+    return o->definition && (o->definition->kind == OpKind::Quantize || o->definition->kind == OpKind::AmaxScale);
+  };
+  const bool quant = quantized(outs[0]);                                   // q staged, s direct
+  if (!quant && std::any_of(outs.begin(), outs.end(), quantized)) return;  // build_epilogue names the q, s order
+  if (outs.size() > (quant ? 2u : 1u))
     fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): ", outs.size(),
                         " outputs; the sm_100a tcgen05 TMA-store epilogue stages D only in this build", drop);
-  const int esz = dtypeBytes(outs[0]->dtype);  // 16-bit or f32: 8-bit outputs are quantize's q only on sm_100a
+  const int esz = dtypeBytes(outs[0]->dtype);  // 16-bit or f32; 8-bit: quantize's q only on sm_100a
+  if (esz == 1 && t.bn % 128)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name, " is ", dtypeName(outs[0]->dtype),
+                        "; the TMA-store epilogue stages 8-bit outputs in chunks of 128 columns (one 128-byte swizzle "
+                        "row), but the n tile is ",
+                        t.bn, ": split n by a multiple of 128", drop);
   h.tmaStore = true;
   h.storeCols = 128 / esz;  // one 128-byte swizzle box per chunk; bn (a multiple of 64) holds whole chunks
   const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
-  const int64_t mx = t.mm->definition->scaleKind == ScaleKind::Mx32 ? (int64_t)t.stages * (512 + 512 * t.bn / 128) : 0;
+  // an mx32 / nv16 operand stage's scale chunks: 512 bytes x chunks per 128 rows of A and of B (mx_scales.cpp)
+  const int64_t mx =
+      isMxScaled(t.mm) ? (int64_t)t.stages * 512 * mxKTile(t.mm->definition->scaleKind).chunks * (1 + t.bn / 128) : 0;
   int64_t ring = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())
     if (in->name == h.epiTma) ring = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * dtypeBytes(in->dtype);

@@ -159,7 +159,8 @@ __device__ __forceinline__ u64 scale_chunk_desc(unsigned addr) {
 }
 
 // The TMA-store epilogue (docs/blackwell.md "The TMA-store epilogue"): 16 bytes of one thread's tile row -- the
-// results y[0 .. 16/sizeof(T)) of columns c.. -- converted to T (16-bit: pack2's cvt.rn pairs; f32 as it is) and
+// results y[0 .. 16/sizeof(T)) of columns c.. -- converted to T (16-bit: pack2's cvt.rn pairs; f32 as it is; e4m3 /
+// e5m2, the q of a computed output scale: pack4_f8's cvt.rn.satfinite pairs, 16 codes) and
 // written with one st.shared.v4.b32 at (r, c) of the 128-byte swizzled staging slot (Tile = sm90::TmaTile<rows,
 // 128 / sizeof(T), T>: 16-byte unit u of row r at unit u ^ (r % 8), the TMA store's CU_TENSOR_MAP_SWIZZLE_128B
 // pattern). A warp's 32 rows writing the same unit u: each 8-thread phase of the 512-byte store (rows r..r+7)
@@ -167,11 +168,14 @@ __device__ __forceinline__ u64 scale_chunk_desc(unsigned addr) {
 template <typename Tile, typename T>
 __device__ __forceinline__ void stage_16(T* slot, int r, int c, const float* y) {
   unsigned w[4];
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (sizeof(T) == 1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = pack4_f8<T>(y + 4 * i);
+  } else if constexpr (sizeof(T) == 2) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = pack2<T>(y[2 * i], y[2 * i + 1]);
   } else {
-    static_assert(sizeof(T) == 4, "stage_16: 16-bit or f32 outputs");
+    static_assert(sizeof(T) == 4, "stage_16: 8-bit, 16-bit or f32 outputs");
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = detail::float_bits(y[i]);
   }

@@ -220,7 +220,32 @@ __device__ __forceinline__ unsigned char float_to_f8(float x) {
   return (unsigned char)(r & 0xffu);
 #endif
 }
+// Two satfinite codes in 16 bits, lo in the low byte: one cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, hi, lo (PTX ISA
+// "cvt": input a goes to the upper 8 bits of d, b to the lower; CUTLASS's NumericArrayConverter<float_e4m3_t, float, 2>
+// passes source[1], source[0] the same way, element 0 in the low byte).
+template <int FMT>
+__device__ __forceinline__ unsigned short floats_to_f8x2(float lo, float hi) {
+#if defined(HEDDLE_INTERPRET)
+  return (unsigned short)::heddle_rt::cvt_rn_satfinite_f8x2_f32(FMT, hi, lo);
+#else
+  unsigned short r;
+  if (FMT == 0) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#endif
+}
+template <typename T> struct f8_format;
+template <> struct f8_format<e4m3> { enum : int { value = 0 }; };
+template <> struct f8_format<e5m2> { enum : int { value = 1 }; };
 }  // namespace detail
+
+// Four consecutive results y[0..3] as satfinite T codes in one 32-bit word, y[0] in the low byte (little-endian: the
+// byte order of four consecutive one-byte elements in memory); two cvt x2 instructions.
+template <typename T>
+__device__ __forceinline__ unsigned pack4_f8(const float* y) {
+  constexpr int F = detail::f8_format<T>::value;
+  return unsigned(detail::floats_to_f8x2<F>(y[0], y[1])) | (unsigned(detail::floats_to_f8x2<F>(y[2], y[3])) << 16);
+}
 
 __device__ __forceinline__ float to_float(e4m3 x) { return detail::f8_to_float<0>(x.bits); }
 __device__ __forceinline__ float to_float(e5m2 x) { return detail::f8_to_float<1>(x.bits); }

@@ -24,8 +24,8 @@
 // printer per thread (one row a thread), and stores q to D:
 //   r3 = gelu r2;  quant r3 -> D (e4m3), scale per row and 128 columns -> D1;  name ..._e_gelu_q128
 // Only on the sm_90a warp-specialized wgmma kernels (direct store or the MMA role's TMA store) and the sm_100a
-// tcgen05 kernel with the direct store, the group inside one CTA tile (checkQuantSchedule: a ScheduleError
-// naming the rule otherwise).
+// tcgen05 kernel (direct or TMA store, a TMA-loaded bias / residual too), the group inside one CTA tile
+// (checkQuantSchedule: a ScheduleError naming the rule otherwise).
 //
 // Runs when: always.
 #include <map>
@@ -46,8 +46,9 @@ std::string outputNames(const Fusion& f) {
 // Where a computed output scale lowers (docs/fp8.md "Computed output scales"): the sm_90a warp-specialized
 // wgmma kernels with the direct store or the MMA role's TMA store, where a row's columns of the D fragment live
 // in one quad of lanes, so a group's amax is a per-thread max and two shfl.xor steps; the sm_100a tcgen05
-// kernel's epilogue warpgroup storing directly from tcgen05.ld 32x32b, where a row's columns all sit in one
-// thread (a per-thread max); the group inside one CTA tile.
+// kernel's epilogue warpgroup storing directly from tcgen05.ld 32x32b or through its TMA store, where a row's columns
+// all sit in one thread (a per-thread max), with or without a TMA-loaded bias / residual ring; the group inside one
+// CTA tile.
 void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   const auto& t = c.tiling;
   const auto& rp = t.rolePipeline;
@@ -62,18 +63,18 @@ void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers.
   // On sm_90a the MMA warpgroups' TMA-store epilogue (epilogue_store("tma"), passes/tma_store_epilogue.cpp) takes
   // it: q through the staged chunks of 128 columns, s stored directly
-  if (rp.tcgen05 && (rp.tmaStore || !rp.epiTma.empty()))  // the advice differs by kernel: its roles and stores
-    fail<ScheduleError>(what,
-                        ": TMA-loaded epilogue operands are not lowered with a computed output scale; use the direct "
-                        "store from the tcgen05 epilogue warpgroup's registers, with no tma_load cache of an "
-                        "epilogue operand (bias, residual)");
-  if (rp.tmaStore || (!rp.tcgen05 && rp.role(PipelineRole::Epilogue)) || !rp.epiTma.empty())
+  // sm_100a: the epilogue warpgroup's direct store or its TMA store (epilogue_store("tma"): q through the staged
+  // chunks of 128 columns, s stored directly), with or without a TMA-loaded bias / residual, whose fullE wait and
+  // emptyE arrive enclose every read of the tile's slot (lower/build/epilogue_tma.cpp epilogueWithOperand; the
+  // staged chunks: tcgen05_specialize), the amax passes included
+  if (!rp.tcgen05 && (rp.tmaStore || rp.role(PipelineRole::Epilogue) || !rp.epiTma.empty()))
     fail<ScheduleError>(what,
                         ": an epilogue role (sm_90a) and TMA-loaded epilogue operands are not lowered with a "
                         "computed output scale; use roles load and mma, with the direct store or "
                         "epilogue_store('tma'), and no tma_load cache of an epilogue operand");
-  // a staged chunk is 128 columns (one 128-byte swizzle row of 8-bit q): a row's amax over a wider n tile would
-  // span chunks
+  // a staged chunk is 128 columns (one 128-byte swizzle row of 8-bit q): on sm_90a a row's amax over a wider n tile
+  // would span chunks, while each chunk's quad reduction covers its own fragment columns only (the y of the earlier
+  // chunk written over its accumulators). The tcgen05 kernel re-reads the row's other columns from tensor memory
   if (rp.mmaTmaStore && e->quantGroup == kQuantRow && t.bn > rp.storeCols)
     fail<ScheduleError>(
         what, ": a scale per row through the TMA-store epilogue needs the n tile in one staged chunk of ", rp.storeCols,
