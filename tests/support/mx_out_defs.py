@@ -18,11 +18,13 @@ def build(kind="bf16", n=160, k=192, fmt="e4m3", bn=128, stages=2, acc_stages=1,
     """kind's tcgen05 kernel of gelu(a @ b.T [* scale_a [M, 1] * scale_b [1, n] for f8f6f4] + bias) quantized with
     group="mx32" (act=False: no GELU, so a block's largest magnitude is as often negative as positive); tiles
     128 x bn x (64 for bf16, 128 for the 8-bit and block-scaled kinds)."""
+    epi = "bias_gelu" if act else "bias"
     if kind == "mx32":
         return mx_defs.build_mx("e4m3", "e5m2", n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages,
-                                quant=(fmt, "mx32"), auto=auto)
+                                quant=(fmt, "mx32"), auto=auto, epilogue=epi)
     if kind == "nv16":
-        return mx_defs.build_nv(n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages, quant=(fmt, "mx32"), auto=auto)
+        return mx_defs.build_nv(n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages, quant=(fmt, "mx32"), auto=auto,
+                                epilogue=epi)
     fd = heddle.Fusion()
     dt = "bf16" if kind == "bf16" else "e4m3"
     a, b = fd.input("a", dt, ["M", k]), fd.input("b", dt, [n, k])

@@ -2,6 +2,7 @@
 #include "heddle/codegen/tcgen05_printer.h"
 
 #include <cctype>
+#include <regex>
 #include <sstream>
 
 #include "heddle/codegen/printer.h"
@@ -215,15 +216,20 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
      << " q and an e8m0 code per 32 columns (one tcgen05.ld: the block's amax per thread)\n";
   os << ind << "{\n";
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  std::ostringstream ops;  // the epilogue program: `row` is declared only where an operand read takes it
+  epilogueOps(ops, k, e.operandStage, in3);
+  const bool rows = std::regex_search(ops.str(), std::regex("\\brow\\b"));
   os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;  // < round_up(M, 128): the m tiles are 128 rows\n";
-  os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
+  if (rows)
+    os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
   os << in << "#pragma unroll 1\n";
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {  // one MX block of the row a load\n";
   os << in2 << "float amax = 0.0f;\n";
   tmemColumns(os, in2);
-  os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+  if (std::regex_search(ops.str(), std::regex("\\bcol\\b")))
+    os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
   os << in3 << "const float r0 = v[j];\n";
-  epilogueOps(os, k, e.operandStage, in3);
+  os << ops.str();
   os << in3 << "v[j] = " << y << ";  // y stays in registers (j is unrolled)\n";
   os << in3 << "amax = fmaxf(amax, fabsf(" << y
      << "));  // N is a multiple of 32: the whole block is inside N or past it\n";
