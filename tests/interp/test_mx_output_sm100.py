@@ -69,6 +69,14 @@ def test_the_tma_store_is_refused_by_name():
         heddle.Kernel.build(fd, "sm_100a", rtc=False)
 
 
+def test_a_tma_loaded_bias_is_refused_by_name():
+    from support import mx_defs
+    fd = mx_defs.build_mx("e4m3", "e4m3", n=160, k=320, epilogue="bias", quant=("e4m3", "mx32"), tma="bias")
+    with pytest.raises(heddle.ScheduleError, match=r"group=mx32\): an MX-format output is not lowered with TMA-loaded "
+                                                   r"epilogue operands"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
 def test_an_n_tile_of_64_is_refused_by_name():
     fd = mx_out_defs.build("bf16", n=160, k=192, bn=64)
     with pytest.raises(heddle.ScheduleError, match=r"group=mx32\): the n tile 64 is not a multiple of 128"):
