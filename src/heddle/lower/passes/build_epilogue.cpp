@@ -67,8 +67,9 @@ void checkMxOutSchedule(const LowerContext& c, const std::string& what) {
                         "(epilogue_store('tma')); use epilogue_store('direct'): each thread stores its row's "
                         "32-column blocks and their e8m0 codes from registers");
   if (!rp.epiTma.empty())  // its own rule, whatever the computed f32 scale takes: the store reads operands directly
-    fail<ScheduleError>(what, ": an MX-format output is not lowered with TMA-loaded epilogue operands (bias, "
-                              "residual cached with tma_load); read them directly (no tma_load cache)");
+    fail<ScheduleError>(what,
+                        ": an MX-format output is not lowered with TMA-loaded epilogue operands (bias, "
+                        "residual cached with tma_load); read them directly (no tma_load cache)");
   if (t.bn % 128)
     fail<ScheduleError>(what, ": the n tile ", t.bn,
                         " is not a multiple of 128; the MX scale's blocked layout pads N/32 blocks to a multiple of "
