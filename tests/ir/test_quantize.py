@@ -62,7 +62,7 @@ def test_definition_and_str():
     (dict(group=64), r"quantize\(T2, e4m3, group=64\): group 64 is not supported; use group=128"),
     (dict(symbolic_n=True), r"the last axis of T2 \(f32\)\[M, N\] is symbolic \(N\); the scale's group count "
                             r"ceil\(N/128\) needs a concrete N"),
-    (dict(group=0), r"quantize\(T2\): group=0; use group=128 \(1 x 128 blocks\) or group='row'"),
+    (dict(group=0), r"quantize\(T2\): group=0; use group=128 \(1 x 128 blocks\), group='row' or group='mx32'"),
 ])
 def test_definition_errors_name_the_rule(kw, msg):
     with pytest.raises(heddle.ScheduleError, match=msg):

@@ -114,3 +114,27 @@ def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stage
     low = build_nv(n=4096, k=4096, bn=bn, stages=stages, residual=residual, tma=tma).lower("sm_100a")
     r = check_kernel(low, bn, NVF4, 2, 2)
     assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the epilogue operand
+
+
+@pytest.mark.parametrize("kind,bn,stages,acc,fmt", [
+    ("bf16", 128, 4, 2, "e4m3"),
+    ("f8f6f4", 256, 4, 1, "e5m2"),
+    ("mx32", 128, 6, 2, "e4m3"),
+    ("mx32", 256, 4, 1, "e5m2"),
+    ("nv16", 128, 6, 2, "e4m3"),
+])
+def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
+    """An MX-format output (quantize group="mx32", docs/fp8.md "MX formats") on each tcgen05 kernel kind, bias +
+    GELU, N = K = 4096: no spills or stack frame; y stays in registers (one tcgen05.ld x32 per block, no local
+    memory), the satfinite cvt of q, the e8m0 code's byte store, no shuffle."""
+    from support import mx_out_defs
+    low = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc).lower("sm_100a")
+    if kind in ("mx32", "nv16"):
+        r = check_kernel(low, bn, *((MXF8, 4, 1) if kind == "mx32" else (NVF4, 2, 2)))
+    else:
+        r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
+        assert r.stats.spill_stores == 0 and r.stats.spill_loads == 0 and r.stats.stack_frame == 0, r.ptxas
+    print(low.name, r.stats.registers)
+    assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx
+    assert "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx and "st.global.u8" in r.ptx
+    assert "ld.local" not in r.ptx and "st.local" not in r.ptx

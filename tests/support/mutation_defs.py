@@ -10,6 +10,7 @@ from support import grouped_defs
 from support.fp8_defs import fp8_fusion, fp8_schedule
 from support import quant_defs
 from support import mx_defs
+from support import mx_out_defs
 
 
 def _cluster(along="m"):
@@ -91,6 +92,10 @@ FAMILIES = {
     "sm100_nvfp4_amax": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, quant=("e4m3", 128)),
                          "sm_100a", 100, 1,
                          "sm_100a NVFP4, output quantized with a computed scale per row and 128 columns"),
+    # an MX-format output (quantize group="mx32") on the MXFP8 kernel, bias only (no GELU: a block's largest
+    # magnitude is as often negative, which an amax without fabsf misses); M = 130, N = 160: padding rows and blocks
+    "sm100_mx_out": (lambda: mx_out_defs.build("mx32", n=160, k=384, bn=128, stages=2, acc_stages=1, act=False),
+                     "sm_100a", 130, 1, "sm_100a MXFP8 with an MX-format output (e8m0 per 32 columns, blocked)"),
     "sm80_grouped": (lambda: grouped_defs.scheduled(n=72, k=64, stages=2), "sm_80", 250, None,
                      "sm_80 grouped matmul: the device walk over 7 ragged expert groups"),
     "sm90_grouped": (lambda: grouped_defs.scheduled_sm90(n=72, k=64), "sm_90a", 250, None,
@@ -315,3 +320,5 @@ KNOWN_SURVIVORS["sm100_mxfp8_amax"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])
 KNOWN_SURVIVORS['sm100_nvfp4'] = [m for m in KNOWN_SURVIVORS['sm100_mxfp8'] if m[0] != 'map_dims']
 # the NVFP4 kernel's equivalents, the same with its output quantized: the quantize epilogue's kinds are all killed
 KNOWN_SURVIVORS["sm100_nvfp4_amax"] = list(KNOWN_SURVIVORS["sm100_nvfp4"])
+# the MXFP8 kernel's equivalents, the same with an MX-format output: the mx_* kinds are all killed
+KNOWN_SURVIVORS["sm100_mx_out"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])

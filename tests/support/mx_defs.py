@@ -15,6 +15,7 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 
 
@@ -453,3 +454,23 @@ def protocol_mutants(rows):
         out.insert(1, pytest.param("A's chunks one chunk late (the second chunk of a k tile is the next one's first)",
                                    box("m0", 4), id="second-chunk-A", marks=slow))
     return out
+
+
+def scaled_mm_operands(m, k, n, fa=torch.float8_e4m3fn, fb=torch.float8_e4m3fn, seed=0, codes=(120, 135)):
+    """heddle.scaled_mm's MX operands: a [M, K], b [K, N] column-major (w.t()), the raw e8m0 codes per row and 32 of K
+    in [codes[0], codes[1]) (default 2^-7 .. 2^7), their blocked
+    forms (1-D, as torch's to_blocked returns them), a bf16 bias."""
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 2).to(fa)
+    w = (torch.randn(n, k, generator=g) * 2).to(fb)
+    ca = torch.randint(*codes, (m, k // 32), generator=g, dtype=torch.uint8)
+    cb = torch.randint(*codes, (n, k // 32), generator=g, dtype=torch.uint8)
+    sa, sb = (to_blocked(c).contiguous().view(torch.float8_e8m0fnu).flatten() for c in (ca, cb))
+    return a, w.t(), ca, cb, sa, sb, torch.randn(n, generator=g).to(torch.bfloat16)
+
+
+def scaled_mm_reference(a, b, ca, cb, bias):
+    """gelu(sum_k a[m,k] 2^(ca[m,k/32]-127) b[k,n] 2^(cb[n,k/32]-127) + bias) in float64."""
+    fa = torch.exp2(ca.double() - 127).repeat_interleave(32, dim=1)
+    fb = torch.exp2(cb.double() - 127).repeat_interleave(32, dim=1)
+    return F.gelu((a.double() * fa) @ (b.t().double() * fb).t() + bias.double())

@@ -15,29 +15,10 @@ from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
 from support.interp_defs import needs_cxx
 from support.dynamo_defs import assert_block_scaled_capture, scaled_decision
-from support.mx_defs import to_blocked
+from support.mx_defs import scaled_mm_operands as _operands, scaled_mm_reference as _reference
 from support.quant_defs import out_scale_against_float64
 
 E4M3, E5M2, E8M0 = torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e8m0fnu
-
-
-def _operands(m, k, n, fa=E4M3, fb=E4M3, seed=0):
-    """a [M, K], b [K, N] column-major (w.t()), the raw e8m0 codes per row and 32 of K (2^-7 .. 2^7), their blocked
-    forms (1-D, as torch's to_blocked returns them), a bf16 bias."""
-    g = torch.Generator().manual_seed(seed)
-    a = (torch.randn(m, k, generator=g) * 2).to(fa)
-    w = (torch.randn(n, k, generator=g) * 2).to(fb)
-    ca = torch.randint(120, 135, (m, k // 32), generator=g, dtype=torch.uint8)
-    cb = torch.randint(120, 135, (n, k // 32), generator=g, dtype=torch.uint8)
-    sa, sb = (to_blocked(c).contiguous().view(E8M0).flatten() for c in (ca, cb))
-    return a, w.t(), ca, cb, sa, sb, torch.randn(n, generator=g).to(torch.bfloat16)
-
-
-def _reference(a, b, ca, cb, bias):
-    """gelu(sum_k a[m,k] 2^(ca[m,k/32]-127) b[k,n] 2^(cb[n,k/32]-127) + bias) in float64."""
-    fa = torch.exp2(ca.double() - 127).repeat_interleave(32, dim=1)
-    fb = torch.exp2(cb.double() - 127).repeat_interleave(32, dim=1)
-    return F.gelu((a.double() * fa) @ (b.t().double() * fb).t() + bias.double())
 
 
 def _check(out, want, dtype):

@@ -413,6 +413,21 @@ def _():
             Case("e4m3-g128-bias-tma-N200-M77", _amax100(200, tma="bias"), M=77)]
 
 
+def _mxout(kind, **kw):
+    from support import mx_out_defs
+    return lambda target: mx_out_defs.build(kind, **kw)
+
+
+@family("sm100_mx_out", "sm_100a", True, "an MX-format output on the tcgen05 kernels (quantize group='mx32': q and "
+        "e8m0 codes per 32 columns in torch's blocked layout, a per-thread amax of one tcgen05.ld, docs/fp8.md)")
+def _():
+    # ragged M (padding rows store code 0), N a multiple of 32 but not of the n tile (padding blocks), K several tiles
+    return [Case("bf16-e4m3-N544-M333", _mxout("bf16", n=544, k=1040, bn=128, stages=4, acc_stages=2), M=333),
+            Case("f8f6f4-e5m2-bn256-N288-M77", _mxout("f8f6f4", n=288, k=1040, fmt="e5m2", bn=256, stages=4), M=77),
+            Case("mx32-e4m3-bn256-N544-M333", _mxout("mx32", n=544, k=1056, bn=256, stages=4), M=333),
+            Case("nv16-e4m3-N160-M200", _mxout("nv16", n=160, k=1056, bn=128, stages=4, acc_stages=2), M=200)]
+
+
 @family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")
 def _():
     def make(m, n, k, k_share="auto", epilogue="bias_gelu"):

@@ -107,13 +107,28 @@ def _kernel_of(kernel, fusion):
     return Kernel(fus, lowered, None, lowered.target, 8, 8)
 
 
+def _mx_q_atol(k, dtype: str, atol):
+    """The absolute tolerance of an MX-format output's q (docs/fp8.md "MX formats"): its block's amax lands in
+    [2^emax, 2^(emax+1)), so the f32 sum's rounding against float64 is an absolute error relative to 2^(emax+1) --
+    2^-16 of it (e4m3: 2^-7, the default; e5m2: 1, where the default 2^-14 assumes values near 1)."""
+    if atol is not None or not getattr(k, "_mx_outs", None) or dtype not in ("e4m3", "e5m2"):
+        return atol
+    from .reference import MX_EMAX
+    return 2.0 ** (MX_EMAX[dtype] + 1 - 16)
+
+
 def _compare(out, ref, dtype: str, atol, rtol, limit: int = 8) -> List[str]:
     import torch
-    o = out.detach().to(torch.float64)
-    r = ref.detach().to(torch.float64).reshape(o.shape)
-    d_atol, d_rtol = _TOL.get(dtype, (1e-2, 1e-2))
-    atol = d_atol if atol is None else atol
-    rtol = d_rtol if rtol is None else rtol
+    if dtype == "e8m0":  # an MX-format output's scale (docs/fp8.md "MX formats"): its codes exactly, padding included
+        o = out.detach().view(torch.uint8).to(torch.float64)
+        r = ref.detach().to(torch.float8_e8m0fnu).view(torch.uint8).to(torch.float64).reshape(o.shape)
+        atol = rtol = 0.0
+    else:
+        o = out.detach().to(torch.float64)
+        r = ref.detach().to(torch.float64).reshape(o.shape)
+        d_atol, d_rtol = _TOL.get(dtype, (1e-2, 1e-2))
+        atol = d_atol if atol is None else atol
+        rtol = d_rtol if rtol is None else rtol
     bad = ~((o - r).abs() <= atol + rtol * r.abs())
     bad &= ~(torch.isnan(o) & torch.isnan(r))
     n = int(bad.sum())
@@ -192,7 +207,7 @@ def interpret(kernel, *tensors, schedule: str = "adversarial", seed: int = 0, re
             raise InputError(f"interpret: the fusion has {len(outs)} outputs but the reference gives {len(refs)}; "
                              "pass a tuple with one tensor per output")
         for i, (o, r, decl) in enumerate(zip(outs, refs, k._outs)):
-            lines = _compare(o, r, decl.dtype, atol, rtol)
+            lines = _compare(o, r, decl.dtype, _mx_q_atol(k, decl.dtype, atol), rtol)
             mismatches += [f"output {decl.name}: {m}" for m in lines[:1]] + lines[1:] if len(outs) > 1 else lines
     return InterpretResult(lowered.name, schedule, int(seed), raw, result, mismatches, lib)
 

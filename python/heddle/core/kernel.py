@@ -32,6 +32,8 @@ class Kernel:
         self._outs = fusion.outputs  # further outputs: params D1, D2, ... (D's index and layout)
         # a computed output scale (heddle.ops.quantize): [..., groups], its own layout (docs/fp8.md)
         self._scale_outs = {e["output"] for e in fusion.exprs() if e["op"] == "amax_scale"}
+        # an MX-format output's e8m0 scale (group "mx32"): [round_up(M, 128), round_up(N/32, 4)] blocked
+        self._mx_outs = {e["output"] for e in fusion.exprs() if e["op"] == "amax_scale" and e["group"] == "mx32"}
         self._op = None
         self._rtc_options = []
         self._matmul_expr = matmul_expr(fusion)
@@ -184,7 +186,10 @@ class Kernel:
         return out, grid, args
 
     def _out_shape(self, o, g):
-        """Output o's shape: D's [(batch,) M, N], or a computed output scale's [M, groups]."""
+        """Output o's shape: D's [(batch,) M, N], a computed output scale's [M, groups], or an MX-format output's
+        e8m0 scale [round_up(M, 128), round_up(N/32, 4)] (the derived row count of a symbolic M)."""
+        if o.name in self._mx_outs:
+            return (-(-g.out_shape[0] // 128) * 128, o.shape[-1])
         return (*g.out_shape[:-1], o.shape[-1]) if o.name in self._scale_outs else g.out_shape
 
     def _prepare(self, tensors, tensor_map_encoder=None, sms=None, geometry=None):

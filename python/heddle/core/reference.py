@@ -133,6 +133,36 @@ FP8_MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 QUANT_EPS = 1e-4
 
 
+# An MX-format output (quantize group "mx32", docs/fp8.md "MX formats"): emax, the exponent of the element format's
+# largest power of two (OCP MX v1.0 section 6.3: 448 = 1.75 * 2^8, 57344 = 1.75 * 2^15)
+MX_EMAX = {"e4m3": 8, "e5m2": 15}
+
+
+def mx_codes(y, fmt: str):
+    """The e8m0 codes [M, N/32] (int64) of an MX-format output of y [M, N]: per row and 32 columns, the OCP MX v1.0
+    shared exponent floor(log2 amax) - emax (the "minimally supported" conversion, section 6.3; torchao's to_mx
+    ScaleCalculationMode.FLOOR), clamped to [-127, 127], plus 127; an all-zero block gives code 0. Written from
+    the formula (frexp of the float64 amax), not from the kernel's exponent-field reading."""
+    m, n = y.shape
+    if n % 32:
+        raise InputError(f"MX-format output: N = {n} is not a multiple of 32")
+    amax = y.abs().reshape(m, n // 32, 32).amax(dim=-1)
+    _, ex = torch.frexp(amax)  # amax = f * 2^ex, f in [0.5, 1): floor(log2 amax) = ex - 1
+    e = torch.where(amax > 0, ex.to(torch.int64) - 1 - MX_EMAX[fmt], torch.full_like(ex, -127, dtype=torch.int64))
+    return e.clamp(-127, 127) + 127
+
+
+def block_mx_scales(codes):
+    """codes [rows, k_blocks] in torch's blocked layout [round_up(rows, 128), round_up(k_blocks, 4)] (the inverse
+    of unblock_mx_scales; padding code 0), as the float64 values 2^(code - 127)."""
+    rows, kb = codes.shape
+    rb, cb = -(-rows // 128), -(-kb // 4)
+    full = torch.zeros(rb * 128, cb * 4, dtype=torch.int64)
+    full[:rows, :kb] = codes
+    blocked = full.reshape(rb, 4, 32, cb, 4).permute(0, 3, 2, 1, 4).reshape(rb * 128, cb * 4)  # row r1*32+r0
+    return torch.pow(2.0, (blocked - 127).to(torch.float64))
+
+
 def _groups(n: int, group: int) -> int:
     return 1 if group == 0 else -(-n // group)
 
@@ -195,6 +225,12 @@ def evaluate(fusion, tensors, compute_dtype=torch.float64, round_casts: bool = T
                 r = _BINARY[op](s, ins[0]) if e["scalar_on_left"] else _BINARY[op](ins[0], s)
             else:
                 r = _BINARY[op](ins[0], ins[1])
+        elif op == "amax_scale" and e["group"] == "mx32":
+            r = block_mx_scales(mx_codes(ins[0], e["cast"])).to(compute_dtype)
+        elif op == "quantize" and e["group"] == "mx32":
+            m, n = ins[0].shape
+            per_col = unblock_mx_scales(ins[1], m, n // 32).repeat_interleave(32, dim=1)
+            r = quantize_values(ins[0], per_col, e["cast"], 1, round_casts)
         elif op == "amax_scale":
             r = quantize_scale(ins[0], e["cast"], e["group"], round_casts)
         elif op == "quantize":

@@ -17,6 +17,17 @@ quantize epilogue of the wgmma kernel (codegen/wgmma_printer.cpp quantEpilogue) 
                   in the previous group's slot.
   quant_divisor   the scale's divisor the other 8-bit format's largest value (448 <-> 57344).
 
+The MX-format output (heddle.ops.quantize(..., group="mx32"); docs/fp8.md "MX formats"), on the printed store of
+codegen/tcgen05_printer.cpp mxTmemEpilogue (one tcgen05.ld of 32 columns is a row's MX block):
+  mx_amax         the block's amax without the absolute value: a block whose largest magnitude is negative gets
+                  the code of its largest positive value (or 0).
+  mx_code         the shared exponent's emax off by one (ebits - emax -> ebits - emax - 1): every code one high,
+                  q half as large -- a valid MX encoding, but not the OCP FLOOR one.
+  mx_offset       the blocked offset's 32-row sub-block and row-in-sub-block strides swapped ((r % 32) * 4 +
+                  ((r % 128) / 32) * 16): the code bytes land in the wrong rows of torch's to_blocked chunk.
+  mx_padding      the padding rows (past M) and blocks (past N) store the code of their clamped reads instead of 0.
+  mx_inverse      the multiply by 2^-e built one exponent low (254 - code -> 253 - code): q half of y / 2^e.
+
 The TMA-store epilogue with an 8-bit output (codegen/wgmma_printer.cpp stagedPair8; the staged quantize too) has
 one more, outside the registry (no mutation family of tests/support/mutation_defs.py stages 8-bit outputs, and
 every registered kind must find a family): fp8_staging_mutants(source) gives
@@ -131,3 +142,53 @@ def fp8_staging_mutants(source: str):
             out.append(SourceMutant("fp8_staging", i + 1, "the 8-bit staging pair stored without the 128-byte swizzle",
                                     "\n".join(new)))
     return out
+
+
+# the MX-format output (codegen/tcgen05_printer.cpp mxTmemEpilogue)
+_MX_AMAX = re.compile(r"amax = fmaxf\(amax, fabsf\((r\d+)\)\);(?=  // N is a multiple of 32)")
+_MX_CODE = re.compile(r"const int code = live && ebits > (\d+) \? ebits - (\d+) : 0;")
+_MX_OFFSET = re.compile(r"\(qrow % 32\) \* 16 \+ \(\(qrow % 128\) / 32\) \* 4")
+_MX_INVERSE = re.compile(r"__uint_as_float\(\(unsigned\)\((254) - code\) << 23\)")
+
+
+@_kind("mx_amax")
+def _mx_amax(lines):
+    for i, ln in enumerate(lines):
+        m = _MX_AMAX.search(ln)
+        if m:
+            yield i, ln[:m.start()] + f"amax = fmaxf(amax, {m.group(1)});" + ln[m.end():], "the MX block's amax without fabsf"
+
+
+@_kind("mx_code")
+def _mx_code(lines):
+    for i, ln in enumerate(lines):
+        m = _MX_CODE.search(ln)
+        if m:
+            e = int(m.group(2))
+            yield i, ln[:m.start(2)] + str(e + 1) + ln[m.end(2):], f"the e8m0 code's emax {e} -> {e + 1}"
+
+
+@_kind("mx_offset")
+def _mx_offset(lines):
+    for i, ln in enumerate(lines):
+        m = _MX_OFFSET.search(ln)
+        if m:
+            yield i, ln[:m.start()] + "(qrow % 32) * 4 + ((qrow % 128) / 32) * 16" + ln[m.end():], \
+                "the blocked offset's row strides 16 and 4 swapped"
+
+
+@_kind("mx_padding")
+def _mx_padding(lines):
+    for i, ln in enumerate(lines):
+        m = _MX_CODE.search(ln)
+        if m:
+            at = ln.index("live && ")
+            yield i, ln[:at] + ln[at + len("live && "):], "the padding rows and blocks store their computed code"
+
+
+@_kind("mx_inverse")
+def _mx_inverse(lines):
+    for i, ln in enumerate(lines):
+        m = _MX_INVERSE.search(ln)
+        if m:
+            yield i, ln[:m.start(1)] + "253" + ln[m.end(1):], "the 2^-e multiply one exponent low"

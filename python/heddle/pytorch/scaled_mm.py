@@ -9,7 +9,9 @@ scale_a [M, ceil(K/128)], scale_b [ceil(K/128), ceil(N/128)], applied inside the
 sm_90a's wgmma kernel only); bias [N]; out_dtype bf16, f16, f32 or an 8-bit float
 (then multiplied by scale_result, cuBLASLt's D scale as torch's CUDA op applies it, and cast with saturation), or an
 8-bit float with a computed output scale (out_scale="1x128" | "row": heddle.ops.quantize in the epilogue, the call
-returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]). MX scales (MXFP8: scale_a and scale_b
+returns (out, scale) with scale f32 [M, ceil(N/128)] or [M, 1]; out_scale="mx32": an MX-format output, scale
+torch.float8_e8m0fnu per row and 32 columns in torch's blocked layout [round_up(M, 128), round_up(N/32, 4)], the next
+MX call's scale_a; N a multiple of 32; the sm_100a tcgen05 kernels only). MX scales (MXFP8: scale_a and scale_b
 torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K/32, 4) bytes each, K a multiple of
 32) select the sm_100a block-scaled tcgen05 kernel (scales="mx32", docs/fp8.md "MX formats"; with an 8-bit out_dtype
 only with out_scale); NVFP4 likewise (scales="nv16", an 8-bit out_dtype also only with out_scale):
@@ -53,8 +55,9 @@ OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"
 _TORCH = {v: k for k, v in OUT_DTYPES.items()}
 _BIAS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 BLOCK = 128  # the block of DeepGEMM's scales (ir/block_scales.cpp kScaleBlock)
-OUT_SCALES = {"1x128": BLOCK, "row": "row"}  # out_scale -> heddle.ops.quantize's group
-OUT_SCALE_CODE = {"1x128": "G128", "row": "Grow"}  # its token in the op's name
+# out_scale -> heddle.ops.quantize's group; "mx32": an MX-format output (e8m0 per 32 columns, blocked; docs/fp8.md)
+OUT_SCALES = {"1x128": BLOCK, "row": "row", "mx32": "mx32"}
+OUT_SCALE_CODE = {"1x128": "G128", "row": "Grow", "mx32": "Gmx32"}  # its token in the op's name
 ALIGN = 16  # K and N multiples of 16: torch._scaled_mm's rule on CUDA (cuBLASLt), heddle's on every device
 _W = "heddle.scaled_mm"
 
@@ -75,7 +78,7 @@ class ScaledMatmulSpec:
     out_dtype: str
     scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
     block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
-    out_scale: Optional[str] = None  # "1x128" | "row": the 8-bit output quantized with a computed scale
+    out_scale: Optional[str] = None  # "1x128" | "row" | "mx32": the 8-bit output quantized with a computed scale
     mx: bool = False             # MXFP8: e8m0 scales per 32 of K in torch's blocked layout (scales="mx32")
     nv: bool = False             # NVFP4: e2m1x2 operands (k: bytes a row), e4m3 scales per 16 of K, blocked (nv16)
 
@@ -137,8 +140,15 @@ class ScaledMatmulSpec:
         return fd
 
     def scale_shape(self, m):
-        """The computed scale's shape for M rows: [M, ceil(N/128)] (1x128) or [M, 1] (row)."""
+        """The computed scale's shape for M rows: [M, ceil(N/128)] (1x128), [M, 1] (row) or [round_up(M, 128),
+        round_up(N/32, 4)] (mx32)."""
+        if self.out_scale == "mx32":
+            return (-(-m // 128) * 128, mx_columns(self.n))
         return (m, 1) if self.out_scale == "row" else (m, -(-self.n // BLOCK))
+
+    def scale_dtype(self):
+        """The computed scale's dtype: float32, or e8m0 codes for an MX-format output."""
+        return torch.float8_e8m0fnu if self.out_scale == "mx32" else torch.float32
 
 
 class FusedScaledMatmul(FusedMatmul):
@@ -164,7 +174,7 @@ class FusedScaledMatmul(FusedMatmul):
     def interpret_target(self) -> str:
         # the block-scaled kernel is wgmma's; the computed output scale lowers on wgmma and tcgen05 (docs/fp8.md);
         # MX scales have sm_100a's block-scaled tcgen05.mma only (HEDDLE_INTERPRET_TARGET when it has tcgen05)
-        if self.spec.mx or self.spec.nv:
+        if self.spec.mx or self.spec.nv or self.spec.out_scale == "mx32":  # an MX-format output: tcgen05 only
             from ..core.interpret import interpret_target
             t = interpret_target()
             return t if _C.target_info(t)["tcgen05"] else "sm_100a"
@@ -199,7 +209,7 @@ class FusedScaledMatmul(FusedMatmul):
         out = a.new_empty((a.shape[0], self.spec.n), dtype=_TORCH[self.spec.out_dtype])
         if self.spec.out_scale is None:
             return out
-        return out, a.new_empty(self.spec.scale_shape(a.shape[0]), dtype=torch.float32)
+        return out, a.new_empty(self.spec.scale_shape(a.shape[0]), dtype=self.spec.scale_dtype())
 
 
 def _no_backward(ctx, grad):
@@ -283,7 +293,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     schedule does (docs/fp8.md "use_fast_accum"). out_scale="1x128" | "row" with an 8-bit out_dtype: the
     output is quantized with a scale computed from its values (amax per row and 128 columns, or per row:
     docs/fp8.md "Computed output scales") and the call returns (out, scale), scale float32 [M, ceil(N/128)]
-    or [M, 1]."""
+    or [M, 1]. out_scale="mx32": an MX-format output (docs/fp8.md "MX formats"), scale torch.float8_e8m0fnu per
+    row and 32 columns in torch's blocked layout [round_up(M, 128), round_up(N/32, 4)], the next MX call's
+    scale_a (N a multiple of 32; the sm_100a tcgen05 kernels)."""
     if not _dynamo_compiling():
         # a plain eager call like an earlier planned one (the same arguments, the same tensor signatures): one C++
         # call, CallTable.run (mode and grad rules, signature, lookup, output, launch); else None: the checks below
@@ -372,7 +384,7 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
         raise InputError(f"{_W}: 'scale_result' is {scale_result.dtype} {list(scale_result.shape)}; it must be a "
                          "one-element float32 tensor")
     use_result = scale_result is not None and fp8_out  # torch ignores scale_result for a 16/32-bit output
-    _check_out_scale(out_scale, out_dtype, fp8_out, scale_result, block)
+    _check_out_scale(out_scale, out_dtype, fp8_out, scale_result, block, n)
     spec = ScaledMatmulSpec(OPERANDS[a.dtype], OPERANDS[b.dtype], int(k), int(n), row_a, col_b,
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
                             use_result, block, out_scale, mx, nv)
@@ -516,7 +528,7 @@ def _scale_kind(name: str, s, form: str, shape) -> bool:
                      "[M, ceil(K/128)] with scale_b [ceil(K/128), ceil(N/128)] (docs/fp8.md)")
 
 
-def _check_out_scale(out_scale, out_dtype, fp8_out: bool, scale_result, block: bool) -> None:
+def _check_out_scale(out_scale, out_dtype, fp8_out: bool, scale_result, block: bool, n: int) -> None:
     """out_scale's rules, each an InputError naming the option: a known value, an 8-bit out_dtype, no
     scale_result (the computed scale replaces it), no 128-block input scales (the block-scaled kernel's n tile
     of 64 would split a group: the rule of the quantize epilogue, docs/fp8.md; refused on every device alike)."""
@@ -524,7 +536,8 @@ def _check_out_scale(out_scale, out_dtype, fp8_out: bool, scale_result, block: b
         return
     if not isinstance(out_scale, str) or out_scale not in OUT_SCALES:
         raise InputError(f"{_W}: out_scale={out_scale!r} is not supported; use out_scale='1x128' (one scale per "
-                         "row and 128 columns, [M, ceil(N/128)]) or out_scale='row' ([M, 1])")
+                         "row and 128 columns, [M, ceil(N/128)]), out_scale='row' ([M, 1]) or out_scale='mx32' "
+                         "(e8m0 per row and 32 columns, torch's blocked layout: the next MX call's scale_a)")
     if not fp8_out:
         raise InputError(f"{_W}: out_scale={out_scale!r} quantizes the output with a computed scale, which needs "
                          f"an 8-bit out_dtype; got out_dtype={out_dtype}: pass out_dtype=torch.float8_e4m3fn or "
@@ -532,6 +545,9 @@ def _check_out_scale(out_scale, out_dtype, fp8_out: bool, scale_result, block: b
     if scale_result is not None:
         raise InputError(f"{_W}: out_scale={out_scale!r} computes the output's scale, so 'scale_result' (a given "
                          "one) cannot apply too; drop scale_result or out_scale")
+    if out_scale == "mx32" and n % 32:
+        raise InputError(f"{_W}: out_scale='mx32' needs N a multiple of 32 (an e8m0 scale covers 32 columns, and N "
+                         f"is the next MX call's K); N={n}: pad b with zero columns to {-(-n // 32) * 32}")
     if block:
         raise InputError(f"{_W}: out_scale={out_scale!r} with 128-block scales is not built (the block-scaled "
                          "kernel's n tile of 64 splits a group of 128 output columns); pass per-tensor or per-row "

@@ -176,8 +176,19 @@ void bindIr(py::module_& m) {
           py::return_value_policy::reference_internal)
       .def(
           "quantize",
-          [](Fusion& f, TensorView* y, const std::string& dt, int group) {
-            auto [q, s] = f.quantize(y, dtypeFromName(dt), group);
+          [](Fusion& f, TensorView* y, const std::string& dt, const py::object& group) {
+            // group: elements per scale, "row" (kQuantRow) or "mx32" (kQuantMx32, an MX-format output)
+            int g = 0;
+            if (py::isinstance<py::str>(group)) {
+              const auto name = group.cast<std::string>();
+              if (name != "row" && name != "mx32")
+                fail<ScheduleError>("quantize(", y->name, "): group='", name,
+                                    "'; use group=128 (1 x 128 blocks), group='row' or group='mx32'");
+              g = name == "row" ? kQuantRow : kQuantMx32;
+            } else {
+              g = group.cast<int>();
+            }
+            auto [q, s] = f.quantize(y, dtypeFromName(dt), g);
             return py::make_tuple(py::cast(q, py::return_value_policy::reference),
                                   py::cast(s, py::return_value_policy::reference));
           },
@@ -258,7 +269,8 @@ void bindIr(py::module_& m) {
                d["group_offsets"] = e->groupOffsets;  // a grouped matmul's group-ends argument ("" = none)
                d["group_masked"] = e->groupMasked;    // the masked layout: group_offsets names the row counts
                d["cast"] = std::string(dtypeName(e->castTo));
-               d["group"] = e->quantGroup;  // amax_scale / quantize: elements per scale (0 = the whole row)
+               // amax_scale / quantize: elements per scale (0 = the whole row), or "mx32" (an MX-format output)
+               d["group"] = e->quantGroup == kQuantMx32 ? py::cast("mx32") : py::cast(e->quantGroup);
                d["scales"] = e->scaleKind == ScaleKind::None ? py::none() : py::cast(scaleKindName(e->scaleKind));
                d["scale_a"] = e->scaleA ? py::cast(e->scaleA->name) : py::none();
                d["scale_b"] = e->scaleB ? py::cast(e->scaleB->name) : py::none();

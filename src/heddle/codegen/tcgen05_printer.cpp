@@ -2,6 +2,7 @@
 #include "heddle/codegen/tcgen05_printer.h"
 
 #include <cctype>
+#include <regex>
 #include <sstream>
 
 #include "heddle/codegen/printer.h"
@@ -283,6 +284,66 @@ void quantStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::
   os << ind << "}\n";
 }
 
+// An MX-format output (Kernel::quant with kQuantMx32; docs/fp8.md "MX formats", "An MX-format output"): one
+// tcgen05.ld.32x32b.x32 gives the thread of tile row 32*(warp%4)+lane 32 consecutive columns of its row (the
+// 32x32b fragment above), exactly one MX block, so the block's amax is a per-thread max over registers and y stays
+// in them (written back over v): no second read, unlike the groups of 128 above. Per block j of the row:
+//   code = max(expbits(amax) - emax, 0)   the OCP MX v1.0 FLOOR shared exponent floor(log2 amax) - emax, biased by
+//          127 (torchao to_mx's ScaleCalculationMode.FLOOR reads the same f32 exponent field); emax 8 (e4m3), 15
+//          (e5m2); an all-zero (or f32-subnormal) block gives code 0; a finite amax never reaches 255 (NaN)
+//   q = satfinite(y * 2^(127 - code))      an exact multiply by the power of two built from its exponent field
+// and the code byte goes to torch's blocked layout (to_blocked; MmaSm100Mx reads the same chunks):
+//   ((r / 128) * groups / 4 + j / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + j % 4
+// groups = round_up(N/32, 4). N is a multiple of 32, so a block lies wholly inside or past N; the threads of rows
+// past M and of blocks past N store code 0 there (the padding; m tiles of 128 rows and n tiles that are multiples
+// of 128 cover every padded byte, build_epilogue.cpp checkMxOutSchedule), blocks at or past `groups` nothing.
+void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
+  const auto& q = *k.quant;
+  for (auto& op : k.epilogue)
+    if (op.smem) fail<HeddleError>("printer: ", k.name, " stores an MX-format output with a TMA-loaded operand");
+  const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
+  const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
+  const int emax = k.outDtype == DType::E4M3 ? 8 : 15;  // 448 = 1.75 * 2^8; 57344 = 1.75 * 2^15 (OCP MX table 1)
+  os << ind << "// " << kir::describe(e)
+     << ": tile row 32*(warp%4)+lane from tensor memory, an MX-format output: " << dtypeName(k.outDtype)
+     << " q and an e8m0 code per 32 columns (one tcgen05.ld: the block's amax per thread)\n";
+  os << ind << "{\n";
+  os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  std::ostringstream ops;  // the epilogue program: `row` is declared only where an operand read takes it
+  epilogueOps(ops, k, e.operandStage, in3);
+  const bool rows = std::regex_search(ops.str(), std::regex("\\brow\\b"));
+  os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;  // < round_up(M, 128): the m tiles are 128 rows\n";
+  if (rows)
+    os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
+  os << in << "#pragma unroll 1\n";
+  os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {  // one MX block of the row a load\n";
+  os << in2 << "float amax = 0.0f;\n";
+  tmemColumns(os, in2);
+  if (std::regex_search(ops.str(), std::regex("\\bcol\\b")))
+    os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+  os << in3 << "const float r0 = v[j];\n";
+  os << ops.str();
+  os << in3 << "v[j] = " << y << ";  // y stays in registers (j is unrolled)\n";
+  os << in3 << "amax = fmaxf(amax, fabsf(" << y
+     << "));  // N is a multiple of 32: the whole block is inside N or past it\n";
+  os << in2 << "}\n";
+  os << in2 << "const int blk = (n0 + c0) / 32;\n";
+  os << in2 << "const bool live = qrow < M && n0 + c0 < N;  // padding rows and blocks store code 0\n";
+  os << in2 << "const int ebits = (int)((__float_as_uint(amax) >> 23) & 0xffu);  // floor(log2 amax) + 127\n";
+  os << in2 << "const int code = live && ebits > " << emax << " ? ebits - " << emax
+     << " : 0;  // e8m0: floor(log2 amax) - emax + 127, at least 0\n";
+  os << in2 << "if (blk < " << q.groups << ")\n";
+  os << in2 << "  " << q.scale << "[((qrow / 128) * " << q.groups / 4
+     << " + blk / 4) * 512 + (qrow % 32) * 16 + ((qrow % 128) / 32) * 4 + blk % 4] = (unsigned char)code;\n";
+  os << in2 << "const float inv = __uint_as_float((unsigned)(254 - code) << 23);  // 2^(127 - code), exact\n";
+  os << in2 << "if (live) {\n";
+  os << in3 << "#pragma unroll\n";
+  os << in3 << "for (int j = 0; j < 32; ++j)\n";
+  os << in3 << "  D[(long long)qrow * ldd + n0 + c0 + j] = heddle::from_float<" << T << ">(v[j] * inv);\n";
+  os << in2 << "}\n";
+  os << in << "}\n" << ind << "}\n";
+}
+
 }  // namespace
 
 bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const std::string& ind) {
@@ -327,6 +388,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
       if (!e.tmem) return false;
       if (e.to && k.quant) quantStagedTmemEpilogue(os, k, e, ind);
       else if (e.to) stagedTmemEpilogue(os, k, e, ind);
+      else if (k.quant && k.quant->group == kQuantMx32) mxTmemEpilogue(os, k, e, ind);
       else if (k.quant) quantTmemEpilogue(os, k, e, ind);
       else tmemEpilogue(os, k, e, ind);
       return true;

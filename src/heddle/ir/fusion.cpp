@@ -117,8 +117,8 @@ Expr* Fusion::newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out) {
     if (t->dtype == DType::E2M1X2 && k != OpKind::Matmul)
       fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,
                           " is e2m1x2, packed FP4 pairs; it is only an operand of fd.matmul(..., scales='nv16')");
-  for (auto* t : e->inputs)
-    if (t->dtype == DType::E8M0)
+  for (auto* t : e->inputs)  // (quantize's q = y / s reads the e8m0 s of an MX-format output: its own scale)
+    if (t->dtype == DType::E8M0 && !(k == OpKind::Quantize && t == e->inputs.back()))
       fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,
                           " is e8m0, the scale byte of the MX formats; an e8m0 input is only the scale_a / "
                           "scale_b of fd.matmul(..., scales='mx32'), never an operand or an epilogue input");
@@ -574,9 +574,11 @@ std::string Fusion::str() const {
       os << "(" << e->inputs[0]->name << ", " << dtypeName(e->castTo) << ")";
     } else if (e->kind == OpKind::AmaxScale || e->kind == OpKind::Quantize) {
       os << "(" << e->inputs[0]->name << (e->kind == OpKind::Quantize ? ", " + e->inputs[1]->name : "") << ", "
-         << dtypeName(e->castTo)
-         << ", group=" << (e->quantGroup == kQuantRow ? std::string("row") : std::to_string(e->quantGroup)) << ")";
-      if (e->kind == OpKind::AmaxScale)
+         << dtypeName(e->castTo) << ", group=" << quantGroupName(e->quantGroup) << ")";
+      if (e->kind == OpKind::AmaxScale && e->quantGroup == kQuantMx32)
+        os << "  // e8m0 2^(floor(log2 amax|" << e->inputs[0]->name << "| per 32) - "
+           << (e->castTo == DType::E4M3 ? 8 : 15) << "), blocked";
+      else if (e->kind == OpKind::AmaxScale)
         os << "  // max(amax|" << e->inputs[0]->name << "|, 1e-4) / " << maxFinite(e->castTo);
     } else if (e->scalar) {
       os << "("

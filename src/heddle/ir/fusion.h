@@ -72,7 +72,11 @@ constexpr int kMxBlock = 32;      // the K extent of one MXFP8 scale (OCP MX v1.
 // per_token_cast_to_fp8 clamps the amax at 1e-4: an all-zero group gets a finite, nonzero scale).
 constexpr int kQuantRow = 0;
 constexpr double kQuantEps = 1e-4;
-double maxFinite(DType t);  // 448 (e4m3), 57344 (e5m2); a ScheduleError for the other dtypes
+// group="mx32": an MX-format output (ir/quantize.cpp, docs/fp8.md "MX formats"): e8m0 scales per row and 32
+// columns, in torch's blocked layout [round_up(M, 128), round_up(N/32, 4)] (the next mx32 matmul's scale_a).
+constexpr int kQuantMx32 = -32;
+std::string quantGroupName(int group);  // "row" | "mx32" | the group size
+double maxFinite(DType t);              // 448 (e4m3), 57344 (e5m2); a ScheduleError for the other dtypes
 bool isBinary(OpKind k);
 bool isUnary(OpKind k);
 
@@ -197,6 +201,7 @@ class Fusion {
   //   s[.., j] = max(amax |y[.., j*group : (j+1)*group]|, kQuantEps) / max_finite(dt),
   //   q[.., n] = satfinite(y[.., n] / s[.., n / group]).
   // Returns {q, s}. A ScheduleError names the rule for another dtype or group, or a symbolic N with groups.
+  // kQuantMx32: s e8m0 [round_up(M, 128), round_up(N/32, 4)] blocked, the OCP MX FLOOR shared exponent.
   std::pair<TensorView*, TensorView*> quantize(TensorView* y, DType dt, int group);
   void addOutput(TensorView* t);
 

@@ -13,11 +13,47 @@
 //
 // Two expressions: s = AmaxScale(y) and q = Quantize(y, s), so that every expression keeps one output and
 // the reference evaluator (python/heddle/core/reference.py) and str() spell each one.
+//
+// kQuantMx32 (group="mx32", docs/fp8.md "MX formats", "An MX-format output"): the next MXFP8 layer's operand. Per
+// row and block j of 32 columns, the OCP MX v1.0 shared exponent (section 6.3, the "minimally supported"
+// conversion; torchao's to_mx ScaleCalculationMode.FLOOR):
+//   e = clamp(floor(log2(amax_j)) - emax, -127, 127)   emax = 8 (e4m3: 448 = 1.75 * 2^8), 15 (e5m2)
+//   s code = e + 127 (e8m0, 2^e; an all-zero block: code 0), q = satfinite(y / 2^e)
+// s is stored in torch's blocked layout (to_blocked; the scale_a of fd.matmul(..., scales="mx32")):
+// [round_up(M, 128), round_up(N/32, 4)], the padding rows and blocks code 0. N (the next layer's K) must be a
+// concrete multiple of 32; M may be symbolic (the row count is then the derived size round_up(M, 128)).
 #include <sstream>
 
 #include "heddle/ir/fusion.h"
 
 namespace heddle {
+
+std::string quantGroupName(int group) {
+  return group == kQuantRow ? "row" : group == kQuantMx32 ? "mx32" : std::to_string(group);
+}
+
+namespace {
+
+// group="mx32": s e8m0 [round_up(M, 128), round_up(N/32, 4)] (the blocked layout; see the header comment)
+std::vector<Size> mxScaleShape(const TensorView* y, const std::string& call) {
+  if (y->rank() != 2)
+    fail<ScheduleError>(call, ": ", y->str(), " has ", y->rank(),
+                        " axes; an MX-format output is a 2-D [M, N] value (the next mx32 matmul's operand A)");
+  const Size &m = y->shape[0], &n = y->shape[1];
+  if (n.isSymbolic())
+    fail<ScheduleError>(call, ": the last axis of ", y->str(), " is symbolic (", n.symbol,
+                        "); the e8m0 scale's block count round_up(", n.symbol,
+                        "/32, 4) needs a concrete N: give the matmul's N as a number");
+  if (n.value % kMxBlock)
+    fail<ScheduleError>(call, ": N = ", n.value, " (", y->name,
+                        ") is not a multiple of 32; an MX scale covers 32 columns, and this N is the next mx32 "
+                        "matmul's K: pad N with zeros to ",
+                        (n.value + kMxBlock - 1) / kMxBlock * kMxBlock, " or use group=128");
+  Size rows = m.isSymbolic() ? Size{-1, "round_up(" + m.symbol + ", 128)"} : Size{(m.value + 127) / 128 * 128, ""};
+  return {rows, Size{(n.value / kMxBlock + 3) / 4 * 4, ""}};
+}
+
+}  // namespace
 
 double maxFinite(DType t) {
   if (t == DType::E4M3) return 448.0;    // S.1111.110 (OCP OFP8; e4m3 has no infinities)
@@ -28,23 +64,27 @@ double maxFinite(DType t) {
 std::pair<TensorView*, TensorView*> Fusion::quantize(TensorView* y, DType dt, int group) {
   checkOwned(y, "quantize");
   std::ostringstream call;
-  call << "quantize(" << y->name << ", " << dtypeName(dt)
-       << ", group=" << (group == kQuantRow ? std::string("row") : std::to_string(group)) << ")";
+  call << "quantize(" << y->name << ", " << dtypeName(dt) << ", group=" << quantGroupName(group) << ")";
   if (!isFloat8(dt))
     fail<ScheduleError>(call.str(), ": the format is ", dtypeName(dt),
                         "; a computed scale quantizes to an 8-bit float: e4m3 (largest 448) or e5m2 (57344); "
                         "for a 16-bit output cast with .to(...) instead");
-  if (group != kQuantRow && group != kScaleBlock)
+  if (group != kQuantRow && group != kScaleBlock && group != kQuantMx32)
     fail<ScheduleError>(call.str(), ": group ", group,
                         " is not supported; use group=128 (1 x 128 blocks along N, "
-                        "the scale_a layout of a block128 matmul) or group='row' (one scale per row)");
+                        "the scale_a layout of a block128 matmul), group='row' (one scale per row) or "
+                        "group='mx32' (e8m0 scales per 32 columns, the scale_a of an mx32 matmul)");
   if (y->rank() < 1) fail<ScheduleError>(call.str(), ": ", y->str(), " has no axis to group");
   if (isFloat8(y->dtype))
     fail<ScheduleError>(call.str(), ": ", y->str(), " is already ", dtypeName(y->dtype),
                         "; quantize the f32 epilogue value before any 8-bit cast");
   const Size& n = y->shape.back();
   std::vector<Size> sShape(y->shape.begin(), y->shape.end() - 1);
-  if (group == kQuantRow) {
+  DType sType = DType::F32;
+  if (group == kQuantMx32) {
+    sShape = mxScaleShape(y, call.str());
+    sType = DType::E8M0;
+  } else if (group == kQuantRow) {
     sShape.push_back(Size{1, ""});
   } else {
     if (n.isSymbolic())
@@ -53,7 +93,7 @@ std::pair<TensorView*, TensorView*> Fusion::quantize(TensorView* y, DType dt, in
                           "/128) needs a concrete N: give the matmul's N as a number");
     sShape.push_back(Size{(n.value + group - 1) / group, ""});
   }
-  auto* s = newTensor(DType::F32, sShape, "");
+  auto* s = newTensor(sType, sShape, "");
   auto* es = newExpr(OpKind::AmaxScale, {y}, s);
   es->castTo = dt;
   es->quantGroup = group;

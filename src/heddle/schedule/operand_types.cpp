@@ -82,7 +82,15 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
   for (auto* out : f.outputs()) {
     // sm_100a: the q of a computed output scale only (heddle.ops.quantize; the tcgen05 printer's quantized store)
     const bool quant = out->definition && out->definition->kind == OpKind::Quantize;
-    const bool tcgen05Quant = lowBitIn && target.mma.has(MmaKind::Tcgen05) && quant;
+    // an MX-format output (group="mx32"): the tcgen05 epilogue's per-thread rows, whatever the operands (a 16-bit
+    // layer's output is the next MXFP8 layer's operand too); no other target has it (docs/fp8.md "MX formats")
+    const bool mxOut = quant && out->definition->quantGroup == kQuantMx32;
+    if (mxOut && !target.mma.has(MmaKind::Tcgen05))
+      fail<ScheduleError>("quantize(", out->definition->inputs[0]->name, ", ", dtypeName(out->dtype),
+                          ", group=mx32): an MX-format output (e8m0 scales per 32 columns, blocked) is lowered on "
+                          "the sm_100a tcgen05 kernels only; target ",
+                          target.name, " has none: use group=128 or group='row' (f32 scales) there");
+    const bool tcgen05Quant = (lowBitIn || mxOut) && target.mma.has(MmaKind::Tcgen05) && quant;
     if (isFloat8(out->dtype) && !(f8in && wgmmaFloat8(target)) && !tcgen05Quant)
       fail<ScheduleError>("output ", out->name, " is ", dtypeName(out->dtype),
                           ": an 8-bit float output is lowered on the sm_90a FP8 wgmma kernels only (8-bit "

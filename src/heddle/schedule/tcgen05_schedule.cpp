@@ -145,6 +145,14 @@ void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTilin
   if (kind != "tma") return;
   const auto& outs = f.outputs();
   if (outs.empty()) return;  // build_epilogue names it
+  // an MX-format output (group="mx32", docs/fp8.md "MX formats"): each thread stores its row's blocks and their
+  // e8m0 codes straight from its registers; not staged
+  if (outs[0]->definition && outs[0]->definition->kind == OpKind::Quantize &&
+      outs[0]->definition->quantGroup == kQuantMx32)
+    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name,
+                        " is an MX-format output (heddle.ops.quantize(..., group='mx32')), which is not lowered "
+                        "through the TMA-store epilogue: the tcgen05 epilogue stores q and the blocked e8m0 "
+                        "scale directly from its tcgen05.ld registers; drop epilogue_store or use 'direct'");
   auto quantized = [](const TensorView* o) {
     return o->definition && (o->definition->kind == OpKind::Quantize || o->definition->kind == OpKind::AmaxScale);
   };

@@ -72,6 +72,19 @@ __attribute__((always_inline)) inline float __shfl_xor_sync(unsigned mask, float
   return v;
 }
 
+// __float_as_uint / __uint_as_float: the bit reinterpretations of CUDA's math API ("Type Casting Intrinsics"; a
+// mov.b32 in PTX). The MX-format output's e8m0 code reads the amax's exponent field with them (docs/fp8.md).
+__attribute__((always_inline)) inline unsigned __float_as_uint(float v) {
+  unsigned u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+__attribute__((always_inline)) inline float __uint_as_float(unsigned u) {
+  float v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+
 // C linkage: the printed kernels are extern "C", so clang gives their block-scope `extern __shared__
 // heddle_smem[]` declaration C linkage too
 extern "C" {

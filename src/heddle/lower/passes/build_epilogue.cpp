@@ -25,7 +25,9 @@
 //   r3 = gelu r2;  quant r3 -> D (e4m3), scale per row and 128 columns -> D1;  name ..._e_gelu_q128
 // Only on the sm_90a warp-specialized wgmma kernels (direct store or the MMA role's TMA store) and the sm_100a
 // tcgen05 kernel (direct or TMA store, a TMA-loaded bias / residual too), the group inside one CTA tile
-// (checkQuantSchedule: a ScheduleError naming the rule otherwise).
+// (checkQuantSchedule: a ScheduleError naming the rule otherwise). group="mx32" (an MX-format output): D1 is the
+// e8m0 scale in torch's blocked layout, QuantOut::groups its round_up(N/32, 4) columns; name ..._qmx32 (sm_100a
+// tcgen05 direct store only).
 //
 // Runs when: always.
 #include <map>
@@ -49,17 +51,46 @@ std::string outputNames(const Fusion& f) {
 // kernel's epilogue warpgroup storing directly from tcgen05.ld 32x32b or through its TMA store, where a row's columns
 // all sit in one thread (a per-thread max), with or without a TMA-loaded bias / residual ring; the group inside one
 // CTA tile.
+// An MX-format output (group="mx32", docs/fp8.md "MX formats"): the tcgen05 epilogue's direct store only (one
+// tcgen05.ld.32x32b.x32 is one row's MX block: a per-thread amax); the n tiles must cover the blocked scale's
+// round_up(N/32, 4) blocks, so that the padding blocks are stored (code 0) by the tile that holds them: bn a
+// multiple of 128 (the m tiles of 128 rows cover round_up(M, 128) rows already).
+void checkMxOutSchedule(const LowerContext& c, const std::string& what) {
+  const auto& t = c.tiling;
+  const auto& rp = t.rolePipeline;
+  if (!rp.tcgen05)
+    fail<ScheduleError>(what,
+                        ": an MX-format output (e8m0 scales per 32 columns, blocked) is lowered on the sm_100a "
+                        "tcgen05 kernel only (TMA + tcgen05 roles); target ",
+                        c.target.name, " with this schedule has none: use group=128 or group='row'");
+  if (rp.tmaStore)
+    fail<ScheduleError>(what,
+                        ": an MX-format output is not lowered through the TMA-store epilogue "
+                        "(epilogue_store('tma')); use epilogue_store('direct'): each thread stores its row's "
+                        "32-column blocks and their e8m0 codes from registers");
+  if (!rp.epiTma.empty())  // its own rule, whatever the computed f32 scale takes: the store reads operands directly
+    fail<ScheduleError>(what,
+                        ": an MX-format output is not lowered with TMA-loaded epilogue operands (bias, "
+                        "residual cached with tma_load); read them directly (no tma_load cache)");
+  if (t.bn % 128)
+    fail<ScheduleError>(what, ": the n tile ", t.bn,
+                        " is not a multiple of 128; the MX scale's blocked layout pads N/32 blocks to a multiple of "
+                        "4 (128 columns), which the n tiles must cover to store the padding: use an n tile of 128 "
+                        "or 256");
+}
+
 void checkQuantSchedule(const LowerContext& c, const Expr* e) {
   const auto& t = c.tiling;
   const auto& rp = t.rolePipeline;
   const std::string what = std::string("quantize(") + e->inputs[0]->name + ", " + dtypeName(e->castTo) +
-                           ", group=" + (e->quantGroup == kQuantRow ? "row" : std::to_string(e->quantGroup)) + ")";
+                           ", group=" + quantGroupName(e->quantGroup) + ")";
   if (!rp.enabled || !rp.warpSpecialized)
     fail<ScheduleError>(what,
                         ": a computed output scale is lowered on the sm_90a warp-specialized wgmma kernels "
                         "(cooperative or ping-pong: cache A and B with tma_load and warp_specialize the "
                         "load and mma roles) and the sm_100a tcgen05 kernel only; target ",
                         c.target.name, " with this schedule has no such kernel");
+  if (e->quantGroup == kQuantMx32) checkMxOutSchedule(c, what);
   // the tcgen05 kernel's epilogue warpgroup is its own role (warps 4-7): the store is direct from its registers.
   // On sm_90a the MMA warpgroups' TMA-store epilogue (epilogue_store("tma"), passes/tma_store_epilogue.cpp) takes
   // it: q through the staged chunks of 128 columns, s stored directly
@@ -91,7 +122,7 @@ void checkQuantSchedule(const LowerContext& c, const Expr* e) {
                         ": a scale per row needs one CTA tile to cover all of N (the amax of a row is "
                         "reduced inside the tile); N = ",
                         n.str(), " but the n tile is ", t.bn, ": use group=128, or an n tile of at least N");
-  if (e->quantGroup != kQuantRow && t.bn % e->quantGroup)
+  if (e->quantGroup > 0 && t.bn % e->quantGroup)
     fail<ScheduleError>(what, ": the n tile ", t.bn, " splits a group of ", e->quantGroup,
                         " columns between CTAs (its amax is reduced inside one tile); split n by a multiple of ",
                         e->quantGroup);
@@ -247,10 +278,10 @@ void buildEpilogue(LowerContext& c) {
           outputNames(f));
     kir::Param ds = d;
     ds.name = k.quant->scale = "D1";
-    ds.dtype = DType::F32;
+    ds.dtype = outs[1]->dtype;  // f32, or e8m0 codes of an MX-format output ([round_up(M, 128), groups] blocked)
     ds.tensor = outs[1]->name;
     k.params.push_back(ds);
-    k.name += k.quant->group == kQuantRow ? "_qrow" : "_q" + std::to_string(k.quant->group);
+    k.name += "_q" + quantGroupName(k.quant->group);
   }
   for (size_t i = 1; i < f.outputs().size() && !k.quant; ++i) {  // further outputs: D's index, their own pointer
     auto* o = f.outputs()[i];

@@ -1,0 +1,89 @@
+"""An MX-format output on sm_100a (heddle.ops.quantize(y, fmt, group="mx32"); docs/fp8.md "MX formats", "An
+MX-format output"): the tcgen05 epilogue quantizes each row's 32-column block -- one tcgen05.ld.32x32b.x32, a
+per-thread amax, the OCP MX FLOOR e8m0 code from the amax's exponent field -- and stores q and the code byte at its
+offset in torch's blocked layout, the padding rows and blocks code 0. The printed kernels of each operand kind
+(kind::f16, kind::f8f6f4, the MXFP8 and NVFP4 block-scaled kernels) interpreted on ragged shapes against float64
+(the interpreter's check: the codes exactly, padding included; q within one step of the format), the schedule rules
+by name, and the protocol's source mutants caught."""
+import pytest
+import torch
+
+import heddle
+from heddle.core.reference import unblock_mx_scales
+from support import mx_out_defs
+from support.interp_defs import needs_cxx
+from support.quant_defs import assert_quant_mutants_caught
+
+MX_KINDS = ("mx_amax", "mx_code", "mx_offset", "mx_padding", "mx_inverse")
+
+
+def _check_padding(s, M, N):
+    """The blocked scale's padding (rows past M, blocks past N/32) holds code 0, and the live codes are not."""
+    full = unblock_mx_scales(s.view(torch.uint8), s.shape[0], s.shape[1]).to(torch.int64)
+    assert not full[M:].any() and not full[:, N // 32:].any()
+    assert int(full[:M, :N // 32].min()) > 0
+
+
+@needs_cxx
+@pytest.mark.parametrize("kind,fmt,bn,stages,acc,M,N,K", [
+    # 16-bit operands: M = 130 (two m tiles, the second 2 rows of M and 126 padding rows), N = 160 (the second n
+    # tile holds block 4, blocks 5..7 padding of round_up(5, 4) = 8), K = 192: 3 k tiles of 64
+    ("bf16", "e4m3", 128, 2, 1, 130, 160, 192),
+    # the MXFP8 kernel: K = 320, 2.5 k tiles of 128 (the last one's chunks zero fill)
+    ("mx32", "e4m3", 128, 2, 1, 130, 160, 320),
+    pytest.param("f8f6f4", "e5m2", 128, 2, 1, 130, 160, 384, marks=pytest.mark.slow),
+    # NVFP4, a 256-wide n tile: N = 288, 9 blocks padded to 12; the second tile's blocks 12..15 store nothing
+    pytest.param("nv16", "e5m2", 256, 2, 1, 100, 288, 320, marks=pytest.mark.slow),
+    # 16-bit with a 256-wide tile, 3 operand and 2 accumulator stages, e5m2
+    pytest.param("bf16", "e5m2", 256, 3, 2, 200, 416, 320, marks=pytest.mark.slow),
+    pytest.param("mx32", "e5m2", 256, 3, 1, 260, 544, 416, marks=pytest.mark.slow),
+])
+def test_mx_output_with_right_numbers(kind, fmt, bn, stages, acc, M, N, K):
+    fd = mx_out_defs.build(kind, n=N, k=K, fmt=fmt, bn=bn, stages=stages, acc_stages=acc)
+    ins = mx_out_defs.tensors(fd, kind, M, seed=1)
+    k, r = mx_out_defs.interpreted(fd, ins)
+    src = k.lowered.source
+    q, s = r.output
+    assert q.dtype == {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fmt] and q.shape == (M, N)
+    assert s.dtype == torch.float8_e8m0fnu and s.shape == (-(-M // 128) * 128, -(-N // 128) * 4)
+    assert "_qmx32" in k.name and "__shfl" not in src
+    assert src.count("heddle::sm100::tmem_load_32(taddr + c0, v);") == 1  # one read: y stays in registers
+    _check_padding(s, M, N)
+
+
+@needs_cxx
+@pytest.mark.slow  # 47 s here: the five mutants compiled and interpreted (the family sm100_mx_out runs them too)
+def test_mx_output_mutants_are_caught():
+    # no GELU: half the blocks have their largest magnitude negative, which an amax without fabsf misses
+    fd = mx_out_defs.build("bf16", n=160, k=192, act=False)
+    ins = mx_out_defs.tensors(fd, "bf16", 130, seed=1)
+    k, _ = mx_out_defs.interpreted(fd, ins)
+    assert_quant_mutants_caught(k, ins, MX_KINDS + ("quant_mask", "quant_group", "quant_divisor"), MX_KINDS)
+
+
+def test_the_tma_store_is_refused_by_name():
+    fd = mx_out_defs.build("bf16", n=160, k=192)
+    fd.matmul_tensor.epilogue_store("tma")
+    with pytest.raises(heddle.ScheduleError, match=r"is an MX-format output .* not lowered through the TMA-store "
+                                                   r"epilogue"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_a_tma_loaded_bias_is_refused_by_name():
+    from support import mx_defs
+    fd = mx_defs.build_mx("e4m3", "e4m3", n=160, k=320, epilogue="bias", quant=("e4m3", "mx32"), tma="bias")
+    with pytest.raises(heddle.ScheduleError, match=r"group=mx32\): an MX-format output is not lowered with TMA-loaded "
+                                                   r"epilogue operands"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_an_n_tile_of_64_is_refused_by_name():
+    fd = mx_out_defs.build("bf16", n=160, k=192, bn=64)
+    with pytest.raises(heddle.ScheduleError, match=r"group=mx32\): the n tile 64 is not a multiple of 128"):
+        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+
+
+def test_the_automatic_schedule_takes_it():
+    for kind in mx_out_defs.KINDS:
+        k = heddle.Kernel.build(mx_out_defs.build(kind, n=288, k=320, auto=True), "sm_100a", rtc=False)
+        assert "_qmx32" in k.name and "D1[((qrow / 128) * 3 + blk / 4) * 512" in k.lowered.source
