@@ -445,6 +445,16 @@ def check_bf16(out, want):
     assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((out.double() - want).abs().max())
 
 
+def assert_scale_columns_lowered(k, step, bn, stages, per, cols, alloc):
+    """A lowered block-scaled kernel k: tensor memory of `alloc` columns for `cols` needed (the accumulators and
+    stages x per scale columns, named in the sync plan), the device step `step`<bn> in the source."""
+    assert f"heddle::sm100::tmem_alloc(tmem_slot, {alloc});" in k.source
+    plan = " ".join(e["mechanism"] for e in k.sync_plan)
+    assert f" accumulator columns + {stages * per} MX scale columns ({stages} operand stages x {per})" in plan, plan
+    assert f"using Mma = heddle::{step}<{bn}>;" in k.source
+    assert cols <= alloc < 2 * cols
+
+
 def assert_epilogue_operand_ring(k, tma):
     """The block-scaled kernel k with its `tma` ("bias" | "res") epilogue operand cached with tma_load: the scale
     chunks still ride the operand ring (two 3-D boxes), the operand has its own producer role and ring (tmE, fullE)
