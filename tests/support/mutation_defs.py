@@ -84,7 +84,7 @@ FAMILIES = {
     "sm100_nvfp4": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
                     "sm_100a NVFP4: two scale chunks a k tile in the operand ring, tcgen05.cp + kind::mxf4nvf4"),
     # MXFP4 (one e8m0 chunk a k tile, two K = 64 kind::mxf4 MMAs reading its half words); K = 352: 2.75 k tiles, the
-    # last one three 32-chunks (its fourth scale byte TMA zero fill)
+    # last one three 32-chunks (its fourth scale byte torch's zero padding)
     "sm100_mxfp4": (lambda: mx_defs.build_mxf4(n=200, k=352, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
                     "sm_100a MXFP4: one e8m0 chunk a k tile in the operand ring, tcgen05.cp + kind::mxf4"),
     # the same kernel with its output quantized (q e4m3, s per row and 128 columns): the tcgen05 amax epilogue

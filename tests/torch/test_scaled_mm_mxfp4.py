@@ -78,8 +78,8 @@ def test_mxfp4_errors_name_the_argument(kw, msg):
 @needs_cxx
 def test_mxfp4_interpreted(monkeypatch):
     """HEDDLE_INTERPRET=1, HEDDLE_INTERPRET_TARGET=sm_100a: the MXFP4 kernel printed and run on the CPU; M = 100
-    ragged against the 128-row tile, K = 160 (1.25 k tiles: the last one a single 32-chunk, its scale bytes 1-3 and
-    operand bytes past K/2 TMA zero fill), N = 272 (a ragged third n tile)."""
+    ragged against the 128-row tile, K = 160 (1.25 k tiles: the last one a single 32-chunk, its scale bytes 1-3 torch's
+    zero padding and its operand bytes past K/2 TMA zero fill), N = 272 (a ragged third n tile)."""
     monkeypatch.setenv("HEDDLE_INTERPRET", "1")
     monkeypatch.setenv("HEDDLE_INTERPRET_TARGET", "sm_100a")
     a, b, codes, sa, sb, bias = _operands(100, 160, 272, seed=1)

@@ -1,8 +1,8 @@
 // The schedule rules of the block-scaled tcgen05 kernels (docs/fp8.md "MX formats"): MXFP8 (scales "mx32", e4m3 /
 // e5m2 operands), NVFP4 (scales "nv16", e2m1x2 operands) and MXFP4 (scales "mx32", e2m1x2 operands), before tiling
-// and of the tiling. The kernel itself is
-// lowered by lower/passes/mx_scale_ring.cpp (the scale chunks in the operand ring) and tcgen05_specialize
-// (tcgen05.cp + the block-scaled MMAs in the MMA role: MmaSm100Mx / MmaSm100Nvf4 / MmaSm100Mxf4).
+// and of the tiling. The kernel itself is lowered by lower/passes/mx_scale_ring.cpp (the scale chunks in the operand
+// ring) and tcgen05_specialize (tcgen05.cp + the block-scaled MMAs in the MMA role: MmaSm100Mx / MmaSm100Nvf4 /
+// MmaSm100Mxf4).
 //
 // Before: a matmul whose definition carries mx32 / nv16 scales (ir/block_scales.cpp: the operand formats, the scales
 // in torch's blocked layout, K a multiple of the scale block). After: a ScheduleError naming the rule, or nothing.
@@ -22,8 +22,8 @@
 // which sm90::make_desc's 2 << 62 sets and the interpreter decodes (interp/rt/hrt_ptx_tcgen05.h) -- two K = 64
 // instructions each with its own chunk; MXFP4 the same 64-byte rows, two K = 64 kind::mxf4 instructions sharing one
 // chunk, scale factor IDs 0 and 2 -- the half word of each row's scale word, PTX ISA 9.7.16.10.7.2.2), n tiles of
-// 128 or 256 (whole 128-row chunks of B's scales). Tensor memory
-// holds, besides the accumulator stages, chunks x (4 + bn/32) scale columns per operand stage
+// 128 or 256 (whole 128-row chunks of B's scales). Tensor memory holds, besides the accumulator stages, chunks x
+// (4 + bn/32) scale columns per operand stage
 // (tcgen05.cp.32x128b.warpx4 fills 4 columns per chunk, PTX ISA 9.7.16.9.2): each stage its own, because
 // tcgen05.mma -> tcgen05.cp is not a pipelined pair (9.7.16.6.2), so a copy may only overwrite columns whose MMAs
 // the stage's commit -> empty -> full chain has retired. tcgen05.alloc
@@ -34,10 +34,11 @@
 // stages' bytes count with the chunks' in the shared-memory budget.
 //
 // NVFP4's K: a multiple of 16 by the format (ir/block_scales.cpp), and of 32 for this kernel (MXFP4's is a multiple
-// of 32 by its format already) -- the operands' TMA
-// maps step rows of K / 2 bytes, which cuTensorMapEncodeTiled takes as multiples of 16 only (checked at launch,
-// core/tma.py check_operands; refused here for a concrete K). K need not be a multiple of 128: the last k tile's
-// operand bytes past K / 2 and its scale rows past round_up(K/16, 4) are TMA zero fill.
+// of 32 by its format already) -- the operands' TMA maps step rows of K / 2 bytes, which cuTensorMapEncodeTiled takes
+// as multiples of 16 only (checked at launch, core/tma.py check_operands; refused here for a concrete K). K need not
+// be a multiple of 128: the last k tile's operand bytes past K / 2 and its scale rows past round_up(K/16, 4) are TMA
+// zero fill (MXFP4's Kp = round_up(K/32, 4) rows cover its last k tile: the scale bytes past K/32 are torch's zero
+// padding).
 #include "heddle/ir/errors.h"
 #include "heddle/schedule/schedule.h"
 
