@@ -124,3 +124,15 @@ def test_capture_of_mxfp4_follows_the_target(target, fused):
     """A CUDA graph for a device without the block-scaled tcgen05.mma keeps torch's MXFP4 _scaled_mm, saying why."""
     a, b, _, sa, sb, _ = _operands(32, 64, 272)
     assert_block_scaled_capture(a, b, sa, sb, target, fused, "smm_e2m1x2e2m1x2_k32_n272_smx_obf16", 4)
+
+
+def test_mxfp4_out_scale_on_the_cpu_path():
+    """An MXFP4 layer's output re-quantized (out_scale="1x128"): (q, s) from the fusion evaluated with torch."""
+    from support.quant_defs import out_scale_against_float64
+    a, b, codes, sa, sb, bias = _operands(40, 96, 272)
+    q, s = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu", out_dtype=torch.float8_e4m3fn,
+                            out_scale="1x128")
+    out_scale_against_float64(q, s, F.gelu(_reference_plain(codes, bias)), torch.float8_e4m3fn, "1x128")
+    spec = smm.scaled_spec(a, b, sa, sb, bias, out_dtype=torch.float8_e4m3fn, activation="gelu", out_scale="1x128")[0]
+    assert spec.mx and spec.op_name() == "smm_e2m1x2e2m1x2_k48_n272_smx_Bbf16_Agelu_G128_oe4m3"
+    assert smm.decode(spec.op_name()) == spec
