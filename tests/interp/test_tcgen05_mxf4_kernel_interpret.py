@@ -102,3 +102,15 @@ def test_the_plan_names_the_mxf4_orderings_and_the_simulator_refuses_by_name():
     assert "8 scale columns and issues the two block-scaled MMAs" in k.lowered.sync_summary
     with pytest.raises(heddle.HeddleError, match="is the mx32 \\(MXFP4\\) block-scaled tcgen05 kernel"):
         heddle.simulate(k, ts)
+
+
+@pytest.mark.slow
+def test_mxf4_kernel_quantizes_with_right_numbers():
+    """A computed output scale (heddle.ops.quantize: q e4m3, s per row and 128 columns) on the MXFP4 kernel: the plain
+    tcgen05 epilogue warpgroup, 2 x 2 tiles over 2 CTAs, the second n tile's group partly past N = 200."""
+    from support.quant_defs import dequantized_against_float64, interpreted_sm100
+    fd = build_mxf4(n=200, k=352, bn=128, stages=2, acc_stages=1, quant=("e4m3", 128))
+    ts = mxf4_tensors(fd, 130, seed=1)
+    k, r = interpreted_sm100(fd, ts)
+    assert "using Mma = heddle::MmaSm100Mxf4<128>;" in k.lowered.source and "_q128_" in k.name
+    dequantized_against_float64(fd, ts, r.output, "e4m3", 128)
