@@ -5,6 +5,7 @@
 // 512-byte chunk holds row r1*32 + r0, k-block c), results compared with a double-precision block-scaled GEMM.
 #include "heddle/interp/rt/hrt_ptx_tcgen05_mx.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -233,25 +234,30 @@ void test_idesc_nvf4() {
 
 uint64_t sdesc_sw64(uint32_t start, uint32_t sbo) { return sdesc_none(start, 16, sbo) | (4ull << 61); }
 
+// rows x 128 random e2m1 codes packed K-major into 64-byte swizzled rows at base (two a byte, even k in the low
+// nibble), their values in X [rows][128]: the fp4 kinds' operand (NVFP4, MXFP4).
+void fill_e2m1(std::vector<uint8_t>& smem, std::vector<double>& X, int rows, uint32_t base) {
+  const int W = 64, BK = 128;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < BK; ++k) {
+      const uint32_t code = rnd() % 16;
+      X[size_t(r) * BK + k] = P::minifloat_decode(P::kE2M1, code);
+      const uint32_t off = uint32_t((r / 8) * 8 * W + (r % 8) * W + k / 2);
+      smem[test_swz(base + off, W)] |= uint8_t(code << (4 * (k % 2)));
+    }
+}
+
 // NVFP4: D (128 x Nn) = sum over 8 k-blocks of 16 of (A * sA) (B * sB), packed e2m1 K-major operands in 64-byte
 // swizzled rows (BK = 128 elements = 64 bytes), ue4m3 scales in blocked chunks (one per instruction) copied by
 // tcgen05.cp, instruction c reading chunk c's columns.
 void run_nvf4_case(const std::string& name, int Nn) {
   int f0 = g_fail;
   const int W = 64, BK = 128;
-  auto off = [&](int mn, int byte) { return uint32_t((mn / 8) * 8 * W + (mn % 8) * W + byte); };
   const uint32_t abase = 1024, bbase = abase + 128 * W, sfa = bbase + uint32_t(Nn) * W, sfb = sfa + 1024;
   const uint32_t total = sfb + 1024 + 1024;
   std::vector<uint8_t> smem(total, 0);
   std::vector<double> A(128 * BK), B(size_t(Nn) * BK), SA(128 * 8), SB(size_t(Nn) * 8);
-  auto fill = [&](std::vector<double>& X, int rows, uint32_t base) {
-    for (int r = 0; r < rows; ++r)
-      for (int k = 0; k < BK; ++k) {
-        const uint32_t code = rnd() % 16;
-        X[size_t(r) * BK + k] = P::minifloat_decode(P::kE2M1, code);
-        smem[test_swz(base + off(r, k / 2), W)] |= uint8_t(code << (4 * (k % 2)));  // even k: low nibble
-      }
-  };
+  auto fill = [&](std::vector<double>& X, int rows, uint32_t base) { fill_e2m1(smem, X, rows, base); };
   // ue4m3 codes 0x28 .. 0x47 (2^-2 .. 1.875 * 2^1); chunk c holds k-blocks 4c .. 4c+3
   auto scales = [&](std::vector<double>& S, int rows, uint32_t base) {
     for (int r = 0; r < rows; ++r)
@@ -291,6 +297,86 @@ void run_nvf4_case(const std::string& name, int Nn) {
   report(name, f0);
 }
 
+// Table 44 (kind::mxf4): E2M1 (1) at 7-9 and 10-11, N>>3 17-22, UE8M0 = 1 at 23, M>>7 27-28; instruction c of a k
+// tile selects the half word 2c (scale factor IDs at 4-5 and 29-30, scale_vec::2X: PTX ISA 9.7.16.10.7.2.2).
+uint32_t idesc_mxf4(int M, int N, uint32_t id) { return idesc_nvf4(M, N) | (1u << 23) | (id << 4) | (id << 29); }
+
+void test_idesc_mxf4() {
+  const char* N = "tcgen05_idesc_mxf4";
+  int f0 = g_fail;
+  P::InstrDescNvf4 d;
+  std::string e = P::decode_idesc_fp4(idesc_mxf4(128, 256, 2), &d, 2);
+  CHECK(N, e.empty() && d.M == 128 && d.N == 256 && d.sfaId == 2 && d.sfbId == 2, "decode: %s", e.c_str());
+  struct {
+    uint32_t v;
+    const char* want;
+  } bad[] = {
+      {idesc_mxf4(128, 128, 0) & ~(1u << 23), "must be UE8M0"},
+      {idesc_mxf4(128, 128, 1), "half word offset, 0 or 2"},
+      {idesc_mxf4(128, 128, 0) | (3u << 29), "half word offset, 0 or 2"},
+      {idesc_mxf4(128, 128, 0) | (1u << 31), "K = 96"},
+      {idesc_mxf4(128, 128, 0) & ~(1u << 10), "E2M1"},
+  };
+  for (auto& b : bad) {
+    e = P::decode_idesc_fp4(b.v, &d, 2);
+    CHECK(N, e.find(b.want) != std::string::npos, "descriptor %08x: '%s' lacks '%s'", b.v, e.c_str(), b.want);
+  }
+  report(N, f0);
+}
+
+// MXFP4: D (128 x Nn) = sum over 4 k-blocks of 32 of (A * sA) (B * sB), packed e2m1 operands as the NVFP4 case's,
+// ue8m0 scales in one blocked chunk (the k tile's four blocks) copied once by tcgen05.cp; instruction c reads the
+// half word 2c (blocks 2c, 2c+1). With both IDs 0 the second instruction takes the first's scales: wrong numbers.
+void run_mxf4_case(const std::string& name, int Nn, bool wrong_ids) {
+  int f0 = g_fail;
+  const int W = 64, BK = 128;
+  const uint32_t abase = 1024, bbase = abase + 128 * W, sfa = bbase + uint32_t(Nn) * W, sfb = sfa + 512;
+  const uint32_t total = sfb + 1024;
+  std::vector<uint8_t> smem(total, 0);
+  std::vector<double> A(128 * BK), B(size_t(Nn) * BK), SA(128 * 4), SB(size_t(Nn) * 4);
+  auto fill = [&](std::vector<double>& X, int rows, uint32_t base) { fill_e2m1(smem, X, rows, base); };
+  auto scales = [&](std::vector<double>& S, int rows, uint32_t base) {  // ue8m0 codes 120 .. 134: 2^-7 .. 2^7
+    for (int r = 0; r < rows; ++r)
+      for (int kb = 0; kb < 4; ++kb) {
+        const uint32_t code = 120 + rnd() % 15;
+        S[size_t(r) * 4 + kb] = std::ldexp(1.0, int(code) - 127);
+        smem[base + uint32_t((r / 128) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + kb)] = uint8_t(code);
+      }
+  };
+  fill(A, 128, abase);
+  fill(B, Nn, bbase);
+  scales(SA, 128, sfa);
+  scales(SB, Nn, sfb);
+  auto t = std::make_unique<P::Tmem>();
+  uint32_t d = 0;
+  std::string e = t->alloc(512, &d);
+  const uint32_t tsa = P::tmem_addr(0, 256), tsb = P::tmem_addr(0, 260);
+  if (e.empty()) e = P::tcgen05_cp_32x128b_warpx4(*t, tsa, sdesc_none(sfa, 0, 128), smem.data(), total, nullptr);
+  for (int q = 0; q < Nn / 128 && e.empty(); ++q)
+    e = P::tcgen05_cp_32x128b_warpx4(*t, tsb + 4u * uint32_t(q), sdesc_none(sfb + 512u * uint32_t(q), 0, 128),
+                                     smem.data(), total, nullptr);
+  for (int c = 0; c < 2 && e.empty(); ++c)
+    e = P::tcgen05_mma_fp4_ss(*t, d, sdesc_sw64(abase + 32 * c, 8 * W), sdesc_sw64(bbase + 32 * c, 8 * W),
+                              idesc_mxf4(128, Nn, wrong_ids ? 0u : 2u * uint32_t(c)), tsa, tsb, c > 0, smem.data(),
+                              total, nullptr, 2);
+  CHECK(name, e.empty(), "mma: %s", e.c_str());
+  if (e.empty() && !wrong_ids) check_scaled(name, *t, d, Nn, BK, 32, A, B, SA, SB);
+  if (e.empty() && wrong_ids) {  // the second half of K scaled by blocks 0, 1: some entry far off
+    double worst = 0;
+    for (int i = 0; i < 128; i += 7)
+      for (int j = 0; j < Nn; j += 5) {
+        double ref = 0;
+        for (int k = 0; k < BK; ++k)
+          ref +=
+              A[size_t(i) * BK + k] * SA[size_t(i) * 4 + k / 32] * B[size_t(j) * BK + k] * SB[size_t(j) * 4 + k / 32];
+        worst = std::max(worst, std::fabs(double(P::f32_from_bits(t->cell[i][P::tmem_col(d) + uint32_t(j)])) - ref) /
+                                    (std::fabs(ref) + 1.0));
+      }
+    CHECK(name, worst > 0.1, "scale factor IDs 0 for both instructions went unnoticed (worst %g)", worst);
+  }
+  report(name, f0);
+}
+
 }  // namespace
 
 void test_tcgen05_mx() {
@@ -302,4 +388,8 @@ void test_tcgen05_mx() {
   test_idesc_nvf4();
   run_nvf4_case("tcgen05_mma_mxf4nvf4_n128", 128);
   run_nvf4_case("tcgen05_mma_mxf4nvf4_n64", 64);
+  test_idesc_mxf4();
+  run_mxf4_case("tcgen05_mma_mxf4_n128", 128, false);
+  run_mxf4_case("tcgen05_mma_mxf4_n256", 256, false);
+  run_mxf4_case("tcgen05_mma_mxf4_ids_both_0", 128, true);
 }

@@ -6,7 +6,7 @@ numbers, the mma.m16n8k16 fragment tables and arithmetic, ldmatrix, wgmma (descr
 swizzled layouts, D fragment), TMA (tensor-map validation, swizzled/partial loads and stores) and the
 sm_100a tcgen05 data semantics of hrt_ptx_tcgen05.h (instruction and shared-memory descriptors, tensor
 memory allocation, tcgen05.mma kind::f16 and kind::f8f6f4 M=128 into tensor memory, tcgen05.ld 32x32b; and
-hrt_ptx_tcgen05_mx.h's tcgen05.cp 32x128b.warpx4 and block-scaled kind::mxf8f6f4 / kind::mxf4nvf4)
+hrt_ptx_tcgen05_mx.h's tcgen05.cp 32x128b.warpx4 and block-scaled kind::mxf8f6f4 / kind::mxf4nvf4 / kind::mxf4)
 against expectations transcribed from the PTX ISA / CUDA documents, printing ``ok <name>`` per check.
 No GPU and no heddle build are needed.
 """
@@ -86,6 +86,10 @@ EXPECTED = (
         "tcgen05_idesc_mxf4nvf4",
         "tcgen05_mma_mxf4nvf4_n128",
         "tcgen05_mma_mxf4nvf4_n64",
+        "tcgen05_idesc_mxf4",
+        "tcgen05_mma_mxf4_n128",
+        "tcgen05_mma_mxf4_n256",
+        "tcgen05_mma_mxf4_ids_both_0",
     ]
 )
 

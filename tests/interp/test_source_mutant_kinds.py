@@ -40,6 +40,7 @@ APPLIES = {  # family -> the catalogue kinds that must generate mutants for its 
     "sm100_mxfp8": _SM90 | {"tile_stride"} | _MAPS,  # one accumulator stage: no tmem_stage mutant
     "sm100_mxfp8_amax": _SM90 | {"tile_stride", "quant_mask", "quant_group", "quant_divisor"} | _MAPS,
     "sm100_nvfp4": _SM90 | {"tile_stride"} | _MAPS,
+    "sm100_mxfp4": _SM90 | {"tile_stride"} | _MAPS,
     "sm100_nvfp4_amax": _SM90 | {"tile_stride", "quant_mask", "quant_group", "quant_divisor"} | _MAPS,
     "sm100_mx_out": _SM90 | {"tile_stride", "mx_amax", "mx_code", "mx_offset", "mx_padding", "mx_inverse"} | _MAPS,
     "sm80_grouped": {"stage_modulo", "group_walk_bound", "group_walk_offset"},
@@ -92,6 +93,7 @@ SAMPLES = [
     ("sm100_mxfp8", ("tma_coord",)),
     ("sm100_mxfp8_amax", ("quant_mask",)),
     ("sm100_nvfp4", ("tma_coord",)),
+    ("sm100_mxfp4", ("tma_coord",)),
     ("sm100_nvfp4_amax", ("quant_mask",)),
     ("sm100_mx_out", ("mx_offset", "mx_padding")),
     ("sm80_grouped", ("group_walk_bound", "group_walk_offset")),

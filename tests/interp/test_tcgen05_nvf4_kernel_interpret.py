@@ -10,31 +10,18 @@ second scale chunk wholly past the scale tensor's rows: TMA zero fill), rings th
 the operand ring that carries the chunks); the protocol's mutants caught."""
 
 import pytest
-import torch
 
 import heddle
 from heddle.interpret import interpret
 from support.interp_defs import kernel, needs_cxx
 from support.mx_defs import (assert_epilogue_operand_ring, assert_protocol_mutant_caught, assert_sync_mutants_caught,
-                             protocol_mutants, build_nv, nv_tensors)
+                             build_nv, fp4_within_f32_sum, nv_tensors, protocol_mutants)
 
 pytestmark = needs_cxx
 
 
 def within_f32_sum(fd, r, ts, out="bf16"):
-    """r's output against the float64 reference: an f32 sum of exactly scaled products (e2m1 x ue4m3 x e2m1 x ue4m3
-    is exact in f32), so at most K roundings of 2^-24 of the magnitudes' running sum, then the output format's one
-    rounding (the reference's output is rounded too: one step of the format apart at a midpoint)."""
-    assert r.ok, r.report()
-    want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
-    got = r.output.double()
-    assert not bool(torch.isnan(got).any())
-    a, b, sa, sb = (heddle.reference.decode_e2m1x2(ts[0]).abs(), heddle.reference.decode_e2m1x2(ts[1]).abs(),
-                    ts[2].double(), ts[3].double())
-    mag = heddle.reference.mx_scaled_matmul(a, b.T, sa, sb, block=16)
-    step = {"bf16": 2 ** -7, "f16": 2 ** -10, "f32": 2 ** -23}[out]
-    bound = step * want.abs() + a.shape[1] * 2 ** -24 * 1.2 * mag + 1e-6
-    assert bool(((got - want).abs() <= bound).all()), float(((got - want).abs() - bound).max())
+    fp4_within_f32_sum(fd, r, ts, out, block=16)
 
 
 @pytest.mark.parametrize("bn,stages,acc,M,N,K,out,epi", [

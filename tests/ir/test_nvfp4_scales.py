@@ -31,8 +31,8 @@ def test_packed_fp4_is_an_operand_of_nv16_matmuls_only():
     with pytest.raises(heddle.ScheduleError, match=r"cast\(x, e2m1x2\): e2m1x2 is an input format only"):
         x.to(torch.float4_e2m1fn_x2)
     fd.output(fd.matmul(a, b, trans_b=True).to("bf16"))
-    with pytest.raises(heddle.ScheduleError, match=r"operands a and b are e2m1x2 \(packed FP4\), NVFP4 data that "
-                                                   r"needs its block scales.*scales='nv16'"):
+    with pytest.raises(heddle.ScheduleError, match=r"operands a and b are e2m1x2 \(packed FP4\), NVFP4 or MXFP4 "
+                                                   r"data that needs its block scales.*scales='nv16'.*scales='mx32'"):
         fd.auto_schedule("sm_100a").validate("sm_100a")
 
 

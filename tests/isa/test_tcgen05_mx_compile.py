@@ -2,8 +2,8 @@
 MmaSm100Nvf4, NVFP4; docs/fp8.md "MX formats") in the probe kernel of tests/support/mx_defs.py: sm_100a, no spills,
 the PTX issues one tcgen05.cp 32x128b.warpx4 per scale chunk and the block-scaled MMA of its kind (never the plain
 kinds); the fused MXFP8 kernel, also with its output quantized by a computed scale (heddle.ops.quantize; docs/fp8.md
-"Computed output scales"), and the fused NVFP4 kernel, also with a computed output scale or a TMA-loaded bias /
-residual."""
+"Computed output scales"), the fused NVFP4 kernel, also with a computed output scale or a TMA-loaded bias /
+residual, and the fused MXFP4 kernel (kind::mxf4 .scale_vec::2X) with the same epilogues."""
 import pytest
 
 from support.env import requires_nvrtc, rt
@@ -138,3 +138,28 @@ def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
     assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx
     assert "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx and "st.global.u8" in r.ptx
     assert "ld.local" not in r.ptx and "st.local" not in r.ptx
+
+
+MXF4 = "kind::mxf4.block_scale.scale_vec::2X"
+
+
+@pytest.mark.parametrize("bn,stages,acc,out,epi,auto,quant,tma", [
+    (128, 6, 2, "bf16", "bias_gelu", False, None, None),
+    (256, 4, 1, "f32", None, False, None, None),
+    (256, 0, 0, "bf16", "bias", True, None, None),  # the automatic schedule: 128 x 256 x 64 bytes (128 e2m1)
+    (128, 6, 2, "bf16", "bias_gelu", False, ("e4m3", 128), None),  # a computed output scale
+    (256, 4, 1, "bf16", "bias", False, None, "bias"),  # a TMA-loaded bias: its role on warp 2 and its ring
+])
+def test_mxf4_kernel_compiles_clean(bn, stages, acc, out, epi, auto, quant, tma):
+    """The fused MXFP4 kernel: two kind::mxf4 MMAs a k tile (scale factor IDs 0 and 2 in the descriptor), one
+    tcgen05.cp per 128 rows (one chunk a k tile), no spills or stack frame."""
+    from support.mx_defs import build_mxf4
+    low = build_mxf4(n=4096, k=4096, bn=bn, stages=stages, acc_stages=acc, epilogue=epi, out=out, auto=auto,
+                     quant=quant, tma=tma).lower("sm_100a")
+    assert (low.tile["bn"], low.tile["bk"]) == (bn, 64)
+    r = check_kernel(low, bn, MXF4, 2, 1)
+    assert "kind::mxf8f6f4" not in r.ptx and "kind::mxf4nvf4" not in r.ptx
+    if quant:
+        assert "cvt.rn.satfinite.e4m3x2.f32" in r.ptx and "shfl.sync" not in r.ptx
+    if tma:
+        assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the bias

@@ -6,6 +6,7 @@ build refused by name. CPU only."""
 import pytest
 
 import heddle
+from support.mx_defs import assert_scale_columns_lowered
 from support.mx_defs import nv_definition as definition
 
 
@@ -62,14 +63,8 @@ def test_tcgen05_tiling_rules(kw, want):
     (dict(bn=128, acc_stages=1, stages=2), 128 + 2 * 16, 256),
 ])
 def test_tilings_that_fit_are_lowered(kw, cols, alloc):
-    k = nv_tiling(**kw).lower("sm_100a")
-    assert f"heddle::sm100::tmem_alloc(tmem_slot, {alloc});" in k.source
-    plan = " ".join(e["mechanism"] for e in k.sync_plan)
-    per = 8 + kw["bn"] // 16
-    assert f" accumulator columns + {kw['stages'] * per if 'stages' in kw else 4 * per} MX scale columns " \
-        f"({kw.get('stages', 4)} operand stages x {per})" in plan, plan
-    assert f"using Mma = heddle::MmaSm100Nvf4<{kw['bn']}>;" in k.source
-    assert cols <= alloc < 2 * cols
+    assert_scale_columns_lowered(nv_tiling(**kw).lower("sm_100a"), "MmaSm100Nvf4", kw["bn"], kw.get("stages", 4),
+                                 8 + kw["bn"] // 16, cols, alloc)
 
 
 @pytest.mark.parametrize("N,bn", [(512, 256), (200, 128)])

@@ -88,6 +88,10 @@ FAMILIES = {
     # the scale rows (TMA zero fill)
     "sm100_nvfp4": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
                     "sm_100a NVFP4: two scale chunks a k tile in the operand ring, tcgen05.cp + kind::mxf4nvf4"),
+    # MXFP4 (one e8m0 chunk a k tile, two K = 64 kind::mxf4 MMAs reading its half words); K = 352: 2.75 k tiles, the
+    # last one three 32-chunks (its fourth scale byte torch's zero padding)
+    "sm100_mxfp4": (lambda: mx_defs.build_mxf4(n=200, k=352, bn=128, stages=2, acc_stages=1), "sm_100a", 100, 1,
+                    "sm_100a MXFP4: one e8m0 chunk a k tile in the operand ring, tcgen05.cp + kind::mxf4"),
     # the same kernel with its output quantized (q e4m3, s per row and 128 columns): the tcgen05 amax epilogue
     "sm100_nvfp4_amax": (lambda: mx_defs.build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, quant=("e4m3", 128)),
                          "sm_100a", 100, 1,
@@ -128,6 +132,8 @@ def family_kernel(name):
         return kernel(fd, target), mx_defs.mx_quant_tensors(fd, M, seed=1), sms
     if name == "sm100_nvfp4_amax":  # the same set-up with NVFP4 inputs (mx_defs.nv_quant_tensors)
         return kernel(fd, target), mx_defs.nv_quant_tensors(fd, M, seed=1), sms
+    if name == "sm100_mxfp4":  # e2m1 codes and e8m0 scales (mx_defs.mxf4_tensors)
+        return kernel(fd, target), mx_defs.mxf4_tensors(fd, M, seed=1), sms
     return kernel(fd, target), inputs(fd, M, seed=1), sms
 
 
@@ -322,3 +328,6 @@ KNOWN_SURVIVORS['sm100_nvfp4'] = [m for m in KNOWN_SURVIVORS['sm100_mxfp8'] if m
 KNOWN_SURVIVORS["sm100_nvfp4_amax"] = list(KNOWN_SURVIVORS["sm100_nvfp4"])
 # the MXFP8 kernel's equivalents, the same with an MX-format output: the mx_* kinds are all killed
 KNOWN_SURVIVORS["sm100_mx_out"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])
+# MXFP4: the MXFP8 kernel's twelve equivalents -- the fences and maps of the same roles, and its scale maps' rows + 8:
+# Kp = round_up(K/32, 4) = 4 x the k tiles, so no box reaches past Kp rows (docs/verification.md)
+KNOWN_SURVIVORS["sm100_mxfp4"] = list(KNOWN_SURVIVORS["sm100_mxfp8"])

@@ -203,19 +203,26 @@ def mx_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e4m3", trans_a=F
     return fd
 
 
-def nv_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype="e4m3"):
+def nv_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype="e4m3", kind="nv16"):
     """An nv16-scaled matmul (NVFP4, docs/fp8.md "MX formats"): a [M, K/2] @ b [N, K/2] e2m1x2 (trans_b), e4m3
-    scales sa / sb [round_up(rows, 128), round_up(K/16, 4)] unless given; output bf16."""
+    scales sa / sb [round_up(rows, 128), round_up(K/16, 4)] unless given; output bf16. kind="mx32" (with e8m0
+    scales: mxf4_definition) is MXFP4, its scales [round_up(rows, 128), round_up(K/32, 4)]."""
     import heddle
     fd = heddle.Fusion()
     a = fd.input("a", dtype, [M, K // 2 if isinstance(K, int) else K])
     b = fd.input("b", dtype, [N, K // 2 if isinstance(K, int) else K])
-    kb = -(-K // 64) * 4 if isinstance(K, int) else "KB"
+    kb = -(-K // (64 if kind == "nv16" else 128)) * 4 if isinstance(K, int) else "KB"
     s_a = fd.input("sa", sdtype, sa or [-(-M // 128) * 128 if isinstance(M, int) else "MP", kb])
     s_b = fd.input("sb", sdtype, sb or [-(-N // 128) * 128, kb])
-    mm = fd.matmul(a, b, trans_b=True, scale_a=s_a, scale_b=s_b, scales="nv16")
+    mm = fd.matmul(a, b, trans_b=True, scale_a=s_a, scale_b=s_b, scales=kind)
     fd.output(mm.to("bf16"))
     return fd
+
+
+def mxf4_definition(M="M", N=200, K=320, sa=None, sb=None, dtype="e2m1x2", sdtype="e8m0"):
+    """An MXFP4 matmul (scales="mx32" with e2m1x2 operands, docs/fp8.md "MX formats"): a [M, K/2] @ b [N, K/2]
+    e2m1x2 (trans_b), e8m0 scales sa / sb [round_up(rows, 128), round_up(K/32, 4)] unless given; output bf16."""
+    return nv_definition(M, N, K, sa, sb, dtype, sdtype, kind="mx32")
 
 
 def build_mx(fa="e4m3", fb="e4m3", n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16",
@@ -327,6 +334,35 @@ def build_nv(n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu",
                           acc_stages, epilogue, out, auto, quant, residual, tma)
 
 
+def build_mxf4(n=200, k=320, bn=128, stages=2, acc_stages=1, epilogue="bias_gelu", out="bf16", auto=False,
+               quant=None, residual=False, tma=None):
+    """The fused MXFP4 kernel's fusion (scales="mx32" with e2m1x2 operands; lower/passes/mx_scale_ring.cpp with one
+    chunk a k tile, MmaSm100Mxf4 in the MMA role): a [M, k/2] @ b [n, k/2] e2m1x2 (trans_b) with e8m0 scales in
+    torch's blocked layout [round_up(rows, 128), round_up(k/32, 4)], then the epilogue as build_mx's; scheduled at
+    128 x bn x 64 stored bytes (128 e2m1) as build_nv's."""
+    return _scaled_fusion(("e2m1x2", "e2m1x2"), k // 2, "e8m0", -(-k // 128) * 4, "mx32", 64, n, bn, stages,
+                          acc_stages, epilogue, out, auto, quant, residual, tma)
+
+
+def mxf4_tensors(fd, M, seed=0, codes=(122, 132)):
+    """The inputs of build_mxf4's fusion for M rows: random e2m1 codes packed two a byte, ue8m0 scale codes in
+    [codes[0], codes[1]) (default 122 .. 131: 2^-5 .. 2^4) per row and 32 of K laid out by torch's own to_blocked
+    ([round_up(rows, 128), round_up(K/32, 4)], zero-padded), a bias of randn (and a residual of randn)."""
+    g = torch.Generator().manual_seed(seed)
+    ins = {t.name: t for t in fd.inputs}
+    K = 2 * ins["a"].shape[1]
+    N = ins["b"].shape[0]
+    out = [_packed(g, M, K), _packed(g, N, K)]
+    for r in (M, N):
+        c = torch.randint(codes[0], codes[1], (r, K // 32), generator=g, dtype=torch.uint8)
+        out.append(to_blocked(c).contiguous().view(-1, -(-K // 128) * 4).view(torch.float8_e8m0fnu))
+    if "bias" in ins:
+        out.append(torch.randn(N, generator=g).to(torch.bfloat16))
+    if "res" in ins:
+        out.append(torch.randn(M, N, generator=g).to(torch.bfloat16))
+    return out
+
+
 def nv_tensors(fd, M, seed=0, codes=(0x28, 0x48)):
     """The inputs of build_nv's fusion for M rows: random e2m1 codes packed two a byte (element 2j in the low
     nibble: torch.float4_e2m1fn_x2), ue4m3 scale codes in [codes[0], codes[1]) (default 0x28 .. 0x47: 2^-2 .. 3.75)
@@ -374,6 +410,50 @@ def nv_quant_tensors(fd, M, seed=0):
     bias = (torch.randn(N, generator=g) * 0.1).to(torch.bfloat16)
     bias[N - 1] = 48.0
     return [a, b, _nv_blocked(ca, K), _nv_blocked(cb, K), bias]
+
+
+def fp4_within_f32_sum(fd, r, ts, out="bf16", block=16):
+    """r's output of an fp4 block-scaled kernel (NVFP4 block 16, MXFP4 block 32) against the float64 reference: an f32
+    sum of exactly scaled products (e2m1 x scale x e2m1 x scale is exact in f32 for the tests' scales), so at most K
+    roundings of 2^-24 of the magnitudes' running sum, then the output format's one rounding (the reference's output
+    is rounded too: one step of the format apart at a midpoint)."""
+    import heddle
+    assert r.ok, r.report()
+    want = heddle.reference.evaluate(fd, ts, round_casts=False).double()
+    got = r.output.double()
+    assert not bool(torch.isnan(got).any())
+    a, b, sa, sb = (heddle.reference.decode_e2m1x2(ts[0]).abs(), heddle.reference.decode_e2m1x2(ts[1]).abs(),
+                    ts[2].double(), ts[3].double())
+    mag = heddle.reference.mx_scaled_matmul(a, b.T, sa, sb, block=block)
+    step = {"bf16": 2 ** -7, "f16": 2 ** -10, "f32": 2 ** -23}[out]
+    bound = step * want.abs() + a.shape[1] * 2 ** -24 * 1.2 * mag + 1e-6
+    assert bool(((got - want).abs() <= bound).all()), float(((got - want).abs() - bound).max())
+
+
+def e2m1_value(codes):
+    """e2m1 codes as float64 from the format's formula: sign bit 3, exponent bits 1-2 (bias 1), mantissa bit 0 (OCP MX
+    v1.0 FP4 E2M1)."""
+    c = codes.long()
+    e, mant = (c >> 1) & 3, (c & 1).double()
+    mag = torch.where(e == 0, mant * 0.5, torch.exp2(e.double() - 1) * (1 + mant * 0.5))
+    return torch.where(c >= 8, -mag, mag)
+
+
+def check_bf16(out, want):
+    """A bf16 output against float64 within one bf16 rounding (plus 1e-5 of the largest value)."""
+    assert out.dtype == torch.bfloat16 and out.shape == want.shape
+    err = (out.double() - want).abs() - 2 ** -8 * want.abs()
+    assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((out.double() - want).abs().max())
+
+
+def assert_scale_columns_lowered(k, step, bn, stages, per, cols, alloc):
+    """A lowered block-scaled kernel k: tensor memory of `alloc` columns for `cols` needed (the accumulators and
+    stages x per scale columns, named in the sync plan), the device step `step`<bn> in the source."""
+    assert f"heddle::sm100::tmem_alloc(tmem_slot, {alloc});" in k.source
+    plan = " ".join(e["mechanism"] for e in k.sync_plan)
+    assert f" accumulator columns + {stages * per} MX scale columns ({stages} operand stages x {per})" in plan, plan
+    assert f"using Mma = heddle::{step}<{bn}>;" in k.source
+    assert cols <= alloc < 2 * cols
 
 
 def assert_epilogue_operand_ring(k, tma):

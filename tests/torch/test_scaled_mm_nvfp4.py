@@ -17,7 +17,7 @@ from heddle.core.errors import InputError
 from heddle.pytorch import scaled_mm as smm
 from support.dynamo_defs import assert_block_scaled_capture
 from support.interp_defs import needs_cxx
-from support.mx_defs import to_blocked
+from support.mx_defs import check_bf16, e2m1_value, to_blocked
 from support.quant_defs import out_scale_against_float64
 
 FP4, E4M3, E5M2 = torch.float4_e2m1fn_x2, torch.float8_e4m3fn, torch.float8_e5m2
@@ -35,30 +35,16 @@ def _operands(m, k, n, seed=0):
     return a, w.t(), (ca, cw, sa, sb), ba, bb, torch.randn(n, generator=g).to(torch.bfloat16)
 
 
-def _value(codes):
-    """e2m1 codes as float64: sign bit 3, exponent bits 1-2 (bias 1), mantissa bit 0 (OCP MX v1.0 FP4 E2M1)."""
-    c = codes.long()
-    e, mant = (c >> 1) & 3, (c & 1).double()
-    mag = torch.where(e == 0, mant * 0.5, torch.exp2(e.double() - 1) * (1 + mant * 0.5))
-    return torch.where(c >= 8, -mag, mag)
-
-
 def _reference(codes, bias):
     """gelu(sum_k A[m,k] sa[m,k/16] B[n,k] sb[n,k/16] + bias) in float64."""
     return F.gelu(_reference_plain(codes, bias))
-
-
-def _check(out, want):
-    assert out.dtype == torch.bfloat16 and out.shape == want.shape
-    err = (out.double() - want).abs() - 2 ** -8 * want.abs()
-    assert float(err.max()) <= 1e-5 * float(want.abs().max()), float((out.double() - want).abs().max())
 
 
 def test_nvfp4_on_the_cpu_path():
     """Without HEDDLE_INTERPRET the op evaluates the nv16 fusion with torch (heddle.reference.evaluate)."""
     a, b, codes, sa, sb, bias = _operands(40, 96, 48)
     out = heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu")
-    _check(out, _reference(codes, bias))
+    check_bf16(out, _reference(codes, bias))
     assert torch.equal(heddle.scaled_mm(a, b, sa, sb, bias=bias, activation="gelu"), out)  # the eager front
 
 
@@ -80,7 +66,8 @@ def test_nvfp4_op_name_decode_and_fake():
     (dict(sb=torch.ones(1)), "'scale_b' has dtype torch.float32; NVFP4 (torch.float4_e2m1fn_x2 operands) takes "
                              "torch.float8_e4m3fn scales"),
     (dict(sa=torch.zeros(512, dtype=torch.uint8).view(torch.float8_e8m0fnu)),
-     "'scale_a' is torch.float8_e8m0fnu: e2m1 operands with e8m0 scales per 32 of K are MXFP4"),
+     "'scale_a' is torch.float8_e8m0fnu (MX scales) but 'scale_b' is torch.float8_e4m3fn; MXFP4 takes both scales "
+     "e8m0"),
     (dict(sa=torch.zeros(100, dtype=torch.uint8).view(E4M3)), "'scale_a' has 100 e4m3 scales ([100]); NVFP4 scales"),
     (dict(out_dtype=E4M3), "out_dtype=torch.float8_e4m3fn with NVFP4 operands is not built without out_scale"),
 ])
@@ -115,7 +102,7 @@ def test_nvfp4_interpreted(monkeypatch):
     spec = smm.scaled_spec(a, b, sa, sb, bias, activation="gelu")[0]
     ks = [k for key, k in smm.scaled_op(spec).kernels.items() if key[0] == "sm_100a"]
     assert ks and all("MmaSm100Nvf4<" in k.source for k in ks)
-    _check(out, _reference(codes, bias))
+    check_bf16(out, _reference(codes, bias))
 
 
 @needs_cxx
@@ -140,7 +127,7 @@ def test_compile_captures_nvfp4_scaled_mm():
 
     def f(a, b, sa, sb, bias):
         return F.gelu(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16) + bias)
-    _check(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias),
+    check_bf16(torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias),
            _reference(codes, bias))
     assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == \
         ["smm_e2m1x2e2m1x2_k48_n48_snv_Bbf16_Agelu_obf16"]
@@ -175,7 +162,7 @@ def test_compile_captures_functional_nvfp4_scaled_mm():
         return F.scaled_mm(a, b, sa, ST.BlockWise1x16, sb, ST.BlockWise1x16, swizzle_a=SW.SWIZZLE_32_4_4,
                            swizzle_b=SW.SWIZZLE_32_4_4, bias=bias, output_dtype=torch.bfloat16)
     out = torch.compile(f, backend="heddle", options={"fallback": "eager"})(a, b, sa, sb, bias)
-    _check(out, _reference_plain(codes, bias))
+    check_bf16(out, _reference_plain(codes, bias))
     assert hd.explain(f, a, b, sa, sb, bias, fallback="eager").heddle_ops == ["smm_e2m1x2e2m1x2_k64_n144_snv_Bbf16_obf16"]
 
 
@@ -183,7 +170,7 @@ def _reference_plain(codes, bias):
     """sum_k A[m,k] sa[m,k/16] B[n,k] sb[n,k/16] + bias in float64 (no activation)."""
     ca, cw, sa, sb = codes
     fa, fb = (s.view(E4M3).double().repeat_interleave(16, dim=1) for s in (sa, sb))
-    return (_value(ca) * fa) @ (_value(cw) * fb).t() + bias.double()
+    return (e2m1_value(ca) * fa) @ (e2m1_value(cw) * fb).t() + bias.double()
 
 
 @pytest.mark.parametrize("target,fused", [("sm_100a", True), ("sm_90a", False)])

@@ -399,6 +399,24 @@ def _():
                  M=77)]
 
 
+def _mxf4(**kw):
+    from support.mx_defs import build_mxf4
+    return lambda target: build_mxf4(**kw)
+
+
+@family("sm100_mxfp4", "sm_100a", True, "tcgen05.mma kind::mxf4.block_scale.scale_vec::2X: MXFP4 (e2m1x2 operands, "
+        "mx32 e8m0 scales per 32 of K, one scale chunk a k tile tcgen05.cp'd from the operand ring, scale factor IDs "
+        "0 and 2)")
+def _():
+    return [Case("bn256-N520-K1056-M333", _mxf4(n=520, k=1056, bn=256, stages=4, acc_stages=1), M=333),
+            Case("bn128-f32-K544-M77", _mxf4(n=264, k=544, bn=128, stages=3, acc_stages=2, epilogue="bias",
+                                             out="f32"), M=77),
+            Case("auto-M200", _mxf4(n=1024, k=1024, auto=True), M=200),
+            # the bias through its own TMA producer role and ring (cache_after(bias, 'tma_load'))
+            Case("bias-tma-N264-M77", _mxf4(n=264, k=544, bn=128, stages=3, acc_stages=2, epilogue="bias",
+                                            tma="bias"), M=77)]
+
+
 def _amax100(n, fmt="e4m3", group=128, bn=128, **kw):
     return lambda target: quant_defs.scheduled_sm100(n=n, k=1040, bn=bn, bk=128, stages=4, fmt=fmt, group=group, **kw)
 

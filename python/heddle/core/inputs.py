@@ -123,13 +123,15 @@ class MatmulGeometry:
             self._check_block_scales(mexpr, by_name)
 
     def _check_mx_scales(self, mexpr, by_name):
-        """mx32 scales (docs/fp8.md "MX formats"; nv16 likewise per 16 of K, K counted in e2m1 elements, two a byte):
+        """mx32 scales (docs/fp8.md "MX formats"; nv16 likewise per 16 of K; e2m1x2 operands (NVFP4, MXFP4) count K in
+        e2m1 elements, two a byte):
         K a multiple of 32, scale_a [round_up(M, 128), round_up(K/32,
         4)] and scale_b [round_up(N, 128), round_up(K/32, 4)] e8m0 in torch's blocked layout, contiguous and
         16-byte aligned (the kernel copies 512-byte chunks of them by TMA: PTX ISA "cp.async.bulk" takes 16-byte
         aligned addresses and sizes, as CCCL's cuda::ptx notes repeat) -- a symbolic size binds any extent, so the
         relations to M, N and K are checked here."""
-        blk, k = (16, 2 * self.K) if mexpr["scales"] == "nv16" else (32, self.K)  # nv16: K / 2 bytes a row
+        fp4 = str(self.a.dtype) == "torch.float4_e2m1fn_x2"  # NVFP4 / MXFP4: K / 2 bytes a row
+        blk, k = (16 if mexpr["scales"] == "nv16" else 32), (2 * self.K if fp4 else self.K)
         if k % blk:
             raise InputError(f"input '{self.a_name}': K = {k} is not a multiple of {blk}; a block scale covers {blk} "
                              f"elements of K: pad K with zeros to {-(-k // blk) * blk}")

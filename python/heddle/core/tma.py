@@ -111,9 +111,11 @@ def check_operands(kernel, geometry) -> None:
     if K == 0:
         raise InputError(f"input '{geometry.a_name}': K = 0, but {kernel.name} runs at least one k-tile (the first "
                          "wgmma of a tile overwrites the accumulators); compute an empty product outside heddle")
-    if kernel._matmul_expr.get("scales") == "nv16" and K % 16:  # e2m1x2: K / 2 bytes a row (schedule/mx_scales.cpp)
+    fp4 = str(a.dtype) == "torch.float4_e2m1fn_x2"  # NVFP4 / MXFP4: K / 2 bytes a row (schedule/mx_scales.cpp)
+    if fp4 and K % 16:
+        fmt = "NVFP4" if kernel._matmul_expr.get("scales") == "nv16" else "MXFP4"
         raise InputError(f"input '{geometry.a_name}': K = {2 * K} (e2m1x2, {K} bytes a row), but {kernel.name} loads "
-                         "its NVFP4 operands with TMA, whose row strides are multiples of 16 bytes: K must be a "
+                         f"its {fmt} operands with TMA, whose row strides are multiples of 16 bytes: K must be a "
                          f"multiple of 32 (pad K with zeros to {(2 * K + 31) // 32 * 32} in both operands and their "
                          "scales)")
     if a.element_size() == 1 and K % 16:  # 8-bit operands (docs/fp8.md): no cp.async kernel to fall back on

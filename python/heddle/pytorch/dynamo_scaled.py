@@ -53,8 +53,8 @@ V2_LABEL = "_scaled_mm_v2"
 _V2_NAMES = {"self": "a", "mat2": "b", "out_dtype": "out_dtype", "output_dtype": "out_dtype"}
 _SCALINGS = {0: "TensorWise", 1: "RowWise"}
 _BLOCKWISE = (4, 5)  # (BlockWise1x128, BlockWise128x128): DeepGEMM's activation / weight scales
-# BlockWise1x16 (NVFP4's e4m3 scales) and BlockWise1x32 (MXFP8's e8m0 scales), both in the blocked layout (torch's
-# to_blocked: SWIZZLE_32_4_4)
+# BlockWise1x16 (NVFP4's e4m3 scales) and BlockWise1x32 (MXFP8's and MXFP4's e8m0 scales), both in the blocked
+# layout (torch's to_blocked: SWIZZLE_32_4_4)
 _BLOCKED, _SWIZZLE_32_4_4 = (2, 3), 1
 
 
@@ -76,7 +76,7 @@ def _bind(root: fx.Node) -> Dict[str, object]:
                                                         and recipe[0] != _BLOCKWISE[x == "b"]):
                 raise _Reject(f"scale_{x} is {len(scales)} tensor(s) with recipe {recipe}: heddle.scaled_mm takes one "
                               "TensorWise or RowWise scale per operand, BlockWise1x128 for a with BlockWise128x128 "
-                              "for b, or BlockWise1x32 (MXFP8) / BlockWise1x16 (NVFP4, no global scale) for both "
+                              "for b, or BlockWise1x32 (MXFP8, MXFP4) / BlockWise1x16 (NVFP4, no global scale) for both "
                               "(docs/fp8.md)")
             swizzle = [int(z) for z in (got.get("swizzle_" + x) or [])]
             if swizzle != ([_SWIZZLE_32_4_4] if recipe[0] in _BLOCKED else swizzle and [0] * len(swizzle)):
@@ -150,9 +150,10 @@ def _apply(gm: fx.GraphModule, p: _Plan, fake_mode) -> str:
     except InputError as e:
         raise _Reject(str(e)) from None
     if (spec.mx or spec.nv) and p.target is not None and not _C.target_info(p.target)["tcgen05"]:
-        raise _Reject(f"{'NVFP4' if spec.nv else 'MX'} scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma "
-                      f"(kind::{'mxf4nvf4' if spec.nv else 'mxf8f6f4'}); target {p.target} has none, so torch's "
-                      "_scaled_mm runs it")
+        fmt, kind = ("NVFP4", "mxf4nvf4") if spec.nv else ("MXFP4", "mxf4") if spec.dtype_a == "e2m1x2" else \
+            ("MX", "mxf8f6f4")
+        raise _Reject(f"{fmt} scales: heddle's block-scaled kernel is sm_100a's tcgen05.mma (kind::{kind}); target "
+                      f"{p.target} has none, so torch's _scaled_mm runs it")
     if spec.block and p.target is not None and not _C.target_info(p.target)["wgmma"]:
         raise _Reject(f"block scales: heddle's block-scaled kernel is sm_90a's wgmma (promotion in the MMA role); "
                       f"target {p.target} has none, so torch's _scaled_mm runs it")

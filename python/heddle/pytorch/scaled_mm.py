@@ -17,7 +17,9 @@ torch.float8_e8m0fnu in torch's blocked layout, round_up(rows, 128) * round_up(K
 only with out_scale); NVFP4 likewise (scales="nv16", an 8-bit out_dtype also only with out_scale):
 a and b torch.float4_e2m1fn_x2 (two e2m1 a byte: a [M, K/2] row-major, b [K/2, N] column-major, torch's b_packed.t()),
 scale_a and scale_b torch.float8_e4m3fn (ue4m3) in the blocked layout, round_up(rows, 128) * round_up(K/16, 4) bytes each,
-K a multiple of 32 (K/2 of 16: torch's rule). The layout and the alignment
+K a multiple of 32 (K/2 of 16: torch's rule); MXFP4 likewise (scales="mx32" with e2m1x2 operands): the NVFP4 operands
+with torch.float8_e8m0fnu scales per 32 of K, round_up(rows, 128) * round_up(K/32, 4) bytes each (torch's convention:
+e8m0 scales mean block 32). The layout and the alignment
 (K and N multiples of 16) are torch's CUDA rules, checked here on every device.
 
 Each signature is one fusion (the 8-bit matmul, the scales and the epilogue in its epilogue) and one torch
@@ -49,7 +51,7 @@ from .custom_ops import register_op
 from .matmul import FusedMatmul, _dynamo_compiling, _modes_active, call_table, eager_call_ok
 
 FLOAT8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
-FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # NVFP4's packed operands (two e2m1 a byte)
+FP4 = getattr(torch, "float4_e2m1fn_x2", None)  # NVFP4's and MXFP4's packed operands (two e2m1 a byte)
 OPERANDS = {**FLOAT8, **({FP4: "e2m1x2"} if FP4 is not None else {})}
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", **FLOAT8}
 _TORCH = {v: k for k, v in OUT_DTYPES.items()}
@@ -79,7 +81,7 @@ class ScaledMatmulSpec:
     scale_result: bool = False   # an 8-bit output multiplied by a one-element scale_result before the cast
     block: bool = False          # DeepGEMM's 1x128 (a) x 128x128 (b) block scales
     out_scale: Optional[str] = None  # "1x128" | "row" | "mx32": the 8-bit output quantized with a computed scale
-    mx: bool = False             # MXFP8: e8m0 scales per 32 of K in torch's blocked layout (scales="mx32")
+    mx: bool = False             # MXFP8 / MXFP4 (e2m1x2 operands): e8m0 scales per 32 of K, blocked (scales="mx32")
     nv: bool = False             # NVFP4: e2m1x2 operands (k: bytes a row), e4m3 scales per 16 of K, blocked (nv16)
 
     # what FusedMatmul reads of a spec: a 2-D a and b^T ([N, K], K-major) operand, one output
@@ -108,8 +110,8 @@ class ScaledMatmulSpec:
         fd = Fusion()
         a = fd.input("a", self.dtype_a, ["M", self.k])
         b = fd.input("b", self.dtype_b, [self.n, self.k])  # b^T: torch's column-major b, K-major
-        if self.mx:  # the tensor core applies them per 32 of K (docs/fp8.md "MX formats")
-            kp = mx_columns(self.k)
+        if self.mx:  # the tensor core applies them per 32 of K (docs/fp8.md "MX formats"; MXFP4: K = 2k elements)
+            kp = mx_columns(2 * self.k if self.dtype_a == "e2m1x2" else self.k)
             y = fd.matmul(a, b, False, True, scale_a=fd.input("scale_a", "e8m0", ["MP", kp]),
                           scale_b=fd.input("scale_b", "e8m0", [-(-self.n // BLOCK) * BLOCK, kp]), scales="mx32")
         elif self.nv:  # NVFP4: the tensor core applies them per 16 of K (K = 2k elements)
@@ -339,11 +341,11 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
     for name, t in (("a", a), ("b", b)):
         if t.dtype not in FLOAT8 and not (fp4 and t.dtype == FP4):
             raise InputError(f"{_W}: '{name}' has dtype {t.dtype}; scaled_mm takes torch.float8_e4m3fn or "
-                             "torch.float8_e5m2 operands, or torch.float4_e2m1fn_x2 ones (NVFP4, both operands) "
+                             "torch.float8_e5m2 operands, or torch.float4_e2m1fn_x2 ones (NVFP4 / MXFP4, both operands) "
                              f"(quantize it first; bf16 operands: heddle.matmul)")
         if fp4 and t.dtype != FP4:
             raise InputError(f"{_W}: '{name}' is {t.dtype} but the other operand is torch.float4_e2m1fn_x2; NVFP4 "
-                             "takes both operands packed e2m1 (two a byte)")
+                             "and MXFP4 take both operands packed e2m1 (two a byte)")
         if t.dim() != 2:
             raise InputError(f"{_W}: '{name}' has shape {tuple(t.shape)}; scaled_mm takes 2-D operands")
     (m, k), (kb, n) = a.shape, b.shape
@@ -366,7 +368,7 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
         raise InputError(f"{_W}: out_dtype={out_dtype} is not supported; use torch.bfloat16, torch.float16, "
                          "torch.float32, torch.float8_e4m3fn or torch.float8_e5m2")
     nv = _nv_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale, fp4)
-    mx = not nv and _mx_scales(scale_a, scale_b, m, k, n, out_dtype, out_scale)
+    mx = not nv and _mx_scales(scale_a, scale_b, m, 2 * k if fp4 else k, n, out_dtype, out_scale, fp4)
     block = not (mx or nv) and _block_scales(scale_a, scale_b, m, k, n)
     row_a = not (mx or nv or block) and _scale_kind("scale_a", scale_a, "[M, 1]", (m, 1))
     col_b = not (mx or nv or block) and _scale_kind("scale_b", scale_b, "[1, N]", (1, n))
@@ -389,7 +391,7 @@ def scaled_spec(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=
                             None if bias is None else _BIAS[bias.dtype], activation, OUT_DTYPES[out_dtype],
                             use_result, block, out_scale, mx, nv)
     if mx or nv:  # torch's blocked bytes (any shape of that many elements, contiguous) as the fusion's 2-D views
-        kp = nv_columns(k) if nv else mx_columns(k)
+        kp = nv_columns(k) if nv else mx_columns(2 * k if fp4 else k)
         args = [a, b.t(), scale_a.reshape(-1, kp), scale_b.reshape(-1, kp)]
     elif block:  # scale_a as given (the op brings it M-major: run), scale_b [nb, kb] row-major (copied where strided)
         args = [a, b.t(), scale_a, scale_b.t().contiguous()]
@@ -415,19 +417,18 @@ def nv_columns(k: int) -> int:
 def _nv_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: bool) -> bool:
     """True for NVFP4 (e2m1x2 operands: both scales torch.float8_e4m3fn in torch's blocked layout, round_up(rows,
     128) * round_up(K/16, 4) bytes, contiguous: torch/_meta_registrations.py's _check_scaled_mm_sizes); InputError
-    naming the scale or option otherwise (e8m0 scales: MXFP4, not built), and for an 8-bit output without out_scale
-    (out_scale's own rules: _check_out_scale)."""
+    naming the scale or option otherwise, and for an 8-bit output without out_scale (out_scale's own rules:
+    _check_out_scale). False for e8m0 scales (MXFP4: _mx_scales takes them, and names one beside an e4m3 one)."""
     if not fp4:
         return False
     e8 = getattr(torch, "float8_e8m0fnu", None)
+    if e8 is not None and e8 in (scale_a.dtype, scale_b.dtype):
+        return False
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if s.dtype == e8:
-            raise InputError(f"{_W}: '{name}' is torch.float8_e8m0fnu: e2m1 operands with e8m0 scales per 32 of K are "
-                             "MXFP4, which heddle does not build; NVFP4 takes torch.float8_e4m3fn scales per 16 of K "
-                             "(both, torch's blocked layout)")
         if s.dtype != torch.float8_e4m3fn:
             raise InputError(f"{_W}: '{name}' has dtype {s.dtype}; NVFP4 (torch.float4_e2m1fn_x2 operands) takes "
-                             "torch.float8_e4m3fn scales per 16 of K in torch's blocked layout")
+                             "torch.float8_e4m3fn scales per 16 of K in torch's blocked layout (MXFP4: "
+                             "torch.float8_e8m0fnu scales per 32 of K)")
     if out_scale is None and out_dtype in FLOAT8:
         raise InputError(f"{_W}: out_dtype={out_dtype} with NVFP4 operands is not built without out_scale (the sm_100a "
                          "NVFP4 kernel stores an 8-bit output only as the q of a computed scale, docs/fp8.md "
@@ -446,8 +447,9 @@ def _nv_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: b
     return True
 
 
-def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> bool:
-    """True for MX scales (both torch.float8_e8m0fnu); InputError naming the scale or option for one e8m0 scale beside
+def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale, fp4: bool = False) -> bool:
+    """True for MX scales (both torch.float8_e8m0fnu; k: elements of K; fp4: e2m1x2 operands, MXFP4); InputError
+    naming the scale or option for one e8m0 scale beside
     another kind, a wrong element count, a strided scale, K not a multiple of 32, an 8-bit output without out_scale
     (the sm_100a kernel stores 8 bits only as the q of a computed scale; out_scale's own rules: _check_out_scale)."""
     e8 = getattr(torch, "float8_e8m0fnu", None)
@@ -457,8 +459,8 @@ def _mx_scales(scale_a, scale_b, m, k: int, n: int, out_dtype, out_scale) -> boo
     if not (is_a and is_b):
         name, other = ("scale_a", "scale_b") if is_a else ("scale_b", "scale_a")
         raise InputError(f"{_W}: '{name}' is torch.float8_e8m0fnu (MX scales) but '{other}' is "
-                         f"{(scale_b if is_a else scale_a).dtype}; MXFP8 takes both scales e8m0 in torch's blocked "
-                         "layout")
+                         f"{(scale_b if is_a else scale_a).dtype}; {'MXFP4' if fp4 else 'MXFP8'} takes both scales "
+                         "e8m0 in torch's blocked layout")
     if k % 32:
         raise InputError(f"{_W}: K={k} is not a multiple of 32; an MXFP8 scale covers 32 elements of K: pad K with "
                          f"zeros to {-(-k // 32) * 32}")

@@ -19,7 +19,7 @@ std::string stagePtr(const kir::Buffer& b, const kir::IExpr& stage) {
   return s;
 }
 
-// An mx32 / nv16 kernel's scale-chunk slots (passes/mx_scale_ring.cpp), or null.
+// An mx32 / nv16 kernel's (MXFP8, MXFP4, NVFP4) scale-chunk slots (passes/mx_scale_ring.cpp), or null.
 const kir::Buffer* mxScales(const kir::Kernel& k, const char* role) {
   for (auto& b : k.buffers)
     if (b->role == role) return b.get();
@@ -369,7 +369,7 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::MmaStep: {
       auto& m = static_cast<const kir::MmaStep&>(n);
       if (m.kind != MmaKind::Tcgen05) return false;
-      if (auto* sfa = mxScales(k, "mx_scale_a")) {  // MmaSm100Mx / Nvf4: tcgen05.cp of the slot's chunks, the MMAs
+      if (auto* sfa = mxScales(k, "mx_scale_a")) {  // MmaSm100Mx / Nvf4 / Mxf4: tcgen05.cp of the chunks, the MMAs
         const kir::Buffer* sfb = mxScales(k, "mx_scale_b");
         if (!sfb) fail<HeddleError>("printer: ", k.name, " has A's MX scale slots but not B's");
         os << ind << "Mma::mma(" << tmemSlot(k) << "[0], " << tmemSlot(k) << "[0] + " << k.tile.accStages * k.tile.bn
@@ -418,8 +418,10 @@ std::string syncOp(const kir::Kernel& k, const kir::Sync& s) {
 std::string mmaType(const kir::Kernel& k) {
   const auto& t = k.tile;
   std::ostringstream os;
-  if (mxScales(k, "mx_scale_a")) {   // the block-scaled steps (heddle_sm100.cuh), BM = 128, k tiles of 128 elements
-    if (t.inDtype == DType::E2M1X2)  // nv16 (NVFP4): packed e2m1, ue4m3 scales, two K = 64 MMAs a k tile
+  if (mxScales(k, "mx_scale_a")) {  // the block-scaled steps (heddle_sm100.cuh), BM = 128, k tiles of 128 elements
+    if (t.inDtype == DType::E2M1X2 && mxScales(k, "mx_scale_a")->dtype == DType::E8M0)
+      os << "heddle::MmaSm100Mxf4<" << t.bn << ">";  // MXFP4: packed e2m1, ue8m0 scales, two K = 64 MMAs a k tile
+    else if (t.inDtype == DType::E2M1X2)  // nv16 (NVFP4): packed e2m1, ue4m3 scales, two K = 64 MMAs a k tile
       os << "heddle::MmaSm100Nvf4<" << t.bn << ">";
     else  // mx32 (MXFP8): e4m3 / e5m2, ue8m0 scales, four K = 32 MMAs a k tile
       os << "heddle::MmaSm100Mx<" << t.bn << ", T, " << dtypeCudaName(t.inDtypeB) << ">";

@@ -19,6 +19,12 @@
 // to a byte (torch.float4_e2m1fn_x2; A stored [M, K/2], B [N, K/2]), one ue4m3 scale (an e4m3 code with the sign bit
 // clear) per row and 16 elements of K, in the same blocked layout: [round_up(rows, 128), round_up(K/16, 4)]
 // (torch._scaled_mm's NVFP4 element counts, torch/_meta_registrations.py); K a multiple of 16.
+//
+// MXFP4 (kind "mx32" with e2m1x2 operands; OCP MX v1.0's MXFP4: E2M1 data, block 32, E8M0 scale; PTX ISA 9.7.16.10.7
+// table 55: kind::mxf4 takes E2M1 with UE8M0 at scale_vec::2X): nv16's packed operands with mx32's scales, one e8m0
+// per row and 32 elements of K, [round_up(rows, 128), round_up(K/32, 4)] -- torch's convention too (its
+// _meta_registrations _scaled_mm: e8m0 scales mean block 32, and an e2m1x2 operand counts K = 2 * its stored
+// columns); K a multiple of 32.
 #include <sstream>
 
 #include "heddle/ir/fusion.h"
@@ -93,20 +99,23 @@ void checkScale(const TensorView* sc, const char* which, const std::string& call
                         "block count, checked at launch)");
 }
 
-// The two hardware block-scaled formats of sm_100a's tcgen05.mma (PTX ISA 9.7.16.10.7): MXFP8 (kind::mxf8f6f4,
-// ue8m0 per 32) and NVFP4 (kind::mxf4nvf4, ue4m3 per 16: e4m3 codes with the sign bit clear; e2m1 data packed two
-// to a byte, so an operand's stored row is K / 2 bytes).
+// The three hardware block-scaled formats of sm_100a's tcgen05.mma (PTX ISA 9.7.16.10.7): MXFP8 (kind::mxf8f6f4,
+// ue8m0 per 32), NVFP4 (kind::mxf4nvf4, ue4m3 per 16: e4m3 codes with the sign bit clear; e2m1 data packed two
+// to a byte, so an operand's stored row is K / 2 bytes) and MXFP4 (kind::mxf4, ue8m0 per 32, packed e2m1).
 struct MxFormat {
-  const char* kind;  // "mx32" | "nv16"
-  int block;         // elements of K per scale
-  DType scale;       // e8m0 | e4m3 (ue4m3)
+  const char* kind;    // "mx32" | "nv16"
+  const char* format;  // "MXFP8" | "NVFP4" | "MXFP4"
+  int block;           // elements of K per scale
+  DType scale;         // e8m0 | e4m3 (ue4m3)
   const char* scaleTorch;
   int packing;  // elements per stored operand element
 };
 
-MxFormat mxFormat(ScaleKind k) {
-  if (k == ScaleKind::Nv16) return {"nv16", 16, DType::E4M3, "torch.float8_e4m3fn, sign bit clear: ue4m3", 2};
-  return {"mx32", kMxBlock, DType::E8M0, "torch.float8_e8m0fnu", 1};
+// mx32 with e2m1x2 operands is MXFP4 (the scale kind names the scales; the operands' dtype the data)
+MxFormat mxFormat(ScaleKind k, DType operand) {
+  if (k == ScaleKind::Nv16) return {"nv16", "NVFP4", 16, DType::E4M3, "torch.float8_e4m3fn, sign bit clear: ue4m3", 2};
+  if (operand == DType::E2M1X2) return {"mx32", "MXFP4", kMxBlock, DType::E8M0, "torch.float8_e8m0fnu", 2};
+  return {"mx32", "MXFP8", kMxBlock, DType::E8M0, "torch.float8_e8m0fnu", 1};
 }
 
 // round_up(K / block, 4) for k blocks, round_up(rows, 128) for rows (a concrete size; symbols bind at launch)
@@ -154,15 +163,17 @@ void mxScales(const Expr* e, const TensorView* mm, const TensorView* scaleA, con
   const bool fp4 = fm.packing == 2;
   for (const TensorView* op : {a, b})
     if (fp4 ? op->dtype != DType::E2M1X2 : !isFloat8(op->dtype))
-      fail<ScheduleError>(call, ": operand ", op->name, " is ", dtypeName(op->dtype), "; ", fm.kind,
-                          fp4 ? " scales (NVFP4) take e2m1x2 operands (torch.float4_e2m1fn_x2, two e2m1 a byte)"
-                              : " scales (MXFP8) take e4m3 or e5m2 operands (torch.float8_e4m3fn / float8_e5m2)");
+      fail<ScheduleError>(
+          call, ": operand ", op->name, " is ", dtypeName(op->dtype), "; ", fm.kind, " scales (", fm.format,
+          fp4 ? ") take e2m1x2 operands (torch.float4_e2m1fn_x2, two e2m1 a byte)"
+              : ") take e4m3 or e5m2 operands (torch.float8_e4m3fn / float8_e5m2)",
+          fm.scale == DType::E8M0 ? "; mx32 takes e4m3 / e5m2 operands (MXFP8) or two e2m1x2 (MXFP4)" : "");
   const Size M = mm->shape[0], N = mm->shape[1];
   Size K = e->transA ? a->shape[0] : a->shape[1];
   if (!K.isSymbolic()) K.value *= fm.packing;  // e2m1x2: a stored row of K / 2 bytes
   if (!K.isSymbolic() && K.value % fm.block)
-    fail<ScheduleError>(call, ": K = ", K.value, " (", a->name, ") is not a multiple of ", fm.block, "; an ",
-                        fp4 ? "NVFP4" : "MXFP8", " scale covers ", fm.block, " elements of K: pad K with zeros to ",
+    fail<ScheduleError>(call, ": K = ", K.value, " (", a->name, ") is not a multiple of ", fm.block, "; an ", fm.format,
+                        " scale covers ", fm.block, " elements of K: pad K with zeros to ",
                         (K.value + fm.block - 1) / fm.block * fm.block);
   checkMxScale(scaleA, "scale_a", call, M, K, "row of A", fm);
   checkMxScale(scaleB, "scale_b", call, N, K, "column of D (row of B stored [N, K])", fm);
@@ -194,7 +205,7 @@ void Fusion::blockScales(TensorView* mm, TensorView* scaleA, TensorView* scaleB,
   const Size M = mm->shape[0], N = mm->shape[1];
   const Size K = e->transA ? a->shape[0] : a->shape[1];
   if (kind == ScaleKind::Mx32 || kind == ScaleKind::Nv16) {
-    mxScales(e, mm, scaleA, scaleB, call, mxFormat(kind));
+    mxScales(e, mm, scaleA, scaleB, call, mxFormat(kind, a->dtype));
   } else {
     checkScale(scaleA, "scale_a", call, {M, K}, {false, true}, {M, K});
     checkScale(scaleB, "scale_b", call, {N, K}, {true, true}, {N, K});

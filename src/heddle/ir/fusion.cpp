@@ -115,8 +115,10 @@ Expr* Fusion::newExpr(OpKind k, std::vector<TensorView*> ins, TensorView* out) {
   e->output = out;
   for (auto* t : e->inputs)
     if (t->dtype == DType::E2M1X2 && k != OpKind::Matmul)
-      fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,
-                          " is e2m1x2, packed FP4 pairs; it is only an operand of fd.matmul(..., scales='nv16')");
+      fail<ScheduleError>(
+          opName(k), "(", t->name, "): ", t->name,
+          " is e2m1x2, packed FP4 pairs; it is only an operand of fd.matmul(..., scales='nv16') (NVFP4) "
+          "or scales='mx32' (MXFP4)");
   for (auto* t : e->inputs)  // (quantize's q = y / s reads the e8m0 s of an MX-format output: its own scale)
     if (t->dtype == DType::E8M0 && !(k == OpKind::Quantize && t == e->inputs.back()))
       fail<ScheduleError>(opName(k), "(", t->name, "): ", t->name,

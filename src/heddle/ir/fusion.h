@@ -21,8 +21,8 @@ namespace heddle {
 // (docs/fp8.md): e4m3 has no infinities (S.1111.111 is NaN, max 448), e5m2 is IEEE-like (max 57344).
 // E8M0: the unsigned power-of-two scale byte of the MX formats (torch.float8_e8m0fnu; OCP MX v1.0 "E8M0"):
 // an input that only an mx32 matmul's scales may be (ir/block_scales.cpp), never data or an epilogue operand.
-// E2M1X2: two e2m1 (FP4) values packed in a byte (torch.float4_e2m1fn_x2), NVFP4's data: a matmul operand with nv16
-// scales only, its rows counted in bytes (K / 2).
+// E2M1X2: two e2m1 (FP4) values packed in a byte (torch.float4_e2m1fn_x2), NVFP4's and MXFP4's data: a matmul
+// operand with nv16 or mx32 scales only, its rows counted in bytes (K / 2).
 enum class DType { F16, BF16, F32, E4M3, E5M2, E8M0, E2M1X2 };
 const char* dtypeName(DType t);      // "f16" | "bf16" | "f32" | "e4m3" | "e5m2" | "e8m0" | "e2m1x2"
 const char* dtypeCudaName(DType t);  // heddle::f16 | heddle::bf16 | float | heddle::e4m3 | heddle::e5m2 | uint8_t
@@ -62,7 +62,8 @@ const char* opName(OpKind k);
 // of D for B), in torch's blocked layout: scale_a [round_up(M, 128), round_up(K/32, 4)], scale_b
 // [round_up(N, 128), round_up(K/32, 4)] bytes; D = sum over k of A[m, k] B[k, n] 2^(sa[m, k/32] + sb[n, k/32] - 254).
 // Nv16: NVFP4, e2m1x2 operands (stored [M, K/2] and [N, K/2] bytes) with one ue4m3 scale (e4m3, sign 0) per row
-// and 16 elements of K, blocked likewise: [round_up(rows, 128), round_up(K/16, 4)].
+// and 16 elements of K, blocked likewise: [round_up(rows, 128), round_up(K/16, 4)]. Mx32 with e2m1x2 operands is
+// MXFP4: the packed operands with Mx32's e8m0 scales per 32 of K.
 enum class ScaleKind { None, Block128, Mx32, Nv16 };
 const char* scaleKindName(ScaleKind k);  // "none" | "block128" | "mx32" | "nv16"
 ScaleKind scaleKindFromName(const std::string& s);

@@ -53,7 +53,7 @@ const When kWgmmaRoles{"role-pipeline kernels with wgmma (warp_specialize, not t
 const When kBlockScales{"block-scaled matmuls (block128: their role-pipeline wgmma kernel)", [](const LowerContext& c) {
                           return c.tiling.mm->definition->scaleKind == ScaleKind::Block128;
                         }};
-const When kMxScales{"mx32- and nv16-scaled matmuls (MXFP8, NVFP4: their tcgen05 role-pipeline kernel)",
+const When kMxScales{"mx32- and nv16-scaled matmuls (MXFP8, MXFP4, NVFP4: their tcgen05 role-pipeline kernel)",
                      [](const LowerContext& c) { return isMxScaled(c.tiling.mm); }};
 const When kTmaStore{"epilogue_store(\"tma\") from the MMA role",
                      [](const LowerContext& c) { return roles(c).mmaTmaStore; }};

@@ -76,9 +76,9 @@ void validateOperandTypes(const Fusion& f, const TargetInfo& target) {
                        (K.value + 15) / 16 * 16, " (both operands)");
   }
   const bool f8in = isFloat8(e->inputs[0]->dtype);
-  // the block-scaled kernels' operands count too: NVFP4's e2m1x2 (nv16) like MXFP8's 8-bit ones -- their epilogue
-  // warpgroup is the plain tcgen05 kernel's, reading the accumulator columns only (docs/fp8.md)
-  const bool lowBitIn = f8in || e->scaleKind == ScaleKind::Nv16;
+  // the block-scaled kernels' operands count too: NVFP4's and MXFP4's e2m1x2 like MXFP8's 8-bit ones -- their
+  // epilogue warpgroup is the plain tcgen05 kernel's, reading the accumulator columns only (docs/fp8.md)
+  const bool lowBitIn = f8in || (e->scaleKind != ScaleKind::None && e->inputs[0]->dtype == DType::E2M1X2);
   for (auto* out : f.outputs()) {
     // sm_100a: the q of a computed output scale only (heddle.ops.quantize; the tcgen05 printer's quantized store)
     const bool quant = out->definition && out->definition->kind == OpKind::Quantize;

@@ -154,20 +154,25 @@ int promotionInterval(const TensorView* mm);  // promotion(k)'s k, 128 when unse
 void validateBlockScales(const Fusion& f, const TargetInfo& target);
 // ... mx32 (MXFP8) scales instead (schedule/mx_scales.cpp): sm_100a's block-scaled tcgen05, K-major operands.
 void validateMxScales(const TensorView* mm, const TargetInfo& target);
-// The block-scaled tcgen05 kernel's k tile by scale kind (schedule/mx_scales.cpp; docs/fp8.md "MX formats"): mx32
-// (MXFP8) one 512-byte scale chunk per 128 rows and k tile, four K = 32 MMAs; nv16 (NVFP4) two chunks, two K = 64
-// MMAs. Both k tiles are 128 elements of K; bk counts the stored operand columns (e2m1x2: two elements a byte).
+// The block-scaled tcgen05 kernel's k tile by format (schedule/mx_scales.cpp; docs/fp8.md "MX formats"): mx32 with
+// e4m3 / e5m2 operands (MXFP8) one 512-byte scale chunk per 128 rows and k tile, four K = 32 MMAs; nv16 (NVFP4) two
+// chunks, two K = 64 MMAs; mx32 with e2m1x2 operands (MXFP4) one chunk, two K = 64 MMAs (scale_vec::2X: two scales of
+// 32 each). All k tiles are 128 elements of K; bk counts the stored operand columns (e2m1x2: two elements a byte).
 struct MxKTile {
-  const char* kind;    // "mx32" | "nv16"
-  const char* format;  // "MXFP8" | "NVFP4"
-  const char* step;    // the device step: "MmaSm100Mx" | "MmaSm100Nvf4" (codegen/device/heddle_sm100.cuh)
-  int bk;              // stored operand columns of a k tile: 128 (e4m3 / e5m2), 64 (e2m1x2 bytes)
-  int chunks;          // 512-byte scale chunks per 128 rows and k tile (4 rows of 128 bytes each)
-  int mmas;            // block-scaled tcgen05.mma per k tile
+  const char* kind;    // the scale kind: "mx32" | "nv16"
+  const char* format;  // "MXFP8" | "NVFP4" | "MXFP4"
+  const char*
+      step;  // the device step: "MmaSm100Mx" | "MmaSm100Nvf4" | "MmaSm100Mxf4" (codegen/device/heddle_sm100.cuh)
+  const char* token;  // the kernel-name token: "mx32" | "nv16" | "mxf4"
+  int bk;             // stored operand columns of a k tile: 128 (e4m3 / e5m2), 64 (e2m1x2 bytes)
+  int chunks;         // 512-byte scale chunks per 128 rows and k tile (4 rows of 128 bytes each)
+  int mmas;           // block-scaled tcgen05.mma per k tile
+  int block;          // elements of K per scale: 32 | 16
   int scaleColumns(int bn) const { return chunks * (4 + bn / 32); }  // tensor-memory columns per operand stage
 };
-MxKTile mxKTile(ScaleKind kind);        // Mx32 or Nv16
-bool isMxScaled(const TensorView* mm);  // a matmul with mx32 or nv16 scales (the block-scaled tcgen05 kernel)
+MxKTile mxKTile(const Expr* matmul);  // by its scale kind and operand dtype
+bool isMxScaled(
+    const TensorView* mm);  // a matmul with mx32 or nv16 scales (MXFP8, MXFP4, NVFP4) (the block-scaled tcgen05 kernel)
 // The tensor-memory scale columns of an mx32 / nv16 tiling (0 otherwise): mxKTile's scaleColumns per operand stage.
 int mxScaleColumns(const MatmulTiling& t);
 // An mx32 / nv16 tiling's tcgen05 rules (the k tile, bn 128 or 256), from validateTcgen05Schedule; no-op otherwise.

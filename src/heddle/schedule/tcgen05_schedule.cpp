@@ -274,12 +274,12 @@ void autoScheduleMatmulTcgen05(Fusion& f, const TargetInfo& target, const AutoSc
   // MmaSm100Nvf4 k tile of mxKTile)
   const int esize = dtypeBytes(e->inputs[0]->dtype);
   const bool mx = isMxScaled(mm);
-  const int bm = 128, bk = mx ? mxKTile(e->scaleKind).bk : 128 / esize;
+  const int bm = 128, bk = mx ? mxKTile(e).bk : 128 / esize;
   // a bias / residual the user cached with tma_load keeps its ring (validateEpilogueTma): fitAutoTile counts it
   // (and the operands' element size: an 8-bit stage of bk columns has the bytes of a 16-bit one of bk / 2)
   // mx32 / nv16: each operand stage also holds its scale chunks (512 * chunks * (1 + bn/128) bytes), counted for six
   // stages
-  const int chunkBytes = mx ? 512 * mxKTile(e->scaleKind).chunks * 3 : 0;
+  const int chunkBytes = mx ? 512 * mxKTile(e).chunks * 3 : 0;
   const auto fit = fitAutoTile(f, target, bm, bk, hints.n >= 256 ? 256 : 128, 6, 6 * chunkBytes);
   const int bn = fit.bn, stages = fit.stages;
   initLoopDomain(f, mm);

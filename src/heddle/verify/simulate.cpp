@@ -155,7 +155,10 @@ int64_t Cta::run(int64_t budget) {
 SimResult simulate(const kir::Kernel& k, const SimInputs& in, const SimOptions& opt) {
   for (auto& b : k.buffers)  // (lower/passes/mx_scale_ring.cpp) the scale copies into tensor memory: not modelled
     if (b->role == "mx_scale_a")
-      fail<HeddleError>("simulate: ", k.name, " is the ", b->dtype == DType::E8M0 ? "mx32 (MXFP8)" : "nv16 (NVFP4)",
+      fail<HeddleError>("simulate: ", k.name, " is the ",
+                        b->dtype != DType::E8M0           ? "nv16 (NVFP4)"
+                        : k.tile.inDtype == DType::E2M1X2 ? "mx32 (MXFP4)"
+                                                          : "mx32 (MXFP8)",
                         " block-scaled tcgen05 kernel, whose tcgen05.cp of the scale chunks and "
                         "block-scaled MMAs the kernel-IR simulator does not model; heddle.interpret runs the printed "
                         "kernel (docs/fp8.md \"MX formats\")");

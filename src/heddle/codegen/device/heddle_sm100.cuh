@@ -1,7 +1,8 @@
 // heddle/heddle_sm100.cuh -- Blackwell (sm_100a) device runtime: tensor memory (tcgen05.alloc /
 // relinquish / dealloc), tcgen05.mma kind::f16 / kind::f8f6f4 from shared-memory descriptors into a tensor-memory
 // accumulator, tcgen05.commit onto an mbarrier, tcgen05.ld 32x32b + wait::ld, and the tcgen05 fences.
-// The block-scaled kinds with tcgen05.cp of their scales: MmaSm100Mx (MXFP8) and MmaSm100Nvf4 (NVFP4) at the end.
+// The block-scaled kinds with tcgen05.cp of their scales: MmaSm100Mx (MXFP8), MmaSm100Nvf4 (NVFP4) and MmaSm100Mxf4
+// (MXFP4) at the end.
 // Everything else (mbarriers, TMA, swizzled tiles, setmaxnreg, elect.sync) is heddle_sm90.cuh's.
 // The PTX facts this rests on are listed in docs/blackwell.md (PTX ISA 9.7.16); nothing here has run
 // on a B200: the encodings are checked by NVRTC (syntax) and by the CPU interpreter's independent
@@ -148,6 +149,17 @@ __device__ __forceinline__ void mma_nvf4_ss(unsigned d, u64 a_desc, u64 b_desc, 
   ::heddle_rt::tcgen05_mma_mxf4nvf4_ss(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
 #else
   HEDDLE_TCGEN05_MMA_BLOCK_SCALED("kind::mxf4nvf4.block_scale.scale_vec::4X");
+#endif
+}
+// MXFP4: tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X -- packed e2m1 operands (K = 64 per
+// instruction), two ue8m0 scales per row / column per instruction, the half word the scale factor IDs select (0 or 2;
+// PTX ISA 9.7.16.10.7 table 55 and 9.7.16.10.7.2.2). DeepGEMM's sm100 SM100_MMA_MXF4_SS issues the same form.
+__device__ __forceinline__ void mma_mxf4_ss(unsigned d, u64 a_desc, u64 b_desc, unsigned idesc, unsigned sfa,
+                                            unsigned sfb, int accumulate) {
+#if defined(HEDDLE_INTERPRET)
+  ::heddle_rt::tcgen05_mma_mxf4_ss(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
+#else
+  HEDDLE_TCGEN05_MMA_BLOCK_SCALED("kind::mxf4.block_scale.scale_vec::2X");
 #endif
 }
 #undef HEDDLE_TCGEN05_MMA_BLOCK_SCALED
@@ -334,6 +346,44 @@ struct MmaSm100Nvf4 {
       sm100::mma_nvf4_ss(d, sm90::slab_desc<TileA, true>(a, 0, c) | (1ull << 46),
                          sm90::slab_desc<TileB, true>(b, 0, c) | (1ull << 46), kIdesc, tsa + 4u * c,
                          tsb + (unsigned)(c * (BN / 32)), c == 0 ? accumulate : 1);
+  }
+  __device__ __forceinline__ static unsigned row_addr(unsigned tmem, int warp, int stage) {
+    return tmem + ((unsigned)(32 * (warp % 4)) << 16) + (unsigned)(stage * BN);
+  }
+};
+
+// MmaSm100Mxf4<BN>: the MXFP4 GEMM step (tcgen05.mma kind::mxf4.block_scale.scale_vec::2X), BM = 128, a k tile of 128
+// e2m1 = 64 bytes a row (MmaSm100Nvf4's operand tiles), two K = 64 instructions. One ue8m0 scale per 32 elements: the
+// k tile's four scales of a row are one 512-byte blocked chunk per 128 rows (MmaSm100Mx's chunk), copied once to 4
+// columns; instruction c reads the half word 2c of the row's word (scale factor IDs 2c: PTX ISA 9.7.16.10.7.2.2,
+// "SFA_ID specifies the half word offset", 0 or 2). Instruction descriptor (PTX ISA 9.7.16.4.2 table 44, kind::mxf4;
+// CUTLASS's UMMA::InstrDescriptorBlockScaled, MXF4Format::E2M1 = 1, ScaleFormat::UE8M0 = 1): A / B type E2M1 = 1 at
+// 7-9 / 10-11, N>>3 17-22, scale type UE8M0 = 1 at 23, M>>7 27-28, B SF id 4-5, A SF id 29-30, K bit 31 = 0 (K = 64).
+template <int BN>
+struct MmaSm100Mxf4 {
+  static_assert(BN % 128 == 0 && BN <= 256, "MmaSm100Mxf4: BN is 128 or 256 (whole 128-row scale chunks of B)");
+  using TileA = sm90::TmaTile<128, 64, unsigned char>;  // 128 x 128 e2m1
+  using TileB = sm90::TmaTile<BN, 64, unsigned char>;
+  enum : int { kColsA = 4, kColsB = BN / 32 };
+  enum : int { kScaleBytesA = 512, kScaleBytesB = 512 * (BN / 128) };  // shared bytes per stage
+  enum : unsigned { kIdesc = (1u << 7) | (1u << 10) | ((unsigned)(BN >> 3) << 17) | (1u << 23) | (1u << 27) };
+  __device__ __forceinline__ static unsigned idesc(int c) {
+    return kIdesc | ((unsigned)(2 * c) << 4) | ((unsigned)(2 * c) << 29);
+  }
+  // sSFA: the k tile's chunk; sSFB: per 128 rows of B its chunk (512 bytes apart).
+  __device__ __forceinline__ static void mma(unsigned tmem, unsigned sf, int acc_stage, int stage, const void* sA,
+                                             const void* sB, const void* sSFA, const void* sSFB, int accumulate) {
+    const unsigned tsa = sf + (unsigned)(stage * (kColsA + kColsB)), tsb = tsa + kColsA;
+    sm100::cp_32x128b_warpx4(tsa, sm100::scale_chunk_desc(sm90::smem_u32(sSFA)));
+#pragma unroll
+    for (int q = 0; q < BN / 128; ++q)
+      sm100::cp_32x128b_warpx4(tsb + 4u * q, sm100::scale_chunk_desc(sm90::smem_u32(sSFB) + 512u * q));
+    const unsigned a = sm90::smem_u32(sA), b = sm90::smem_u32(sB), d = tmem + (unsigned)(acc_stage * BN);
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      sm100::mma_mxf4_ss(d, sm90::slab_desc<TileA, true>(a, 0, c) | (1ull << 46),
+                         sm90::slab_desc<TileB, true>(b, 0, c) | (1ull << 46), idesc(c), tsa, tsb,
+                         c == 0 ? accumulate : 1);
   }
   __device__ __forceinline__ static unsigned row_addr(unsigned tmem, int warp, int stage) {
     return tmem + ((unsigned)(32 * (warp % 4)) << 16) + (unsigned)(stage * BN);

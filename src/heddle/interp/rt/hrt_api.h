@@ -70,6 +70,8 @@ void tcgen05_mma_mxf8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint3
                              int enable_input_d);
 void tcgen05_mma_mxf4nvf4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
                              int enable_input_d);
+void tcgen05_mma_mxf4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
+                        int enable_input_d);
 void tcgen05_cp_32x128b_warpx4(uint32_t taddr, uint64_t sdesc);
 void tcgen05_commit(uint32_t bar);
 void tcgen05_ld_32x32b(int num, uint32_t taddr, uint32_t* regs);

@@ -102,10 +102,10 @@ struct PendingTcMma {  // tcgen05.mma issued, not yet run: it runs when a later 
   const void* pc;
   ptx::TcKind kind = ptx::TcKind::F16;  // the .kind qualifier: how the idesc's type fields read
   // kBlockScaled: tcgen05.mma kind::mxf8f6f4.block_scale (scales at tensor-memory addresses sfa / sfb), kNvf4:
-  // kind::mxf4nvf4.block_scale.scale_vec::4X; kCopy:
+  // kind::mxf4nvf4.block_scale.scale_vec::4X; kMxf4: kind::mxf4.block_scale.scale_vec::2X; kCopy:
   // tcgen05.cp.32x128b.warpx4 to d from the descriptor a. Queued with the MMAs: cp -> mma of one thread run in
   // issue order (PTX ISA 9.7.16.6.2), and a commit tracks both.
-  enum Op { kMma, kBlockScaled, kNvf4, kCopy } op = kMma;
+  enum Op { kMma, kBlockScaled, kNvf4, kMxf4, kCopy } op = kMma;
   uint32_t sfa = 0, sfb = 0;
 };
 

@@ -4,7 +4,7 @@
 //                      allocation's address is written to shared memory (a write of the issuing warp)
 //   tcgen05.mma        kind::f16 or kind::f8f6f4, one thread; asynchronous: it runs -- reads its shared-memory operands, writes the
 //                      tensor-memory accumulator -- only when a later tcgen05.commit of the same thread lands
-//   tcgen05.mma kind::mxf8f6f4 / kind::mxf4nvf4 .block_scale and tcgen05.cp.32x128b.warpx4 (hrt_ptx_tcgen05_mx.h): queued with the
+//   tcgen05.mma kind::mxf8f6f4 / kind::mxf4nvf4 / kind::mxf4 .block_scale and tcgen05.cp.32x128b.warpx4 (hrt_ptx_tcgen05_mx.h): queued with the
 //                      thread's MMAs and run in issue order when its commit lands (the cp -> mma pipeline)
 //   tcgen05.commit     lands when the scheduler says (adversarial: as late as allowed): runs the thread's
 //                      MMAs issued before it, in order, then arrives once on the mbarrier with the thread's
@@ -58,9 +58,9 @@ void land_commit(PendingTcCommit& p) {
     else if (m.op == PendingTcMma::kBlockScaled)
       err = ptx::tcgen05_mma_mx_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.sfa, m.sfb, m.enable, run().smem,
                                    run().smem_bytes, &sink);
-    else if (m.op == PendingTcMma::kNvf4)
-      err = ptx::tcgen05_mma_nvf4_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.sfa, m.sfb, m.enable, run().smem,
-                                     run().smem_bytes, &sink);
+    else if (m.op == PendingTcMma::kNvf4 || m.op == PendingTcMma::kMxf4)
+      err = ptx::tcgen05_mma_fp4_ss(tmem_of(c), m.d, m.a, m.b, m.idesc, m.sfa, m.sfb, m.enable, run().smem,
+                                    run().smem_bytes, &sink, m.op == PendingTcMma::kNvf4 ? 4 : 2);
     else
       err = ptx::tcgen05_mma_ss(m.kind, tmem_of(c), m.d, m.a, m.b, m.idesc, m.enable, run().smem, run().smem_bytes,
                                 &sink);
@@ -154,7 +154,8 @@ void issue_block_scaled(PendingTcMma::Op op, uint32_t d, uint64_t desc_a, uint64
   ptx::InstrDescMx mx;
   ptx::InstrDescNvf4 nv;
   const bool ok = op == PendingTcMma::kBlockScaled ? ptx::decode_idesc_mx(idesc, &mx).empty()
-                                                   : ptx::decode_idesc_nvf4(idesc, &nv).empty();
+                                                   : ptx::decode_idesc_fp4(idesc, &nv, op == PendingTcMma::kNvf4 ? 4 : 2)
+                                                         .empty();
   const int n = op == PendingTcMma::kBlockScaled ? mx.N : nv.N;
   if (!ok) return;
   // the scale columns it reads: 128 rows of A and n columns of B, 32 a column (hrt_ptx_tcgen05_mx.h)
@@ -176,6 +177,12 @@ void tcgen05_mma_mxf8f6f4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint3
 void tcgen05_mma_mxf4nvf4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
                              int enable_input_d) {
   issue_block_scaled(PendingTcMma::kNvf4, d, desc_a, desc_b, idesc, sfa, sfb, enable_input_d,
+                     __builtin_return_address(0));
+}
+
+void tcgen05_mma_mxf4_ss(uint32_t d, uint64_t desc_a, uint64_t desc_b, uint32_t idesc, uint32_t sfa, uint32_t sfb,
+                        int enable_input_d) {
+  issue_block_scaled(PendingTcMma::kMxf4, d, desc_a, desc_b, idesc, sfa, sfb, enable_input_d,
                      __builtin_return_address(0));
 }
 

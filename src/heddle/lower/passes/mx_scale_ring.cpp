@@ -3,7 +3,8 @@
 // the tile's 128 rows of A and of its rows of B for that k tile, so the MMA role copies them into tensor memory
 // (tcgen05.cp, MmaSm100Mx / MmaSm100Nvf4) from its ring slot. A k tile is 128 elements of K in both formats:
 // MXFP8 one 512-byte chunk per 128 rows (four scale blocks of 32), NVFP4 two (eight blocks of 16: one chunk per
-// K = 64 instruction) -- c = mxKTile(kind).chunks.
+// K = 64 instruction), MXFP4 one (four blocks of 32, two per K = 64 instruction) -- c = mxKTile(matmul).chunks. The
+// kernel name gets the format's token (_mx32, _nv16, _mxf4).
 //
 // The scale tensors are torch's blocked layout as the definition takes them ([round_up(rows, 128), Kp] bytes, Kp =
 // round_up(K/32, 4) e8m0 or round_up(K/16, 4) ue4m3, contiguous; checked at launch by core/inputs.py): chunk (row
@@ -41,7 +42,7 @@
 //   mx_scale_b; params tmSFA, tmSFB (3-D tensor maps over the scale inputs)
 // The TileLoad's row0 is the row inside the row block (4c kt) and col0 the row block (the map's third coordinate).
 //
-// Runs when: mx32- and nv16-scaled matmuls (their tcgen05 role-pipeline kernel: schedule/mx_scales.cpp).
+// Runs when: mx32- and nv16-scaled matmuls (MXFP8, MXFP4, NVFP4) (their tcgen05 role-pipeline kernel: schedule/mx_scales.cpp).
 #include "heddle/lower/build/role_pipeline_build.h"
 
 namespace heddle::passes {
@@ -51,12 +52,12 @@ void mxScaleRing(LowerContext& c) {
   auto& k = c.kernel;
   auto& t = c.tiling;
   const Expr* e = t.mm->definition;
-  const MxKTile f = mxKTile(e->scaleKind);
+  const MxKTile f = mxKTile(e);
   if (t.bk != f.bk || t.bm != 128 || t.bn % 128)
     fail<HeddleError>("mx_scale_ring: ", k.name, " has a ", t.bm, " x ", t.bn, " x ", t.bk, " tile; the ", f.kind,
                       " scale chunks need 128 x (128 | 256) x ", f.bk, " (schedule/mx_scales.cpp)");
-  const int rows = 4 * f.chunks;        // rows of 128 bytes a k tile per 128-row block
-  k.name += std::string("_") + f.kind;  // never the name of the kind::f8f6f4 kernel on the same tile and epilogue
+  const int rows = 4 * f.chunks;         // rows of 128 bytes a k tile per 128-row block
+  k.name += std::string("_") + f.token;  // never the name of the kind::f8f6f4 kernel on the same tile and epilogue
   const build::OperandLoad A = build::tmaLoadOfA(k, "mx_scale_ring");
   size_t at = A.at;
 

@@ -137,7 +137,7 @@ void tcgen05Specialize(LowerContext& c) {
   // mx32 (MXFP8) / nv16 (NVFP4): the k tile's scale chunks ride in the operand ring (passes/mx_scale_ring.cpp): two
   // more loads
   const bool mx = isMxScaled(t.mm);
-  const MxKTile mxf = mxKTile(t.mm->definition->scaleKind);
+  const MxKTile mxf = mxKTile(t.mm->definition);
   if (!P.sA || !P.sB || !acc || !P.mma || !P.epi || P.loads.size() != (mx ? 4u : 2u))
     fail<HeddleError>("tcgen05_specialize: expected ", mx ? "four" : "two",
                       " TMA loads, one MMA and one epilogue in the k loop");
