@@ -172,7 +172,7 @@ void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTilin
   const int64_t operand = (int64_t)t.stages * (t.bm * t.bk + t.bk * t.bn) * dtypeBytes(t.a->dtype);
   // an mx32 / nv16 operand stage's scale chunks: 512 bytes x chunks per 128 rows of A and of B (mx_scales.cpp)
   const int64_t mx =
-      isMxScaled(t.mm) ? (int64_t)t.stages * 512 * mxKTile(t.mm->definition->scaleKind).chunks * (1 + t.bn / 128) : 0;
+      isMxScaled(t.mm) ? (int64_t)t.stages * 512 * mxKTile(t.mm->definition).chunks * (1 + t.bn / 128) : 0;
   int64_t ring = 0;  // the TMA-loaded bias row / residual tile ring
   for (auto* in : f.inputs())
     if (in->name == h.epiTma) ring = (int64_t)h.epiStages * (in->rank() == 2 ? t.bm : 1) * t.bn * dtypeBytes(in->dtype);
