@@ -396,14 +396,14 @@ def fp8_table(doc: dict) -> str:
     bias + GELU + quantize epilogue against torch._scaled_mm plus the separate ops, and the block-scaled
     heddle.scaled_mm against torch's blockwise _scaled_mm (a skipped peer where torch has none) on its own shapes
     (fp8_block) and on DeepGEMM's test shapes (fp8_deepgemm), the decode shape's schedule neighbours against
-    cuBLASLt (fp8_decode_variants), the sm_100a block-scaled kernels (MXFP8, NVFP4: tools/window/bench_mx.py)
+    cuBLASLt (fp8_decode_variants), the sm_100a block-scaled kernels (MXFP8, NVFP4, MXFP4: tools/window/bench_mx.py)
     against torch's own block-scaled _scaled_mm, from the same run; a DeepGEMM column where the run
     has deep_gemm records (measured, or skipped with the reason)."""
     cases = _by_case(doc["records"])
     peers = {"fp8": "cublaslt", "fp8_fused": "scaled_mm_then_ops", "fp8_block": "torch_blockwise",
              "fp8_deepgemm": "torch_blockwise", "fp8_decode_variants": "cublaslt",
-             "mxfp8": "torch_scaled_mm", "nvfp4": "torch_scaled_mm", "mxfp8_fused": "scaled_mm_then_ops",
-             "nvfp4_fused": "scaled_mm_then_ops"}
+             **{f: "torch_scaled_mm" for f in ("mxfp8", "nvfp4", "mxfp4")},
+             **{f + "_fused": "scaled_mm_then_ops" for f in ("mxfp8", "nvfp4", "mxfp4")}}
     keys = [k for k in cases if k[0] in peers]
     if not keys:
         return ""

@@ -37,6 +37,8 @@ def _check_padding(s, M, N):
     # 16-bit with a 256-wide tile, 3 operand and 2 accumulator stages, e5m2
     pytest.param("bf16", "e5m2", 256, 3, 2, 200, 416, 320, marks=pytest.mark.slow),
     pytest.param("mx32", "e5m2", 256, 3, 1, 260, 544, 416, marks=pytest.mark.slow),
+    # MXFP4 (one scale chunk a k tile): K = 352, the last k tile three 32-blocks
+    pytest.param("mxf4", "e4m3", 128, 2, 1, 130, 160, 352, marks=pytest.mark.slow),
 ])
 def test_mx_output_with_right_numbers(kind, fmt, bn, stages, acc, M, N, K):
     fd = mx_out_defs.build(kind, n=N, k=K, fmt=fmt, bn=bn, stages=stages, acc_stages=acc)

@@ -29,6 +29,7 @@ def test_block_scaled_primitives_compile_for_sm100a(bn, fa, fb, mma, copies):
 
 MXF8 = "kind::mxf8f6f4.block_scale.scale_vec::1X"
 NVF4 = "kind::mxf4nvf4.block_scale.scale_vec::4X"
+MXF4 = "kind::mxf4.block_scale.scale_vec::2X"
 
 
 def check_kernel(low, bn, mma=MXF8, mmas=4, chunks=1):
@@ -122,6 +123,7 @@ def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stage
     ("mx32", 128, 6, 2, "e4m3"),
     ("mx32", 256, 4, 1, "e5m2"),
     ("nv16", 128, 6, 2, "e4m3"),
+    ("mxf4", 256, 4, 1, "e4m3"),
 ])
 def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
     """An MX-format output (quantize group="mx32", docs/fp8.md "MX formats") on each tcgen05 kernel kind, bias +
@@ -129,8 +131,8 @@ def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
     memory), the satfinite cvt of q, the e8m0 code's byte store, no shuffle."""
     from support import mx_out_defs
     low = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc).lower("sm_100a")
-    if kind in ("mx32", "nv16"):
-        r = check_kernel(low, bn, *((MXF8, 4, 1) if kind == "mx32" else (NVF4, 2, 2)))
+    if kind in ("mx32", "nv16", "mxf4"):
+        r = check_kernel(low, bn, *{"mx32": (MXF8, 4, 1), "nv16": (NVF4, 2, 2), "mxf4": (MXF4, 2, 1)}[kind])
     else:
         r = rt.compile(low.source, low.name, "sm_100a", isolate=True)
         assert r.stats.spill_stores == 0 and r.stats.spill_loads == 0 and r.stats.stack_frame == 0, r.ptxas
@@ -138,9 +140,6 @@ def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
     assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx
     assert "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx and "st.global.u8" in r.ptx
     assert "ld.local" not in r.ptx and "st.local" not in r.ptx
-
-
-MXF4 = "kind::mxf4.block_scale.scale_vec::2X"
 
 
 @pytest.mark.parametrize("bn,stages,acc,out,epi,auto,quant,tma", [

@@ -1,7 +1,7 @@
 """The MX-format output's fusions (heddle.ops.quantize(y, fmt, group="mx32"); docs/fp8.md "MX formats", "An MX-format
 output"), shared by its interpreter tests, the NVRTC check, the mutation family sm100_mx_out and the window family:
-the tcgen05 kernels of each operand kind -- 16-bit (kind::f16), 8-bit (kind::f8f6f4), MXFP8 (mx32) and NVFP4 (nv16)
--- ending in bias + GELU and the MX-format quantize; outputs q, then s (e8m0, [round_up(M, 128), round_up(N/32, 4)]
+the tcgen05 kernels of each operand kind -- 16-bit (kind::f16), 8-bit (kind::f8f6f4), MXFP8 (mx32), NVFP4 (nv16)
+and MXFP4 (mxf4: mx32 scales on e2m1x2 operands) -- ending in bias + GELU and the MX-format quantize; outputs q, then s (e8m0, [round_up(M, 128), round_up(N/32, 4)]
 blocked)."""
 import torch
 
@@ -11,7 +11,7 @@ from support.fp8_defs import inputs as fp8_inputs
 from support.tcgen05_defs import roles
 from support.wgmma_defs import schedule_sm90
 
-KINDS = ("bf16", "f8f6f4", "mx32", "nv16")
+KINDS = ("bf16", "f8f6f4", "mx32", "nv16", "mxf4")
 
 
 def build(kind="bf16", n=160, k=192, fmt="e4m3", bn=128, stages=2, acc_stages=1, auto=False, act=True):
@@ -22,6 +22,9 @@ def build(kind="bf16", n=160, k=192, fmt="e4m3", bn=128, stages=2, acc_stages=1,
     if kind == "mx32":
         return mx_defs.build_mx("e4m3", "e5m2", n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages,
                                 quant=(fmt, "mx32"), auto=auto, epilogue=epi)
+    if kind == "mxf4":
+        return mx_defs.build_mxf4(n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages, quant=(fmt, "mx32"),
+                                  auto=auto, epilogue=epi)
     if kind == "nv16":
         return mx_defs.build_nv(n=n, k=k, bn=bn, stages=stages, acc_stages=acc_stages, quant=(fmt, "mx32"), auto=auto,
                                 epilogue=epi)
@@ -50,6 +53,8 @@ def tensors(fd, kind, M, seed=0):
         ins = mx_defs.mx_tensors(fd, M, seed=seed)
     elif kind == "nv16":
         ins = mx_defs.nv_tensors(fd, M, seed=seed)
+    elif kind == "mxf4":
+        ins = mx_defs.mxf4_tensors(fd, M, seed=seed)
     elif kind == "f8f6f4":
         ins = fp8_inputs(fd, M, seed=seed)
     else:

@@ -68,6 +68,20 @@ def test_mx_out_from_per_row_scales():
     _mx_against_float64(q, s, (a.double() @ w.double().t()) * sa.double() * sb.double(), E4M3)
 
 
+def test_mx_out_from_an_mxfp4_layer():
+    """The MXFP4 layer (e2m1x2 operands, e8m0 scales per 32 of K) with an MX-format output, on the CPU path."""
+    from heddle.core.reference import decode_e2m1x2
+    g = torch.Generator().manual_seed(2)
+    m, k, n = 50, 128, 160
+    ca, cw = (torch.randint(0, 16, (r, k), generator=g, dtype=torch.uint8) for r in (m, n))
+    a, w = ((c[:, 0::2] | (c[:, 1::2] << 4)).contiguous().view(torch.float4_e2m1fn_x2) for c in (ca, cw))
+    sa, sb = (torch.randint(122, 132, (r, k // 32), generator=g, dtype=torch.uint8) for r in (m, n))
+    ba, bb = (to_blocked(t).contiguous().view(E8M0).flatten() for t in (sa, sb))
+    q, s = heddle.scaled_mm(a, w.t(), ba, bb, out_dtype=E5M2, out_scale="mx32")
+    fa, fb = (torch.exp2(t.double() - 127).repeat_interleave(32, dim=1) for t in (sa, sb))
+    _mx_against_float64(q, s, (decode_e2m1x2(a) * fa) @ (decode_e2m1x2(w) * fb).t(), E5M2)
+
+
 def _chain(m=70, k=96, n=128, n2=64):
     """Layer 1 (MX scales) quantized to an MX-format output, layer 2 taking its (q, s) as (a, scale_a) through heddle,
     against the float64 sum over layer 1's dequantized q (and layer 1 against float64 itself)."""
