@@ -2,7 +2,6 @@
 #include "heddle/codegen/tcgen05_printer.h"
 
 #include <cctype>
-#include <regex>
 #include <sstream>
 
 #include "heddle/codegen/printer.h"
@@ -311,7 +310,7 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
   std::ostringstream ops;  // the epilogue program: `row` is declared only where an operand read takes it
   epilogueOps(ops, k, e.operandStage, in3);
-  const bool rows = std::regex_search(ops.str(), std::regex("\\brow\\b"));
+  const bool rows = readsWord(ops.str(), "row");
   os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;  // < round_up(M, 128): the m tiles are 128 rows\n";
   if (rows)
     os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
@@ -319,7 +318,7 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {  // one MX block of the row a load\n";
   os << in2 << "float amax = 0.0f;\n";
   tmemColumns(os, in2);
-  if (std::regex_search(ops.str(), std::regex("\\bcol\\b")))
+  if (readsWord(ops.str(), "col"))
     os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
   os << in3 << "const float r0 = v[j];\n";
   os << ops.str();
