@@ -3,8 +3,8 @@ MX-format output"): the tcgen05 epilogue quantizes each row's 32-column block --
 per-thread amax, the OCP MX FLOOR e8m0 code from the amax's exponent field -- and stores q and the code byte at its
 offset in torch's blocked layout, the padding rows and blocks code 0. The printed kernels of each operand kind
 (kind::f16, kind::f8f6f4, the MXFP8 and NVFP4 block-scaled kernels) interpreted on ragged shapes against float64
-(the interpreter's check: the codes exactly, padding included; q within one step of the format), the schedule rules
-by name, and the protocol's source mutants caught."""
+(the interpreter's check: the codes exactly, padding included; q within one step of the format), with a TMA-loaded
+bias / residual read from its ring slot too, the schedule rules by name, and the protocol's source mutants caught."""
 import pytest
 import torch
 
@@ -71,12 +71,46 @@ def test_the_tma_store_is_refused_by_name():
         heddle.Kernel.build(fd, "sm_100a", rtc=False)
 
 
-def test_a_tma_loaded_bias_is_refused_by_name():
-    from support import mx_defs
-    fd = mx_defs.build_mx("e4m3", "e4m3", n=160, k=320, epilogue="bias", quant=("e4m3", "mx32"), tma="bias")
-    with pytest.raises(heddle.ScheduleError, match=r"group=mx32\): an MX-format output is not lowered with TMA-loaded "
-                                                   r"epilogue operands"):
-        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+@needs_cxx
+@pytest.mark.parametrize("kind,tma,M,N,K", [
+    # the MXFP8 kernel with its bias row TMA-loaded: M = 150, N = 160 -- 2 x 2 tiles walked by one CTA, so the bias
+    # ring's 2 slots wrap; the second n tile's blocks 5..7 read the slot's zero fill and store code 0
+    ("mx32", "bias", 150, 160, 320),
+    # 16-bit operands with a residual tile's ring (rows lr): its rows past M are the TMA load's zero fill
+    pytest.param("bf16", "res", 150, 160, 192, marks=pytest.mark.slow),
+])
+def test_mx_output_with_a_tma_loaded_epilogue_operand(kind, tma, M, N, K):
+    # the bias / residual producer warp (warp 2) loads the tile's box into its ring; the MX store reads the slot in its
+    # one pass over the row's blocks, all between the slot's fullE wait and its emptyE arrive
+    from heddle.interpret import interpret
+    fd = mx_out_defs.build(kind, n=N, k=K, tma=tma)
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    ins = mx_out_defs.tensors(fd, kind, M, seed=1)
+    r = interpret(k, *ins, sms=1)  # against float64: the e8m0 codes exactly, padding included
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    src = k.lowered.source
+    assert "_qmx32" in k.name and "_tmae2" in k.name, k.name
+    assert src.count("heddle::sm100::tmem_load_32(taddr + c0, v);") == 1
+    assert src.count("heddle::to_float(sE[") == 1 and ("lr * 128 + lc]" in src) == (tma == "res")
+    assert "E_" + tma not in src.split("__global__")[1].split("{", 1)[1]  # no global read of the cached operand
+    i_st = src.index("an MX-format output:")
+    assert src.rindex("mbar_wait((fullE", 0, i_st) < i_st
+    assert src.index("mbar_arrive((emptyE", i_st) > src.rindex("(v[j] * inv);")
+    q, s = r.output
+    assert q.shape == (M, N) and s.shape == (256, 8)
+    _check_padding(s, M, N)
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_mx_output_with_a_tma_loaded_bias_sync_mutants_are_caught():
+    """The bias ring's syncs around the MX store (the fullE wait before it, the emptyE arrive after its last slot
+    read, their parities and stages, the producer's expect-tx): every sync mutant caught on one SM walking 2 x 2
+    tiles (the 2-slot ring wraps). The family sm100_mx_out's kernel has no ring; this one is checked here."""
+    from support.mx_defs import assert_sync_mutants_caught
+    fd = mx_out_defs.build("mx32", n=160, k=320, tma="bias")
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    assert_sync_mutants_caught(k, mx_out_defs.tensors(fd, "mx32", 150, seed=1))
 
 
 def test_an_n_tile_of_64_is_refused_by_name():

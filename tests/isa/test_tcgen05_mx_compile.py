@@ -117,20 +117,26 @@ def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stage
     assert r.ptx.count("cp.async.bulk.tensor.") == 5  # A, B, the two chunk boxes and the epilogue operand
 
 
-@pytest.mark.parametrize("kind,bn,stages,acc,fmt", [
-    ("bf16", 128, 4, 2, "e4m3"),
-    ("f8f6f4", 256, 4, 1, "e5m2"),
-    ("mx32", 128, 6, 2, "e4m3"),
-    ("mx32", 256, 4, 1, "e5m2"),
-    ("nv16", 128, 6, 2, "e4m3"),
-    ("mxf4", 256, 4, 1, "e4m3"),
+@pytest.mark.parametrize("kind,bn,stages,acc,fmt,tma", [
+    ("bf16", 128, 4, 2, "e4m3", None),
+    ("f8f6f4", 256, 4, 1, "e5m2", None),
+    ("mx32", 128, 6, 2, "e4m3", None),
+    ("mx32", 256, 4, 1, "e5m2", None),
+    ("nv16", 128, 6, 2, "e4m3", None),
+    ("mxf4", 256, 4, 1, "e4m3", None),
+    ("mx32", 256, 4, 1, "e4m3", "bias"),  # a TMA-loaded bias: its role on warp 2 and its ring
+    ("bf16", 128, 4, 1, "e5m2", "res"),   # a TMA-loaded residual tile
 ])
-def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt):
+def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt, tma):
     """An MX-format output (quantize group="mx32", docs/fp8.md "MX formats") on each tcgen05 kernel kind, bias +
-    GELU, N = K = 4096: no spills or stack frame; y stays in registers (one tcgen05.ld x32 per block, no local
-    memory), the satfinite cvt of q, the e8m0 code's byte store, no shuffle."""
+    GELU, N = K = 4096 (tma: the bias / residual read from its TMA-loaded ring slot): no spills or stack frame; y
+    stays in registers (one tcgen05.ld x32 per block, no local memory), the satfinite cvt of q, the e8m0 code's byte
+    store, no shuffle."""
     from support import mx_out_defs
-    low = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc).lower("sm_100a")
+    fd = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc, tma=tma)
+    low = fd.lower("sm_100a")
+    if tma:
+        assert "&tmE, " in low.source and "heddle::to_float(sE[" in low.source
     if kind in ("mx32", "nv16", "mxf4"):
         r = check_kernel(low, bn, *{"mx32": (MXF8, 4, 1), "nv16": (NVF4, 2, 2), "mxf4": (MXF4, 2, 1)}[kind])
     else:

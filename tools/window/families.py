@@ -443,7 +443,11 @@ def _():
     return [Case("bf16-e4m3-N544-M333", _mxout("bf16", n=544, k=1040, bn=128, stages=4, acc_stages=2), M=333),
             Case("f8f6f4-e5m2-bn256-N288-M77", _mxout("f8f6f4", n=288, k=1040, fmt="e5m2", bn=256, stages=4), M=77),
             Case("mx32-e4m3-bn256-N544-M333", _mxout("mx32", n=544, k=1056, bn=256, stages=4), M=333),
-            Case("nv16-e4m3-N160-M200", _mxout("nv16", n=160, k=1056, bn=128, stages=4, acc_stages=2), M=200)]
+            Case("nv16-e4m3-N160-M200", _mxout("nv16", n=160, k=1056, bn=128, stages=4, acc_stages=2), M=200),
+            # the bias row / residual tile through its own TMA producer role and ring, read by the MX store
+            Case("mx32-e4m3-bias-tma-N544-M333", _mxout("mx32", n=544, k=1056, bn=256, stages=4, tma="bias"), M=333),
+            Case("bf16-e5m2-res-tma-N288-M77", _mxout("bf16", n=288, k=1040, fmt="e5m2", bn=128, stages=4, tma="res"),
+                 M=77)]
 
 
 @family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")

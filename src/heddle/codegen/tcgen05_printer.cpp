@@ -296,10 +296,15 @@ void quantStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::
 // groups = round_up(N/32, 4). N is a multiple of 32, so a block lies wholly inside or past N; the threads of rows
 // past M and of blocks past N store code 0 there (the padding; m tiles of 128 rows and n tiles that are multiples
 // of 128 cover every padded byte, build_epilogue.cpp checkMxOutSchedule), blocks at or past `groups` nothing.
+// A TMA-loaded bias / residual is read from its ring slot e.operandStage at (lr,) lc = c0 + j, as in tmemEpilogue:
+// the whole store lies between the slot's fullE wait and its emptyE arrive (lower/build/epilogue_tma.cpp
+// epilogueWithOperand); the slot's rows past M and columns past N are the TMA load's zero fill, read only by the
+// padding rows and blocks, which store code 0 and no q.
 void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
   const auto& q = *k.quant;
-  for (auto& op : k.epilogue)
-    if (op.smem) fail<HeddleError>("printer: ", k.name, " stores an MX-format output with a TMA-loaded operand");
+  bool fromSmem = false,
+       tile = false;  // a TMA-loaded bias / residual from its ring slot e.operandStage (as tmemEpilogue)
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr, tile |= op.smem && op.smem->rows > 1;
   const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
   const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
   const int emax = k.outDtype == DType::E4M3 ? 8 : 15;  // 448 = 1.75 * 2^8; 57344 = 1.75 * 2^15 (OCP MX table 1)
@@ -311,6 +316,7 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   std::ostringstream ops;  // the epilogue program: `row` is declared only where an operand read takes it
   epilogueOps(ops, k, e.operandStage, in3);
   const bool rows = readsWord(ops.str(), "row");
+  if (tile) os << in << "const int lr = 32 * (warp % 4) + lane;\n";
   os << in << "const int qrow = m0 + 32 * (warp % 4) + lane;  // < round_up(M, 128): the m tiles are 128 rows\n";
   if (rows)
     os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
@@ -321,6 +327,7 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
   if (readsWord(ops.str(), "col"))
     os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
   os << in3 << "const float r0 = v[j];\n";
+  if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
   os << ops.str();
   os << in3 << "v[j] = " << y << ";  // y stays in registers (j is unrolled)\n";
   os << in3 << "amax = fmaxf(amax, fabsf(" << y
