@@ -4,7 +4,8 @@ per-thread amax, the OCP MX FLOOR e8m0 code from the amax's exponent field -- an
 offset in torch's blocked layout, the padding rows and blocks code 0. The printed kernels of each operand kind
 (kind::f16, kind::f8f6f4, the MXFP8 and NVFP4 block-scaled kernels) interpreted on ragged shapes against float64
 (the interpreter's check: the codes exactly, padding included; q within one step of the format), with a TMA-loaded
-bias / residual read from its ring slot too, the schedule rules by name, and the protocol's source mutants caught."""
+bias / residual read from its ring slot and through the TMA-store epilogue (q staged, the codes direct) too, the
+schedule rules by name, and the protocol's source mutants caught."""
 import pytest
 import torch
 
@@ -63,12 +64,53 @@ def test_mx_output_mutants_are_caught():
     assert_quant_mutants_caught(k, ins, MX_KINDS + ("quant_mask", "quant_group", "quant_divisor"), MX_KINDS)
 
 
-def test_the_tma_store_is_refused_by_name():
-    fd = mx_out_defs.build("bf16", n=160, k=192)
+@needs_cxx
+@pytest.mark.parametrize("kind,tma,bn,M,N,K", [
+    # the TMA-store epilogue (epilogue_store("tma")): q staged into the 128-byte swizzled slot, one chunk of 128 columns
+    # (4 MX blocks) per n tile here, the codes stored directly; M = 130: the TMA store clips the second m tile's 126
+    # padding rows, N = 160: the second n tile's blocks 5..7 (codes 0, q clipped)
+    ("bf16", None, 128, 130, 160, 192),
+    # MXFP8 at 128 x 256 (two chunks a tile) with a TMA-loaded bias: N = 288, 9 blocks padded to 12; the second
+    # tile's blocks 12..15 store no code; one CTA walks 2 x 2 tiles, so both rings (sD, sE) wrap
+    pytest.param("mx32", "bias", 256, 150, 288, 320, marks=pytest.mark.slow),
+    # the 16-bit kernel with a TMA-loaded residual tile (rows lr of the slot)
+    pytest.param("bf16", "res", 128, 150, 160, 192, marks=pytest.mark.slow),
+])
+def test_mx_output_through_the_tma_store(kind, tma, bn, M, N, K):
+    from heddle.interpret import interpret
+    fd = mx_out_defs.build(kind, n=N, k=K, bn=bn, tma=tma)
     fd.matmul_tensor.epilogue_store("tma")
-    with pytest.raises(heddle.ScheduleError, match=r"is an MX-format output .* not lowered through the TMA-store "
-                                                   r"epilogue"):
-        heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    ins = mx_out_defs.tensors(fd, kind, M, seed=1)
+    r = interpret(k, *ins, sms=1)  # against float64: the e8m0 codes exactly, padding included
+    assert r.ok, f"{k.name}:\n{r.report()}"
+    src = k.lowered.source
+    assert "_qmx32" in k.name and "_tmas" in k.name and ("_tmae2" in k.name) == bool(tma), k.name
+    chunks = bn // 128
+    assert src.count("heddle::sm100::tmem_load_32(taddr + c0, v);") == chunks  # one read a block: y in registers
+    assert src.count("heddle::sm100::stage_16<heddle::sm90::TmaTile<128, 128, heddle::") == chunks
+    assert src.count("heddle::sm90::tma_store_tile<") == chunks and "D[(long long)" not in src  # q only by TMA
+    assert src.count("(unsigned char)code;") == chunks  # the codes stored directly
+    q, s = r.output
+    assert q.shape == (M, N) and s.shape == (-(-M // 128) * 128, -(-N // 128) * 4)
+    _check_padding(s, M, N)
+
+
+@needs_cxx
+@pytest.mark.slow  # 21 s here
+def test_mx_output_through_the_tma_store_mutants_are_caught():
+    """The staged MX store: the protocol's source mutants (the same printed block steps as the direct store) and every
+    sync mutant of the staging slots (bulk_wait_read, the named barriers, the proxy fence, the TMA store's commit
+    group, their stages) caught on one CTA walking 2 x 2 tiles."""
+    from heddle.interpret import mutation_kill_rate
+    fd = mx_out_defs.build("bf16", n=160, k=192, act=False)
+    fd.matmul_tensor.epilogue_store("tma")
+    k = heddle.Kernel.build(fd, "sm_100a", rtc=False)
+    ins = mx_out_defs.tensors(fd, "bf16", 130, seed=1)
+    assert_quant_mutants_caught(k, ins, MX_KINDS, MX_KINDS)
+    res = mutation_kill_rate(k, *ins, sms=1, schedules=(("adversarial", 0),))
+    assert {"delete_sync", "flip_parity", "swap_stage", "loosen_wait"} <= set(res["by_kind"])  # loosen: bulk_wait_read
+    assert res["total"] >= 30 and not res["survivors"], (res["total"], res["survivors"])  # 37 here
 
 
 @needs_cxx

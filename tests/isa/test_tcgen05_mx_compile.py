@@ -126,16 +126,22 @@ def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stage
     ("mxf4", 256, 4, 1, "e4m3", None),
     ("mx32", 256, 4, 1, "e4m3", "bias"),  # a TMA-loaded bias: its role on warp 2 and its ring
     ("bf16", 128, 4, 1, "e5m2", "res"),   # a TMA-loaded residual tile
+    ("bf16", 256, 4, 1, "e4m3", "tma"),   # the TMA-store epilogue: q staged (st.shared), the codes direct
+    ("mx32", 256, 4, 1, "e5m2", "tma"),
 ])
 def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt, tma):
     """An MX-format output (quantize group="mx32", docs/fp8.md "MX formats") on each tcgen05 kernel kind, bias +
-    GELU, N = K = 4096 (tma: the bias / residual read from its TMA-loaded ring slot): no spills or stack frame; y
+    GELU, N = K = 4096 (tma "bias" / "res": the operand read from its TMA-loaded ring slot; "tma": the TMA-store
+    epilogue): no spills or stack frame; y
     stays in registers (one tcgen05.ld x32 per block, no local memory), the satfinite cvt of q, the e8m0 code's byte
     store, no shuffle."""
     from support import mx_out_defs
-    fd = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc, tma=tma)
+    fd = mx_out_defs.build(kind, n=4096, k=4096, fmt=fmt, bn=bn, stages=stages, acc_stages=acc,
+                           tma=None if tma == "tma" else tma)
+    if tma == "tma":
+        fd.matmul_tensor.epilogue_store("tma")
     low = fd.lower("sm_100a")
-    if tma:
+    if tma in ("bias", "res"):
         assert "&tmE, " in low.source and "heddle::to_float(sE[" in low.source
     if kind in ("mx32", "nv16", "mxf4"):
         r = check_kernel(low, bn, *{"mx32": (MXF8, 4, 1), "nv16": (NVF4, 2, 2), "mxf4": (MXF4, 2, 1)}[kind])
@@ -146,6 +152,8 @@ def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt, tma):
     assert f"cvt.rn.satfinite.{fmt}x2.f32" in r.ptx and "shfl.sync" not in r.ptx
     assert "tcgen05.ld.sync.aligned.32x32b.x32" in r.ptx and "st.global.u8" in r.ptx
     assert "ld.local" not in r.ptx and "st.local" not in r.ptx
+    if tma == "tma":  # q leaves through the TMA store only
+        assert "cp.async.bulk.tensor.2d.global.shared::cta" in r.ptx and "st.shared.v4.b32" in r.ptx
 
 
 @pytest.mark.parametrize("bn,stages,acc,out,epi,auto,quant,tma", [

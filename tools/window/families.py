@@ -431,9 +431,15 @@ def _():
             Case("e4m3-g128-bias-tma-N200-M77", _amax100(200, tma="bias"), M=77)]
 
 
-def _mxout(kind, **kw):
+def _mxout(kind, store="direct", **kw):
     from support import mx_out_defs
-    return lambda target: mx_out_defs.build(kind, **kw)
+
+    def make(target):
+        fd = mx_out_defs.build(kind, **kw)
+        if store == "tma":  # q staged into the swizzled slots and stored by TMA, the e8m0 codes direct
+            fd.matmul_tensor.epilogue_store("tma")
+        return fd
+    return make
 
 
 @family("sm100_mx_out", "sm_100a", True, "an MX-format output on the tcgen05 kernels (quantize group='mx32': q and "
@@ -447,7 +453,11 @@ def _():
             # the bias row / residual tile through its own TMA producer role and ring, read by the MX store
             Case("mx32-e4m3-bias-tma-N544-M333", _mxout("mx32", n=544, k=1056, bn=256, stages=4, tma="bias"), M=333),
             Case("bf16-e5m2-res-tma-N288-M77", _mxout("bf16", n=288, k=1040, fmt="e5m2", bn=128, stages=4, tma="res"),
-                 M=77)]
+                 M=77),
+            # the TMA-store epilogue: two 128-column chunks a 256-wide tile, with and without a TMA-loaded bias
+            Case("mx32-e4m3-tma-store-bn256-N544-M333", _mxout("mx32", "tma", n=544, k=1056, bn=256, stages=4), M=333),
+            Case("bf16-e4m3-tma-store-bias-tma-N288-M77",
+                 _mxout("bf16", "tma", n=288, k=1040, bn=128, stages=4, tma="bias"), M=77)]
 
 
 @family("cp_async_auto", "any", False, "the automatic cp.async schedules (heddle.matmul's kernels without TMA)")

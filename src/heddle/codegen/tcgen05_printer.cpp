@@ -283,6 +283,38 @@ void quantStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::
   os << ind << "}\n";
 }
 
+// One MX block of the thread's row (mxTmemEpilogue's steps, printed inside the caller's c0 loop at ind): the
+// tcgen05.ld.32x32b.x32 of columns c0..c0+31, the epilogue program `ops` on each (y written back over v: j is
+// unrolled, registers), the block's amax per thread, the e8m0 code stored to its blocked offset in D1 (code 0 for
+// padding rows and blocks, nothing at or past `groups`) and the multiplier inv = 2^(127 - code). Reads the caller's
+// qrow (and row / col / lc where `ops` does).
+void mxBlock(std::ostream& os, const kir::Kernel& k, const std::string& ops, const std::string& ind) {
+  const auto& q = *k.quant;
+  const std::string in = ind + "  ", y = "r" + std::to_string(q.reg);
+  const int emax = k.outDtype == DType::E4M3 ? 8 : 15;  // 448 = 1.75 * 2^8; 57344 = 1.75 * 2^15 (OCP MX table 1)
+  bool fromSmem = false;  // a TMA-loaded bias / residual from its ring slot, at lc (as tmemEpilogue)
+  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr;
+  os << ind << "float amax = 0.0f;\n";
+  tmemColumns(os, ind);
+  if (readsWord(ops, "col")) os << in << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
+  os << in << "const float r0 = v[j];\n";
+  if (fromSmem) os << in << "const int lc = c0 + j;\n";
+  os << ops;
+  os << in << "v[j] = " << y << ";  // y stays in registers (j is unrolled)\n";
+  os << in << "amax = fmaxf(amax, fabsf(" << y
+     << "));  // N is a multiple of 32: the whole block is inside N or past it\n";
+  os << ind << "}\n";
+  os << ind << "const int blk = (n0 + c0) / 32;\n";
+  os << ind << "const bool live = qrow < M && n0 + c0 < N;  // padding rows and blocks store code 0\n";
+  os << ind << "const int ebits = (int)((__float_as_uint(amax) >> 23) & 0xffu);  // floor(log2 amax) + 127\n";
+  os << ind << "const int code = live && ebits > " << emax << " ? ebits - " << emax
+     << " : 0;  // e8m0: floor(log2 amax) - emax + 127, at least 0\n";
+  os << ind << "if (blk < " << q.groups << ")\n";
+  os << ind << "  " << q.scale << "[((qrow / 128) * " << q.groups / 4
+     << " + blk / 4) * 512 + (qrow % 32) * 16 + ((qrow % 128) / 32) * 4 + blk % 4] = (unsigned char)code;\n";
+  os << ind << "const float inv = __uint_as_float((unsigned)(254 - code) << 23);  // 2^(127 - code), exact\n";
+}
+
 // An MX-format output (Kernel::quant with kQuantMx32; docs/fp8.md "MX formats", "An MX-format output"): one
 // tcgen05.ld.32x32b.x32 gives the thread of tile row 32*(warp%4)+lane 32 consecutive columns of its row (the
 // 32x32b fragment above), exactly one MX block, so the block's amax is a per-thread max over registers and y stays
@@ -301,13 +333,10 @@ void quantStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::
 // epilogueWithOperand); the slot's rows past M and columns past N are the TMA load's zero fill, read only by the
 // padding rows and blocks, which store code 0 and no q.
 void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
-  const auto& q = *k.quant;
-  bool fromSmem = false,
-       tile = false;  // a TMA-loaded bias / residual from its ring slot e.operandStage (as tmemEpilogue)
-  for (auto& op : k.epilogue) fromSmem |= op.smem != nullptr, tile |= op.smem && op.smem->rows > 1;
+  bool tile = false;  // a TMA-loaded residual tile from its ring slot e.operandStage (rows lr, as tmemEpilogue)
+  for (auto& op : k.epilogue) tile |= op.smem && op.smem->rows > 1;
   const std::string in = ind + "  ", in2 = ind + "    ", in3 = ind + "      ";
-  const std::string y = "r" + std::to_string(q.reg), T = dtypeCudaName(k.outDtype);
-  const int emax = k.outDtype == DType::E4M3 ? 8 : 15;  // 448 = 1.75 * 2^8; 57344 = 1.75 * 2^15 (OCP MX table 1)
+  const std::string T = dtypeCudaName(k.outDtype);
   os << ind << "// " << kir::describe(e)
      << ": tile row 32*(warp%4)+lane from tensor memory, an MX-format output: " << dtypeName(k.outDtype)
      << " q and an e8m0 code per 32 columns (one tcgen05.ld: the block's amax per thread)\n";
@@ -322,31 +351,54 @@ void mxTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueS
     os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M compute on row M-1's reads, store code 0\n";
   os << in << "#pragma unroll 1\n";
   os << in << "for (int c0 = 0; c0 < " << k.tile.bn << "; c0 += 32) {  // one MX block of the row a load\n";
-  os << in2 << "float amax = 0.0f;\n";
-  tmemColumns(os, in2);
-  if (readsWord(ops.str(), "col"))
-    os << in3 << "const int col = n0 + c0 + j < N ? n0 + c0 + j : N - 1;  // reads clamped\n";
-  os << in3 << "const float r0 = v[j];\n";
-  if (fromSmem) os << in3 << "const int lc = c0 + j;\n";
-  os << ops.str();
-  os << in3 << "v[j] = " << y << ";  // y stays in registers (j is unrolled)\n";
-  os << in3 << "amax = fmaxf(amax, fabsf(" << y
-     << "));  // N is a multiple of 32: the whole block is inside N or past it\n";
-  os << in2 << "}\n";
-  os << in2 << "const int blk = (n0 + c0) / 32;\n";
-  os << in2 << "const bool live = qrow < M && n0 + c0 < N;  // padding rows and blocks store code 0\n";
-  os << in2 << "const int ebits = (int)((__float_as_uint(amax) >> 23) & 0xffu);  // floor(log2 amax) + 127\n";
-  os << in2 << "const int code = live && ebits > " << emax << " ? ebits - " << emax
-     << " : 0;  // e8m0: floor(log2 amax) - emax + 127, at least 0\n";
-  os << in2 << "if (blk < " << q.groups << ")\n";
-  os << in2 << "  " << q.scale << "[((qrow / 128) * " << q.groups / 4
-     << " + blk / 4) * 512 + (qrow % 32) * 16 + ((qrow % 128) / 32) * 4 + blk % 4] = (unsigned char)code;\n";
-  os << in2 << "const float inv = __uint_as_float((unsigned)(254 - code) << 23);  // 2^(127 - code), exact\n";
+  mxBlock(os, k, ops.str(), in2);
   os << in2 << "if (live) {\n";
   os << in3 << "#pragma unroll\n";
   os << in3 << "for (int j = 0; j < 32; ++j)\n";
   os << in3 << "  D[(long long)qrow * ldd + n0 + c0 + j] = heddle::from_float<" << T << ">(v[j] * inv);\n";
   os << in2 << "}\n";
+  os << in << "}\n" << ind << "}\n";
+}
+
+// The TMA-store epilogue's chunk of an MX-format output (e.to: slot e.toStage of q's columns [colBegin, colEnd), 128
+// one-byte columns -- four MX blocks of the row, one 128-byte swizzle row; docs/fp8.md "An MX-format output"). Each
+// block is one tcgen05.ld.32x32b.x32 of the thread's row, as in the direct store (mxBlock: y in registers, the amax per
+// thread, the e8m0 code stored directly to its blocked offset -- D1 is not staged: no slot, no tensor map), and
+// q = satfinite(y * 2^(127 - code)) goes into the thread's row of the slot, 16 one-byte codes a stage_16
+// (heddle_sm100.cuh: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 pairs, one st.shared.v4.b32 at the 128-byte swizzle), rows
+// past M and blocks past N included: the TMA store clips them (their reads clamped to row M-1 / column N-1, their codes
+// 0). A block lies in one chunk (128 = 4 x 32), so no value lives across the chunks' barriers and stores.
+void mxStagedTmemEpilogue(std::ostream& os, const kir::Kernel& k, const kir::EpilogueStore& e, const std::string& ind) {
+  if (!e.toExtra.empty()) fail<HeddleError>("printer: ", k.name, " stages further outputs beside an MX-format q");
+  if (e.colBegin % 32 || e.colEnd % 32 || dtypeBytes(e.to->dtype) != 1)
+    fail<HeddleError>("printer: ", kir::describe(e), " splits an MX block or stages q wider than one byte");
+  const std::string in = ind + "  ", in2 = ind + "    ";
+  const std::string T = dtypeCudaName(k.outDtype);
+  const std::string tile =
+      "heddle::sm90::TmaTile<" + std::to_string(e.to->rows) + ", " + std::to_string(e.to->cols) + ", " + T + ">";
+  std::ostringstream ops;  // the epilogue program: `row` is declared only where an operand read takes it
+  epilogueOps(ops, k, e.operandStage, in2 + "  ");
+  os << ind << "// " << kir::describe(e)
+     << ": tile row 32*(warp%4)+lane from tensor memory, an MX-format output: " << dtypeName(k.outDtype)
+     << " q into the 128-byte swizzled slot (the TMA store clips past M and N) and an e8m0 code per 32 columns stored "
+        "directly (one tcgen05.ld: the block's amax per thread)\n";
+  os << ind << "{\n";
+  os << in << "const unsigned taddr = Mma::row_addr(" << tmemSlot(k) << "[0], warp, " << e.fromStage.str() << ");\n";
+  os << in << "const int lr = 32 * (warp % 4) + lane;\n";
+  os << in << "const int qrow = m0 + lr;  // < round_up(M, 128): the m tiles are 128 rows\n";
+  if (readsWord(ops.str(), "row"))
+    os << in << "const int row = qrow < M ? qrow : M - 1;  // rows past M: row M-1's reads, clipped by the store\n";
+  os << in << T << "* const slot = " << e.to->name << " + (" << e.toStage.str() << ") * " << e.to->rows * e.to->cols
+     << ";\n";
+  os << in << "#pragma unroll 1\n";
+  os << in << "for (int c0 = " << e.colBegin << "; c0 < " << e.colEnd
+     << "; c0 += 32) {  // one MX block of the row a load\n";
+  mxBlock(os, k, ops.str(), in2);
+  os << in2 << "#pragma unroll\n";
+  os << in2 << "for (int j = 0; j < 32; ++j) v[j] *= inv;  // exact: a power of two\n";
+  os << in2 << "#pragma unroll\n";
+  os << in2 << "for (int u = 0; u < 32; u += 16)  // 16 satfinite codes, one 16-byte st.shared\n";
+  os << in2 << "  heddle::sm100::stage_16<" << tile << ">(slot, lr, c0 - " << e.colBegin << " + u, v + u);\n";
   os << in << "}\n" << ind << "}\n";
 }
 
@@ -392,7 +444,8 @@ bool printNode(std::ostream& os, const kir::Kernel& k, const kir::Node& n, const
     case kir::NodeKind::EpilogueStore: {
       auto& e = static_cast<const kir::EpilogueStore&>(n);
       if (!e.tmem) return false;
-      if (e.to && k.quant) quantStagedTmemEpilogue(os, k, e, ind);
+      if (e.to && k.quant && k.quant->group == kQuantMx32) mxStagedTmemEpilogue(os, k, e, ind);
+      else if (e.to && k.quant) quantStagedTmemEpilogue(os, k, e, ind);
       else if (e.to) stagedTmemEpilogue(os, k, e, ind);
       else if (k.quant && k.quant->group == kQuantMx32) mxTmemEpilogue(os, k, e, ind);
       else if (k.quant) quantTmemEpilogue(os, k, e, ind);

@@ -135,7 +135,8 @@ void validateGroupedTcgen05(const RolePipelineSchedule& h) {
 // with the numbers where one does not fit. A computed output scale (heddle.ops.quantize, the only 8-bit output on
 // sm_100a) stages q in chunks of 128 one-byte columns -- one 128-byte swizzle row, as on sm_90a (cuTensorMapEncodeTiled:
 // boxDim[0] * elementSize <= 128 for CU_TENSOR_MAP_SWIZZLE_128B), so bn holds whole chunks of 128 -- and s [M, groups]
-// is stored directly (codegen/tcgen05_printer.cpp). Not built: further outputs (D1); a grouped matmul's is refused
+// is stored directly (codegen/tcgen05_printer.cpp); an MX-format output's (group="mx32") likewise, each chunk four
+// whole MX blocks, its e8m0 codes stored directly. Not built: further outputs (D1); a grouped matmul's is refused
 // for every kernel (checkGroupedSchedule: its M edge is the expert's, which a TMA store of D cannot clip).
 void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTiling& t) {
   auto& h = t.rolePipeline;
@@ -145,14 +146,6 @@ void validateTcgen05Store(const Fusion& f, const TargetInfo& target, MatmulTilin
   if (kind != "tma") return;
   const auto& outs = f.outputs();
   if (outs.empty()) return;  // build_epilogue names it
-  // an MX-format output (group="mx32", docs/fp8.md "MX formats"): each thread stores its row's blocks and their
-  // e8m0 codes straight from its registers; not staged
-  if (outs[0]->definition && outs[0]->definition->kind == OpKind::Quantize &&
-      outs[0]->definition->quantGroup == kQuantMx32)
-    fail<ScheduleError>("epilogue_store(", mm, ", 'tma'): output ", outs[0]->name,
-                        " is an MX-format output (heddle.ops.quantize(..., group='mx32')), which is not lowered "
-                        "through the TMA-store epilogue: the tcgen05 epilogue stores q and the blocked e8m0 "
-                        "scale directly from its tcgen05.ld registers; drop epilogue_store or use 'direct'");
   auto quantized = [](const TensorView* o) {
     return o->definition && (o->definition->kind == OpKind::Quantize || o->definition->kind == OpKind::AmaxScale);
   };

@@ -27,7 +27,7 @@
 // tcgen05 kernel (direct or TMA store, a TMA-loaded bias / residual too), the group inside one CTA tile
 // (checkQuantSchedule: a ScheduleError naming the rule otherwise). group="mx32" (an MX-format output): D1 is the
 // e8m0 scale in torch's blocked layout, QuantOut::groups its round_up(N/32, 4) columns; name ..._qmx32 (sm_100a
-// tcgen05 direct store only).
+// tcgen05, direct or TMA store).
 //
 // Runs when: always.
 #include <map>
@@ -51,8 +51,9 @@ std::string outputNames(const Fusion& f) {
 // kernel's epilogue warpgroup storing directly from tcgen05.ld 32x32b or through its TMA store, where a row's columns
 // all sit in one thread (a per-thread max), with or without a TMA-loaded bias / residual ring; the group inside one
 // CTA tile.
-// An MX-format output (group="mx32", docs/fp8.md "MX formats"): the tcgen05 epilogue's direct store only (one
-// tcgen05.ld.32x32b.x32 is one row's MX block: a per-thread amax), with or without a TMA-loaded bias / residual
+// An MX-format output (group="mx32", docs/fp8.md "MX formats"): the tcgen05 epilogue only (one
+// tcgen05.ld.32x32b.x32 is one row's MX block: a per-thread amax), its direct store or its TMA store (q staged in
+// chunks of 128 columns, 4 blocks each; the codes stored directly), with or without a TMA-loaded bias / residual
 // ring (its slot read between the fullE wait and the emptyE arrive, as for the f32 scale); the n tiles must cover the blocked scale's
 // round_up(N/32, 4) blocks, so that the padding blocks are stored (code 0) by the tile that holds them: bn a
 // multiple of 128 (the m tiles of 128 rows cover round_up(M, 128) rows already).
@@ -64,11 +65,6 @@ void checkMxOutSchedule(const LowerContext& c, const std::string& what) {
                         ": an MX-format output (e8m0 scales per 32 columns, blocked) is lowered on the sm_100a "
                         "tcgen05 kernel only (TMA + tcgen05 roles); target ",
                         c.target.name, " with this schedule has none: use group=128 or group='row'");
-  if (rp.tmaStore)
-    fail<ScheduleError>(what,
-                        ": an MX-format output is not lowered through the TMA-store epilogue "
-                        "(epilogue_store('tma')); use epilogue_store('direct'): each thread stores its row's "
-                        "32-column blocks and their e8m0 codes from registers");
   if (t.bn % 128)
     fail<ScheduleError>(what, ": the n tile ", t.bn,
                         " is not a multiple of 128; the MX scale's blocked layout pads N/32 blocks to a multiple of "
