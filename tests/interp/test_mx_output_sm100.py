@@ -75,6 +75,10 @@ def test_mx_output_mutants_are_caught():
     pytest.param("mx32", "bias", 256, 150, 288, 320, marks=pytest.mark.slow),
     # the 16-bit kernel with a TMA-loaded residual tile (rows lr of the slot)
     pytest.param("bf16", "res", 128, 150, 160, 192, marks=pytest.mark.slow),
+    # the other block-scaled kinds and kind::f8f6f4 through the TMA store (NVFP4 at 128 x 256; MXFP4 with its bias ring)
+    pytest.param("nv16", None, 256, 130, 288, 320, marks=pytest.mark.slow),
+    pytest.param("mxf4", "bias", 128, 150, 160, 352, marks=pytest.mark.slow),
+    pytest.param("f8f6f4", None, 128, 130, 160, 384, marks=pytest.mark.slow),
 ])
 def test_mx_output_through_the_tma_store(kind, tma, bn, M, N, K):
     from heddle.interpret import interpret

@@ -128,6 +128,10 @@ def test_nvf4_kernel_with_a_tma_loaded_epilogue_operand_compiles_clean(bn, stage
     ("bf16", 128, 4, 1, "e5m2", "res"),   # a TMA-loaded residual tile
     ("bf16", 256, 4, 1, "e4m3", "tma"),   # the TMA-store epilogue: q staged (st.shared), the codes direct
     ("mx32", 256, 4, 1, "e5m2", "tma"),
+    ("nv16", 256, 4, 1, "e4m3", "tma"),   # the other block-scaled kinds and kind::f8f6f4 with either combination
+    ("mxf4", 128, 6, 2, "e4m3", "bias"),
+    ("mxf4", 256, 4, 1, "e5m2", "tma"),
+    ("f8f6f4", 256, 4, 1, "e4m3", "tma"),
 ])
 def test_mx_format_output_compiles_clean(kind, bn, stages, acc, fmt, tma):
     """An MX-format output (quantize group="mx32", docs/fp8.md "MX formats") on each tcgen05 kernel kind, bias +
