@@ -161,8 +161,8 @@ void validateMxScales(const TensorView* mm, const TargetInfo& target);
 struct MxKTile {
   const char* kind;    // the scale kind: "mx32" | "nv16"
   const char* format;  // "MXFP8" | "NVFP4" | "MXFP4"
-  const char*
-      step;  // the device step: "MmaSm100Mx" | "MmaSm100Nvf4" | "MmaSm100Mxf4" (codegen/device/heddle_sm100.cuh)
+  // the device step: "MmaSm100Mx" | "MmaSm100Nvf4" | "MmaSm100Mxf4" (codegen/device/heddle_sm100.cuh)
+  const char* step;
   const char* token;  // the kernel-name token: "mx32" | "nv16" | "mxf4"
   int bk;             // stored operand columns of a k tile: 128 (e4m3 / e5m2), 64 (e2m1x2 bytes)
   int chunks;         // 512-byte scale chunks per 128 rows and k tile (4 rows of 128 bytes each)
@@ -171,8 +171,8 @@ struct MxKTile {
   int scaleColumns(int bn) const { return chunks * (4 + bn / 32); }  // tensor-memory columns per operand stage
 };
 MxKTile mxKTile(const Expr* matmul);  // by its scale kind and operand dtype
-bool isMxScaled(
-    const TensorView* mm);  // a matmul with mx32 or nv16 scales (MXFP8, MXFP4, NVFP4) (the block-scaled tcgen05 kernel)
+// a matmul with mx32 or nv16 scales (MXFP8, MXFP4, NVFP4): the block-scaled tcgen05 kernel
+bool isMxScaled(const TensorView* mm);
 // The tensor-memory scale columns of an mx32 / nv16 tiling (0 otherwise): mxKTile's scaleColumns per operand stage.
 int mxScaleColumns(const MatmulTiling& t);
 // An mx32 / nv16 tiling's tcgen05 rules (the k tile, bn 128 or 256), from validateTcgen05Schedule; no-op otherwise.
