@@ -184,18 +184,18 @@ def test_fp8_table_and_targets():
     assert "| 16x4096x4096-tensor | tensor | 13.4 us | cublaslt | 7.24 us |" in t and "0.54x" in t
     # the sm_100a block-scaled formats (tools/window/bench_mx.py) against torch's own block-scaled _scaled_mm; a
     # device without them (sm_90a): heddle's record skipped with the reason, no ratio
-    doc["records"] += [rec("mxfp8", "mxfp8-4096x4096x4096", "mxfp8", "heddle", 4096, 4096, 4096, 0.16, scaling="mx32",
+    doc["records"] += [rec("mxfp8", "mxfp8-4096x4096x4096", "mxfp8", "heddle", 4096, 4096, 4096, 0.16, scaling="mxfp8",
                            config="heddle_mm_nt_e4m3_mx32"),
                        rec("mxfp8", "mxfp8-4096x4096x4096", "mxfp8", "torch_scaled_mm", 4096, 4096, 4096, 0.18),
-                       rec("nvfp4", "nvfp4-128x4096x4096", "nvfp4", "heddle", 128, 4096, 4096, 0.01, scaling="nv16",
+                       rec("nvfp4", "nvfp4-128x4096x4096", "nvfp4", "heddle", 128, 4096, 4096, 0.01, scaling="nvfp4",
                            status="skipped", reason="the block-scaled kernels are sm_100a's")]
     t = report.fp8_table(doc)
-    assert "| 4096x4096x4096 | mx32 | 160 us | torch_scaled_mm | 180 us |" in t and "1.12x" in t
+    assert "| 4096x4096x4096 | mxfp8 | 160 us | torch_scaled_mm | 180 us |" in t and "1.12x" in t
     assert "`heddle_mm_nt_e4m3_mx32`" in t
-    assert "| 128x4096x4096 | nv16 | skipped | torch_scaled_mm | – |" in t
+    assert "| 128x4096x4096 | nvfp4 | skipped | torch_scaled_mm | – |" in t
     doc["records"] += [rec("nvfp4_fused", "nvfp4_fused-4096x4096x4096-bias_gelu_quant1x128", "nvfp4", n, 4096, 4096,
-                           4096, ms, scaling="nv16") for n, ms in (("heddle", 0.1), ("scaled_mm_then_ops", 0.15))]
-    assert "| 4096x4096x4096-bias_gelu_quant1x128 | nv16 | 100 us | scaled_mm_then_ops | 150 us |" in \
+                           4096, ms, scaling="nvfp4") for n, ms in (("heddle", 0.1), ("scaled_mm_then_ops", 0.15))]
+    assert "| 4096x4096x4096-bias_gelu_quant1x128 | nvfp4 | 100 us | scaled_mm_then_ops | 150 us |" in \
         report.fp8_table(doc) and "1.50x" in report.fp8_table(doc)
     assert "worst 1.10x" in report.targets(doc, None)  # the block-scaled suites are not the per-tensor target's
     lines = {line.split("|")[1].strip(): line for line in report.targets(fp8_doc(), None).splitlines()[2:]}

@@ -121,9 +121,9 @@ def _sets(run, fmt, m, n, k, with_bias=False):
     return sets, check, (da @ db.t()).float()
 
 
-# suite -> heddle's scale kind (the record's "scaling"): MXFP8 e4m3 data with e8m0 scales per 32 of K; NVFP4 e2m1
-# data with e4m3 scales per 16 of K; MXFP4 e2m1 data with e8m0 scales per 32 of K
-FORMATS = {"mxfp8": "mx32", "nvfp4": "nv16", "mxfp4": "mx32"}
+# suite -> the record's "scaling" (the format: MXFP8 and MXFP4 share heddle's scale kind mx32): MXFP8 e4m3 data with
+# e8m0 scales per 32 of K; NVFP4 e2m1 data with e4m3 scales per 16 of K; MXFP4 e2m1 data with e8m0 scales per 32 of K
+FORMATS = {"mxfp8": "mxfp8", "nvfp4": "nvfp4", "mxfp4": "mxfp4"}
 
 
 def mx_case(run, fmt, m, n, k):
